@@ -1,0 +1,357 @@
+-- 00002: the status lattice, private tables, named constraints and guard triggers.
+--
+-- Why: the canonical outcome of an operation must never regress, whoever writes to it.
+-- The functions in 00003 implement the protocol, but the invariants below are enforced by
+-- the schema itself, so a maintenance script or a DBA in psql is held to them too
+-- (a rescuer that flips a completed job back to retryable is the bug class excluded here):
+--   * the reservation lock (request fingerprint + authorization binding) never changes;
+--   * the status never moves down the lattice (one audited exception: redrive of a
+--     dead-lettered failure opens a new redrive generation);
+--   * a completed result is written with the move to `completed` and never changes;
+--   * each attempt holds at most one terminal observation (the attempt-scoped settlement
+--     lock), and at most one attempt per operation is the settlement;
+--   * the audit log is append-only; nothing is deleted except by settle.purge.
+--
+-- Every table that belongs to an operation carries (tenant, key) and its keys include
+-- them, so the engine can later be sharded by operation key (docs/scale-out in SCALE-OUT).
+
+set local role settle_owner;
+
+-- The order of these labels is the lattice and it matters: pending and running share
+-- rank 1 (lease bookkeeping), then unknown < conflict < failed < completed.
+create type settle.status as enum ('pending', 'running', 'unknown', 'conflict', 'failed', 'completed');
+comment on type settle.status is
+  'Canonical operation status, declared in lattice order (the order matters): pending/running (rank 1) < unknown (2) < conflict (3) < failed (4) < completed (5). See settle.status_rank.';
+
+create function settle.status_rank(status settle.status)
+returns smallint
+language sql
+immutable
+parallel safe
+as $$
+  select case status
+    when 'pending' then 1
+    when 'running' then 1
+    when 'unknown' then 2
+    when 'conflict' then 3
+    when 'failed' then 4
+    when 'completed' then 5
+    else 0
+  end::smallint
+$$;
+comment on function settle.status_rank(settle.status) is
+  'Rank of a status in the settlement lattice: pending and running 1, unknown 2, conflict 3, failed 4, completed 5; NULL (no observation) 0.
+Parameters: status.
+Outcomes: a smallint; never raises.
+Locking: none. Idempotency: pure (IMMUTABLE).';
+
+create table settle_private.operations (
+  tenant text not null,
+  key text not null,
+  fingerprint text not null,
+  request jsonb not null,
+  principal text not null,
+  scopes text[] not null,
+  binding_generation bigint not null,
+  status settle.status not null,
+  attempt integer not null,
+  max_attempts integer not null,
+  lease_token uuid,
+  lease_expires_at timestamptz,
+  result jsonb,
+  settled_attempt integer,
+  settled_at timestamptz,
+  error jsonb,
+  dead_lettered_at timestamptz,
+  redrive_count integer not null default 0,
+  created_at timestamptz not null,
+  updated_at timestamptz not null,
+  constraint operations_pkey primary key (tenant, key),
+  constraint tenant_length_in_range check (octet_length(tenant) between 1 and 64),
+  constraint key_length_in_range check (octet_length(key) between 1 and 255),
+  constraint principal_length_in_range check (octet_length(principal) between 1 and 255),
+  constraint fingerprint_is_versioned check (fingerprint ~ '^v1:[0-9a-f]{64}$'),
+  constraint binding_generation_not_negative check (binding_generation >= 0),
+  constraint attempt_within_budget check (attempt >= 0 and attempt <= max_attempts),
+  constraint max_attempts_positive check (max_attempts >= 1),
+  constraint lease_token_iff_lease_expiry check ((lease_token is null) = (lease_expires_at is null)),
+  constraint pending_is_unleased check (status <> 'pending' or lease_token is null),
+  constraint running_is_leased check (status <> 'running' or lease_token is not null),
+  constraint terminal_is_unleased check (status not in ('failed', 'completed') or lease_token is null),
+  constraint completed_has_result check ((status = 'completed') = (result is not null)),
+  constraint completed_has_settlement check (
+    (status = 'completed') = (settled_attempt is not null and settled_at is not null)),
+  constraint settled_attempt_was_opened check (settled_attempt is null or settled_attempt between 1 and attempt),
+  constraint failed_has_error check (status <> 'failed' or error is not null),
+  constraint dead_lettered_only_when_failed check (dead_lettered_at is null or status = 'failed'),
+  constraint redrive_count_not_negative check (redrive_count >= 0)
+) with (fillfactor = 80);
+
+comment on table settle_private.operations is
+  'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
+
+-- The lease sweeper (settle.expire_leases) finds lapsed leases through this index only.
+create index operations_by_lease_expiry_idx
+  on settle_private.operations (lease_expires_at)
+  where lease_token is not null;
+
+-- Unleased, unfinished operations whose attempt budget is spent wait for the sweeper.
+create index operations_exhausted_idx
+  on settle_private.operations (updated_at)
+  where lease_token is null and status in ('pending', 'unknown', 'conflict') and attempt >= max_attempts;
+
+-- Retention (settle.purge) and the dead-letter view scan terminal records by age.
+create index operations_terminal_by_age_idx
+  on settle_private.operations (updated_at)
+  where status in ('failed', 'completed');
+
+create table settle_private.attempts (
+  tenant text not null,
+  key text not null,
+  attempt integer not null,
+  lease_token uuid not null,
+  worker text,
+  claimed_at timestamptz not null,
+  ended_at timestamptz,
+  end_reason text,
+  observation settle.status,
+  observed_at timestamptz,
+  retryable boolean,
+  error jsonb,
+  late_result jsonb,
+  settled boolean not null default false,
+  constraint attempts_pkey primary key (tenant, key, attempt),
+  constraint attempts_belong_to_operation foreign key (tenant, key)
+    references settle_private.operations (tenant, key),
+  constraint attempt_is_positive check (attempt >= 1),
+  constraint observation_is_an_outcome check (observation is null or observation in ('unknown', 'conflict', 'failed', 'completed')),
+  constraint observed_iff_observation check ((observation is null) = (observed_at is null)),
+  constraint end_reason_iff_ended check ((ended_at is null) = (end_reason is null)),
+  constraint end_reason_is_known check (end_reason is null or end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted')),
+  constraint failure_has_error check (observation is distinct from 'failed' or (error is not null and retryable is not null)),
+  constraint settled_requires_completion check (not settled or observation = 'completed'),
+  constraint late_result_only_when_not_settled check (late_result is null or (observation = 'completed' and not settled))
+) with (fillfactor = 80);
+
+comment on table settle_private.attempts is
+  'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation). Private: use the settle API.';
+
+-- Exactly one attempt per operation can be the settlement (the move to completed).
+create unique index one_settlement_per_operation
+  on settle_private.attempts (tenant, key)
+  where settled;
+
+create table settle_private.audit_log (
+  tenant text not null,
+  key text not null,
+  audit_id bigint generated always as identity,
+  at timestamptz not null,
+  event text not null,
+  outcome text not null,
+  attempt integer,
+  status_before settle.status,
+  status_after settle.status,
+  actor text,
+  detail jsonb,
+  constraint audit_log_pkey primary key (tenant, key, audit_id),
+  constraint event_is_known check (event in (
+    'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'expire', 'redrive', 'purge'))
+);
+
+comment on table settle_private.audit_log is
+  'Append-only audit trail, one row per claim, observation, fence, conflict, expiry, redrive and purge, written in the same transaction. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
+
+-- ---------------------------------------------------------------------------------------
+-- Guard triggers. Numeric prefixes order them (PostgreSQL fires triggers in name order).
+-- ENABLE ALWAYS keeps them firing under session_replication_role = replica.
+-- ---------------------------------------------------------------------------------------
+
+create function settle_private.tg_operations__guard_insert()
+returns trigger
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
+     or new.error is not null or new.dead_lettered_at is not null or new.redrive_count <> 0 then
+    raise exception using
+      errcode = 'SE021',
+      message = 'a new operation must start unsettled (pending or running, no result, no error)',
+      detail = json_build_object('tenant', new.tenant, 'key', new.key, 'status', new.status)::text,
+      hint = 'Create operations with settle.claim.';
+  end if;
+  return new;
+end
+$$;
+
+create function settle_private.tg_operations__guard_lattice()
+returns trigger
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_redrive boolean;
+begin
+  if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+     or new.fingerprint is distinct from old.fingerprint or new.request is distinct from old.request
+     or new.principal is distinct from old.principal or new.scopes is distinct from old.scopes
+     or new.binding_generation is distinct from old.binding_generation
+     or new.created_at is distinct from old.created_at then
+    raise exception using
+      errcode = 'SE020',
+      message = 'the reservation lock of an operation is immutable',
+      detail = json_build_object('tenant', old.tenant, 'key', old.key)::text,
+      hint = 'Tenant, key, request, fingerprint and authorization binding are fixed at first claim; use a new key for a new intent.';
+  end if;
+
+  if old.status = 'completed' and (new.result is distinct from old.result
+     or new.settled_attempt is distinct from old.settled_attempt
+     or new.settled_at is distinct from old.settled_at) then
+    raise exception using
+      errcode = 'SE022',
+      message = 'the result of a completed operation is immutable',
+      detail = json_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
+      hint = 'A completed result is written once, with the move to completed.';
+  end if;
+
+  -- The only permitted move down the lattice: settle.redrive re-opening a dead-lettered
+  -- failure as a new redrive generation.
+  v_redrive := old.status = 'failed' and old.dead_lettered_at is not null
+    and new.status = 'pending' and new.dead_lettered_at is null
+    and new.redrive_count = old.redrive_count + 1;
+
+  if settle.status_rank(new.status) < settle.status_rank(old.status) and not v_redrive then
+    raise exception using
+      errcode = 'SE021',
+      message = format('status may not move down the lattice from %s to %s', old.status, new.status),
+      detail = json_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+      hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
+  end if;
+
+  if new.attempt < old.attempt or new.redrive_count < old.redrive_count then
+    raise exception using
+      errcode = 'SE021',
+      message = 'attempt epochs and redrive generations never go back',
+      detail = json_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
+  end if;
+
+  return new;
+end
+$$;
+
+create function settle_private.tg_attempts__guard_settlement()
+returns trigger
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+     or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
+     or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
+     or (old.ended_at is not null and (new.ended_at is distinct from old.ended_at
+                                       or new.end_reason is distinct from old.end_reason)) then
+    raise exception using
+      errcode = 'SE024',
+      message = 'the identity and end of an attempt are immutable',
+      detail = json_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+  end if;
+
+  if old.observation in ('failed', 'completed') and (new.observation is distinct from old.observation
+     or new.error is distinct from old.error or new.retryable is distinct from old.retryable
+     or new.late_result is distinct from old.late_result or new.observed_at is distinct from old.observed_at) then
+    raise exception using
+      errcode = 'SE024',
+      message = 'an attempt holds at most one terminal observation',
+      detail = json_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
+      hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
+  end if;
+
+  if settle.status_rank(new.observation) < settle.status_rank(old.observation) or (old.settled and not new.settled) then
+    raise exception using
+      errcode = 'SE021',
+      message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
+      detail = json_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+  end if;
+
+  return new;
+end
+$$;
+
+create function settle_private.tg_audit_log__refuse_change()
+returns trigger
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  raise exception using
+    errcode = 'SE023',
+    message = format('the audit log is append-only (%s refused)', tg_op),
+    hint = 'Audit rows are removed only by settle.purge together with their operation.';
+end
+$$;
+
+-- DELETE on the private tables is the privilege of settle.purge, which sets the
+-- transaction-local flag settle.purging while it works. TRUNCATE is always refused.
+create function settle_private.tg_any__refuse_delete()
+returns trigger
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  if tg_op = 'DELETE' and current_setting('settle.purging', true) = 'on' then
+    return old;
+  end if;
+  raise exception using
+    errcode = 'SE025',
+    message = format('%s on %I.%I is refused: only settle.purge deletes', tg_op, tg_table_schema, tg_table_name),
+    hint = 'Use settle.purge(older_than => ...) for retention.';
+end
+$$;
+
+create trigger _100_guard_insert before insert on settle_private.operations
+  for each row execute function settle_private.tg_operations__guard_insert();
+create trigger _100_guard_lattice before update on settle_private.operations
+  for each row execute function settle_private.tg_operations__guard_lattice();
+create trigger _900_refuse_delete before delete on settle_private.operations
+  for each row execute function settle_private.tg_any__refuse_delete();
+create trigger _900_refuse_truncate before truncate on settle_private.operations
+  for each statement execute function settle_private.tg_any__refuse_delete();
+
+create trigger _100_guard_settlement before update on settle_private.attempts
+  for each row execute function settle_private.tg_attempts__guard_settlement();
+create trigger _900_refuse_delete before delete on settle_private.attempts
+  for each row execute function settle_private.tg_any__refuse_delete();
+create trigger _900_refuse_truncate before truncate on settle_private.attempts
+  for each statement execute function settle_private.tg_any__refuse_delete();
+
+create trigger _100_refuse_update before update on settle_private.audit_log
+  for each row execute function settle_private.tg_audit_log__refuse_change();
+create trigger _900_refuse_delete before delete on settle_private.audit_log
+  for each row execute function settle_private.tg_any__refuse_delete();
+create trigger _900_refuse_truncate before truncate on settle_private.audit_log
+  for each statement execute function settle_private.tg_any__refuse_delete();
+
+alter table settle_private.operations enable always trigger _100_guard_insert;
+alter table settle_private.operations enable always trigger _100_guard_lattice;
+alter table settle_private.operations enable always trigger _900_refuse_delete;
+alter table settle_private.operations enable always trigger _900_refuse_truncate;
+alter table settle_private.attempts enable always trigger _100_guard_settlement;
+alter table settle_private.attempts enable always trigger _900_refuse_delete;
+alter table settle_private.attempts enable always trigger _900_refuse_truncate;
+alter table settle_private.audit_log enable always trigger _100_refuse_update;
+alter table settle_private.audit_log enable always trigger _900_refuse_delete;
+alter table settle_private.audit_log enable always trigger _900_refuse_truncate;
+
+-- Row-level security, forced so that it binds the owner too: only the owner role (through
+-- the SECURITY DEFINER API) reaches rows. Superusers bypass RLS but not the triggers above.
+alter table settle_private.operations enable row level security;
+alter table settle_private.operations force row level security;
+alter table settle_private.attempts enable row level security;
+alter table settle_private.attempts force row level security;
+alter table settle_private.audit_log enable row level security;
+alter table settle_private.audit_log force row level security;
+create policy owner_only on settle_private.operations to settle_owner using (true) with check (true);
+create policy owner_only on settle_private.attempts to settle_owner using (true) with check (true);
+create policy owner_only on settle_private.audit_log to settle_owner using (true) with check (true);
+
+revoke all on all tables in schema settle_private from public;
