@@ -1,0 +1,72 @@
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { quoteIdent, withDatabase } from '../db/database-url.js';
+import { migrate } from '../db/migrate.js';
+import { provisionPostgres } from '../db/provision.js';
+import { TEMPLATE_DB } from './provided-context.js';
+
+/**
+ * vitest globalSetup: one PostgreSQL server for the whole run, one migrated template database
+ * (`settle_template`) that each test file clones with createTestDatabase().
+ *
+ * Set PG_SETTLE_MIGRATIONS_DIR to migrate the template from another directory.
+ * Set PG_SETTLE_TEST_LOG=1 to see provisioning and migration logs.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const verbose = process.env.PG_SETTLE_TEST_LOG === '1';
+  const log = (msg: string): void => {
+    if (verbose) console.log(`[pg-settle test db] ${msg}`);
+  };
+
+  const started = Date.now();
+  const server = await provisionPostgres({ log });
+  try {
+    await recreateTemplate(server.adminUrl);
+    const dir = process.env.PG_SETTLE_MIGRATIONS_DIR;
+    const { applied } = await migrate(withDatabase(server.adminUrl, TEMPLATE_DB), dir === undefined ? { log } : { log, dir });
+    await sealTemplate(server.adminUrl);
+    log(`server (${server.kind}) and template ready in ${Date.now() - started} ms; applied ${applied.join(', ')}`);
+  } catch (error) {
+    await server.stop();
+    throw error;
+  }
+
+  project.provide('adminUrl', server.adminUrl);
+  project.provide('templateDb', TEMPLATE_DB);
+
+  return async () => {
+    await server.stop();
+  };
+}
+
+async function recreateTemplate(adminUrl: string): Promise<void> {
+  await withAdmin(adminUrl, async (admin) => {
+    const existing = await admin.query('select 1 from pg_database where datname = $1', [TEMPLATE_DB]);
+    if (existing.rowCount !== 0) {
+      // A previous run against the same server (DATABASE_URL) left it: start from scratch.
+      await admin.query(`alter database ${quoteIdent(TEMPLATE_DB)} is_template false allow_connections true`);
+      await admin.query(`drop database ${quoteIdent(TEMPLATE_DB)} with (force)`);
+    }
+    await admin.query(`create database ${quoteIdent(TEMPLATE_DB)} template template0`);
+  });
+}
+
+/**
+ * Marks the template and forbids connections to it: CREATE DATABASE ... TEMPLATE fails with
+ * 55006 while anyone is connected to the source, so a stray connection would break every clone.
+ */
+async function sealTemplate(adminUrl: string): Promise<void> {
+  await withAdmin(adminUrl, async (admin) => {
+    await admin.query(`alter database ${quoteIdent(TEMPLATE_DB)} is_template true allow_connections false`);
+  });
+}
+
+async function withAdmin(adminUrl: string, fn: (admin: pg.Client) => Promise<void>): Promise<void> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await fn(admin);
+  } finally {
+    await admin.end();
+  }
+}

@@ -1,0 +1,14 @@
+/**
+ * Values the global setup hands to every test worker (`project.provide` -> `inject`).
+ * Importing this module (index.ts does) types `inject('adminUrl')` and `inject('templateDb')`.
+ */
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** Superuser connection string to the database `postgres` of the test server. */
+    adminUrl: string;
+    /** Migrated template database that createTestDatabase() clones. */
+    templateDb: string;
+  }
+}
+
+export const TEMPLATE_DB = 'settle_template';

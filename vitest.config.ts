@@ -1,0 +1,38 @@
+import { defineConfig } from 'vitest/config';
+
+// One PostgreSQL server and one migrated template for the whole run (globalSetup runs once, in
+// the root project; both projects inherit what it provides). Each test file clones its own
+// database, so files run in parallel. Timeouts are generous for a 2-core shared machine.
+const perProject = {
+  pool: 'forks',
+  testTimeout: 60_000,
+  hookTimeout: 120_000,
+} as const;
+
+export default defineConfig({
+  test: {
+    globalSetup: ['./src/testing/global-setup.ts'],
+    ...perProject,
+    fileParallelism: true,
+    maxWorkers: 2,
+    // Projects do not `extends: true` on purpose: that would copy globalSetup into each project
+    // and provision one server per project.
+    projects: [
+      {
+        test: {
+          ...perProject,
+          name: 'unit',
+          include: ['test/**/*.test.ts'],
+          exclude: ['test/reliability/**', '**/node_modules/**'],
+        },
+      },
+      {
+        test: {
+          ...perProject,
+          name: 'reliability',
+          include: ['test/reliability/**/*.test.ts'],
+        },
+      },
+    ],
+  },
+});
