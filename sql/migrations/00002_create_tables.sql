@@ -355,3 +355,5 @@ create policy owner_only on settle_private.attempts to settle_owner using (true)
 create policy owner_only on settle_private.audit_log to settle_owner using (true) with check (true);
 
 revoke all on all tables in schema settle_private from public;
+
+reset role;

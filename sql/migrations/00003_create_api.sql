@@ -1107,3 +1107,5 @@ grant execute on function
 
 grant select on settle.operations, settle.attempts, settle.audit_log, settle.dead_letters,
   settle.settlements, settle.stats to settle_readonly, settle_admin;
+
+reset role;
