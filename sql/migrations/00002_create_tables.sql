@@ -23,7 +23,9 @@ create type settle.status as enum ('pending', 'running', 'unknown', 'conflict', 
 comment on type settle.status is
   'Canonical operation status, declared in lattice order (the order matters): pending/running (rank 1) < unknown (2) < conflict (3) < failed (4) < completed (5). See settle.status_rank.';
 
-create function settle.status_rank(status settle.status)
+-- Inlinable rank of the lattice, used by the guard triggers and the merge. The public,
+-- documented form is settle.status_rank (00003).
+create function settle_private._rank(status settle.status)
 returns smallint
 language sql
 immutable
@@ -39,11 +41,6 @@ as $$
     else 0
   end::smallint
 $$;
-comment on function settle.status_rank(settle.status) is
-  'Rank of a status in the settlement lattice: pending and running 1, unknown 2, conflict 3, failed 4, completed 5; NULL (no observation) 0.
-Parameters: status.
-Outcomes: a smallint; never raises.
-Locking: none. Idempotency: pure (IMMUTABLE).';
 
 create table settle_private.operations (
   tenant text not null,
@@ -220,7 +217,7 @@ begin
     and new.status = 'pending' and new.dead_lettered_at is null
     and new.redrive_count = old.redrive_count + 1;
 
-  if settle.status_rank(new.status) < settle.status_rank(old.status) and not v_redrive then
+  if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
     raise exception using
       errcode = 'SE021',
       message = format('status may not move down the lattice from %s to %s', old.status, new.status),
@@ -266,7 +263,7 @@ begin
       hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
   end if;
 
-  if settle.status_rank(new.observation) < settle.status_rank(old.observation) or (old.settled and not new.settled) then
+  if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
     raise exception using
       errcode = 'SE021',
       message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),

@@ -294,6 +294,28 @@ end
 $$;
 
 -- ---------------------------------------------------------------------------------------
+-- settle.status_rank
+-- ---------------------------------------------------------------------------------------
+
+-- status_rank(status) -> 1..5, the rank of a status in the lattice (0 for NULL)
+create function settle.status_rank(status settle.status)
+returns smallint
+language sql
+immutable
+parallel safe
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+  select settle_private._rank(status)
+$$;
+
+comment on function settle.status_rank(settle.status) is
+  'Rank of a status in the settlement lattice: pending and running 1, unknown 2, conflict 3, failed 4, completed 5; NULL (no observation) 0.
+Parameters: status.
+Outcomes: a smallint; never raises.
+Locking: none. Idempotency: pure (IMMUTABLE).';
+
+-- ---------------------------------------------------------------------------------------
 -- settle.fingerprint
 -- ---------------------------------------------------------------------------------------
 
@@ -304,6 +326,7 @@ language sql
 immutable
 strict
 parallel safe
+security definer
 set search_path = pg_catalog, pg_temp
 as $$
   select 'v1:' || encode(sha256(convert_to(settle_private._canonical_json(request), 'UTF8')), 'hex')
@@ -626,7 +649,7 @@ begin
   v_diff := settle_private._lock_diff(v_op, _observe.fingerprint, _observe.principal, _observe.scopes,
     _observe.binding_generation);
   if cardinality(v_diff) > 0 then
-    if kind = 'complete' and settle.status_rank(v_op.status) < settle.status_rank('conflict') then
+    if kind = 'complete' and settle_private._rank(v_op.status) < settle_private._rank('conflict') then
       update settle_private.operations o
          set status = 'conflict',
              lease_token = case when v_op.attempt = _observe.attempt then null else o.lease_token end,
@@ -635,7 +658,7 @@ begin
        where o.tenant = _observe.tenant and o.key = _observe.key
       returning * into v_op;
     end if;
-    if kind = 'complete' and settle.status_rank(v_att.observation) < settle.status_rank('conflict') then
+    if kind = 'complete' and settle_private._rank(v_att.observation) < settle_private._rank('conflict') then
       update settle_private.attempts a
          set observation = 'conflict', observed_at = v_now,
              ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed')
@@ -730,7 +753,7 @@ begin
        set observation = 'unknown', observed_at = v_now, ended_at = v_now, end_reason = 'observed'
      where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt;
     update settle_private.operations o
-       set status = case when settle.status_rank(v_op.status) < settle.status_rank('unknown')
+       set status = case when settle_private._rank(v_op.status) < settle_private._rank('unknown')
                          then 'unknown'::settle.status else v_op.status end,
            lease_token = null, lease_expires_at = null, updated_at = v_now
      where o.tenant = _observe.tenant and o.key = _observe.key
