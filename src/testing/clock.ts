@@ -1,0 +1,29 @@
+import pg from 'pg';
+
+/**
+ * Makes the live lease of (tenant, key) lapse without sleeping: moves `lease_expires_at` one
+ * second into the past by the database clock. Needs a superuser (or the table owner) connection
+ * to the database that holds the operation: the application role cannot do this, so tests get
+ * controllable time without a hole in production. Resolves to whether a leased row was found.
+ *
+ * `connection` is a connection string (a client is opened and closed) or a connected client.
+ */
+export async function expireLease(
+  connection: string | pg.ClientBase,
+  tenant: string,
+  key: string,
+): Promise<boolean> {
+  const text = `update settle_private.operations
+                   set lease_expires_at = clock_timestamp() - interval '1 second'
+                 where tenant = $1 and key = $2 and lease_token is not null`;
+  if (typeof connection !== 'string') {
+    return ((await connection.query(text, [tenant, key])).rowCount ?? 0) > 0;
+  }
+  const client = new pg.Client({ connectionString: connection });
+  await client.connect();
+  try {
+    return ((await client.query(text, [tenant, key])).rowCount ?? 0) > 0;
+  } finally {
+    await client.end();
+  }
+}
