@@ -12,6 +12,7 @@ export async function backendPid(client: pg.ClientBase): Promise<number> {
  * Resolves once every backend in `pids` is waiting on a heavyweight lock (pg_stat_activity
  * wait_event_type = 'Lock'), polling from `observer`. This orders events without sleeping:
  * a session known to be blocked behind a lock runs only after that lock is released.
+ * `observer` must not be inside a transaction: pg_stat_activity is snapshotted per transaction.
  */
 export async function waitUntilBlocked(
   observer: pg.ClientBase,
@@ -31,4 +32,32 @@ export async function waitUntilBlocked(
     }
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/**
+ * Session 1 runs `first` inside an open transaction (holding the operation's row lock);
+ * session 2 starts `second`, which must queue behind that lock; once it is seen waiting,
+ * session 1 commits and session 2 proceeds. Returns both answers, in that order.
+ */
+export async function secondWaitsForFirst<A, B>(
+  sessions: { readonly one: pg.ClientBase; readonly two: pg.ClientBase; readonly observer: pg.ClientBase },
+  first: (one: pg.ClientBase) => Promise<A>,
+  second: (two: pg.ClientBase) => Promise<B>,
+): Promise<[A, B]> {
+  const { one, two, observer } = sessions;
+  const pid = await backendPid(two);
+  await one.query('begin');
+  let a: A;
+  let pending: Promise<B> | undefined;
+  try {
+    a = await first(one);
+    pending = second(two);
+    pending.catch(() => {}); // observed below; avoid an unhandled rejection while we wait
+    await waitUntilBlocked(observer, pid);
+    await one.query('commit');
+  } catch (error) {
+    await one.query('rollback').catch(() => {});
+    throw error;
+  }
+  return [a, await pending];
 }
