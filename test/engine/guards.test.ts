@@ -1,0 +1,90 @@
+import type pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { useEngineDatabase } from './support/database.js';
+import { sqlStateOf } from './support/errors.js';
+import { newOperation } from './support/fixtures.js';
+import { mustGetOperation } from './support/inspect.js';
+import { acquire, complete, type Ticket } from './support/settle.js';
+
+// The schema holds every writer to the lattice, the superuser in psql included.
+const db = useEngineDatabase('guards');
+
+/** A completed operation, and a superuser connection to poke at it. */
+async function completedOperation(prefix: string): Promise<{ admin: pg.Client; ticket: Ticket }> {
+  const [app, admin] = await Promise.all([db.app(), db.connect()]);
+  const ticket = await acquire(app, newOperation(prefix));
+  await complete(app, ticket, { receipt: 'r-1' });
+  return { admin, ticket };
+}
+
+const WHERE = 'where tenant = $1 and key = $2';
+
+describe('guard triggers hold for the superuser', () => {
+  const updates = [
+    { code: 'SE021', what: 'a status downgrade (completed -> unknown)', set: `status = 'unknown'` },
+    { code: 'SE021', what: 'a status downgrade (completed -> failed)', set: `status = 'failed', error = '{}'` },
+    { code: 'SE022', what: 'a change of the result after completion', set: `result = '{"receipt":"forged"}'` },
+    { code: 'SE022', what: 'a change of the settled attempt', set: 'settled_attempt = null' },
+    { code: 'SE020', what: 'a change of the fingerprint', set: `fingerprint = 'v1:' || repeat('0', 64)` },
+    { code: 'SE020', what: 'a change of the principal', set: `principal = 'mallory'` },
+    { code: 'SE020', what: 'a change of the request', set: `request = '{"amount":"1000000.00"}'` },
+    { code: 'SE020', what: 'a change of the binding generation', set: 'binding_generation = binding_generation + 1' },
+  ] as const;
+
+  for (const { code, what, set } of updates) {
+    it(`UPDATE with ${what} fails with ${code}`, async () => {
+      const { admin, ticket } = await completedOperation('guard-update');
+      const before = await mustGetOperation(admin, ticket.tenant, ticket.key);
+      expect(await sqlStateOf(admin.query(`update settle_private.operations set ${set} ${WHERE}`, [ticket.tenant, ticket.key]))).toBe(code);
+      expect((await mustGetOperation(admin, ticket.tenant, ticket.key)).row_text).toBe(before.row_text);
+    });
+  }
+
+  it('audit_log: UPDATE fails with SE023, DELETE and TRUNCATE with SE025', async () => {
+    const { admin, ticket } = await completedOperation('guard-audit');
+    const args = [ticket.tenant, ticket.key];
+    expect(await sqlStateOf(admin.query(`update settle_private.audit_log set outcome = 'forged' ${WHERE}`, args))).toBe('SE023');
+    expect(await sqlStateOf(admin.query(`delete from settle_private.audit_log ${WHERE}`, args))).toBe('SE025');
+    expect(await sqlStateOf(admin.query('truncate settle_private.audit_log'))).toBe('SE025');
+    const { rows } = await admin.query<{ n: number }>(`select count(*)::int as n from settle_private.audit_log ${WHERE}`, args);
+    expect(rows[0]?.n).toBe(2);
+  });
+
+  it('DELETE from operations and attempts, TRUNCATE of attempts fail with SE025', async () => {
+    const { admin, ticket } = await completedOperation('guard-delete');
+    const args = [ticket.tenant, ticket.key];
+    expect(await sqlStateOf(admin.query(`delete from settle_private.operations ${WHERE}`, args))).toBe('SE025');
+    expect(await sqlStateOf(admin.query(`delete from settle_private.attempts ${WHERE}`, args))).toBe('SE025');
+    expect(await sqlStateOf(admin.query('truncate settle_private.attempts'))).toBe('SE025');
+    expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'completed' });
+  });
+
+  it('an attempt with a second, different terminal observation fails with SE024', async () => {
+    const { admin, ticket } = await completedOperation('guard-attempt');
+    const args = [ticket.tenant, ticket.key];
+    expect(await sqlStateOf(admin.query(
+      `update settle_private.attempts set observation = 'failed', error = '{"code":"forged"}', retryable = false ${WHERE}`, args,
+    ))).toBe('SE024');
+    expect(await sqlStateOf(admin.query(
+      `update settle_private.attempts set late_result = '{"receipt":"forged"}' ${WHERE}`, args,
+    ))).toBe('SE024');
+  });
+
+  it('session_replication_role = replica does not disable them (ENABLE ALWAYS)', async () => {
+    const { admin, ticket } = await completedOperation('guard-replica');
+    const args = [ticket.tenant, ticket.key];
+    await admin.query('set session_replication_role = replica');
+    expect(await sqlStateOf(admin.query(`update settle_private.operations set status = 'running' ${WHERE}`, args))).toBe('SE021');
+    expect(await sqlStateOf(admin.query(`update settle_private.operations set result = '{}' ${WHERE}`, args))).toBe('SE022');
+    expect(await sqlStateOf(admin.query(`update settle_private.operations set principal = 'x' ${WHERE}`, args))).toBe('SE020');
+    expect(await sqlStateOf(admin.query(`delete from settle_private.operations ${WHERE}`, args))).toBe('SE025');
+    expect(await sqlStateOf(admin.query(`update settle_private.audit_log set outcome = 'x' ${WHERE}`, args))).toBe('SE023');
+    expect(await sqlStateOf(admin.query(`update settle_private.attempts set observation = 'failed', error = '{}', retryable = true ${WHERE}`, args))).toBe('SE024');
+    const { rows } = await admin.query<{ tgname: string; tgenabled: string }>(
+      `select tgname, tgenabled from pg_trigger t join pg_class c on c.oid = t.tgrelid
+         join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = 'settle_private' and not t.tgisinternal and t.tgenabled <> 'A'`,
+    );
+    expect(rows).toEqual([]);
+  });
+});
