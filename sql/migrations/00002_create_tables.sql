@@ -174,7 +174,7 @@ begin
     raise exception using
       errcode = 'SE021',
       message = 'a new operation must start unsettled (pending or running, no result, no error)',
-      detail = json_build_object('tenant', new.tenant, 'key', new.key, 'status', new.status)::text,
+      detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'status', new.status)::text,
       hint = 'Create operations with settle.claim.';
   end if;
   return new;
@@ -197,7 +197,7 @@ begin
     raise exception using
       errcode = 'SE020',
       message = 'the reservation lock of an operation is immutable',
-      detail = json_build_object('tenant', old.tenant, 'key', old.key)::text,
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key)::text,
       hint = 'Tenant, key, request, fingerprint and authorization binding are fixed at first claim; use a new key for a new intent.';
   end if;
 
@@ -207,7 +207,7 @@ begin
     raise exception using
       errcode = 'SE022',
       message = 'the result of a completed operation is immutable',
-      detail = json_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
       hint = 'A completed result is written once, with the move to completed.';
   end if;
 
@@ -221,7 +221,7 @@ begin
     raise exception using
       errcode = 'SE021',
       message = format('status may not move down the lattice from %s to %s', old.status, new.status),
-      detail = json_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
       hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
   end if;
 
@@ -229,7 +229,7 @@ begin
     raise exception using
       errcode = 'SE021',
       message = 'attempt epochs and redrive generations never go back',
-      detail = json_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
   end if;
 
   return new;
@@ -250,7 +250,7 @@ begin
     raise exception using
       errcode = 'SE024',
       message = 'the identity and end of an attempt are immutable',
-      detail = json_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
   end if;
 
   if old.observation in ('failed', 'completed') and (new.observation is distinct from old.observation
@@ -259,7 +259,7 @@ begin
     raise exception using
       errcode = 'SE024',
       message = 'an attempt holds at most one terminal observation',
-      detail = json_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
       hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
   end if;
 
@@ -267,7 +267,7 @@ begin
     raise exception using
       errcode = 'SE021',
       message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
-      detail = json_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
   end if;
 
   return new;
