@@ -1,0 +1,82 @@
+import pg from 'pg';
+
+/**
+ * Pre-existing operation records for the `scale` scenario, written as superuser straight into
+ * settle_private.* with set-based INSERT ... SELECT (seconds per million rows instead of a
+ * million settle.claim calls), yet holding every constraint and trigger of the engine:
+ * the insert guard only admits unsettled rows, so each record is an operation whose first
+ * attempt's lease lapsed (status `pending`, attempt 1, no lease), with its ended attempt
+ * (`lease_expired`) and its two audit rows (claim acquired, expire expired) — a state the
+ * engine itself produces, reached without a single UPDATE.
+ *
+ * Keys are `op-<12 digits>-s`, spread evenly over the same 12-digit range as the keys the
+ * pgbench scripts draw (`op-<random 12 digits>-<client>`), so new keys land between existing
+ * ones in every index, and generated in ascending order so the B-trees fill sequentially.
+ */
+export interface ScaleRowsOptions {
+  readonly rows: number;
+  readonly batchRows?: number;
+  readonly log?: (msg: string) => void;
+}
+
+const KEY_RANGE_START = 100_000_000_000;
+const KEY_RANGE_WIDTH = 899_999_999_999;
+const DEFAULT_BATCH = 1_000_000;
+
+export async function generateScaleRows(url: string, opts: ScaleRowsOptions): Promise<void> {
+  if (opts.rows <= 0) return;
+  const log = opts.log ?? (() => {});
+  const stride = Math.floor(KEY_RANGE_WIDTH / opts.rows);
+  const batch = opts.batchRows ?? DEFAULT_BATCH;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (let from = 1; from <= opts.rows; from += batch) {
+      const to = Math.min(opts.rows, from + batch - 1);
+      const started = Date.now();
+      await client.query('begin');
+      await client.query(INSERT_OPERATIONS, [from, to, KEY_RANGE_START, stride]);
+      await client.query(INSERT_ATTEMPTS, [from, to, KEY_RANGE_START, stride]);
+      await client.query(INSERT_AUDIT, [from, to, KEY_RANGE_START, stride]);
+      await client.query('commit');
+      log(`scale rows ${from}..${to} of ${opts.rows} in ${Date.now() - started} ms`);
+    }
+    const started = Date.now();
+    await client.query('vacuum (analyze) settle_private.operations, settle_private.attempts, settle_private.audit_log');
+    await client.query('checkpoint');
+    log(`vacuum analyze + checkpoint in ${Date.now() - started} ms`);
+  } finally {
+    await client.end();
+  }
+}
+
+const KEY = `'op-' || ($3::bigint + i * $4::bigint)::text || '-s'`;
+const SERIES = 'generate_series($1::bigint, $2::bigint) as i';
+
+const INSERT_OPERATIONS = `
+insert into settle_private.operations
+  (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+   max_attempts, created_at, updated_at)
+select 'bench', ${KEY}, f.fingerprint, f.request, 'bench-app', array['payments.write'], 0, 'pending', 1,
+       5, now() - interval '1 day', now() - interval '1 day'
+  from (select r.request, settle.fingerprint(r.request) as fingerprint
+          from (select jsonb_build_object('amount', 1, 'currency', 'EUR') as request) r) f,
+       ${SERIES}`;
+
+const INSERT_ATTEMPTS = `
+insert into settle_private.attempts
+  (tenant, key, attempt, lease_token, worker, claimed_at, ended_at, end_reason)
+select 'bench', ${KEY}, 1, md5(i::text)::uuid, 'seed', now() - interval '1 day',
+       now() - interval '1 day' + interval '30 seconds', 'lease_expired'
+  from ${SERIES}`;
+
+const INSERT_AUDIT = `
+insert into settle_private.audit_log
+  (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
+select 'bench', ${KEY}, now() - interval '1 day' + case when s.expired then interval '30 seconds' else interval '0' end,
+       case when s.expired then 'expire' else 'claim' end, case when s.expired then 'expired' else 'acquired' end, 1,
+       case when s.expired then 'running'::settle.status end,
+       case when s.expired then 'pending'::settle.status else 'running'::settle.status end, 'seed',
+       case when s.expired then null else jsonb_build_object('reserved', true) end
+  from generate_series(2 * $1::bigint, 2 * $2::bigint + 1) as j,
+       lateral (select j / 2 as i, j % 2 = 1 as expired) as s`;
