@@ -1,0 +1,142 @@
+import type { AttemptRow, AuditRow, FinalState, OperationRow } from './final-state.js';
+import type { StatusName } from './history.js';
+import { groupByKey, keyOf, rank, type ViolationLog } from './invariants.js';
+
+/** What replaying one key's audit trail says the record must be. */
+interface Replay {
+  status: StatusName | null;
+  attempt: number;
+  /** Attempt holding the lease, or null. */
+  lease: number | null;
+  settlements: number;
+}
+
+/**
+ * Replays every key's audit trail (audit_id order) and checks each transition, then compares
+ * the end of the trail with the stored operation and its attempts.
+ */
+export function checkAuditTrail(state: FinalState, log: ViolationLog): void {
+  const operations = new Map(state.operations.map((op) => [keyOf(op), op]));
+  const attempts = groupByKey(state.attempts);
+  const trails = groupByKey(state.audit);
+  for (const [k, op] of operations) {
+    const replay = replayTrail(trails.get(k) ?? [], log);
+    checkEndOfTrail(op, replay, attempts.get(k) ?? [], log);
+  }
+  for (const [k, rows] of trails) {
+    const last = rows[rows.length - 1];
+    if (!operations.has(k) && last !== undefined && last.event !== 'purge') {
+      log.add('audit-continuity', last, `the audit trail ends in ${last.statusAfter} but no operation is stored`);
+    }
+  }
+}
+
+function replayTrail(rows: readonly AuditRow[], log: ViolationLog): Replay {
+  const r: Replay = { status: null, attempt: 0, lease: null, settlements: 0 };
+  let prev: AuditRow | undefined;
+  for (const row of rows) {
+    if (row.event === 'purge') {
+      Object.assign(r, { status: null, attempt: 0, lease: null, settlements: 0 });
+      prev = row;
+      continue;
+    }
+    // A claim that first ends a lapsed lease writes `expire`, then its own row whose
+    // status_before is the status at the start of the call.
+    const joinsExpire = row.event === 'claim' && prev?.event === 'expire' && row.statusBefore === prev.statusBefore;
+    if (row.statusBefore !== r.status && !joinsExpire) {
+      log.add('audit-continuity', row, `audit ${row.auditId} (${row.event} ${row.outcome}) starts from ${row.statusBefore}, the trail was at ${r.status}`, [row.auditId]);
+    }
+    checkTransition(row, r, log);
+    r.status = row.statusAfter;
+    prev = row;
+  }
+  return r;
+}
+
+function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
+  const { statusBefore: before, statusAfter: after } = row;
+  const what = `audit ${row.auditId} (${row.event} ${row.outcome}, attempt ${row.attempt})`;
+  if (before !== null && after !== null && rank(after) < rank(before)) {
+    const redrive = row.event === 'redrive' && before === 'failed' && after === 'pending';
+    if (!redrive) log.add('status-monotonic', row, `${what} moved ${before} -> ${after}`, [row.auditId]);
+  }
+  const unchanged = (): void => {
+    if (before !== after) log.add('superseded-no-effect', row, `${what} changed the status ${before} -> ${after}`, [row.auditId]);
+  };
+  switch (row.event) {
+    case 'claim':
+      if (row.outcome === 'acquired') {
+        if (r.lease !== null) log.add('lease-exclusive', row, `${what} while attempt ${r.lease} held the lease`, [row.auditId]);
+        if (row.attempt !== r.attempt + 1) log.add('lease-exclusive', row, `${what} opened after attempt ${r.attempt}`, [row.auditId]);
+        r.attempt = row.attempt ?? r.attempt;
+        r.lease = row.attempt;
+      } else if (row.outcome !== 'failed') {
+        unchanged();
+      }
+      return;
+    case 'expire':
+      r.lease = null;
+      return;
+    case 'heartbeat':
+      unchanged();
+      return;
+    case 'redrive':
+      if (before !== 'failed' || after !== 'pending') log.add('status-monotonic', row, `${what} moved ${before} -> ${after}`, [row.auditId]);
+      return;
+    case 'complete':
+      checkComplete(row, r, what, log, unchanged);
+      return;
+    case 'fail':
+    case 'report_unknown':
+      if (row.outcome === 'recorded' || row.outcome === 'settled') {
+        if (row.attempt !== r.lease) {
+          log.add('superseded-no-effect', row, `${what} was merged while attempt ${r.lease} held the lease`, [row.auditId]);
+        }
+        r.lease = null;
+      } else {
+        unchanged();
+      }
+      return;
+    default:
+      log.add('audit-continuity', row, `${what}: unknown audit event`, [row.auditId]);
+  }
+}
+
+function checkComplete(row: AuditRow, r: Replay, what: string, log: ViolationLog, unchanged: () => void): void {
+  const { statusBefore: before, statusAfter: after } = row;
+  if (row.outcome === 'settled') {
+    r.settlements += 1;
+    if (r.settlements > 1) log.add('single-settlement', row, `${what} is settlement #${r.settlements}`, [row.auditId]);
+    if (after !== 'completed') log.add('audit-continuity', row, `${what} settled into ${after}`, [row.auditId]);
+    r.lease = null;
+    return;
+  }
+  if (row.outcome === 'conflict') {
+    const raised = before !== null && rank(before) < rank('conflict');
+    if (after !== (raised ? 'conflict' : before)) {
+      log.add('mismatch-never-settles', row, `${what} moved ${before} -> ${after}`, [row.auditId]);
+    }
+    if (raised && row.attempt === r.attempt) r.lease = null;
+    return;
+  }
+  unchanged();
+}
+
+function checkEndOfTrail(op: OperationRow, r: Replay, attempts: readonly AttemptRow[], log: ViolationLog): void {
+  if (r.status !== op.status) log.add('audit-continuity', op, `the audit trail ends in ${r.status}, the record is ${op.status}`);
+  if (r.attempt !== op.attempt) log.add('audit-continuity', op, `the audit trail opened ${r.attempt} attempts, the record has ${op.attempt}`);
+  if ((r.lease !== null) !== op.leaseHeld) {
+    log.add('lease-exclusive', op, `the audit trail says lease ${r.lease === null ? 'free' : `held by ${r.lease}`}, the record says ${op.leaseHeld ? 'held' : 'free'}`);
+  }
+  const completed = op.status === 'completed';
+  if (r.settlements !== (completed ? 1 : 0)) {
+    log.add('single-settlement', op, `${r.settlements} settlements audited for a ${op.status} operation`);
+  }
+  const settled = attempts.filter((a) => a.settled);
+  if (settled.length !== (completed ? 1 : 0) || (completed && settled[0]?.attempt !== op.settledAttempt)) {
+    log.add('single-settlement', op, `settled attempts [${settled.map((a) => a.attempt).join(', ')}], record settled_attempt ${op.settledAttempt}, status ${op.status}`);
+  }
+  const numbers = attempts.map((a) => a.attempt).join(',');
+  const expected = Array.from({ length: op.attempt }, (_, i) => i + 1).join(',');
+  if (numbers !== expected) log.add('lease-exclusive', op, `attempt rows [${numbers}], expected [${expected}]`);
+}
