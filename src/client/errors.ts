@@ -1,0 +1,211 @@
+import {
+  BackendTerminatedError,
+  BackendTerminatedUnexpectedlyError,
+  ConnectionError,
+  IdleTransactionTimeoutError,
+  StatementCancelledError,
+  StatementTimeoutError,
+} from 'slonik';
+
+/** A problem with an input, found by zod before the call or by the database (SE001-SE008). */
+export interface InputIssue {
+  readonly path: readonly PropertyKey[];
+  readonly message: string;
+}
+
+export interface SettleErrorOptions {
+  readonly code: string;
+  /** The SQLSTATE the database raised; null when the error was detected client-side. */
+  readonly sqlstate?: string | null;
+  readonly detail?: Record<string, unknown> | null;
+  readonly hint?: string | null;
+  readonly cause?: unknown;
+}
+
+/**
+ * Base of every error the client throws on purpose. `code` is the SQLSTATE for database errors
+ * (so slonik's transaction retry still recognizes 40001) and a stable name otherwise.
+ */
+export class SettleError extends Error {
+  readonly code: string;
+  readonly sqlstate: string | null;
+  /** The DETAIL of the database error, parsed from JSON (ids of the operation involved). */
+  readonly detail: Record<string, unknown> | null;
+  readonly hint: string | null;
+
+  constructor(message: string, options: SettleErrorOptions) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = options.code;
+    this.sqlstate = options.sqlstate ?? null;
+    this.detail = options.detail ?? null;
+    this.hint = options.hint ?? null;
+  }
+}
+
+/** Bad input: thrown before any round trip (sqlstate null, `issues` from zod) or by the engine. */
+export class SettleInputError extends SettleError {
+  readonly issues: readonly InputIssue[];
+
+  constructor(message: string, options: SettleErrorOptions & { readonly issues?: readonly InputIssue[] }) {
+    super(message, options);
+    this.issues = options.issues ?? [];
+  }
+}
+
+/** SE001 */ export class InvalidTenantError extends SettleInputError {}
+/** SE002 */ export class InvalidKeyError extends SettleInputError {}
+/** SE003 */ export class InvalidBindingError extends SettleInputError {}
+/** SE004 */ export class InvalidRequestError extends SettleInputError {}
+/** SE005 */ export class InvalidResultError extends SettleInputError {}
+/** SE006 */ export class InvalidFailureError extends SettleInputError {}
+/** SE007 */ export class InvalidLeaseError extends SettleInputError {}
+/** SE008 */ export class InvalidArgumentError extends SettleInputError {}
+
+/** SE010: no operation under (tenant, key). */
+export class OperationNotFoundError extends SettleError {}
+/** SE011: redrive refused because the operation is not dead-lettered. */
+export class NotDeadLetteredError extends SettleError {}
+/** SE012: redrive refused because the request differs from the reservation. */
+export class RedriveRequestMismatchError extends SettleError {}
+
+/** SE02x: a write broke an invariant the schema enforces (lattice, immutability, append-only). */
+export class IntegrityViolationError extends SettleError {}
+/** SE020 */ export class ReservationLockImmutableError extends IntegrityViolationError {}
+/** SE021 */ export class StatusDowngradeError extends IntegrityViolationError {}
+/** SE022 */ export class ResultImmutableError extends IntegrityViolationError {}
+/** SE023 */ export class AuditLogAppendOnlyError extends IntegrityViolationError {}
+/** SE024 */ export class AttemptSettlementImmutableError extends IntegrityViolationError {}
+/** SE025 */ export class DeleteRefusedError extends IntegrityViolationError {}
+
+/** SE030: pg-settle needs a UTF8 database. */
+export class DatabaseEncodingError extends SettleError {}
+
+/** The connection was refused, lost or terminated (08xxx, 57P01-57P03, socket errors). */
+export class SettleConnectionError extends SettleError {}
+/** The statement was cancelled: statement_timeout or a cancel request (57014). */
+export class SettleTimeoutError extends SettleError {}
+/** A transient conflict (40001, 40P01, 55P03); retried transparently outside your transactions. */
+export class SettleRetryableError extends SettleError {}
+/** Any other database error (permission denied, ...), with its SQLSTATE. */
+export class SettleDatabaseError extends SettleError {}
+/** A row from the database did not match the expected shape (schema drift or a wrong view). */
+export class SettleRowValidationError extends SettleError {
+  readonly issues: readonly InputIssue[];
+  constructor(message: string, issues: readonly InputIssue[]) {
+    super(message, { code: 'ROW_VALIDATION' });
+    this.issues = issues;
+  }
+}
+
+type SettleErrorClass = new (message: string, options: SettleErrorOptions) => SettleError;
+
+/** Every registered SQLSTATE of the engine (class SE) and the class it maps to. */
+export const errorClasses = {
+  SE001: InvalidTenantError,
+  SE002: InvalidKeyError,
+  SE003: InvalidBindingError,
+  SE004: InvalidRequestError,
+  SE005: InvalidResultError,
+  SE006: InvalidFailureError,
+  SE007: InvalidLeaseError,
+  SE008: InvalidArgumentError,
+  SE010: OperationNotFoundError,
+  SE011: NotDeadLetteredError,
+  SE012: RedriveRequestMismatchError,
+  SE020: ReservationLockImmutableError,
+  SE021: StatusDowngradeError,
+  SE022: ResultImmutableError,
+  SE023: AuditLogAppendOnlyError,
+  SE024: AttemptSettlementImmutableError,
+  SE025: DeleteRefusedError,
+  SE030: DatabaseEncodingError,
+} as const satisfies Record<string, SettleErrorClass>;
+
+export type SettleSqlstate = keyof typeof errorClasses;
+
+const RETRYABLE_SQLSTATES = new Set(['40001', '40P01', '55P03']);
+const CONNECTION_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '25P03']);
+const SOCKET_ERROR_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
+]);
+
+interface PgErrorFields {
+  code?: unknown;
+  detail?: unknown;
+  hint?: unknown;
+  message?: unknown;
+  cause?: unknown;
+}
+
+/** The first error in the cause chain that carries a `code` (pg's DatabaseError or a socket error). */
+function findCoded(error: unknown): (PgErrorFields & { code: string }) | null {
+  let current: unknown = error;
+  for (let depth = 0; depth < 8 && typeof current === 'object' && current !== null; depth += 1) {
+    const fields = current as PgErrorFields;
+    if (typeof fields.code === 'string') return fields as PgErrorFields & { code: string };
+    current = fields.cause;
+  }
+  return null;
+}
+
+function parseDetail(detail: unknown): Record<string, unknown> | null {
+  if (typeof detail !== 'string' || detail === '') return null;
+  try {
+    const parsed: unknown = JSON.parse(detail);
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
+      ? (parsed as Record<string, unknown>)
+      : { value: parsed };
+  } catch {
+    return { text: detail };
+  }
+}
+
+/**
+ * Maps any error from slonik/pg to a typed error, by SQLSTATE (or socket error code, or slonik
+ * error class) only, never by message text. Errors that are already SettleErrors, and errors that
+ * are not database errors at all (bugs), are returned unchanged.
+ */
+export function mapDatabaseError(error: unknown): Error {
+  if (error instanceof SettleError) return error;
+  const coded = findCoded(error);
+  const sqlstate = coded !== null && /^[0-9A-Z]{5}$/.test(coded.code) ? coded.code : null;
+  const message = error instanceof Error ? error.message : String(error);
+  const options = (code: string): SettleErrorOptions => ({
+    code,
+    sqlstate,
+    detail: parseDetail(coded?.detail),
+    hint: typeof coded?.hint === 'string' && coded.hint !== '' ? coded.hint : null,
+    cause: error,
+  });
+
+  if (sqlstate !== null && Object.hasOwn(errorClasses, sqlstate)) {
+    const ErrorClass: SettleErrorClass = errorClasses[sqlstate as SettleSqlstate];
+    return new ErrorClass(message, options(sqlstate));
+  }
+  if (sqlstate !== null && RETRYABLE_SQLSTATES.has(sqlstate)) {
+    return new SettleRetryableError(message, options(sqlstate));
+  }
+  if (sqlstate === '57014' || error instanceof StatementTimeoutError || error instanceof StatementCancelledError) {
+    return new SettleTimeoutError(message, options('57014'));
+  }
+  if (
+    (sqlstate !== null && (sqlstate.startsWith('08') || CONNECTION_SQLSTATES.has(sqlstate))) ||
+    (coded !== null && SOCKET_ERROR_CODES.has(coded.code)) ||
+    error instanceof BackendTerminatedError ||
+    error instanceof BackendTerminatedUnexpectedlyError ||
+    error instanceof IdleTransactionTimeoutError ||
+    error instanceof ConnectionError
+  ) {
+    return new SettleConnectionError(message, options(sqlstate ?? coded?.code ?? 'CONNECTION'));
+  }
+  if (sqlstate !== null) {
+    return new SettleDatabaseError(message, options(sqlstate));
+  }
+  return error instanceof Error ? error : new Error(message, { cause: error });
+}
+
+/** True for errors a bounded retry may fix: serialization failure, deadlock, lock not available. */
+export function isRetryable(error: unknown): boolean {
+  return error instanceof SettleRetryableError;
+}

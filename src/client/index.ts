@@ -1,0 +1,23 @@
+import './polyfills.js';
+
+export { createSettleClient, type SettleClient } from './client.js';
+export * from './errors.js';
+export {
+  createResultParserInterceptor,
+  RESULT_PARSER_INTERCEPTOR,
+  settleInterceptors,
+  settleTypeParsers,
+} from './interceptors.js';
+export { findJsonProblem, jsonbTextLength } from './json.js';
+export {
+  type Classification,
+  defaultErrorToJson,
+  LeaseLostError,
+  type RunContext,
+  type RunInput,
+  type RunOptions,
+  type RunOutcome,
+} from './run.js';
+export { LIMITS } from './schemas.js';
+export type { Isolation, TransactionEffectContext, TransactionOutcome, TransactionRunInput } from './transaction.js';
+export type * from './types.js';

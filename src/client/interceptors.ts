@@ -1,0 +1,77 @@
+import './polyfills.js';
+import type { DriverTypeParser, Interceptor, QueryContext, QueryResultRow } from 'slonik';
+import { SettleRowValidationError } from './errors.js';
+
+type StandardSchemaV1 = NonNullable<QueryContext['resultParser']>;
+
+/** Rows the result-parser interceptor produced: the client does not validate them twice. */
+const validatedRows = new WeakSet<object>();
+
+export const RESULT_PARSER_INTERCEPTOR = 'pg-settle/result-parser';
+
+/**
+ * Runs the Standard Schema of `sql.type(schema)` on every row (slonik 49 does not do it by
+ * itself) and throws SettleRowValidationError on issues. Queries without a schema pass through.
+ */
+export function createResultParserInterceptor(): Interceptor {
+  return {
+    name: RESULT_PARSER_INTERCEPTOR,
+    transformRowAsync: async (queryContext, query, row) => {
+      const parser = queryContext.resultParser;
+      if (parser === undefined) return row;
+      const value = await validateRow(parser, row, query.sql);
+      if (typeof value === 'object' && value !== null) validatedRows.add(value);
+      return value as QueryResultRow;
+    },
+  };
+}
+
+export async function validateRow(schema: StandardSchemaV1, row: unknown, sqlText: string): Promise<unknown> {
+  let outcome = schema['~standard'].validate(row);
+  if (outcome instanceof Promise) outcome = await outcome;
+  if (outcome.issues !== undefined) {
+    const issues = outcome.issues.map((issue) => ({
+      path: (issue.path ?? []).map((segment) => (typeof segment === 'object' ? segment.key : segment)),
+      message: issue.message,
+    }));
+    const first = issues[0];
+    const where = first === undefined ? '' : ` at ${first.path.map(String).join('.') || '(row)'}: ${first.message}`;
+    throw new SettleRowValidationError(`row of "${sqlText.trim().slice(0, 80)}" failed validation${where}`, issues);
+  }
+  return outcome.value;
+}
+
+/** True when `row` came out of the result-parser interceptor (already validated). */
+export function wasValidated(row: unknown): boolean {
+  return typeof row === 'object' && row !== null && validatedRows.has(row);
+}
+
+/** The result-parser interceptor, the one interceptor a pool used by the client should carry. */
+export function settleInterceptors(): Interceptor[] {
+  return [createResultParserInterceptor()];
+}
+
+/**
+ * Type parsers for a pool used by the client: int8 -> bigint (never a lossy number),
+ * timestamptz -> Date, numeric -> string (exact), json/jsonb -> parsed JSON.
+ */
+export function settleTypeParsers(): DriverTypeParser[] {
+  const parseJson = (value: string): unknown => JSON.parse(value);
+  return [
+    { name: 'int8', parse: (value: string) => BigInt(value) },
+    { name: 'timestamptz', parse: parseTimestamptz },
+    { name: 'numeric', parse: (value: string) => value },
+    { name: 'json', parse: parseJson },
+    { name: 'jsonb', parse: parseJson },
+  ];
+}
+
+/**
+ * PostgreSQL's ISO output ("2026-01-02 03:04:05.678901+00", "+05:30", "infinity"). Sub-millisecond
+ * digits are dropped (Date has millisecond resolution); infinities become an invalid Date.
+ */
+function parseTimestamptz(value: string): Date {
+  if (value === 'infinity' || value === '-infinity') return new Date(Number.NaN);
+  const iso = value.replace(' ', 'T').replace(/([+-]\d\d)$/, '$1:00').replace(/([+-]\d\d)(\d\d)$/, '$1:$2');
+  return new Date(iso);
+}

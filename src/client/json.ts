@@ -1,0 +1,111 @@
+import type { Json } from './types.js';
+
+/** A problem found in a would-be JSON value, with the path to it. */
+export interface JsonProblem {
+  readonly path: (string | number)[];
+  readonly message: string;
+}
+
+/**
+ * Finds values that JSON.stringify would silently change or drop (NaN/Infinity become null,
+ * undefined and functions vanish, bigint throws, Dates and class instances become something
+ * else) and values PostgreSQL's jsonb refuses (U+0000, lone surrogates). Returns the first
+ * problem, or null when `value` is plain JSON.
+ */
+export function findJsonProblem(value: unknown): JsonProblem | null {
+  return walk(value, [], new Set());
+}
+
+function walk(value: unknown, path: (string | number)[], ancestors: Set<object>): JsonProblem | null {
+  switch (typeof value) {
+    case 'string':
+      return checkString(value, path, 'string');
+    case 'boolean':
+      return null;
+    case 'number':
+      return Number.isFinite(value) ? null : { path, message: `number must be finite (got ${String(value)})` };
+    case 'object':
+      break;
+    default:
+      return { path, message: `${typeof value} is not a JSON value` };
+  }
+  if (value === null) return null;
+  if (ancestors.has(value)) return { path, message: 'circular reference' };
+  ancestors.add(value);
+  try {
+    if (Array.isArray(value)) {
+      for (let i = 0; i < value.length; i += 1) {
+        if (!(i in value)) return { path: [...path, i], message: 'sparse array hole is not a JSON value' };
+        const problem = walk(value[i], [...path, i], ancestors);
+        if (problem !== null) return problem;
+      }
+      return null;
+    }
+    const proto: unknown = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) {
+      return { path, message: 'only plain objects and arrays are JSON (convert Dates, Maps and class instances first)' };
+    }
+    if (Object.getOwnPropertySymbols(value).length > 0) {
+      return { path, message: 'symbol keys are not JSON' };
+    }
+    for (const [key, child] of Object.entries(value)) {
+      const keyProblem = checkString(key, [...path, key], 'object key');
+      if (keyProblem !== null) return keyProblem;
+      const problem = walk(child, [...path, key], ancestors);
+      if (problem !== null) return problem;
+    }
+    return null;
+  } finally {
+    ancestors.delete(value);
+  }
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function checkString(value: string, path: (string | number)[], what: string): JsonProblem | null {
+  if (value.includes('\u0000')) return { path, message: `${what} must not contain U+0000 (jsonb cannot store it)` };
+  if (LONE_SURROGATE.test(value)) return { path, message: `${what} must be well-formed Unicode (no lone surrogates)` };
+  return null;
+}
+
+/**
+ * Byte length of `value` as PostgreSQL renders jsonb as text (`octet_length(value::text)`, the
+ * measure the engine's size limits use): keys sorted, `": "` and `", "` separators, numbers in
+ * plain decimal notation. `value` must be plain JSON (see findJsonProblem).
+ */
+export function jsonbTextLength(value: Json): number {
+  switch (typeof value) {
+    case 'string':
+      return Buffer.byteLength(JSON.stringify(value));
+    case 'number':
+      return plainDecimal(value).length;
+    case 'boolean':
+      return value ? 4 : 5;
+    default:
+      break;
+  }
+  if (value === null) return 4;
+  if (Array.isArray(value)) {
+    const items = value.reduce<number>((sum, item) => sum + jsonbTextLength(item), 0);
+    return 2 + items + Math.max(0, value.length - 1) * 2;
+  }
+  const entries = Object.entries(value);
+  const body = entries.reduce(
+    (sum, [key, item]) => sum + Buffer.byteLength(JSON.stringify(key)) + 2 + jsonbTextLength(item),
+    0,
+  );
+  return 2 + body + Math.max(0, entries.length - 1) * 2;
+}
+
+/** 1e+21 -> "1000000000000000000000", 1.5e-7 -> "0.00000015", -0 -> "0" (as numeric prints). */
+function plainDecimal(n: number): string {
+  const text = String(n === 0 ? 0 : n);
+  const match = /^(-?)(\d+)(?:\.(\d+))?e([+-]\d+)$/.exec(text);
+  if (match === null) return text;
+  const [, sign = '', whole = '', fraction = '', exponentText = '0'] = match;
+  const digits = whole + fraction;
+  const point = whole.length + Number(exponentText);
+  if (point <= 0) return `${sign}0.${'0'.repeat(-point)}${digits}`;
+  if (point >= digits.length) return sign + digits + '0'.repeat(point - digits.length);
+  return `${sign}${digits.slice(0, point)}.${digits.slice(point)}`;
+}

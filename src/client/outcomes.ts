@@ -1,0 +1,117 @@
+import { SettleRowValidationError } from './errors.js';
+import type { ClaimRow, HeartbeatRow, ObservationRow } from './rows.js';
+import type { Binding, CanonicalState, ClaimOutcome, HeartbeatOutcome, Observation } from './types.js';
+
+// The SQL result types carry every column for every outcome (NULL where it does not apply).
+// These functions turn them into discriminated unions, checking that each outcome carries
+// the columns its contract promises.
+
+function required<T>(value: T | null, column: string, outcome: string): T {
+  if (value === null) {
+    throw new SettleRowValidationError(`outcome ${outcome} arrived without ${column}`, [
+      { path: [column], message: `required for outcome ${outcome}` },
+    ]);
+  }
+  return value;
+}
+
+export function toClaimOutcome(row: ClaimRow, tenant: string, key: string, binding: Binding): ClaimOutcome {
+  const { outcome } = row;
+  switch (outcome) {
+    case 'acquired':
+      return {
+        outcome,
+        status: required(row.status, 'status', outcome),
+        attempt: {
+          tenant,
+          key,
+          attempt: required(row.attempt, 'attempt', outcome),
+          leaseToken: required(row.lease_token, 'lease_token', outcome),
+          leaseExpiresAt: required(row.lease_expires_at, 'lease_expires_at', outcome),
+          fingerprint: required(row.fingerprint, 'fingerprint', outcome),
+          binding,
+        },
+      };
+    case 'in_progress':
+      return {
+        outcome,
+        status: required(row.status, 'status', outcome),
+        attempt: required(row.attempt, 'attempt', outcome),
+        leaseExpiresAt: required(row.lease_expires_at, 'lease_expires_at', outcome),
+        retryAfterMs: required(row.retry_after_ms, 'retry_after_ms', outcome),
+      };
+    case 'replay':
+      return {
+        outcome,
+        result: row.result,
+        settledAttempt: required(row.settled_attempt, 'settled_attempt', outcome),
+        attempt: required(row.attempt, 'attempt', outcome),
+      };
+    case 'failed':
+      return {
+        outcome,
+        error: row.error,
+        deadLettered: required(row.dead_lettered, 'dead_lettered', outcome),
+        attempt: required(row.attempt, 'attempt', outcome),
+      };
+    case 'conflict':
+      return { outcome, conflictOn: required(row.conflict_on, 'conflict_on', outcome) };
+  }
+}
+
+export function toHeartbeatOutcome(row: HeartbeatRow): HeartbeatOutcome {
+  if (row.outcome === 'extended') {
+    return {
+      outcome: 'extended',
+      status: required(row.status, 'status', 'extended'),
+      leaseExpiresAt: required(row.lease_expires_at, 'lease_expires_at', 'extended'),
+    };
+  }
+  return { outcome: 'fenced', reason: required(row.reason, 'reason', 'fenced'), status: row.status };
+}
+
+const REASONS = {
+  settled: ['current_attempt', 'superseded_attempt', 'final_failure', 'attempts_exhausted'],
+  recorded: ['retryable_failure', 'outcome_unknown'],
+  already_settled: ['late_success', 'attempt_already_observed'],
+  fenced: ['superseded', 'settled', 'lease_released'],
+} as const;
+
+function reasonOf<O extends keyof typeof REASONS>(row: ObservationRow, outcome: O): (typeof REASONS)[O][number] {
+  const allowed: readonly string[] = REASONS[outcome];
+  if (row.reason === null || !allowed.includes(row.reason)) {
+    throw new SettleRowValidationError(`outcome ${outcome} arrived with reason ${String(row.reason)}`, [
+      { path: ['reason'], message: `expected one of ${allowed.join(', ')}` },
+    ]);
+  }
+  return row.reason as (typeof REASONS)[O][number];
+}
+
+export function toObservation(row: ObservationRow): Observation {
+  const { outcome } = row;
+  if (outcome === 'conflict') {
+    return { outcome, reason: 'lock_mismatch', conflictOn: required(row.conflict_on, 'conflict_on', outcome) };
+  }
+  if (outcome === 'fenced' && row.reason === 'invalid_token') {
+    return { outcome, reason: 'invalid_token' };
+  }
+  const state: CanonicalState = {
+    status: required(row.status, 'status', outcome),
+    attempt: required(row.attempt, 'attempt', outcome),
+    settledAttempt: row.settled_attempt,
+    result: row.result,
+    error: row.error,
+  };
+  switch (outcome) {
+    case 'duplicate':
+      return { outcome, reason: null, ...state };
+    case 'settled':
+      return { outcome, reason: reasonOf(row, outcome), ...state };
+    case 'recorded':
+      return { outcome, reason: reasonOf(row, outcome), ...state };
+    case 'already_settled':
+      return { outcome, reason: reasonOf(row, outcome), ...state };
+    case 'fenced':
+      return { outcome, reason: reasonOf(row, outcome), ...state };
+  }
+}

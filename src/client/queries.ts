@@ -1,0 +1,90 @@
+import './polyfills.js';
+import { sql } from 'slonik';
+import * as rows from './rows.js';
+import type { Binding, Json } from './types.js';
+
+// Every statement is parameterized through slonik's `sql` tag and calls the API with named
+// arguments, the way a DBA would in psql. Nothing here touches settle_private.
+
+const interval = (ms: number) => sql.fragment`make_interval(secs => ${ms}::float8 / 1000)`;
+
+const bindingArgs = (binding: Binding) => sql.fragment`
+  principal => ${binding.principal},
+  scopes => ${sql.array(binding.scopes, 'text')},
+  binding_generation => ${binding.generation.toString()}::bigint`;
+
+export interface AttemptArgs {
+  readonly tenant: string;
+  readonly key: string;
+  readonly attempt: number;
+  readonly leaseToken: string;
+  readonly fingerprint: string;
+  readonly binding: Binding;
+}
+
+const attemptArgs = (a: AttemptArgs) => sql.fragment`
+  tenant => ${a.tenant}, key => ${a.key}, attempt => ${a.attempt}::integer,
+  lease_token => ${a.leaseToken}::uuid, fingerprint => ${a.fingerprint}, ${bindingArgs(a.binding)}`;
+
+export const claimQuery = (input: {
+  tenant: string;
+  key: string;
+  request: Json;
+  binding: Binding;
+  leaseMs: number;
+  worker?: string | undefined;
+  maxAttempts: number;
+}) => sql.type(rows.claimRow)`
+  select * from settle.claim(
+    tenant => ${input.tenant}, key => ${input.key}, request => ${sql.jsonb(input.request)},
+    ${bindingArgs(input.binding)},
+    lease => ${interval(input.leaseMs)}, worker => ${input.worker ?? null}::text,
+    max_attempts => ${input.maxAttempts}::integer)`;
+
+export const heartbeatQuery = (a: { tenant: string; key: string; attempt: number; leaseToken: string }, leaseMs: number) =>
+  sql.type(rows.heartbeatRow)`
+  select * from settle.heartbeat(
+    tenant => ${a.tenant}, key => ${a.key}, attempt => ${a.attempt}::integer,
+    lease_token => ${a.leaseToken}::uuid, lease => ${interval(leaseMs)})`;
+
+export const completeQuery = (a: AttemptArgs, result: Json) => sql.type(rows.observationRow)`
+  select * from settle.complete(${attemptArgs(a)}, result => ${sql.jsonb(result)})`;
+
+export const failQuery = (a: AttemptArgs, error: Json, retryable: boolean) => sql.type(rows.observationRow)`
+  select * from settle.fail(${attemptArgs(a)}, error => ${sql.jsonb(error)}, retryable => ${retryable})`;
+
+export const reportUnknownQuery = (a: AttemptArgs) => sql.type(rows.observationRow)`
+  select * from settle.report_unknown(${attemptArgs(a)})`;
+
+export const getQuery = (tenant: string, key: string) => sql.type(rows.operationRow)`
+  select * from settle.get(tenant => ${tenant}, key => ${key})`;
+
+export const expireLeasesQuery = (batchSize: number) => sql.type(rows.expireRow)`
+  select * from settle.expire_leases(batch_size => ${batchSize}::integer)`;
+
+export const redriveQuery = (input: {
+  tenant: string;
+  key: string;
+  additionalAttempts: number;
+  request?: Json | undefined;
+  reason?: string | undefined;
+}) => sql.type(rows.operationRow)`
+  select * from settle.redrive(
+    tenant => ${input.tenant}, key => ${input.key},
+    additional_attempts => ${input.additionalAttempts}::integer,
+    request => ${input.request === undefined ? null : sql.jsonb(input.request)}::jsonb,
+    reason => ${input.reason ?? null}::text)`;
+
+export const purgeQuery = (olderThanMs: number, batchSize: number) => sql.type(rows.purgeRow)`
+  select settle.purge(older_than => ${interval(olderThanMs)}, batch_size => ${batchSize}::integer) as purged`;
+
+export const statsQuery = () => sql.type(rows.statsRow)`select * from settle.stats order by tenant`;
+
+export const deadLettersQuery = (limit: number) => sql.type(rows.deadLetterRow)`
+  select * from settle.dead_letters order by dead_lettered_at, tenant, key limit ${limit}::integer`;
+
+export const attemptsQuery = (tenant: string, key: string) => sql.type(rows.attemptRow)`
+  select * from settle.attempts where tenant = ${tenant} and key = ${key} order by attempt`;
+
+export const auditLogQuery = (tenant: string, key: string) => sql.type(rows.auditRow)`
+  select * from settle.audit_log where tenant = ${tenant} and key = ${key} order by audit_id`;

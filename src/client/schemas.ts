@@ -1,0 +1,182 @@
+import { z } from 'zod';
+import { errorClasses, type InputIssue, SettleInputError, type SettleSqlstate } from './errors.js';
+import { findJsonProblem, jsonbTextLength } from './json.js';
+import type { Json } from './types.js';
+
+// ---------------------------------------------------------------------------------------------
+// Inputs: the engine's limits (sql/migrations/00003), checked before any round trip. The
+// database's own checks remain the authority.
+// ---------------------------------------------------------------------------------------------
+
+export const LIMITS = {
+  tenantBytes: 64,
+  keyBytes: 255,
+  principalBytes: 255,
+  scopeBytes: 128,
+  maxScopes: 64,
+  workerBytes: 128,
+  reasonBytes: 1024,
+  requestBytes: 65_536,
+  resultBytes: 1_048_576,
+  errorBytes: 65_536,
+  minLeaseMs: 1_000,
+  maxLeaseMs: 86_400_000,
+  maxAttempts: 1_000,
+  maxBatchSize: 100_000,
+} as const;
+
+const INT8_MAX = 2n ** 63n - 1n;
+const CONTROL_CHARACTER = /\p{Cc}/u;
+const BLANK = /^\s*$/u;
+
+/** Mirrors settle_private._check_name: present, not blank, <= maxBytes UTF-8, no controls, NFC. */
+export function nameSchema(field: string, maxBytes: number) {
+  return z.string({ error: `${field} must be a string` }).superRefine((value, ctx) => {
+    const problem = BLANK.test(value)
+      ? 'must not be empty or whitespace only'
+      : Buffer.byteLength(value, 'utf8') > maxBytes
+        ? `must be at most ${maxBytes} bytes of UTF-8 (got ${Buffer.byteLength(value, 'utf8')})`
+        : CONTROL_CHARACTER.test(value)
+          ? 'must not contain control characters'
+          : value.normalize('NFC') !== value
+            ? 'must be in Unicode normalization form NFC (use value.normalize("NFC"))'
+            : null;
+    if (problem !== null) ctx.addIssue({ code: 'custom', message: `${field} ${problem}` });
+  });
+}
+
+/** A finite, plain JSON value whose jsonb text is at most maxBytes (the engine's measure). */
+export function jsonSchema(field: string, maxBytes: number) {
+  return z.custom<Json>().superRefine((value, ctx) => {
+    const problem = findJsonProblem(value);
+    if (problem !== null) {
+      ctx.addIssue({ code: 'custom', message: `${field}: ${problem.message}`, path: problem.path });
+      return;
+    }
+    const bytes = jsonbTextLength(value);
+    if (bytes > maxBytes) {
+      ctx.addIssue({ code: 'custom', message: `${field} must be at most ${maxBytes} bytes of JSON text (got ${bytes})` });
+    }
+  });
+}
+
+const intInRange = (field: string, min: number, max: number) =>
+  z
+    .number({ error: `${field} must be a number` })
+    .int(`${field} must be an integer`)
+    .min(min, `${field} must be at least ${min}`)
+    .max(max, `${field} must be at most ${max}`);
+
+export const tenantSchema = nameSchema('tenant', LIMITS.tenantBytes);
+export const keySchema = nameSchema('key', LIMITS.keyBytes);
+
+export const generationSchema = z
+  .union([z.number().int().nonnegative().refine(Number.isSafeInteger), z.bigint().nonnegative().max(INT8_MAX)], {
+    error: 'generation must be a non-negative safe integer or a bigint below 2^63',
+  })
+  .transform((value) => BigInt(value));
+
+export const bindingSchema = z.object({
+  principal: nameSchema('principal', LIMITS.principalBytes),
+  scopes: z
+    .array(nameSchema('scope', LIMITS.scopeBytes))
+    .max(LIMITS.maxScopes, `at most ${LIMITS.maxScopes} scopes`)
+    .default([]),
+  generation: generationSchema,
+});
+
+export const leaseMsSchema = intInRange('leaseMs', LIMITS.minLeaseMs, LIMITS.maxLeaseMs);
+
+export const claimInputSchema = z.object({
+  tenant: tenantSchema,
+  key: keySchema,
+  request: jsonSchema('request', LIMITS.requestBytes),
+  binding: bindingSchema,
+  leaseMs: leaseMsSchema.default(30_000),
+  worker: nameSchema('worker', LIMITS.workerBytes).optional(),
+  maxAttempts: intInRange('maxAttempts', 1, LIMITS.maxAttempts).default(5),
+});
+
+export const refSchema = z.object({ tenant: tenantSchema, key: keySchema });
+
+export const handleSchema = z.object({
+  tenant: tenantSchema,
+  key: keySchema,
+  attempt: intInRange('attempt', 1, 2_147_483_647),
+  leaseToken: z.uuid('leaseToken must be the UUID returned by claim'),
+  fingerprint: z.string().regex(/^v[0-9]+:[0-9a-f]{64}$/, 'fingerprint must be the value returned by claim'),
+  binding: bindingSchema,
+});
+
+export const resultSchema = jsonSchema('result', LIMITS.resultBytes);
+export const failureSchema = z.object({
+  error: jsonSchema('error', LIMITS.errorBytes),
+  retryable: z.boolean({ error: 'retryable must be true or false' }),
+});
+
+export const batchSizeSchema = intInRange('batchSize', 1, LIMITS.maxBatchSize);
+
+export const redriveInputSchema = z.object({
+  tenant: tenantSchema,
+  key: keySchema,
+  additionalAttempts: intInRange('additionalAttempts', 1, LIMITS.maxAttempts).default(1),
+  request: jsonSchema('request', LIMITS.requestBytes).optional(),
+  reason: z
+    .string()
+    .refine((value) => Buffer.byteLength(value, 'utf8') <= LIMITS.reasonBytes, `reason must be at most ${LIMITS.reasonBytes} bytes`)
+    .optional(),
+});
+
+export const purgeInputSchema = z.object({
+  olderThanMs: z.number().int().nonnegative('olderThanMs must be >= 0').refine(Number.isSafeInteger),
+  batchSize: batchSizeSchema.default(1000),
+});
+
+export const limitSchema = intInRange('limit', 1, 10_000);
+
+/** Which SQLSTATE the engine would raise for a problem at this input path. */
+function sqlstateFor(path: readonly PropertyKey[]): SettleSqlstate {
+  switch (path[0]) {
+    case 'tenant':
+      return 'SE001';
+    case 'key':
+      return 'SE002';
+    case 'binding':
+      return 'SE003';
+    case 'request':
+    case 'fingerprint':
+      return 'SE004';
+    case 'result':
+      return 'SE005';
+    case 'error':
+    case 'retryable':
+      return 'SE006';
+    case 'leaseMs':
+      return 'SE007';
+    default:
+      return 'SE008';
+  }
+}
+
+/**
+ * Parses `value` with `schema` or throws the SettleInputError subclass the engine would have
+ * raised for the first problem (InvalidTenantError for a bad tenant, ...), with every zod issue.
+ * `prefix` places the value in the caller's input (e.g. ['result']) for paths and codes.
+ */
+export function parseInput<S extends z.ZodType>(schema: S, value: unknown, prefix: PropertyKey[] = []): z.output<S> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const issues: InputIssue[] = parsed.error.issues.map((issue) => ({
+    path: [...prefix, ...issue.path],
+    message: issue.message,
+  }));
+  const first = issues[0] ?? { path: prefix, message: 'invalid input' };
+  const sqlstate = sqlstateFor(first.path);
+  const ErrorClass = errorClasses[sqlstate] as unknown as typeof SettleInputError;
+  const where = first.path.length > 0 ? `${first.path.map(String).join('.')}: ` : '';
+  return throwInput(new ErrorClass(`invalid input: ${where}${first.message}`, { code: sqlstate, issues }));
+}
+
+function throwInput(error: SettleInputError): never {
+  throw error;
+}

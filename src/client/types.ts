@@ -1,0 +1,239 @@
+import type { DatabasePool, DatabasePoolConnection, DatabaseTransactionConnection } from 'slonik';
+
+/** A JSON value as stored in jsonb: finite numbers, plain objects and arrays only. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** Canonical status, in lattice order: pending/running < unknown < conflict < failed < completed. */
+export type Status = 'pending' | 'running' | 'unknown' | 'conflict' | 'failed' | 'completed';
+
+/** The parts of a reservation lock a claim or settlement can disagree on. */
+export type ConflictField = 'request' | 'principal' | 'scopes' | 'binding_generation';
+
+/** A slonik pool, pool connection or transaction: any of them can run a client call. */
+export type Queryable = DatabasePool | DatabasePoolConnection | DatabaseTransactionConnection;
+
+/** Per-call options: run the call on your own connection or inside your own transaction. */
+export interface CallOptions {
+  /**
+   * A slonik connection or transaction to run on. Inside a transaction a failed call is not
+   * retried (the transaction is aborted): the error propagates so your transaction can retry.
+   */
+  readonly connection?: Queryable;
+}
+
+/** Authorization binding presented at claim and re-presented with every observation. */
+export interface BindingInput {
+  readonly principal: string;
+  /** Order and duplicates are ignored by the engine. Default: no scopes. */
+  readonly scopes?: readonly string[];
+  /** Token epoch, session version or delegation revision: a non-negative safe integer or bigint. */
+  readonly generation: number | bigint;
+}
+
+/** The binding as the client keeps it in an attempt handle. */
+export interface Binding {
+  readonly principal: string;
+  readonly scopes: readonly string[];
+  readonly generation: bigint;
+}
+
+export interface OperationRef {
+  readonly tenant: string;
+  readonly key: string;
+}
+
+export interface ClaimInput extends OperationRef {
+  /** The effect-defining fields; fingerprinted by the database at first claim (<= 64 KiB as jsonb text). */
+  readonly request: Json;
+  readonly binding: BindingInput;
+  /** Lease length in milliseconds, 1 s to 1 day. Default 30 000. */
+  readonly leaseMs?: number;
+  /** Free-form worker name (<= 128 bytes) kept with the attempt and in the audit log. */
+  readonly worker?: string;
+  /** Attempt budget (1-1000), fixed at first claim. Default 5. */
+  readonly maxAttempts?: number;
+}
+
+/**
+ * Everything needed to renew and settle an attempt. The fingerprint comes from the database
+ * (computed once at claim); the client never recomputes it.
+ */
+export interface AttemptHandle extends OperationRef {
+  readonly attempt: number;
+  readonly leaseToken: string;
+  readonly leaseExpiresAt: Date;
+  readonly fingerprint: string;
+  readonly binding: Binding;
+}
+
+export type ClaimOutcome =
+  | { readonly outcome: 'acquired'; readonly status: Status; readonly attempt: AttemptHandle }
+  | {
+      readonly outcome: 'in_progress';
+      readonly status: Status;
+      readonly attempt: number;
+      readonly leaseExpiresAt: Date;
+      readonly retryAfterMs: number;
+    }
+  | { readonly outcome: 'replay'; readonly result: Json; readonly settledAttempt: number; readonly attempt: number }
+  | { readonly outcome: 'failed'; readonly error: Json; readonly deadLettered: boolean; readonly attempt: number }
+  | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] };
+
+export type HeartbeatFenceReason = 'invalid_token' | 'superseded' | 'settled' | 'lease_released';
+
+export type HeartbeatOutcome =
+  | { readonly outcome: 'extended'; readonly status: Status; readonly leaseExpiresAt: Date }
+  | { readonly outcome: 'fenced'; readonly reason: HeartbeatFenceReason; readonly status: Status | null };
+
+/** Canonical state after an observation merge (disclosed to a valid token whose lock matched). */
+export interface CanonicalState {
+  readonly status: Status;
+  /** The operation's current attempt epoch (may be later than the handle's). */
+  readonly attempt: number;
+  readonly settledAttempt: number | null;
+  readonly result: Json | null;
+  readonly error: Json | null;
+}
+
+/** Answer of complete / fail / reportUnknown: the outcome of merging one attempt's observation. */
+export type Observation =
+  | ({
+      readonly outcome: 'settled';
+      readonly reason: 'current_attempt' | 'superseded_attempt' | 'final_failure' | 'attempts_exhausted';
+    } & CanonicalState)
+  | ({ readonly outcome: 'recorded'; readonly reason: 'retryable_failure' | 'outcome_unknown' } & CanonicalState)
+  | ({ readonly outcome: 'duplicate'; readonly reason: null } & CanonicalState)
+  | ({ readonly outcome: 'already_settled'; readonly reason: 'late_success' | 'attempt_already_observed' } & CanonicalState)
+  | ({ readonly outcome: 'fenced'; readonly reason: 'superseded' | 'settled' | 'lease_released' } & CanonicalState)
+  | { readonly outcome: 'fenced'; readonly reason: 'invalid_token' }
+  | { readonly outcome: 'conflict'; readonly reason: 'lock_mismatch'; readonly conflictOn: readonly ConflictField[] };
+
+/** One row of the settle.operations view: the canonical record. */
+export interface OperationRecord extends OperationRef {
+  readonly status: Status;
+  readonly statusRank: number;
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly inFlight: boolean;
+  readonly leaseExpiresAt: Date | null;
+  readonly result: Json | null;
+  readonly settledAttempt: number | null;
+  readonly settledAt: Date | null;
+  readonly error: Json | null;
+  readonly deadLetteredAt: Date | null;
+  readonly redriveCount: number;
+  readonly fingerprint: string;
+  readonly principal: string;
+  readonly scopes: readonly string[];
+  readonly bindingGeneration: bigint;
+  readonly request: Json;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+export interface AttemptRecord extends OperationRef {
+  readonly attempt: number;
+  readonly worker: string | null;
+  readonly claimedAt: Date;
+  readonly endedAt: Date | null;
+  readonly endReason: 'observed' | 'lease_expired' | 'settled_elsewhere' | 'exhausted' | null;
+  readonly observation: 'unknown' | 'conflict' | 'failed' | 'completed' | null;
+  readonly observedAt: Date | null;
+  readonly retryable: boolean | null;
+  readonly error: Json | null;
+  readonly lateResult: Json | null;
+  readonly settled: boolean;
+}
+
+export interface AuditRecord extends OperationRef {
+  readonly auditId: bigint;
+  readonly at: Date;
+  readonly event: string;
+  readonly outcome: string;
+  readonly attempt: number | null;
+  readonly statusBefore: Status | null;
+  readonly statusAfter: Status | null;
+  readonly actor: string | null;
+  readonly detail: Json | null;
+}
+
+export interface DeadLetterRecord extends OperationRef {
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly error: Json | null;
+  readonly deadLetteredAt: Date;
+  readonly redriveCount: number;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+/** Per-tenant counts (int8 in SQL, so bigint here). */
+export interface TenantStats {
+  readonly tenant: string;
+  readonly operations: bigint;
+  readonly pending: bigint;
+  readonly running: bigint;
+  readonly unknown: bigint;
+  readonly conflict: bigint;
+  readonly failed: bigint;
+  readonly completed: bigint;
+  readonly deadLettered: bigint;
+  readonly inFlight: bigint;
+  readonly lapsedLeases: bigint;
+  readonly attempts: bigint;
+}
+
+export interface ExpireResult {
+  readonly expired: number;
+  readonly deadLettered: number;
+}
+
+export interface RedriveInput extends OperationRef {
+  /** Attempts added to the spent budget (1-1000). Default 1. */
+  readonly additionalAttempts?: number;
+  /** If given, must match the reservation (else RedriveRequestMismatchError). */
+  readonly request?: Json;
+  /** Kept in the audit row (<= 1024 bytes). */
+  readonly reason?: string;
+}
+
+/** Called before each transparent retry of a transient database error. */
+export interface RetryEvent {
+  readonly operation: string;
+  /** 1 for the first retry. */
+  readonly retry: number;
+  readonly delayMs: number;
+  readonly error: Error;
+}
+
+export interface RetryPolicy {
+  /** Retries after the first try (default 5). */
+  readonly maxRetries?: number;
+  /** First backoff ceiling in ms (default 20); doubles per retry, full jitter. */
+  readonly baseDelayMs?: number;
+  /** Backoff ceiling in ms (default 1000). */
+  readonly maxDelayMs?: number;
+}
+
+interface CommonClientOptions {
+  /** Transparent retries of 40001 / 40P01 / 55P03. */
+  readonly retry?: RetryPolicy;
+  readonly onRetry?: (event: RetryEvent) => void;
+}
+
+export type SettleClientOptions =
+  | (CommonClientOptions & {
+      readonly connectionString: string;
+      /** Maximum pool size (default 10). */
+      readonly poolSize?: number;
+      /** Statement timeout in ms for the client's own pool (default 60 000). */
+      readonly statementTimeoutMs?: number;
+    })
+  | (CommonClientOptions & {
+      /**
+       * Your own slonik pool. The client validates rows itself if the pool lacks
+       * settleInterceptors(); settleTypeParsers() are recommended but not required.
+       * end() does not end a pool you passed in.
+       */
+      readonly pool: DatabasePool;
+    });
