@@ -1,0 +1,225 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { createSettleClient } from '../client/client.js';
+import { checkHistory, type CheckReport } from './checker.js';
+import { FAULTS, type FaultName, type SimulatorConfig } from './config.js';
+import type { History, IntendedOperation } from './history.js';
+import { createLedger } from './ledger.js';
+import { histogram, summarizeLatency, type LatencySummary } from './metrics.js';
+import { readBackEngine } from './readback.js';
+import { Recorder } from './recorder.js';
+import { planOperations, type OperationPlan } from './schedule.js';
+import { TaskQueue } from './task-queue.js';
+import { operationTask } from './worker.js';
+
+export interface SimulationOptions {
+  readonly config: SimulatorConfig;
+  /** A superuser or settle_admin + settle_app connection to a migrated database. */
+  readonly connectionString: string;
+  /** Turn off the downstream's idempotency (demonstrates that the checker catches double pay). */
+  readonly unsafeDownstream?: boolean;
+  /** Called about four times a second while operations run. */
+  readonly onProgress?: (progress: SimulationProgress) => void;
+}
+
+export interface SimulationProgress {
+  readonly issued: number;
+  readonly final: number;
+  readonly total: number;
+  readonly elapsedMs: number;
+}
+
+export interface FaultRow {
+  readonly fault: FaultName;
+  readonly rate: number;
+  /** Operations whose plan holds the fault (among those issued). */
+  readonly planned: number;
+  /** Times the fault was actually injected. */
+  readonly injected: number;
+  /** What followed, counted: engine answers to the calls the fault caused, downstream deduplications. */
+  readonly answers: Readonly<Record<string, number>>;
+}
+
+export interface SimulationReport {
+  readonly ok: boolean;
+  readonly seed: number;
+  readonly config: SimulatorConfig;
+  readonly unsafeDownstream: boolean;
+  readonly tenantPrefix: string;
+  readonly operations: {
+    readonly planned: number;
+    readonly issued: number;
+    readonly completed: number;
+    readonly failed: number;
+    readonly other: number;
+  };
+  readonly timing: {
+    readonly workloadMs: number;
+    readonly checkMs: number;
+    readonly throughputOpsPerSec: number;
+  };
+  readonly latency: { readonly claim: LatencySummary; readonly settle: LatencySummary };
+  readonly attemptsPerOperation: { readonly mean: number; readonly max: number; readonly histogram: Readonly<Record<string, number>> };
+  readonly engineCalls: number;
+  readonly sweeper: { readonly runs: number; readonly leasesExpired: number };
+  readonly payouts: { readonly rows: number; readonly credited: number; readonly deduplicated: number };
+  readonly faults: readonly FaultRow[];
+  readonly check: CheckReport;
+  /** Unexpected exceptions while running (each also makes the report red). */
+  readonly errors: { readonly count: number; readonly first: readonly string[] };
+}
+
+/**
+ * Runs the seeded, fault-injected workload against a migrated database, reads back what the
+ * engine and the ledger hold, and checks the invariants.
+ */
+export async function runSimulation(options: SimulationOptions): Promise<SimulationReport> {
+  const { config } = options;
+  const plans = planOperations(config);
+  const tenantPrefix = `sim${config.seed}-${Date.now().toString(36)}${randomBytes(2).toString('hex')}-`;
+  const pool = new pg.Pool({ connectionString: options.connectionString, max: config.workers + 4 });
+  pool.on('error', () => {});
+  const client = createSettleClient({ connectionString: options.connectionString, poolSize: config.workers + 2 });
+  const recorder = new Recorder();
+  const ledger = createLedger(pool, { idempotent: options.unsafeDownstream !== true });
+
+  try {
+    await ledger.install();
+    const intended: IntendedOperation[] = [];
+    const issuedPlans: OperationPlan[] = [];
+    let final = 0;
+    const started = performance.now();
+    const deadline = config.durationMs === null ? Infinity : started + config.durationMs;
+
+    let nextPlan = 0;
+    const queue: TaskQueue = new TaskQueue(
+      config.workers,
+      () => {
+        const plan = plans[nextPlan];
+        if (plan === undefined || performance.now() >= deadline) return undefined;
+        nextPlan += 1;
+        issuedPlans.push(plan);
+        const op = operationTask(context, plan);
+        intended.push(op.intended);
+        return op.task;
+      },
+      (error) => recorder.error(error),
+    );
+    const context = {
+      client,
+      ledger,
+      probes: pool,
+      queue,
+      recorder,
+      config,
+      tenantPrefix,
+      onFinal: () => {
+        final += 1;
+      },
+    };
+
+    const sweeper = startSweeper(client, recorder, config.sweepIntervalMs);
+    const progress = setInterval(() => {
+      options.onProgress?.({ issued: nextPlan, final, total: plans.length, elapsedMs: performance.now() - started });
+    }, 250);
+    try {
+      await queue.run();
+    } finally {
+      clearInterval(progress);
+      await sweeper.stop();
+    }
+    const workloadMs = performance.now() - started;
+    options.onProgress?.({ issued: nextPlan, final, total: plans.length, elapsedMs: workloadMs });
+
+    const checkStarted = performance.now();
+    const [engine, payouts] = await Promise.all([readBackEngine(pool, tenantPrefix), ledger.readBack(tenantPrefix)]);
+    const history: History = { intended, told: recorder.told, ...engine, payouts };
+    const check = checkHistory(history);
+    const checkMs = performance.now() - checkStarted;
+
+    const completed = engine.operations.filter((op) => op.status === 'completed').length;
+    const failed = engine.operations.filter((op) => op.status === 'failed').length;
+    const attempts = engine.operations.map((op) => op.attempt);
+    return {
+      ok: check.ok && recorder.errorCount === 0,
+      seed: config.seed,
+      config,
+      unsafeDownstream: options.unsafeDownstream === true,
+      tenantPrefix,
+      operations: { planned: plans.length, issued: intended.length, completed, failed, other: intended.length - completed - failed },
+      timing: {
+        workloadMs: Math.round(workloadMs),
+        checkMs: Math.round(checkMs),
+        throughputOpsPerSec: Math.round((completed / (workloadMs / 1000)) * 10) / 10,
+      },
+      latency: { claim: summarizeLatency(recorder.claimLatencyMs), settle: summarizeLatency(recorder.settleLatencyMs) },
+      attemptsPerOperation: {
+        mean: attempts.length === 0 ? 0 : Math.round((attempts.reduce((a, b) => a + b, 0) / attempts.length) * 1000) / 1000,
+        max: attempts.reduce((max, a) => Math.max(max, a), 0),
+        histogram: histogram(attempts),
+      },
+      engineCalls: recorder.told.length,
+      sweeper: { runs: recorder.sweeps, leasesExpired: recorder.sweptLeases },
+      payouts: {
+        rows: payouts.length,
+        credited: payouts.filter((p) => p.credited).length,
+        deduplicated: payouts.filter((p) => !p.credited).length,
+      },
+      faults: faultTable(config, issuedPlans, recorder),
+      check,
+      errors: { count: recorder.errorCount, first: recorder.errors },
+    };
+  } finally {
+    await client.end();
+    await pool.end();
+  }
+}
+
+function faultTable(config: SimulatorConfig, issued: readonly OperationPlan[], recorder: Recorder): FaultRow[] {
+  return FAULTS.map(({ name }) => {
+    const planned = issued.filter((plan) =>
+      name === 'duplicate'
+        ? plan.duplicates > 0
+        : name === 'different-payload'
+          ? plan.conflictingAmountCents !== null
+          : name === 'binding-bump'
+            ? plan.bindingBump
+            : plan.fate === name,
+    ).length;
+    const answers = Object.fromEntries(
+      [...(recorder.consequences.get(name) ?? new Map<string, number>()).entries()].sort(([a], [b]) => a.localeCompare(b)),
+    );
+    return { fault: name, rate: config.faults[name], planned, injected: recorder.injected.get(name) ?? 0, answers };
+  });
+}
+
+/** Calls settle.expire_leases periodically, as an operator's cron would. */
+function startSweeper(
+  client: ReturnType<typeof createSettleClient>,
+  recorder: Recorder,
+  intervalMs: number,
+): { stop(): Promise<void> } {
+  let stopped = false;
+  let current: Promise<void> = Promise.resolve();
+  const timer = setInterval(() => {
+    if (stopped) return;
+    current = current.then(async () => {
+      if (stopped) return;
+      try {
+        const swept = await client.expireLeases({ batchSize: 1000 });
+        recorder.sweeps += 1;
+        recorder.sweptLeases += swept.expired;
+      } catch (error) {
+        recorder.error(error);
+        stopped = true;
+      }
+    });
+  }, intervalMs);
+  return {
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await current;
+    },
+  };
+}
