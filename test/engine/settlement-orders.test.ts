@@ -4,7 +4,7 @@ import { useEngineDatabase } from './support/database.js';
 import { newOperation } from './support/fixtures.js';
 import { auditTrail, mustGetOperation, storedAttempts } from './support/inspect.js';
 import { fingerprintOf, supersededPair } from './support/scenarios.js';
-import { acquire, claim, complete, reportUnknown } from './support/settle.js';
+import { acquire, claim, complete, fail, reportUnknown } from './support/settle.js';
 
 // Orders A, B and C of monotonic-settlement-skill.md. Where two attempts race, session one
 // holds the operation row lock in an open transaction and session two is seen queued behind it.
@@ -134,6 +134,36 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
       expect(['acquired', 'in_progress']).toContain(retry.outcome);
     });
   }
+
+  it('a mismatched success of the current attempt releases its lease: its later fail or unknown is fenced', async () => {
+    const { one, admin } = await sessions();
+    const op = newOperation('order-c-release');
+    const ticket = await acquire(one, op);
+    const wrong = { ...ticket, fingerprint: await fingerprintOf(admin, OTHER_REQUEST) };
+    expect(await complete(one, wrong, { receipt: 'other' })).toMatchObject({ outcome: 'conflict' });
+    expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'conflict', lease_token: null });
+    expect(await fail(one, ticket, { code: 'e' }, false)).toMatchObject({ outcome: 'fenced', reason: 'lease_released' });
+    expect(await reportUnknown(one, ticket)).toMatchObject({ outcome: 'fenced', reason: 'lease_released' });
+    expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'conflict', result: null });
+  });
+
+  // Found by lattice-property.test.ts. Engine bug: when the operation is already `conflict`,
+  // a mismatched success of the current attempt ends the attempt (ended_at, 'observed') but
+  // leaves the operation's lease in place, so that attempt's next fail/report_unknown tries to
+  // end it again and the guard trigger aborts the call with SE024 instead of answering.
+  it('the same holds when the operation was already conflict (a later attempt mismatches again)', async () => {
+    const { one, admin } = await sessions();
+    const op = newOperation('order-c-again', { max_attempts: 3 });
+    const wrongFingerprint = await fingerprintOf(admin, OTHER_REQUEST);
+    const first = await acquire(one, op);
+    await complete(one, { ...first, fingerprint: wrongFingerprint }, { receipt: 'other' });
+    const second = await acquire(one, op);
+    expect(second.attempt).toBe(2);
+    expect(await complete(one, { ...second, fingerprint: wrongFingerprint }, { receipt: 'other' })).toMatchObject({ outcome: 'conflict' });
+    expect(await mustGetOperation(admin, second.tenant, second.key)).toMatchObject({ status: 'conflict', lease_token: null });
+    expect(await fail(one, second, { code: 'e' }, false)).toMatchObject({ outcome: 'fenced', reason: 'lease_released' });
+    expect(await reportUnknown(one, second)).toMatchObject({ outcome: 'fenced', reason: 'lease_released' });
+  });
 
   it('a mismatched late success after completion changes nothing: status, result and settlement stay', async () => {
     const { one, admin } = await sessions();
