@@ -22,6 +22,11 @@ describe('retry after failure', () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
     const [first, second] = await supersededPair(app, admin, newOperation('crash'));
     expect(second.attempt).toBe(2);
+    const whileRunning = await mustGetOperation(admin, first.tenant, first.key);
+    expect(await fail(app, first, { code: 'crash' }, false)).toMatchObject({ outcome: 'fenced', reason: 'superseded' });
+    expect(await reportUnknown(app, first)).toMatchObject({ outcome: 'fenced', reason: 'superseded' });
+    expect(await heartbeat(app, first)).toMatchObject({ outcome: 'fenced', reason: 'superseded' });
+    expect((await mustGetOperation(admin, first.tenant, first.key)).row_text).toBe(whileRunning.row_text);
 
     expect(await complete(app, second, { receipt: 'r-2' })).toMatchObject({ outcome: 'settled', reason: 'current_attempt', settled_attempt: 2 });
 
@@ -45,6 +50,9 @@ describe('retry after failure', () => {
     expect(audit).toContainEqual(expect.objectContaining({ event: 'expire', outcome: 'expired', attempt: 1 }));
     expect(audit).toContainEqual(expect.objectContaining({ event: 'complete', outcome: 'settled', attempt: 2 }));
     expect(audit.filter((r) => r.outcome === 'fenced').map((r) => [r.event, r.attempt])).toEqual([
+      ['fail', 1],
+      ['report_unknown', 1],
+      ['heartbeat', 1],
       ['heartbeat', 1],
       ['report_unknown', 1],
       ['fail', 1],

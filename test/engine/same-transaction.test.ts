@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useEngineDatabase } from './support/database.js';
-import { newOperation } from './support/fixtures.js';
+import { newOperation, TENANT } from './support/fixtures.js';
 import { storedOperation } from './support/inspect.js';
 import { acquire, complete } from './support/settle.js';
 
@@ -15,11 +15,16 @@ beforeAll(async () => {
   await admin.end();
 });
 
-async function settleWithLedgerRow(app: pg.ClientBase, key: string): Promise<void> {
-  const op = newOperation('unused', { key });
+/** In one transaction of settle_app: claim, insert the ledger row, complete; then `end`. */
+async function settleWithLedgerRow(app: pg.ClientBase, prefix: string, end: 'commit' | 'rollback'): Promise<string> {
+  const op = newOperation(prefix);
+  const key = op.key as string;
+  await app.query('begin');
   const ticket = await acquire(app, op);
   await app.query('insert into public.ledger (key, amount) values ($1, 10.00)', [key]);
   expect(await complete(app, ticket, { ledger: key })).toMatchObject({ outcome: 'settled', status: 'completed' });
+  await app.query(end);
+  return key;
 }
 
 async function ledgerRows(admin: pg.ClientBase, key: string): Promise<number> {
@@ -30,12 +35,8 @@ async function ledgerRows(admin: pg.ClientBase, key: string): Promise<number> {
 describe('claim, effect and complete in one transaction', () => {
   it('ROLLBACK leaves nothing: no operation, no attempt, no audit row, no ledger row', async () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
-    const op = newOperation('rollback');
-    const key = op.key as string;
-    await app.query('begin');
-    await settleWithLedgerRow(app, key);
-    await app.query('rollback');
-    expect(await storedOperation(admin, op.tenant as string, key)).toBeUndefined();
+    const key = await settleWithLedgerRow(app, 'rollback', 'rollback');
+    expect(await storedOperation(admin, TENANT, key)).toBeUndefined();
     expect(await ledgerRows(admin, key)).toBe(0);
     const { rows } = await admin.query<{ n: number }>(
       `select (select count(*) from settle_private.attempts where key = $1)
@@ -47,12 +48,8 @@ describe('claim, effect and complete in one transaction', () => {
 
   it('COMMIT leaves both the settled operation and the ledger row', async () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
-    const op = newOperation('commit');
-    const key = op.key as string;
-    await app.query('begin');
-    await settleWithLedgerRow(app, key);
-    await app.query('commit');
-    expect(await storedOperation(admin, op.tenant as string, key)).toMatchObject({ status: 'completed', result: { ledger: key } });
+    const key = await settleWithLedgerRow(app, 'commit', 'commit');
+    expect(await storedOperation(admin, TENANT, key)).toMatchObject({ status: 'completed', result: { ledger: key } });
     expect(await ledgerRows(admin, key)).toBe(1);
   });
 });
