@@ -1,0 +1,122 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { quoteIdent, withDatabase } from '../src/db/database-url.js';
+import { migrate } from '../src/db/migrate.js';
+import { provisionPostgres, type ProvisionedPostgres } from '../src/db/provision.js';
+
+export const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));
+const TEMPLATE = 'settle_bench_template';
+
+export interface BenchServer {
+  readonly provisioned: ProvisionedPostgres;
+  readonly adminUrl: string;
+  readonly serverVersion: string;
+  readonly hasPgStatStatements: boolean;
+  /** A fresh database cloned from the migrated template (engine + bench baselines). */
+  createRunDatabase(name: string): Promise<RunDatabase>;
+  stop(): Promise<void>;
+}
+
+export interface RunDatabase {
+  readonly name: string;
+  /** Superuser connection string to the run database. */
+  readonly url: string;
+  drop(): Promise<void>;
+}
+
+export async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Provisions PostgreSQL the way the tests do (DATABASE_URL, else a throwaway local cluster),
+ * then builds one template database: engine migrations + bench/sql/baselines.sql.
+ */
+export async function startBenchServer(log: (msg: string) => void): Promise<BenchServer> {
+  const provisioned = await provisionPostgres({ log });
+  try {
+    const adminUrl = provisioned.adminUrl;
+    const { serverVersion, hasPgStatStatements } = await withClient(adminUrl, async (admin) => {
+      await admin.query(`drop database if exists ${quoteIdent(TEMPLATE)} with (force)`);
+      await admin.query(`create database ${quoteIdent(TEMPLATE)} template template0`);
+      const version = await admin.query<{ server_version: string }>('show server_version');
+      const preload = await admin.query<{ shared_preload_libraries: string }>('show shared_preload_libraries');
+      return {
+        serverVersion: version.rows[0]?.server_version ?? 'unknown',
+        hasPgStatStatements: (preload.rows[0]?.shared_preload_libraries ?? '').includes('pg_stat_statements'),
+      };
+    });
+    const templateUrl = withDatabase(adminUrl, TEMPLATE);
+    await migrate(templateUrl, { log });
+    const baselines = await readFile(path.join(BENCH_DIR, 'sql', 'baselines.sql'), 'utf8');
+    await withClient(templateUrl, async (db) => {
+      await db.query(baselines);
+      if (hasPgStatStatements) await db.query('create extension if not exists pg_stat_statements');
+    });
+    let serial = 0;
+    return {
+      provisioned,
+      adminUrl,
+      serverVersion,
+      hasPgStatStatements,
+      stop: () => provisioned.stop(),
+      createRunDatabase: async (hint) => {
+        const name = `bench_${++serial}_${hint.replace(/[^a-z0-9]+/gi, '_').toLowerCase()}`.slice(0, 63);
+        await withClient(adminUrl, async (admin) => {
+          await admin.query(`drop database if exists ${quoteIdent(name)} with (force)`);
+          await admin.query(`create database ${quoteIdent(name)} template ${quoteIdent(TEMPLATE)}`);
+        });
+        return {
+          name,
+          url: withDatabase(adminUrl, name),
+          drop: () => withClient(adminUrl, async (admin) => void (await admin.query(`drop database if exists ${quoteIdent(name)} with (force)`))),
+        };
+      },
+    };
+  } catch (error) {
+    await provisioned.stop();
+    throw error;
+  }
+}
+
+export interface ServerCounters {
+  readonly walLsn: string;
+  readonly deadlocks: number;
+  readonly rollbacks: number;
+}
+
+/** WAL position and this database's deadlock/rollback counters (pg_stat_database). */
+export async function readServerCounters(url: string): Promise<ServerCounters> {
+  return withClient(url, async (db) => {
+    // Statistics are cached per transaction; a fresh connection reads current values.
+    const row = (
+      await db.query<{ lsn: string; deadlocks: string; rollbacks: string }>(
+        `select pg_current_wal_lsn()::text as lsn, deadlocks::text, xact_rollback::text as rollbacks
+           from pg_stat_database where datname = current_database()`,
+      )
+    ).rows[0];
+    if (row === undefined) throw new Error('pg_stat_database has no row for the run database');
+    return { walLsn: row.lsn, deadlocks: Number(row.deadlocks), rollbacks: Number(row.rollbacks) };
+  });
+}
+
+export async function walBytesBetween(url: string, from: string, to: string): Promise<number> {
+  return withClient(url, async (db) => {
+    const row = (await db.query<{ bytes: string }>('select pg_wal_lsn_diff($2::pg_lsn, $1::pg_lsn)::bigint::text as bytes', [from, to])).rows[0];
+    return Number(row?.bytes ?? 0);
+  });
+}
+
+/** CHECKPOINT before each measured run, so no run inherits another's dirty buffers. */
+export async function checkpoint(url: string): Promise<void> {
+  await withClient(url, async (db) => void (await db.query('checkpoint')));
+}

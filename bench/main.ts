@@ -1,0 +1,156 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseBenchArgs, USAGE, type BenchOptions } from './args.js';
+import { BENCH_DIR, startBenchServer } from './database.js';
+import { locatePgbench, PGBENCH_MISSING_HINT } from './pgbench.js';
+import { renderMarkdown, renderTerminal } from './report.js';
+import { runBaseline, runClient, runEngineCycle, runHotkey, runReplay, runScale, type ScenarioContext } from './scenarios.js';
+import { renderThroughputSvg } from './svg.js';
+import { evaluateTargets } from './targets.js';
+import type { BenchReport, RunResult, ScenarioName } from './types.js';
+
+/**
+ * `npm run bench [-- --quick]`: every scenario of issue #5 against a freshly provisioned
+ * PostgreSQL, baselines in the same run, correctness counters after every run. Exit code 1
+ * when a run aborts or a correctness check fails; timing never fails the run.
+ */
+
+const PGBENCH_SCENARIOS: ReadonlySet<ScenarioName> = new Set(['floor2', 'cycle', 'stripe', 'local', 'lww', 'replay', 'hotkey', 'scale']);
+
+/** Per client count, neighbours are compared: floor2|cycle, cycle|client, stripe, local|lww. */
+const PAIRED_ORDER: readonly ScenarioName[] = ['floor2', 'cycle', 'client', 'stripe', 'local', 'lww', 'replay'];
+/** In quick mode only these run at the second and later client counts. */
+const QUICK_WIDE: ReadonlySet<ScenarioName> = new Set(['floor2', 'cycle']);
+
+async function main(): Promise<number> {
+  const parsed = parseBenchArgs(process.argv.slice(2), os.cpus().length);
+  if (parsed === 'help') {
+    console.log(USAGE);
+    return 0;
+  }
+  const opts = parsed;
+  const startedAt = new Date();
+  const log = (msg: string): void => console.log(`[bench] ${msg}`);
+  const quiet = (msg: string): void => {
+    if (opts.verbose) log(msg);
+  };
+  const notes: string[] = [];
+
+  const pgbench = locatePgbench();
+  if (pgbench === undefined) {
+    console.warn(`[bench] ${PGBENCH_MISSING_HINT}`);
+    notes.push(PGBENCH_MISSING_HINT);
+  }
+  const wanted = opts.scenarios.filter((s) => pgbench !== undefined || !PGBENCH_SCENARIOS.has(s));
+
+  log('provisioning PostgreSQL (DATABASE_URL, else a throwaway local cluster) and the bench template');
+  const server = await startBenchServer(quiet);
+  const runs: RunResult[] = [];
+  let exitCode = 0;
+  try {
+    const ctx: ScenarioContext = { server, pgbench, opts, log: quiet };
+    log(`PostgreSQL ${server.serverVersion} (${server.provisioned.kind}); ${pgbench ?? 'no pgbench'}; ${opts.durationS} s per run`);
+    const record = (run: RunResult): void => {
+      runs.push(run);
+      const failed = run.checks.filter((c) => !c.ok);
+      log(
+        `${run.label.padEnd(16)} ${String(run.clients).padStart(3)} clients  ${run.tps.toFixed(0).padStart(6)} tps  ` +
+          `${failed.length === 0 ? 'checks ok' : `CHECKS FAILED: ${failed.map((c) => `${c.name} (${c.detail})`).join('; ')}`}`,
+      );
+    };
+    for (const [index, clients] of opts.clients.entries()) {
+      for (const scenario of PAIRED_ORDER) {
+        if (!wanted.includes(scenario) || (opts.quick && index > 0 && !QUICK_WIDE.has(scenario))) continue;
+        record(await runScenario(ctx, scenario, clients));
+      }
+    }
+    if (wanted.includes('hotkey')) record(await runHotkey(ctx));
+    if (wanted.includes('scale')) {
+      const scaleClients = opts.quick ? opts.clients.slice(0, 1) : opts.clients;
+      for (const run of await runScale(ctx, scaleClients)) record(run);
+    }
+  } catch (error) {
+    console.error(`[bench] FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    notes.push(`run failed: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
+    exitCode = 1;
+  } finally {
+    await server.stop();
+  }
+
+  if (runs.some((r) => r.checks.some((c) => !c.ok))) exitCode = 1;
+  const report: BenchReport = {
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    quick: opts.quick,
+    machine: {
+      cpus: os.cpus().length,
+      cpuModel: os.cpus()[0]?.model.trim() ?? 'unknown',
+      memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+      os: `${os.type()} ${os.release()} ${os.arch()}`,
+      node: process.version,
+      postgres: server.serverVersion,
+      pgbench: pgbench ?? null,
+      provision: server.provisioned.kind,
+    },
+    options: optionsForReport(opts),
+    runs,
+    targets: evaluateTargets(runs, opts.clients),
+    notes: [...notes, ...clientNotes(runs)],
+  };
+  await writeOutputs(report);
+  console.log(`\n${renderTerminal(report)}`);
+  console.log(`\n[bench] wrote bench/results/latest.json, bench/RESULTS.md, bench/results/throughput.svg${exitCode === 0 ? '' : ' (with FAILURES)'}`);
+  return exitCode;
+}
+
+function runScenario(ctx: ScenarioContext, scenario: ScenarioName, clients: number): Promise<RunResult> {
+  switch (scenario) {
+    case 'floor2':
+    case 'lww':
+    case 'stripe':
+      return runBaseline(ctx, scenario, clients);
+    case 'cycle':
+    case 'local':
+      return runEngineCycle(ctx, scenario, clients);
+    case 'client':
+      return runClient(ctx, clients);
+    case 'replay':
+      return runReplay(ctx, clients);
+    case 'hotkey':
+    case 'scale':
+      throw new Error(`${scenario} does not run per client count`);
+  }
+}
+
+function clientNotes(runs: readonly RunResult[]): string[] {
+  return runs.some((r) => r.scenario === 'client' && r.driver === 'node-pg')
+    ? ['client scenario drove the cycle through plain pg (named prepared statements), not the TypeScript client.']
+    : [];
+}
+
+function optionsForReport(opts: BenchOptions): Record<string, unknown> {
+  return {
+    quick: opts.quick,
+    scenarios: opts.scenarios,
+    clients: opts.clients,
+    durationS: opts.durationS,
+    scaleRows: opts.scaleRows,
+    hotkeyClients: opts.hotkeyClients,
+    hotKeys: opts.hotKeys,
+    threads: opts.threads,
+  };
+}
+
+async function writeOutputs(report: BenchReport): Promise<void> {
+  const resultsDir = path.join(BENCH_DIR, 'results');
+  await mkdir(resultsDir, { recursive: true });
+  await writeFile(path.join(resultsDir, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);
+  await writeFile(path.join(BENCH_DIR, 'RESULTS.md'), renderMarkdown(report));
+  await writeFile(
+    path.join(resultsDir, 'throughput.svg'),
+    renderThroughputSvg(report.runs, `pg-settle throughput vs clients (${report.quick ? 'quick' : 'full'} run, ${report.machine.cpus} CPUs)`),
+  );
+}
+
+process.exitCode = await main();

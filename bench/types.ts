@@ -1,0 +1,67 @@
+/** Shapes shared by the bench runner, its reports and results/latest.json. */
+
+export const SCENARIOS = ['floor2', 'cycle', 'client', 'stripe', 'local', 'lww', 'replay', 'hotkey', 'scale'] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
+
+export interface Check {
+  readonly name: string;
+  readonly ok: boolean;
+  readonly detail: string;
+}
+
+export interface RunResult {
+  readonly scenario: ScenarioName;
+  /** `cycle`, or `scale@1000000` for a scale level. */
+  readonly label: string;
+  readonly clients: number;
+  readonly driver: 'pgbench' | 'node-pg' | 'client';
+  readonly durationS: number;
+  readonly tps: number;
+  readonly processed: number;
+  readonly failed: number;
+  readonly retried: number;
+  readonly latencyAverageMs: number | null;
+  readonly latencyStddevMs: number | null;
+  readonly p50Ms: number | null;
+  readonly p99Ms: number | null;
+  /** WAL bytes written per processed transaction, from pg_current_wal_lsn() before/after. */
+  readonly walBytesPerOp: number | null;
+  /** Average latency per pgbench command (or client call). */
+  readonly statements: readonly { readonly command: string; readonly latencyMs: number }[];
+  /** Outcome counts and other facts read from the database after the run. */
+  readonly counters: Readonly<Record<string, number>>;
+  readonly checks: readonly Check[];
+  readonly scaleRows?: number;
+}
+
+export interface TargetResult {
+  readonly name: string;
+  readonly clients: number;
+  readonly value: number | null;
+  readonly threshold: number;
+  /** `>=` ratio targets, `<` latency targets. */
+  readonly comparison: '>=' | '<';
+  readonly unit: 'x' | 'ms';
+  readonly verdict: 'PASS' | 'MISS' | 'n/a';
+  readonly detail: string;
+}
+
+export interface BenchReport {
+  readonly startedAt: string;
+  readonly finishedAt: string;
+  readonly quick: boolean;
+  readonly machine: {
+    readonly cpus: number;
+    readonly cpuModel: string;
+    readonly memoryGiB: number;
+    readonly os: string;
+    readonly node: string;
+    readonly postgres: string;
+    readonly pgbench: string | null;
+    readonly provision: string;
+  };
+  readonly options: Readonly<Record<string, unknown>>;
+  readonly runs: readonly RunResult[];
+  readonly targets: readonly TargetResult[];
+  readonly notes: readonly string[];
+}

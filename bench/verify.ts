@@ -1,0 +1,139 @@
+import type pg from 'pg';
+import type { Check } from './types.js';
+
+/**
+ * Correctness counters read from the run database after each run. Never timing: a check
+ * fails on a broken invariant, never on a slow run.
+ */
+
+const count = async (db: pg.Client, sql: string, params: unknown[] = []): Promise<number> =>
+  Number((await db.query<{ n: string }>(sql, params)).rows[0]?.n ?? 0);
+
+export function check(name: string, ok: boolean, detail: string): Check {
+  return { name, ok, detail };
+}
+
+/** Audit outcome counts for one tenant, keyed `event:outcome` (e.g. `claim:acquired`). */
+export async function auditOutcomes(db: pg.Client, tenant: string): Promise<Record<string, number>> {
+  const rows = await db.query<{ event: string; outcome: string; n: string }>(
+    `select event, outcome, count(*)::text as n from settle_private.audit_log
+      where tenant = $1 and actor is distinct from 'seed' and actor is distinct from 'setup'
+      group by 1, 2 order by 1, 2`,
+    [tenant],
+  );
+  return Object.fromEntries(rows.rows.map((r) => [`${r.event}:${r.outcome}`, Number(r.n)]));
+}
+
+export const completedOperations = (db: pg.Client): Promise<number> =>
+  count(db, `select count(*) as n from settle_private.operations where tenant = 'bench' and status = 'completed'`);
+
+/**
+ * Engine runs on fresh keys (cycle, local, scale, client): every new operation completed
+ * with exactly one settlement; at most `clients` in flight when the run was cut off.
+ */
+export async function verifyFreshKeyCycles(
+  db: pg.Client,
+  opts: { processed: number; clients: number; preexisting: number; completedBefore: number },
+): Promise<{ counters: Record<string, number>; checks: Check[] }> {
+  const completed = await completedOperations(db);
+  const newlyCompleted = completed - opts.completedBefore;
+  const settled = await count(db, `select count(*) as n from settle_private.attempts where tenant = 'bench' and settled`);
+  const doubly = await count(
+    db,
+    `select count(*) as n from (select 1 from settle_private.attempts where settled group by tenant, key having count(*) > 1) d`,
+  );
+  const unfinished = await count(
+    db,
+    `select count(*) as n from settle_private.operations where tenant = 'bench' and status <> 'completed'`,
+  );
+  const outcomes = await auditOutcomes(db, 'bench');
+  const unexpected = Object.entries(outcomes).filter(([k]) => k !== 'claim:acquired' && k !== 'complete:settled');
+  const inFlight = unfinished - opts.preexisting;
+  return {
+    counters: { completed, settledAttempts: settled, inFlight, ...outcomes },
+    checks: [
+      check('one settlement per completed operation', settled === completed, `${settled} settled attempts, ${completed} completed operations`),
+      check('no operation settled twice', doubly === 0, `${doubly} operations with more than one settled attempt`),
+      check('every transaction completed its operation', newlyCompleted >= opts.processed && newlyCompleted - opts.processed <= opts.clients,
+        `${newlyCompleted} completed for ${opts.processed} processed transactions (${opts.clients} clients)`),
+      check('at most one operation in flight per client', inFlight >= 0 && inFlight <= opts.clients, `${inFlight} unfinished new operations`),
+      check('only acquired claims and settled completes', unexpected.length === 0, unexpected.length === 0 ? 'none unexpected' : JSON.stringify(Object.fromEntries(unexpected))),
+    ],
+  };
+}
+
+/** Replay runs: every measured claim answered replay and nothing changed state. */
+export async function verifyReplay(db: pg.Client, opts: { processed: number; keys: number }): Promise<{ counters: Record<string, number>; checks: Check[] }> {
+  const outcomes = await auditOutcomes(db, 'bench');
+  const replays = outcomes['claim:replay'] ?? 0;
+  const completed = await count(db, `select count(*) as n from settle_private.operations where tenant = 'bench' and status = 'completed'`);
+  const settled = await count(db, `select count(*) as n from settle_private.attempts where tenant = 'bench' and settled`);
+  const others = Object.entries(outcomes).filter(([k]) => k !== 'claim:replay');
+  return {
+    counters: { completed, settledAttempts: settled, ...outcomes },
+    checks: [
+      check('every claim answered replay', others.length === 0 && replays >= opts.processed, `${replays} replays for ${opts.processed} transactions; others ${JSON.stringify(Object.fromEntries(others))}`),
+      check('one settlement per completed operation', completed === opts.keys && settled === opts.keys, `${completed} completed, ${settled} settled attempts, ${opts.keys} keys`),
+    ],
+  };
+}
+
+/**
+ * Hotkey runs: per key and epoch exactly one acquired claim, one attempt, one settlement;
+ * every other claim answered in_progress or replay.
+ */
+export async function verifyHotkey(db: pg.Client): Promise<{ counters: Record<string, number>; checks: Check[] }> {
+  const perKey = (
+    await db.query<{ keys: string; bad_acquired: string; bad_attempts: string; bad_settled: string; not_completed: string }>(
+      `select count(*)::text as keys,
+              count(*) filter (where acquired <> 1)::text as bad_acquired,
+              count(*) filter (where attempts <> 1)::text as bad_attempts,
+              count(*) filter (where settled <> 1)::text as bad_settled,
+              count(*) filter (where o.status <> 'completed')::text as not_completed
+         from settle_private.operations o,
+              lateral (select count(*) as attempts, count(*) filter (where a.settled) as settled
+                         from settle_private.attempts a where a.tenant = o.tenant and a.key = o.key) a,
+              lateral (select count(*) as acquired from settle_private.audit_log l
+                        where l.tenant = o.tenant and l.key = o.key and l.event = 'claim' and l.outcome = 'acquired') l
+        where o.tenant = 'hot'`,
+    )
+  ).rows[0];
+  const keys = Number(perKey?.keys ?? 0);
+  const outcomes = await auditOutcomes(db, 'hot');
+  const unexpected = Object.entries(outcomes).filter(
+    ([k]) => !['claim:acquired', 'claim:in_progress', 'claim:replay', 'complete:settled'].includes(k),
+  );
+  return {
+    counters: { keyEpochs: keys, ...outcomes },
+    checks: [
+      check('exactly one acquired claim per key per epoch', keys > 0 && Number(perKey?.bad_acquired) === 0, `${perKey?.bad_acquired} of ${keys} key-epochs differ`),
+      check('exactly one attempt per key per epoch', Number(perKey?.bad_attempts) === 0, `${perKey?.bad_attempts} of ${keys} key-epochs differ`),
+      check('exactly one settlement per key per epoch', Number(perKey?.bad_settled) === 0 && Number(perKey?.not_completed) === 0,
+        `${perKey?.bad_settled} key-epochs without exactly one settlement, ${perKey?.not_completed} not completed`),
+      check('only acquired/in_progress/replay claims', unexpected.length === 0, unexpected.length === 0 ? 'none unexpected' : JSON.stringify(Object.fromEntries(unexpected))),
+    ],
+  };
+}
+
+/** Baseline runs: rows written and, for two-transaction baselines, settled. */
+export async function verifyBaseline(
+  db: pg.Client,
+  scenario: 'floor2' | 'lww' | 'stripe',
+  opts: { processed: number; clients: number },
+): Promise<{ counters: Record<string, number>; checks: Check[] }> {
+  const sql = {
+    floor2: `select count(*) as n, count(*) filter (where settled_at is null) as open from bench.floor2`,
+    lww: `select count(*) as n, 0 as open from bench.lww`,
+    stripe: `select count(*) as n, count(*) filter (where locked_at is not null or recovery_point <> 'finished') as open from bench.stripe_keys`,
+  }[scenario];
+  const row = (await db.query<{ n: string; open: string }>(sql)).rows[0];
+  const rows = Number(row?.n ?? 0);
+  const open = Number(row?.open ?? 0);
+  return {
+    counters: { rows, open },
+    checks: [
+      check('one row per transaction', rows >= opts.processed && rows - opts.processed <= opts.clients, `${rows} rows for ${opts.processed} transactions`),
+      check('at most one unfinished row per client', open <= opts.clients, `${open} unfinished rows`),
+    ],
+  };
+}
