@@ -226,12 +226,12 @@ export function pairOps(events: readonly HistoryEvent[]): CompletedOp[] {
   return out;
 }
 
-/** Counts of a history: calls by kind and by outcome type. */
+/** Counts of a history: calls by kind (`claim`), by type (`type:ok`) and by answer (`claim:replay`). */
 export function summarizeHistory(ops: readonly CompletedOp[]): Record<string, number> {
   const counts: Record<string, number> = { total: ops.length };
   for (const op of ops) {
     counts[op.op] = (counts[op.op] ?? 0) + 1;
-    counts[op.type] = (counts[op.type] ?? 0) + 1;
+    counts[`type:${op.type}`] = (counts[`type:${op.type}`] ?? 0) + 1;
     if (op.type === 'ok' && op.answer !== undefined) {
       const label = `${op.op}:${op.answer.outcome}`;
       counts[label] = (counts[label] ?? 0) + 1;

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { check, describeViolations } from '../../src/reliability/checker.js';
+import { readFinalState } from '../../src/reliability/final-state.js';
+import { summarizeHistory } from '../../src/reliability/history.js';
+import { runWorkload } from '../../src/reliability/workload.js';
+import { useReliabilityDatabase } from './support/database.js';
+
+// The seeded random workload against the real engine, checked by the history checker.
+// CI: a few thousand calls. RELIABILITY_SOAK=1: a long run (RELIABILITY_OPS overrides the
+// count, RELIABILITY_SEED the seed; the seed is printed so a failure can be replayed).
+
+const db = useReliabilityDatabase('workload');
+const soak = process.env.RELIABILITY_SOAK === '1';
+const operations = Number(process.env.RELIABILITY_OPS ?? (soak ? 200_000 : 5_000));
+const seed = Number(process.env.RELIABILITY_SEED ?? Math.floor(Math.random() * 2 ** 31));
+
+describe('randomized workload', () => {
+  it(
+    `${operations} calls over 8 connections and 50 key slots: 0 violations (seed ${seed})`,
+    async () => {
+      const run = await runWorkload({ url: db.url, seed, operations, processes: 8, keys: 50 });
+      const admin = await db.connect();
+      const state = await readFinalState(admin, [run.tenant]);
+      const ops = run.history.ops();
+      const report = check(ops, state);
+      const counts = summarizeHistory(ops);
+      console.log(
+        JSON.stringify({
+          seed,
+          elapsedMs: run.elapsedMs,
+          calls: counts.total,
+          ok: counts['type:ok'] ?? 0,
+          fail: counts['type:fail'] ?? 0,
+          info: counts['type:info'] ?? 0,
+          keys: run.keysUsed,
+          operationsInDb: state.operations.length,
+          attemptsInDb: state.attempts.length,
+          auditRows: state.audit.length,
+          faults: run.faults,
+          statuses: Object.fromEntries(['pending', 'running', 'unknown', 'conflict', 'failed', 'completed'].map((s) => [s, state.operations.filter((o) => o.status === s).length])),
+          outcomes: Object.fromEntries(Object.entries(counts).filter(([k]) => k.includes(':'))),
+          violations: report.violations.length,
+        }),
+      );
+      expect(report.violations, describeViolations(report)).toEqual([]);
+      expect(counts['type:ok'] ?? 0).toBeGreaterThan(operations / 2);
+      expect(state.operations.some((o) => o.status === 'completed')).toBe(true);
+    },
+    soak ? 3_600_000 : 120_000,
+  );
+});
