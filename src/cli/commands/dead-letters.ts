@@ -1,0 +1,37 @@
+import { COMMON_HELP, intFlag, withClient, type Command } from '../command.js';
+import { EXIT } from '../exit-codes.js';
+import { printJson, printText, renderTable } from '../output.js';
+
+export const deadLettersCommand: Command = {
+  name: 'dead-letters',
+  summary: 'list operations that spent their attempt budget',
+  help: `Usage: pg-settle dead-letters [--limit N] [--database-url URL] [--json]
+
+Lists dead-lettered operations (failed after spending their attempt budget), oldest first.
+Re-open one with \`pg-settle redrive <tenant> <key>\`.
+
+  --limit N            at most N rows (1-10000, default 100)
+
+${COMMON_HELP}`,
+  flags: { limit: { type: 'string' } },
+  positionals: [],
+  async run(input) {
+    const limit = intFlag(input, 'limit', 100, 1, 10_000);
+    return withClient(input, async (client) => {
+      const rows = await client.deadLetters({ limit });
+      if (input.json) {
+        printJson({ ok: true, command: 'dead-letters', count: rows.length, deadLetters: rows });
+      } else if (rows.length === 0) {
+        printText('no dead letters');
+      } else {
+        printText(
+          renderTable(
+            ['tenant', 'key', 'attempts', 'dead-lettered at', 'redrives', 'error'],
+            rows.map((r) => [r.tenant, r.key, `${r.attempt}/${r.maxAttempts}`, r.deadLetteredAt, r.redriveCount, r.error]),
+          ),
+        );
+      }
+      return EXIT.ok;
+    });
+  },
+};

@@ -1,0 +1,55 @@
+import { redactPassword } from '../db/database-url.js';
+import { migrate } from '../db/migrate.js';
+import { provisionPostgres, type ProvisionedPostgres } from '../db/provision.js';
+import { DatabaseUnavailableError } from './errors.js';
+
+/** The database a command runs against. */
+export interface CommandDatabase {
+  readonly url: string;
+  /** True when the CLI started a throwaway server for this command. */
+  readonly throwaway: boolean;
+  close(): Promise<void>;
+}
+
+/**
+ * `--database-url`, else `DATABASE_URL`, else a throwaway PostgreSQL (announced on stderr,
+ * deleted when the command ends) that is migrated first. `migrateAlways` also migrates a given
+ * database (idempotent), for `simulate` on a fresh DATABASE_URL.
+ */
+export async function openDatabase(flagUrl: string | undefined, opts: { readonly migrateAlways?: boolean } = {}): Promise<CommandDatabase> {
+  const given = flagUrl ?? (process.env.DATABASE_URL === '' ? undefined : process.env.DATABASE_URL);
+  if (given !== undefined) {
+    try {
+      const parsed = new URL(given);
+      if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') throw new Error('not postgres://');
+    } catch {
+      throw new DatabaseUnavailableError(`not a postgres:// connection string: ${redactPassword(given)}`);
+    }
+    if (opts.migrateAlways === true) await migrateOrExplain(given);
+    return { url: given, throwaway: false, close: async () => {} };
+  }
+
+  process.stderr.write('pg-settle: no --database-url or DATABASE_URL: starting a throwaway PostgreSQL (deleted on exit)\n');
+  let server: ProvisionedPostgres;
+  try {
+    server = await provisionPostgres();
+  } catch (error) {
+    throw new DatabaseUnavailableError(`could not start a throwaway PostgreSQL: ${(error as Error).message}`, { cause: error });
+  }
+  try {
+    await migrateOrExplain(server.adminUrl);
+  } catch (error) {
+    await server.stop();
+    throw error;
+  }
+  process.stderr.write(`pg-settle: throwaway PostgreSQL (${server.kind}) ready and migrated\n`);
+  return { url: server.adminUrl, throwaway: true, close: () => server.stop() };
+}
+
+async function migrateOrExplain(url: string): Promise<string[]> {
+  try {
+    return (await migrate(url)).applied;
+  } catch (error) {
+    throw new DatabaseUnavailableError(`migration of ${redactPassword(url)} failed: ${(error as Error).message}`, { cause: error });
+  }
+}

@@ -1,0 +1,70 @@
+import { pathToFileURL } from 'node:url';
+import { parseCommandArgs, type Command } from './command.js';
+import { deadLettersCommand } from './commands/dead-letters.js';
+import { expireLeasesCommand } from './commands/expire-leases.js';
+import { inspectCommand } from './commands/inspect.js';
+import { migrateCommand } from './commands/migrate.js';
+import { purgeCommand } from './commands/purge.js';
+import { redriveCommand } from './commands/redrive.js';
+import { simulateCommand } from './commands/simulate.js';
+import { statsCommand } from './commands/stats.js';
+import { reportError } from './errors.js';
+import { EXIT } from './exit-codes.js';
+import { UsageError } from './usage-error.js';
+
+export const COMMANDS: readonly Command[] = [
+  migrateCommand,
+  inspectCommand,
+  deadLettersCommand,
+  redriveCommand,
+  expireLeasesCommand,
+  purgeCommand,
+  statsCommand,
+  simulateCommand,
+];
+
+export const USAGE = `pg-settle: exactly-once settlement inside PostgreSQL - operator CLI and simulator
+
+Usage: pg-settle <command> [arguments] [flags]
+
+Commands:
+${COMMANDS.map((c) => `  ${c.name.padEnd(15)}${c.summary}`).join('\n')}
+
+Run \`pg-settle <command> --help\` for a command's flags.
+Exit codes: 0 ok, 1 invariant or operation failure, 2 usage error, 3 database or connection error.`;
+
+/** Runs the CLI with `argv` (without node and script) and resolves to the exit code. */
+export async function main(argv: readonly string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  const json = rest.includes('--json');
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    const out = name === undefined ? process.stderr : process.stdout;
+    out.write(`${USAGE}\n`);
+    return name === undefined ? EXIT.usage : EXIT.ok;
+  }
+  const command = COMMANDS.find((c) => c.name === name);
+  if (command === undefined) {
+    return reportError(new UsageError(`unknown command ${JSON.stringify(name)}`), json, USAGE);
+  }
+  let input;
+  try {
+    input = parseCommandArgs(command, rest);
+  } catch (error) {
+    return reportError(error, json, command.help);
+  }
+  if (input.help) {
+    process.stdout.write(`${command.help}\n`);
+    return EXIT.ok;
+  }
+  try {
+    return await command.run(input);
+  } catch (error) {
+    return reportError(error, input.json, command.help);
+  }
+}
+
+const invokedDirectly = process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href;
+if (invokedDirectly || process.env.PG_SETTLE_CLI_MAIN === '1') {
+  const code = await main(process.argv.slice(2));
+  process.exit(code);
+}
