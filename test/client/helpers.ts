@@ -65,6 +65,8 @@ export async function waitFor<T>(probe: () => Promise<T | null | undefined | fal
 
 /** True once some backend of this database waits on a lock. */
 export async function someoneWaitsOnLock(su: pg.Client): Promise<boolean> {
+  // Inside a transaction pg_stat_activity is a snapshot taken once: clear it to see changes.
+  await su.query('select pg_stat_clear_snapshot()');
   const { rows } = await su.query<{ n: number }>(
     `select count(*)::int as n from pg_stat_activity
       where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`,
