@@ -86,7 +86,7 @@ export interface SimulatorConfig {
 export const DEFAULT_CONFIG: SimulatorConfig = {
   seed: 42,
   workers: 24,
-  operations: 2500,
+  operations: 2000,
   durationMs: null,
   tenants: 4,
   leaseSeconds: 1,
