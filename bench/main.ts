@@ -124,8 +124,8 @@ function runScenario(ctx: ScenarioContext, scenario: ScenarioName, clients: numb
 }
 
 function clientNotes(runs: readonly RunResult[]): string[] {
-  return runs.some((r) => r.scenario === 'client' && r.driver === 'node-pg')
-    ? ['client scenario drove the cycle through plain pg (named prepared statements), not the TypeScript client.']
+  return runs.some((r) => r.scenario === 'client')
+    ? ['client: createSettleClient().run() from one Node process (same CPUs as the server and pgbench), pool size = clients.']
     : [];
 }
 

@@ -14,7 +14,7 @@ export interface RunResult {
   /** `cycle`, or `scale@1000000` for a scale level. */
   readonly label: string;
   readonly clients: number;
-  readonly driver: 'pgbench' | 'node-pg' | 'client';
+  readonly driver: 'pgbench' | 'client';
   readonly durationS: number;
   readonly tps: number;
   readonly processed: number;

@@ -1,0 +1,169 @@
+import pg from 'pg';
+import { startBenchServer, withClient } from './database.js';
+import { scriptPath } from './measure.js';
+import { locatePgbench, PGBENCH_MISSING_HINT, runPgbench } from './pgbench.js';
+
+/**
+ * Where the time of one operation goes: `npx tsx bench/profile.ts [ops]`.
+ * For each script, on a fresh database: N operations from one pgbench client (no contention),
+ * then WAL bytes and records per operation (pg_current_wal_lsn, pg_stat_wal), statements
+ * executed per operation including those inside the engine's functions
+ * (pg_stat_statements.track = all), and EXPLAIN (ANALYZE, BUFFERS, WAL) of every nested
+ * statement of one claim and one complete (auto_explain, sent back as NOTICEs).
+ * Prints Markdown; docs/performance.md quotes it.
+ */
+
+const SCRIPTS = ['cycle', 'local', 'floor2', 'lww', 'stripe', 'replay'] as const;
+
+interface StatementRow {
+  query: string;
+  calls: string;
+  total_ms: string;
+  wal_bytes: string;
+  wal_records: string;
+  shared_blks_hit: string;
+  shared_blks_dirtied: string;
+}
+
+async function main(): Promise<void> {
+  const ops = Number(process.argv[2] ?? 2000);
+  const pgbench = locatePgbench();
+  if (pgbench === undefined) throw new Error(PGBENCH_MISSING_HINT);
+  const server = await startBenchServer(() => {});
+  if (!server.hasPgStatStatements) console.log('> pg_stat_statements is not preloaded: statement counts are skipped.\n');
+  try {
+    console.log(`# Profile: ${ops} operations per script, 1 client, PostgreSQL ${server.serverVersion}\n`);
+    console.log('| script | WAL bytes/op | WAL records/op | full-page images/op | statements/op (incl. nested) | tps (1 client) |');
+    console.log('|---|---|---|---|---|---|');
+    const details: string[] = [];
+    for (const script of SCRIPTS) {
+      const db = await server.createRunDatabase(`profile_${script}`);
+      try {
+        if (script === 'replay') await seedReplay(db.url, ops);
+        await withClient(db.url, async (c) => {
+          await c.query(`alter database ${db.name} set pg_stat_statements.track = 'all'`);
+          await c.query('checkpoint');
+        });
+        const before = await walSnapshot(db.url);
+        const run = await runPgbench({
+          pgbench,
+          url: db.url,
+          script: scriptPath(`${script}.sql`),
+          clients: 1,
+          threads: 1,
+          transactionsPerClient: ops,
+          defines: script === 'replay' ? { replay_keys: ops } : {},
+        });
+        const after = await walSnapshot(db.url);
+        const statements = server.hasPgStatStatements ? await topStatements(db.url) : [];
+        const perOp = (n: number): string => (n / ops).toFixed(1);
+        const totalCalls = statements.reduce((sum, s) => sum + Number(s.calls), 0);
+        console.log(
+          `| ${script} | ${perOp(after.bytes - before.bytes)} | ${perOp(after.records - before.records)} | ${perOp(after.fpi - before.fpi)} | ` +
+            `${server.hasPgStatStatements ? perOp(totalCalls) : '-'} | ${run.output.tps?.toFixed(0) ?? '-'} |`,
+        );
+        details.push(`\n## ${script}: statements per operation (pg_stat_statements, track = all)\n`);
+        details.push('| calls/op | ms/op | WAL B/op | blocks dirtied/op | statement |', '|---|---|---|---|---|');
+        for (const s of statements.slice(0, 25)) {
+          details.push(
+            `| ${perOp(Number(s.calls))} | ${(Number(s.total_ms) / ops).toFixed(3)} | ${perOp(Number(s.wal_bytes))} | ${perOp(Number(s.shared_blks_dirtied))} | \`${s.query.replace(/\s+/g, ' ').slice(0, 110).replaceAll('|', '\\|')}\` |`,
+          );
+        }
+      } finally {
+        await db.drop();
+      }
+    }
+    console.log(details.join('\n'));
+    console.log(await explainOneCycle(server));
+  } finally {
+    await server.stop();
+  }
+}
+
+async function seedReplay(url: string, keys: number): Promise<void> {
+  await withClient(url, (c) =>
+    c.query(
+      `select count(*) from generate_series(1, $1::int) i,
+         lateral settle.claim('bench', 'replay-' || i, jsonb_build_object('amount', i, 'currency', 'EUR'), 'bench-app',
+                              array['payments.write'], 0, interval '30 seconds', 'setup', 5) c,
+         lateral settle.complete('bench', 'replay-' || i, c.attempt, c.lease_token, c.fingerprint, 'bench-app',
+                                 array['payments.write'], 0, jsonb_build_object('charge', 'ch-' || i)) r`,
+      [keys],
+    ),
+  );
+}
+
+async function walSnapshot(url: string): Promise<{ bytes: number; records: number; fpi: number }> {
+  return withClient(url, async (c) => {
+    const row = (
+      await c.query<{ lsn: string; records: string; fpi: string }>(
+        `select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint::text as lsn, wal_records::text as records, wal_fpi::text as fpi from pg_stat_wal`,
+      )
+    ).rows[0];
+    return { bytes: Number(row?.lsn ?? 0), records: Number(row?.records ?? 0), fpi: Number(row?.fpi ?? 0) };
+  });
+}
+
+async function topStatements(url: string): Promise<StatementRow[]> {
+  return withClient(url, async (c) =>
+    (
+      await c.query<StatementRow>(
+        `select query, calls::text, total_exec_time::text as total_ms, wal_bytes::text, wal_records::text,
+                shared_blks_hit::text, shared_blks_dirtied::text
+           from pg_stat_statements
+          where dbid = (select oid from pg_database where datname = current_database())
+            and query !~* '^\\s*(alter database|checkpoint|select pg_wal_lsn_diff)'
+          order by calls desc, total_exec_time desc`,
+      )
+    ).rows,
+  );
+}
+
+/** EXPLAIN (ANALYZE, BUFFERS, WAL) of every statement inside one claim and one complete. */
+async function explainOneCycle(server: Awaited<ReturnType<typeof startBenchServer>>): Promise<string> {
+  const db = await server.createRunDatabase('profile_explain');
+  const client = new pg.Client({ connectionString: db.url });
+  const notices: string[] = [];
+  client.on('notice', (n) => notices.push(n.message ?? ''));
+  await client.connect();
+  try {
+    // Warm the plan caches and catalog so the plans shown are the steady-state ones.
+    for (let i = 0; i < 20; i++) await cycleOnce(client, `warm-${i}`);
+    await client.query(`load 'auto_explain'`);
+    for (const setting of [
+      'auto_explain.log_min_duration = 0',
+      'auto_explain.log_analyze = on',
+      'auto_explain.log_buffers = on',
+      'auto_explain.log_wal = on',
+      'auto_explain.log_timing = on',
+      'auto_explain.log_nested_statements = on',
+      'auto_explain.log_level = notice',
+      'auto_explain.log_format = text',
+    ]) {
+      await client.query(`set ${setting}`);
+    }
+    await cycleOnce(client, 'explained');
+    return `\n## One claim + complete, every nested statement (auto_explain: ANALYZE, BUFFERS, WAL)\n\n\`\`\`\n${notices
+      .map((n) => n.replace(/^duration: /, '-- duration: '))
+      .join('\n\n')}\n\`\`\`\n`;
+  } finally {
+    await client.end();
+    await db.drop();
+  }
+}
+
+async function cycleOnce(client: pg.Client, key: string): Promise<void> {
+  const claim = (
+    await client.query<{ attempt: number; lease_token: string; fingerprint: string }>(
+      `select attempt, lease_token, fingerprint from settle.claim('bench', $1, '{"amount": 1, "currency": "EUR"}', 'bench-app', array['payments.write'])`,
+      [key],
+    )
+  ).rows[0];
+  if (claim === undefined) throw new Error('claim returned no row');
+  await client.query(
+    `select outcome from settle.complete('bench', $1, $2, $3, $4, 'bench-app', array['payments.write'], 0, '{"charge": "ch"}')`,
+    [key, claim.attempt, claim.lease_token, claim.fingerprint],
+  );
+}
+
+await main();
