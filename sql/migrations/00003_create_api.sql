@@ -649,11 +649,14 @@ begin
   v_diff := settle_private._lock_diff(v_op, _observe.fingerprint, _observe.principal, _observe.scopes,
     _observe.binding_generation);
   if cardinality(v_diff) > 0 then
-    if kind = 'complete' and settle_private._rank(v_op.status) < settle_private._rank('conflict') then
+    v_current := v_op.lease_token is not distinct from _observe.lease_token and v_op.attempt = _observe.attempt;
+    if kind = 'complete' and (v_current or settle_private._rank(v_op.status) < settle_private._rank('conflict')) then
+      -- The mismatched success ends its attempt: the lease goes with it.
       update settle_private.operations o
-         set status = 'conflict',
-             lease_token = case when v_op.attempt = _observe.attempt then null else o.lease_token end,
-             lease_expires_at = case when v_op.attempt = _observe.attempt then null else o.lease_expires_at end,
+         set status = case when settle_private._rank(v_op.status) < settle_private._rank('conflict')
+                           then 'conflict'::settle.status else v_op.status end,
+             lease_token = case when v_current then null else o.lease_token end,
+             lease_expires_at = case when v_current then null else o.lease_expires_at end,
              updated_at = v_now
        where o.tenant = _observe.tenant and o.key = _observe.key
       returning * into v_op;
@@ -728,7 +731,7 @@ begin
     v_exhausted := not _observe.retryable or v_op.attempt >= v_op.max_attempts;
     update settle_private.attempts a
        set observation = 'failed', observed_at = v_now, error = _observe.error, retryable = _observe.retryable,
-           ended_at = v_now, end_reason = 'observed'
+           ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed')
      where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt;
     if v_exhausted then
       update settle_private.operations o
@@ -750,7 +753,8 @@ begin
   else
     -- report_unknown from the lease holder: the caller lost the response. Never a failure.
     update settle_private.attempts a
-       set observation = 'unknown', observed_at = v_now, ended_at = v_now, end_reason = 'observed'
+       set observation = 'unknown', observed_at = v_now,
+           ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed')
      where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt;
     update settle_private.operations o
        set status = case when settle_private._rank(v_op.status) < settle_private._rank('unknown')
