@@ -1,5 +1,5 @@
 import type { SettleClient } from './client.js';
-import { SettleConnectionError, SettleError, SettleInputError, SettleTimeoutError } from './errors.js';
+import { mapDatabaseError, SettleConnectionError, SettleError, SettleInputError, SettleTimeoutError } from './errors.js';
 import { sleep } from './retry.js';
 import type {
   AttemptHandle,
@@ -78,12 +78,13 @@ export class LeaseLostError extends SettleError {
 const FIRST_WAIT_MS = 25;
 const MAX_WAIT_MS = 1_000;
 
+/** { name, message, code? }: the class name, the message, and the SQLSTATE or error code if any. */
 export function defaultErrorToJson(error: unknown): Json {
-  if (error instanceof Error) {
-    const code = (error as { code?: unknown }).code;
-    return { name: error.name, message: error.message, ...(typeof code === 'string' ? { code } : {}) };
-  }
-  return { message: String(error) };
+  if (!(error instanceof Error)) return { message: String(error) };
+  const mapped = mapDatabaseError(error);
+  const code = mapped instanceof SettleError ? mapped.code : (error as { code?: unknown }).code;
+  const name = error.name === 'Error' ? error.constructor.name : error.name;
+  return { name, message: error.message, ...(typeof code === 'string' ? { code } : {}) };
 }
 
 export const isAmbiguous = (error: unknown): error is Error =>
@@ -241,13 +242,14 @@ async function settleFailure(
 ): Promise<RunOutcome> {
   const retryable = (input.classify ?? (() => 'retryable'))(cause) === 'retryable';
   let observation: Observation;
+  const errorJson = (input.errorToJson ?? defaultErrorToJson)(cause);
   try {
-    observation = await client.fail(handle, (input.errorToJson ?? defaultErrorToJson)(cause), { ...call, retryable });
+    observation = await client.fail(handle, errorJson, { ...call, retryable });
   } catch (error) {
     if (isAmbiguous(error)) return unknownOutcome(client, handle, error, call);
     throw error;
   }
-  return fromObservation(client, handle, observation, call, cause);
+  return fromObservation(client, handle, observation, call, { cause, error: errorJson });
 }
 
 /** Maps the answer of complete()/fail() in run() to a RunOutcome. */
@@ -256,15 +258,17 @@ export async function fromObservation(
   handle: AttemptHandle,
   observation: Observation,
   call: CallOptions,
-  cause?: unknown,
+  failure?: { readonly cause: unknown; readonly error: Json },
 ): Promise<RunOutcome> {
-  const withCause = cause === undefined ? {} : { cause };
+  const cause = failure?.cause;
+  const withCause = failure === undefined ? {} : { cause };
   if (observation.outcome === 'conflict') return { outcome: 'conflict', conflictOn: observation.conflictOn };
   if (observation.outcome === 'fenced' && observation.reason === 'invalid_token') {
     return { outcome: 'fenced', reason: 'invalid_token', attempt: handle.attempt, ...withCause };
   }
   if (observation.outcome === 'recorded' && observation.reason === 'retryable_failure') {
-    return { outcome: 'failed', error: observation.error ?? null, final: false, deadLettered: false, attempt: handle.attempt, ...withCause };
+    // The canonical record holds no error while retries remain: report the one we recorded.
+    return { outcome: 'failed', error: failure?.error ?? null, final: false, deadLettered: false, attempt: handle.attempt, ...withCause };
   }
   if (observation.outcome === 'settled' && observation.reason === 'final_failure') {
     return { outcome: 'failed', error: observation.error, final: true, deadLettered: false, attempt: handle.attempt, ...withCause };

@@ -108,7 +108,8 @@ async function settleInSavepoint(
     // Transient conflicts and infrastructure failures abort the whole transaction.
     if (isRetryable(mapped) || isAmbiguous(mapped)) throw mapped;
     const retryable = (input.classify ?? (() => 'retryable'))(error) === 'retryable';
-    const observation = await client.fail(attempt, (input.errorToJson ?? defaultErrorToJson)(error), { ...call, retryable });
-    return fromObservation(client, attempt, observation, call, error);
+    const errorJson = (input.errorToJson ?? defaultErrorToJson)(error);
+    const observation = await client.fail(attempt, errorJson, { ...call, retryable });
+    return fromObservation(client, attempt, observation, call, { cause: error, error: errorJson });
   }
 }

@@ -1,6 +1,6 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LeaseLostError, type RunInput, type RunOutcome, SettleTimeoutError } from '../../src/index.js';
+import { type Classification, LeaseLostError, type RunInput, type RunOutcome, SettleTimeoutError } from '../../src/index.js';
 import { expireLease } from '../../src/testing/clock.js';
 import { binding, type ClientTestContext, gate, setupClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from './helpers.js';
 
@@ -56,13 +56,13 @@ describe('run()', () => {
 
   it('classifier: final errors fail the operation; retryable ones let a later run try again', async () => {
     class Declined extends Error {}
-    const classify = (error: unknown) => (error instanceof Declined ? 'final' : 'retryable') as const;
+    const classify = (error: unknown): Classification => (error instanceof Declined ? 'final' : 'retryable');
 
     const finalKey = uniqueKey();
     const declined = await t.app.run(runInput(finalKey, { classify }), async () => {
       throw new Declined('card declined');
     });
-    expect(declined).toMatchObject({ outcome: 'failed', final: true, deadLettered: false, error: { name: 'Error', message: 'card declined' } });
+    expect(declined).toMatchObject({ outcome: 'failed', final: true, deadLettered: false, error: { name: 'Declined', message: 'card declined' } });
     let calls = 0;
     const again = await t.app.run(runInput(finalKey, { classify }), async () => {
       calls += 1;

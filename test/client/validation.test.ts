@@ -11,6 +11,7 @@ import {
   InvalidRequestError,
   InvalidResultError,
   InvalidTenantError,
+  type Json,
   jsonbTextLength,
   LIMITS,
   mapDatabaseError,
@@ -90,7 +91,7 @@ describe('claim() input validation', () => {
   });
 
   it('agrees with PostgreSQL on the jsonb text length of awkward values', async () => {
-    const values = [{ b: [1, 2.5, -0, 1e21, 1.5e-7, 'é"\\\n'], a: { z: null, y: true, x: false } }, [], {}, 'plain', 0.1];
+    const values: Json[] = [{ b: [1, 2.5, -0, 1e21, 1.5e-7, 'é"\\\n'], a: { z: null, y: true, x: false } }, [], {}, 'plain', 0.1];
     for (const value of values) {
       const { rows } = await t.su.query<{ n: number }>('select octet_length($1::jsonb::text) as n', [JSON.stringify(value)]);
       expect(jsonbTextLength(value), JSON.stringify(value)).toBe(rows[0]?.n);
