@@ -15,7 +15,7 @@ export function createProgress(label: string, enabled = true): Progress {
   const stream = process.stderr;
   const tty = stream.isTTY === true;
   const started = Date.now();
-  let last = 0;
+  let last = tty ? 0 : started;
   let drawn = false;
   if (!enabled) return { update() {}, finish() {} };
   return {
