@@ -116,7 +116,8 @@ function checkComplete(row: AuditRow, r: Replay, what: string, log: ViolationLog
     if (after !== (raised ? 'conflict' : before)) {
       log.add('mismatch-never-settles', row, `${what} moved ${before} -> ${after}`, [row.auditId]);
     }
-    if (raised && row.attempt === r.attempt) r.lease = null;
+    // The lease holder's mismatched success ends its attempt and releases the lease.
+    if (row.attempt !== null && row.attempt === r.lease) r.lease = null;
     return;
   }
   unchanged();
