@@ -173,13 +173,133 @@ begin
 end
 $$;
 
-create function settle_private._normalize_scopes(scopes text[])
-returns text[]
+-- Fast-path validity predicates. They are inlinable SQL, so the API functions evaluate them
+-- as plain expressions (no query per check); only when one fails do the _check_* functions
+-- above run, to raise the precise typed error.
+create function settle_private._name_ok(value text, max_bytes integer)
+returns boolean
 language sql
 immutable
 parallel safe
 as $$
-  select coalesce(array_agg(distinct s collate "C" order by s collate "C"), '{}'::text[]) from unnest(scopes) as s
+  select octet_length(value) <= max_bytes
+     and value ~ '^[^[:cntrl:]]*[^[:space:][:cntrl:]][^[:cntrl:]]*$'
+     and value is nfc normalized
+$$;
+
+create function settle_private._json_ok(value jsonb, max_bytes integer)
+returns boolean
+language sql
+immutable
+parallel safe
+as $$
+  select octet_length(value::text) <= max_bytes
+$$;
+
+create function settle_private._scopes_ok(scopes text[])
+returns boolean
+language plpgsql
+immutable
+strict
+parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_scope text;
+begin
+  foreach v_scope in array scopes loop
+    if settle_private._name_ok(v_scope, 128) is not true then
+      return false;
+    end if;
+  end loop;
+  return true;
+end
+$$;
+
+create function settle_private._binding_ok(principal text, scopes text[], binding_generation bigint)
+returns boolean
+language sql
+immutable
+parallel safe
+as $$
+  select settle_private._name_ok(principal, 255)
+     and binding_generation >= 0
+     and scopes is not null
+     and cardinality(scopes) <= 64
+     and (cardinality(scopes) = 0 or settle_private._scopes_ok(scopes))
+$$;
+
+-- Slow path of settle.claim's validation: raises the precise error for the first bad argument.
+create function settle_private._check_claim_args(
+  tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint,
+  lease interval, worker text, max_attempts integer)
+returns void
+language plpgsql
+immutable
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  perform settle_private._check_name(tenant, 'tenant', 64, 'SE001');
+  perform settle_private._check_name(key, 'key', 255, 'SE002');
+  perform settle_private._check_binding(principal, scopes, binding_generation);
+  perform settle_private._check_json(request, 'request', 65536, 'SE004');
+  if lease is null or lease < interval '1 second' or lease > interval '1 day' then
+    perform settle_private._raise('SE007', 'lease must be between 1 second and 1 day',
+      jsonb_build_object('field', 'lease', 'min', '1 second', 'max', '1 day'),
+      'Renew long work with settle.heartbeat instead of a long lease.');
+  end if;
+  if worker is not null then
+    perform settle_private._check_name(worker, 'worker', 128, 'SE008');
+  end if;
+  if max_attempts is null or max_attempts not between 1 and 1000 then
+    perform settle_private._raise('SE008', 'max_attempts must be between 1 and 1000',
+      jsonb_build_object('field', 'max_attempts'), null);
+  end if;
+end
+$$;
+
+-- Slow path of the observation functions' validation.
+create function settle_private._check_observation(
+  kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text,
+  principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean)
+returns void
+language plpgsql
+immutable
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  perform settle_private._check_observation_args(tenant, key, attempt, lease_token);
+  if fingerprint is null or fingerprint !~ '^v[0-9]+:[0-9a-f]{64}$' then
+    perform settle_private._raise('SE004', 'fingerprint must be the value returned by settle.claim',
+      jsonb_build_object('field', 'fingerprint'), 'Pass the fingerprint from the acquired claim; never compute it.');
+  end if;
+  perform settle_private._check_binding(principal, scopes, binding_generation);
+  if kind = 'complete' then
+    perform settle_private._check_json(result, 'result', 1048576, 'SE005');
+  elsif kind = 'fail' then
+    perform settle_private._check_json(error, 'error', 65536, 'SE006');
+    if retryable is null then
+      perform settle_private._raise('SE006', 'retryable must be true or false',
+        jsonb_build_object('field', 'retryable'), null);
+    end if;
+  end if;
+end
+$$;
+
+create function settle_private._normalize_scopes(scopes text[])
+returns text[]
+language plpgsql
+immutable
+strict
+parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  if cardinality(scopes) < 2 then
+    return scopes;
+  end if;
+  return array(select distinct s collate "C" from unnest(scopes) as s order by 1);
+end
 $$;
 
 -- Slow path of the canonical JSON form: jsonb's own text rendering, with every number
@@ -320,6 +440,16 @@ Locking: none. Idempotency: pure (IMMUTABLE).';
 -- ---------------------------------------------------------------------------------------
 
 -- fingerprint(request) -> 'v1:<sha256 hex>' of the canonical JSON form of request.
+create function settle_private._fingerprint(request jsonb)
+returns text
+language sql
+immutable
+strict
+parallel safe
+as $$
+  select 'v1:' || encode(sha256(convert_to(settle_private._canonical_json(request), 'UTF8')), 'hex')
+$$;
+
 create function settle.fingerprint(request jsonb)
 returns text
 language sql
@@ -329,7 +459,7 @@ parallel safe
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
-  select 'v1:' || encode(sha256(convert_to(settle_private._canonical_json(request), 'UTF8')), 'hex')
+  select settle_private._fingerprint(request)
 $$;
 
 comment on function settle.fingerprint(jsonb) is
@@ -363,33 +493,30 @@ as $$
 declare
   v_now timestamptz := clock_timestamp();
   v_fp text;
-  v_token uuid := gen_random_uuid();
+  v_token uuid;
   v_op settle_private.operations;
   v_before settle.status;
   v_diff text[];
+  v_locked boolean := false;
+  v_detail jsonb;
+  v_audit_attempt integer;
   v_res settle.claim_result;
 begin
-  perform settle_private._check_name(claim.tenant, 'tenant', 64, 'SE001');
-  perform settle_private._check_name(claim.key, 'key', 255, 'SE002');
-  perform settle_private._check_binding(claim.principal, claim.scopes, claim.binding_generation);
-  perform settle_private._check_json(claim.request, 'request', 65536, 'SE004');
-  if claim.lease is null or claim.lease < interval '1 second' or claim.lease > interval '1 day' then
-    perform settle_private._raise('SE007', 'lease must be between 1 second and 1 day',
-      jsonb_build_object('field', 'lease', 'min', '1 second', 'max', '1 day'),
-      'Renew long work with settle.heartbeat instead of a long lease.');
-  end if;
-  if claim.worker is not null then
-    perform settle_private._check_name(claim.worker, 'worker', 128, 'SE008');
-  end if;
-  if claim.max_attempts is null or claim.max_attempts not between 1 and 1000 then
-    perform settle_private._raise('SE008', 'max_attempts must be between 1 and 1000',
-      jsonb_build_object('field', 'max_attempts'), null);
+  if (settle_private._name_ok(claim.tenant, 64) and settle_private._name_ok(claim.key, 255)
+      and settle_private._binding_ok(claim.principal, claim.scopes, claim.binding_generation)
+      and settle_private._json_ok(claim.request, 65536)
+      and claim.lease between interval '1 second' and interval '1 day'
+      and (claim.worker is null or settle_private._name_ok(claim.worker, 128))
+      and claim.max_attempts between 1 and 1000) is not true then
+    perform settle_private._check_claim_args(claim.tenant, claim.key, claim.request, claim.principal,
+      claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
   end if;
 
-  v_fp := settle.fingerprint(claim.request);
+  v_fp := settle_private._fingerprint(claim.request);
+  v_token := gen_random_uuid();
 
-  -- First claim: the reservation lock and attempt 1 in one statement each. Two sessions
-  -- racing on a new key: the loser waits here for the winner to commit, then joins below.
+  -- First claim: the reservation lock and attempt 1. Two sessions racing on a new key: the
+  -- loser waits here for the winner to commit, then joins below.
   insert into settle_private.operations as o
     (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
      max_attempts, lease_token, lease_expires_at, created_at, updated_at)
@@ -403,94 +530,91 @@ begin
   if found then
     insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
     values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now);
-    perform settle_private._audit(claim.tenant, claim.key, v_now, 'claim', 'acquired', 1, null, 'running',
-      claim.worker, jsonb_build_object('reserved', true));
-    v_res.outcome := 'acquired';
-    v_res.status := v_op.status;
-    v_res.attempt := 1;
-    v_res.lease_token := v_token;
-    v_res.lease_expires_at := v_op.lease_expires_at;
-    v_res.fingerprint := v_fp;
-    return v_res;
+    v_res := row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
+                 null, null, null, null, null);
+    v_audit_attempt := 1;
+    v_detail := '{"reserved": true}';
+  else
+    -- Answers that change nothing (conflict, replay, in_progress, failed) are decided on a
+    -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
+    -- Only a takeover or a new attempt locks the row, and then decides again.
+    loop
+      if v_locked then
+        select * into v_op from settle_private.operations o
+         where o.tenant = claim.tenant and o.key = claim.key
+         for update;
+      else
+        select * into v_op from settle_private.operations o
+         where o.tenant = claim.tenant and o.key = claim.key;
+      end if;
+      if not found then
+        -- Purged by settle.purge since our insert: the key is free again.
+        return settle.claim(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+          claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+      end if;
+      v_before := v_op.status;
+
+      v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal, claim.scopes, claim.binding_generation);
+      if cardinality(v_diff) > 0 then
+        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff);
+        v_detail := jsonb_build_object('conflict_on', v_diff);
+        exit;
+      end if;
+
+      if v_op.status = 'completed' then
+        v_res := row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
+                     v_op.settled_attempt, null, null, null);
+        v_audit_attempt := v_op.settled_attempt;
+        exit;
+      end if;
+
+      if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
+        v_res := row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
+                     greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
+                     v_fp, null, null, null, null, null);
+        v_audit_attempt := v_op.attempt;
+        exit;
+      end if;
+
+      if v_op.status <> 'failed' and not v_locked then
+        v_locked := true;
+        continue;
+      end if;
+
+      -- Locked from here on. A lapsed lease is taken over without waiting for
+      -- settle.expire_leases; a spent attempt budget dead-letters the operation.
+      if v_op.status <> 'failed' and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
+        v_op := settle_private._expire(v_op, v_now, claim.worker);
+      end if;
+
+      if v_op.status = 'failed' then
+        v_res := row('failed', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, v_op.error,
+                     v_op.dead_lettered_at is not null, null);
+        v_audit_attempt := v_op.attempt;
+        exit;
+      end if;
+
+      update settle_private.operations o
+         set attempt = v_op.attempt + 1,
+             status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
+             lease_token = v_token, lease_expires_at = v_now + claim.lease, updated_at = v_now
+       where o.tenant = claim.tenant and o.key = claim.key
+      returning * into v_op;
+      insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
+      values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
+      v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
+                   null, null, null, null, null);
+      v_audit_attempt := v_op.attempt;
+      exit;
+    end loop;
   end if;
 
-  select * into v_op from settle_private.operations o
-   where o.tenant = claim.tenant and o.key = claim.key
-   for update;
-  if not found then
-    -- Purged between our insert and this read (settle.purge committed in between):
-    -- the key is free again, so claim it afresh.
-    return settle.claim(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
-      claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
-  end if;
-  v_before := v_op.status;
-
-  v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal, claim.scopes, claim.binding_generation);
-  if cardinality(v_diff) > 0 then
-    perform settle_private._audit(claim.tenant, claim.key, v_now, 'claim', 'conflict', null, v_before, v_before,
-      claim.worker, jsonb_build_object('conflict_on', v_diff));
-    v_res.outcome := 'conflict';
-    v_res.conflict_on := v_diff;
-    return v_res;
-  end if;
-
-  v_res.fingerprint := v_fp;
-
-  if v_op.status = 'completed' then
-    perform settle_private._audit(claim.tenant, claim.key, v_now, 'claim', 'replay', v_op.settled_attempt,
-      v_before, v_before, claim.worker, null);
-    v_res.outcome := 'replay';
-    v_res.status := v_op.status;
-    v_res.attempt := v_op.attempt;
-    v_res.result := v_op.result;
-    v_res.settled_attempt := v_op.settled_attempt;
-    return v_res;
-  end if;
-
-  if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
-    perform settle_private._audit(claim.tenant, claim.key, v_now, 'claim', 'in_progress', v_op.attempt,
-      v_before, v_before, claim.worker, null);
-    v_res.outcome := 'in_progress';
-    v_res.status := v_op.status;
-    v_res.attempt := v_op.attempt;
-    v_res.lease_expires_at := v_op.lease_expires_at;
-    v_res.retry_after_ms := greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer;
-    return v_res;
-  end if;
-
-  -- A lapsed lease is taken over here, without waiting for settle.expire_leases; a spent
-  -- attempt budget dead-letters the operation.
-  if v_op.status <> 'failed' and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
-    v_op := settle_private._expire(v_op, v_now, claim.worker);
-  end if;
-
-  if v_op.status = 'failed' then
-    perform settle_private._audit(claim.tenant, claim.key, v_now, 'claim', 'failed', v_op.attempt,
-      v_before, v_op.status, claim.worker, null);
-    v_res.outcome := 'failed';
-    v_res.status := v_op.status;
-    v_res.attempt := v_op.attempt;
-    v_res.error := v_op.error;
-    v_res.dead_lettered := v_op.dead_lettered_at is not null;
-    return v_res;
-  end if;
-
-  update settle_private.operations o
-     set attempt = v_op.attempt + 1,
-         status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
-         lease_token = v_token, lease_expires_at = v_now + claim.lease, updated_at = v_now
-   where o.tenant = claim.tenant and o.key = claim.key
-  returning * into v_op;
-  insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-  values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
-  perform settle_private._audit(claim.tenant, claim.key, v_now, 'claim', 'acquired', v_op.attempt,
-    v_before, v_op.status, claim.worker, null);
-
-  v_res.outcome := 'acquired';
-  v_res.status := v_op.status;
-  v_res.attempt := v_op.attempt;
-  v_res.lease_token := v_token;
-  v_res.lease_expires_at := v_op.lease_expires_at;
+  -- Inline rather than through a helper: this is the hot path.
+  insert into settle_private.audit_log
+    (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
+  values
+    (claim.tenant, claim.key, v_now, 'claim', v_res.outcome, v_audit_attempt, v_before,
+     coalesce(v_op.status, v_before), claim.worker, v_detail);
   return v_res;
 end
 $$;
@@ -525,7 +649,11 @@ declare
   v_valid boolean;
   v_res settle.heartbeat_result;
 begin
-  perform settle_private._check_observation_args(heartbeat.tenant, heartbeat.key, heartbeat.attempt, heartbeat.lease_token);
+  if (settle_private._name_ok(heartbeat.tenant, 64) and settle_private._name_ok(heartbeat.key, 255)
+      and heartbeat.attempt >= 1 and heartbeat.lease_token is not null) is not true then
+    perform settle_private._check_observation_args(heartbeat.tenant, heartbeat.key, heartbeat.attempt,
+      heartbeat.lease_token);
+  end if;
   if heartbeat.lease is null or heartbeat.lease < interval '1 second' or heartbeat.lease > interval '1 day' then
     perform settle_private._raise('SE007', 'lease must be between 1 second and 1 day',
       jsonb_build_object('field', 'lease'), null);
@@ -608,20 +736,17 @@ declare
   v_exhausted boolean;
   v_res settle.observation_result;
 begin
-  perform settle_private._check_observation_args(_observe.tenant, _observe.key, _observe.attempt, _observe.lease_token);
-  if _observe.fingerprint is null or _observe.fingerprint !~ '^v[0-9]+:[0-9a-f]{64}$' then
-    perform settle_private._raise('SE004', 'fingerprint must be the value returned by settle.claim',
-      jsonb_build_object('field', 'fingerprint'), 'Pass the fingerprint from the acquired claim; never compute it.');
-  end if;
-  perform settle_private._check_binding(_observe.principal, _observe.scopes, _observe.binding_generation);
-  if kind = 'complete' then
-    perform settle_private._check_json(_observe.result, 'result', 1048576, 'SE005');
-  elsif kind = 'fail' then
-    perform settle_private._check_json(_observe.error, 'error', 65536, 'SE006');
-    if _observe.retryable is null then
-      perform settle_private._raise('SE006', 'retryable must be true or false',
-        jsonb_build_object('field', 'retryable'), null);
-    end if;
+  if (settle_private._name_ok(_observe.tenant, 64) and settle_private._name_ok(_observe.key, 255)
+      and _observe.attempt >= 1 and _observe.lease_token is not null
+      and _observe.fingerprint ~ '^v[0-9]+:[0-9a-f]{64}$'
+      and settle_private._binding_ok(_observe.principal, _observe.scopes, _observe.binding_generation)
+      and case kind
+            when 'complete' then settle_private._json_ok(_observe.result, 1048576)
+            when 'fail' then settle_private._json_ok(_observe.error, 65536) and _observe.retryable is not null
+            else true end) is not true then
+    perform settle_private._check_observation(kind, _observe.tenant, _observe.key, _observe.attempt,
+      _observe.lease_token, _observe.fingerprint, _observe.principal, _observe.scopes,
+      _observe.binding_generation, _observe.result, _observe.error, _observe.retryable);
   end if;
 
   select * into v_op from settle_private.operations o
@@ -636,8 +761,11 @@ begin
   select * into v_att from settle_private.attempts a
    where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt;
   if not found or v_att.lease_token <> _observe.lease_token then
-    perform settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
-      v_before, v_before, null, jsonb_build_object('reason', 'invalid_token'));
+    insert into settle_private.audit_log
+      (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
+    values
+      (_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt, v_before, v_before, null,
+       '{"reason": "invalid_token"}');
     v_res.outcome := 'fenced';
     v_res.reason := 'invalid_token';
     return v_res;
@@ -667,8 +795,11 @@ begin
              ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed')
        where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt;
     end if;
-    perform settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'conflict', _observe.attempt,
-      v_before, v_op.status, v_att.worker, jsonb_build_object('conflict_on', v_diff));
+    insert into settle_private.audit_log
+      (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
+    values
+      (_observe.tenant, _observe.key, v_now, kind, 'conflict', _observe.attempt, v_before, v_op.status,
+       v_att.worker, jsonb_build_object('conflict_on', v_diff));
     v_res.outcome := 'conflict';
     v_res.reason := 'lock_mismatch';
     v_res.conflict_on := v_diff;
@@ -766,9 +897,12 @@ begin
     v_res.reason := 'outcome_unknown';
   end if;
 
-  perform settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
-    v_before, v_op.status, v_att.worker,
-    case when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
+  -- Inline rather than through settle_private._audit: this is the hot path.
+  insert into settle_private.audit_log
+    (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
+  values
+    (_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt, v_before, v_op.status,
+     v_att.worker, case when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
 
   v_res.status := v_op.status;
   v_res.attempt := v_op.attempt;
@@ -791,12 +925,14 @@ create function settle.complete(
   binding_generation bigint,
   result jsonb)
 returns settle.observation_result
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
-  select * from settle_private._observe('complete', tenant, key, attempt, lease_token, fingerprint,
-    principal, scopes, binding_generation, result, null, null)
+begin
+  return settle_private._observe('complete', complete.tenant, complete.key, complete.attempt, complete.lease_token, complete.fingerprint,
+    complete.principal, complete.scopes, complete.binding_generation, complete.result, null, null);
+end
 $$;
 
 comment on function settle.complete(text, text, integer, uuid, text, text, text[], bigint, jsonb) is
@@ -821,12 +957,14 @@ create function settle.fail(
   error jsonb,
   retryable boolean default true)
 returns settle.observation_result
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
-  select * from settle_private._observe('fail', tenant, key, attempt, lease_token, fingerprint,
-    principal, scopes, binding_generation, null, error, retryable)
+begin
+  return settle_private._observe('fail', fail.tenant, fail.key, fail.attempt, fail.lease_token, fail.fingerprint,
+    fail.principal, fail.scopes, fail.binding_generation, null, fail.error, fail.retryable);
+end
 $$;
 
 comment on function settle.fail(text, text, integer, uuid, text, text, text[], bigint, jsonb, boolean) is
@@ -848,12 +986,15 @@ create function settle.report_unknown(
   scopes text[],
   binding_generation bigint)
 returns settle.observation_result
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
-  select * from settle_private._observe('report_unknown', tenant, key, attempt, lease_token, fingerprint,
-    principal, scopes, binding_generation, null, null, null)
+begin
+  return settle_private._observe('report_unknown', report_unknown.tenant, report_unknown.key, report_unknown.attempt,
+    report_unknown.lease_token, report_unknown.fingerprint, report_unknown.principal, report_unknown.scopes,
+    report_unknown.binding_generation, null, null, null);
+end
 $$;
 
 comment on function settle.report_unknown(text, text, integer, uuid, text, text, text[], bigint) is
@@ -970,7 +1111,7 @@ begin
     perform settle_private._raise('SE010', 'operation not found',
       jsonb_build_object('tenant', redrive.tenant, 'key', redrive.key), null);
   end if;
-  if redrive.request is not null and settle.fingerprint(redrive.request) <> v_op.fingerprint then
+  if redrive.request is not null and settle_private._fingerprint(redrive.request) <> v_op.fingerprint then
     perform settle_private._raise('SE012', 'redrive refused: the request differs from the reservation',
       jsonb_build_object('tenant', redrive.tenant, 'key', redrive.key),
       'A redrive re-runs the reserved request; a changed intent needs a new key.');
