@@ -17,6 +17,8 @@ export type CallAnswer<R> =
   | { readonly kind: 'fail'; readonly sqlstate: string; readonly message: string }
   | { readonly kind: 'unknown'; readonly why: string; readonly rows?: R[] };
 
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+
 /** SQLSTATEs after which the commit status of the statement is not known. */
 const CONNECTION_LOST_STATES = new Set(['57P01', '57P02', '57P03', '08000', '08003', '08006', '08001', '08004']);
 
@@ -43,8 +45,9 @@ export async function settleCall<R extends pg.QueryResultRow>(
   try {
     rows = (await client.query<R>(text, [...values])).rows;
   } catch (error) {
+    // Socket errors carry Node codes (ECONNRESET, EPIPE): not an SQLSTATE, so not a rollback.
     const code = (error as { code?: unknown }).code;
-    if (typeof code === 'string' && !CONNECTION_LOST_STATES.has(code)) {
+    if (typeof code === 'string' && SQLSTATE.test(code) && !CONNECTION_LOST_STATES.has(code)) {
       return { kind: 'fail', sqlstate: code, message: (error as Error).message };
     }
     return { kind: 'unknown', why: `connection lost${typeof code === 'string' ? ` (${code})` : ''}: ${(error as Error).message}` };
