@@ -31,13 +31,31 @@ export function checkAuditTrail(state: FinalState, log: ViolationLog): void {
   }
 }
 
+/**
+ * Claims that only read (in_progress, replay, conflict, failed without a transition) answer
+ * from their snapshot without locking the operation row, so their audit rows are not ordered
+ * with the transitions around them: they may show an older status than the row before them.
+ */
+function isSnapshotRead(row: AuditRow): boolean {
+  return row.event === 'claim' && row.outcome !== 'acquired' && row.statusBefore === row.statusAfter;
+}
+
 function replayTrail(rows: readonly AuditRow[], log: ViolationLog): Replay {
   const r: Replay = { status: null, attempt: 0, lease: null, settlements: 0 };
+  let seen = new Set<string | null>();
   let prev: AuditRow | undefined;
   for (const row of rows) {
     if (row.event === 'purge') {
       Object.assign(r, { status: null, attempt: 0, lease: null, settlements: 0 });
+      seen = new Set();
       prev = row;
+      continue;
+    }
+    if (isSnapshotRead(row)) {
+      // Stale is allowed; a status the trail never reached is not.
+      if (!seen.has(row.statusBefore)) {
+        log.add('audit-continuity', row, `audit ${row.auditId} (claim ${row.outcome}) read status ${row.statusBefore}, which the trail never reached`, [row.auditId]);
+      }
       continue;
     }
     // A claim that first ends a lapsed lease writes `expire`, then its own row whose
@@ -48,6 +66,7 @@ function replayTrail(rows: readonly AuditRow[], log: ViolationLog): Replay {
     }
     checkTransition(row, r, log);
     r.status = row.statusAfter;
+    seen.add(r.status);
     prev = row;
   }
   return r;

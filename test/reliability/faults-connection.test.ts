@@ -7,6 +7,7 @@ import type { AttemptHandle } from '../../src/client/types.js';
 import { roleUrl } from '../../src/reliability/app-url.js';
 import { gate, waitForBackends } from '../../src/reliability/backends.js';
 import { classifyError } from '../../src/reliability/history.js';
+import { expireLease } from '../../src/testing/clock.js';
 import { useReliabilityDatabase } from './support/database.js';
 
 // Connection-level faults around settle and claim, through the typed client: a backend
@@ -116,10 +117,12 @@ describe('connection faults around settle and claim', () => {
     await retrySettlesOnce(c, handle, key);
   });
 
-  it('statement_timeout while claim waits for the row lock: rolled back, next claim proceeds', async () => {
+  it('statement_timeout while a takeover claim waits for the row lock: rolled back, next claim proceeds', async () => {
     const key = 'statement-timeout-claim';
     const c = client('reliability-timeout-claim', 1_000);
-    const handle = await acquire(c, key);
+    await acquire(c, key);
+    // A lapsed lease: the next claim must lock the row to take over (live-lease answers are lock-free).
+    await expireLease(admin, TENANT, key);
     await locker.query('begin');
     await locker.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [TENANT, key]);
     const error = rejection(c.claim(claimInput(key)));
@@ -127,10 +130,12 @@ describe('connection faults around settle and claim', () => {
     expectUnknownOutcome(await error, SettleTimeoutError);
     await locker.query('rollback');
 
-    const claims = await admin.query(`select count(*)::int as n from settle_private.audit_log where tenant = $1 and key = $2 and event = 'claim'`, [TENANT, key]);
+    const claims = await admin.query(`select count(*)::int as n from settle_private.audit_log where tenant = $1 and key = $2 and event in ('claim', 'expire')`, [TENANT, key]);
     expect(claims.rows[0].n).toBe(1);
-    expect(await c.claim(claimInput(key))).toMatchObject({ outcome: 'in_progress', attempt: 1 });
-    await retrySettlesOnce(c, handle, key);
+    expect(await stored(key)).toMatchObject({ status: 'running', attempt: 1 });
+    const retried = await acquire(c, key);
+    expect(retried.attempt).toBe(2);
+    await retrySettlesOnce(c, retried, key);
   });
 
   it('idle_in_transaction_session_timeout with the settlement uncommitted: session ended, lock released, retry settles once', async () => {

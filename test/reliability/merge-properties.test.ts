@@ -13,7 +13,8 @@ import { useReliabilityDatabase } from './support/database.js';
 // The binding-gated merge as a join on the lattice. Each fresh key gets attempts 1 and 2
 // (superseded: their leases lapsed and a later claim took over) and attempt 3 (the lease
 // holder). Each attempt tells one consistent story (succeeded, failed, unknown, silent), told
-// once or repeated; a stranger may forge a success under a wrong fingerprint. The same
+// once or repeated; a stale worker may report a success under a bumped binding generation
+// (a mismatched lock). The same
 // multiset of observations is applied in two different orders (fast-check permutations) to
 // two fresh keys, and the final canonical state must be the join the lattice prescribes:
 //  * any matching success -> completed, settled by the FIRST success to arrive, with its
@@ -97,7 +98,8 @@ async function apply(order: readonly Observation[]): Promise<Canonical> {
     tickets.push(await acquire(key));
   }
   for (const o of order) {
-    const t = o.attempt === 'forged' ? { ...tickets[2]!, fingerprint: `v1:${'f'.repeat(64)}` } : tickets[o.attempt - 1]!;
+    // The forger is attempt 1's worker after a re-authentication bumped its binding generation.
+    const t = o.attempt === 'forged' ? { ...tickets[0]!, binding: { ...BINDING, generation: '2' } } : tickets[o.attempt - 1]!;
     if (o.kind === 'complete') await driver.complete(t, o.attempt === 'forged' ? { forged: true } : resultOf(t.attempt));
     if (o.kind === 'fail-retryable') await driver.fail(t, { code: 'retry', attempt: t.attempt }, true);
     if (o.kind === 'fail-final') await driver.fail(t, { code: 'final', attempt: t.attempt }, false);
