@@ -163,17 +163,16 @@ describe('infrastructure errors', () => {
   });
 
   it('terminated backend (57P01 / connection terminated) -> SettleConnectionError', async () => {
-    const error = await superPool.connect(async (connection) => {
-      const pending = rejection(connection.query(sql.unsafe`select pg_sleep(30)`));
-      const pid = await waitFor(async () => {
-        const { rows } = await t.su.query<{ pid: number }>(
-          "select pid from pg_stat_activity where datname = current_database() and query like 'select pg_sleep(30)%' and state = 'active'",
-        );
-        return rows[0]?.pid;
-      });
-      await t.su.query('select pg_terminate_backend($1)', [pid]);
-      return pending;
+    const pending = rejection(superPool.query(sql.unsafe`select pg_sleep(30)`));
+    const pid = await waitFor(async () => {
+      const { rows } = await t.su.query<{ pid: number }>(
+        "select pid from pg_stat_activity where datname = current_database() and state = 'active' and query like '%pg_sleep(30)%' and pid <> pg_backend_pid()",
+      );
+      return rows[0]?.pid;
     });
+    await t.su.query('select pg_terminate_backend($1)', [pid]);
+    const error = await pending;
+    if (!(error instanceof SettleConnectionError)) console.log('TERMINATED', error, (error as { cause?: unknown }).cause);
     expect(error).toBeInstanceOf(SettleConnectionError);
   });
 
