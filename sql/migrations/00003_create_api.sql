@@ -80,6 +80,18 @@ begin
 end
 $$;
 
+-- Blank means made only of white space or invisible formatting characters, named explicitly
+-- so the answer does not depend on the database locale ([[:space:]] follows glibc, which
+-- does not count U+00A0 NO-BREAK SPACE as space).
+create function settle_private._is_blank(value text)
+returns boolean
+language sql
+immutable
+parallel safe
+as $$
+  select value ~ '^[[:space:]\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]*$'
+$$;
+
 -- A tenant, key, principal, scope or worker name: present, not blank, within its byte
 -- limit, no control characters, Unicode NFC (so visually identical keys are identical).
 create function settle_private._check_name(value text, field text, max_bytes integer, code text)
@@ -93,7 +105,7 @@ declare
 begin
   if value is null then
     v_problem := 'must not be null';
-  elsif value ~ '^[[:space:]]*$' then
+  elsif settle_private._is_blank(value) then
     v_problem := 'must not be empty or whitespace only';
   elsif octet_length(value) > max_bytes then
     v_problem := format('must be at most %s bytes (got %s)', max_bytes, octet_length(value));
@@ -120,9 +132,9 @@ begin
   if value is null then
     perform settle_private._raise(code, format('%s must not be null', field),
       jsonb_build_object('field', field), 'Pass a JSON value (JSON null is ''null''::jsonb).');
-  elsif octet_length(value::text) > max_bytes then
+  elsif not settle_private._json_ok(value, max_bytes) then
     perform settle_private._raise(code, format('%s must be at most %s bytes of JSON text', field, max_bytes),
-      jsonb_build_object('field', field, 'max_bytes', max_bytes, 'bytes', octet_length(value::text)),
+      jsonb_build_object('field', field, 'max_bytes', max_bytes),
       'Store large payloads elsewhere and settle a reference to them.');
   end if;
 end
@@ -183,17 +195,22 @@ immutable
 parallel safe
 as $$
   select octet_length(value) <= max_bytes
-     and value ~ '^[^[:cntrl:]]*[^[:space:][:cntrl:]][^[:cntrl:]]*$'
+     and value !~ '[[:cntrl:]]'
+     and not settle_private._is_blank(value)
      and value is nfc normalized
 $$;
 
+-- The limit is on the JSON text, but a value whose binary form is 8 times the limit (far
+-- beyond any jsonb-to-text ratio) is refused without rendering it: a 250 MiB request must
+-- not cost gigabytes of backend memory just to be measured.
 create function settle_private._json_ok(value jsonb, max_bytes integer)
 returns boolean
 language sql
 immutable
 parallel safe
 as $$
-  select octet_length(value::text) <= max_bytes
+  select case when pg_column_size(value) > 8 * max_bytes then false
+              else octet_length(value::text) <= max_bytes end
 $$;
 
 create function settle_private._scopes_ok(scopes text[])

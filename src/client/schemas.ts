@@ -27,7 +27,8 @@ export const LIMITS = {
 
 const INT8_MAX = 2n ** 63n - 1n;
 const CONTROL_CHARACTER = /\p{Cc}/u;
-const BLANK = /^\s*$/u;
+// The same set as settle_private._is_blank: white space and invisible formatting characters.
+const BLANK = /^[\s\u180e\u200b-\u200d\u2060]*$/u;
 
 /** Mirrors settle_private._check_name: present, not blank, <= maxBytes UTF-8, no controls, NFC. */
 export function nameSchema(field: string, maxBytes: number) {
