@@ -133,10 +133,6 @@ create table settle_private.attempts (
 comment on table settle_private.attempts is
   'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation). Private: use the settle API.';
 
--- Exactly one attempt per operation can be the settlement (the move to completed).
-create unique index one_settlement_per_operation
-  on settle_private.attempts (tenant, key)
-  where settled;
 
 create table settle_private.audit_log (
   tenant text not null,
@@ -261,6 +257,19 @@ begin
       message = 'an attempt holds at most one terminal observation',
       detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
       hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
+  end if;
+
+  -- Exactly one attempt per operation is the settlement: the one the operation names in
+  -- settled_attempt, which is written once, with the move to completed, and never changes.
+  -- (A check here instead of a unique index keeps this update heap-only.)
+  if new.settled and not old.settled and new.attempt is distinct from (
+       select o.settled_attempt from settle_private.operations o
+        where o.tenant = new.tenant and o.key = new.key) then
+    raise exception using
+      errcode = 'SE024',
+      message = 'only the attempt that settled the operation can be marked settled',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text,
+      hint = 'Exactly one settlement per operation: see settle.settlements.';
   end if;
 
   if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then

@@ -851,7 +851,7 @@ begin
       update settle_private.operations o
          set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
              settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
-             updated_at = v_now
+             error = null, updated_at = v_now
        where o.tenant = _observe.tenant and o.key = _observe.key
       returning * into v_op;
       update settle_private.attempts a
@@ -1229,7 +1229,7 @@ select l.tenant, l.key, l.audit_id, l.at, l.event, l.outcome, l.attempt, l.statu
        l.actor, l.detail
   from settle_private.audit_log l;
 comment on view settle.audit_log is
-  'Append-only audit trail: one row per claim, fenced heartbeat, observation, expiry, redrive and purge, in commit order per key (audit_id).';
+  'Append-only audit trail: one row per claim, fenced heartbeat, observation, expiry, redrive and purge, ordered per key by audit_id. Transitions are serialized by the operation row lock, so their rows are in commit order; claims answered without a change (replay, in_progress, conflict, failed) take no row lock and may interleave with a concurrent transition.';
 
 create view settle.dead_letters as
 select o.tenant, o.key, o.attempt, o.max_attempts, o.error, o.dead_lettered_at, o.redrive_count,
