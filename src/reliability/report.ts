@@ -11,6 +11,7 @@ import { FIGURES_FILE_ENV, type ScenarioFigures } from './figures.js';
  *
  *   npx tsx src/reliability/report.ts                    # the bounded suite, as CI runs it
  *   RELIABILITY_FAILOVER=1 npx tsx src/reliability/report.ts   # with the heavy failover run
+ *   RELIABILITY_SOAK=1 RELIABILITY_OPS=200000 npx tsx src/reliability/report.ts   # a long soak
  *   npx tsx src/reliability/report.ts test/reliability/failover.test.ts   # a subset
  *
  * Exits 1 when a test failed.
@@ -60,8 +61,11 @@ function main(): number {
 }
 
 function printReport(result: VitestJson, figures: readonly ScenarioFigures[], seconds: number, root: string): void {
-  const heavy = process.env.RELIABILITY_FAILOVER === '1' ? ' (RELIABILITY_FAILOVER=1)' : '';
-  console.log(`pg-settle reliability suite${heavy}: ${result.numPassedTests} passed, ${result.numFailedTests} failed, ` +
+  const flags = ['RELIABILITY_FAILOVER', 'RELIABILITY_SOAK', 'RELIABILITY_OPS', 'RELIABILITY_SEED', 'RELIABILITY_MERGE_RUNS']
+    .filter((name) => (process.env[name] ?? '') !== '')
+    .map((name) => `${name}=${process.env[name]}`);
+  const heavy = flags.length === 0 ? '' : ` (${flags.join(' ')})`;
+  console.log(`pg-settle reliability suite${heavy}, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC: ${result.numPassedTests} passed, ${result.numFailedTests} failed, ` +
     `${result.numPendingTests + (result.numTodoTests ?? 0)} skipped/todo, of ${result.numTotalTests} tests, in ${seconds.toFixed(0)} s wall clock`);
   console.log('');
   console.log('| test file | passed | failed | skipped | seconds |');
@@ -76,7 +80,8 @@ function printReport(result: VitestJson, figures: readonly ScenarioFigures[], se
     console.log('| scenario | operations | faults injected | violations found | details |');
     console.log('|---|---:|---:|---:|---|');
     const total = { operations: 0, faults: 0, violations: 0 };
-    for (const f of figures) {
+    // Tests append in the order they finish (files run in parallel): sort for a stable table.
+    for (const f of [...figures].sort((a, b) => a.scenario.localeCompare(b.scenario))) {
       total.operations += f.operations;
       total.faults += f.faults;
       total.violations += f.violations;

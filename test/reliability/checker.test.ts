@@ -1,7 +1,8 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expireLease } from '../../src/testing/clock.js';
 import { roleUrl } from '../../src/reliability/app-url.js';
 import { check, describeViolations } from '../../src/reliability/checker.js';
+import { recordFigures } from '../../src/reliability/figures.js';
 import { readFinalState, type FinalState, type OperationRow } from '../../src/reliability/final-state.js';
 import { History, type Answer, type CompletedOp } from '../../src/reliability/history.js';
 import type { Invariant } from '../../src/reliability/invariants.js';
@@ -20,6 +21,20 @@ const request = (key: string) => ({ key, amount: 100 });
 
 let ops: CompletedOp[];
 let state: FinalState;
+/** Figures: one planted bug per checked report (a report may be expected to break two invariants). */
+const planted = new Set<ReturnType<typeof check>>();
+const missed = new Set<ReturnType<typeof check>>();
+let cleanViolations = 0;
+
+afterAll(() => {
+  recordFigures({
+    scenario: 'checker/self-test',
+    operations: ops?.length ?? 0,
+    faults: planted.size,
+    violations: missed.size + cleanViolations,
+    details: { plantedBugs: planted.size, caught: planted.size - missed.size, cleanHistoryViolations: cleanViolations },
+  });
+});
 
 beforeAll(async () => {
   const history = new History();
@@ -81,14 +96,21 @@ const firstOp = (kind: string, key: string, outcome: string) => (op: CompletedOp
   op.op === kind && op.key === key && op.answer?.outcome === outcome;
 
 function expectCaught(report: ReturnType<typeof check>, invariant: Invariant): void {
-  expect(report.valid).toBe(false);
-  expect(report.byInvariant[invariant], describeViolations(report)).toBeGreaterThan(0);
+  planted.add(report);
+  try {
+    expect(report.valid).toBe(false);
+    expect(report.byInvariant[invariant], describeViolations(report)).toBeGreaterThan(0);
+  } catch (error) {
+    missed.add(report);
+    throw error;
+  }
 }
 
 describe('the history checker', () => {
   it('passes the clean history recorded against the engine', () => {
     expect(ops.map((op) => `${op.key}:${op.op}:${op.answer?.outcome}`)).toContain('a:heartbeat:fenced');
     const report = check(ops, state);
+    cleanViolations = report.violations.length;
     expect(report.violations, describeViolations(report)).toEqual([]);
     expect(report.keys).toBe(3);
   });

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { roleUrl } from '../../src/reliability/app-url.js';
 import { waitForBackends } from '../../src/reliability/backends.js';
@@ -9,6 +9,7 @@ import type { Ticket } from '../../src/reliability/driver.js';
 import { readFinalState } from '../../src/reliability/final-state.js';
 import { History, sqlState } from '../../src/reliability/history.js';
 import { recording } from '../../src/reliability/recorder.js';
+import { countCalls, ScenarioTally, SETTLE_CALLS } from '../../src/reliability/scenario-tally.js';
 import { createSqlDriver } from '../../src/reliability/sql-driver.js';
 import { expireLease } from '../../src/testing/clock.js';
 import { useReliabilityDatabase } from './support/database.js';
@@ -23,10 +24,14 @@ const BINDING = { principal: 'alice', scopes: ['pay'], generation: '1' };
 const opened: { end(): Promise<void> }[] = [];
 let admin: pg.Client;
 let locker: pg.Client;
+let tally = new ScenarioTally('faults-concurrency');
 
 beforeAll(async () => {
   admin = await db.connect();
   locker = await db.connect({ applicationName: 'reliability-locker' });
+});
+afterEach(({ task }) => {
+  tally.record(task.result?.state === 'fail');
 });
 afterAll(async () => {
   await Promise.all(opened.map((c) => c.end().catch(() => {})));
@@ -37,7 +42,8 @@ async function pgClient(applicationName: string, role = 'settle_app'): Promise<p
   c.on('error', () => {});
   opened.push(c);
   await c.connect();
-  return c;
+  // Each query of a racer is one API call (claim, complete, redrive).
+  return countCalls(c, ['query'], () => (tally.operations += 1));
 }
 
 /** Holds `lockSql` in a transaction until the racers of `applicationName` all wait on it. */
@@ -49,6 +55,7 @@ async function releaseWhenParked<T>(lockSql: string, params: unknown[], applicat
   const settled = start().map((p) => p.then((value): Settled<T> => ({ ok: true, value }), (error: unknown): Settled<T> => ({ ok: false, error })));
   await waitForBackends(admin, applicationName, { count: racers, waitEventType: 'Lock' });
   await locker.query('commit');
+  tally.fault('racersReleasedAtOnce', racers);
   return Promise.all(settled);
 }
 
@@ -59,6 +66,7 @@ async function expectCheckerClean(history: History, key: string): Promise<void> 
   const state = await readFinalState(admin, [TENANT]);
   const only = <T extends { key: string }>(rows: readonly T[]) => rows.filter((r) => r.key === key);
   const report = check(history.ops().filter((op) => op.key === key), { operations: only(state.operations), attempts: only(state.attempts), audit: only(state.audit) });
+  tally.violations += report.violations.length;
   expect(report.violations, describeViolations(report)).toEqual([]);
 }
 
@@ -67,6 +75,7 @@ describe('isolation levels', () => {
     it(`callers at ${level} racing on one new key: 40001 retried transparently, never a failure, exactly one acquired`, async () => {
       const key = `iso-${level.replace(' ', '-')}`;
       const app = `reliability-iso-${level.replace(' ', '-')}`;
+      tally = new ScenarioTally(`faults-concurrency/${key}`);
       const retries: string[] = [];
       const history = new History();
       const racers = 6;
@@ -78,7 +87,7 @@ describe('isolation levels', () => {
           onRetry: (e) => retries.push(sqlState(e.error) ?? e.error.name),
         });
         opened.push(client);
-        return recording(createClientDriver(client), history, p);
+        return recording(createClientDriver(countCalls(client, SETTLE_CALLS, () => (tally.operations += 1))), history, p);
       });
       // Open each pool's connection first, so all racers are parked on the lock, not connecting.
       await Promise.all(drivers.map((d) => d.get({ tenant: TENANT, key: 'warm-up' })));
@@ -88,6 +97,7 @@ describe('isolation levels', () => {
       const outcomes = results.map((r) => (r.ok && r.value.type === 'ok' ? r.value.answer.outcome : `error:${JSON.stringify(r)}`));
       expect(outcomes.filter((o) => o === 'acquired')).toHaveLength(1);
       expect(outcomes.filter((o) => o === 'in_progress')).toHaveLength(racers - 1);
+      tally.details.retried40001 = retries.length;
       expect(retries.length).toBeGreaterThan(0);
       expect(new Set(retries)).toEqual(new Set(['40001']));
       expect(history.ops().filter((op) => op.type !== 'ok')).toEqual([]);
@@ -99,6 +109,7 @@ describe('isolation levels', () => {
 describe('one key, many fingerprints', () => {
   it('N concurrent first claims with N different requests: one reservation, N-1 conflicts disclosing nothing, fingerprint fixed', async () => {
     const key = 'fingerprints';
+    tally = new ScenarioTally('faults-concurrency/n-fingerprints');
     const app = 'reliability-fingerprints';
     const racers = 8;
     const history = new History();
@@ -132,6 +143,7 @@ describe('dead-letter redrive', () => {
     const driver = createSqlDriver(app);
     const first = await driver.claim({ tenant: TENANT, key, request: { key }, binding: BINDING, maxAttempts: 1 });
     await expireLease(admin, TENANT, key);
+    tally.fault('leaseExpired');
     expect(await driver.claim({ tenant: TENANT, key, request: { key }, binding: BINDING })).toMatchObject({ outcome: 'failed', deadLettered: true });
     return first.ticket!;
   }
@@ -145,6 +157,7 @@ describe('dead-letter redrive', () => {
 
   it('a redrive racing the late success of the original attempt: exactly one settlement, whichever wins', async () => {
     const key = 'redrive-vs-late-success';
+    tally = new ScenarioTally('faults-concurrency/redrive-vs-late-success');
     const lateApp = await pgClient('reliability-redrive-race');
     const operator = await pgClient('reliability-redrive-race', 'settle_admin');
     const t1 = await deadLetter(key, lateApp);
@@ -160,15 +173,18 @@ describe('dead-letter redrive', () => {
 
   it('a redrive with a modified payload is refused (SE012) and the dead letter stays as it was', async () => {
     const key = 'redrive-modified';
+    tally = new ScenarioTally('faults-concurrency/redrive-modified-payload');
     const operator = await pgClient('reliability-redrive-modified', 'settle_admin');
     await deadLetter(key, await pgClient('reliability-redrive-modified-app'));
     const before = (await admin.query('select * from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0];
+    tally.fault('modifiedPayloadRedrive');
     await expect(redrive(operator, key, { key, amount: 1 })).rejects.toMatchObject({ code: 'SE012' });
     expect((await admin.query('select * from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0]).toEqual(before);
   });
 
   it('several operators redriving at once: exactly one re-opens, the others get SE011', async () => {
     const key = 'redrive-many';
+    tally = new ScenarioTally('faults-concurrency/concurrent-redrives');
     const app = 'reliability-operators';
     const operators = await Promise.all(Array.from({ length: 4 }, () => pgClient(app, 'settle_admin')));
     await deadLetter(key, await pgClient('reliability-operators-app'));

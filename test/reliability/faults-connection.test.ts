@@ -1,12 +1,13 @@
 import pg from 'pg';
 import { sql } from 'slonik';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { mapDatabaseError, SettleConnectionError, SettleTimeoutError } from '../../src/client/errors.js';
 import type { AttemptHandle } from '../../src/client/types.js';
 import { roleUrl } from '../../src/reliability/app-url.js';
 import { gate, waitForBackends } from '../../src/reliability/backends.js';
 import { classifyError } from '../../src/reliability/history.js';
+import { countCalls, ScenarioTally, SETTLE_CALLS } from '../../src/reliability/scenario-tally.js';
 import { expireLease } from '../../src/testing/clock.js';
 import { useReliabilityDatabase } from './support/database.js';
 
@@ -22,10 +23,14 @@ const BINDING = { principal: 'alice', scopes: ['pay'], generation: 1 };
 const clients: SettleClient[] = [];
 let admin: pg.Client;
 let locker: pg.Client;
+let tally = new ScenarioTally('faults-connection');
 
 beforeAll(async () => {
   admin = await db.connect();
   locker = await db.connect({ applicationName: 'reliability-locker' });
+});
+afterEach(({ task }) => {
+  tally.record(task.result?.state === 'fail');
 });
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.end().catch(() => {})));
@@ -38,7 +43,7 @@ function client(name: string, statementTimeoutMs?: number): SettleClient {
     ...(statementTimeoutMs === undefined ? {} : { statementTimeoutMs }),
   });
   clients.push(c);
-  return c;
+  return countCalls(c, SETTLE_CALLS, () => (tally.operations += 1));
 }
 
 const claimInput = (key: string) => ({ tenant: TENANT, key, request: { key, amount: 700 }, binding: BINDING });
@@ -84,6 +89,7 @@ async function retrySettlesOnce(c: SettleClient, handle: AttemptHandle, key: str
 describe('connection faults around settle and claim', () => {
   it('pg_terminate_backend between complete and COMMIT: nothing partial, connection error, the retry settles once', async () => {
     const key = 'terminate';
+    tally = new ScenarioTally('faults-connection/terminate-before-commit');
     const c = client('reliability-terminated');
     const handle = await acquire(c, key);
     const hold = gate();
@@ -94,6 +100,7 @@ describe('connection faults around settle and claim', () => {
     }));
     const [pid] = await waitForBackends(admin, 'reliability-terminated', { count: 1, state: 'idle in transaction' });
     await admin.query('select pg_terminate_backend($1)', [pid]);
+    tally.fault('pg_terminate_backend');
     hold.open();
     expectUnknownOutcome(await tx, SettleConnectionError);
 
@@ -103,6 +110,7 @@ describe('connection faults around settle and claim', () => {
 
   it('statement_timeout while complete waits for the row lock: rolled back, lock released, timeout reported, retry settles', async () => {
     const key = 'statement-timeout-settle';
+    tally = new ScenarioTally('faults-connection/statement-timeout-settle');
     const c = client('reliability-timeout-settle', 1_000);
     const handle = await acquire(c, key);
     await locker.query('begin');
@@ -110,6 +118,7 @@ describe('connection faults around settle and claim', () => {
     const error = rejection(c.complete(handle, { receipt: key }));
     await waitForBackends(admin, 'reliability-timeout-settle', { count: 1, waitEventType: 'Lock' }, 900).catch(() => {});
     expectUnknownOutcome(await error, SettleTimeoutError);
+    tally.fault('statement_timeout');
     await locker.query('rollback');
 
     expect(await stored(key)).toMatchObject({ status: 'running', attempt: 1, settledAttempts: 0, completeAudits: 0 });
@@ -119,15 +128,18 @@ describe('connection faults around settle and claim', () => {
 
   it('statement_timeout while a takeover claim waits for the row lock: rolled back, next claim proceeds', async () => {
     const key = 'statement-timeout-claim';
+    tally = new ScenarioTally('faults-connection/statement-timeout-claim');
     const c = client('reliability-timeout-claim', 1_000);
     await acquire(c, key);
     // A lapsed lease: the next claim must lock the row to take over (live-lease answers are lock-free).
     await expireLease(admin, TENANT, key);
+    tally.fault('leaseExpired');
     await locker.query('begin');
     await locker.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [TENANT, key]);
     const error = rejection(c.claim(claimInput(key)));
     await waitForBackends(admin, 'reliability-timeout-claim', { count: 1, waitEventType: 'Lock' }, 900).catch(() => {});
     expectUnknownOutcome(await error, SettleTimeoutError);
+    tally.fault('statement_timeout');
     await locker.query('rollback');
 
     const claims = await admin.query(`select count(*)::int as n from settle_private.audit_log where tenant = $1 and key = $2 and event in ('claim', 'expire')`, [TENANT, key]);
@@ -140,6 +152,7 @@ describe('connection faults around settle and claim', () => {
 
   it('idle_in_transaction_session_timeout with the settlement uncommitted: session ended, lock released, retry settles once', async () => {
     const key = 'idle-settle';
+    tally = new ScenarioTally('faults-connection/idle-timeout-settle');
     const c = client('reliability-idle-settle');
     const other = client('reliability-idle-other');
     const handle = await acquire(c, key);
@@ -151,6 +164,7 @@ describe('connection faults around settle and claim', () => {
     }));
     await waitForBackends(admin, 'reliability-idle-settle', { count: 1, state: 'idle in transaction' });
     await waitForBackends(admin, 'reliability-idle-settle', { count: 0 });
+    tally.fault('idle_in_transaction_session_timeout');
     hold.open();
     expectUnknownOutcome(await tx, SettleConnectionError);
 
@@ -161,6 +175,7 @@ describe('connection faults around settle and claim', () => {
 
   it('idle_in_transaction_session_timeout inside claim: the reservation never existed, the next claim acquires attempt 1', async () => {
     const key = 'idle-claim';
+    tally = new ScenarioTally('faults-connection/idle-timeout-claim');
     const c = client('reliability-idle-claim');
     const other = client('reliability-idle-claim-2');
     const hold = gate();
@@ -171,6 +186,7 @@ describe('connection faults around settle and claim', () => {
     }));
     await waitForBackends(admin, 'reliability-idle-claim', { count: 1, state: 'idle in transaction' });
     await waitForBackends(admin, 'reliability-idle-claim', { count: 0 });
+    tally.fault('idle_in_transaction_session_timeout');
     hold.open();
     expectUnknownOutcome(await tx, SettleConnectionError);
 

@@ -5,6 +5,7 @@ import { check, describeViolations } from '../../src/reliability/checker.js';
 import { ChildWorker } from '../../src/reliability/child-worker.js';
 import type { SettleDriver, Ticket } from '../../src/reliability/driver.js';
 import { readFinalState } from '../../src/reliability/final-state.js';
+import { countCalls, ScenarioTally, SETTLE_CALLS } from '../../src/reliability/scenario-tally.js';
 import { createSqlDriver } from '../../src/reliability/sql-driver.js';
 import { WORKER_BINDING, workerRequest } from '../../src/reliability/worker-protocol.js';
 import { expireLease } from '../../src/testing/clock.js';
@@ -19,14 +20,16 @@ let app: pg.Client;
 let admin: pg.Client;
 let driver: SettleDriver;
 const workers: ChildWorker[] = [];
+let tally = new ScenarioTally('faults-process');
 
 beforeAll(async () => {
   app = new pg.Client({ connectionString: roleUrl(db.url, 'reliability-parent') });
   await app.connect();
   admin = await db.connect();
-  driver = createSqlDriver(app);
+  driver = countCalls(createSqlDriver(app), SETTLE_CALLS, () => (tally.operations += 1));
 });
-afterEach(async () => {
+afterEach(async ({ task }) => {
+  tally.record(task.result?.state === 'fail');
   await Promise.all(workers.splice(0).map((w) => w.stop()));
 });
 afterAll(async () => {
@@ -36,7 +39,7 @@ afterAll(async () => {
 function spawnWorker(key: string): ChildWorker {
   const worker = new ChildWorker(db.url, TENANT, key);
   workers.push(worker);
-  return worker;
+  return countCalls(worker, ['claimed', 'send'], () => (tally.operations += 1));
 }
 
 async function takeOver(key: string): Promise<Ticket> {
@@ -57,20 +60,24 @@ async function record(key: string) {
 async function expectCleanState(key: string): Promise<void> {
   const state = await readFinalState(admin, [TENANT]);
   const report = check([], { ...state, operations: state.operations.filter((o) => o.key === key), attempts: state.attempts.filter((a) => a.key === key), audit: state.audit.filter((a) => a.key === key) });
+  tally.violations += report.violations.length;
   expect(report.violations, describeViolations(report)).toEqual([]);
 }
 
 describe('worker process faults', () => {
   it('SIGKILL after claim, before settle: after lease expiry attempt 2 acquires and settles exactly once', async () => {
     const key = 'sigkill';
+    tally = new ScenarioTally('faults-process/sigkill');
     const worker = spawnWorker(key);
     expect(await worker.claimed()).toMatchObject({ outcome: 'acquired', attempt: 1 });
     worker.signal('SIGKILL');
+    tally.fault('sigkill');
     await worker.gone();
 
     // Until the lease lapses the crashed attempt still owns the operation.
     expect(await driver.claim({ tenant: TENANT, key, request: workerRequest(key), binding: WORKER_BINDING })).toMatchObject({ outcome: 'in_progress', attempt: 1 });
     expect(await expireLease(admin, TENANT, key)).toBe(true);
+    tally.fault('leaseExpired');
     const t2 = await takeOver(key);
     expect(await driver.complete(t2, { receipt: 'after-crash' })).toMatchObject({ outcome: 'settled', settledAttempt: 2 });
 
@@ -91,11 +98,14 @@ describe('worker process faults', () => {
 
   it('SIGSTOP past the lease, SIGCONT after attempt 2 acquired: heartbeat and weaker observations fenced, record unchanged', async () => {
     const key = 'sigstop';
+    tally = new ScenarioTally('faults-process/sigstop');
     const worker = spawnWorker(key);
     expect(await worker.claimed()).toMatchObject({ outcome: 'acquired', attempt: 1 });
     expect(await worker.send({ op: 'heartbeat' })).toMatchObject({ outcome: 'extended' });
     worker.signal('SIGSTOP');
+    tally.fault('sigstop');
     expect(await expireLease(admin, TENANT, key)).toBe(true);
+    tally.fault('leaseExpired');
     const t2 = await takeOver(key);
     const before = await record(key);
     worker.signal('SIGCONT');

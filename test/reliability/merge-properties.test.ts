@@ -3,6 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { roleUrl } from '../../src/reliability/app-url.js';
 import { canonicalJson } from '../../src/reliability/canonical-json.js';
+import { recordFigures } from '../../src/reliability/figures.js';
 import type { SettleDriver, Ticket } from '../../src/reliability/driver.js';
 import { rank } from '../../src/reliability/invariants.js';
 import type { StatusName } from '../../src/reliability/history.js';
@@ -63,6 +64,8 @@ let app: pg.Client;
 let admin: pg.Client;
 let driver: SettleDriver;
 let keys = 0;
+/** Figures: engine calls, leases moved into the past, observations applied, forged successes. */
+const figures = { calls: 0, expiries: 0, observations: 0, forged: 0, runs: 0, failedRuns: 0 };
 
 beforeAll(async () => {
   app = new pg.Client({ connectionString: roleUrl(db.url, 'reliability-merge') });
@@ -95,8 +98,13 @@ async function apply(order: readonly Observation[]): Promise<Canonical> {
   const tickets: Ticket[] = [];
   for (let i = 0; i < 3; i += 1) {
     if (i > 0) await expireLease(admin, TENANT, key);
+    if (i > 0) figures.expiries += 1;
     tickets.push(await acquire(key));
+    figures.calls += 1;
   }
+  figures.calls += order.length;
+  figures.observations += order.length;
+  figures.forged += order.filter((o) => o.attempt === 'forged').length;
   for (const o of order) {
     // The forger is attempt 1's worker after a re-authentication bumped its binding generation.
     const t = o.attempt === 'forged' ? { ...tickets[0]!, binding: { ...BINDING, generation: '2' } } : tickets[o.attempt - 1]!;
@@ -134,23 +142,35 @@ const scenario = fc
 
 describe('the merge is a lattice join', () => {
   it('two orders of the same observations give the prescribed canonical state', async () => {
-    await fc.assert(
-      fc.asyncProperty(scenario, async ({ scenario: s, first, second }) => {
-        const want = expectedStatus(s.stories, s.forged);
-        const [a, b] = [await apply(first), await apply(second)];
-        for (const [state, order] of [[a, first], [b, second]] as const) {
-          expect(state.status).toBe(want);
-          const winner = firstSuccess(order);
-          expect(state.settledAttempt).toBe(winner);
-          expect(state.settledRows).toBe(winner === null ? 0 : 1);
-          if (winner !== null) expect(canonicalJson(JSON.parse(state.resultText ?? 'null'))).toBe(canonicalJson(resultOf(winner)));
-        }
-        if (firstSuccess(first) === firstSuccess(second)) expect(b.resultText).toBe(a.resultText);
-        // A late success that lifts `failed` keeps the failure's error column (reported), so
-        // the error is part of the compared state only while no success settled.
-        if (want !== 'completed') expect(b.error).toBe(a.error);
-      }),
-      { numRuns: Number(process.env.RELIABILITY_MERGE_RUNS ?? 40), ...(process.env.RELIABILITY_SEED === undefined ? {} : { seed: Number(process.env.RELIABILITY_SEED) }) },
-    );
+    const property = fc.asyncProperty(scenario, async ({ scenario: s, first, second }) => {
+      figures.runs += 1;
+      figures.failedRuns += 1;
+      const want = expectedStatus(s.stories, s.forged);
+      const [a, b] = [await apply(first), await apply(second)];
+      for (const [state, order] of [[a, first], [b, second]] as const) {
+        expect(state.status).toBe(want);
+        const winner = firstSuccess(order);
+        expect(state.settledAttempt).toBe(winner);
+        expect(state.settledRows).toBe(winner === null ? 0 : 1);
+        if (winner !== null) expect(canonicalJson(JSON.parse(state.resultText ?? 'null'))).toBe(canonicalJson(resultOf(winner)));
+      }
+      if (firstSuccess(first) === firstSuccess(second)) expect(b.resultText).toBe(a.resultText);
+      // A late success that lifts `failed` keeps the failure's error column (reported), so
+      // the error is part of the compared state only while no success settled.
+      if (want !== 'completed') expect(b.error).toBe(a.error);
+      figures.failedRuns -= 1;
+    });
+    try {
+      await fc.assert(property, { numRuns: Number(process.env.RELIABILITY_MERGE_RUNS ?? 40), ...(process.env.RELIABILITY_SEED === undefined ? {} : { seed: Number(process.env.RELIABILITY_SEED) }) });
+    } finally {
+      // Runs include fast-check's shrinking runs when a counterexample was found.
+      recordFigures({
+        scenario: 'merge-properties',
+        operations: figures.calls,
+        faults: figures.expiries + figures.forged,
+        violations: figures.failedRuns,
+        details: { runs: figures.runs, keys, observations: figures.observations, leaseExpiries: figures.expiries, forgedSuccesses: figures.forged },
+      });
+    }
   }, 180_000);
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { check, describeViolations } from '../../src/reliability/checker.js';
+import { recordFigures } from '../../src/reliability/figures.js';
 import { readFinalState } from '../../src/reliability/final-state.js';
 import { summarizeHistory } from '../../src/reliability/history.js';
 import { runWorkload } from '../../src/reliability/workload.js';
@@ -42,6 +43,24 @@ describe('randomized workload', () => {
           violations: report.violations.length,
         }),
       );
+      recordFigures({
+        scenario: soak ? 'workload/soak' : 'workload',
+        operations: ops.length,
+        faults: run.faults.expiredLeases + run.faults.killedConnections,
+        violations: report.violations.length,
+        details: {
+          seed,
+          ok: counts['type:ok'] ?? 0,
+          fail: counts['type:fail'] ?? 0,
+          info: counts['type:info'] ?? 0,
+          keys: run.keysUsed,
+          attempts: state.attempts.length,
+          leaseExpiries: run.faults.expiredLeases,
+          backendsKilled: run.faults.killedConnections,
+          completed: state.operations.filter((o) => o.status === 'completed').length,
+          seconds: Math.round(run.elapsedMs / 1000),
+        },
+      });
       expect(report.violations, describeViolations(report)).toEqual([]);
       expect(counts['type:ok'] ?? 0).toBeGreaterThan(operations / 2);
       expect(state.operations.some((o) => o.status === 'completed')).toBe(true);
