@@ -9,11 +9,19 @@ import { provisionPostgres, type ProvisionedPostgres } from '../src/db/provision
 export const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));
 const TEMPLATE = 'settle_bench_template';
 
+/** Settings reported with every result: what a durable-write benchmark depends on. */
+export const BENCH_SETTINGS = [
+  'shared_buffers', 'wal_buffers', 'synchronous_commit', 'fsync', 'full_page_writes', 'wal_level', 'wal_compression',
+  'commit_delay', 'checkpoint_timeout', 'max_wal_size', 'checkpoint_completion_target', 'wal_sync_method', 'max_connections',
+];
+
 export interface BenchServer {
   readonly provisioned: ProvisionedPostgres;
   readonly adminUrl: string;
   readonly serverVersion: string;
   readonly hasPgStatStatements: boolean;
+  /** Server settings that shape a durable-write benchmark (shared_buffers, WAL, checkpoints). */
+  readonly settings: Readonly<Record<string, string>>;
   /** A fresh database cloned from the migrated template (engine + bench baselines). */
   createRunDatabase(name: string): Promise<RunDatabase>;
   stop(): Promise<void>;
@@ -45,12 +53,17 @@ export async function startBenchServer(log: (msg: string) => void): Promise<Benc
   const provisioned = await provisionPostgres({ log });
   try {
     const adminUrl = provisioned.adminUrl;
-    const { serverVersion, hasPgStatStatements } = await withClient(adminUrl, async (admin) => {
+    const { serverVersion, hasPgStatStatements, settings } = await withClient(adminUrl, async (admin) => {
       await admin.query(`drop database if exists ${quoteIdent(TEMPLATE)} with (force)`);
       await admin.query(`create database ${quoteIdent(TEMPLATE)} template template0`);
       const version = await admin.query<{ server_version: string }>('show server_version');
       const preload = await admin.query<{ shared_preload_libraries: string }>('show shared_preload_libraries');
+      const shown = await admin.query<{ name: string; setting: string }>(
+        `select name, current_setting(name) as setting from pg_settings where name = any($1::text[]) order by name`,
+        [BENCH_SETTINGS],
+      );
       return {
+        settings: Object.fromEntries(shown.rows.map((r) => [r.name, r.setting])),
         serverVersion: version.rows[0]?.server_version ?? 'unknown',
         hasPgStatStatements: (preload.rows[0]?.shared_preload_libraries ?? '').includes('pg_stat_statements'),
       };
@@ -68,6 +81,7 @@ export async function startBenchServer(log: (msg: string) => void): Promise<Benc
       adminUrl,
       serverVersion,
       hasPgStatStatements,
+      settings,
       stop: () => provisioned.stop(),
       createRunDatabase: async (hint) => {
         const name = `bench_${++serial}_${hint.replace(/[^a-z0-9]+/gi, '_').toLowerCase()}`.slice(0, 63);
@@ -92,20 +106,32 @@ export interface ServerCounters {
   readonly walLsn: string;
   readonly deadlocks: number;
   readonly rollbacks: number;
+  /** Full-page images written so far (pg_stat_wal, cluster-wide). */
+  readonly walFpi: number;
+  /** Checkpoints started so far, timed + requested (pg_stat_bgwriter, cluster-wide). */
+  readonly checkpoints: number;
 }
 
-/** WAL position and this database's deadlock/rollback counters (pg_stat_database). */
+/** WAL position, full-page images, checkpoints and this database's deadlock/rollback counters. */
 export async function readServerCounters(url: string): Promise<ServerCounters> {
   return withClient(url, async (db) => {
     // Statistics are cached per transaction; a fresh connection reads current values.
     const row = (
-      await db.query<{ lsn: string; deadlocks: string; rollbacks: string }>(
-        `select pg_current_wal_lsn()::text as lsn, deadlocks::text, xact_rollback::text as rollbacks
-           from pg_stat_database where datname = current_database()`,
+      await db.query<{ lsn: string; deadlocks: string; rollbacks: string; fpi: string; checkpoints: string }>(
+        `select pg_current_wal_lsn()::text as lsn, d.deadlocks::text, d.xact_rollback::text as rollbacks,
+                (select wal_fpi from pg_stat_wal)::text as fpi,
+                (select checkpoints_timed + checkpoints_req from pg_stat_bgwriter)::text as checkpoints
+           from pg_stat_database d where d.datname = current_database()`,
       )
     ).rows[0];
     if (row === undefined) throw new Error('pg_stat_database has no row for the run database');
-    return { walLsn: row.lsn, deadlocks: Number(row.deadlocks), rollbacks: Number(row.rollbacks) };
+    return {
+      walLsn: row.lsn,
+      deadlocks: Number(row.deadlocks),
+      rollbacks: Number(row.rollbacks),
+      walFpi: Number(row.fpi),
+      checkpoints: Number(row.checkpoints),
+    };
   });
 }
 
@@ -116,7 +142,10 @@ export async function walBytesBetween(url: string, from: string, to: string): Pr
   });
 }
 
-/** CHECKPOINT before each measured run, so no run inherits another's dirty buffers. */
+/**
+ * CHECKPOINT before each run (then an unmeasured warm-up, see measure.ts), so no run inherits
+ * another's dirty buffers or pays for its checkpoint.
+ */
 export async function checkpoint(url: string): Promise<void> {
   await withClient(url, async (db) => void (await db.query('checkpoint')));
 }

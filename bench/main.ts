@@ -49,26 +49,36 @@ async function main(): Promise<number> {
   const runs: RunResult[] = [];
   let exitCode = 0;
   try {
-    const ctx: ScenarioContext = { server, pgbench, opts, log: quiet };
-    log(`PostgreSQL ${server.serverVersion} (${server.provisioned.kind}); ${pgbench ?? 'no pgbench'}; ${opts.durationS} s per run`);
+    const ctx: ScenarioContext = { server, pgbench, opts, log: quiet, progress: log };
+    log(
+      `PostgreSQL ${server.serverVersion} (${server.provisioned.kind}); ${pgbench ?? 'no pgbench'}; ` +
+        `${opts.durationS} s per run after ${opts.warmupS} s warm-up, ${opts.repeat} round${opts.repeat === 1 ? '' : 's'}`,
+    );
     const record = (run: RunResult): void => {
       runs.push(run);
       const failed = run.checks.filter((c) => !c.ok);
       log(
-        `${run.label.padEnd(16)} ${String(run.clients).padStart(3)} clients  ${run.tps.toFixed(0).padStart(6)} tps  ` +
+        `${run.label.padEnd(16)} ${String(run.clients).padStart(3)} clients  round ${run.round}  ${run.tps.toFixed(0).padStart(6)} tps  ` +
+          `${(run.walBytesPerOp ?? 0).toFixed(0).padStart(5)} WAL B/op  ` +
           `${failed.length === 0 ? 'checks ok' : `CHECKS FAILED: ${failed.map((c) => `${c.name} (${c.detail})`).join('; ')}`}`,
       );
     };
+    // scale first: its row generation is the long step; a too-slow machine shows it early.
+    if (wanted.includes('scale')) {
+      await runScale(ctx, opts.quick ? opts.clients.slice(0, 1) : opts.clients, record);
+    }
+    // Per client count, round after round, every scenario once: a scenario and its baselines
+    // alternate (A B A B ...), so slow phases of the shared machine hit both sides of a ratio.
     for (const [index, clients] of opts.clients.entries()) {
-      for (const scenario of PAIRED_ORDER) {
-        if (!wanted.includes(scenario) || (opts.quick && index > 0 && !QUICK_WIDE.has(scenario))) continue;
-        record(await runScenario(ctx, scenario, clients));
+      for (let round = 1; round <= opts.repeat; round++) {
+        for (const scenario of PAIRED_ORDER) {
+          if (!wanted.includes(scenario) || (opts.quick && index > 0 && !QUICK_WIDE.has(scenario))) continue;
+          record(await runScenario(ctx, scenario, clients, round));
+        }
       }
     }
-    if (wanted.includes('hotkey')) record(await runHotkey(ctx));
-    if (wanted.includes('scale')) {
-      const scaleClients = opts.quick ? opts.clients.slice(0, 1) : opts.clients;
-      for (const run of await runScale(ctx, scaleClients)) record(run);
+    if (wanted.includes('hotkey')) {
+      for (let round = 1; round <= opts.repeat; round++) record(await runHotkey(ctx, round));
     }
   } catch (error) {
     console.error(`[bench] FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
@@ -92,6 +102,7 @@ async function main(): Promise<number> {
       postgres: server.serverVersion,
       pgbench: pgbench ?? null,
       provision: server.provisioned.kind,
+      settings: server.settings,
     },
     options: optionsForReport(opts),
     runs,
@@ -104,19 +115,19 @@ async function main(): Promise<number> {
   return exitCode;
 }
 
-function runScenario(ctx: ScenarioContext, scenario: ScenarioName, clients: number): Promise<RunResult> {
+function runScenario(ctx: ScenarioContext, scenario: ScenarioName, clients: number, round: number): Promise<RunResult> {
   switch (scenario) {
     case 'floor2':
     case 'lww':
     case 'stripe':
-      return runBaseline(ctx, scenario, clients);
+      return runBaseline(ctx, scenario, clients, round);
     case 'cycle':
     case 'local':
-      return runEngineCycle(ctx, scenario, clients);
+      return runEngineCycle(ctx, scenario, clients, round);
     case 'client':
-      return runClient(ctx, clients);
+      return runClient(ctx, clients, round);
     case 'replay':
-      return runReplay(ctx, clients);
+      return runReplay(ctx, clients, round);
     case 'hotkey':
     case 'scale':
       throw new Error(`${scenario} does not run per client count`);
@@ -139,6 +150,8 @@ function optionsForReport(opts: BenchOptions): Record<string, unknown> {
     hotkeyClients: opts.hotkeyClients,
     hotKeys: opts.hotKeys,
     threads: opts.threads,
+    repeat: opts.repeat,
+    warmupS: opts.warmupS,
   };
 }
 

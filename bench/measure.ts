@@ -1,13 +1,21 @@
 import path from 'node:path';
 import type pg from 'pg';
-import { checkpoint, readServerCounters, walBytesBetween, withClient, BENCH_DIR, type RunDatabase } from './database.js';
-import { percentile, runPgbench } from './pgbench.js';
+import { checkpoint, readServerCounters, walBytesBetween, withClient, BENCH_DIR, type RunDatabase, type ServerCounters } from './database.js';
+import { percentile, runPgbench, type PgbenchRunOptions } from './pgbench.js';
 import type { Check, RunResult, ScenarioName } from './types.js';
 import { check } from './verify.js';
 
 export interface Verification {
   readonly counters: Record<string, number>;
   readonly checks: Check[];
+}
+
+/** What a scenario's correctness check gets: every transaction processed in this database. */
+export interface ProcessedRuns {
+  /** Transactions processed by the warm-up and the measured run together. */
+  readonly processed: number;
+  /** Operations a cut-off run may leave unfinished: clients x pgbench invocations. */
+  readonly maxInFlight: number;
 }
 
 export interface PgbenchMeasurement {
@@ -20,45 +28,77 @@ export interface PgbenchMeasurement {
   readonly clients: number;
   readonly threads: number;
   readonly durationS: number;
+  /** Unmeasured seconds of the same script after the CHECKPOINT (0 = none). */
+  readonly warmupS: number;
+  readonly round: number;
   readonly defines?: Readonly<Record<string, string | number>>;
   readonly latencyLog?: boolean;
   readonly scaleRows?: number;
-  readonly verify: (db: pg.Client, run: { processed: number; clients: number }) => Promise<Verification>;
+  readonly verify: (db: pg.Client, run: ProcessedRuns) => Promise<Verification>;
 }
 
 export const scriptPath = (name: string): string => path.join(BENCH_DIR, 'scripts', name);
 
+/** Counter deltas of one measured window: WAL bytes, full-page images, checkpoints, deadlocks. */
+export interface MeasuredWindow {
+  readonly walBytes: number;
+  readonly fpi: number;
+  readonly checkpoints: number;
+  readonly deadlocks: number;
+}
+
+export async function measureWindow<T>(url: string, fn: () => Promise<T>): Promise<{ result: T; window: MeasuredWindow }> {
+  const before = await readServerCounters(url);
+  const result = await fn();
+  const after = await readServerCounters(url);
+  return { result, window: windowBetween(before, after, await walBytesBetween(url, before.walLsn, after.walLsn)) };
+}
+
+const windowBetween = (before: ServerCounters, after: ServerCounters, walBytes: number): MeasuredWindow => ({
+  walBytes,
+  fpi: after.walFpi - before.walFpi,
+  checkpoints: after.checkpoints - before.checkpoints,
+  deadlocks: after.deadlocks - before.deadlocks,
+});
+
 /**
- * One pgbench run on a prepared database: CHECKPOINT, WAL position and deadlock counter
- * before/after, pgbench, then the scenario's correctness counters plus the generic ones
- * (no failed or retried transactions, no deadlocks).
+ * One pgbench run on a prepared database: CHECKPOINT, an unmeasured warm-up of the same
+ * script (its first touches of each page after the checkpoint write the full-page images),
+ * then the measured run between WAL/FPI/checkpoint/deadlock counters, then the scenario's
+ * correctness counters plus the generic ones (no failed or retried transactions, no deadlocks).
  */
 export async function measurePgbench(m: PgbenchMeasurement): Promise<RunResult> {
   await checkpoint(m.db.url);
-  const before = await readServerCounters(m.db.url);
-  const run = await runPgbench({
+  const base: PgbenchRunOptions = {
     pgbench: m.pgbench,
     url: m.db.url,
     script: scriptPath(m.script),
     clients: m.clients,
     threads: m.threads,
-    durationS: m.durationS,
     protocol: 'prepared',
     maxTries: 3,
     ...(m.defines === undefined ? {} : { defines: m.defines }),
-    latencyLog: m.latencyLog ?? false,
-  });
-  const after = await readServerCounters(m.db.url);
+  };
+  const warmup = m.warmupS > 0 ? await runPgbench({ ...base, durationS: m.warmupS }) : null;
+  const { result: run, window } = await measureWindow(m.db.url, () =>
+    runPgbench({ ...base, durationS: m.durationS, latencyLog: m.latencyLog ?? false }),
+  );
   const out = run.output;
-  const walBytes = await walBytesBetween(m.db.url, before.walLsn, after.walLsn);
-  const verification = await withClient(m.db.url, (db) => m.verify(db, { processed: out.processed, clients: m.clients }));
+  const warmupProcessed = warmup?.output.processed ?? 0;
+  const verification = await withClient(m.db.url, (db) =>
+    m.verify(db, { processed: warmupProcessed + out.processed, maxInFlight: m.clients * (warmup === null ? 1 : 2) }),
+  );
   const latenciesMs = run.latenciesUs?.map((us) => us / 1000) ?? [];
+  const failed = out.failed + (warmup?.output.failed ?? 0);
+  const retried = (out.retriedTransactions ?? 0) + (warmup?.output.retriedTransactions ?? 0);
   return {
     scenario: m.scenario,
     label: m.label,
     clients: m.clients,
+    round: m.round,
     driver: 'pgbench',
     durationS: m.durationS,
+    warmupS: warmup === null ? 0 : m.warmupS,
     tps: out.tps ?? 0,
     processed: out.processed,
     failed: out.failed,
@@ -67,11 +107,19 @@ export async function measurePgbench(m: PgbenchMeasurement): Promise<RunResult> 
     latencyStddevMs: out.latencyStddevMs,
     p50Ms: percentile(latenciesMs, 50),
     p99Ms: percentile(latenciesMs, 99),
-    walBytesPerOp: out.processed > 0 ? walBytes / out.processed : null,
+    ...perOp(window, out.processed),
     statements: out.statements.filter((s) => !s.command.startsWith('\\')).map((s) => ({ command: s.command, latencyMs: s.latencyMs })),
     counters: verification.counters,
-    checks: [...genericChecks(out.failed, out.retriedTransactions ?? 0, after.deadlocks - before.deadlocks), ...verification.checks],
+    checks: [...genericChecks(failed, retried, window.deadlocks), ...verification.checks],
     ...(m.scaleRows === undefined ? {} : { scaleRows: m.scaleRows }),
+  };
+}
+
+export function perOp(window: MeasuredWindow, processed: number): Pick<RunResult, 'walBytesPerOp' | 'fpiPerOp' | 'checkpointsDuring'> {
+  return {
+    walBytesPerOp: processed > 0 ? window.walBytes / processed : null,
+    fpiPerOp: processed > 0 ? window.fpi / processed : null,
+    checkpointsDuring: window.checkpoints,
   };
 }
 

@@ -1,17 +1,20 @@
 import type { BenchOptions } from './args.js';
 import { runClientCycle } from './client-cycle.js';
-import { checkpoint, readServerCounters, walBytesBetween, withClient, type BenchServer, type RunDatabase } from './database.js';
-import { genericChecks, measurePgbench } from './measure.js';
+import { checkpoint, withClient, type BenchServer, type RunDatabase } from './database.js';
+import { genericChecks, measurePgbench, measureWindow, perOp, type PgbenchMeasurement } from './measure.js';
 import { generateScaleRows } from './scale-rows.js';
 import type { RunResult } from './types.js';
-import { completedOperations, verifyBaseline, verifyFreshKeyCycles, verifyHotkey, verifyReplay } from './verify.js';
+import { completedOperations, unfinishedOperations, verifyBaseline, verifyFreshKeyCycles, verifyHotkey, verifyReplay } from './verify.js';
 
 export interface ScenarioContext {
   readonly server: BenchServer;
   /** Path of pgbench, or undefined when it is not installed (pgbench scenarios are skipped). */
   readonly pgbench: string | undefined;
   readonly opts: BenchOptions;
+  /** Verbose-only log (provisioning, generation batches). */
   readonly log: (msg: string) => void;
+  /** Always printed: progress of long steps. */
+  readonly progress: (msg: string) => void;
 }
 
 async function inFreshDatabase<T>(ctx: ScenarioContext, hint: string, fn: (db: RunDatabase) => Promise<T>): Promise<T> {
@@ -28,42 +31,41 @@ function requirePgbench(ctx: ScenarioContext): string {
   return ctx.pgbench;
 }
 
+/** The fields every pgbench measurement takes from the options. */
+function common(ctx: ScenarioContext, clients: number, round: number): Pick<PgbenchMeasurement, 'pgbench' | 'clients' | 'threads' | 'durationS' | 'warmupS' | 'round'> {
+  return { pgbench: requirePgbench(ctx), clients, threads: ctx.opts.threads, durationS: ctx.opts.durationS, warmupS: ctx.opts.warmupS, round };
+}
+
 /** floor2, lww, stripe: plain SQL baselines. */
-export function runBaseline(ctx: ScenarioContext, scenario: 'floor2' | 'lww' | 'stripe', clients: number): Promise<RunResult> {
+export function runBaseline(ctx: ScenarioContext, scenario: 'floor2' | 'lww' | 'stripe', clients: number, round: number): Promise<RunResult> {
   return inFreshDatabase(ctx, `${scenario}_${clients}`, (db) =>
     measurePgbench({
-      pgbench: requirePgbench(ctx),
+      ...common(ctx, clients, round),
       db,
       scenario,
       label: scenario,
       script: `${scenario}.sql`,
-      clients,
-      threads: ctx.opts.threads,
-      durationS: ctx.opts.durationS,
       verify: (client, run) => verifyBaseline(client, scenario, run),
     }),
   );
 }
 
 /** cycle (two transactions) and local (one transaction with a ledger insert) on fresh keys. */
-export function runEngineCycle(ctx: ScenarioContext, scenario: 'cycle' | 'local', clients: number): Promise<RunResult> {
+export function runEngineCycle(ctx: ScenarioContext, scenario: 'cycle' | 'local', clients: number, round: number): Promise<RunResult> {
   return inFreshDatabase(ctx, `${scenario}_${clients}`, (db) =>
     measurePgbench({
-      pgbench: requirePgbench(ctx),
+      ...common(ctx, clients, round),
       db,
       scenario,
       label: scenario,
       script: `${scenario}.sql`,
-      clients,
-      threads: ctx.opts.threads,
-      durationS: ctx.opts.durationS,
       verify: (client, run) => verifyFreshKeyCycles(client, { ...run, preexisting: 0, completedBefore: 0 }),
     }),
   );
 }
 
 /** Claims of already completed keys: the keys are completed first, in one statement. */
-export function runReplay(ctx: ScenarioContext, clients: number): Promise<RunResult> {
+export function runReplay(ctx: ScenarioContext, clients: number, round: number): Promise<RunResult> {
   const keys = ctx.opts.quick ? 2_000 : 20_000;
   return inFreshDatabase(ctx, `replay_${clients}`, async (db) => {
     await withClient(db.url, async (client) => {
@@ -78,14 +80,11 @@ export function runReplay(ctx: ScenarioContext, clients: number): Promise<RunRes
       await client.query('vacuum (analyze) settle_private.operations, settle_private.attempts, settle_private.audit_log');
     });
     return measurePgbench({
-      pgbench: requirePgbench(ctx),
+      ...common(ctx, clients, round),
       db,
       scenario: 'replay',
       label: 'replay',
       script: 'replay.sql',
-      clients,
-      threads: ctx.opts.threads,
-      durationS: ctx.opts.durationS,
       defines: { replay_keys: keys },
       verify: (client, run) => verifyReplay(client, { processed: run.processed, keys }),
     });
@@ -93,18 +92,15 @@ export function runReplay(ctx: ScenarioContext, clients: number): Promise<RunRes
 }
 
 /** Many clients on a handful of keys; a new key per slot every second (an epoch). */
-export function runHotkey(ctx: ScenarioContext): Promise<RunResult> {
+export function runHotkey(ctx: ScenarioContext, round: number): Promise<RunResult> {
   const clients = ctx.opts.hotkeyClients;
   return inFreshDatabase(ctx, `hotkey_${clients}`, (db) =>
     measurePgbench({
-      pgbench: requirePgbench(ctx),
+      ...common(ctx, clients, round),
       db,
       scenario: 'hotkey',
       label: 'hotkey',
       script: 'hotkey.sql',
-      clients,
-      threads: ctx.opts.threads,
-      durationS: ctx.opts.durationS,
       defines: { hot_keys: ctx.opts.hotKeys, epoch_ms: 1000 },
       latencyLog: true,
       verify: (client) => verifyHotkey(client),
@@ -113,65 +109,69 @@ export function runHotkey(ctx: ScenarioContext): Promise<RunResult> {
 }
 
 /**
- * `cycle` with 0, 1M, 10M (quick: 0, 100k) pre-existing operation records. Every level gets
- * its own database, generated first; then the levels run back to back per client count, so
- * each ratio compares runs minutes apart, not a generation apart.
+ * `cycle` with 0, 1M, 10M (quick: 0, 100k) pre-existing operation records. Every level's
+ * rows are generated once into its own database, which every round and client count then
+ * reuses (a run adds a few thousand operations to millions: negligible); per client count the
+ * levels run alternately, round after round (0, N, 0, N, ...), so each ratio compares runs
+ * seconds apart, not a generation apart.
  */
-export async function runScale(ctx: ScenarioContext, clientCounts: readonly number[]): Promise<RunResult[]> {
-  const pgbench = requirePgbench(ctx);
+export async function runScale(ctx: ScenarioContext, clientCounts: readonly number[], record: (run: RunResult) => void): Promise<void> {
   const levels: { rows: number; db: RunDatabase }[] = [];
   try {
     for (const rows of ctx.opts.scaleRows) {
       const db = await ctx.server.createRunDatabase(`scale_${rows}`);
       levels.push({ rows, db });
       const started = Date.now();
-      await generateScaleRows(db.url, { rows, log: ctx.log });
-      if (rows > 0) ctx.log(`scale: ${rows} pre-existing operations generated in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      await generateScaleRows(db.url, { rows, log: ctx.progress });
+      if (rows > 0) ctx.progress(`scale: ${rows} pre-existing operations generated in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     }
-    const results: RunResult[] = [];
     for (const clients of clientCounts) {
-      for (const { rows, db } of levels) {
-        // A level runs once per client count in the same database: count only what is new.
-        const completedBefore = await withClient(db.url, completedOperations);
-        results.push(
-          await measurePgbench({
-            pgbench,
-            db,
-            scenario: 'scale',
-            label: `scale@${rows}`,
-            script: 'cycle.sql',
-            clients,
-            threads: ctx.opts.threads,
-            durationS: ctx.opts.durationS,
-            scaleRows: rows,
-            verify: (client, run) => verifyFreshKeyCycles(client, { ...run, preexisting: rows, completedBefore }),
-          }),
-        );
+      for (let round = 1; round <= ctx.opts.repeat; round++) {
+        for (const { rows, db } of levels) {
+          // A level runs many times in the same database: count only what is new.
+          const completedBefore = await withClient(db.url, completedOperations);
+          const inFlightBefore = await withClient(db.url, unfinishedOperations);
+          record(
+            await measurePgbench({
+              ...common(ctx, clients, round),
+              db,
+              scenario: 'scale',
+              label: `scale@${rows}`,
+              script: 'cycle.sql',
+              scaleRows: rows,
+              verify: (client, run) => verifyFreshKeyCycles(client, { ...run, preexisting: inFlightBefore, completedBefore }),
+            }),
+          );
+        }
       }
     }
-    return results;
   } finally {
     for (const { db } of levels) await db.drop();
   }
 }
 
-/** The TypeScript side driving the same cycle with the same concurrency. */
-export function runClient(ctx: ScenarioContext, clients: number): Promise<RunResult> {
+/** The TypeScript side driving the same cycle with the same concurrency (warm-up included). */
+export function runClient(ctx: ScenarioContext, clients: number, round: number): Promise<RunResult> {
   return inFreshDatabase(ctx, `client_${clients}`, async (db) => {
     await checkpoint(db.url);
-    const before = await readServerCounters(db.url);
-    const result = await runClientCycle(db.url, clients, ctx.opts.durationS);
-    const after = await readServerCounters(db.url);
-    const walBytes = await walBytesBetween(db.url, before.walLsn, after.walLsn);
+    const warmup = ctx.opts.warmupS > 0 ? await runClientCycle(db.url, clients, ctx.opts.warmupS) : null;
+    const { result, window } = await measureWindow(db.url, () => runClientCycle(db.url, clients, ctx.opts.durationS));
     const verification = await withClient(db.url, (client) =>
-      verifyFreshKeyCycles(client, { processed: result.processed, clients, preexisting: 0, completedBefore: 0 }),
+      verifyFreshKeyCycles(client, {
+        processed: result.processed + (warmup?.processed ?? 0),
+        maxInFlight: clients * (warmup === null ? 1 : 2),
+        preexisting: 0,
+        completedBefore: 0,
+      }),
     );
     return {
       scenario: 'client',
       label: 'client',
       clients,
+      round,
       driver: result.driver,
       durationS: ctx.opts.durationS,
+      warmupS: warmup === null ? 0 : ctx.opts.warmupS,
       tps: result.tps,
       processed: result.processed,
       failed: 0,
@@ -180,10 +180,10 @@ export function runClient(ctx: ScenarioContext, clients: number): Promise<RunRes
       latencyStddevMs: null,
       p50Ms: result.p50Ms,
       p99Ms: result.p99Ms,
-      walBytesPerOp: result.processed > 0 ? walBytes / result.processed : null,
+      ...perOp(window, result.processed),
       statements: result.statements,
       counters: verification.counters,
-      checks: [...genericChecks(0, 0, after.deadlocks - before.deadlocks), ...verification.checks],
+      checks: [...genericChecks(0, 0, window.deadlocks), ...verification.checks],
     };
   });
 }

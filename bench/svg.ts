@@ -1,8 +1,10 @@
+import { summarizeRuns } from './summary.js';
 import type { RunResult } from './types.js';
 
 /**
  * Throughput (tps) against client count, one line per scenario label, as a self-contained SVG
- * written by hand (no chart dependency). A label measured at one client count is a dot.
+ * written by hand (no chart dependency). A label measured at one client count is a dot; with
+ * several rounds a point is the median tps of its rounds.
  */
 
 const WIDTH = 760;
@@ -21,13 +23,13 @@ function niceMax(value: number): number {
 
 export function renderThroughputSvg(runs: readonly RunResult[], title: string): string {
   const series = new Map<string, { clients: number; tps: number }[]>();
-  for (const run of runs) {
-    const points = series.get(run.label) ?? [];
-    points.push({ clients: run.clients, tps: run.tps });
-    series.set(run.label, points);
+  for (const summary of summarizeRuns(runs)) {
+    const points = series.get(summary.label) ?? [];
+    points.push({ clients: summary.clients, tps: summary.tpsMedian });
+    series.set(summary.label, points);
   }
   const clientCounts = [...new Set(runs.map((r) => r.clients))].sort((a, b) => a - b);
-  const maxTps = niceMax(Math.max(1, ...runs.map((r) => r.tps)));
+  const maxTps = niceMax(Math.max(1, ...[...series.values()].flat().map((p) => p.tps)));
   const plotW = WIDTH - MARGIN.left - MARGIN.right;
   const plotH = HEIGHT - MARGIN.top - MARGIN.bottom;
   // Client counts on a log2 axis (8, 32, 64 spread evenly enough); a single count sits mid-axis.

@@ -2,20 +2,21 @@ import type { RunResult, TargetResult } from './types.js';
 
 /**
  * The targets of issue #5, each a ratio of two runs from the same bench run (or, for hotkey,
- * a latency). Reported PASS/MISS; never fails the run.
+ * a latency). With --repeat N every pair runs alternately N times (A B A B ...): the ratio is
+ * computed per round, from the two runs seconds apart, and the target reports the median of
+ * those per-round ratios. Reported PASS/MISS; never fails the run.
  */
 interface RatioTarget {
   readonly name: string;
-  readonly numerator: (runs: readonly RunResult[], clients: number) => RunResult | undefined;
-  readonly denominator: (runs: readonly RunResult[], clients: number) => RunResult | undefined;
+  readonly numerator: (runs: readonly RunResult[]) => RunResult | undefined;
+  readonly denominator: (runs: readonly RunResult[]) => RunResult | undefined;
   readonly threshold: number;
 }
 
-const byLabel = (label: string) => (runs: readonly RunResult[], clients: number): RunResult | undefined =>
-  runs.find((r) => r.label === label && r.clients === clients);
+const byLabel = (label: string) => (runs: readonly RunResult[]): RunResult | undefined => runs.find((r) => r.label === label);
 
-const largestScale = (runs: readonly RunResult[], clients: number): RunResult | undefined =>
-  runs.filter((r) => r.scenario === 'scale' && r.clients === clients).sort((a, b) => (b.scaleRows ?? 0) - (a.scaleRows ?? 0))[0];
+const largestScale = (runs: readonly RunResult[]): RunResult | undefined =>
+  runs.filter((r) => r.scenario === 'scale').sort((a, b) => (b.scaleRows ?? 0) - (a.scaleRows ?? 0))[0];
 
 const RATIO_TARGETS: readonly RatioTarget[] = [
   { name: 'cycle / floor2', numerator: byLabel('cycle'), denominator: byLabel('floor2'), threshold: 0.8 },
@@ -27,41 +28,71 @@ const RATIO_TARGETS: readonly RatioTarget[] = [
 
 export const HOTKEY_P99_LIMIT_MS = 10;
 
+/** Median (mean of the middle two for an even count); null for no values. */
+export function median(values: readonly number[]): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? null) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+}
+
+const roundsOf = (runs: readonly RunResult[]): number[] => [...new Set(runs.map((r) => r.round))].sort((a, b) => a - b);
+
 export function evaluateTargets(runs: readonly RunResult[], clientCounts: readonly number[]): TargetResult[] {
   const results: TargetResult[] = [];
   for (const target of RATIO_TARGETS) {
     for (const clients of clientCounts) {
-      const num = target.numerator(runs, clients);
-      const den = target.denominator(runs, clients);
-      const name = target.name.replace('scale@max', num?.label ?? 'scale@max');
-      if (num === undefined || den === undefined || den.tps === 0 || (num.scenario === 'scale' && num.label === den.label)) {
-        results.push({ name, clients, value: null, threshold: target.threshold, comparison: '>=', unit: 'x', verdict: 'n/a', detail: 'not measured in this run' });
+      const atClients = runs.filter((r) => r.clients === clients);
+      const pairs = roundsOf(atClients)
+        .map((round) => {
+          const inRound = atClients.filter((r) => r.round === round);
+          return { num: target.numerator(inRound), den: target.denominator(inRound) };
+        })
+        .filter((p): p is { num: RunResult; den: RunResult } =>
+          p.num !== undefined && p.den !== undefined && p.den.tps > 0 && !(p.num.scenario === 'scale' && p.num.label === p.den.label));
+      const name = target.name.replace('scale@max', pairs[0]?.num.label ?? 'scale@max');
+      const ratios = pairs.map((p) => p.num.tps / p.den.tps);
+      const value = median(ratios);
+      if (value === null) {
+        results.push({ name, clients, value: null, rounds: [], threshold: target.threshold, comparison: '>=', unit: 'x', verdict: 'n/a', detail: 'not measured in this run' });
         continue;
       }
-      const value = num.tps / den.tps;
+      const numTps = median(pairs.map((p) => p.num.tps)) ?? 0;
+      const denTps = median(pairs.map((p) => p.den.tps)) ?? 0;
       results.push({
         name,
         clients,
         value,
+        rounds: ratios,
         threshold: target.threshold,
         comparison: '>=',
         unit: 'x',
         verdict: value >= target.threshold ? 'PASS' : 'MISS',
-        detail: `${num.tps.toFixed(0)} / ${den.tps.toFixed(0)} tps`,
+        detail:
+          `median of ${ratios.length} round${ratios.length === 1 ? '' : 's'}` +
+          (ratios.length > 1 ? ` (${ratios.map((r) => r.toFixed(2)).join(', ')})` : '') +
+          `; median tps ${numTps.toFixed(0)} / ${denTps.toFixed(0)}`,
       });
     }
   }
-  for (const hot of runs.filter((r) => r.scenario === 'hotkey')) {
-    const p99 = hot.p99Ms;
+  const hotClients = [...new Set(runs.filter((r) => r.scenario === 'hotkey').map((r) => r.clients))];
+  for (const clients of hotClients) {
+    const hot = runs.filter((r) => r.scenario === 'hotkey' && r.clients === clients && r.p99Ms !== null);
+    const p99s = hot.map((r) => r.p99Ms ?? 0);
+    const p99 = median(p99s);
     results.push({
       name: 'hotkey p99 claim latency',
-      clients: hot.clients,
+      clients,
       value: p99,
+      rounds: p99s,
       threshold: HOTKEY_P99_LIMIT_MS,
       comparison: '<',
       unit: 'ms',
       verdict: p99 === null ? 'n/a' : p99 < HOTKEY_P99_LIMIT_MS ? 'PASS' : 'MISS',
-      detail: `p50 ${hot.p50Ms?.toFixed(2) ?? '-'} ms, claim avg ${hot.statements[0]?.latencyMs.toFixed(2) ?? '-'} ms`,
+      detail:
+        `median of ${p99s.length} round${p99s.length === 1 ? '' : 's'}` +
+        (p99s.length > 1 ? ` (${p99s.map((v) => v.toFixed(1)).join(', ')} ms)` : '') +
+        `; p50 ${median(hot.map((r) => r.p50Ms ?? 0))?.toFixed(2) ?? '-'} ms`,
     });
   }
   return results;

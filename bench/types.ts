@@ -14,6 +14,8 @@ export interface RunResult {
   /** `cycle`, or `scale@1000000` for a scale level. */
   readonly label: string;
   readonly clients: number;
+  /** 1-based round: with --repeat N every scenario runs N times, alternated with its baselines. */
+  readonly round: number;
   readonly driver: 'pgbench' | 'client';
   readonly durationS: number;
   readonly tps: number;
@@ -26,6 +28,12 @@ export interface RunResult {
   readonly p99Ms: number | null;
   /** WAL bytes written per processed transaction, from pg_current_wal_lsn() before/after. */
   readonly walBytesPerOp: number | null;
+  /** Full-page images per processed transaction (pg_stat_wal.wal_fpi, cluster-wide). */
+  readonly fpiPerOp: number | null;
+  /** Checkpoints that started during the measured window (pg_stat_bgwriter, cluster-wide). */
+  readonly checkpointsDuring: number;
+  /** Seconds of the same script run unmeasured after the CHECKPOINT, before the measured window. */
+  readonly warmupS: number;
   /** Average latency per pgbench command (or client call). */
   readonly statements: readonly { readonly command: string; readonly latencyMs: number }[];
   /** Outcome counts and other facts read from the database after the run. */
@@ -37,7 +45,10 @@ export interface RunResult {
 export interface TargetResult {
   readonly name: string;
   readonly clients: number;
+  /** Median over the rounds of the per-round value. */
   readonly value: number | null;
+  /** The value of each round, in round order (one entry without --repeat). */
+  readonly rounds: readonly number[];
   readonly threshold: number;
   /** `>=` ratio targets, `<` latency targets. */
   readonly comparison: '>=' | '<';
@@ -59,6 +70,7 @@ export interface BenchReport {
     readonly postgres: string;
     readonly pgbench: string | null;
     readonly provision: string;
+    readonly settings: Readonly<Record<string, string>>;
   };
   readonly options: Readonly<Record<string, unknown>>;
   readonly runs: readonly RunResult[];

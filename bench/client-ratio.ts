@@ -1,0 +1,127 @@
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { runClientCycle } from './client-cycle.js';
+import { checkpoint, startBenchServer, type BenchServer } from './database.js';
+import { scriptPath } from './measure.js';
+import { locatePgbench, runPgbench } from './pgbench.js';
+
+/**
+ * Issue #5's `client` target in isolation: the fresh-key cycle (claim, no-op effect, complete)
+ * driven three ways against the same throwaway server, each run in a fresh database after a
+ * CHECKPOINT, rounds interleaved so the machine's noise hits every driver alike:
+ *
+ * - `pgbench`: bench/scripts/cycle.sql (`-M prepared`), the reference of the target;
+ * - `pg`: plain node-pg, one connection per worker, named prepared statements (the floor of
+ *   any Node driver of the cycle);
+ * - `client`: createSettleClient().run(), exactly the bench's `client` scenario.
+ *
+ *   npx tsx bench/client-ratio.ts [--clients 8] [--duration 5] [--rounds 2] [--only client,pg]
+ *
+ * Prints cycles/s per run and the ratios client/pgbench (target >= 0.7) and client/pg.
+ */
+type Driver = 'pgbench' | 'pg' | 'client';
+
+const CLAIM = {
+  name: 'ratio_claim',
+  text: `select outcome, attempt, lease_token, fingerprint
+           from settle.claim(tenant => 'bench', key => $1, request => $2::jsonb, principal => 'bench-app',
+                             scopes => array['payments.write'], binding_generation => 0,
+                             lease => interval '30 seconds', worker => 'node')`,
+};
+const COMPLETE = {
+  name: 'ratio_complete',
+  text: `select outcome from settle.complete(tenant => 'bench', key => $1, attempt => $2, lease_token => $3,
+                                            fingerprint => $4, principal => 'bench-app', scopes => array['payments.write'],
+                                            binding_generation => 0, result => $5::jsonb)`,
+};
+
+/** Plain node-pg: the same cycle, keys and concurrency, one connection per worker. */
+async function runPgCycle(url: string, clients: number, durationS: number): Promise<number> {
+  const connections = await Promise.all(
+    Array.from({ length: clients }, async () => {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      return client;
+    }),
+  );
+  let processed = 0;
+  try {
+    const started = performance.now();
+    const deadline = started + durationS * 1000;
+    await Promise.all(
+      connections.map(async (client, worker) => {
+        while (performance.now() < deadline) {
+          const k = 100_000_000_000 + Math.floor(Math.random() * 899_999_999_999);
+          const key = `op-${k}-n${worker}`;
+          const request = JSON.stringify({ amount: k % 10000, currency: 'EUR' });
+          const claim = (await client.query({ ...CLAIM, values: [key, request] })).rows[0] as Record<string, unknown> | undefined;
+          if (claim?.outcome !== 'acquired') throw new Error(`pg cycle: claim of ${key} answered ${String(claim?.outcome)}`);
+          const values = [key, claim.attempt, claim.lease_token, claim.fingerprint, JSON.stringify({ charge: `ch-${k}` })];
+          const done = (await client.query({ ...COMPLETE, values })).rows[0] as Record<string, unknown> | undefined;
+          if (done?.outcome !== 'settled') throw new Error(`pg cycle: complete of ${key} answered ${String(done?.outcome)}`);
+          processed += 1;
+        }
+      }),
+    );
+    return processed / ((performance.now() - started) / 1000);
+  } finally {
+    await Promise.all(connections.map((client) => client.end()));
+  }
+}
+
+async function measure(server: BenchServer, driver: Driver, clients: number, durationS: number): Promise<number> {
+  const db = await server.createRunDatabase(`ratio_${driver}_${clients}`);
+  try {
+    await checkpoint(db.url);
+    switch (driver) {
+      case 'pgbench': {
+        const pgbench = locatePgbench();
+        if (pgbench === undefined) throw new Error('pgbench not found (see bench/README.md)');
+        const run = await runPgbench({
+          pgbench, url: db.url, script: scriptPath('cycle.sql'), clients, threads: 2, durationS, protocol: 'prepared', maxTries: 3,
+        });
+        return run.output.tps ?? 0;
+      }
+      case 'pg':
+        return await runPgCycle(db.url, clients, durationS);
+      case 'client':
+        return (await runClientCycle(db.url, clients, durationS)).tps;
+    }
+  } finally {
+    await db.drop();
+  }
+}
+
+function option(name: string, fallback: string): string {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 ? (process.argv[at + 1] ?? fallback) : fallback;
+}
+
+const clients = Number(option('clients', '8'));
+const durationS = Number(option('duration', '5'));
+const rounds = Number(option('rounds', '2'));
+const drivers = option('only', 'pgbench,pg,client').split(',') as Driver[];
+
+const server = await startBenchServer(() => {});
+const tps: Record<string, number[]> = {};
+try {
+  for (let round = 1; round <= rounds; round += 1) {
+    for (const driver of drivers) {
+      const value = await measure(server, driver, clients, durationS);
+      (tps[driver] ??= []).push(value);
+      console.log(`round ${round} ${driver.padEnd(7)} ${clients} workers ${durationS}s: ${value.toFixed(0)} cycles/s`);
+    }
+  }
+} finally {
+  await server.stop();
+}
+const mean = (driver: Driver): number | undefined => {
+  const values = tps[driver];
+  return values === undefined ? undefined : values.reduce((a, b) => a + b, 0) / values.length;
+};
+const ratio = (a: Driver, b: Driver): string => {
+  const x = mean(a);
+  const y = mean(b);
+  return x === undefined || y === undefined ? '-' : `${(x / y).toFixed(2)}x (${x.toFixed(0)} / ${y.toFixed(0)})`;
+};
+console.log(`client/pgbench: ${ratio('client', 'pgbench')}   client/pg: ${ratio('client', 'pg')}   pg/pgbench: ${ratio('pg', 'pgbench')}`);
