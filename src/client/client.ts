@@ -6,6 +6,7 @@ import { settleInterceptors, settleTypeParsers, validateRow, wasValidated } from
 import { toClaimOutcome, toHeartbeatOutcome, toObservation } from './outcomes.js';
 import * as q from './queries.js';
 import { type ResolvedRetryPolicy, resolveRetryPolicy, withRetry } from './retry.js';
+import { createSessionResetInterceptor } from './session-reset.js';
 import { runEffect, type RunInput, type RunOutcome, type RunContext, type RunOptions } from './run.js';
 import * as s from './schemas.js';
 import {
@@ -98,7 +99,10 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
         : createPool(options.connectionString, {
             maxPoolSize: options.poolSize ?? 10,
             typeParsers: settleTypeParsers(),
-            interceptors: settleInterceptors(),
+            // slonik's default reset (DISCARD ALL after every checkout) moves to the session-reset
+            // interceptor, which skips it after the client's own single statements only.
+            interceptors: [...settleInterceptors(), createSessionResetInterceptor()],
+            resetConnection: async () => {},
             // The client retries transient conflicts itself, with backoff and an onRetry hook.
             queryRetryLimit: 0,
             ...(options.statementTimeoutMs === undefined ? {} : { statementTimeout: options.statementTimeoutMs }),
@@ -114,9 +118,8 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
       const given: Queryable | undefined = callOptions.connection;
       const retryable = given === undefined || !('transactionDepth' in given);
       const raw = await withRetry(operation, core.retry, retryable, async () => (given ?? (await getPool())).any(query));
-      const parsed = await Promise.all(
-        raw.map(async (row): Promise<unknown> => (wasValidated(row) ? row : validateRow(query.parser, row, query.sql))),
-      );
+      // Rows of a pool without the result-parser interceptor are validated here.
+      const parsed = raw.map((row): unknown => (wasValidated(row) ? row : validateRow(query.parser, row, query.sql)));
       return parsed as z.output<typeof query.parser>[];
     },
   };

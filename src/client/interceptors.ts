@@ -12,23 +12,35 @@ export const RESULT_PARSER_INTERCEPTOR = 'pg-settle/result-parser';
 /**
  * Runs the Standard Schema of `sql.type(schema)` on every row (slonik 49 does not do it by
  * itself) and throws SettleRowValidationError on issues. Queries without a schema pass through.
+ * Synchronous (`transformRow`): slonik runs `transformRowAsync` hooks through a task queue per
+ * query, which costs more than validating the row.
  */
 export function createResultParserInterceptor(): Interceptor {
   return {
     name: RESULT_PARSER_INTERCEPTOR,
-    transformRowAsync: async (queryContext, query, row) => {
+    transformRow: (queryContext, query, row) => {
       const parser = queryContext.resultParser;
       if (parser === undefined) return row;
-      const value = await validateRow(parser, row, query.sql);
+      const value = validateRow(parser, row, query.sql);
       if (typeof value === 'object' && value !== null) validatedRows.add(value);
       return value as QueryResultRow;
     },
   };
 }
 
-export async function validateRow(schema: StandardSchemaV1, row: unknown, sqlText: string): Promise<unknown> {
-  let outcome = schema['~standard'].validate(row);
-  if (outcome instanceof Promise) outcome = await outcome;
+/**
+ * The validated value of `row`, or SettleRowValidationError with every issue. Schemas must be
+ * synchronous (every zod schema without async refinements is): a schema that answers with a
+ * Promise is refused with SettleRowValidationError rather than let a row through unchecked.
+ */
+export function validateRow(schema: StandardSchemaV1, row: unknown, sqlText: string): unknown {
+  const outcome = schema['~standard'].validate(row);
+  if (outcome instanceof Promise) {
+    void outcome.catch(() => {});
+    throw new SettleRowValidationError(`row of "${summarize(sqlText)}": asynchronous row schemas are not supported`, [
+      { path: [], message: 'the schema validated asynchronously' },
+    ]);
+  }
   if (outcome.issues !== undefined) {
     const issues = outcome.issues.map((issue) => ({
       path: (issue.path ?? []).map((segment) => (typeof segment === 'object' ? segment.key : segment)),
@@ -36,10 +48,12 @@ export async function validateRow(schema: StandardSchemaV1, row: unknown, sqlTex
     }));
     const first = issues[0];
     const where = first === undefined ? '' : ` at ${first.path.map(String).join('.') || '(row)'}: ${first.message}`;
-    throw new SettleRowValidationError(`row of "${sqlText.trim().slice(0, 80)}" failed validation${where}`, issues);
+    throw new SettleRowValidationError(`row of "${summarize(sqlText)}" failed validation${where}`, issues);
   }
   return outcome.value;
 }
+
+const summarize = (sqlText: string): string => sqlText.trim().slice(0, 80);
 
 /** True when `row` came out of the result-parser interceptor (already validated). */
 export function wasValidated(row: unknown): boolean {

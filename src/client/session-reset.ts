@@ -1,0 +1,63 @@
+import './polyfills.js';
+import { type Interceptor, sql } from 'slonik';
+import * as rows from './rows.js';
+
+export const SESSION_RESET_INTERCEPTOR = 'pg-settle/session-reset';
+
+/**
+ * The row schemas of the client's own statements (src/client/queries.ts): one `select` of a
+ * settle.* function or view each. Those leave no session state behind (the functions' own
+ * `SET search_path` clauses end with the call, nothing calls set_config, takes advisory locks,
+ * LISTENs or creates temporary tables), so a connection that ran only them needs no reset.
+ * The schemas are not exported from the package: no other statement can carry them.
+ */
+const CLIENT_ROW_SCHEMAS: ReadonlySet<unknown> = new Set([
+  rows.claimRow,
+  rows.heartbeatRow,
+  rows.observationRow,
+  rows.operationRow,
+  rows.expireRow,
+  rows.purgeRow,
+  rows.statsRow,
+  rows.deadLetterRow,
+  rows.attemptRow,
+  rows.auditRow,
+]);
+
+const DISCARD_ALL = sql.unsafe`DISCARD ALL`;
+
+/** Above this many tracked checkouts (connections destroyed mid-query), forget them all. */
+const MAX_TRACKED = 10_000;
+
+/**
+ * slonik resets every connection it takes back with `DISCARD ALL`, a round trip per query that
+ * also throws away the plans PL/pgSQL cached for the engine's functions, so that every claim and
+ * complete re-plans each statement inside them. The client's own pool disables that reset and
+ * carries this interceptor instead, which sends the same `DISCARD ALL` before a connection goes
+ * back to the pool unless the connection was checked out for one query of the client itself
+ * (an implicit single-query checkout whose every statement is one of CLIENT_ROW_SCHEMAS').
+ * Your own queries on getPool(), transactions (runInTransaction included) and explicit
+ * connections are reset exactly as before. A failed reset makes slonik destroy the connection.
+ */
+export function createSessionResetInterceptor(): Interceptor {
+  // Connection ids of the checkouts that have run only the client's own statements so far.
+  const clean = new Set<string>();
+  return {
+    name: SESSION_RESET_INTERCEPTOR,
+    afterPoolConnection: (context) => {
+      if (clean.size > MAX_TRACKED) clean.clear(); // forgetting only costs a DISCARD ALL
+      if (context.connectionType === 'IMPLICIT_QUERY') clean.add(context.connectionId);
+      else clean.delete(context.connectionId);
+      return null;
+    },
+    beforeQueryExecution: (context) => {
+      if (!CLIENT_ROW_SCHEMAS.has(context.resultParser)) clean.delete(context.connectionId);
+      return null;
+    },
+    beforePoolConnectionRelease: async (context, connection) => {
+      if (clean.delete(context.connectionId)) return null;
+      await connection.query(DISCARD_ALL);
+      return null;
+    },
+  };
+}
