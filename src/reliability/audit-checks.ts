@@ -156,6 +156,9 @@ function checkEndOfTrail(op: OperationRow, r: Replay, attempts: readonly Attempt
   if (settled.length !== (completed ? 1 : 0) || (completed && settled[0]?.attempt !== op.settledAttempt)) {
     log.add('single-settlement', op, `settled attempts [${settled.map((a) => a.attempt).join(', ')}], record settled_attempt ${op.settledAttempt}, status ${op.status}`);
   }
+  if (op.deadLettered && op.attempt < op.maxAttempts) {
+    log.add('retryable-failure-reopens', op, `dead-lettered after ${op.attempt} of ${op.maxAttempts} attempts`);
+  }
   const numbers = attempts.map((a) => a.attempt).join(',');
   const expected = Array.from({ length: op.attempt }, (_, i) => i + 1).join(',');
   if (numbers !== expected) log.add('lease-exclusive', op, `attempt rows [${numbers}], expected [${expected}]`);

@@ -1,6 +1,6 @@
 import { checkAuditTrail } from './audit-checks.js';
 import type { FinalState } from './final-state.js';
-import { checkDisclosure, checkFencing, checkMonotonicAnswers, checkReplays, checkResults, type KeyHistory } from './history-checks.js';
+import { checkDisclosure, checkFencing, checkMonotonicAnswers, checkReplays, checkResults, checkRetryableFailures, type KeyHistory } from './history-checks.js';
 import type { CompletedOp } from './history.js';
 import { groupByKey, keyOf, ViolationLog, type Invariant, type Violation } from './invariants.js';
 
@@ -46,6 +46,7 @@ export function check(ops: readonly CompletedOp[], state: FinalState, options: C
     checkResults(h, log);
     checkReplays(h, log);
     checkFencing(h, log, redriven);
+    checkRetryableFailures(h, log, redriven);
     if (!redriven) checkMonotonicAnswers(h, log);
   }
 

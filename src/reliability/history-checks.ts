@@ -190,3 +190,19 @@ export function checkMonotonicAnswers(h: KeyHistory, log: ViolationLog): void {
     log.add('status-monotonic', h.ref, `#${top.id} answered ${top.answer.status}, the final record is ${h.record?.status ?? 'missing'}`, [top.id]);
   }
 }
+
+/**
+ * A retryable failure of an attempt that had budget left is `recorded`, never a final
+ * `failed`: the seed's retry-after-failure bug (a failed settlement treated as terminal).
+ * Skipped for redriven keys (a redrive changes the budget).
+ */
+export function checkRetryableFailures(h: KeyHistory, log: ViolationLog, redriven: boolean): void {
+  const rec = h.record;
+  if (rec === undefined || redriven) return;
+  for (const op of okAnswers(h.ops)) {
+    if (op.op !== 'fail' || op.args.retryable !== true || op.answer.status !== 'failed') continue;
+    if ((op.args.attempt ?? Infinity) < rec.maxAttempts && ['settled', 'recorded'].includes(op.answer.outcome)) {
+      log.add('retryable-failure-reopens', h.ref, `fail #${op.id} (retryable, attempt ${op.args.attempt} of ${rec.maxAttempts}) answered ${op.answer.outcome} with status failed`, [op.id]);
+    }
+  }
+}

@@ -18,6 +18,7 @@ export const INVARIANTS = {
   'success-replays': 'after a settlement, a retry with the same request and binding replays the identical result',
   'failure-replays': 'after a final failure, a retry with the same request and binding replays the same failure',
   'stale-fenced': 'a superseded or released attempt is fenced: no lease extension, no weaker observation merged',
+  'retryable-failure-reopens': 'a retryable failure of an attempt with budget left never ends the operation: another attempt can still acquire and settle',
 } as const;
 
 export type Invariant = keyof typeof INVARIANTS;

@@ -128,11 +128,14 @@ async function runProcess(world: World, driver: RecordingDriver, rnd: Prng): Pro
       await nemesisExpire(world, key, driver.process);
     } else if (ticket === undefined || roll < 0.36) {
       const mismatched = world.reserved.has(key) && rnd.chance(0.12);
+      // Another request, another binding, or both (a request-only mismatch must conflict too).
+      const otherRequest = mismatched && rnd.chance(0.5);
+      const otherBinding = mismatched && (!otherRequest || rnd.chance(0.5));
       const call = {
         tenant: world.tenant,
         key,
-        request: mismatched && rnd.chance(0.5) ? { ...requestOf(key), amount: 9999 } : requestOf(key),
-        binding: mismatched ? pick(rnd, MISMATCHES)(CANONICAL_BINDING) : CANONICAL_BINDING,
+        request: otherRequest ? { ...requestOf(key), amount: 9999 } : requestOf(key),
+        binding: otherBinding ? pick(rnd, MISMATCHES)(CANONICAL_BINDING) : CANONICAL_BINDING,
         maxAttempts: 6,
         worker: `p${driver.process}`,
       };
