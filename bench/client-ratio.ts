@@ -8,14 +8,15 @@ import { locatePgbench, runPgbench } from './pgbench.js';
 /**
  * Issue #5's `client` target in isolation: the fresh-key cycle (claim, no-op effect, complete)
  * driven three ways against the same throwaway server, each run in a fresh database after a
- * CHECKPOINT, rounds interleaved so the machine's noise hits every driver alike:
+ * CHECKPOINT and an unmeasured warm-up of the same driver (full-page images after the
+ * checkpoint; Node's JIT), rounds interleaved so the machine's noise hits every driver alike:
  *
  * - `pgbench`: bench/scripts/cycle.sql (`-M prepared`), the reference of the target;
  * - `pg`: plain node-pg, one connection per worker, named prepared statements (the floor of
  *   any Node driver of the cycle);
  * - `client`: createSettleClient().run(), exactly the bench's `client` scenario.
  *
- *   npx tsx bench/client-ratio.ts [--clients 8] [--duration 5] [--rounds 2] [--only client,pg]
+ *   npx tsx bench/client-ratio.ts [--clients 8] [--duration 5] [--warmup 1] [--rounds 2] [--only client,pg]
  *
  * Prints cycles/s per run and the ratios client/pgbench (target >= 0.7) and client/pg.
  */
@@ -69,26 +70,32 @@ async function runPgCycle(url: string, clients: number, durationS: number): Prom
   }
 }
 
-async function measure(server: BenchServer, driver: Driver, clients: number, durationS: number): Promise<number> {
+async function measure(server: BenchServer, driver: Driver, clients: number, durationS: number, warmupS: number): Promise<number> {
   const db = await server.createRunDatabase(`ratio_${driver}_${clients}`);
   try {
     await checkpoint(db.url);
-    switch (driver) {
-      case 'pgbench': {
-        const pgbench = locatePgbench();
-        if (pgbench === undefined) throw new Error('pgbench not found (see bench/README.md)');
-        const run = await runPgbench({
-          pgbench, url: db.url, script: scriptPath('cycle.sql'), clients, threads: 2, durationS, protocol: 'prepared', maxTries: 3,
-        });
-        return run.output.tps ?? 0;
-      }
-      case 'pg':
-        return await runPgCycle(db.url, clients, durationS);
-      case 'client':
-        return (await runClientCycle(db.url, clients, durationS)).tps;
-    }
+    if (warmupS > 0) await drive(db.url, driver, clients, warmupS);
+    return await drive(db.url, driver, clients, durationS);
   } finally {
     await db.drop();
+  }
+}
+
+/** Cycles per second of one timed run of `driver`. */
+async function drive(url: string, driver: Driver, clients: number, durationS: number): Promise<number> {
+  switch (driver) {
+    case 'pgbench': {
+      const pgbench = locatePgbench();
+      if (pgbench === undefined) throw new Error('pgbench not found (see bench/README.md)');
+      const run = await runPgbench({
+        pgbench, url, script: scriptPath('cycle.sql'), clients, threads: 2, durationS, protocol: 'prepared', maxTries: 3,
+      });
+      return run.output.tps ?? 0;
+    }
+    case 'pg':
+      return runPgCycle(url, clients, durationS);
+    case 'client':
+      return (await runClientCycle(url, clients, durationS)).tps;
   }
 }
 
@@ -99,6 +106,7 @@ function option(name: string, fallback: string): string {
 
 const clients = Number(option('clients', '8'));
 const durationS = Number(option('duration', '5'));
+const warmupS = Number(option('warmup', '1'));
 const rounds = Number(option('rounds', '2'));
 const drivers = option('only', 'pgbench,pg,client').split(',') as Driver[];
 
@@ -107,7 +115,7 @@ const tps: Record<string, number[]> = {};
 try {
   for (let round = 1; round <= rounds; round += 1) {
     for (const driver of drivers) {
-      const value = await measure(server, driver, clients, durationS);
+      const value = await measure(server, driver, clients, durationS, warmupS);
       (tps[driver] ??= []).push(value);
       console.log(`round ${round} ${driver.padEnd(7)} ${clients} workers ${durationS}s: ${value.toFixed(0)} cycles/s`);
     }

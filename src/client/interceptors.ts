@@ -85,7 +85,11 @@ export function settleTypeParsers(): DriverTypeParser[] {
  * digits are dropped (Date has millisecond resolution); infinities become an invalid Date.
  */
 function parseTimestamptz(value: string): Date {
+  const iso = ISO_TIMESTAMPTZ.exec(value);
+  if (iso !== null) return new Date(`${iso[1]}T${iso[2]}${iso[3]}${iso[4] ?? ':00'}`);
   if (value === 'infinity' || value === '-infinity') return new Date(Number.NaN);
-  const iso = value.replace(' ', 'T').replace(/([+-]\d\d)$/, '$1:00').replace(/([+-]\d\d)(\d\d)$/, '$1:$2');
-  return new Date(iso);
+  return new Date(value.replace(' ', 'T').replace(/([+-]\d\d)$/, '$1:00').replace(/([+-]\d\d)(\d\d)$/, '$1:$2'));
 }
+
+/** "2026-01-02 03:04:05.678901+00" or "...+05:30": date, time, zone hours, zone minutes. */
+const ISO_TIMESTAMPTZ = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d(?:\.\d+)?)([+-]\d\d)(:\d\d)?$/;

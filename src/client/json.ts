@@ -13,9 +13,11 @@ export interface JsonProblem {
  * problem, or null when `value` is plain JSON.
  */
 export function findJsonProblem(value: unknown): JsonProblem | null {
-  return walk(value, [], new Set());
+  const problem = walk(value, [], new Set());
+  return problem === null ? null : { path: problem.path.slice(), message: problem.message };
 }
 
+// `path` is one stack shared by the whole walk (pushed and popped, copied only for a problem).
 function walk(value: unknown, path: (string | number)[], ancestors: Set<object>): JsonProblem | null {
   switch (typeof value) {
     case 'string':
@@ -35,9 +37,10 @@ function walk(value: unknown, path: (string | number)[], ancestors: Set<object>)
   try {
     if (Array.isArray(value)) {
       for (let i = 0; i < value.length; i += 1) {
-        if (!(i in value)) return { path: [...path, i], message: 'sparse array hole is not a JSON value' };
-        const problem = walk(value[i], [...path, i], ancestors);
+        path.push(i);
+        const problem = i in value ? walk(value[i], path, ancestors) : { path, message: 'sparse array hole is not a JSON value' };
         if (problem !== null) return problem;
+        path.pop();
       }
       return null;
     }
@@ -48,11 +51,12 @@ function walk(value: unknown, path: (string | number)[], ancestors: Set<object>)
     if (Object.getOwnPropertySymbols(value).length > 0) {
       return { path, message: 'symbol keys are not JSON' };
     }
-    for (const [key, child] of Object.entries(value)) {
-      const keyProblem = checkString(key, [...path, key], 'object key');
-      if (keyProblem !== null) return keyProblem;
-      const problem = walk(child, [...path, key], ancestors);
+    for (const key in value) {
+      if (!Object.hasOwn(value, key)) continue;
+      path.push(key);
+      const problem = checkString(key, path, 'object key') ?? walk((value as Record<string, unknown>)[key], path, ancestors);
       if (problem !== null) return problem;
+      path.pop();
     }
     return null;
   } finally {

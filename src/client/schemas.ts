@@ -30,20 +30,33 @@ const CONTROL_CHARACTER = /\p{Cc}/u;
 // The same set as settle_private._is_blank: white space and invisible formatting characters.
 const BLANK = /^[\s\u180e\u200b-\u200d\u2060]*$/u;
 
+// Printable ASCII: one byte per character, no control characters, already NFC.
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
 /** Mirrors settle_private._check_name: present, not blank, <= maxBytes UTF-8, no controls, NFC. */
 export function nameSchema(field: string, maxBytes: number) {
   return z.string({ error: `${field} must be a string` }).superRefine((value, ctx) => {
-    const problem = BLANK.test(value)
-      ? 'must not be empty or whitespace only'
-      : Buffer.byteLength(value, 'utf8') > maxBytes
-        ? `must be at most ${maxBytes} bytes of UTF-8 (got ${Buffer.byteLength(value, 'utf8')})`
-        : CONTROL_CHARACTER.test(value)
-          ? 'must not contain control characters'
-          : value.normalize('NFC') !== value
-            ? 'must be in Unicode normalization form NFC (use value.normalize("NFC"))'
-            : null;
+    const problem = nameProblem(value, maxBytes);
     if (problem !== null) ctx.addIssue({ code: 'custom', message: `${field} ${problem}` });
   });
+}
+
+function nameProblem(value: string, maxBytes: number): string | null {
+  if (PRINTABLE_ASCII.test(value)) {
+    // The same verdicts as below, without encoding or normalizing: blank means spaces only.
+    if (value.trim() === '') return 'must not be empty or whitespace only';
+    return value.length > maxBytes ? `must be at most ${maxBytes} bytes of UTF-8 (got ${value.length})` : null;
+  }
+  const bytes = Buffer.byteLength(value, 'utf8');
+  return BLANK.test(value)
+    ? 'must not be empty or whitespace only'
+    : bytes > maxBytes
+      ? `must be at most ${maxBytes} bytes of UTF-8 (got ${bytes})`
+      : CONTROL_CHARACTER.test(value)
+        ? 'must not contain control characters'
+        : value.normalize('NFC') !== value
+          ? 'must be in Unicode normalization form NFC (use value.normalize("NFC"))'
+          : null;
 }
 
 /** A finite, plain JSON value whose jsonb text is at most maxBytes (the engine's measure). */
