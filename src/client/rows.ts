@@ -36,6 +36,19 @@ const json = z.custom<Json>((value) => value !== undefined);
 export const status = z.enum(['pending', 'running', 'unknown', 'conflict', 'failed', 'completed']) satisfies z.ZodType<Status>;
 const conflictFields = z.array(z.enum(['request', 'principal', 'scopes', 'binding_generation']) satisfies z.ZodType<ConflictField>);
 
+/**
+ * Outcomes that disclose nothing (a conflict, an invalid token) carry only the columns listed:
+ * any other non-NULL column would be the engine disclosing state it promised to keep, so the
+ * row is refused (SettleRowValidationError) instead of silently dropping the column.
+ */
+function requireUndisclosed(row: Record<string, unknown>, kept: readonly string[], ctx: z.RefinementCtx): void {
+  for (const column in row) {
+    if (row[column] !== null && !kept.includes(column)) {
+      ctx.addIssue({ code: 'custom', path: [column], message: `must be NULL with outcome ${String(row.outcome)} (nothing is disclosed)` });
+    }
+  }
+}
+
 export const claimRow = z.object({
   outcome: z.enum(['acquired', 'in_progress', 'replay', 'failed', 'conflict']),
   status: status.nullable(),
@@ -49,6 +62,8 @@ export const claimRow = z.object({
   error: json,
   dead_lettered: z.boolean().nullable(),
   conflict_on: conflictFields.nullable(),
+}).superRefine((row, ctx) => {
+  if (row.outcome === 'conflict') requireUndisclosed(row, ['outcome', 'conflict_on'], ctx);
 });
 export type ClaimRow = z.output<typeof claimRow>;
 
@@ -57,6 +72,8 @@ export const heartbeatRow = z.object({
   reason: z.enum(['invalid_token', 'superseded', 'settled', 'lease_released']).nullable(),
   status: status.nullable(),
   lease_expires_at: timestamp.nullable(),
+}).superRefine((row, ctx) => {
+  if (row.outcome === 'fenced' && row.reason === 'invalid_token') requireUndisclosed(row, ['outcome', 'reason'], ctx);
 });
 export type HeartbeatRow = z.output<typeof heartbeatRow>;
 
@@ -75,6 +92,13 @@ export const observationRow = z.object({
   result: json,
   error: json,
   conflict_on: conflictFields.nullable(),
+}).superRefine((row, ctx) => {
+  if (row.outcome === 'conflict') {
+    requireUndisclosed(row, ['outcome', 'reason', 'conflict_on'], ctx);
+    if (row.reason !== 'lock_mismatch') ctx.addIssue({ code: 'custom', path: ['reason'], message: 'must be lock_mismatch with outcome conflict' });
+  } else if (row.outcome === 'fenced' && row.reason === 'invalid_token') {
+    requireUndisclosed(row, ['outcome', 'reason'], ctx);
+  }
 });
 export type ObservationRow = z.output<typeof observationRow>;
 
