@@ -18,7 +18,8 @@ import { locatePgbench, runPgbench } from './pgbench.js';
  *
  *   npx tsx bench/client-ratio.ts [--clients 8] [--duration 5] [--warmup 1] [--rounds 2] [--only client,pg]
  *
- * Prints cycles/s per run and the ratios client/pgbench (target >= 0.7) and client/pg.
+ * Prints cycles/s per run and, per round and as the median of the rounds, the ratios
+ * client/pgbench (issue #5's target: >= 0.7) and client/pg.
  */
 type Driver = 'pgbench' | 'pg' | 'client';
 
@@ -123,13 +124,20 @@ try {
 } finally {
   await server.stop();
 }
-const mean = (driver: Driver): number | undefined => {
-  const values = tps[driver];
-  return values === undefined ? undefined : values.reduce((a, b) => a + b, 0) / values.length;
+// Each round's ratio divides two runs minutes apart at most; the median of the rounds resists
+// the machine's noise better than a ratio of means.
+const median = (values: readonly number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
 };
 const ratio = (a: Driver, b: Driver): string => {
-  const x = mean(a);
-  const y = mean(b);
-  return x === undefined || y === undefined ? '-' : `${(x / y).toFixed(2)}x (${x.toFixed(0)} / ${y.toFixed(0)})`;
+  const x = tps[a];
+  const y = tps[b];
+  if (x === undefined || y === undefined) return '-';
+  const perRound = x.map((value, round) => value / (y[round] ?? Number.NaN));
+  return `median ${median(perRound).toFixed(2)}x (rounds ${perRound.map((r) => r.toFixed(2)).join(', ')})`;
 };
-console.log(`client/pgbench: ${ratio('client', 'pgbench')}   client/pg: ${ratio('client', 'pg')}   pg/pgbench: ${ratio('pg', 'pgbench')}`);
+console.log(`client/pgbench: ${ratio('client', 'pgbench')}`);
+console.log(`client/pg:      ${ratio('client', 'pg')}`);
+console.log(`pg/pgbench:     ${ratio('pg', 'pgbench')}`);
