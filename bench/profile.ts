@@ -1,15 +1,18 @@
 import pg from 'pg';
 import { startBenchServer, withClient } from './database.js';
 import { scriptPath } from './measure.js';
-import { locatePgbench, PGBENCH_MISSING_HINT, runPgbench } from './pgbench.js';
+import { sampleWaitEvents } from './wait-events.js';
+import { locatePgbench, PGBENCH_MISSING_HINT, runPgbench, type PgbenchRunOptions } from './pgbench.js';
 
 /**
- * Where the time of one operation goes: `npx tsx bench/profile.ts [ops]`.
- * For each script, on a fresh database: N operations from one pgbench client (no contention),
- * then WAL bytes and records per operation (pg_current_wal_lsn, pg_stat_wal), statements
+ * Where the time of one operation goes: `npx tsx bench/profile.ts [ops] [clients] [seconds]`.
+ * For each script, on a fresh database after a CHECKPOINT and an unmeasured warm-up of ops/2:
+ * N operations from one pgbench client (no contention), then WAL bytes and records per operation (pg_current_wal_lsn, pg_stat_wal), statements
  * executed per operation including those inside the engine's functions
  * (pg_stat_statements.track = all), and EXPLAIN (ANALYZE, BUFFERS, WAL) of every nested
- * statement of one claim and one complete (auto_explain, sent back as NOTICEs).
+ * statement of one claim and one complete (auto_explain, sent back as NOTICEs); and what the
+ * backends wait on while `clients` pgbench clients run cycle and floor2 for `seconds`
+ * (pg_stat_activity sampled every 10 ms, bench/wait-events.ts).
  * Prints Markdown; docs/performance.md quotes it.
  */
 
@@ -27,6 +30,8 @@ interface StatementRow {
 
 async function main(): Promise<void> {
   const ops = Number(process.argv[2] ?? 2000);
+  const waitClients = Number(process.argv[3] ?? 8);
+  const waitSeconds = Number(process.argv[4] ?? 8);
   const pgbench = locatePgbench();
   if (pgbench === undefined) throw new Error(PGBENCH_MISSING_HINT);
   const server = await startBenchServer(() => {});
@@ -44,16 +49,20 @@ async function main(): Promise<void> {
           await c.query(`alter database ${db.name} set pg_stat_statements.track = 'all'`);
           await c.query('checkpoint');
         });
-        const before = await walSnapshot(db.url);
-        const run = await runPgbench({
+        const options: Omit<PgbenchRunOptions, 'transactionsPerClient'> = {
           pgbench,
           url: db.url,
           script: scriptPath(`${script}.sql`),
           clients: 1,
           threads: 1,
-          transactionsPerClient: ops,
           defines: script === 'replay' ? { replay_keys: ops } : {},
-        });
+        };
+        // Steady state: an unmeasured warm-up pays the full-page images of first touches after
+        // the checkpoint; statement statistics are reset after it.
+        await runPgbench({ ...options, transactionsPerClient: Math.max(1, Math.floor(ops / 2)) });
+        if (server.hasPgStatStatements) await withClient(db.url, (c) => c.query('select pg_stat_statements_reset()'));
+        const before = await walSnapshot(db.url);
+        const run = await runPgbench({ ...options, transactionsPerClient: ops });
         const after = await walSnapshot(db.url);
         const statements = server.hasPgStatStatements ? await topStatements(db.url) : [];
         const perOp = (n: number): string => (n / ops).toFixed(1);
@@ -74,6 +83,7 @@ async function main(): Promise<void> {
       }
     }
     console.log(details.join('\n'));
+    console.log(await sampleWaitEvents(server, pgbench, waitClients, waitSeconds));
     console.log(await explainOneCycle(server));
   } finally {
     await server.stop();

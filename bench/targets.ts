@@ -8,6 +8,7 @@ import type { RunResult, TargetResult } from './types.js';
  */
 interface RatioTarget {
   readonly name: string;
+  /** Picks the numerator's label from all runs at one client count. */
   readonly numerator: (runs: readonly RunResult[]) => RunResult | undefined;
   readonly denominator: (runs: readonly RunResult[]) => RunResult | undefined;
   readonly threshold: number;
@@ -43,10 +44,13 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
   for (const target of RATIO_TARGETS) {
     for (const clients of clientCounts) {
       const atClients = runs.filter((r) => r.clients === clients);
+      // The numerator's label is chosen over all rounds (the largest scale level measured at
+      // all), then paired round by round; a round without it is left out.
+      const numLabel = target.numerator(atClients)?.label;
       const pairs = roundsOf(atClients)
         .map((round) => {
           const inRound = atClients.filter((r) => r.round === round);
-          return { num: target.numerator(inRound), den: target.denominator(inRound) };
+          return { num: inRound.find((r) => r.label === numLabel), den: target.denominator(inRound) };
         })
         .filter((p): p is { num: RunResult; den: RunResult } =>
           p.num !== undefined && p.den !== undefined && p.den.tps > 0 && !(p.num.scenario === 'scale' && p.num.label === p.den.label));

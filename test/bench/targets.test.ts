@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest';
+import { parseBenchArgs } from '../../bench/args.js';
+import { summarizeRuns } from '../../bench/summary.js';
+import { evaluateTargets, median } from '../../bench/targets.js';
+import type { RunResult, ScenarioName } from '../../bench/types.js';
+
+function run(label: string, clients: number, round: number, tps: number, extra: Partial<RunResult> = {}): RunResult {
+  const scenario = (label.startsWith('scale@') ? 'scale' : label) as ScenarioName;
+  return {
+    scenario,
+    label,
+    clients,
+    round,
+    driver: 'pgbench',
+    durationS: 1,
+    warmupS: 0,
+    tps,
+    processed: tps,
+    failed: 0,
+    retried: 0,
+    latencyAverageMs: null,
+    latencyStddevMs: null,
+    p50Ms: null,
+    p99Ms: null,
+    walBytesPerOp: null,
+    fpiPerOp: null,
+    checkpointsDuring: 0,
+    statements: [],
+    counters: {},
+    checks: [],
+    ...(scenario === 'scale' ? { scaleRows: Number(label.slice('scale@'.length)) } : {}),
+    ...extra,
+  };
+}
+
+describe('median', () => {
+  it('takes the middle value, or the mean of the middle two', () => {
+    expect(median([])).toBeNull();
+    expect(median([3, 1, 2])).toBe(2);
+    expect(median([4, 1, 3, 2])).toBe(2.5);
+  });
+});
+
+describe('evaluateTargets with rounds', () => {
+  it('divides runs of the same round and reports the median of the per-round ratios', () => {
+    // Round 2 is a slow phase of the machine for both sides: its ratio stays sane.
+    const runs = [
+      run('floor2', 8, 1, 1000), run('cycle', 8, 1, 500),
+      run('floor2', 8, 2, 200), run('cycle', 8, 2, 120),
+      run('floor2', 8, 3, 1000), run('cycle', 8, 3, 400),
+    ];
+    const target = evaluateTargets(runs, [8]).find((t) => t.name === 'cycle / floor2');
+    expect(target?.rounds).toEqual([0.5, 0.6, 0.4]);
+    expect(target?.value).toBe(0.5);
+    expect(target?.verdict).toBe('MISS');
+    expect(target?.detail).toContain('median of 3 rounds');
+  });
+
+  it('pairs the largest scale level with scale@0 of the same round and ignores unpaired rounds', () => {
+    const runs = [
+      run('scale@0', 8, 1, 100), run('scale@1000', 8, 1, 90), run('scale@10000', 8, 1, 88),
+      run('scale@0', 8, 2, 100), run('scale@1000', 8, 2, 95),
+    ];
+    const target = evaluateTargets(runs, [8]).find((t) => t.name.startsWith('scale@'));
+    expect(target?.name).toBe('scale@10000 / scale@0');
+    expect(target?.rounds).toEqual([0.88]);
+    expect(target?.verdict).toBe('PASS');
+  });
+
+  it('reports n/a when a side was not measured, and the median hotkey p99', () => {
+    const runs = [run('cycle', 8, 1, 500), run('hotkey', 64, 1, 1, { p99Ms: 12 }), run('hotkey', 64, 2, 1, { p99Ms: 8 }), run('hotkey', 64, 3, 1, { p99Ms: 9 })];
+    const targets = evaluateTargets(runs, [8]);
+    expect(targets.find((t) => t.name === 'cycle / stripe')?.verdict).toBe('n/a');
+    const hot = targets.find((t) => t.name === 'hotkey p99 claim latency');
+    expect(hot).toMatchObject({ clients: 64, value: 9, verdict: 'PASS' });
+  });
+});
+
+describe('summarizeRuns', () => {
+  it('groups rounds per label and client count with median and range', () => {
+    const [cycle] = summarizeRuns([run('cycle', 8, 1, 300), run('cycle', 8, 2, 500), run('cycle', 8, 3, 400)]);
+    expect(cycle).toMatchObject({ label: 'cycle', clients: 8, rounds: 3, tpsMedian: 400, tpsMin: 300, tpsMax: 500 });
+  });
+});
+
+describe('parseBenchArgs', () => {
+  it('repeats 3 times with a 3 s warm-up by default, once with 1 s in quick mode', () => {
+    expect(parseBenchArgs([], 2)).toMatchObject({ repeat: 3, warmupS: 3, durationS: 15 });
+    expect(parseBenchArgs(['--quick'], 2)).toMatchObject({ repeat: 1, warmupS: 1, durationS: 4 });
+    expect(parseBenchArgs(['--repeat', '5', '--warmup', '0'], 2)).toMatchObject({ repeat: 5, warmupS: 0 });
+    expect(() => parseBenchArgs(['--repeat', '0'], 2)).toThrow(/--repeat/);
+  });
+});
