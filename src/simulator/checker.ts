@@ -265,11 +265,21 @@ function monotonicStatus(history: History): InvariantResult {
   for (const [id, trail] of trails) {
     c.checked += 1;
     trail.sort((a, b) => (a.auditId < b.auditId ? -1 : a.auditId > b.auditId ? 1 : 0));
+    // Claims answered without a change read their snapshot without the row lock, so their rows
+    // may land after a concurrent transition: they must show a status the trail reached, but
+    // they do not order it (docs/protocol.md, audit log).
+    const reached = new Set(trail.filter((row) => !readOnlyClaim(row)).flatMap((row) => [row.statusBefore, row.statusAfter]));
     let high: string | null = null;
     for (const row of trail) {
       if (row.event === 'purge') break;
       if (row.event === 'redrive') {
         high = row.statusAfter;
+        continue;
+      }
+      if (readOnlyClaim(row)) {
+        if (row.statusAfter !== null && !reached.has(row.statusAfter)) {
+          c.fail(`${id}: audit ${row.auditId} (claim ${row.outcome}) read ${row.statusAfter}, which the trail never reached`);
+        }
         continue;
       }
       if (row.statusBefore !== null && row.statusAfter !== null && rank(row.statusAfter) < rank(row.statusBefore)) {
@@ -281,6 +291,11 @@ function monotonicStatus(history: History): InvariantResult {
     }
   }
   return c.result();
+}
+
+/** A claim answered from a plain read (replay, in_progress, conflict, failed): not a transition. */
+function readOnlyClaim(row: AuditRow): boolean {
+  return row.event === 'claim' && row.outcome !== 'acquired' && row.statusBefore === row.statusAfter;
 }
 
 function conflictWithoutDisclosure(history: History, index: HistoryIndex): InvariantResult {

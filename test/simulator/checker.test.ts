@@ -94,6 +94,14 @@ describe('checkHistory', () => {
     expect(failedInvariants(downgraded)).toEqual(['monotonic-status']);
   });
 
+  it('a lock-free claim answer read before a transition may land after it, but only with a status the trail reached', () => {
+    const history = cleanHistory();
+    const stale = { ...history, audit: [...history.audit, audit(7, 'claim', 'in_progress', 'running', 'running')] };
+    expect(failedInvariants(stale)).toEqual([]);
+    const invented = { ...history, audit: [...history.audit, audit(7, 'claim', 'conflict', 'unknown', 'unknown')] };
+    expect(failedInvariants(invented)).toEqual(['monotonic-status']);
+  });
+
   it('a downgrade across rows (later row shows a lower status) fails monotonic-status', () => {
     const history = cleanHistory();
     const downgraded = { ...history, audit: [...history.audit, audit(7, 'heartbeat', 'fenced', 'running', 'running')] };
