@@ -1,6 +1,6 @@
 -- 02_claim_and_settle.sql: the happy path of one operation, as the application role sees it.
 --
--- A service (role settle_app) claims operation acme/order-1, a second caller is told it is in
+-- A service (role settle_app) claims operation pgtap/order-1, a second caller is told it is in
 -- progress, the first settles it, a retry replays the stored result, a different request under
 -- the same key is a conflict that discloses nothing, and a late report_unknown from the attempt
 -- that already settled cannot move the status back.
@@ -15,7 +15,7 @@ set local role settle_app;
 
 -- 1. The first claim reserves the key and opens attempt 1 with a lease.
 select * from settle.claim(
-  tenant => 'acme', key => 'order-1',
+  tenant => 'pgtap', key => 'order-1',
   request => '{"amount": 1250, "currency": "EUR", "to": "acct_9"}',
   principal => 'svc-checkout', scopes => '{payments:write}', binding_generation => 7,
   worker => 'worker-a'
@@ -30,7 +30,7 @@ select is(:'claim_fingerprint'::text, settle.fingerprint('{"to": "acct_9", "amou
 select results_eq(
   $$select outcome, status, attempt, retry_after_ms > 0
       from settle.claim(
-        tenant => 'acme', key => 'order-1',
+        tenant => 'pgtap', key => 'order-1',
         request => '{"amount": 1250, "currency": "EUR", "to": "acct_9"}',
         principal => 'svc-checkout', scopes => '{payments:write}', binding_generation => 7,
         worker => 'worker-b')$$,
@@ -39,7 +39,7 @@ select results_eq(
 
 -- 3. The lease holder reports success: the one settlement, with its result.
 select * from settle.complete(
-  tenant => 'acme', key => 'order-1', attempt => 1, lease_token => :'claim_lease_token',
+  tenant => 'pgtap', key => 'order-1', attempt => 1, lease_token => :'claim_lease_token',
   fingerprint => :'claim_fingerprint',
   principal => 'svc-checkout', scopes => '{payments:write}', binding_generation => 7,
   result => '{"payment_id": "pay_123"}'
@@ -51,7 +51,7 @@ select is(:'done_status'::settle.status, 'completed', 'complete: status complete
 select results_eq(
   $$select outcome, status, attempt, settled_attempt, result
       from settle.claim(
-        tenant => 'acme', key => 'order-1',
+        tenant => 'pgtap', key => 'order-1',
         request => '{"amount": 1250, "currency": "EUR", "to": "acct_9"}',
         principal => 'svc-checkout', scopes => '{payments:write}', binding_generation => 7)$$,
   $$values ('replay', 'completed'::settle.status, 1, 1, '{"payment_id": "pay_123"}'::jsonb)$$,
@@ -63,7 +63,7 @@ select results_eq(
            num_nonnulls(status, attempt, lease_token, lease_expires_at, retry_after_ms, fingerprint,
                         result, settled_attempt, error, dead_lettered)
       from settle.claim(
-        tenant => 'acme', key => 'order-1',
+        tenant => 'pgtap', key => 'order-1',
         request => '{"amount": 9999, "currency": "EUR", "to": "acct_666"}',
         principal => 'svc-checkout', scopes => '{payments:write}', binding_generation => 7)$$,
   $$values ('conflict', array['request'], 0)$$,
@@ -71,13 +71,13 @@ select results_eq(
 
 -- 6. The settled attempt's caller timed out and reports unknown: the settlement stands.
 select * from settle.report_unknown(
-  tenant => 'acme', key => 'order-1', attempt => 1, lease_token => :'claim_lease_token',
+  tenant => 'pgtap', key => 'order-1', attempt => 1, lease_token => :'claim_lease_token',
   fingerprint => :'claim_fingerprint',
   principal => 'svc-checkout', scopes => '{payments:write}', binding_generation => 7
 ) \gset late_
 select is(:'late_outcome'::text, 'already_settled', 'report_unknown after completion: already_settled');
 select results_eq(
-  $$select status, result, settled_attempt from settle.get(tenant => 'acme', key => 'order-1')$$,
+  $$select status, result, settled_attempt from settle.get(tenant => 'pgtap', key => 'order-1')$$,
   $$values ('completed'::settle.status, '{"payment_id": "pay_123"}'::jsonb, 1)$$,
   'settle.get: status stays completed with the result of attempt 1');
 

@@ -10,44 +10,44 @@ begin;
 create extension if not exists pgtap;
 select plan(7);
 
--- Set-up through the API: acme/guard-1 settled with a result.
+-- Set-up through the API: pgtap/guard-1 settled with a result.
 select * from settle.claim(
-  tenant => 'acme', key => 'guard-1', request => '{"amount": 10}', principal => 'svc-checkout'
+  tenant => 'pgtap', key => 'guard-1', request => '{"amount": 10}', principal => 'svc-checkout'
 ) \gset claim_
 select * from settle.complete(
-  tenant => 'acme', key => 'guard-1', attempt => 1, lease_token => :'claim_lease_token',
+  tenant => 'pgtap', key => 'guard-1', attempt => 1, lease_token => :'claim_lease_token',
   fingerprint => :'claim_fingerprint', principal => 'svc-checkout', scopes => '{}',
   binding_generation => 0, result => '{"payment_id": "pay_1"}'
 ) \gset done_
-select is(:'done_outcome'::text, 'settled', 'set-up: acme/guard-1 is settled through the API');
+select is(:'done_outcome'::text, 'settled', 'set-up: pgtap/guard-1 is settled through the API');
 
 select throws_ok(
-  $$update settle_private.operations set status = 'unknown' where tenant = 'acme' and key = 'guard-1'$$,
+  $$update settle_private.operations set status = 'unknown' where tenant = 'pgtap' and key = 'guard-1'$$,
   'SE021', null,
   'SE021: the status may not move down the lattice (completed -> unknown), even for a superuser');
 
 select throws_ok(
-  $$update settle_private.operations set result = '{"payment_id": "pay_2"}' where tenant = 'acme' and key = 'guard-1'$$,
+  $$update settle_private.operations set result = '{"payment_id": "pay_2"}' where tenant = 'pgtap' and key = 'guard-1'$$,
   'SE022', null,
   'SE022: the result of a completed operation is immutable');
 
 select throws_ok(
-  $$update settle_private.operations set binding_generation = 8 where tenant = 'acme' and key = 'guard-1'$$,
+  $$update settle_private.operations set binding_generation = 8 where tenant = 'pgtap' and key = 'guard-1'$$,
   'SE020', null,
   'SE020: the reservation lock (request, fingerprint, principal, scopes, binding generation) is immutable');
 
 select throws_ok(
-  $$update settle_private.audit_log set outcome = 'acquired' where tenant = 'acme' and key = 'guard-1'$$,
+  $$update settle_private.audit_log set outcome = 'acquired' where tenant = 'pgtap' and key = 'guard-1'$$,
   'SE023', null,
   'SE023: the audit log is append-only (UPDATE refused)');
 
 select throws_ok(
-  $$delete from settle_private.operations where tenant = 'acme' and key = 'guard-1'$$,
+  $$delete from settle_private.operations where tenant = 'pgtap' and key = 'guard-1'$$,
   'SE025', null,
   'SE025: DELETE is refused outside settle.purge');
 
 select results_eq(
-  $$select status, result from settle.get(tenant => 'acme', key => 'guard-1')$$,
+  $$select status, result from settle.get(tenant => 'pgtap', key => 'guard-1')$$,
   $$values ('completed'::settle.status, '{"payment_id": "pay_1"}'::jsonb)$$,
   'after the refused writes the operation is unchanged');
 

@@ -11,14 +11,14 @@ select plan(9);
 set local role settle_app;
 
 select * from settle.claim(
-  tenant => 'acme', key => 'order-7', request => '{"amount": 500, "currency": "EUR"}',
+  tenant => 'pgtap', key => 'order-7', request => '{"amount": 500, "currency": "EUR"}',
   principal => 'svc-checkout', worker => 'worker-a'
 ) \gset first_
 select is(:'first_outcome'::text, 'acquired', 'claim: attempt 1 acquired');
 
 -- Attempt 1: the payment provider answered 503, worth retrying.
 select * from settle.fail(
-  tenant => 'acme', key => 'order-7', attempt => 1, lease_token => :'first_lease_token',
+  tenant => 'pgtap', key => 'order-7', attempt => 1, lease_token => :'first_lease_token',
   fingerprint => :'first_fingerprint', principal => 'svc-checkout', scopes => '{}',
   binding_generation => 0, error => '{"code": "provider_unavailable", "http_status": 503}',
   retryable => true
@@ -28,14 +28,14 @@ select is(:'failed_status'::settle.status, 'pending', 'retryable fail of attempt
 
 -- The retry claims again with the same request and binding: attempt 2.
 select * from settle.claim(
-  tenant => 'acme', key => 'order-7', request => '{"amount": 500, "currency": "EUR"}',
+  tenant => 'pgtap', key => 'order-7', request => '{"amount": 500, "currency": "EUR"}',
   principal => 'svc-checkout', worker => 'worker-b'
 ) \gset second_
 select is(:'second_outcome'::text, 'acquired', 'claim after the failure: acquired');
 select is(:'second_attempt'::integer, 2, 'claim after the failure: attempt 2');
 
 select * from settle.complete(
-  tenant => 'acme', key => 'order-7', attempt => 2, lease_token => :'second_lease_token',
+  tenant => 'pgtap', key => 'order-7', attempt => 2, lease_token => :'second_lease_token',
   fingerprint => :'second_fingerprint', principal => 'svc-checkout', scopes => '{}',
   binding_generation => 0, result => '{"payment_id": "pay_7"}'
 ) \gset done_
@@ -44,18 +44,18 @@ select is(:'done_outcome'::text, 'settled', 'complete of attempt 2: settled');
 set local role settle_readonly;
 
 select results_eq(
-  $$select attempt, result from settle.settlements where tenant = 'acme' and key = 'order-7'$$,
+  $$select attempt, result from settle.settlements where tenant = 'pgtap' and key = 'order-7'$$,
   $$values (2, '{"payment_id": "pay_7"}'::jsonb)$$,
   'settle.settlements: exactly one row, for attempt 2');
 
 select results_eq(
   $$select attempt, observation::text, settled, error ->> 'code'
-      from settle.attempts where tenant = 'acme' and key = 'order-7' order by attempt$$,
+      from settle.attempts where tenant = 'pgtap' and key = 'order-7' order by attempt$$,
   $$values (1, 'failed', false, 'provider_unavailable'), (2, 'completed', true, null)$$,
   'settle.attempts: attempt 1 failed (not the settlement), attempt 2 completed and settled');
 
 select results_eq(
-  $$select status, settled_attempt, error from settle.operations where tenant = 'acme' and key = 'order-7'$$,
+  $$select status, settled_attempt, error from settle.operations where tenant = 'pgtap' and key = 'order-7'$$,
   $$values ('completed'::settle.status, 2, null::jsonb)$$,
   'settle.operations: completed by attempt 2, no stored error');
 
