@@ -4,12 +4,13 @@ import { appendFile, chown, mkdir, mkdtemp, open, readFile, readdir, rm } from '
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import pg from 'pg';
+import type pg from 'pg';
 import { withDatabase } from '../db/database-url.js';
 import { onProcessExit } from '../db/exit-hooks.js';
 import { findFreePort } from '../db/free-port.js';
 import { resolveRunAs, type RunAs } from '../db/run-as.js';
 import { waitForPostgres } from '../db/wait-for-postgres.js';
+import { withPgClient } from '../db/with-pg-client.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -115,7 +116,7 @@ export async function startReplicationPair(opts: ReplicationPairOptions): Promis
     );
     const primary = await startNode({ name: 'primary', binDir, baseDir, dataDir: primaryDir, runAs, log });
     nodes.push(primary);
-    await withClient(primary.url(), (c) => c.query('select pg_create_physical_replication_slot($1)', [SLOT_NAME]));
+    await withPgClient(primary.url(), (c) => c.query('select pg_create_physical_replication_slot($1)', [SLOT_NAME]));
 
     const backup = runAs.wrap(path.join(binDir, 'pg_basebackup'), [
       '-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres',
@@ -172,7 +173,7 @@ export async function waitForStandby(primary: PgNode, synchronous: boolean, time
  * from now on never reaches the standby.
  */
 export async function detachStandby(standby: PgNode, timeoutMs = READY_TIMEOUT_MS): Promise<void> {
-  await withClient(standby.url(), async (c) => {
+  await withPgClient(standby.url(), async (c) => {
     await c.query(`alter system set primary_conninfo = ''`);
     await c.query('select pg_reload_conf()');
   });
@@ -188,7 +189,7 @@ export async function detachStandby(standby: PgNode, timeoutMs = READY_TIMEOUT_M
  * synchronous_standby_names is emptied (else every commit would block on `standby1`).
  */
 export async function promote(standby: PgNode, timeoutMs = READY_TIMEOUT_MS): Promise<void> {
-  await withClient(standby.url(), async (c) => {
+  await withPgClient(standby.url(), async (c) => {
     const { rows } = await c.query<{ promoted: boolean }>('select pg_promote(true, $1) as promoted', [Math.ceil(timeoutMs / 1000)]);
     if (rows[0]?.promoted !== true) throw new Error('pg_promote did not finish in time');
     await c.query(`alter system set synchronous_standby_names = ''`);
@@ -317,20 +318,9 @@ function trySignal(pid: number | undefined, signal: NodeJS.Signals): void {
   }
 }
 
-async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  client.on('error', () => {});
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end().catch(() => {});
-  }
-}
-
 async function pollUntil(url: string, timeoutMs: number, what: string, check: (c: pg.Client) => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  await withClient(url, async (c) => {
+  await withPgClient(url, async (c) => {
     for (;;) {
       if (await check(c)) return;
       if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);

@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { withPgClient } from '../db/with-pg-client.js';
 
 /**
  * Makes the live lease of (tenant, key) lapse without sleeping: moves `lease_expires_at` one
@@ -16,14 +17,6 @@ export async function expireLease(
   const text = `update settle_private.operations
                    set lease_expires_at = clock_timestamp() - interval '1 second'
                  where tenant = $1 and key = $2 and lease_token is not null`;
-  if (typeof connection !== 'string') {
-    return ((await connection.query(text, [tenant, key])).rowCount ?? 0) > 0;
-  }
-  const client = new pg.Client({ connectionString: connection });
-  await client.connect();
-  try {
-    return ((await client.query(text, [tenant, key])).rowCount ?? 0) > 0;
-  } finally {
-    await client.end();
-  }
+  const expire = async (client: pg.ClientBase): Promise<boolean> => ((await client.query(text, [tenant, key])).rowCount ?? 0) > 0;
+  return typeof connection === 'string' ? withPgClient(connection, expire) : expire(connection);
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { inject } from 'vitest';
 import { quoteIdent, withDatabase } from '../db/database-url.js';
+import { withPgClient } from '../db/with-pg-client.js';
 import './provided-context.js';
 
 export interface TestDatabase {
@@ -39,7 +39,7 @@ export async function createTestDatabase(name?: string, opts: CreateTestDatabase
   }
   const dbName = uniqueDatabaseName(name);
 
-  await withClient(adminUrl, async (admin) => {
+  await withPgClient(adminUrl, async (admin) => {
     await admin.query('select pg_advisory_lock($1)', [CLONE_LOCK_KEY]);
     try {
       await retryWhileTemplateBusy(() =>
@@ -56,7 +56,7 @@ export async function createTestDatabase(name?: string, opts: CreateTestDatabase
     adminUrl,
     name: dbName,
     drop: () =>
-      (dropped ??= withClient(adminUrl, async (admin) => {
+      (dropped ??= withPgClient(adminUrl, async (admin) => {
         await admin.query(`drop database if exists ${quoteIdent(dbName)} with (force)`);
       })),
   };
@@ -81,16 +81,5 @@ async function retryWhileTemplateBusy(fn: () => Promise<unknown>): Promise<void>
       if (!busy || Date.now() + delay > deadline) throw error;
       await new Promise((resolve) => setTimeout(resolve, delay));
     }
-  }
-}
-
-async function withClient(url: string, fn: (client: pg.Client) => Promise<void>): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  client.on('error', () => {});
-  await client.connect();
-  try {
-    await fn(client);
-  } finally {
-    await client.end();
   }
 }
