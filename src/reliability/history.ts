@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import type { Status } from '../client/types.js';
 
 /**
  * A Jepsen-style history: every client-visible call is recorded twice, when it is invoked and
@@ -20,7 +21,8 @@ export type OpKind =
   /** Nemesis: the test terminated a backend. */
   | 'kill_connection';
 
-export type StatusName = 'pending' | 'running' | 'unknown' | 'conflict' | 'failed' | 'completed';
+/** A settle.status value. */
+export type StatusName = Status;
 
 /** The reservation lock a call presents. */
 export interface BindingArgs {

@@ -1,3 +1,4 @@
+import { statusRank } from '../client/status-rank.js';
 import type { StatusName } from './history.js';
 
 /**
@@ -32,19 +33,8 @@ export interface Violation {
   readonly evidence?: readonly (number | string)[];
 }
 
-const RANK: Record<StatusName, number> = {
-  pending: 1,
-  running: 1,
-  unknown: 2,
-  conflict: 3,
-  failed: 4,
-  completed: 5,
-};
-
 /** settle.status_rank, in TypeScript. */
-export function rank(status: StatusName): number {
-  return RANK[status];
-}
+export const rank: (status: StatusName) => number = statusRank;
 
 /** Collects violations; `keyOf` groups rows and calls by operation. */
 export class ViolationLog {

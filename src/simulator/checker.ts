@@ -1,4 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
+import { isStatus, statusRank } from '../client/status-rank.js';
 import {
   operationId,
   type AttemptRow,
@@ -64,15 +65,6 @@ export interface CheckReport {
 }
 
 const MAX_LISTED = 20;
-
-const STATUS_RANK: Readonly<Record<string, number>> = {
-  pending: 1,
-  running: 1,
-  unknown: 2,
-  conflict: 3,
-  failed: 4,
-  completed: 5,
-};
 
 /** Answer fields a conflict may carry; anything else that is set is a disclosure. */
 const CONFLICT_MAY_CARRY = new Set(['outcome', 'reason', 'conflictOn', 'conflict_on']);
@@ -261,7 +253,7 @@ function monotonicStatus(history: History): InvariantResult {
     if (trail === undefined) trails.set(id, [row]);
     else trail.push(row);
   }
-  const rank = (status: string | null): number => (status === null ? 0 : (STATUS_RANK[status] ?? 0));
+  const rank = (status: string | null): number => (status !== null && isStatus(status) ? statusRank(status) : 0);
   for (const [id, trail] of trails) {
     c.checked += 1;
     trail.sort((a, b) => (a.auditId < b.auditId ? -1 : a.auditId > b.auditId ? 1 : 0));
