@@ -56,19 +56,6 @@ export async function provisionPostgres(opts: ProvisionOptions = {}): Promise<Pr
   throw new Error(`PG_SETTLE_PROVISION=${forced}: expected testcontainers, local-debian or embedded`);
 }
 
-/** Provisions a server, runs `fn`, and always stops the server afterwards. */
-export async function withProvisionedPostgres<T>(
-  fn: (pg: ProvisionedPostgres) => Promise<T>,
-  opts: ProvisionOptions = {},
-): Promise<T> {
-  const provisioned = await provisionPostgres(opts);
-  try {
-    return await fn(provisioned);
-  } finally {
-    await provisioned.stop();
-  }
-}
-
 async function startTestcontainer(log: (msg: string) => void): Promise<ProvisionedPostgres> {
   log('Docker answers /_ping: starting postgres:15 with testcontainers');
   const { PostgreSqlContainer } = await import('@testcontainers/postgresql');

@@ -74,18 +74,3 @@ export function planOperation(config: Pick<SimulatorConfig, 'seed' | 'tenants' |
 export function planOperations(config: Pick<SimulatorConfig, 'seed' | 'tenants' | 'faults' | 'operations'>): OperationPlan[] {
   return Array.from({ length: config.operations }, (_, index) => planOperation(config, index));
 }
-
-/** How many operations each fault is planned for. */
-export function plannedFaultCounts(plans: readonly OperationPlan[]): Record<string, number> {
-  const counts: Record<string, number> = {};
-  const bump = (name: string): void => {
-    counts[name] = (counts[name] ?? 0) + 1;
-  };
-  for (const plan of plans) {
-    if (plan.fate !== null) bump(plan.fate);
-    if (plan.duplicates > 0) bump('duplicate');
-    if (plan.conflictingAmountCents !== null) bump('different-payload');
-    if (plan.bindingBump) bump('binding-bump');
-  }
-  return counts;
-}
