@@ -1,8 +1,8 @@
-import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { quoteIdent, withDatabase } from '../db/database-url.js';
 import { migrate } from '../db/migrate.js';
 import { provisionPostgres } from '../db/provision.js';
+import { withPgClient } from '../db/with-pg-client.js';
 import { TEMPLATE_DB } from './provided-context.js';
 
 /**
@@ -40,7 +40,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
 }
 
 async function recreateTemplate(adminUrl: string): Promise<void> {
-  await withAdmin(adminUrl, async (admin) => {
+  await withPgClient(adminUrl, async (admin) => {
     const existing = await admin.query('select 1 from pg_database where datname = $1', [TEMPLATE_DB]);
     if (existing.rowCount !== 0) {
       // A previous run against the same server (DATABASE_URL) left it: start from scratch.
@@ -56,17 +56,7 @@ async function recreateTemplate(adminUrl: string): Promise<void> {
  * 55006 while anyone is connected to the source, so a stray connection would break every clone.
  */
 async function sealTemplate(adminUrl: string): Promise<void> {
-  await withAdmin(adminUrl, async (admin) => {
+  await withPgClient(adminUrl, async (admin) => {
     await admin.query(`alter database ${quoteIdent(TEMPLATE_DB)} is_template true allow_connections false`);
   });
-}
-
-async function withAdmin(adminUrl: string, fn: (admin: pg.Client) => Promise<void>): Promise<void> {
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await fn(admin);
-  } finally {
-    await admin.end();
-  }
 }
