@@ -1,10 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { quoteIdent, withDatabase } from '../src/db/database-url.js';
 import { migrate } from '../src/db/migrate.js';
 import { provisionPostgres, type ProvisionedPostgres } from '../src/db/provision.js';
+import { withPgClient } from '../src/db/with-pg-client.js';
 
 export const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));
 const TEMPLATE = 'settle_bench_template';
@@ -34,16 +34,6 @@ export interface RunDatabase {
   drop(): Promise<void>;
 }
 
-export async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  client.on('error', () => {});
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
-}
 
 /**
  * Provisions PostgreSQL the way the tests do (DATABASE_URL, else a throwaway local cluster),
@@ -53,7 +43,7 @@ export async function startBenchServer(log: (msg: string) => void): Promise<Benc
   const provisioned = await provisionPostgres({ log });
   try {
     const adminUrl = provisioned.adminUrl;
-    const { serverVersion, hasPgStatStatements, settings } = await withClient(adminUrl, async (admin) => {
+    const { serverVersion, hasPgStatStatements, settings } = await withPgClient(adminUrl, async (admin) => {
       await admin.query(`drop database if exists ${quoteIdent(TEMPLATE)} with (force)`);
       await admin.query(`create database ${quoteIdent(TEMPLATE)} template template0`);
       const version = await admin.query<{ server_version: string }>('show server_version');
@@ -71,7 +61,7 @@ export async function startBenchServer(log: (msg: string) => void): Promise<Benc
     const templateUrl = withDatabase(adminUrl, TEMPLATE);
     await migrate(templateUrl, { log });
     const baselines = await readFile(path.join(BENCH_DIR, 'sql', 'baselines.sql'), 'utf8');
-    await withClient(templateUrl, async (db) => {
+    await withPgClient(templateUrl, async (db) => {
       await db.query(baselines);
       if (hasPgStatStatements) await db.query('create extension if not exists pg_stat_statements');
     });
@@ -85,14 +75,14 @@ export async function startBenchServer(log: (msg: string) => void): Promise<Benc
       stop: () => provisioned.stop(),
       createRunDatabase: async (hint) => {
         const name = `bench_${++serial}_${hint.replace(/[^a-z0-9]+/gi, '_').toLowerCase()}`.slice(0, 63);
-        await withClient(adminUrl, async (admin) => {
+        await withPgClient(adminUrl, async (admin) => {
           await admin.query(`drop database if exists ${quoteIdent(name)} with (force)`);
           await admin.query(`create database ${quoteIdent(name)} template ${quoteIdent(TEMPLATE)}`);
         });
         return {
           name,
           url: withDatabase(adminUrl, name),
-          drop: () => withClient(adminUrl, async (admin) => void (await admin.query(`drop database if exists ${quoteIdent(name)} with (force)`))),
+          drop: () => withPgClient(adminUrl, async (admin) => void (await admin.query(`drop database if exists ${quoteIdent(name)} with (force)`))),
         };
       },
     };
@@ -114,7 +104,7 @@ export interface ServerCounters {
 
 /** WAL position, full-page images, checkpoints and this database's deadlock/rollback counters. */
 export async function readServerCounters(url: string): Promise<ServerCounters> {
-  return withClient(url, async (db) => {
+  return withPgClient(url, async (db) => {
     // Statistics are cached per transaction; a fresh connection reads current values.
     const row = (
       await db.query<{ lsn: string; deadlocks: string; rollbacks: string; fpi: string; checkpoints: string }>(
@@ -136,7 +126,7 @@ export async function readServerCounters(url: string): Promise<ServerCounters> {
 }
 
 export async function walBytesBetween(url: string, from: string, to: string): Promise<number> {
-  return withClient(url, async (db) => {
+  return withPgClient(url, async (db) => {
     const row = (await db.query<{ bytes: string }>('select pg_wal_lsn_diff($2::pg_lsn, $1::pg_lsn)::bigint::text as bytes', [from, to])).rows[0];
     return Number(row?.bytes ?? 0);
   });
@@ -147,5 +137,5 @@ export async function walBytesBetween(url: string, from: string, to: string): Pr
  * another's dirty buffers or pays for its checkpoint.
  */
 export async function checkpoint(url: string): Promise<void> {
-  await withClient(url, async (db) => void (await db.query('checkpoint')));
+  await withPgClient(url, async (db) => void (await db.query('checkpoint')));
 }

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type pg from 'pg';
-import { checkpoint, readServerCounters, walBytesBetween, withClient, BENCH_DIR, type RunDatabase, type ServerCounters } from './database.js';
+import { checkpoint, readServerCounters, walBytesBetween, BENCH_DIR, type RunDatabase, type ServerCounters } from './database.js';
+import { withPgClient } from '../src/db/with-pg-client.js';
 import { percentile, runPgbench, type PgbenchRunOptions } from './pgbench.js';
 import type { Check, RunResult, ScenarioName } from './types.js';
 import { check } from './verify.js';
@@ -85,7 +86,7 @@ export async function measurePgbench(m: PgbenchMeasurement): Promise<RunResult> 
   );
   const out = run.output;
   const warmupProcessed = warmup?.output.processed ?? 0;
-  const verification = await withClient(m.db.url, (db) =>
+  const verification = await withPgClient(m.db.url, (db) =>
     m.verify(db, { processed: warmupProcessed + out.processed, maxInFlight: m.clients * (warmup === null ? 1 : 2) }),
   );
   const latenciesMs = run.latenciesUs?.map((us) => us / 1000) ?? [];

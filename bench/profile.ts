@@ -1,5 +1,6 @@
 import pg from 'pg';
-import { startBenchServer, withClient } from './database.js';
+import { startBenchServer } from './database.js';
+import { withPgClient } from '../src/db/with-pg-client.js';
 import { scriptPath } from './measure.js';
 import { sampleWaitEvents } from './wait-events.js';
 import { locatePgbench, PGBENCH_MISSING_HINT, runPgbench, type PgbenchRunOptions } from './pgbench.js';
@@ -45,7 +46,7 @@ async function main(): Promise<void> {
       const db = await server.createRunDatabase(`profile_${script}`);
       try {
         if (script === 'replay') await seedReplay(db.url, ops);
-        await withClient(db.url, async (c) => {
+        await withPgClient(db.url, async (c) => {
           await c.query(`alter database ${db.name} set pg_stat_statements.track = 'all'`);
           await c.query('checkpoint');
         });
@@ -60,7 +61,7 @@ async function main(): Promise<void> {
         // Steady state: an unmeasured warm-up pays the full-page images of first touches after
         // the checkpoint; statement statistics are reset after it.
         await runPgbench({ ...options, transactionsPerClient: Math.max(1, Math.floor(ops / 2)) });
-        if (server.hasPgStatStatements) await withClient(db.url, (c) => c.query('select pg_stat_statements_reset()'));
+        if (server.hasPgStatStatements) await withPgClient(db.url, (c) => c.query('select pg_stat_statements_reset()'));
         const before = await walSnapshot(db.url);
         const run = await runPgbench({ ...options, transactionsPerClient: ops });
         const after = await walSnapshot(db.url);
@@ -91,7 +92,7 @@ async function main(): Promise<void> {
 }
 
 async function seedReplay(url: string, keys: number): Promise<void> {
-  await withClient(url, (c) =>
+  await withPgClient(url, (c) =>
     c.query(
       `select count(*) from generate_series(1, $1::int) i,
          lateral settle.claim('bench', 'replay-' || i, jsonb_build_object('amount', i, 'currency', 'EUR'), 'bench-app',
@@ -104,7 +105,7 @@ async function seedReplay(url: string, keys: number): Promise<void> {
 }
 
 async function walSnapshot(url: string): Promise<{ bytes: number; records: number; fpi: number }> {
-  return withClient(url, async (c) => {
+  return withPgClient(url, async (c) => {
     const row = (
       await c.query<{ lsn: string; records: string; fpi: string }>(
         `select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint::text as lsn, wal_records::text as records, wal_fpi::text as fpi from pg_stat_wal`,
@@ -115,7 +116,7 @@ async function walSnapshot(url: string): Promise<{ bytes: number; records: numbe
 }
 
 async function topStatements(url: string): Promise<StatementRow[]> {
-  return withClient(url, async (c) =>
+  return withPgClient(url, async (c) =>
     (
       await c.query<StatementRow>(
         `select query, calls::text, total_exec_time::text as total_ms, wal_bytes::text, wal_records::text,

@@ -1,6 +1,7 @@
 import type { BenchOptions } from './args.js';
 import { runClientCycle } from './client-cycle.js';
-import { checkpoint, withClient, type BenchServer, type RunDatabase } from './database.js';
+import { checkpoint, type BenchServer, type RunDatabase } from './database.js';
+import { withPgClient } from '../src/db/with-pg-client.js';
 import { genericChecks, measurePgbench, measureWindow, perOp, type PgbenchMeasurement } from './measure.js';
 import { generateScaleRows } from './scale-rows.js';
 import type { RunResult } from './types.js';
@@ -68,7 +69,7 @@ export function runEngineCycle(ctx: ScenarioContext, scenario: 'cycle' | 'local'
 export function runReplay(ctx: ScenarioContext, clients: number, round: number): Promise<RunResult> {
   const keys = ctx.opts.quick ? 2_000 : 20_000;
   return inFreshDatabase(ctx, `replay_${clients}`, async (db) => {
-    await withClient(db.url, async (client) => {
+    await withPgClient(db.url, async (client) => {
       await client.query(
         `select count(*) from generate_series(1, $1::int) i,
            lateral settle.claim('bench', 'replay-' || i, jsonb_build_object('amount', i, 'currency', 'EUR'), 'bench-app',
@@ -129,8 +130,8 @@ export async function runScale(ctx: ScenarioContext, clientCounts: readonly numb
       for (let round = 1; round <= ctx.opts.repeat; round++) {
         for (const { rows, db } of levels) {
           // A level runs many times in the same database: count only what is new.
-          const completedBefore = await withClient(db.url, completedOperations);
-          const inFlightBefore = await withClient(db.url, unfinishedOperations);
+          const completedBefore = await withPgClient(db.url, completedOperations);
+          const inFlightBefore = await withPgClient(db.url, unfinishedOperations);
           record(
             await measurePgbench({
               ...common(ctx, clients, round),
@@ -156,7 +157,7 @@ export function runClient(ctx: ScenarioContext, clients: number, round: number):
     await checkpoint(db.url);
     const warmup = ctx.opts.warmupS > 0 ? await runClientCycle(db.url, clients, ctx.opts.warmupS) : null;
     const { result, window } = await measureWindow(db.url, () => runClientCycle(db.url, clients, ctx.opts.durationS));
-    const verification = await withClient(db.url, (client) =>
+    const verification = await withPgClient(db.url, (client) =>
       verifyFreshKeyCycles(client, {
         processed: result.processed + (warmup?.processed ?? 0),
         maxInFlight: clients * (warmup === null ? 1 : 2),
