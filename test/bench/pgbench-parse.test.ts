@@ -118,7 +118,7 @@ describe('parsePgbenchOutput', () => {
 
 describe('parseLatencyLog', () => {
   it('reads per-transaction latencies in microseconds from a -l log', () => {
-    const { latenciesUs, failed } = parseLatencyLog(fixture('hotkey-latency.log'));
+    const { latenciesUs, failed } = parseLatencyLog(fixture('hotkey-latency.txt'));
     expect(failed).toBe(0);
     expect(latenciesUs).toHaveLength(40);
     expect(latenciesUs.slice(0, 3)).toEqual([58715, 63229, 72870]);
