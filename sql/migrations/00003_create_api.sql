@@ -515,6 +515,7 @@ declare
   v_before settle.status;
   v_diff text[];
   v_locked boolean := false;
+  v_fresh boolean;
   v_detail jsonb;
   v_audit_attempt integer;
   v_res settle.claim_result;
@@ -532,19 +533,27 @@ begin
   v_fp := settle_private._fingerprint(claim.request);
   v_token := gen_random_uuid();
 
-  -- First claim: the reservation lock and attempt 1. Two sessions racing on a new key: the
-  -- loser waits here for the winner to commit, then joins below.
-  insert into settle_private.operations as o
-    (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-     max_attempts, lease_token, lease_expires_at, created_at, updated_at)
-  values
-    (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
-     settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-     claim.max_attempts, v_token, v_now + claim.lease, v_now, v_now)
-  on conflict on constraint operations_pkey do nothing
-  returning * into v_op;
+  -- Most claims of an existing key (replays, retries, duplicates) are decided on this plain
+  -- read; only a missing key tries the insert.
+  select * into v_op from settle_private.operations o
+   where o.tenant = claim.tenant and o.key = claim.key;
+  v_fresh := found;
 
-  if found then
+  if not v_fresh then
+    -- First claim: the reservation lock and attempt 1. Two sessions racing on a new key: the
+    -- loser waits here for the winner to commit, then joins below.
+    insert into settle_private.operations as o
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+    values
+      (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
+       claim.max_attempts, v_token, v_now + claim.lease, v_now, v_now)
+    on conflict on constraint operations_pkey do nothing
+    returning * into v_op;
+  end if;
+
+  if not v_fresh and v_op.tenant is not null then
     insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
     values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now);
     v_res := row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
@@ -560,11 +569,12 @@ begin
         select * into v_op from settle_private.operations o
          where o.tenant = claim.tenant and o.key = claim.key
          for update;
-      else
+      elsif not v_fresh then
         select * into v_op from settle_private.operations o
          where o.tenant = claim.tenant and o.key = claim.key;
       end if;
-      if not found then
+      v_fresh := false;
+      if v_op.tenant is null then
         -- Purged by settle.purge since our insert: the key is free again.
         return settle.claim(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
           claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
