@@ -651,7 +651,7 @@ comment on function settle.claim(text, text, jsonb, text, text[], bigint, interv
 Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim).
 Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (final failure or dead-lettered: error, dead_lettered) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes).
 SQLSTATEs: SE001 tenant, SE002 key, SE003 binding, SE004 request, SE007 lease, SE008 worker/max_attempts.
-Locking: inserts or locks the operation row (FOR UPDATE); a lapsed lease is taken over in place.
+Locking: answers that change nothing (conflict, replay, in_progress, failed) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
 Idempotency: retrying with the same request and binding joins the same operation; every call writes one audit row.';
 
 -- ---------------------------------------------------------------------------------------
