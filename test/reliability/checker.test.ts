@@ -95,6 +95,12 @@ function plantRecord(key: string, change: (op: OperationRow) => OperationRow): F
 const firstOp = (kind: string, key: string, outcome: string) => (op: CompletedOp) =>
   op.op === kind && op.key === key && op.answer?.outcome === outcome;
 
+/** `expectCaught`, and no other invariant is named: the plant breaks exactly this one. */
+function expectCaughtAlone(report: ReturnType<typeof check>, invariant: Invariant): void {
+  expectCaught(report, invariant);
+  expect(Object.keys(report.byInvariant), describeViolations(report)).toEqual([invariant]);
+}
+
 function expectCaught(report: ReturnType<typeof check>, invariant: Invariant): void {
   planted.add(report);
   try {
@@ -174,5 +180,18 @@ describe('the history checker', () => {
     expectCaught(check(extended, state), 'stale-fenced');
     const merged = plantAnswer(firstOp('fail', 'a', 'fenced'), (a) => ({ ...a, outcome: 'recorded', reason: 'retryable_failure' }));
     expectCaught(check(merged, state), 'stale-fenced');
+  });
+
+  it('catches an attempt epoch acquired twice and an attempt opened while another held the lease', () => {
+    const twice = plantAnswer((op) => firstOp('claim', 'a', 'acquired')(op) && op.answer?.attempt === 2, (a) => ({ ...a, attempt: 1 }));
+    expectCaughtAlone(check(twice, state), 'lease-exclusive');
+    const unexpired = state.audit.filter((row) => !(row.key === 'a' && row.event === 'expire'));
+    expect(unexpired).toHaveLength(state.audit.length - 1);
+    expectCaughtAlone(check(ops, { ...state, audit: unexpired }), 'lease-exclusive');
+  });
+
+  it('catches a call presenting the reserved lock answered conflict', () => {
+    const conflict = plantAnswer(firstOp('complete', 'c', 'duplicate'), () => ({ outcome: 'conflict', reason: null, conflictOn: ['scopes'] }));
+    expectCaughtAlone(check(conflict, state), 'spurious-conflict');
   });
 });
