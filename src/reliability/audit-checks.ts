@@ -94,6 +94,9 @@ function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
       }
       return;
     case 'expire':
+      // The engine ends a lease only once it lapsed, judged by the same clock reading it writes
+      // as the row's time (claim and expire_leases alike).
+      if (row.endedLiveLease) log.add('lease-exclusive', row, `${what} ended the lease of attempt ${r.lease} before it lapsed`, [row.auditId]);
       r.lease = null;
       return;
     case 'heartbeat':

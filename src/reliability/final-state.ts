@@ -52,6 +52,11 @@ export interface AuditRow {
   readonly statusBefore: StatusName | null;
   readonly statusAfter: StatusName | null;
   readonly detail: unknown;
+  /**
+   * An `expire` row whose lease (`lease_expires_at` in its detail) had not lapsed yet at the
+   * row's time: the lease was taken from a live holder. False for every other row.
+   */
+  readonly endedLiveLease: boolean;
 }
 
 /**
@@ -78,7 +83,9 @@ export async function readFinalState(client: pg.ClientBase, tenants?: readonly s
   );
   const audit = await client.query<AuditRow>(
     `select tenant, key, audit_id::text as "auditId", event, outcome, attempt,
-            status_before::text as "statusBefore", status_after::text as "statusAfter", detail
+            status_before::text as "statusBefore", status_after::text as "statusAfter", detail,
+            case when event = 'expire' then coalesce((detail->>'lease_expires_at')::timestamptz > at, false)
+                 else false end as "endedLiveLease"
        from settle_private.audit_log where ${filter} order by tenant, key, audit_id`,
     params,
   );

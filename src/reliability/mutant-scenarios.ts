@@ -92,6 +92,24 @@ const SCENARIOS: Record<ScenarioName, Scenario> = {
     const t3 = acquiredTicket(await c.p[2].claim(call));
     await c.p[2].complete(t3, { receipt: 'attempt-3' });
   },
+  // A second worker claims while attempt 1's lease is live (in_progress), then attempt 1
+  // heart-beats and settles.
+  async 'duplicate-claim'(c, claim) {
+    const call = claim('duplicate-claim');
+    const t1 = acquiredTicket(await c.p[0].claim(call));
+    await c.p[1].claim(call);
+    await c.p[0].heartbeat(t1);
+    await c.p[0].complete(t1, { receipt: 'attempt-1' });
+    await c.p[1].claim(call);
+  },
+  // The binding's scopes out of order (the engine stores them sorted): the holder settles,
+  // a retry with the identical arguments replays.
+  async 'reordered-scopes'(c, claim) {
+    const call = { ...claim('reordered-scopes'), binding: { ...BINDING, scopes: ['refund', 'pay'] } };
+    const t = acquiredTicket(await c.p[0].claim(call));
+    await c.p[0].complete(t, { receipt: 'settled' });
+    await c.p[1].claim(call);
+  },
 };
 
 export const SCENARIO_NAMES = Object.keys(SCENARIOS) as ScenarioName[];

@@ -28,7 +28,9 @@ export type ScenarioName =
   | 'stale-fail'
   | 'retry-after-failure'
   | 'stale-heartbeat'
-  | 'takeover-after-unknown';
+  | 'takeover-after-unknown'
+  | 'duplicate-claim'
+  | 'reordered-scopes';
 
 export interface Mutant {
   readonly name: string;
@@ -172,6 +174,32 @@ export const MUTANTS: readonly Mutant[] = [
     ],
     scenario: 'takeover-after-unknown',
     expected: ['status-monotonic'],
+  },
+  {
+    name: 'lease-steal',
+    bug: "claim's live-lease test has its comparison flipped: a claim on a live lease ends it and takes over (a lapsed one answers in_progress)",
+    replacements: [
+      {
+        file: API,
+        find: "if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then",
+        replace: "if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at < v_now then",
+      },
+    ],
+    scenario: 'duplicate-claim',
+    expected: ['lease-exclusive'],
+  },
+  {
+    name: 'unsorted-scopes',
+    bug: 'the lock diff compares the presented scopes as given, not normalized like the stored ones: the same scopes in another order conflict, at claim and at every observation',
+    replacements: [
+      {
+        file: API,
+        find: "case when op.scopes is distinct from settle_private._normalize_scopes(_lock_diff.scopes) then 'scopes' end,",
+        replace: "case when op.scopes is distinct from _lock_diff.scopes then 'scopes' end,",
+      },
+    ],
+    scenario: 'reordered-scopes',
+    expected: ['spurious-conflict'],
   },
 ];
 

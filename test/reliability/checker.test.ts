@@ -182,12 +182,15 @@ describe('the history checker', () => {
     expectCaught(check(merged, state), 'stale-fenced');
   });
 
-  it('catches an attempt epoch acquired twice and an attempt opened while another held the lease', () => {
+  it('catches an attempt epoch acquired twice, an attempt opened while another held the lease, and a lease ended before it lapsed', () => {
     const twice = plantAnswer((op) => firstOp('claim', 'a', 'acquired')(op) && op.answer?.attempt === 2, (a) => ({ ...a, attempt: 1 }));
     expectCaughtAlone(check(twice, state), 'lease-exclusive');
     const unexpired = state.audit.filter((row) => !(row.key === 'a' && row.event === 'expire'));
     expect(unexpired).toHaveLength(state.audit.length - 1);
     expectCaughtAlone(check(ops, { ...state, audit: unexpired }), 'lease-exclusive');
+    expect(state.audit.filter((row) => row.endedLiveLease)).toEqual([]);
+    const early = state.audit.map((row) => (row.key === 'a' && row.event === 'expire' ? { ...row, endedLiveLease: true } : row));
+    expectCaughtAlone(check(ops, { ...state, audit: early }), 'lease-exclusive');
   });
 
   it('catches a call presenting the reserved lock answered conflict', () => {
