@@ -6,6 +6,7 @@ import { settleInterceptors, settleTypeParsers, validateRow, wasValidated } from
 import { toClaimOutcome, toHeartbeatOutcome, toObservation } from './outcomes.js';
 import * as q from './queries.js';
 import { type ResolvedRetryPolicy, resolveRetryPolicy, withRetry } from './retry.js';
+import { createPreparedStatementsInterceptor } from './prepared-statements.js';
 import { createSessionResetInterceptor } from './session-reset.js';
 import { runEffect, type RunInput, type RunOutcome, type RunContext, type RunOptions } from './run.js';
 import * as s from './schemas.js';
@@ -100,8 +101,13 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
             maxPoolSize: options.poolSize ?? 10,
             typeParsers: settleTypeParsers(),
             // slonik's default reset (DISCARD ALL after every checkout) moves to the session-reset
-            // interceptor, which skips it after the client's own single statements only.
-            interceptors: [...settleInterceptors(), createSessionResetInterceptor()],
+            // interceptor, which skips it after the client's own single statements only and
+            // keeps the prepared statements of the client's own statements.
+            interceptors: [
+              ...settleInterceptors(),
+              createSessionResetInterceptor(),
+              ...(options.preparedStatements === false ? [] : [createPreparedStatementsInterceptor()]),
+            ],
             resetConnection: async () => {},
             // The client retries transient conflicts itself, with backoff and an onRetry hook.
             queryRetryLimit: 0,

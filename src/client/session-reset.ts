@@ -11,7 +11,7 @@ export const SESSION_RESET_INTERCEPTOR = 'pg-settle/session-reset';
  * LISTENs or creates temporary tables), so a connection that ran only them needs no reset.
  * The schemas are not exported from the package: no other statement can carry them.
  */
-const CLIENT_ROW_SCHEMAS: ReadonlySet<unknown> = new Set([
+export const CLIENT_ROW_SCHEMAS: ReadonlySet<unknown> = new Set([
   rows.claimRow,
   rows.heartbeatRow,
   rows.observationRow,
@@ -24,7 +24,24 @@ const CLIENT_ROW_SCHEMAS: ReadonlySet<unknown> = new Set([
   rows.auditRow,
 ]);
 
-const DISCARD_ALL = sql.unsafe`DISCARD ALL`;
+/**
+ * `DISCARD ALL` minus its `DEALLOCATE ALL` and `DISCARD PLANS`, in one round trip: cursors,
+ * session authorization and role, every setting, LISTEN channels, advisory locks, temporary
+ * tables and sequence state are reset, as slonik's default reset does. Prepared statements
+ * stay: node-pg remembers per connection which named statements it has parsed and would send a
+ * bare Bind for a statement the server had dropped (26000); the client's own prepared
+ * statements (src/client/prepared-statements.ts) rely on that. Cached plans are no session
+ * state another borrower can observe; keeping them spares the engine's functions a re-plan.
+ */
+export const RESET_SESSION = sql.unsafe`DO $reset$ BEGIN
+  EXECUTE 'CLOSE ALL';
+  EXECUTE 'SET SESSION AUTHORIZATION DEFAULT';
+  EXECUTE 'RESET ALL';
+  EXECUTE 'UNLISTEN *';
+  PERFORM pg_advisory_unlock_all();
+  EXECUTE 'DISCARD TEMP';
+  EXECUTE 'DISCARD SEQUENCES';
+END $reset$`;
 
 /** Above this many tracked checkouts (connections destroyed mid-query), forget them all. */
 const MAX_TRACKED = 10_000;
@@ -32,10 +49,11 @@ const MAX_TRACKED = 10_000;
 /**
  * slonik resets every connection it takes back with `DISCARD ALL`, a round trip per query that
  * also throws away the plans PL/pgSQL cached for the engine's functions, so that every claim and
- * complete re-plans each statement inside them. The client's own pool disables that reset and
- * carries this interceptor instead, which sends the same `DISCARD ALL` before a connection goes
- * back to the pool unless the connection was checked out for one query of the client itself
- * (an implicit single-query checkout whose every statement is one of CLIENT_ROW_SCHEMAS').
+ * complete re-plans each statement inside them, and the prepared statements node-pg believes
+ * parsed. The client's own pool disables that reset and carries this interceptor instead, which
+ * sends RESET_SESSION before a connection goes back to the pool unless the connection was
+ * checked out for one query of the client itself (an implicit single-query checkout whose every
+ * statement is one of CLIENT_ROW_SCHEMAS').
  * Your own queries on getPool(), transactions (runInTransaction included) and explicit
  * connections are reset exactly as before. A failed reset makes slonik destroy the connection.
  */
@@ -45,7 +63,7 @@ export function createSessionResetInterceptor(): Interceptor {
   return {
     name: SESSION_RESET_INTERCEPTOR,
     afterPoolConnection: (context) => {
-      if (clean.size > MAX_TRACKED) clean.clear(); // forgetting only costs a DISCARD ALL
+      if (clean.size > MAX_TRACKED) clean.clear(); // forgetting only costs a reset
       if (context.connectionType === 'IMPLICIT_QUERY') clean.add(context.connectionId);
       else clean.delete(context.connectionId);
       return null;
@@ -56,7 +74,7 @@ export function createSessionResetInterceptor(): Interceptor {
     },
     beforePoolConnectionRelease: async (context, connection) => {
       if (clean.delete(context.connectionId)) return null;
-      await connection.query(DISCARD_ALL);
+      await connection.query(RESET_SESSION);
       return null;
     },
   };

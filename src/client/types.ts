@@ -228,6 +228,11 @@ export type SettleClientOptions =
       readonly poolSize?: number;
       /** Statement timeout in ms for the client's own pool (default 60 000). */
       readonly statementTimeoutMs?: number;
+      /**
+       * Run the client's own statements as named prepared statements (default true). Turn off
+       * behind a connection pooler in transaction mode without prepared-statement support.
+       */
+      readonly preparedStatements?: boolean;
     })
   | (CommonClientOptions & {
       /**

@@ -18,7 +18,7 @@ export interface ClientTestContext {
   readonly admin: SettleClient;
   /** A superuser pg client for setup and for provoking guard errors. */
   readonly su: pg.Client;
-  client(options?: Partial<Omit<SettleClientOptions, 'pool' | 'connectionString'>> & { role?: string; poolSize?: number }): SettleClient;
+  client(options?: Partial<Omit<SettleClientOptions, 'pool' | 'connectionString'>> & { role?: string; poolSize?: number; preparedStatements?: boolean }): SettleClient;
   close(): Promise<void>;
 }
 

@@ -3,8 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { binding, type ClientTestContext, setupClientTest, uniqueKey } from './helpers.js';
 
-// The client's own pool skips slonik's DISCARD ALL after the client's own statements only;
-// anything else that ran on a connection is reset before the connection is reused.
+// The client's own pool skips the session reset after the client's own statements only;
+// anything else that ran on a connection is reset before the connection is reused. The reset
+// is DISCARD ALL minus DEALLOCATE ALL and DISCARD PLANS: the client's own statements run as
+// named prepared statements, which must survive it.
 
 let t: ClientTestContext;
 beforeAll(async () => {
@@ -39,12 +41,57 @@ describe('session reset of the client pool', () => {
     expect(await pool.oneFirst(sql.type(setting)`select current_setting('work_mem') as value`)).not.toBe('7MB');
   });
 
-  it('sends DISCARD ALL only after statements that are not the client\'s own', async (context) => {
+  it('resets role, cursors, LISTEN, advisory locks and temporary tables too', async () => {
+    const client = t.client({ poolSize: 1 });
+    const pool = await client.getPool();
+    const state = sql.type(z.object({ role: z.string(), cursors: z.number(), channels: z.number(), locks: z.number(), temps: z.number() }))`
+      select current_user::text as role,
+             (select count(*)::int from pg_cursors) as cursors,
+             (select count(*)::int from pg_listening_channels()) as channels,
+             (select count(*)::int from pg_locks where locktype = 'advisory' and pid = pg_backend_pid()) as locks,
+             (select count(*)::int from pg_class where relpersistence = 't' and relname = 'leak') as temps`;
+    const clean = await pool.one(state);
+    await pool.connect(async (connection) => {
+      await connection.query(sql.unsafe`create temporary table leak (x int)`);
+      await connection.query(sql.unsafe`listen leak`);
+      await connection.query(sql.unsafe`select pg_advisory_lock(4242)`);
+      await connection.query(sql.unsafe`declare leak cursor with hold for select 1`);
+      await connection.query(sql.unsafe`set role settle_readonly`);
+    });
+    // Pool of one: the same connection, after its reset.
+    expect(await pool.one(state)).toEqual(clean);
+    expect(clean).toMatchObject({ role: 'settle_app', cursors: 0, channels: 0, locks: 0, temps: 0 });
+  });
+
+  it('runs the client\'s own statements as prepared statements that survive the reset', async () => {
+    const prepared = sql.type(z.object({ n: z.number() }))`
+      select count(*)::int as n from pg_prepared_statements where name like 'pg\_settle\_%'`;
+    const client = t.client({ poolSize: 1 });
+    const pool = await client.getPool();
+    const ref = { tenant: 'acme', key: uniqueKey() };
+    expect(await client.claim({ ...ref, request: { n: 1 }, binding })).toMatchObject({ outcome: 'acquired' });
+    await client.get(ref);
+    expect((await pool.one(prepared)).n).toBe(2); // claim and get; this query was reset after it
+    // A transaction and a foreign statement each reset the connection; the client's statements
+    // still run (a dropped statement node-pg believed parsed would fail with 26000).
+    const outcome = await client.runInTransaction({ tenant: 'acme', key: uniqueKey(), request: {}, binding }, async () => 'ok');
+    expect(outcome).toMatchObject({ outcome: 'completed' });
+    await pool.query(sql.unsafe`set work_mem = '7MB'`);
+    expect(await client.claim({ ...ref, request: { n: 1 }, binding })).toMatchObject({ outcome: 'in_progress' });
+    expect((await client.get(ref))?.status).toBe('running');
+    expect((await pool.one(prepared)).n).toBeGreaterThanOrEqual(2);
+
+    const unprepared = t.client({ poolSize: 1, preparedStatements: false });
+    await unprepared.get(ref);
+    expect((await (await unprepared.getPool()).one(prepared)).n).toBe(0);
+  });
+
+  it('sends the reset only after statements that are not the client\'s own', async (context) => {
     await t.su.query('create extension if not exists pg_stat_statements');
     const discards = async (): Promise<number> => {
       const { rows } = await t.su.query<{ n: number }>(
         `select coalesce(sum(calls), 0)::int as n from pg_stat_statements
-          where dbid = (select oid from pg_database where datname = current_database()) and query = 'DISCARD ALL'`,
+          where dbid = (select oid from pg_database where datname = current_database()) and query like 'DO $reset$%'`,
       );
       return rows[0]?.n ?? 0;
     };
