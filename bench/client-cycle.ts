@@ -20,8 +20,13 @@ export interface ClientCycleResult {
   readonly p99Ms: number | null;
 }
 
-export async function runClientCycle(url: string, clients: number, durationS: number): Promise<ClientCycleResult> {
-  const client = createSettleClient({ connectionString: url, poolSize: clients });
+export async function runClientCycle(
+  url: string,
+  clients: number,
+  durationS: number,
+  options: { readonly preparedStatements?: boolean } = {},
+): Promise<ClientCycleResult> {
+  const client = createSettleClient({ ...options, connectionString: url, poolSize: clients });
   const latencies: number[] = [];
   try {
     // Open the pool's connections before the clock starts, as pgbench does.

@@ -14,14 +14,15 @@ import { locatePgbench, runPgbench } from './pgbench.js';
  * - `pgbench`: bench/scripts/cycle.sql (`-M prepared`), the reference of the target;
  * - `pg`: plain node-pg, one connection per worker, named prepared statements (the floor of
  *   any Node driver of the cycle);
- * - `client`: createSettleClient().run(), exactly the bench's `client` scenario.
+ * - `client`: createSettleClient().run(), exactly the bench's `client` scenario;
+ * - `unprepared`: the same with `preparedStatements: false` (what the prepared statements buy).
  *
  *   npx tsx bench/client-ratio.ts [--clients 8] [--duration 5] [--warmup 1] [--rounds 2] [--only client,pg]
  *
  * Prints cycles/s per run and, per round and as the median of the rounds, the ratios
- * client/pgbench (issue #5's target: >= 0.7) and client/pg.
+ * client/pgbench (issue #5's target: >= 0.7), client/pg and client/unprepared.
  */
-type Driver = 'pgbench' | 'pg' | 'client';
+type Driver = 'pgbench' | 'pg' | 'client' | 'unprepared';
 
 const CLAIM = {
   name: 'ratio_claim',
@@ -97,6 +98,8 @@ async function drive(url: string, driver: Driver, clients: number, durationS: nu
       return runPgCycle(url, clients, durationS);
     case 'client':
       return (await runClientCycle(url, clients, durationS)).tps;
+    case 'unprepared':
+      return (await runClientCycle(url, clients, durationS, { preparedStatements: false })).tps;
   }
 }
 
@@ -109,7 +112,7 @@ const clients = Number(option('clients', '8'));
 const durationS = Number(option('duration', '5'));
 const warmupS = Number(option('warmup', '1'));
 const rounds = Number(option('rounds', '2'));
-const drivers = option('only', 'pgbench,pg,client').split(',') as Driver[];
+const drivers = option('only', 'pgbench,pg,client,unprepared').split(',') as Driver[];
 
 const server = await startBenchServer(() => {});
 const tps: Record<string, number[]> = {};
@@ -118,7 +121,7 @@ try {
     for (const driver of drivers) {
       const value = await measure(server, driver, clients, durationS, warmupS);
       (tps[driver] ??= []).push(value);
-      console.log(`round ${round} ${driver.padEnd(7)} ${clients} workers ${durationS}s: ${value.toFixed(0)} cycles/s`);
+      console.log(`round ${round} ${driver.padEnd(10)} ${clients} workers ${durationS}s: ${value.toFixed(0)} cycles/s`);
     }
   }
 } finally {
@@ -141,3 +144,4 @@ const ratio = (a: Driver, b: Driver): string => {
 console.log(`client/pgbench: ${ratio('client', 'pgbench')}`);
 console.log(`client/pg:      ${ratio('client', 'pg')}`);
 console.log(`pg/pgbench:     ${ratio('pg', 'pgbench')}`);
+console.log(`client/unprepared: ${ratio('client', 'unprepared')}`);
