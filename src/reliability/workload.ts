@@ -47,6 +47,12 @@ const MISMATCHES: readonly ((b: BindingArgs) => BindingArgs)[] = [
 ];
 const FOREIGN_FINGERPRINT = `v1:${'0'.repeat(64)}`;
 
+/**
+ * Ways to present the canonical binding's scopes that the engine must treat as the same lock
+ * (it stores them sorted and distinct): a retry must never conflict over their order.
+ */
+const SAME_SCOPES: readonly (readonly string[])[] = [['pay', 'write'], ['write', 'pay'], ['pay', 'write', 'pay']];
+
 interface World {
   readonly tenant: string;
   /** Current key of each slot; a slot moves to a fresh key once its operation is over. */
@@ -135,7 +141,7 @@ async function runProcess(world: World, driver: RecordingDriver, rnd: Prng): Pro
         tenant: world.tenant,
         key,
         request: otherRequest ? { ...requestOf(key), amount: 9999 } : requestOf(key),
-        binding: otherBinding ? pick(rnd, MISMATCHES)(CANONICAL_BINDING) : CANONICAL_BINDING,
+        binding: otherBinding ? pick(rnd, MISMATCHES)(CANONICAL_BINDING) : { ...CANONICAL_BINDING, scopes: pick(rnd, SAME_SCOPES) },
         maxAttempts: 6,
         worker: `p${driver.process}`,
       };
