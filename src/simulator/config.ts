@@ -1,3 +1,5 @@
+import { durationMs } from '../cli/duration.js';
+
 /**
  * Simulator flags and their defaults. Defaults are sized so `npm start` finishes well under a
  * minute on a 2-core machine, embedded PostgreSQL start-up included.
@@ -173,9 +175,7 @@ function parseRate(name: string, text: string): number {
 }
 
 function parseDurationMs(name: string, text: string): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
-  if (match === null) throw new SimulatorConfigError(`--${name} must look like 500ms, 30s or 2m (got ${JSON.stringify(text)})`);
-  const amount = Number(match[1]);
-  const unit = match[2] ?? 's';
-  return Math.round(amount * (unit === 'ms' ? 1 : unit === 's' ? 1000 : 60_000));
+  const ms = durationMs(text);
+  if (ms === undefined) throw new SimulatorConfigError(`--${name} must be a duration like 500ms, 30s, 2m or 1m30s (got ${JSON.stringify(text)})`);
+  return ms;
 }
