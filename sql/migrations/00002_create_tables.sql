@@ -1,4 +1,4 @@
--- 00002: the status lattice, private tables, named constraints and guard triggers.
+-- 00002: the status lattice, private tables, guard triggers and named row rules.
 --
 -- Why: the canonical outcome of an operation must never regress, whoever writes to it.
 -- The functions in 00003 implement the protocol, but the invariants below are enforced by
@@ -63,25 +63,7 @@ create table settle_private.operations (
   redrive_count integer not null default 0,
   created_at timestamptz not null,
   updated_at timestamptz not null,
-  constraint operations_pkey primary key (tenant, key),
-  constraint tenant_length_in_range check (octet_length(tenant) between 1 and 64),
-  constraint key_length_in_range check (octet_length(key) between 1 and 255),
-  constraint principal_length_in_range check (octet_length(principal) between 1 and 255),
-  constraint fingerprint_is_versioned check (fingerprint ~ '^v1:[0-9a-f]{64}$'),
-  constraint binding_generation_not_negative check (binding_generation >= 0),
-  constraint attempt_within_budget check (attempt >= 0 and attempt <= max_attempts),
-  constraint max_attempts_positive check (max_attempts >= 1),
-  constraint lease_token_iff_lease_expiry check ((lease_token is null) = (lease_expires_at is null)),
-  constraint pending_is_unleased check (status <> 'pending' or lease_token is null),
-  constraint running_is_leased check (status <> 'running' or lease_token is not null),
-  constraint terminal_is_unleased check (status not in ('failed', 'completed') or lease_token is null),
-  constraint completed_has_result check ((status = 'completed') = (result is not null)),
-  constraint completed_has_settlement check (
-    (status = 'completed') = (settled_attempt is not null and settled_at is not null)),
-  constraint settled_attempt_was_opened check (settled_attempt is null or settled_attempt between 1 and attempt),
-  constraint failed_has_error check (status <> 'failed' or error is not null),
-  constraint dead_lettered_only_when_failed check (dead_lettered_at is null or status = 'failed'),
-  constraint redrive_count_not_negative check (redrive_count >= 0)
+  constraint operations_pkey primary key (tenant, key)
 ) with (fillfactor = 80);
 
 comment on table settle_private.operations is
@@ -119,15 +101,7 @@ create table settle_private.attempts (
   settled boolean not null default false,
   constraint attempts_pkey primary key (tenant, key, attempt),
   constraint attempts_belong_to_operation foreign key (tenant, key)
-    references settle_private.operations (tenant, key),
-  constraint attempt_is_positive check (attempt >= 1),
-  constraint observation_is_an_outcome check (observation is null or observation in ('unknown', 'conflict', 'failed', 'completed')),
-  constraint observed_iff_observation check ((observation is null) = (observed_at is null)),
-  constraint end_reason_iff_ended check ((ended_at is null) = (end_reason is null)),
-  constraint end_reason_is_known check (end_reason is null or end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted')),
-  constraint failure_has_error check (observation is distinct from 'failed' or (error is not null and retryable is not null)),
-  constraint settled_requires_completion check (not settled or observation = 'completed'),
-  constraint late_result_only_when_not_settled check (late_result is null or (observation = 'completed' and not settled))
+    references settle_private.operations (tenant, key)
 ) with (fillfactor = 80);
 
 comment on table settle_private.attempts is
@@ -314,10 +288,106 @@ begin
 end
 $$;
 
+-- ---------------------------------------------------------------------------------------
+-- Row rules: what a single row of operations or attempts must satisfy, whoever writes it.
+-- They have the names, SQLSTATE (23514 check_violation) and message of CHECK constraints,
+-- but live in one trigger per table, _990_row_rules, which fires after the guards (as CHECK
+-- constraints are checked after BEFORE triggers). Why not CHECK constraints: PostgreSQL 15
+-- reads back and plans every CHECK expression of a table again for each INSERT or UPDATE
+-- statement (ExecRelCheck: stringToNode and ExecPrepareExpr per result relation), and the
+-- engine writes these tables four times per operation from PL/pgSQL. Measured on a
+-- claim + complete cycle: the 25 CHECK constraints took 41% of the engine's server CPU
+-- (docs/performance.md); a PL/pgSQL trigger keeps its plan for the session.
+-- A rule holds when its expression is true or NULL, exactly as a CHECK constraint.
+-- ---------------------------------------------------------------------------------------
+
+create function settle_private._raise_row_rule(rule text, relation text, tenant text, key text)
+returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  raise exception using
+    errcode = 'check_violation',
+    constraint = rule,
+    schema = 'settle_private',
+    table = relation,
+    message = format('new row for relation "%s" violates check constraint "%s"', relation, rule),
+    detail = jsonb_build_object('tenant', tenant, 'key', key)::text,
+    hint = 'The row rules of settle_private tables are listed in docs/protocol.md; write through the settle API.';
+end
+$$;
+
+create function settle_private.tg_operations__row_rules()
+returns trigger
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_rule text;
+begin
+  v_rule := case
+    when not (octet_length(new.tenant) between 1 and 64) then 'tenant_length_in_range'
+    when not (octet_length(new.key) between 1 and 255) then 'key_length_in_range'
+    when not (octet_length(new.principal) between 1 and 255) then 'principal_length_in_range'
+    when not (new.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
+    when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
+    when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
+    when not (new.max_attempts >= 1) then 'max_attempts_positive'
+    when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
+    when not (new.status <> 'pending' or new.lease_token is null) then 'pending_is_unleased'
+    when not (new.status <> 'running' or new.lease_token is not null) then 'running_is_leased'
+    when not (new.status not in ('failed', 'completed') or new.lease_token is null) then 'terminal_is_unleased'
+    when not ((new.status = 'completed') = (new.result is not null)) then 'completed_has_result'
+    when not ((new.status = 'completed') = (new.settled_attempt is not null and new.settled_at is not null))
+      then 'completed_has_settlement'
+    when not (new.settled_attempt is null or new.settled_attempt between 1 and new.attempt) then 'settled_attempt_was_opened'
+    when not (new.status <> 'failed' or new.error is not null) then 'failed_has_error'
+    when not (new.dead_lettered_at is null or new.status = 'failed') then 'dead_lettered_only_when_failed'
+    when not (new.redrive_count >= 0) then 'redrive_count_not_negative'
+  end;
+  if v_rule is not null then
+    perform settle_private._raise_row_rule(v_rule, tg_table_name, new.tenant, new.key);
+  end if;
+  return new;
+end
+$$;
+
+create function settle_private.tg_attempts__row_rules()
+returns trigger
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_rule text;
+begin
+  v_rule := case
+    when not (new.attempt >= 1) then 'attempt_is_positive'
+    when not (new.observation is null or new.observation in ('unknown', 'conflict', 'failed', 'completed'))
+      then 'observation_is_an_outcome'
+    when not ((new.observation is null) = (new.observed_at is null)) then 'observed_iff_observation'
+    when not ((new.ended_at is null) = (new.end_reason is null)) then 'end_reason_iff_ended'
+    when not (new.end_reason is null or new.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted'))
+      then 'end_reason_is_known'
+    when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
+      then 'failure_has_error'
+    when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
+    when not (new.late_result is null or (new.observation = 'completed' and not new.settled))
+      then 'late_result_only_when_not_settled'
+  end;
+  if v_rule is not null then
+    perform settle_private._raise_row_rule(v_rule, tg_table_name, new.tenant, new.key);
+  end if;
+  return new;
+end
+$$;
+
 create trigger _100_guard_insert before insert on settle_private.operations
   for each row execute function settle_private.tg_operations__guard_insert();
 create trigger _100_guard_lattice before update on settle_private.operations
   for each row execute function settle_private.tg_operations__guard_lattice();
+create trigger _990_row_rules before insert or update on settle_private.operations
+  for each row execute function settle_private.tg_operations__row_rules();
 create trigger _900_refuse_delete before delete on settle_private.operations
   for each row execute function settle_private.tg_any__refuse_delete();
 create trigger _900_refuse_truncate before truncate on settle_private.operations
@@ -325,6 +395,8 @@ create trigger _900_refuse_truncate before truncate on settle_private.operations
 
 create trigger _100_guard_settlement before update on settle_private.attempts
   for each row execute function settle_private.tg_attempts__guard_settlement();
+create trigger _990_row_rules before insert or update on settle_private.attempts
+  for each row execute function settle_private.tg_attempts__row_rules();
 create trigger _900_refuse_delete before delete on settle_private.attempts
   for each row execute function settle_private.tg_any__refuse_delete();
 create trigger _900_refuse_truncate before truncate on settle_private.attempts
@@ -339,9 +411,11 @@ create trigger _900_refuse_truncate before truncate on settle_private.audit_log
 
 alter table settle_private.operations enable always trigger _100_guard_insert;
 alter table settle_private.operations enable always trigger _100_guard_lattice;
+alter table settle_private.operations enable always trigger _990_row_rules;
 alter table settle_private.operations enable always trigger _900_refuse_delete;
 alter table settle_private.operations enable always trigger _900_refuse_truncate;
 alter table settle_private.attempts enable always trigger _100_guard_settlement;
+alter table settle_private.attempts enable always trigger _990_row_rules;
 alter table settle_private.attempts enable always trigger _900_refuse_delete;
 alter table settle_private.attempts enable always trigger _900_refuse_truncate;
 alter table settle_private.audit_log enable always trigger _100_refuse_update;

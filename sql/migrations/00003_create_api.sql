@@ -202,11 +202,14 @@ $$;
 
 -- The limit is on the JSON text, but a value whose binary form is 8 times the limit (far
 -- beyond any jsonb-to-text ratio) is refused without rendering it: a 250 MiB request must
--- not cost gigabytes of backend memory just to be measured.
+-- not cost gigabytes of backend memory just to be measured. STABLE, not IMMUTABLE, because
+-- pg_column_size is: the planner inlines a SQL function only when its body is no more
+-- volatile than declared, and a call it cannot inline is parsed and planned on every call
+-- (fmgr_sql), about 60 us each (bench/profile.ts, perf).
 create function settle_private._json_ok(value jsonb, max_bytes integer)
 returns boolean
 language sql
-immutable
+stable
 parallel safe
 as $$
   select case when pg_column_size(value) > 8 * max_bytes then false
@@ -457,10 +460,13 @@ Locking: none. Idempotency: pure (IMMUTABLE).';
 -- ---------------------------------------------------------------------------------------
 
 -- fingerprint(request) -> 'v1:<sha256 hex>' of the canonical JSON form of request.
+-- STABLE because convert_to is (see _json_ok): declared so, it is inlined into claim's
+-- expression instead of parsed and planned on every call. Its result depends on nothing but
+-- request (the database encoding is UTF8, enforced by SE030).
 create function settle_private._fingerprint(request jsonb)
 returns text
 language sql
-immutable
+stable
 strict
 parallel safe
 as $$
