@@ -202,15 +202,17 @@ async function nemesisExpire(world: World, key: string, process: number): Promis
 /**
  * Terminates one random backend of the workload (never the nemesis's own). Spared: the
  * short-lived session slonik opens once per pool to look up type OIDs (its only query reads
- * pg_type). slonik 49 leaves that pg.Client without an 'error' listener, so a termination while
- * it closes is an uncaught exception in the caller's process: an upstream hazard of pool
- * creation documented in docs/client.md, not a settle call this suite can judge.
+ * pg_type; before that query arrives its `query` is still empty). slonik 49 leaves that
+ * pg.Client without an 'error' listener, so terminating it is an uncaught exception in the
+ * caller's process: an upstream hazard of pool creation documented in docs/client.md, not a
+ * settle call this suite can judge. A pool connection becomes a target after its first query.
  */
 async function killRandomBackend(world: World, rnd: Prng, process: number): Promise<void> {
   await world.history.record({ process, tenant: world.tenant, key: '-', op: 'kill_connection' }, {}, async () => {
     const { rows } = await world.admin.query<{ pid: number }>(
       `select pid from pg_stat_activity
-        where datname = current_database() and application_name like 'reliability-p%' and query not like '%FROM pg_type%'
+        where datname = current_database() and application_name like 'reliability-p%'
+          and query <> '' and query not like '%FROM pg_type%'
         order by pid`,
     );
     const victim = rows.length === 0 ? undefined : rows[rnd.int(0, rows.length - 1)];
