@@ -3,12 +3,14 @@
 --
 -- Guard triggers on settle_private (ENABLE ALWAYS) refuse what a CHECK cannot: moving the status
 -- down the lattice (SE021), changing the reservation lock (SE020) or a stored result (SE022),
--- changing the audit log (SE023), and DELETE anywhere outside settle.purge (SE025). This script
+-- changing the audit log (SE023), and DELETE anywhere outside settle.purge (SE025). The row
+-- rules (trigger _990_row_rules) refuse a row that breaks a rule on its own, reported like a
+-- CHECK constraint (23514, the rule's name). This script
 -- runs as the connecting superuser on purpose; each refused statement runs in its own
 -- savepoint (throws_ok), and the whole script is rolled back.
 begin;
 create extension if not exists pgtap;
-select plan(7);
+select plan(9);
 
 -- Set-up through the API: pgtap/guard-1 settled with a result.
 select * from settle.claim(
@@ -45,6 +47,18 @@ select throws_ok(
   $$delete from settle_private.operations where tenant = 'pgtap' and key = 'guard-1'$$,
   'SE025', null,
   'SE025: DELETE is refused outside settle.purge');
+
+select throws_ok(
+  $$update settle_private.operations set settled_attempt = 2 where tenant = 'pgtap' and key = 'guard-1'$$,
+  'SE022', null,
+  'SE022: the settled attempt of a completed operation is immutable');
+
+select throws_ok(
+  $$insert into settle_private.operations (tenant, key, fingerprint, request, principal, scopes,
+      binding_generation, status, attempt, max_attempts, created_at, updated_at)
+    values ('pgtap', 'rule-1', 'v1:' || repeat('a', 64), '{}', 'dba', '{}', 0, 'running', 0, 5, now(), now())$$,
+  '23514', 'new row for relation "operations" violates check constraint "running_is_leased"',
+  '23514 running_is_leased: a running operation must hold a lease, also when a superuser inserts it');
 
 select results_eq(
   $$select status, result from settle.get(tenant => 'pgtap', key => 'guard-1')$$,
