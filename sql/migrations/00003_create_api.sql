@@ -204,8 +204,8 @@ $$;
 -- beyond any jsonb-to-text ratio) is refused without rendering it: a 250 MiB request must
 -- not cost gigabytes of backend memory just to be measured. STABLE, not IMMUTABLE, because
 -- pg_column_size is: the planner inlines a SQL function only when its body is no more
--- volatile than declared, and a call it cannot inline is parsed and planned on every call
--- (fmgr_sql), about 60 us each (bench/profile.ts, perf).
+-- volatile than declared, and a call it cannot inline is parsed and planned again in every
+-- transaction (fmgr_sql): about 60 us per claim or complete (pg_stat_user_functions, perf).
 create function settle_private._json_ok(value jsonb, max_bytes integer)
 returns boolean
 language sql
