@@ -25,7 +25,10 @@ export const CLIENT_ROW_SCHEMAS: ReadonlySet<unknown> = new Set([
 ]);
 
 /**
- * `DISCARD ALL` minus its `DEALLOCATE ALL` and `DISCARD PLANS`, in one round trip: cursors,
+ * `DISCARD ALL` minus its `DEALLOCATE ALL` and `DISCARD PLANS`, in one round trip. Like
+ * `DISCARD ALL`, it refuses to run inside a transaction block (a transaction left open by the
+ * borrower: its start time is not this statement's), so slonik closes that connection instead
+ * of handing an open transaction to the next borrower. Then cursors,
  * session authorization and role, every setting, LISTEN channels, advisory locks, temporary
  * tables and sequence state are reset, as slonik's default reset does. Prepared statements
  * stay: node-pg remembers per connection which named statements it has parsed and would send a
@@ -34,6 +37,10 @@ export const CLIENT_ROW_SCHEMAS: ReadonlySet<unknown> = new Set([
  * state another borrower can observe; keeping them spares the engine's functions a re-plan.
  */
 export const RESET_SESSION = sql.unsafe`DO $reset$ BEGIN
+  IF now() <> statement_timestamp() THEN
+    RAISE EXCEPTION 'a transaction was left open on this connection: it is closed, not reset'
+      USING ERRCODE = 'active_sql_transaction';
+  END IF;
   EXECUTE 'CLOSE ALL';
   EXECUTE 'SET SESSION AUTHORIZATION DEFAULT';
   EXECUTE 'RESET ALL';

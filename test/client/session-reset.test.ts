@@ -63,6 +63,28 @@ describe('session reset of the client pool', () => {
     expect(clean).toMatchObject({ role: 'settle_app', cursors: 0, channels: 0, locks: 0, temps: 0 });
   });
 
+  it('a transaction left open by a borrower never reaches the next checkout', async () => {
+    const client = t.client({ poolSize: 1 });
+    const pool = await client.getPool();
+    const inTransaction = sql.type(z.object({ open: z.boolean(), pid: z.number() }))`
+      select now() <> statement_timestamp() as open, pg_backend_pid() as pid`;
+    const before = await pool.one(inTransaction);
+    expect(before.open).toBe(false);
+    // The handler begins a transaction and returns without ending it; the reset refuses to run
+    // inside it, so slonik closes that connection instead of handing it on.
+    await pool
+      .connect(async (connection) => {
+        await connection.query(sql.unsafe`begin`);
+        await connection.query(sql.unsafe`create temporary table left_open (x int)`);
+      })
+      .catch(() => {});
+    const after = await pool.one(inTransaction);
+    expect(after.open).toBe(false);
+    expect(after.pid).not.toBe(before.pid);
+    const ref = { tenant: 'acme', key: uniqueKey() };
+    expect(await client.claim({ ...ref, request: {}, binding })).toMatchObject({ outcome: 'acquired' });
+  });
+
   it('runs the client\'s own statements as prepared statements that survive the reset', async () => {
     const prepared = sql.type(z.object({ n: z.number() }))`
       select count(*)::int as n from pg_prepared_statements where name like 'pg\_settle\_%'`;
