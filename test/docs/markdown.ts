@@ -48,3 +48,34 @@ export function tableColumnsUnder(markdown: string, heading: string): string[] |
 export function seCodesIn(text: string): string[] {
   return [...new Set(text.match(/\bSE\d{3}\b/g) ?? [])].sort();
 }
+
+/** A fenced code block: its info string (`sql`, `sh`, ...), its text and its 1-based opening line. */
+export interface FencedBlock {
+  readonly lang: string;
+  readonly body: string;
+  readonly line: number;
+}
+
+/** Every fenced (```) block of a Markdown text, in order. */
+export function fencedBlocks(markdown: string): FencedBlock[] {
+  const blocks: FencedBlock[] = [];
+  let open: { lang: string; line: number; lines: string[] } | undefined;
+  markdown.split('\n').forEach((text, index) => {
+    const fence = /^\s*```(\S*)\s*$/.exec(text);
+    if (open === undefined) {
+      if (fence) open = { lang: fence[1] ?? '', line: index + 1, lines: [] };
+    } else if (fence && fence[1] === '') {
+      blocks.push({ lang: open.lang, body: open.lines.join('\n'), line: open.line });
+      open = undefined;
+    } else {
+      open.lines.push(text);
+    }
+  });
+  return blocks;
+}
+
+/** The inline code spans (`like this`) outside fenced blocks. */
+export function inlineCodeSpans(markdown: string): string[] {
+  const prose = markdown.replace(/^\s*```[^\n]*\n[\s\S]*?^\s*```\s*$/gm, '');
+  return [...prose.matchAll(/`([^`\n]+)`/g)].map((match) => match[1] ?? '');
+}
