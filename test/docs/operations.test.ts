@@ -59,8 +59,13 @@ interface Claimed {
 
 let db: TestDatabase;
 let client: pg.Client;
-/** What each runnable snippet answered: one result per statement. */
-const outcomes = new Map<Snippet, { results: pg.QueryResult[]; error: (Error & { code?: string }) | undefined }>();
+/** What each runnable snippet answered: one result per statement, and its follow-up check. */
+const outcomes = new Map<Snippet, { results: pg.QueryResult[]; error: (Error & { code?: string }) | undefined; after?: pg.QueryResult }>();
+
+/** Queries run in the same transaction right after the snippet containing the key (before the rollback). */
+const FOLLOW_UPS: Record<string, string> = {
+  'cross join lateral settle.redrive': 'select key from settle.dead_letters order by key',
+};
 
 async function claim(key: string, request: object, opts: { worker?: string; lease?: string; maxAttempts?: number } = {}): Promise<Claimed> {
   const { rows } = await client.query<Claimed>(
@@ -107,6 +112,9 @@ async function seed(): Promise<void> {
   // refund-17, a dead letter: its only allowed attempt failed retryably.
   const r1 = await claim('refund-17', { amount: 300, currency: 'EUR', to: 'acct_2' }, { maxAttempts: 1 });
   expect(await observe('fail', 'refund-17', r1, ', error => $8, retryable => true', ['{"code": "bank_unavailable"}'])).toBe('settled/attempts_exhausted');
+  // refund-18, a dead letter with another error (the bulk redrive must leave it alone).
+  const r2 = await claim('refund-18', { amount: 400, currency: 'EUR', to: 'acct_2' }, { maxAttempts: 1 });
+  expect(await observe('fail', 'refund-18', r2, ', error => $8, retryable => true', ['{"code": "card_expired"}'])).toBe('settled/attempts_exhausted');
 
   // order-43 in flight (a live lease); order-44 stuck on a dead worker (a lapsed lease).
   await claim('order-43', { amount: 10, currency: 'EUR', to: 'acct_3' }, { worker: 'worker-c', lease: '1 hour' });
@@ -136,7 +144,9 @@ beforeAll(async () => {
     if (snippet.role !== 'superuser') await client.query(`set local role ${snippet.role}`);
     try {
       const answer = (await client.query(snippet.sql)) as pg.QueryResult | pg.QueryResult[];
-      outcomes.set(snippet, { results: Array.isArray(answer) ? answer : [answer], error: undefined });
+      const followUp = Object.entries(FOLLOW_UPS).find(([text]) => snippet.sql.includes(text))?.[1];
+      const after = followUp === undefined ? undefined : await client.query(followUp);
+      outcomes.set(snippet, { results: Array.isArray(answer) ? answer : [answer], error: undefined, ...(after && { after }) });
     } catch (error) {
       outcomes.set(snippet, { results: [], error: error as Error & { code?: string } });
     } finally {
@@ -185,16 +195,16 @@ describe('docs/operations.md SQL blocks', () => {
     const [stats] = answerOf('from settle.stats\n');
     expect(stats?.rows).toEqual([
       {
-        tenant: 'acme', operations: '6', pending: '0', running: '2', unknown: '1', conflict: '1', failed: '1', completed: '1',
-        dead_lettered: '1', in_flight: '1', lapsed_leases: '1', attempts: '7',
+        tenant: 'acme', operations: '7', pending: '0', running: '2', unknown: '1', conflict: '1', failed: '2', completed: '1',
+        dead_lettered: '2', in_flight: '1', lapsed_leases: '1', attempts: '8',
       },
     ]);
   });
 
   it('finds the dead letter, old unknowns, conflicts and late results', () => {
     const [deadLetters, byCode] = answerOf('from settle.dead_letters\n order by dead_lettered_at');
-    expect(deadLetters?.rows.map((r) => r.key)).toEqual(['refund-17']);
-    expect(byCode?.rows.map((r) => [r.code, r.dead_letters])).toEqual([['bank_unavailable', '1']]);
+    expect(deadLetters?.rows.map((r) => r.key)).toEqual(['refund-17', 'refund-18']);
+    expect(byCode?.rows.map((r) => `${r.code}=${r.dead_letters}`).sort()).toEqual(['bank_unavailable=1', 'card_expired=1']);
     expect(answerOf("where status = 'unknown'")[0]?.rows.map((r) => r.key)).toEqual(['order-45']);
     const conflicts = answerOf("detail -> 'conflict_on' as conflict_on")[0]?.rows.map((r) => [r.event, r.conflict_on]);
     expect(conflicts).toEqual(expect.arrayContaining([['claim', ['request']], ['complete', ['binding_generation']]]));
@@ -223,10 +233,25 @@ describe('docs/operations.md SQL blocks', () => {
     for (const sweep of sweeps) expect(outcomes.get(sweep)?.results[0]?.rows).toEqual([{ expired: 1, dead_lettered: 0 }]);
     const redriven = answerOf('cross join lateral settle.redrive')[0]?.rows;
     expect(redriven).toEqual([{ tenant: 'acme', key: 'refund-17', status: 'pending', attempt: 1, max_attempts: 4, redrive_count: 1 }]);
+    const bulk = runnable.find((s) => s.sql.includes('cross join lateral settle.redrive')) as Snippet;
+    expect(outcomes.get(bulk)?.after?.rows, 'the other dead letter is left alone').toEqual([{ key: 'refund-18' }]);
     expect(answerOf("worker => 'oncall-INC-4711'")[0]?.rows).toEqual([
       { claim: 'acquired', outcome: 'settled', reason: 'current_attempt', status: 'completed', settled_attempt: 2 },
     ]);
     expect(answerOf('settle.purge(older_than => interval')[1]?.rows).toEqual([{ purge: 0 }]);
+  });
+
+  it('the by-hand settlement answers no row, and changes nothing, for a key that is already settled', async () => {
+    const reconcile = runnable.find((s) => s.sql.includes("worker => 'oncall-INC-4711'")) as Snippet;
+    await client.query('begin');
+    try {
+      const { rows } = await client.query(reconcile.sql.replace("key => 'order-45'", "key => 'order-42'"));
+      expect(rows).toEqual([]);
+      const { rows: op } = await client.query(`select attempt, settled_attempt from settle.get(tenant => 'acme', key => 'order-42')`);
+      expect(op).toEqual([{ attempt: 2, settled_attempt: 2 }]);
+    } finally {
+      await client.query('rollback');
+    }
   });
 });
 
