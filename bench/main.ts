@@ -7,7 +7,7 @@ import { locatePgbench, PGBENCH_MISSING_HINT } from './pgbench.js';
 import { renderMarkdown, renderTerminal } from './report.js';
 import { runBaseline, runClient, runEngineCycle, runHotkey, runReplay, runScale, type ScenarioContext } from './scenarios.js';
 import { renderThroughputSvg } from './svg.js';
-import { evaluateTargets } from './targets.js';
+import { evaluateReferenceRatios, evaluateTargets } from './targets.js';
 import type { BenchReport, RunResult, ScenarioName } from './types.js';
 
 /**
@@ -16,10 +16,13 @@ import type { BenchReport, RunResult, ScenarioName } from './types.js';
  * when a run aborts or a correctness check fails; timing never fails the run.
  */
 
-const PGBENCH_SCENARIOS: ReadonlySet<ScenarioName> = new Set(['floor2', 'cycle', 'stripe', 'local', 'lww', 'replay', 'hotkey', 'scale']);
+const PGBENCH_SCENARIOS: ReadonlySet<ScenarioName> = new Set(['floor2', 'spec4', 'cycle', 'stripe', 'local', 'lww', 'replay', 'hotkey', 'scale']);
 
-/** Per client count, neighbours are compared: floor2|cycle, cycle|client, stripe, local|lww. */
-const PAIRED_ORDER: readonly ScenarioName[] = ['floor2', 'cycle', 'client', 'stripe', 'local', 'lww', 'replay'];
+/**
+ * Per client count, neighbours are compared: floor2|spec4|cycle (spec4 sits between both sides
+ * of its reference ratios; without it floor2|cycle), cycle|client, stripe, local|lww.
+ */
+const PAIRED_ORDER: readonly ScenarioName[] = ['floor2', 'spec4', 'cycle', 'client', 'stripe', 'local', 'lww', 'replay'];
 /** In quick mode only these run at the second and later client counts. */
 const QUICK_WIDE: ReadonlySet<ScenarioName> = new Set(['floor2', 'cycle']);
 
@@ -107,6 +110,7 @@ async function main(): Promise<number> {
     options: optionsForReport(opts),
     runs,
     targets: evaluateTargets(runs, opts.clients),
+    references: evaluateReferenceRatios(runs, opts.clients),
     notes: [...notes, ...clientNotes(runs)],
   };
   await writeOutputs(report);
@@ -118,6 +122,7 @@ async function main(): Promise<number> {
 function runScenario(ctx: ScenarioContext, scenario: ScenarioName, clients: number, round: number): Promise<RunResult> {
   switch (scenario) {
     case 'floor2':
+    case 'spec4':
     case 'lww':
     case 'stripe':
       return runBaseline(ctx, scenario, clients, round);

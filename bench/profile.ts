@@ -17,7 +17,7 @@ import { locatePgbench, PGBENCH_MISSING_HINT, runPgbench, type PgbenchRunOptions
  * Prints Markdown; docs/performance.md quotes it.
  */
 
-const SCRIPTS = ['cycle', 'local', 'floor2', 'lww', 'stripe', 'replay'] as const;
+const SCRIPTS = ['cycle', 'spec4', 'local', 'floor2', 'lww', 'stripe', 'replay'] as const;
 
 interface StatementRow {
   query: string;

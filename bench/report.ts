@@ -1,6 +1,6 @@
 import { summarizeRuns } from './summary.js';
 import { formatTargetValue } from './targets.js';
-import type { BenchReport, RunResult, TargetResult } from './types.js';
+import type { BenchReport, ReferenceRatio, RunResult, TargetResult } from './types.js';
 
 /** Terminal and Markdown renderings of a bench report. */
 
@@ -56,6 +56,12 @@ function targetRows(targets: readonly TargetResult[]): string[][] {
   ]);
 }
 
+const REFERENCE_HEADER = ['ratio', 'clients', 'measured', 'what it says', 'detail'];
+
+function referenceRows(references: readonly ReferenceRatio[]): string[][] {
+  return references.map((r) => [r.name, String(r.clients), `${r.value.toFixed(2)}x`, r.meaning, r.detail]);
+}
+
 function textTable(header: readonly string[], rows: readonly string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]): string => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
@@ -76,6 +82,9 @@ export function renderTerminal(report: BenchReport): string {
     '',
     'Targets (median of per-round ratios from this run; timing never fails the run):',
     textTable(TARGET_HEADER, targetRows(report.targets)),
+    ...(report.references.length > 0
+      ? ['', 'Reference ratios (not targets; median of per-round ratios):', textTable(REFERENCE_HEADER, referenceRows(report.references))]
+      : []),
     ...report.notes.map((n) => `note: ${n}`),
   ].join('\n');
 }
@@ -98,7 +107,11 @@ Durable commits everywhere (no \`synchronous_commit=off\`).
 ## Targets
 
 ${markdownTable(TARGET_HEADER, targetRows(report.targets))}
-
+${
+  report.references.length > 0
+    ? `\n## Reference ratios (not targets of issue #5)\n\n${markdownTable(REFERENCE_HEADER, referenceRows(report.references))}\n`
+    : ''
+}
 ## Medians over rounds
 
 ${markdownTable(SUMMARY_HEADER, summaryRows(report.runs))}

@@ -4,8 +4,8 @@ import { checkpoint, type BenchServer, type RunDatabase } from './database.js';
 import { withPgClient } from '../src/db/with-pg-client.js';
 import { genericChecks, measurePgbench, measureWindow, perOp, type PgbenchMeasurement } from './measure.js';
 import { generateScaleRows } from './scale-rows.js';
-import type { RunResult } from './types.js';
-import { completedOperations, unfinishedOperations, verifyBaseline, verifyFreshKeyCycles, verifyHotkey, verifyReplay } from './verify.js';
+import type { BaselineScenario, RunResult } from './types.js';
+import { completedOperations, unfinishedOperations, verifyBaseline, verifyFreshKeyCycles, verifyHotkey, verifyReplay, verifySpec4 } from './verify.js';
 
 export interface ScenarioContext {
   readonly server: BenchServer;
@@ -37,8 +37,8 @@ function common(ctx: ScenarioContext, clients: number, round: number): Pick<Pgbe
   return { pgbench: requirePgbench(ctx), clients, threads: ctx.opts.threads, durationS: ctx.opts.durationS, warmupS: ctx.opts.warmupS, round };
 }
 
-/** floor2, lww, stripe: plain SQL baselines. */
-export function runBaseline(ctx: ScenarioContext, scenario: 'floor2' | 'lww' | 'stripe', clients: number, round: number): Promise<RunResult> {
+/** floor2, spec4, lww, stripe: plain SQL baselines. */
+export function runBaseline(ctx: ScenarioContext, scenario: BaselineScenario, clients: number, round: number): Promise<RunResult> {
   return inFreshDatabase(ctx, `${scenario}_${clients}`, (db) =>
     measurePgbench({
       ...common(ctx, clients, round),
@@ -46,7 +46,7 @@ export function runBaseline(ctx: ScenarioContext, scenario: 'floor2' | 'lww' | '
       scenario,
       label: scenario,
       script: `${scenario}.sql`,
-      verify: (client, run) => verifyBaseline(client, scenario, run),
+      verify: (client, run) => (scenario === 'spec4' ? verifySpec4(client, run) : verifyBaseline(client, scenario, run)),
     }),
   );
 }

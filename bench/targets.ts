@@ -1,4 +1,4 @@
-import type { RunResult, TargetResult } from './types.js';
+import type { ReferenceRatio, RunResult, TargetResult } from './types.js';
 
 /**
  * The targets of issue #5, each a ratio of two runs from the same bench run (or, for hotkey,
@@ -6,11 +6,14 @@ import type { RunResult, TargetResult } from './types.js';
  * computed per round, from the two runs seconds apart, and the target reports the median of
  * those per-round ratios. Reported PASS/MISS; never fails the run.
  */
+/** Picks one run from the runs of one client count (and one round). */
+type RunPicker = (runs: readonly RunResult[]) => RunResult | undefined;
+
 interface RatioTarget {
   readonly name: string;
   /** Picks the numerator's label from all runs at one client count. */
-  readonly numerator: (runs: readonly RunResult[]) => RunResult | undefined;
-  readonly denominator: (runs: readonly RunResult[]) => RunResult | undefined;
+  readonly numerator: RunPicker;
+  readonly denominator: RunPicker;
   readonly threshold: number;
 }
 
@@ -27,6 +30,16 @@ const RATIO_TARGETS: readonly RatioTarget[] = [
   { name: 'scale@max / scale@0', numerator: largestScale, denominator: byLabel('scale@0'), threshold: 0.85 },
 ];
 
+/**
+ * Ratios reported for reference, not targets of issue #5 (no threshold, no PASS/MISS): what
+ * the rows the specification requires cost against the floor, and what the engine costs
+ * over those rows.
+ */
+const REFERENCE_RATIOS: readonly { readonly name: string; readonly numerator: RunPicker; readonly denominator: RunPicker; readonly meaning: string }[] = [
+  { name: 'spec4 / floor2', numerator: byLabel('spec4'), denominator: byLabel('floor2'), meaning: 'the required rows, in plain SQL, against the two-write floor' },
+  { name: 'cycle / spec4', numerator: byLabel('cycle'), denominator: byLabel('spec4'), meaning: 'the engine against the same rows in plain SQL: its own overhead' },
+];
+
 export const HOTKEY_P99_LIMIT_MS = 10;
 
 /** Median (mean of the middle two for an even count); null for no values. */
@@ -39,43 +52,63 @@ export function median(values: readonly number[]): number | null {
 
 const roundsOf = (runs: readonly RunResult[]): number[] => [...new Set(runs.map((r) => r.round))].sort((a, b) => a - b);
 
+interface RoundRatios {
+  /** The numerator's label (the largest scale level for scale@max), if measured at all. */
+  readonly numLabel: string | undefined;
+  readonly ratios: number[];
+  readonly numTps: number;
+  readonly denTps: number;
+}
+
+/**
+ * The per-round ratios of two runs at one client count. The numerator's label is chosen over
+ * all rounds (the largest scale level measured at all), then paired round by round; a round
+ * without either side is left out.
+ */
+function roundRatios(runs: readonly RunResult[], clients: number, numerator: RunPicker, denominator: RunPicker): RoundRatios {
+  const atClients = runs.filter((r) => r.clients === clients);
+  const numLabel = numerator(atClients)?.label;
+  const pairs = roundsOf(atClients)
+    .map((round) => {
+      const inRound = atClients.filter((r) => r.round === round);
+      return { num: inRound.find((r) => r.label === numLabel), den: denominator(inRound) };
+    })
+    .filter((p): p is { num: RunResult; den: RunResult } =>
+      p.num !== undefined && p.den !== undefined && p.den.tps > 0 && !(p.num.scenario === 'scale' && p.num.label === p.den.label));
+  return {
+    numLabel: pairs[0]?.num.label,
+    ratios: pairs.map((p) => p.num.tps / p.den.tps),
+    numTps: median(pairs.map((p) => p.num.tps)) ?? 0,
+    denTps: median(pairs.map((p) => p.den.tps)) ?? 0,
+  };
+}
+
+const roundsDetail = (r: RoundRatios): string =>
+  `median of ${r.ratios.length} round${r.ratios.length === 1 ? '' : 's'}` +
+  (r.ratios.length > 1 ? ` (${r.ratios.map((x) => x.toFixed(2)).join(', ')})` : '') +
+  `; median tps ${r.numTps.toFixed(0)} / ${r.denTps.toFixed(0)}`;
+
 export function evaluateTargets(runs: readonly RunResult[], clientCounts: readonly number[]): TargetResult[] {
   const results: TargetResult[] = [];
   for (const target of RATIO_TARGETS) {
     for (const clients of clientCounts) {
-      const atClients = runs.filter((r) => r.clients === clients);
-      // The numerator's label is chosen over all rounds (the largest scale level measured at
-      // all), then paired round by round; a round without it is left out.
-      const numLabel = target.numerator(atClients)?.label;
-      const pairs = roundsOf(atClients)
-        .map((round) => {
-          const inRound = atClients.filter((r) => r.round === round);
-          return { num: inRound.find((r) => r.label === numLabel), den: target.denominator(inRound) };
-        })
-        .filter((p): p is { num: RunResult; den: RunResult } =>
-          p.num !== undefined && p.den !== undefined && p.den.tps > 0 && !(p.num.scenario === 'scale' && p.num.label === p.den.label));
-      const name = target.name.replace('scale@max', pairs[0]?.num.label ?? 'scale@max');
-      const ratios = pairs.map((p) => p.num.tps / p.den.tps);
-      const value = median(ratios);
+      const measured = roundRatios(runs, clients, target.numerator, target.denominator);
+      const name = target.name.replace('scale@max', measured.numLabel ?? 'scale@max');
+      const value = median(measured.ratios);
       if (value === null) {
         results.push({ name, clients, value: null, rounds: [], threshold: target.threshold, comparison: '>=', unit: 'x', verdict: 'n/a', detail: 'not measured in this run' });
         continue;
       }
-      const numTps = median(pairs.map((p) => p.num.tps)) ?? 0;
-      const denTps = median(pairs.map((p) => p.den.tps)) ?? 0;
       results.push({
         name,
         clients,
         value,
-        rounds: ratios,
+        rounds: measured.ratios,
         threshold: target.threshold,
         comparison: '>=',
         unit: 'x',
         verdict: value >= target.threshold ? 'PASS' : 'MISS',
-        detail:
-          `median of ${ratios.length} round${ratios.length === 1 ? '' : 's'}` +
-          (ratios.length > 1 ? ` (${ratios.map((r) => r.toFixed(2)).join(', ')})` : '') +
-          `; median tps ${numTps.toFixed(0)} / ${denTps.toFixed(0)}`,
+        detail: roundsDetail(measured),
       });
     }
   }
@@ -100,6 +133,17 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
     });
   }
   return results;
+}
+
+/** The reference ratios measured in this run (a ratio whose sides were not both measured is left out). */
+export function evaluateReferenceRatios(runs: readonly RunResult[], clientCounts: readonly number[]): ReferenceRatio[] {
+  return REFERENCE_RATIOS.flatMap((ref) =>
+    clientCounts.flatMap((clients): ReferenceRatio[] => {
+      const measured = roundRatios(runs, clients, ref.numerator, ref.denominator);
+      const value = median(measured.ratios);
+      return value === null ? [] : [{ name: ref.name, clients, value, rounds: measured.ratios, meaning: ref.meaning, detail: roundsDetail(measured) }];
+    }),
+  );
 }
 
 export function formatTargetValue(t: TargetResult): string {

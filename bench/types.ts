@@ -1,7 +1,9 @@
 /** Shapes shared by the bench runner, its reports and results/latest.json. */
 
-export const SCENARIOS = ['floor2', 'cycle', 'client', 'stripe', 'local', 'lww', 'replay', 'hotkey', 'scale'] as const;
+export const SCENARIOS = ['floor2', 'spec4', 'cycle', 'client', 'stripe', 'local', 'lww', 'replay', 'hotkey', 'scale'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
+/** Plain-SQL baselines: no engine code runs in them. */
+export type BaselineScenario = Extract<ScenarioName, 'floor2' | 'spec4' | 'lww' | 'stripe'>;
 
 export interface Check {
   readonly name: string;
@@ -57,6 +59,21 @@ export interface TargetResult {
   readonly detail: string;
 }
 
+/**
+ * A ratio reported for reference, not one of issue #5's targets: no threshold, no verdict
+ * (e.g. cycle / spec4, the engine's cost over the rows the specification requires).
+ */
+export interface ReferenceRatio {
+  readonly name: string;
+  readonly clients: number;
+  /** Median over the rounds of the per-round ratio (a ratio not measured is not reported). */
+  readonly value: number;
+  readonly rounds: readonly number[];
+  /** What the ratio says, for the report. */
+  readonly meaning: string;
+  readonly detail: string;
+}
+
 export interface BenchReport {
   readonly startedAt: string;
   readonly finishedAt: string;
@@ -75,5 +92,6 @@ export interface BenchReport {
   readonly options: Readonly<Record<string, unknown>>;
   readonly runs: readonly RunResult[];
   readonly targets: readonly TargetResult[];
+  readonly references: readonly ReferenceRatio[];
   readonly notes: readonly string[];
 }

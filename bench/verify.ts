@@ -139,3 +139,55 @@ export async function verifyBaseline(
     ],
   };
 }
+
+/**
+ * spec4 runs: every operation row the run wrote is completed with exactly one attempt, which
+ * is settled and named by settled_attempt, and two audit rows (claim:acquired, complete:settled);
+ * one row per transaction; at most one operation per client and run cut off between its two
+ * transactions (running, one unsettled attempt, one claim audit row); no audit row without
+ * its operation.
+ */
+export async function verifySpec4(db: pg.Client, opts: { processed: number; maxInFlight: number }): Promise<{ counters: Record<string, number>; checks: Check[] }> {
+  const row = (
+    await db.query<{ completed: string; open: string; bad_completed: string; bad_open: string; orphan_audit: string }>(
+      `with a as (
+         select tenant, key, count(*) as n, count(*) filter (where settled) as settled,
+                max(attempt) filter (where settled) as settled_attempt
+           from bench.spec4_attempts group by tenant, key
+       ), l as (
+         select tenant, key, count(*) as n,
+                count(*) filter (where event = 'claim' and outcome = 'acquired') as claims,
+                count(*) filter (where event = 'complete' and outcome = 'settled') as completes
+           from bench.spec4_audit_log group by tenant, key
+       )
+       select count(*) filter (where o.status = 'completed')::text as completed,
+              count(*) filter (where o.status <> 'completed')::text as open,
+              count(*) filter (where o.status = 'completed' and (a.n, a.settled, a.settled_attempt, l.n, l.claims, l.completes)
+                                 is distinct from (1::bigint, 1::bigint, o.settled_attempt, 2::bigint, 1::bigint, 1::bigint))::text as bad_completed,
+              count(*) filter (where o.status <> 'completed' and (o.status, a.n, a.settled, l.n, l.claims)
+                                 is distinct from ('running'::bench.spec4_status, 1::bigint, 0::bigint, 1::bigint, 1::bigint))::text as bad_open,
+              (select count(*) from l where not exists (
+                 select 1 from bench.spec4_operations x where x.tenant = l.tenant and x.key = l.key))::text as orphan_audit
+         from bench.spec4_operations o
+         left join a on a.tenant = o.tenant and a.key = o.key
+         left join l on l.tenant = o.tenant and l.key = o.key`,
+    )
+  ).rows[0];
+  const completed = Number(row?.completed ?? 0);
+  const open = Number(row?.open ?? 0);
+  const badCompleted = Number(row?.bad_completed ?? 0);
+  const badOpen = Number(row?.bad_open ?? 0);
+  const orphanAudit = Number(row?.orphan_audit ?? 0);
+  return {
+    counters: { completed, open, badCompleted, badOpen, orphanAudit },
+    checks: [
+      check('one completed operation per transaction', completed >= opts.processed && completed - opts.processed <= opts.maxInFlight,
+        `${completed} completed for ${opts.processed} transactions`),
+      check('every completed operation: one settled attempt, claim and complete audit rows', badCompleted === 0,
+        `${badCompleted} of ${completed} completed operations differ`),
+      check('at most one unfinished operation per client and run', open <= opts.maxInFlight && badOpen === 0,
+        `${open} unfinished (${badOpen} not running with one open attempt and one claim audit row)`),
+      check('no audit row without its operation', orphanAudit === 0, `${orphanAudit} keys`),
+    ],
+  };
+}

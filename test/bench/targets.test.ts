@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseBenchArgs } from '../../bench/args.js';
 import { summarizeRuns } from '../../bench/summary.js';
-import { evaluateTargets, median } from '../../bench/targets.js';
+import { evaluateReferenceRatios, evaluateTargets, median } from '../../bench/targets.js';
 import type { RunResult, ScenarioName } from '../../bench/types.js';
 
 function run(label: string, clients: number, round: number, tps: number, extra: Partial<RunResult> = {}): RunResult {
@@ -76,6 +76,22 @@ describe('evaluateTargets with rounds', () => {
   });
 });
 
+describe('evaluateReferenceRatios', () => {
+  it('reports cycle / spec4 and spec4 / floor2 as medians of per-round ratios, never as targets', () => {
+    const runs = [
+      run('floor2', 8, 1, 1000), run('spec4', 8, 1, 600), run('cycle', 8, 1, 300),
+      run('floor2', 8, 2, 1000), run('spec4', 8, 2, 500), run('cycle', 8, 2, 200),
+      run('floor2', 8, 3, 1000), run('spec4', 8, 3, 400), run('cycle', 8, 3, 240),
+    ];
+    const references = evaluateReferenceRatios(runs, [8, 32]);
+    expect(references.map((r) => [r.name, r.clients, r.rounds, r.value])).toEqual([
+      ['spec4 / floor2', 8, [0.6, 0.5, 0.4], 0.5],
+      ['cycle / spec4', 8, [0.5, 0.4, 0.6], 0.5],
+    ]);
+    expect(evaluateTargets(runs, [8]).map((t) => t.name)).not.toContain('cycle / spec4');
+  });
+});
+
 describe('summarizeRuns', () => {
   it('groups rounds per label and client count with median and range', () => {
     const [cycle] = summarizeRuns([run('cycle', 8, 1, 300), run('cycle', 8, 2, 500), run('cycle', 8, 3, 400)]);
@@ -84,6 +100,10 @@ describe('summarizeRuns', () => {
 });
 
 describe('parseBenchArgs', () => {
+  it('knows the spec4 baseline', () => {
+    expect(parseBenchArgs(['--scenarios', 'floor2,spec4,cycle'], 2)).toMatchObject({ scenarios: ['floor2', 'spec4', 'cycle'] });
+  });
+
   it('repeats 3 times with a 3 s warm-up by default, once with 1 s in quick mode', () => {
     expect(parseBenchArgs([], 2)).toMatchObject({ repeat: 3, warmupS: 3, durationS: 15 });
     expect(parseBenchArgs(['--quick'], 2)).toMatchObject({ repeat: 1, warmupS: 1, durationS: 4 });
