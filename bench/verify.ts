@@ -165,7 +165,7 @@ export async function verifySpec4(db: pg.Client, opts: { processed: number; maxI
               count(*) filter (where o.status = 'completed' and (a.n, a.settled, a.settled_attempt, l.n, l.claims, l.completes)
                                  is distinct from (1::bigint, 1::bigint, o.settled_attempt, 2::bigint, 1::bigint, 1::bigint))::text as bad_completed,
               count(*) filter (where o.status <> 'completed' and (o.status, a.n, a.settled, l.n, l.claims)
-                                 is distinct from ('running'::bench.spec4_status, 1::bigint, 0::bigint, 1::bigint, 1::bigint))::text as bad_open,
+                                 is distinct from ('running'::settle.status, 1::bigint, 0::bigint, 1::bigint, 1::bigint))::text as bad_open,
               (select count(*) from l where not exists (
                  select 1 from bench.spec4_operations x where x.tenant = l.tenant and x.key = l.key))::text as orphan_audit
          from bench.spec4_operations o

@@ -48,81 +48,20 @@ create table bench.ledger (
 );
 
 -- spec4: the rows the specification requires, written by plain SQL (bench/scripts/spec4.sql):
--- no PL/pgSQL, no triggers, no row rules, no RLS, no validation. Copies of the shapes of
--- settle_private.operations, attempts and audit_log (00002): same columns and types (the
--- status enum copied in lattice order), primary keys, the attempts -> operations foreign key,
--- the three partial indexes of operations and the fillfactors. Left out on purpose: the guard
--- and row-rule triggers, RLS and the audit_log CHECK `event_is_known` (validation). What the
--- engine spends over this baseline is its own overhead, not the specification's.
-create type bench.spec4_status as enum ('pending', 'running', 'unknown', 'conflict', 'failed', 'completed');
-
-create table bench.spec4_operations (
-  tenant text not null,
-  key text not null,
-  fingerprint text not null,
-  request jsonb not null,
-  principal text not null,
-  scopes text[] not null,
-  binding_generation bigint not null,
-  status bench.spec4_status not null,
-  attempt integer not null,
-  max_attempts integer not null,
-  lease_token uuid,
-  lease_expires_at timestamptz,
-  result jsonb,
-  settled_attempt integer,
-  settled_at timestamptz,
-  error jsonb,
-  dead_lettered_at timestamptz,
-  redrive_count integer not null default 0,
-  created_at timestamptz not null,
-  updated_at timestamptz not null,
-  constraint spec4_operations_pkey primary key (tenant, key)
-) with (fillfactor = 80);
-
-create index spec4_operations_by_lease_expiry_idx
-  on bench.spec4_operations (lease_expires_at)
-  where lease_token is not null;
-
-create index spec4_operations_exhausted_idx
-  on bench.spec4_operations (updated_at)
-  where lease_token is null and status in ('pending', 'unknown', 'conflict') and attempt >= max_attempts;
-
-create index spec4_operations_terminal_by_age_idx
-  on bench.spec4_operations (updated_at)
-  where status in ('failed', 'completed');
+-- no PL/pgSQL, no triggers, no row rules, no RLS, no validation. The tables take the shapes of
+-- settle_private.operations, attempts and audit_log (00002) with LIKE, so they follow the
+-- engine: same columns, types (settle.status included), NOT NULLs, defaults, identity, primary
+-- keys and the partial indexes of operations; the foreign key and the fillfactors are added
+-- here (LIKE copies neither). LIKE copies no trigger and no RLS, and without INCLUDING
+-- CONSTRAINTS not the audit_log CHECK `event_is_known` (validation) either. What the engine
+-- spends over this baseline is its own overhead, not the specification's.
+create table bench.spec4_operations (like settle_private.operations including defaults including identity including indexes)
+  with (fillfactor = 80);
 
 create table bench.spec4_attempts (
-  tenant text not null,
-  key text not null,
-  attempt integer not null,
-  lease_token uuid not null,
-  worker text,
-  claimed_at timestamptz not null,
-  ended_at timestamptz,
-  end_reason text,
-  observation bench.spec4_status,
-  observed_at timestamptz,
-  retryable boolean,
-  error jsonb,
-  late_result jsonb,
-  settled boolean not null default false,
-  constraint spec4_attempts_pkey primary key (tenant, key, attempt),
+  like settle_private.attempts including defaults including identity including indexes,
   constraint spec4_attempts_belong_to_operation foreign key (tenant, key)
     references bench.spec4_operations (tenant, key)
 ) with (fillfactor = 80);
 
-create table bench.spec4_audit_log (
-  tenant text not null,
-  key text not null,
-  audit_id bigint generated always as identity,
-  at timestamptz not null,
-  event text not null,
-  outcome text not null,
-  attempt integer,
-  status_before bench.spec4_status,
-  status_after bench.spec4_status,
-  actor text,
-  detail jsonb,
-  constraint spec4_audit_log_pkey primary key (tenant, key, audit_id)
-);
+create table bench.spec4_audit_log (like settle_private.audit_log including defaults including identity including indexes);

@@ -9,9 +9,10 @@ import { verifySpec4 } from '../../bench/verify.js';
 import { withPgClient } from '../../src/db/with-pg-client.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
 
-// The spec4 baseline (bench/sql/baselines.sql, bench/scripts/spec4.sql): copies of the engine
-// tables' shapes without triggers, RLS or validation, written by plain SQL; its script runs
-// under pgbench exactly as the runner drives it, and its correctness check sees what it wrote.
+// The spec4 baseline (bench/sql/baselines.sql, bench/scripts/spec4.sql): the engine tables'
+// shapes (CREATE TABLE ... LIKE, plus the FK and fillfactors) without triggers, RLS or
+// validation, written by plain SQL; its script runs under pgbench exactly as the runner drives
+// it, and its correctness check sees what it wrote.
 
 const TABLES = ['operations', 'attempts', 'audit_log'] as const;
 const pgbench = locatePgbench();
@@ -27,11 +28,10 @@ afterAll(async () => {
   await db?.drop();
 });
 
-/** Index, constraint and type text with the engine's and the copy's names made equal. */
+/** Column, index and constraint text without the names that differ between engine and copy. */
 const normalize = (sql: string): string =>
   sql
-    .replaceAll('bench.spec4_status', 'status')
-    .replaceAll('settle.status', 'status')
+    .replace(/^CREATE (UNIQUE )?INDEX \S+ ON/, 'CREATE $1INDEX ON')
     .replaceAll('bench.spec4_', '')
     .replaceAll('settle_private.', '')
     .replaceAll('spec4_', '');
@@ -85,12 +85,8 @@ describe('spec4 tables', () => {
     });
   });
 
-  it('copies the status enum in lattice order, and carries no trigger, row rule, RLS or CHECK', async () => {
+  it('carries no trigger, row rule, RLS or CHECK', async () => {
     await withPgClient(db.url, async (c) => {
-      const labels = await c.query<{ engine: string[]; copy: string[] }>(
-        `select enum_range(null::settle.status)::text[] as engine, enum_range(null::bench.spec4_status)::text[] as copy`,
-      );
-      expect(labels.rows[0]?.copy).toEqual(labels.rows[0]?.engine);
       const extras = await c.query<{ triggers: string; rls: boolean; checks: string }>(
         `select (select count(*) from pg_trigger t where t.tgrelid = r.oid and not t.tgisinternal)::text as triggers,
                 r.relrowsecurity as rls,
