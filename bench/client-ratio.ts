@@ -19,8 +19,10 @@ import { locatePgbench, runPgbench } from './pgbench.js';
  *
  *   npx tsx bench/client-ratio.ts [--clients 8] [--duration 5] [--warmup 1] [--rounds 2] [--only client,pg]
  *
- * Prints cycles/s per run and, per round and as the median of the rounds, the ratios
- * client/pgbench (issue #5's target: >= 0.7), client/pg and client/unprepared.
+ * Prints cycles/s per run (for the drivers in this process also the CPU, user + system, the
+ * process spent per cycle: the client's own cost, which it takes from the server on a small
+ * machine) and, per round and as the median of the rounds, the ratios client/pgbench (issue
+ * #5's target: >= 0.7), client/pg and client/unprepared.
  */
 type Driver = 'pgbench' | 'pg' | 'client' | 'unprepared';
 
@@ -72,12 +74,23 @@ async function runPgCycle(url: string, clients: number, durationS: number): Prom
   }
 }
 
-async function measure(server: BenchServer, driver: Driver, clients: number, durationS: number, warmupS: number): Promise<number> {
+interface Measured {
+  readonly tps: number;
+  /** CPU (user + system) this Node process spent per cycle; null for pgbench (another process). */
+  readonly nodeCpuUsPerCycle: number | null;
+}
+
+async function measure(server: BenchServer, driver: Driver, clients: number, durationS: number, warmupS: number): Promise<Measured> {
   const db = await server.createRunDatabase(`ratio_${driver}_${clients}`);
   try {
     await checkpoint(db.url);
     if (warmupS > 0) await drive(db.url, driver, clients, warmupS);
-    return await drive(db.url, driver, clients, durationS);
+    const before = process.cpuUsage();
+    const started = performance.now();
+    const tps = await drive(db.url, driver, clients, durationS);
+    const cpu = process.cpuUsage(before);
+    const cycles = tps * ((performance.now() - started) / 1000);
+    return { tps, nodeCpuUsPerCycle: driver === 'pgbench' || cycles === 0 ? null : (cpu.user + cpu.system) / cycles };
   } finally {
     await db.drop();
   }
@@ -119,9 +132,10 @@ const tps: Record<string, number[]> = {};
 try {
   for (let round = 1; round <= rounds; round += 1) {
     for (const driver of drivers) {
-      const value = await measure(server, driver, clients, durationS, warmupS);
+      const { tps: value, nodeCpuUsPerCycle } = await measure(server, driver, clients, durationS, warmupS);
       (tps[driver] ??= []).push(value);
-      console.log(`round ${round} ${driver.padEnd(10)} ${clients} workers ${durationS}s: ${value.toFixed(0)} cycles/s`);
+      const cpu = nodeCpuUsPerCycle === null ? '' : `, Node CPU ${nodeCpuUsPerCycle.toFixed(0)} us/cycle`;
+      console.log(`round ${round} ${driver.padEnd(10)} ${clients} workers ${durationS}s: ${value.toFixed(0)} cycles/s${cpu}`);
     }
   }
 } finally {
