@@ -1,7 +1,7 @@
 import './polyfills.js';
 import { createPool, type DatabasePool, type QuerySqlToken } from 'slonik';
 import type { z } from 'zod';
-import { OperationNotFoundError, SettleRowValidationError } from './errors.js';
+import { OperationNotFoundError, SettleRowValidationError, unconfirmedCommit } from './errors.js';
 import { settleInterceptors, settleTypeParsers, validateRow, wasValidated } from './interceptors.js';
 import { toClaimOutcome, toHeartbeatOutcome, toObservation } from './outcomes.js';
 import * as q from './queries.js';
@@ -123,7 +123,13 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     async rows(operation, query, callOptions = {}) {
       const given: Queryable | undefined = callOptions.connection;
       const retryable = given === undefined || !('transactionDepth' in given);
-      const raw = await withRetry(operation, core.retry, retryable, async () => (given ?? (await getPool())).any(query));
+      const raw = await withRetry(operation, core.retry, retryable, async () => {
+        const result = await (given ?? (await getPool())).query(query);
+        // Rows that come with a cancelled synchronous-replication wait are no acknowledgement.
+        const unconfirmed = unconfirmedCommit(operation, result.notices);
+        if (unconfirmed !== null) throw unconfirmed;
+        return result.rows;
+      });
       // Rows of a pool without the result-parser interceptor are validated here.
       const parsed = raw.map((row): unknown => (wasValidated(row) ? row : validateRow(query.parser, row, query.sql)));
       return parsed as z.output<typeof query.parser>[];

@@ -89,6 +89,36 @@ export class SettleTimeoutError extends SettleError {}
 export class SettleRetryableError extends SettleError {}
 /** Any other database error (permission denied, ...), with its SQLSTATE. */
 export class SettleDatabaseError extends SettleError {}
+/**
+ * The statement committed on the server it ran on, but PostgreSQL cancelled its wait for the
+ * synchronous standby and answered with the warning "canceling wait for synchronous
+ * replication": the commit is not confirmed as replicated and is lost if that server fails
+ * before the standby catches up. Whatever rows came back, the call's outcome is unknown: do not
+ * report it as done; retry it with the same arguments, or re-read, once replication is back.
+ * `notices` holds the server's messages. Recognised by that message text (the only part of a
+ * notice slonik 49 passes on), so a server with non-English `lc_messages` is not recognised.
+ */
+export class SettleCommitUnconfirmedError extends SettleError {
+  readonly notices: readonly string[];
+  constructor(message: string, notices: readonly string[]) {
+    super(message, { code: 'COMMIT_UNCONFIRMED', sqlstate: '01000' });
+    this.notices = notices;
+  }
+}
+
+/** PostgreSQL's warning when a commit's wait for synchronous replication is cancelled. */
+const SYNC_REP_CANCELLED = /wait for synchronous replication/i;
+
+/** A SettleCommitUnconfirmedError when `notices` say the commit was not confirmed, else null. */
+export function unconfirmedCommit(operation: string, notices: readonly { readonly message: string }[]): SettleCommitUnconfirmedError | null {
+  const messages = notices.map((notice) => notice.message);
+  if (!messages.some((message) => SYNC_REP_CANCELLED.test(message))) return null;
+  return new SettleCommitUnconfirmedError(
+    `${operation}: committed locally, but the wait for synchronous replication was cancelled; the outcome is unknown`,
+    messages,
+  );
+}
+
 /** A row from the database did not match the expected shape (schema drift or a wrong view). */
 export class SettleRowValidationError extends SettleError {
   readonly issues: readonly InputIssue[];

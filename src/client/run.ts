@@ -1,5 +1,12 @@
 import type { SettleClient } from './client.js';
-import { mapDatabaseError, SettleConnectionError, SettleError, SettleInputError, SettleTimeoutError } from './errors.js';
+import {
+  mapDatabaseError,
+  SettleCommitUnconfirmedError,
+  SettleConnectionError,
+  SettleError,
+  SettleInputError,
+  SettleTimeoutError,
+} from './errors.js';
 import { sleep } from './retry.js';
 import type {
   AttemptHandle,
@@ -88,7 +95,7 @@ export function defaultErrorToJson(error: unknown): Json {
 }
 
 export const isAmbiguous = (error: unknown): error is Error =>
-  error instanceof SettleConnectionError || error instanceof SettleTimeoutError;
+  error instanceof SettleConnectionError || error instanceof SettleTimeoutError || error instanceof SettleCommitUnconfirmedError;
 
 const callOptions = (options: RunOptions | undefined): CallOptions =>
   options?.connection === undefined ? {} : { connection: options.connection };
@@ -312,7 +319,10 @@ async function fromState(
 
 /**
  * The settle call failed ambiguously: report unknown (best effort) and re-read. A re-read that
- * shows the operation completed answers `completed`; anything else is `unknown`.
+ * shows the operation completed answers `completed`; anything else is `unknown`. After an
+ * unconfirmed commit (SettleCommitUnconfirmedError) the local record is what is not confirmed:
+ * the answer stays `unknown` with that record, and nothing more is written (a report_unknown
+ * would only wait for the same standby).
  */
 export async function unknownOutcome(
   client: SettleClient,
@@ -320,9 +330,10 @@ export async function unknownOutcome(
   cause: Error,
   call: CallOptions,
 ): Promise<RunOutcome> {
-  await client.reportUnknown(handle, call).catch(() => {});
+  const unconfirmed = cause instanceof SettleCommitUnconfirmedError;
+  if (!unconfirmed) await client.reportUnknown(handle, call).catch(() => {});
   const record = await client.get(handle, call).catch(() => null);
-  if (record !== null && record.status === 'completed') {
+  if (record !== null && record.status === 'completed' && !unconfirmed) {
     return {
       outcome: 'completed',
       result: record.result,

@@ -21,6 +21,8 @@ import {
   type PgNode,
   type ReplicationPair,
 } from '../../src/reliability/replication-cluster.js';
+import { createSettleClient, SettleCommitUnconfirmedError, type Json } from '../../src/index.js';
+import { roleUrl } from '../../src/reliability/app-url.js';
 import { settleCall } from '../../src/reliability/settle-call.js';
 import { expireLease } from '../../src/testing/clock.js';
 
@@ -183,6 +185,38 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
     expect(ticket?.outcome).toBe('acquired');
     if (ticket === undefined) return;
 
+    // The same through the typed client: run() claims while the standby is attached, the effect
+    // cuts the standby off, so complete's commit waits in SyncRep until it is cancelled. The
+    // client must answer `unknown` with the local record, never `completed`.
+    const typedKey = 'cancelled-commit-typed';
+    const typed = createSettleClient({ connectionString: roleUrl(pair.primary.url(DB), 'failover-typed-client'), poolSize: 2 });
+    const cancelTyped = (async () => {
+      for (;;) {
+        const { rows } = await admin.query<{ pid: number }>(
+          `select pid from pg_stat_activity where application_name = 'failover-typed-client' and wait_event = 'SyncRep'`,
+        );
+        if (rows[0] !== undefined) return admin.query('select pg_cancel_backend($1)', [rows[0].pid]);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    })();
+    const typedOutcome = await typed.run(
+      {
+        tenant,
+        key: typedKey,
+        request: requestFor(typedKey) as Json,
+        binding: { principal: BINDING.principal, scopes: BINDING.scopes, generation: BINDING.binding_generation },
+        leaseMs: 600_000, // no lease renewal (a heartbeat would wait for the standby too)
+      },
+      async () => {
+        await detachStandby(pair.standby);
+        return { receipt: 'never-acknowledged-typed' };
+      },
+    );
+    await cancelTyped;
+    await typed.end();
+    expect(typedOutcome).toMatchObject({ outcome: 'unknown', attempt: 1, record: { status: 'completed', settledAttempt: 1 } });
+    expect(typedOutcome.outcome === 'unknown' ? typedOutcome.cause : undefined).toBeInstanceOf(SettleCommitUnconfirmedError);
+
     // No standby: the commit of complete waits for standby1 forever, until cancelled.
     await detachStandby(pair.standby);
     const appPid = (await app.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]?.pid;
@@ -217,6 +251,9 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
     const newAdmin = await connect(pair.standby.url(DB));
     const after = await newAdmin.query<{ status: string; attempt: number }>('select status::text, attempt from settle.get($1, $2)', [tenant, key]);
     expect(after.rows[0]).toEqual({ status: 'running', attempt: 1 });
+    // The typed client's `unknown` was right: its locally completed settlement is gone too.
+    const typedAfter = await newAdmin.query<{ status: string; attempt: number }>('select status::text, attempt from settle.get($1, $2)', [tenant, typedKey]);
+    expect(typedAfter.rows[0]).toEqual({ status: 'running', attempt: 1 });
 
     // Had the client taken that answer as success, the checker would report it lost.
     const ifTrusted = await checkFailover(newAdmin, tenant, [{ tenant, key, attempt: 1, resultText: cancelled.kind === 'unknown' ? (cancelled.rows?.[0]?.result_text ?? '') : '' }]);
