@@ -882,7 +882,13 @@ begin
            and a.ended_at is null;
       end if;
       v_res.outcome := 'settled';
-      v_res.reason := case when v_current then 'current_attempt' else 'superseded_attempt' end;
+      -- Why this attempt still settles: it holds the lease, or a later attempt exists but has
+      -- not settled, or it is the latest attempt but its lease was released (it reported
+      -- unknown, or its lapsed lease was expired) and nothing else settled.
+      v_res.reason := case
+        when v_current then 'current_attempt'
+        when v_op.attempt > _observe.attempt then 'superseded_attempt'
+        else 'lease_released' end;
     end if;
   elsif not v_current then
     -- Weaker observations of an attempt that no longer holds the lease are fenced.
@@ -971,7 +977,7 @@ $$;
 comment on function settle.complete(text, text, integer, uuid, text, text, text[], bigint, jsonb) is
   'Report that this attempt''s effect committed, with its result: the binding-gated, monotonic success merge.
 Parameters: tenant, key, attempt, lease_token, fingerprint (all from the acquired claim), principal, scopes, binding_generation (the binding presented at claim), result jsonb (<= 1 MiB; immutable once settled).
-Outcomes: settled (this success is the one settlement: status completed, result stored, reason current_attempt or superseded_attempt - a superseded attempt whose effect really happened still settles if nothing did) | already_settled (reason late_success: the operation was already completed; this success is recorded on its attempt, the result is not replaced; reason attempt_already_observed: this attempt already reported another outcome) | duplicate (this attempt already reported this exact success) | conflict (fingerprint or binding differ: conflict_on; nothing disclosed; the canonical status moves to conflict if it was below it, the result is never touched) | fenced (reason invalid_token: no such attempt or token).
+Outcomes: settled (this success is the one settlement: status completed, result stored, reason current_attempt; superseded_attempt: a later attempt exists but nothing had settled, and this effect really happened; lease_released: this is the latest attempt, its lease was released (it reported unknown, or its lapsed lease was expired) and nothing had settled) | already_settled (reason late_success: the operation was already completed; this success is recorded on its attempt, the result is not replaced; reason attempt_already_observed: this attempt already reported another outcome) | duplicate (this attempt already reported this exact success) | conflict (fingerprint or binding differ: conflict_on; nothing disclosed; the canonical status moves to conflict if it was below it, the result is never touched) | fenced (reason invalid_token: no such attempt or token).
 Canonical status, result and settled_attempt after the merge are returned except for conflict and invalid_token.
 SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found.
 Locking: the operation row (FOR UPDATE). Works inside the caller''s transaction: commit a same-database effect atomically with its settlement.

@@ -71,7 +71,7 @@ export function toHeartbeatOutcome(row: HeartbeatRow): HeartbeatOutcome {
 }
 
 const REASONS = {
-  settled: ['current_attempt', 'superseded_attempt', 'final_failure', 'attempts_exhausted'],
+  settled: ['current_attempt', 'superseded_attempt', 'lease_released', 'final_failure', 'attempts_exhausted'],
   recorded: ['retryable_failure', 'outcome_unknown'],
   already_settled: ['late_success', 'attempt_already_observed'],
   fenced: ['superseded', 'settled', 'lease_released'],

@@ -99,7 +99,7 @@ export interface CanonicalState {
 export type Observation =
   | ({
       readonly outcome: 'settled';
-      readonly reason: 'current_attempt' | 'superseded_attempt' | 'final_failure' | 'attempts_exhausted';
+      readonly reason: 'current_attempt' | 'superseded_attempt' | 'lease_released' | 'final_failure' | 'attempts_exhausted';
     } & CanonicalState)
   | ({ readonly outcome: 'recorded'; readonly reason: 'retryable_failure' | 'outcome_unknown' } & CanonicalState)
   | ({ readonly outcome: 'duplicate'; readonly reason: null } & CanonicalState)

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { expireLease } from '../../src/testing/clock.js';
 import { useEngineDatabase } from './support/database.js';
 import { newOperation } from './support/fixtures.js';
 import { auditTrail, mustGetOperation, storedAttempts } from './support/inspect.js';
 import { supersededPair } from './support/scenarios.js';
-import { acquire, complete, fail, heartbeat, reportUnknown } from './support/settle.js';
+import { acquire, complete, expireLeases, fail, heartbeat, reportUnknown } from './support/settle.js';
 
 // retry-after-failure-settlement-lock.txt: crash -> lease expiry -> retry -> success yields
 // exactly one final settlement for the winning attempt, with attempt-scoped settlement locks.
@@ -92,6 +93,21 @@ describe('retry after failure', () => {
       [2, 'completed', true, null],
     ]);
     expect(await settlementsOf(admin, first.tenant, first.key)).toBe(1);
+  });
+
+  it('a late success of the latest attempt after it released its lease settles (lease_released), also after the sweeper', async () => {
+    const [app, admin] = await Promise.all([db.app(), db.connect()]);
+    // Order B: the caller timed out and reported unknown (the lease is released), then the
+    // effect's success arrives: no other attempt exists, so it is not "superseded".
+    const first = await acquire(app, newOperation('released-late'));
+    expect(await reportUnknown(app, first)).toMatchObject({ outcome: 'recorded', status: 'unknown' });
+    expect(await complete(app, first, { receipt: 'late' })).toMatchObject({ outcome: 'settled', reason: 'lease_released', settled_attempt: 1 });
+    // The sweeper ended a lapsed lease and nobody claimed since: the same answer.
+    const swept = await acquire(app, newOperation('swept-late'));
+    await expireLease(admin, swept.tenant, swept.key);
+    expect((await expireLeases(admin)).expired).toBeGreaterThanOrEqual(1);
+    expect((await mustGetOperation(admin, swept.tenant, swept.key)).lease_token).toBeNull();
+    expect(await complete(app, swept, { receipt: 'late' })).toMatchObject({ outcome: 'settled', reason: 'lease_released', settled_attempt: 1 });
   });
 
   it('a late success of a superseded attempt before the current one settles does settle (superseded_attempt)', async () => {
