@@ -1,8 +1,9 @@
 import './polyfills.js';
 import { createPool, type DatabasePool, type QuerySqlToken } from 'slonik';
 import type { z } from 'zod';
-import { OperationNotFoundError, SettleRowValidationError, unconfirmedCommit } from './errors.js';
+import { OperationNotFoundError, SettleRowValidationError } from './errors.js';
 import { settleInterceptors, settleTypeParsers, validateRow, wasValidated } from './interceptors.js';
+import { unconfirmedCommit } from './notices.js';
 import { toClaimOutcome, toHeartbeatOutcome, toObservation } from './outcomes.js';
 import * as q from './queries.js';
 import { type ResolvedRetryPolicy, resolveRetryPolicy, withRetry } from './retry.js';
