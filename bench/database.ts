@@ -139,3 +139,20 @@ export async function walBytesBetween(url: string, from: string, to: string): Pr
 export async function checkpoint(url: string): Promise<void> {
   await withPgClient(url, async (db) => void (await db.query('checkpoint')));
 }
+
+/**
+ * Completes keys `replay-1` .. `replay-<keys>` of tenant `bench` in one statement (claim and
+ * complete through the API), for the `replay` scenario and the profile's replay script.
+ */
+export async function seedReplayKeys(url: string, keys: number): Promise<void> {
+  await withPgClient(url, (c) =>
+    c.query(
+      `select count(*) from generate_series(1, $1::int) i,
+         lateral settle.claim('bench', 'replay-' || i, jsonb_build_object('amount', i, 'currency', 'EUR'), 'bench-app',
+                              array['payments.write'], 0, interval '30 seconds', 'setup', 5) c,
+         lateral settle.complete('bench', 'replay-' || i, c.attempt, c.lease_token, c.fingerprint, 'bench-app',
+                                 array['payments.write'], 0, jsonb_build_object('charge', 'ch-' || i)) r`,
+      [keys],
+    ),
+  );
+}

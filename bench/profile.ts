@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { startBenchServer } from './database.js';
+import { seedReplayKeys, startBenchServer } from './database.js';
 import { withPgClient } from '../src/db/with-pg-client.js';
 import { scriptPath } from './measure.js';
 import { sampleWaitEvents } from './wait-events.js';
@@ -45,7 +45,7 @@ async function main(): Promise<void> {
     for (const script of SCRIPTS) {
       const db = await server.createRunDatabase(`profile_${script}`);
       try {
-        if (script === 'replay') await seedReplay(db.url, ops);
+        if (script === 'replay') await seedReplayKeys(db.url, ops);
         await withPgClient(db.url, async (c) => {
           await c.query(`alter database ${db.name} set pg_stat_statements.track = 'all'`);
           await c.query('checkpoint');
@@ -89,19 +89,6 @@ async function main(): Promise<void> {
   } finally {
     await server.stop();
   }
-}
-
-async function seedReplay(url: string, keys: number): Promise<void> {
-  await withPgClient(url, (c) =>
-    c.query(
-      `select count(*) from generate_series(1, $1::int) i,
-         lateral settle.claim('bench', 'replay-' || i, jsonb_build_object('amount', i, 'currency', 'EUR'), 'bench-app',
-                              array['payments.write'], 0, interval '30 seconds', 'setup', 5) c,
-         lateral settle.complete('bench', 'replay-' || i, c.attempt, c.lease_token, c.fingerprint, 'bench-app',
-                                 array['payments.write'], 0, jsonb_build_object('charge', 'ch-' || i)) r`,
-      [keys],
-    ),
-  );
 }
 
 async function walSnapshot(url: string): Promise<{ bytes: number; records: number; fpi: number }> {

@@ -1,6 +1,6 @@
 import type { BenchOptions } from './args.js';
 import { runClientCycle } from './client-cycle.js';
-import { checkpoint, type BenchServer, type RunDatabase } from './database.js';
+import { checkpoint, seedReplayKeys, type BenchServer, type RunDatabase } from './database.js';
 import { withPgClient } from '../src/db/with-pg-client.js';
 import { genericChecks, measurePgbench, measureWindow, perOp, type PgbenchMeasurement } from './measure.js';
 import { generateScaleRows } from './scale-rows.js';
@@ -69,17 +69,10 @@ export function runEngineCycle(ctx: ScenarioContext, scenario: 'cycle' | 'local'
 export function runReplay(ctx: ScenarioContext, clients: number, round: number): Promise<RunResult> {
   const keys = ctx.opts.quick ? 2_000 : 20_000;
   return inFreshDatabase(ctx, `replay_${clients}`, async (db) => {
-    await withPgClient(db.url, async (client) => {
-      await client.query(
-        `select count(*) from generate_series(1, $1::int) i,
-           lateral settle.claim('bench', 'replay-' || i, jsonb_build_object('amount', i, 'currency', 'EUR'), 'bench-app',
-                                array['payments.write'], 0, interval '30 seconds', 'setup', 5) c,
-           lateral settle.complete('bench', 'replay-' || i, c.attempt, c.lease_token, c.fingerprint, 'bench-app',
-                                   array['payments.write'], 0, jsonb_build_object('charge', 'ch-' || i)) r`,
-        [keys],
-      );
-      await client.query('vacuum (analyze) settle_private.operations, settle_private.attempts, settle_private.audit_log');
-    });
+    await seedReplayKeys(db.url, keys);
+    await withPgClient(db.url, (client) =>
+      client.query('vacuum (analyze) settle_private.operations, settle_private.attempts, settle_private.audit_log'),
+    );
     return measurePgbench({
       ...common(ctx, clients, round),
       db,
