@@ -2,11 +2,12 @@ import { performance } from 'node:perf_hooks';
 import { sql } from 'slonik';
 import { createSettleClient } from '../src/client/index.js';
 import { percentile } from './pgbench-parse.js';
+import type { RunLength } from './types.js';
 
 /**
  * The `client` scenario's driver: `clients` concurrent workers in this Node process sharing one
  * TypeScript client (createSettleClient, pool of `clients` connections), each looping
- * `client.run()` on fresh keys for `durationS` seconds: the same cycle (claim, effect,
+ * `client.run()` on fresh keys for a number of seconds or of cycles per worker: the same cycle (claim, effect,
  * complete), keys, request and concurrency as bench/scripts/cycle.sql. The effect is a no-op
  * returning the result, like the script's.
  */
@@ -14,6 +15,7 @@ export interface ClientCycleResult {
   readonly driver: 'client';
   readonly statements: readonly { readonly command: string; readonly latencyMs: number }[];
   readonly processed: number;
+  readonly elapsedS: number;
   readonly tps: number;
   readonly latencyAverageMs: number;
   readonly p50Ms: number | null;
@@ -23,7 +25,7 @@ export interface ClientCycleResult {
 export async function runClientCycle(
   url: string,
   clients: number,
-  durationS: number,
+  length: RunLength,
   options: { readonly preparedStatements?: boolean } = {},
 ): Promise<ClientCycleResult> {
   const client = createSettleClient({ ...options, connectionString: url, poolSize: clients });
@@ -33,10 +35,12 @@ export async function runClientCycle(
     const pool = await client.getPool();
     await Promise.all(Array.from({ length: clients }, () => pool.query(sql.unsafe`select 1`)));
     const started = performance.now();
-    const deadline = started + durationS * 1000;
+    const deadline = length.kind === 'seconds' ? started + length.seconds * 1000 : Number.POSITIVE_INFINITY;
+    const cycles = length.kind === 'transactions' ? length.perClient : Number.POSITIVE_INFINITY;
     await Promise.all(
       Array.from({ length: clients }, async (_, worker) => {
-        while (performance.now() < deadline) {
+        // At least one cycle per worker, so even a starved timed run measures something.
+        for (let done = 0; done < cycles && (done === 0 || performance.now() < deadline); done++) {
           const k = 100_000_000_000 + Math.floor(Math.random() * 899_999_999_999);
           const key = `op-${k}-n${worker}`;
           const t0 = performance.now();
@@ -65,6 +69,7 @@ export async function runClientCycle(
       driver: 'client',
       statements: [{ command: 'client.run (claim + effect + complete)', latencyMs: average }],
       processed,
+      elapsedS,
       tps: processed / elapsedS,
       latencyAverageMs: average,
       p50Ms: percentile(latencies, 50),

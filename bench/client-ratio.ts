@@ -110,9 +110,9 @@ async function drive(url: string, driver: Driver, clients: number, durationS: nu
     case 'pg':
       return runPgCycle(url, clients, durationS);
     case 'client':
-      return (await runClientCycle(url, clients, durationS)).tps;
+      return (await runClientCycle(url, clients, { kind: 'seconds', seconds: durationS })).tps;
     case 'unprepared':
-      return (await runClientCycle(url, clients, durationS, { preparedStatements: false })).tps;
+      return (await runClientCycle(url, clients, { kind: 'seconds', seconds: durationS }, { preparedStatements: false })).tps;
   }
 }
 

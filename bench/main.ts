@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { parseBenchArgs, USAGE, type BenchOptions } from './args.js';
+import { describeLength, parseBenchArgs, USAGE, type BenchOptions } from './args.js';
 import { BENCH_DIR, startBenchServer } from './database.js';
 import { locatePgbench, PGBENCH_MISSING_HINT } from './pgbench.js';
 import { renderMarkdown, renderTerminal } from './report.js';
@@ -55,7 +55,7 @@ async function main(): Promise<number> {
     const ctx: ScenarioContext = { server, pgbench, opts, log: quiet, progress: log };
     log(
       `PostgreSQL ${server.serverVersion} (${server.provisioned.kind}); ${pgbench ?? 'no pgbench'}; ` +
-        `${opts.durationS} s per run after ${opts.warmupS} s warm-up, ${opts.repeat} round${opts.repeat === 1 ? '' : 's'}`,
+        `${describeLength(opts.length)} per run after ${opts.warmup === null ? 'no' : describeLength(opts.warmup)} warm-up, ${opts.repeat} round${opts.repeat === 1 ? '' : 's'}`,
     );
     const record = (run: RunResult): void => {
       runs.push(run);
@@ -150,13 +150,13 @@ function optionsForReport(opts: BenchOptions): Record<string, unknown> {
     quick: opts.quick,
     scenarios: opts.scenarios,
     clients: opts.clients,
-    durationS: opts.durationS,
+    length: describeLength(opts.length),
     scaleRows: opts.scaleRows,
     hotkeyClients: opts.hotkeyClients,
     hotKeys: opts.hotKeys,
     threads: opts.threads,
     repeat: opts.repeat,
-    warmupS: opts.warmupS,
+    warmup: opts.warmup === null ? null : describeLength(opts.warmup),
   };
 }
 

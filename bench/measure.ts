@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { checkpoint, readServerCounters, walBytesBetween, BENCH_DIR, type RunDatabase, type ServerCounters } from './database.js';
 import { withPgClient } from '../src/db/with-pg-client.js';
 import { percentile, runPgbench, type PgbenchRunOptions } from './pgbench.js';
-import type { Check, RunResult, ScenarioName } from './types.js';
+import type { Check, RunLength, RunResult, ScenarioName } from './types.js';
 import { check } from './verify.js';
 
 export interface Verification {
@@ -28,9 +28,9 @@ export interface PgbenchMeasurement {
   readonly script: string;
   readonly clients: number;
   readonly threads: number;
-  readonly durationS: number;
-  /** Unmeasured seconds of the same script after the CHECKPOINT (0 = none). */
-  readonly warmupS: number;
+  readonly length: RunLength;
+  /** Unmeasured run of the same script after the CHECKPOINT (null = none). */
+  readonly warmup: RunLength | null;
   readonly round: number;
   readonly defines?: Readonly<Record<string, string | number>>;
   readonly latencyLog?: boolean;
@@ -80,9 +80,9 @@ export async function measurePgbench(m: PgbenchMeasurement): Promise<RunResult> 
     maxTries: 3,
     ...(m.defines === undefined ? {} : { defines: m.defines }),
   };
-  const warmup = m.warmupS > 0 ? await runPgbench({ ...base, durationS: m.warmupS }) : null;
+  const warmup = m.warmup === null ? null : await runPgbench({ ...base, ...pgbenchLength(m.warmup) });
   const { result: run, window } = await measureWindow(m.db.url, () =>
-    runPgbench({ ...base, durationS: m.durationS, latencyLog: m.latencyLog ?? false }),
+    runPgbench({ ...base, ...pgbenchLength(m.length), latencyLog: m.latencyLog ?? false }),
   );
   const out = run.output;
   const warmupProcessed = warmup?.output.processed ?? 0;
@@ -98,8 +98,9 @@ export async function measurePgbench(m: PgbenchMeasurement): Promise<RunResult> 
     clients: m.clients,
     round: m.round,
     driver: 'pgbench',
-    durationS: m.durationS,
-    warmupS: warmup === null ? 0 : m.warmupS,
+    durationS: run.elapsedS,
+    transactionsPerClient: m.length.kind === 'transactions' ? m.length.perClient : null,
+    warmupS: warmup?.elapsedS ?? 0,
     tps: out.tps ?? 0,
     processed: out.processed,
     failed: out.failed,
@@ -115,6 +116,9 @@ export async function measurePgbench(m: PgbenchMeasurement): Promise<RunResult> 
     ...(m.scaleRows === undefined ? {} : { scaleRows: m.scaleRows }),
   };
 }
+
+const pgbenchLength = (length: RunLength): Pick<PgbenchRunOptions, 'durationS' | 'transactionsPerClient'> =>
+  length.kind === 'seconds' ? { durationS: length.seconds } : { transactionsPerClient: length.perClient };
 
 export function perOp(window: MeasuredWindow, processed: number): Pick<RunResult, 'walBytesPerOp' | 'fpiPerOp' | 'checkpointsDuring'> {
   return {

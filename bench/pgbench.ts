@@ -3,6 +3,7 @@ import { accessSync, constants } from 'node:fs';
 import { copyFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { parseLatencyLog, parsePgbenchOutput, type PgbenchOutput } from './pgbench-parse.js';
 
 export { parseLatencyLog, parsePgbenchOutput, percentile, type PgbenchOutput, type PgbenchStatementLatency } from './pgbench-parse.js';
@@ -58,18 +59,24 @@ export interface PgbenchRun {
   /** Per-transaction latencies in microseconds, when latencyLog was set. */
   readonly latenciesUs: readonly number[] | null;
   readonly argv: readonly string[];
+  /** Wall-clock seconds from spawn to exit (connection start-up included). */
+  readonly elapsedS: number;
   readonly exitCode: number;
   readonly stdout: string;
   readonly stderr: string;
 }
 
-/** pgbench exited non-zero or printed "Run was aborted": the numbers are not a measurement. */
+/**
+ * pgbench exited non-zero, printed "Run was aborted" or processed nothing: the numbers are not a
+ * measurement. (A timed run on a loaded machine can close its window before its connections
+ * open; the quick bench therefore counts transactions instead, see bench/args.ts.)
+ */
 export class PgbenchAbortedError extends Error {
   constructor(
     readonly run: Omit<PgbenchRun, 'latenciesUs'>,
   ) {
     super(
-      `pgbench run aborted (exit code ${run.exitCode}): ${run.argv.join(' ')}\n` +
+      `pgbench run aborted or empty (exit code ${run.exitCode}, ${run.output.processed} transactions processed): ${run.argv.join(' ')}\n` +
         `--- pgbench stderr ---\n${run.stderr.trim()}\n--- pgbench stdout ---\n${run.stdout.trim()}`,
     );
     this.name = 'PgbenchAbortedError';
@@ -86,13 +93,15 @@ export async function runPgbench(opts: PgbenchRunOptions): Promise<PgbenchRun> {
     const script = path.join(workDir, path.basename(opts.script));
     await copyFile(opts.script, script);
     const argv = pgbenchArgs(opts, script, workDir);
+    const started = performance.now();
     const { exitCode, stdout, stderr } = await spawnCollect(opts.pgbench, argv, workDir);
+    const elapsedS = (performance.now() - started) / 1000;
     const output = parsePgbenchOutput(stdout, stderr);
-    if (exitCode !== 0 || output.aborted || output.tps === null) {
-      throw new PgbenchAbortedError({ output, argv: [opts.pgbench, ...argv], exitCode, stdout, stderr });
+    if (exitCode !== 0 || output.aborted || output.tps === null || output.processed === 0) {
+      throw new PgbenchAbortedError({ output, argv: [opts.pgbench, ...argv], elapsedS, exitCode, stdout, stderr });
     }
     const latenciesUs = opts.latencyLog === true ? await readLatencyLogs(workDir) : null;
-    return { output, latenciesUs, argv: [opts.pgbench, ...argv], exitCode, stdout, stderr };
+    return { output, latenciesUs, argv: [opts.pgbench, ...argv], elapsedS, exitCode, stdout, stderr };
   } finally {
     await rm(workDir, { recursive: true, force: true });
   }

@@ -33,8 +33,8 @@ function requirePgbench(ctx: ScenarioContext): string {
 }
 
 /** The fields every pgbench measurement takes from the options. */
-function common(ctx: ScenarioContext, clients: number, round: number): Pick<PgbenchMeasurement, 'pgbench' | 'clients' | 'threads' | 'durationS' | 'warmupS' | 'round'> {
-  return { pgbench: requirePgbench(ctx), clients, threads: ctx.opts.threads, durationS: ctx.opts.durationS, warmupS: ctx.opts.warmupS, round };
+function common(ctx: ScenarioContext, clients: number, round: number): Pick<PgbenchMeasurement, 'pgbench' | 'clients' | 'threads' | 'length' | 'warmup' | 'round'> {
+  return { pgbench: requirePgbench(ctx), clients, threads: ctx.opts.threads, length: ctx.opts.length, warmup: ctx.opts.warmup, round };
 }
 
 /** floor2, spec4, lww, stripe: plain SQL baselines. */
@@ -148,8 +148,8 @@ export async function runScale(ctx: ScenarioContext, clientCounts: readonly numb
 export function runClient(ctx: ScenarioContext, clients: number, round: number): Promise<RunResult> {
   return inFreshDatabase(ctx, `client_${clients}`, async (db) => {
     await checkpoint(db.url);
-    const warmup = ctx.opts.warmupS > 0 ? await runClientCycle(db.url, clients, ctx.opts.warmupS) : null;
-    const { result, window } = await measureWindow(db.url, () => runClientCycle(db.url, clients, ctx.opts.durationS));
+    const warmup = ctx.opts.warmup === null ? null : await runClientCycle(db.url, clients, ctx.opts.warmup);
+    const { result, window } = await measureWindow(db.url, () => runClientCycle(db.url, clients, ctx.opts.length));
     const verification = await withPgClient(db.url, (client) =>
       verifyFreshKeyCycles(client, {
         processed: result.processed + (warmup?.processed ?? 0),
@@ -164,8 +164,9 @@ export function runClient(ctx: ScenarioContext, clients: number, round: number):
       clients,
       round,
       driver: result.driver,
-      durationS: ctx.opts.durationS,
-      warmupS: warmup === null ? 0 : ctx.opts.warmupS,
+      durationS: result.elapsedS,
+      transactionsPerClient: ctx.opts.length.kind === 'transactions' ? ctx.opts.length.perClient : null,
+      warmupS: warmup?.elapsedS ?? 0,
       tps: result.tps,
       processed: result.processed,
       failed: 0,

@@ -5,6 +5,9 @@ export type ScenarioName = (typeof SCENARIOS)[number];
 /** Plain-SQL baselines: no engine code runs in them. */
 export type BaselineScenario = Extract<ScenarioName, 'floor2' | 'spec4' | 'lww' | 'stripe'>;
 
+/** A run lasts a number of seconds (pgbench -T) or a number of transactions per client (-t). */
+export type RunLength = { readonly kind: 'seconds'; readonly seconds: number } | { readonly kind: 'transactions'; readonly perClient: number };
+
 export interface Check {
   readonly name: string;
   readonly ok: boolean;
@@ -19,7 +22,10 @@ export interface RunResult {
   /** 1-based round: with --repeat N every scenario runs N times, alternated with its baselines. */
   readonly round: number;
   readonly driver: 'pgbench' | 'client';
+  /** Wall-clock seconds of the measured run (for a counted run: how long its transactions took). */
   readonly durationS: number;
+  /** Transactions per client of a counted run; null for a timed run. */
+  readonly transactionsPerClient: number | null;
   readonly tps: number;
   readonly processed: number;
   readonly failed: number;
@@ -34,7 +40,7 @@ export interface RunResult {
   readonly fpiPerOp: number | null;
   /** Checkpoints that started during the measured window (pg_stat_bgwriter, cluster-wide). */
   readonly checkpointsDuring: number;
-  /** Seconds of the same script run unmeasured after the CHECKPOINT, before the measured window. */
+  /** Wall-clock seconds of the unmeasured warm-up after the CHECKPOINT, before the measured window. */
   readonly warmupS: number;
   /** Average latency per pgbench command (or client call). */
   readonly statements: readonly { readonly command: string; readonly latencyMs: number }[];

@@ -13,6 +13,7 @@ function run(label: string, clients: number, round: number, tps: number, extra: 
     round,
     driver: 'pgbench',
     durationS: 1,
+    transactionsPerClient: null,
     warmupS: 0,
     tps,
     processed: tps,
@@ -104,10 +105,23 @@ describe('parseBenchArgs', () => {
     expect(parseBenchArgs(['--scenarios', 'floor2,spec4,cycle'], 2)).toMatchObject({ scenarios: ['floor2', 'spec4', 'cycle'] });
   });
 
-  it('repeats 3 times with a 3 s warm-up by default, once with 1 s in quick mode', () => {
-    expect(parseBenchArgs([], 2)).toMatchObject({ repeat: 3, warmupS: 3, durationS: 15 });
-    expect(parseBenchArgs(['--quick'], 2)).toMatchObject({ repeat: 1, warmupS: 1, durationS: 4 });
-    expect(parseBenchArgs(['--repeat', '5', '--warmup', '0'], 2)).toMatchObject({ repeat: 5, warmupS: 0 });
+  it('repeats 3 times with a 3 s warm-up by default, once in quick mode', () => {
+    expect(parseBenchArgs([], 2)).toMatchObject({ repeat: 3, warmup: { kind: 'seconds', seconds: 3 }, length: { kind: 'seconds', seconds: 15 } });
+    expect(parseBenchArgs(['--repeat', '5', '--warmup', '0'], 2)).toMatchObject({ repeat: 5, warmup: null });
     expect(() => parseBenchArgs(['--repeat', '0'], 2)).toThrow(/--repeat/);
+  });
+
+  // Issue #10 §0: a timed quick window (-T 1 with 64 clients) came out empty on a loaded machine
+  // and failed CI. Quick runs count transactions, so no window can be empty.
+  it('counts transactions in quick mode instead of timing a window', () => {
+    expect(parseBenchArgs(['--quick'], 2)).toMatchObject({
+      repeat: 1,
+      length: { kind: 'transactions', perClient: 100 },
+      warmup: { kind: 'transactions', perClient: 20 },
+    });
+    expect(parseBenchArgs(['--quick', '--duration', '4'], 2)).toMatchObject({ length: { kind: 'seconds', seconds: 4 } });
+    expect(parseBenchArgs(['--transactions', '50', '--warmup', '0'], 2)).toMatchObject({ length: { kind: 'transactions', perClient: 50 }, warmup: null });
+    expect(() => parseBenchArgs(['--transactions', '50', '--duration', '3'], 2)).toThrow(/give one of them/);
+    expect(() => parseBenchArgs(['--transactions', '0'], 2)).toThrow(/--transactions/);
   });
 });
