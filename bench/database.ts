@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { quoteIdent, withDatabase } from '../src/db/database-url.js';
 import { migrate } from '../src/db/migrate.js';
-import { provisionPostgres, type ProvisionedPostgres } from '../src/db/provision.js';
+import { provisionPostgres, type ProvisionedPostgres } from '../src/dev-server/provision.js';
 import { withPgClient } from '../src/db/with-pg-client.js';
 
 export const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));

@@ -1,6 +1,6 @@
 import { redactPassword } from '../db/database-url.js';
 import { migrate } from '../db/migrate.js';
-import { provisionPostgres, type ProvisionedPostgres } from '../db/provision.js';
+import { provisionPostgres, type ProvisionedPostgres } from '../dev-server/provision.js';
 import { DatabaseUnavailableError } from './errors.js';
 
 /** The database a command runs against. */

@@ -1,7 +1,7 @@
 import type { TestProject } from 'vitest/node';
 import { quoteIdent, withDatabase } from '../db/database-url.js';
 import { migrate } from '../db/migrate.js';
-import { provisionPostgres } from '../db/provision.js';
+import { provisionPostgres } from '../dev-server/provision.js';
 import { withPgClient } from '../db/with-pg-client.js';
 import { TEMPLATE_DB } from './provided-context.js';
 

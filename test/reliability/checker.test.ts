@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expireLease } from '../../src/testing/clock.js';
-import { roleUrl } from '../../src/reliability/app-url.js';
-import { check, describeViolations } from '../../src/reliability/checker.js';
-import { recordFigures } from '../../src/reliability/figures.js';
-import { readFinalState, type FinalState, type OperationRow } from '../../src/reliability/final-state.js';
-import { History, type Answer, type CompletedOp } from '../../src/reliability/history.js';
-import type { Invariant } from '../../src/reliability/invariants.js';
-import { acquiredTicket, recording } from '../../src/reliability/recorder.js';
-import { createQuietPool, createSqlDriver } from '../../src/reliability/sql-driver.js';
+import { roleUrl } from './harness/app-url.js';
+import { check, describeViolations } from './harness/checker.js';
+import { recordFigures } from './harness/figures.js';
+import { readFinalState, type FinalState, type OperationRow } from './harness/final-state.js';
+import { History, type Answer, type CompletedOp } from './harness/history.js';
+import type { Invariant } from './harness/invariants.js';
+import { acquiredTicket, recording } from './harness/recorder.js';
+import { createQuietPool, createSqlDriver } from './harness/sql-driver.js';
 import { useReliabilityDatabase } from './support/database.js';
 
 // A clean history recorded against the real engine (stale worker fenced, late success,

@@ -11,8 +11,8 @@ import {
   runSettleLoad,
   violationCount,
   type LoadHistory,
-} from '../../src/reliability/failover.js';
-import { recordFigures } from '../../src/reliability/figures.js';
+} from './harness/failover.js';
+import { recordFigures } from './harness/figures.js';
 import {
   detachStandby,
   promote,
@@ -20,10 +20,10 @@ import {
   startReplicationPair,
   type PgNode,
   type ReplicationPair,
-} from '../../src/reliability/replication-cluster.js';
+} from '../../src/dev-server/replication-pair.js';
 import { createSettleClient, SettleCommitUnconfirmedError, type Json } from '../../src/index.js';
-import { roleUrl } from '../../src/reliability/app-url.js';
-import { settleCall } from '../../src/reliability/settle-call.js';
+import { roleUrl } from './harness/app-url.js';
+import { settleCall } from './harness/settle-call.js';
 import { expireLease } from '../../src/testing/clock.js';
 
 // Failover of a primary with a synchronous (remote_apply) standby, an asynchronous control, and

@@ -1,16 +1,16 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
-import { roleUrl } from '../../src/reliability/app-url.js';
-import { waitForBackends } from '../../src/reliability/backends.js';
-import { check, describeViolations } from '../../src/reliability/checker.js';
-import { createClientDriver } from '../../src/reliability/client-driver.js';
-import type { Ticket } from '../../src/reliability/driver.js';
-import { readFinalState } from '../../src/reliability/final-state.js';
-import { History, sqlState } from '../../src/reliability/history.js';
-import { recording } from '../../src/reliability/recorder.js';
-import { countCalls, ScenarioTally, SETTLE_CALLS } from '../../src/reliability/scenario-tally.js';
-import { createSqlDriver } from '../../src/reliability/sql-driver.js';
+import { roleUrl } from './harness/app-url.js';
+import { waitForBackends } from './harness/backends.js';
+import { check, describeViolations } from './harness/checker.js';
+import { createClientDriver } from './harness/client-driver.js';
+import type { Ticket } from './harness/driver.js';
+import { readFinalState } from './harness/final-state.js';
+import { History, sqlState } from './harness/history.js';
+import { recording } from './harness/recorder.js';
+import { countCalls, ScenarioTally, SETTLE_CALLS } from './harness/scenario-tally.js';
+import { createSqlDriver } from './harness/sql-driver.js';
 import { expireLease } from '../../src/testing/clock.js';
 import { useReliabilityDatabase } from './support/database.js';
 

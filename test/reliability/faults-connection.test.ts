@@ -4,10 +4,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { mapDatabaseError, SettleConnectionError, SettleTimeoutError } from '../../src/client/errors.js';
 import type { AttemptHandle } from '../../src/client/types.js';
-import { roleUrl } from '../../src/reliability/app-url.js';
-import { gate, waitForBackends } from '../../src/reliability/backends.js';
-import { classifyError } from '../../src/reliability/history.js';
-import { countCalls, ScenarioTally, SETTLE_CALLS } from '../../src/reliability/scenario-tally.js';
+import { roleUrl } from './harness/app-url.js';
+import { gate, waitForBackends } from './harness/backends.js';
+import { classifyError } from './harness/history.js';
+import { countCalls, ScenarioTally, SETTLE_CALLS } from './harness/scenario-tally.js';
 import { expireLease } from '../../src/testing/clock.js';
 import { useReliabilityDatabase } from './support/database.js';
 

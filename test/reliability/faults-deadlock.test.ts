@@ -3,11 +3,11 @@ import type { DatabaseTransactionConnection } from 'slonik';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { isRetryable, SettleRetryableError } from '../../src/client/errors.js';
-import { roleUrl } from '../../src/reliability/app-url.js';
-import { gate, waitForBackends } from '../../src/reliability/backends.js';
-import { check, describeViolations } from '../../src/reliability/checker.js';
-import { readFinalState } from '../../src/reliability/final-state.js';
-import { countCalls, ScenarioTally, SETTLE_CALLS } from '../../src/reliability/scenario-tally.js';
+import { roleUrl } from './harness/app-url.js';
+import { gate, waitForBackends } from './harness/backends.js';
+import { check, describeViolations } from './harness/checker.js';
+import { readFinalState } from './harness/final-state.js';
+import { countCalls, ScenarioTally, SETTLE_CALLS } from './harness/scenario-tally.js';
 import { useReliabilityDatabase } from './support/database.js';
 
 // 40P01: no single engine call can deadlock (each locks one operation row), but a caller's own

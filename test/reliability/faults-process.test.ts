@@ -1,13 +1,13 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { roleUrl } from '../../src/reliability/app-url.js';
-import { check, describeViolations } from '../../src/reliability/checker.js';
-import { ChildWorker } from '../../src/reliability/child-worker.js';
-import type { SettleDriver, Ticket } from '../../src/reliability/driver.js';
-import { readFinalState } from '../../src/reliability/final-state.js';
-import { countCalls, ScenarioTally, SETTLE_CALLS } from '../../src/reliability/scenario-tally.js';
-import { createSqlDriver } from '../../src/reliability/sql-driver.js';
-import { WORKER_BINDING, workerRequest } from '../../src/reliability/worker-protocol.js';
+import { roleUrl } from './harness/app-url.js';
+import { check, describeViolations } from './harness/checker.js';
+import { ChildWorker } from './harness/child-worker.js';
+import type { SettleDriver, Ticket } from './harness/driver.js';
+import { readFinalState } from './harness/final-state.js';
+import { countCalls, ScenarioTally, SETTLE_CALLS } from './harness/scenario-tally.js';
+import { createSqlDriver } from './harness/sql-driver.js';
+import { WORKER_BINDING, workerRequest } from './harness/worker-protocol.js';
 import { expireLease } from '../../src/testing/clock.js';
 import { useReliabilityDatabase } from './support/database.js';
 

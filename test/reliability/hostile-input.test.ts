@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSettleClient, SettleInputError } from '../../src/client/index.js';
-import { recordFigures } from '../../src/reliability/figures.js';
+import { recordFigures } from './harness/figures.js';
 import {
   backendPeakKiB,
   catalogExposure,
@@ -9,7 +9,7 @@ import {
   sqlErrorOf,
   storedCounts,
   type StoredCounts,
-} from '../../src/reliability/hostile-inputs.js';
+} from './harness/hostile-inputs.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
 
 // Issue #4 §3: as the application role, every hostile input gets a typed error (an SQLSTATE of

@@ -1,13 +1,13 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { roleUrl } from '../../src/reliability/app-url.js';
-import { canonicalJson } from '../../src/reliability/canonical-json.js';
-import { recordFigures } from '../../src/reliability/figures.js';
-import type { SettleDriver, Ticket } from '../../src/reliability/driver.js';
-import { rank } from '../../src/reliability/invariants.js';
-import type { StatusName } from '../../src/reliability/history.js';
-import { createSqlDriver } from '../../src/reliability/sql-driver.js';
+import { roleUrl } from './harness/app-url.js';
+import { canonicalJson } from './harness/canonical-json.js';
+import { recordFigures } from './harness/figures.js';
+import type { SettleDriver, Ticket } from './harness/driver.js';
+import { rank } from './harness/invariants.js';
+import type { StatusName } from './harness/history.js';
+import { createSqlDriver } from './harness/sql-driver.js';
 import { expireLease } from '../../src/testing/clock.js';
 import { useReliabilityDatabase } from './support/database.js';
 

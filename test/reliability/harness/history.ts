@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { Status } from '../client/types.js';
+import type { Status } from '../../../src/client/types.js';
 
 /**
  * A Jepsen-style history: every client-visible call is recorded twice, when it is invoked and

@@ -23,7 +23,7 @@ export interface CheckReport {
 
 /**
  * Checks a history plus the final database state against the invariants of
- * src/reliability/invariants.ts. The final state is judged on its own (audit trail replay,
+ * test/reliability/harness/invariants.ts. The final state is judged on its own (audit trail replay,
  * attempts) and against every call of the history.
  */
 export function check(ops: readonly CompletedOp[], state: FinalState, options: CheckOptions = {}): CheckReport {

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { expireLease } from '../testing/clock.js';
+import { expireLease } from '../../../src/testing/clock.js';
 import type { ClaimCall } from './driver.js';
 import type { BindingArgs } from './history.js';
 import type { ScenarioName } from './mutants.js';
@@ -8,7 +8,7 @@ import { acquiredTicket, type RecordingDriver } from './recorder.js';
 /**
  * Short, deterministic call sequences that reach one bug class each in a few calls (the random
  * workload may take long to hit some of them). Against the real engine every one of them is a
- * clean history; against the matching mutant (src/reliability/mutants.ts) the checker must
+ * clean history; against the matching mutant (test/reliability/harness/mutants.ts) the checker must
  * report the mutant's expected invariants. Each scenario uses its own key under `tenant`.
  */
 export interface ScenarioContext {

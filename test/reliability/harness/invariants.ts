@@ -1,4 +1,4 @@
-import { statusRank } from '../client/status-rank.js';
+import { statusRank } from '../../../src/client/status-rank.js';
 import type { StatusName } from './history.js';
 
 /**

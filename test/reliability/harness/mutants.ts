@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { defaultMigrationsDir } from '../db/migrations-dir.js';
+import { defaultMigrationsDir } from '../../../src/db/migrations-dir.js';
 import type { Invariant } from './invariants.js';
 
 /**
@@ -19,7 +19,7 @@ export interface Replacement {
   readonly replace: string;
 }
 
-/** Names of the targeted scenarios in src/reliability/mutant-scenarios.ts. */
+/** Names of the targeted scenarios in test/reliability/harness/mutant-scenarios.ts. */
 export type ScenarioName =
   | 'late-success'
   | 'conflict-then-unknown'

@@ -11,6 +11,9 @@ import { waitForPostgres } from './wait-for-postgres.js';
 
 const execFileAsync = promisify(execFile);
 
+/** Where Debian's postgresql-15 package puts the server binaries. */
+export const DEBIAN_PG_BIN_DIR = '/usr/lib/postgresql/15/bin';
+
 export interface LocalClusterOptions {
   /** Directory holding `initdb` and `postgres`. */
   readonly binDir: string;
@@ -55,32 +58,32 @@ export async function startLocalCluster(opts: LocalClusterOptions): Promise<Loca
 
     await initCluster(binDir, dataDir, runAs, baseDir, log);
 
-    const settings = serverSettings(opts.libDirs);
-    for (let attempt = 1; ; attempt++) {
-      const port = await findFreePort();
-      const started = await startServer({ binDir, dataDir, socketDir, logFile, port, settings, runAs, cwd: baseDir, cleanupDirs: ownedDirs });
-      if (started.ok) {
-        log(`PostgreSQL ready on 127.0.0.1:${port} (data ${dataDir}, run as ${runAs.user})`);
-        const stop = once(async () => {
-          started.unregisterExitHook();
-          await started.shutdown();
-          await removeOwnedDirs();
-        });
-        return { adminUrl: started.adminUrl, dataDir, stop };
-      }
-      if (started.portClash && attempt < START_ATTEMPTS) {
-        log(`port ${port} was taken before postgres bound it; retrying with another port`);
-        continue;
-      }
-      throw new Error(`${started.reason}\n--- server log (${logFile}) ---\n${started.serverLog}`);
-    }
+    const server = await startServerOnFreePort({
+      binDir,
+      dataDir,
+      socketDir,
+      logFile,
+      settings: serverSettings(opts.libDirs),
+      runAs,
+      cwd: baseDir,
+      cleanupDirs: ownedDirs,
+      log,
+    });
+    log(`PostgreSQL ready on 127.0.0.1:${server.port} (data ${dataDir}, run as ${runAs.user})`);
+    const stop = once(async () => {
+      server.unregisterExitHook();
+      await server.shutdown();
+      await removeOwnedDirs();
+    });
+    return { adminUrl: server.adminUrl, dataDir, stop };
   } catch (error) {
     await removeOwnedDirs().catch(() => {});
     throw error;
   }
 }
 
-async function initCluster(binDir: string, dataDir: string, runAs: RunAs, cwd: string, log: (msg: string) => void): Promise<void> {
+/** initdb as `runAs`: trust auth, UTF8, C.UTF-8 locale (or no locale where C.UTF-8 is missing). */
+export async function initCluster(binDir: string, dataDir: string, runAs: RunAs, cwd: string, log: (msg: string) => void): Promise<void> {
   const initdb = path.join(binDir, 'initdb');
   const common = ['-D', dataDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync'];
   const attempts: readonly (readonly string[])[] = [['--locale=C.UTF-8'], ['--no-locale']];
@@ -115,25 +118,58 @@ function serverSettings(libDirs: readonly string[]): string[] {
   return settings;
 }
 
-interface StartRequest {
+export interface ServerRequest {
   readonly binDir: string;
   readonly dataDir: string;
   readonly socketDir: string;
   readonly logFile: string;
-  readonly port: number;
   readonly settings: readonly string[];
   readonly runAs: RunAs;
   readonly cwd: string;
   /** Removed by a detached shell if Node exits without stop(). */
   readonly cleanupDirs: readonly string[];
+  readonly log: (msg: string) => void;
+}
+
+/** A postmaster started by startServerOnFreePort(), a direct (unref'd) child of this process. */
+export interface RunningServer {
+  readonly port: number;
+  /** Superuser connection string to the database `postgres`. */
+  readonly adminUrl: string;
+  /** Pid of the postmaster. */
+  readonly pid: number;
+  /** Resolves when the child process exited. */
+  readonly exited: Promise<void>;
+  /** SIGINT (fast shutdown), SIGKILL after a grace period; resolves once it exited. */
+  shutdown(): Promise<void>;
+  /** Forgets the exit hook that kills the server if Node exits first. */
+  unregisterExitHook(): void;
+}
+
+/**
+ * `postgres -D dataDir` on a free port of 127.0.0.1 (another port when the one picked was taken
+ * before postgres bound it), with `settings` as `-c` options; resolves once it accepts
+ * connections. The server is killed if Node exits first (see onProcessExit).
+ */
+export async function startServerOnFreePort(req: ServerRequest): Promise<RunningServer> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await findFreePort();
+    const started = await startServer(req, port);
+    if (started.ok) return started.server;
+    if (started.portClash && attempt < START_ATTEMPTS) {
+      req.log(`port ${port} was taken before postgres bound it; retrying with another port`);
+      continue;
+    }
+    throw new Error(`${started.reason}\n--- server log (${req.logFile}) ---\n${started.serverLog}`);
+  }
 }
 
 type StartResult =
-  | { ok: true; adminUrl: string; shutdown: () => Promise<void>; unregisterExitHook: () => void }
+  | { ok: true; server: RunningServer }
   | { ok: false; portClash: boolean; reason: string; serverLog: string };
 
-async function startServer(req: StartRequest): Promise<StartResult> {
-  const args = ['-D', req.dataDir, '-c', `port=${req.port}`, '-c', `unix_socket_directories=${req.socketDir}`];
+async function startServer(req: ServerRequest, port: number): Promise<StartResult> {
+  const args = ['-D', req.dataDir, '-c', `port=${port}`, '-c', `unix_socket_directories=${req.socketDir}`];
   for (const setting of req.settings) args.push('-c', setting);
   const { command, args: wrappedArgs } = req.runAs.wrap(path.join(req.binDir, 'postgres'), args);
 
@@ -158,7 +194,7 @@ async function startServer(req: StartRequest): Promise<StartResult> {
   let postmasterPid: number | undefined;
   const unregisterExitHook = onProcessExit(() => killOnExit(child, postmasterPid, req.cleanupDirs));
 
-  const adminUrl = `postgresql://postgres@127.0.0.1:${req.port}/postgres`;
+  const adminUrl = `postgresql://postgres@127.0.0.1:${port}/postgres`;
   try {
     await waitForPostgres(adminUrl, {
       timeoutMs: READY_TIMEOUT_MS,
@@ -182,11 +218,17 @@ async function startServer(req: StartRequest): Promise<StartResult> {
   }
 
   postmasterPid = await readPostmasterPid(req.dataDir);
+  const pid = postmasterPid ?? child.pid ?? 0;
   return {
     ok: true,
-    adminUrl,
-    unregisterExitHook,
-    shutdown: () => signalAndWait(child, postmasterPid, exited),
+    server: {
+      port,
+      adminUrl,
+      pid,
+      exited,
+      unregisterExitHook,
+      shutdown: () => signalAndWait(child, postmasterPid, exited),
+    },
   };
 }
 
@@ -220,7 +262,8 @@ function killOnExit(child: ChildProcess, postmasterPid: number | undefined, clea
   }
 }
 
-function trySignal(pid: number, signal: NodeJS.Signals): void {
+export function trySignal(pid: number | undefined, signal: NodeJS.Signals): void {
+  if (pid === undefined) return;
   try {
     process.kill(pid, signal);
   } catch {

@@ -1,20 +1,18 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { appendFile, chown, mkdir, mkdtemp, open, readFile, readdir, rm } from 'node:fs/promises';
+import { appendFile, chown, mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type pg from 'pg';
 import { withDatabase } from '../db/database-url.js';
-import { onProcessExit } from '../db/exit-hooks.js';
-import { findFreePort } from '../db/free-port.js';
-import { resolveRunAs, type RunAs } from '../db/run-as.js';
-import { waitForPostgres } from '../db/wait-for-postgres.js';
 import { withPgClient } from '../db/with-pg-client.js';
+import { DEBIAN_PG_BIN_DIR, initCluster, type RunningServer, startServerOnFreePort, trySignal } from './local-cluster.js';
+import { resolveRunAs, type RunAs } from './run-as.js';
 
 const execFileAsync = promisify(execFile);
 
-export const DEBIAN_PG_BIN_DIR = '/usr/lib/postgresql/15/bin';
+export { DEBIAN_PG_BIN_DIR };
 export const STANDBY_NAME = 'standby1';
 const SLOT_NAME = 'standby1_slot';
 const READY_TIMEOUT_MS = 60_000;
@@ -82,18 +80,12 @@ export async function startReplicationPair(opts: ReplicationPairOptions): Promis
     await Promise.all(nodes.map((node) => node.stop()));
     await rm(baseDir, { recursive: true, force: true });
   };
-  const unregister = onProcessExit(() => {
-    for (const node of nodes) trySignal(node.pid, 'SIGQUIT');
-  });
 
   try {
     await chown(baseDir, runAs.uid, runAs.gid);
     const primaryDir = path.join(baseDir, 'primary');
     const standbyDir = path.join(baseDir, 'standby');
-    const { command, args } = runAs.wrap(path.join(binDir, 'initdb'), [
-      '-D', primaryDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-locale', '--no-sync',
-    ]);
-    await execFileAsync(command, args, { cwd: baseDir, env: { ...process.env, LC_ALL: 'C' } });
+    await initCluster(binDir, primaryDir, runAs, baseDir, log);
 
     // In postgresql.conf rather than on the command line: command-line settings outrank
     // ALTER SYSTEM, and a promoted standby must be able to drop synchronous_standby_names.
@@ -140,13 +132,9 @@ export async function startReplicationPair(opts: ReplicationPairOptions): Promis
       standby,
       synchronous: opts.synchronous,
       stop: () =>
-        (stopped ??= (async () => {
-          unregister();
-          await removeAll();
-        })()),
+        (stopped ??= removeAll()),
     };
   } catch (error) {
-    unregister();
     await removeAll().catch(() => {});
     throw error;
   }
@@ -212,53 +200,31 @@ interface NodeRequest {
   readonly log: (msg: string) => void;
 }
 
+/** Starts one node with the local cluster's start-up; its settings are in postgresql.conf. */
 async function startNode(req: NodeRequest): Promise<PgNode> {
   const socketDir = path.join(req.baseDir, `${req.name}-socket`);
   await mkdir(socketDir, { recursive: true });
   await chown(socketDir, req.runAs.uid, req.runAs.gid);
-  const logFile = path.join(req.baseDir, `${req.name}.log`);
-  let lastError = '';
-  for (let attempt = 1; attempt <= 5; attempt++) {
-    const port = await findFreePort();
-    const args = ['-D', req.dataDir, '-c', `port=${port}`, '-c', `unix_socket_directories=${socketDir}`];
-    const wrapped = req.runAs.wrap(path.join(req.binDir, 'postgres'), args);
-    const logHandle = await open(logFile, 'a');
-    let child: ChildProcess;
-    try {
-      child = spawn(wrapped.command, wrapped.args, { cwd: req.baseDir, stdio: ['ignore', logHandle.fd, logHandle.fd] });
-    } finally {
-      await logHandle.close();
-    }
-    child.unref();
-    const exited = new Promise<void>((resolve) => {
-      child.once('exit', () => resolve());
-      child.once('error', () => resolve());
-    });
-    const adminUrl = `postgresql://postgres@127.0.0.1:${port}/postgres`;
-    try {
-      await waitForPostgres(adminUrl, {
-        timeoutMs: READY_TIMEOUT_MS,
-        abortReason: () => (child.exitCode !== null || child.signalCode !== null ? `${req.name} exited during startup` : undefined),
-      });
-    } catch (error) {
-      trySignal(child.pid, 'SIGKILL');
-      await exited;
-      const serverLog = await readFile(logFile, 'utf8').catch(() => '');
-      lastError = `${String(error)}\n--- ${logFile} ---\n${serverLog.split('\n').slice(-40).join('\n')}`;
-      if (/Address already in use|could not bind/i.test(serverLog)) continue;
-      break;
-    }
-    const pid = Number((await readFile(path.join(req.dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
-    req.log(`${req.name} ready on 127.0.0.1:${port} (pid ${pid})`);
-    return makeNode(req.name, port, req.dataDir, pid, child, exited);
-  }
-  throw new Error(`could not start the ${req.name}: ${lastError}`);
+  const server = await startServerOnFreePort({
+    binDir: req.binDir,
+    dataDir: req.dataDir,
+    socketDir,
+    logFile: path.join(req.baseDir, `${req.name}.log`),
+    settings: [],
+    runAs: req.runAs,
+    cwd: req.baseDir,
+    cleanupDirs: [],
+    log: req.log,
+  });
+  req.log(`${req.name} ready on 127.0.0.1:${server.port} (pid ${server.pid})`);
+  return makeNode(req.name, req.dataDir, server);
 }
 
-function makeNode(name: string, port: number, dataDir: string, pid: number, child: ChildProcess, exited: Promise<void>): PgNode {
+function makeNode(name: string, dataDir: string, server: RunningServer): PgNode {
+  const { port, pid } = server;
   let gone = false;
-  void exited.then(() => (gone = true));
-  const url = (db = 'postgres'): string => withDatabase(`postgresql://postgres@127.0.0.1:${port}/postgres`, db);
+  void server.exited.then(() => (gone = true));
+  const url = (db = 'postgres'): string => withDatabase(server.adminUrl, db);
   return {
     name,
     port,
@@ -267,6 +233,7 @@ function makeNode(name: string, port: number, dataDir: string, pid: number, chil
     url,
     running: () => !gone,
     crash: async () => {
+      server.unregisterExitHook();
       // Children first listed, then everyone SIGKILLed: nothing gets to flush, ack or clean up.
       const children = await childPids(pid);
       trySignal(pid, 'SIGKILL');
@@ -277,12 +244,12 @@ function makeNode(name: string, port: number, dataDir: string, pid: number, chil
       return children.length + 1;
     },
     stop: async () => {
+      server.unregisterExitHook();
       if (gone) return;
       trySignal(pid, 'SIGINT');
       await waitGone(pid, 10_000);
       trySignal(pid, 'SIGKILL');
       await waitGone(pid);
-      void child;
     },
   };
 }
@@ -306,15 +273,6 @@ async function waitGone(pid: number, timeoutMs = 10_000): Promise<void> {
     const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
     if (stat === '' || stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return;
     await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-function trySignal(pid: number | undefined, signal: NodeJS.Signals): void {
-  if (pid === undefined) return;
-  try {
-    process.kill(pid, signal);
-  } catch {
-    // already gone
   }
 }
 

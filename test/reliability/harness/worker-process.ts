@@ -1,12 +1,12 @@
 /**
  * A real worker process for the crash and pause faults:
- *   node --import tsx src/reliability/worker-process.ts <dbUrl> <tenant> <key>
+ *   node --import tsx test/reliability/harness/worker-process.ts <dbUrl> <tenant> <key>
  * Claims (tenant, key) through the typed client as settle_app, prints the answer as one JSON
  * line, then obeys JSON commands on stdin, one per line ({"op":"heartbeat"|"fail"|"unknown"|
  * "complete","result"?:...}), printing one JSON line per answer. The parent kills or pauses it.
  */
 import { createInterface } from 'node:readline';
-import { createSettleClient } from '../client/client.js';
+import { createSettleClient } from '../../../src/client/client.js';
 import { roleUrl } from './app-url.js';
 import { createClientDriver } from './client-driver.js';
 import type { Ticket } from './driver.js';

@@ -2,7 +2,7 @@ import { recordFigures } from './figures.js';
 
 /**
  * The figures of one scenario, accumulated while its test runs and appended by record()
- * (figures.ts: a no-op unless src/reliability/report.ts runs the suite). Operations are
+ * (figures.ts: a no-op unless test/reliability/harness/report.ts runs the suite). Operations are
  * counted by wrapping the objects the test calls the engine through (countCalls), faults
  * where the test injects them (fault), violations from the checker or a failed invariant.
  */

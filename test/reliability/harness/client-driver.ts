@@ -1,5 +1,5 @@
-import type { SettleClient } from '../client/client.js';
-import type { AttemptHandle, Json, Observation } from '../client/types.js';
+import type { SettleClient } from '../../../src/client/client.js';
+import type { AttemptHandle, Json, Observation } from '../../../src/client/types.js';
 import type { ClaimAnswer, SettleDriver, Ticket } from './driver.js';
 import type { Answer, BindingArgs } from './history.js';
 

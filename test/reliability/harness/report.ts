@@ -9,10 +9,10 @@ import { FIGURES_FILE_ENV, type ScenarioFigures } from './figures.js';
  * docs/reliability.md: per test file the tests passed / failed / skipped, and per scenario the
  * operations, faults injected and violations found that the tests recorded (figures.ts).
  *
- *   npx tsx src/reliability/report.ts                    # the bounded suite, as CI runs it
- *   RELIABILITY_FAILOVER=1 npx tsx src/reliability/report.ts   # with the heavy failover run
- *   RELIABILITY_SOAK=1 RELIABILITY_OPS=200000 npx tsx src/reliability/report.ts   # a long soak
- *   npx tsx src/reliability/report.ts test/reliability/failover.test.ts   # a subset
+ *   npx tsx test/reliability/harness/report.ts                    # the bounded suite, as CI runs it
+ *   RELIABILITY_FAILOVER=1 npx tsx test/reliability/harness/report.ts   # with the heavy failover run
+ *   RELIABILITY_SOAK=1 RELIABILITY_OPS=200000 npx tsx test/reliability/harness/report.ts   # a long soak
+ *   npx tsx test/reliability/harness/report.ts test/reliability/failover.test.ts   # a subset
  *
  * Exits 1 when a test failed.
  */

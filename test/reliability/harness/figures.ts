@@ -3,7 +3,7 @@ import { appendFileSync } from 'node:fs';
 /**
  * Figures a reliability scenario reports for docs/reliability.md: how many operations it ran,
  * how many faults it injected and how many invariant violations its checker found. Tests call
- * recordFigures(); when RELIABILITY_FIGURES_FILE is set (src/reliability/report.ts sets it)
+ * recordFigures(); when RELIABILITY_FIGURES_FILE is set (test/reliability/harness/report.ts sets it)
  * each call appends one JSON line there, otherwise it does nothing.
  */
 export interface ScenarioFigures {
