@@ -5,7 +5,7 @@ import { describeLength, parseBenchArgs, USAGE, type BenchOptions } from './args
 import { BENCH_DIR, startBenchServer } from './database.js';
 import { locatePgbench, PGBENCH_MISSING_HINT } from './pgbench.js';
 import { renderMarkdown, renderTerminal } from './report.js';
-import { runBaseline, runClient, runEngineCycle, runHotkey, runReplay, runScale, type ScenarioContext } from './scenarios.js';
+import { runBaseline, runClient, runCpu, runEngineCycle, runHotkey, runPkread, runReplay, runScale, type ScenarioContext } from './scenarios.js';
 import { renderThroughputSvg } from './svg.js';
 import { evaluateReferenceRatios, evaluateTargets } from './targets.js';
 import type { BenchReport, RunResult, ScenarioName } from './types.js';
@@ -16,13 +16,13 @@ import type { BenchReport, RunResult, ScenarioName } from './types.js';
  * when a run aborts or a correctness check fails; timing never fails the run.
  */
 
-const PGBENCH_SCENARIOS: ReadonlySet<ScenarioName> = new Set(['floor2', 'spec4', 'cycle', 'stripe', 'local', 'lww', 'replay', 'hotkey', 'scale']);
+const PGBENCH_SCENARIOS: ReadonlySet<ScenarioName> = new Set(['floor2', 'spec4', 'cycle', 'stripe', 'local', 'lww', 'replay', 'pkread', 'hotkey', 'scale']);
 
 /**
  * Per client count, neighbours are compared: floor2|spec4|cycle (spec4 sits between both sides
- * of its reference ratios; without it floor2|cycle), cycle|client, stripe, local|lww.
+ * of its ratios; without it floor2|cycle), cycle|client, stripe, local|lww, replay|pkread.
  */
-const PAIRED_ORDER: readonly ScenarioName[] = ['floor2', 'spec4', 'cycle', 'client', 'stripe', 'local', 'lww', 'replay'];
+const PAIRED_ORDER: readonly ScenarioName[] = ['floor2', 'spec4', 'cycle', 'client', 'stripe', 'local', 'lww', 'replay', 'pkread'];
 /** In quick mode only these run at the second and later client counts. */
 const QUICK_WIDE: ReadonlySet<ScenarioName> = new Set(['floor2', 'cycle']);
 
@@ -83,6 +83,13 @@ async function main(): Promise<number> {
     if (wanted.includes('hotkey')) {
       for (let round = 1; round <= opts.repeat; round++) record(await runHotkey(ctx, round));
     }
+    // Server CPU per cycle, one backend without commits: the plain-SQL rows, then the engine.
+    if (wanted.includes('cpu')) {
+      for (let round = 1; round <= opts.repeat; round++) {
+        record(await runCpu(ctx, 'spec4', round));
+        record(await runCpu(ctx, 'cycle', round));
+      }
+    }
   } catch (error) {
     console.error(`[bench] FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
     notes.push(`run failed: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
@@ -133,8 +140,11 @@ function runScenario(ctx: ScenarioContext, scenario: ScenarioName, clients: numb
       return runClient(ctx, clients, round);
     case 'replay':
       return runReplay(ctx, clients, round);
+    case 'pkread':
+      return runPkread(ctx, clients, round);
     case 'hotkey':
     case 'scale':
+    case 'cpu':
       throw new Error(`${scenario} does not run per client count`);
   }
 }

@@ -1,11 +1,12 @@
 import type { BenchOptions } from './args.js';
 import { runClientCycle } from './client-cycle.js';
+import { CPU_LOOPS, measureCpuLoop } from './cpu.js';
 import { checkpoint, seedReplayKeys, type BenchServer, type RunDatabase } from './database.js';
 import { withPgClient } from '../src/db/with-pg-client.js';
 import { genericChecks, measurePgbench, measureWindow, perOp, type PgbenchMeasurement } from './measure.js';
 import { generateScaleRows } from './scale-rows.js';
 import type { BaselineScenario, RunResult } from './types.js';
-import { completedOperations, unfinishedOperations, verifyBaseline, verifyFreshKeyCycles, verifyHotkey, verifyReplay, verifySpec4 } from './verify.js';
+import { completedOperations, unfinishedOperations, verifyBaseline, verifyFreshKeyCycles, verifyHotkey, verifyPkread, verifyReplay, verifySpec4 } from './verify.js';
 
 export interface ScenarioContext {
   readonly server: BenchServer;
@@ -66,8 +67,10 @@ export function runEngineCycle(ctx: ScenarioContext, scenario: 'cycle' | 'local'
 }
 
 /** Claims of already completed keys: the keys are completed first, in one statement. */
+const replayKeys = (ctx: ScenarioContext): number => (ctx.opts.quick ? 2_000 : 20_000);
+
 export function runReplay(ctx: ScenarioContext, clients: number, round: number): Promise<RunResult> {
-  const keys = ctx.opts.quick ? 2_000 : 20_000;
+  const keys = replayKeys(ctx);
   return inFreshDatabase(ctx, `replay_${clients}`, async (db) => {
     await seedReplayKeys(db.url, keys);
     await withPgClient(db.url, (client) =>
@@ -82,6 +85,72 @@ export function runReplay(ctx: ScenarioContext, clients: number, round: number):
       defines: { replay_keys: keys },
       verify: (client, run) => verifyReplay(client, { processed: run.processed, keys }),
     });
+  });
+}
+
+/**
+ * pkread: the plain primary-key read the replay target compares with. The same keys are
+ * completed through the API as for replay, and their operation rows copied to bench.pkread,
+ * so both scenarios read a table of the same size, rows and primary key.
+ */
+export function runPkread(ctx: ScenarioContext, clients: number, round: number): Promise<RunResult> {
+  const keys = replayKeys(ctx);
+  return inFreshDatabase(ctx, `pkread_${clients}`, async (db) => {
+    await seedReplayKeys(db.url, keys);
+    await withPgClient(db.url, async (client) => {
+      await client.query('insert into bench.pkread select * from settle_private.operations');
+      await client.query('vacuum (analyze) bench.pkread');
+    });
+    return measurePgbench({
+      ...common(ctx, clients, round),
+      db,
+      scenario: 'pkread',
+      label: 'pkread',
+      script: 'pkread.sql',
+      defines: { replay_keys: keys },
+      verify: (client) => verifyPkread(client, keys),
+    });
+  });
+}
+
+/**
+ * Server CPU per cycle of the engine (bench/sql/cycle-cpu-loop.sql) or of the same rows in
+ * plain SQL (spec4-cpu-loop.sql), one backend, no commits (bench/cpu.ts). Reported as a run
+ * at 1 client whose tps is operations per CPU-second of that backend.
+ */
+export function runCpu(ctx: ScenarioContext, side: keyof typeof CPU_LOOPS, round: number): Promise<RunResult> {
+  return inFreshDatabase(ctx, `cpu_${side}`, async (db) => {
+    const m = await withPgClient(db.url, (client) => measureCpuLoop(client, CPU_LOOPS[side]));
+    const verification = await withPgClient(db.url, (client) =>
+      side === 'cycle'
+        ? verifyFreshKeyCycles(client, { processed: m.operations, maxInFlight: 0, preexisting: 0, completedBefore: 0 })
+        : verifySpec4(client, { processed: m.operations, maxInFlight: 0 }),
+    );
+    return {
+      scenario: 'cpu',
+      label: `cpu:${side}`,
+      clients: 1,
+      round,
+      driver: 'pgbench',
+      durationS: (m.wallUsPerOp * m.operations) / 1e6,
+      transactionsPerClient: m.operations,
+      warmupS: 0,
+      tps: 1e6 / m.cpuUsPerOp,
+      processed: m.operations,
+      failed: 0,
+      retried: 0,
+      latencyAverageMs: null,
+      latencyStddevMs: null,
+      p50Ms: null,
+      p99Ms: null,
+      walBytesPerOp: null,
+      fpiPerOp: null,
+      checkpointsDuring: 0,
+      statements: [],
+      // cpuFromSchedstat 0: the server is not on this machine, the wall time stands in for its CPU.
+      counters: { cpuUsPerOp: m.cpuUsPerOp, wallUsPerOp: m.wallUsPerOp, cpuFromSchedstat: m.source === 'schedstat' ? 1 : 0, ...verification.counters },
+      checks: verification.checks,
+    };
   });
 }
 

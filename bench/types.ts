@@ -1,6 +1,6 @@
 /** Shapes shared by the bench runner, its reports and results/latest.json. */
 
-export const SCENARIOS = ['floor2', 'spec4', 'cycle', 'client', 'stripe', 'local', 'lww', 'replay', 'hotkey', 'scale'] as const;
+export const SCENARIOS = ['floor2', 'spec4', 'cycle', 'client', 'stripe', 'local', 'lww', 'replay', 'pkread', 'hotkey', 'scale', 'cpu'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 /** Plain-SQL baselines: no engine code runs in them. */
 export type BaselineScenario = Extract<ScenarioName, 'floor2' | 'spec4' | 'lww' | 'stripe'>;
@@ -58,8 +58,8 @@ export interface TargetResult {
   /** The value of each round, in round order (one entry without --repeat). */
   readonly rounds: readonly number[];
   readonly threshold: number;
-  /** `>=` ratio targets, `<` latency targets. */
-  readonly comparison: '>=' | '<';
+  /** `>=` throughput ratio targets, `<=` cost ratio targets (server CPU per cycle), `<` latency targets. */
+  readonly comparison: '>=' | '<=' | '<';
   readonly unit: 'x' | 'ms';
   readonly verdict: 'PASS' | 'MISS' | 'n/a';
   readonly detail: string;

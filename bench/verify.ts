@@ -80,6 +80,15 @@ export async function verifyReplay(db: pg.Client, opts: { processed: number; key
   };
 }
 
+/** pkread runs: the table holds the seeded keys, every one completed, and nothing wrote to it. */
+export async function verifyPkread(db: pg.Client, keys: number): Promise<{ counters: Record<string, number>; checks: Check[] }> {
+  const rows = await count(db, `select count(*) as n from bench.pkread where status = 'completed'`);
+  return {
+    counters: { rows },
+    checks: [check('the read table holds the replay set', rows === keys, `${rows} completed rows, ${keys} keys`)],
+  };
+}
+
 /**
  * Hotkey runs: per key and epoch exactly one acquired claim, one attempt, one settlement;
  * every other claim answered in_progress or replay.

@@ -65,3 +65,9 @@ create table bench.spec4_attempts (
 ) with (fillfactor = 80);
 
 create table bench.spec4_audit_log (like settle_private.audit_log including defaults including identity including indexes);
+
+-- pkread: the plain primary-key read the replay target compares a claim of a completed key
+-- with. The replay run pre-completes its keys through the API; the pkread run copies the same
+-- operation rows here, so both read a table of the same size, rows and primary key.
+create table bench.pkread (like settle_private.operations including defaults including indexes)
+  with (fillfactor = 80);

@@ -5,7 +5,7 @@ import { evaluateReferenceRatios, evaluateTargets, median } from '../../bench/ta
 import type { RunResult, ScenarioName } from '../../bench/types.js';
 
 function run(label: string, clients: number, round: number, tps: number, extra: Partial<RunResult> = {}): RunResult {
-  const scenario = (label.startsWith('scale@') ? 'scale' : label) as ScenarioName;
+  const scenario = (label.startsWith('scale@') ? 'scale' : label.startsWith('cpu:') ? 'cpu' : label) as ScenarioName;
   return {
     scenario,
     label,
@@ -53,8 +53,42 @@ describe('evaluateTargets with rounds', () => {
     const target = evaluateTargets(runs, [8]).find((t) => t.name === 'cycle / floor2');
     expect(target?.rounds).toEqual([0.5, 0.6, 0.4]);
     expect(target?.value).toBe(0.5);
-    expect(target?.verdict).toBe('MISS');
+    expect(target?.verdict).toBe('PASS');
     expect(target?.detail).toContain('median of 3 rounds');
+  });
+
+  it('asks cycle / floor2 for 0.5x at 8 clients and 0.4x at 32 (issue #10)', () => {
+    const runs = [run('floor2', 8, 1, 1000), run('cycle', 8, 1, 450), run('floor2', 32, 1, 1000), run('cycle', 32, 1, 450)];
+    const targets = evaluateTargets(runs, [8, 32]).filter((t) => t.name === 'cycle / floor2');
+    expect(targets.map((t) => [t.clients, t.threshold, t.verdict])).toEqual([[8, 0.5, 'MISS'], [32, 0.4, 'PASS']]);
+  });
+
+  it('has the thresholds of issue #10', () => {
+    const targets = evaluateTargets([], [8]);
+    expect(Object.fromEntries(targets.map((t) => [t.name, `${t.comparison} ${t.threshold}`]))).toEqual({
+      'cycle / stripe': '>= 1',
+      'cycle / floor2': '>= 0.5',
+      'cycle / spec4': '>= 0.85',
+      'replay / pkread': '>= 0.5',
+      'local / lww': '>= 0.4',
+      'client / cycle': '>= 0.8',
+      'scale@max / scale@0': '>= 0.85',
+      'cpu: cycle / spec4 (server CPU per op)': '<= 2',
+    });
+  });
+
+  it('reports the server CPU target as a cost ratio (engine us per op over plain SQL us per op) at 1 backend', () => {
+    // tps of a cpu run is operations per CPU-second: 250 us per cycle against 100 us per spec4 op.
+    const runs = [
+      run('cpu:spec4', 1, 1, 10_000), run('cpu:cycle', 1, 1, 4_000),
+      run('cpu:spec4', 1, 2, 10_000), run('cpu:cycle', 1, 2, 5_000),
+      run('cpu:spec4', 1, 3, 10_000), run('cpu:cycle', 1, 3, 6_000),
+    ];
+    const cpu = evaluateTargets(runs, [8, 32]).filter((t) => t.name.startsWith('cpu:'));
+    expect(cpu).toHaveLength(1);
+    expect(cpu[0]).toMatchObject({ clients: 1, comparison: '<=', threshold: 2, value: 2, verdict: 'PASS' });
+    expect(cpu[0]?.rounds.map((r) => r.toFixed(2))).toEqual(['2.50', '2.00', '1.67']);
+    expect(cpu[0]?.detail).toContain('200.0 / 100.0 us per op');
   });
 
   it('pairs the largest scale level with scale@0 of the same round and ignores unpaired rounds', () => {
@@ -78,18 +112,15 @@ describe('evaluateTargets with rounds', () => {
 });
 
 describe('evaluateReferenceRatios', () => {
-  it('reports cycle / spec4 and spec4 / floor2 as medians of per-round ratios, never as targets', () => {
+  it('reports spec4 / floor2 as the median of per-round ratios, never as a target', () => {
     const runs = [
       run('floor2', 8, 1, 1000), run('spec4', 8, 1, 600), run('cycle', 8, 1, 300),
       run('floor2', 8, 2, 1000), run('spec4', 8, 2, 500), run('cycle', 8, 2, 200),
       run('floor2', 8, 3, 1000), run('spec4', 8, 3, 400), run('cycle', 8, 3, 240),
     ];
     const references = evaluateReferenceRatios(runs, [8, 32]);
-    expect(references.map((r) => [r.name, r.clients, r.rounds, r.value])).toEqual([
-      ['spec4 / floor2', 8, [0.6, 0.5, 0.4], 0.5],
-      ['cycle / spec4', 8, [0.5, 0.4, 0.6], 0.5],
-    ]);
-    expect(evaluateTargets(runs, [8]).map((t) => t.name)).not.toContain('cycle / spec4');
+    expect(references.map((r) => [r.name, r.clients, r.rounds, r.value])).toEqual([['spec4 / floor2', 8, [0.6, 0.5, 0.4], 0.5]]);
+    expect(evaluateTargets(runs, [8]).find((t) => t.name === 'cycle / spec4')).toMatchObject({ value: 0.5, threshold: 0.85, verdict: 'MISS' });
   });
 });
 
@@ -101,8 +132,8 @@ describe('summarizeRuns', () => {
 });
 
 describe('parseBenchArgs', () => {
-  it('knows the spec4 baseline', () => {
-    expect(parseBenchArgs(['--scenarios', 'floor2,spec4,cycle'], 2)).toMatchObject({ scenarios: ['floor2', 'spec4', 'cycle'] });
+  it('knows the spec4, pkread and cpu scenarios', () => {
+    expect(parseBenchArgs(['--scenarios', 'floor2,spec4,cycle,replay,pkread,cpu'], 2)).toMatchObject({ scenarios: ['floor2', 'spec4', 'cycle', 'replay', 'pkread', 'cpu'] });
   });
 
   it('repeats 3 times with a 3 s warm-up by default, once in quick mode', () => {
