@@ -2,6 +2,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { SettleClient } from '../client/client.js';
 import { createSettleClient } from '../client/client.js';
 import { openDatabase, type CommandDatabase } from './database.js';
+import { nearest } from './suggest.js';
 import { UsageError } from './usage-error.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
@@ -14,9 +15,10 @@ export const COMMON_FLAGS = {
 } as const satisfies Options;
 
 export const COMMON_HELP = `Common flags:
-  --database-url URL   PostgreSQL connection string (default: $DATABASE_URL; with neither, a
-                       throwaway PostgreSQL is started, migrated, and deleted on exit)
-  --json               print one JSON document on stdout instead of text
+  --database-url URL   PostgreSQL connection string (default: $DATABASE_URL; one of them is
+                       required: only \`simulate\` ever starts a database of its own)
+  --json               print one JSON document on stdout instead of text (default: off;
+                       progress and prompts stay on stderr)
   -h, --help           show this help`;
 
 export interface CommandInput {
@@ -33,19 +35,26 @@ export interface Command {
   readonly flags: Options;
   /** Exact number of positionals required. */
   readonly positionals: readonly string[];
+  /** A boolean flag under which the command takes no positionals instead (redrive --all). */
+  readonly positionalsOptionalWith?: string;
   run(input: CommandInput): Promise<number>;
 }
 
 export function parseCommandArgs(command: Command, argv: readonly string[]): CommandInput & { readonly help: boolean } {
   let parsed;
+  const options = { ...COMMON_FLAGS, ...command.flags };
   try {
-    parsed = parseArgs({ args: [...argv], options: { ...COMMON_FLAGS, ...command.flags }, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: [...argv], options, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw new UsageError(withFlagSuggestion((error as Error).message, Object.keys(options)));
   }
   const values = parsed.values as Record<string, string | boolean | undefined>;
   const help = values.help === true;
-  if (!help && parsed.positionals.length !== command.positionals.length) {
+  const alternative = command.positionalsOptionalWith !== undefined && values[command.positionalsOptionalWith] === true;
+  if (alternative && parsed.positionals.length !== 0) {
+    throw new UsageError(`${command.name} --${command.positionalsOptionalWith} takes no arguments (got ${parsed.positionals.length})`);
+  }
+  if (!help && !alternative && parsed.positionals.length !== command.positionals.length) {
     const expected = command.positionals.length === 0 ? 'no arguments' : command.positionals.map((p) => `<${p}>`).join(' ');
     throw new UsageError(`${command.name} takes ${expected} (got ${parsed.positionals.length})`);
   }
@@ -67,7 +76,23 @@ export function stringFlag(input: CommandInput, name: string): string | undefine
   return typeof value === 'string' ? value : undefined;
 }
 
-/** Opens the command's database and a client on it, runs `fn`, and always cleans up. */
+/** Node's "Unknown option '--olderthan'" message, with the nearest known flag if one is close. */
+function withFlagSuggestion(message: string, flags: readonly string[]): string {
+  const unknown = /Unknown option '--([^'=]+)'/.exec(message)?.[1];
+  if (unknown === undefined) return message;
+  const suggestion = nearest(unknown, flags);
+  return suggestion === undefined ? message : `${message} - did you mean --${suggestion}?`;
+}
+
+/** A boolean flag (`--yes`, `--dry-run`): true only when given. */
+export function boolFlag(input: CommandInput, name: string): boolean {
+  return input.values[name] === true;
+}
+
+/**
+ * Opens the command's database (given by --database-url or DATABASE_URL: never a throwaway one)
+ * and a client on it, runs `fn`, and always cleans up.
+ */
 export async function withClient<T>(input: CommandInput, fn: (client: SettleClient, db: CommandDatabase) => Promise<T>): Promise<T> {
   const db = await openDatabase(stringFlag(input, 'database-url'));
   const client = createSettleClient({ connectionString: db.url, poolSize: 2 });

@@ -1,23 +1,33 @@
 import { redactPassword } from '../db/database-url.js';
 import { migrate } from '../db/migrate.js';
 import { provisionPostgres, type ProvisionedPostgres } from '../dev-server/provision.js';
-import { DatabaseUnavailableError } from './errors.js';
+import { DatabaseUnavailableError, MissingDatabaseError } from './errors.js';
 
 /** The database a command runs against. */
 export interface CommandDatabase {
   readonly url: string;
-  /** True when the CLI started a throwaway server for this command. */
+  /** True when the CLI started a throwaway server for this command (simulate only). */
   readonly throwaway: boolean;
   close(): Promise<void>;
 }
 
+/** `--database-url`, else a non-empty `DATABASE_URL`, else undefined. */
+export function givenDatabaseUrl(flagUrl: string | undefined): string | undefined {
+  return flagUrl ?? (process.env.DATABASE_URL === '' ? undefined : process.env.DATABASE_URL);
+}
+
 /**
- * `--database-url`, else `DATABASE_URL`, else a throwaway PostgreSQL (announced on stderr,
- * deleted when the command ends) that is migrated first. `migrateAlways` also migrates a given
- * database (idempotent), for `simulate` on a fresh DATABASE_URL.
+ * The database given by `--database-url` or `DATABASE_URL`. Without one, an operator command
+ * refuses (MissingDatabaseError, exit 2): answering from a database of its own would tell an
+ * on-call engineer who forgot to export the URL that all is well. Only `simulate` passes
+ * `provision: true`, and then gets a throwaway PostgreSQL (announced on stderr, migrated,
+ * deleted when the command ends). `migrateAlways` also migrates a given database (idempotent).
  */
-export async function openDatabase(flagUrl: string | undefined, opts: { readonly migrateAlways?: boolean } = {}): Promise<CommandDatabase> {
-  const given = flagUrl ?? (process.env.DATABASE_URL === '' ? undefined : process.env.DATABASE_URL);
+export async function openDatabase(
+  flagUrl: string | undefined,
+  opts: { readonly migrateAlways?: boolean; readonly provision?: boolean } = {},
+): Promise<CommandDatabase> {
+  const given = givenDatabaseUrl(flagUrl);
   if (given !== undefined) {
     try {
       const parsed = new URL(given);
@@ -28,6 +38,7 @@ export async function openDatabase(flagUrl: string | undefined, opts: { readonly
     if (opts.migrateAlways === true) await migrateOrExplain(given);
     return { url: given, throwaway: false, close: async () => {} };
   }
+  if (opts.provision !== true) throw new MissingDatabaseError();
 
   process.stderr.write('pg-settle: no --database-url or DATABASE_URL: starting a throwaway PostgreSQL (deleted on exit)\n');
   let server: ProvisionedPostgres;

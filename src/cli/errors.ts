@@ -9,6 +9,17 @@ export class DatabaseUnavailableError extends Error {
   override readonly name = 'DatabaseUnavailableError';
 }
 
+/**
+ * An operator command was given no database: exit 2, with what to do. Only `simulate` starts a
+ * database of its own; every other command would otherwise answer from an empty one.
+ */
+export class MissingDatabaseError extends UsageError {
+  override readonly name: string = 'MissingDatabaseError';
+  constructor() {
+    super('no database given: pass --database-url URL or set DATABASE_URL (only `simulate` starts a throwaway database; this command never does, so an empty answer is never a false all-clear)');
+  }
+}
+
 /** Refused by the engine or a command's own check (not found, invariant failure): exit 1. */
 export class OperationFailedError extends Error {
   override readonly name = 'OperationFailedError';
@@ -68,6 +79,6 @@ export function reportError(error: unknown, json: boolean, usage?: string): Exit
     if (fields.hint !== null) lines.push(`  hint:     ${fields.hint}`);
     process.stderr.write(`${lines.join('\n')}\n`);
   }
-  if (exitCode === EXIT.usage && usage !== undefined) process.stderr.write(`\n${usage}\n`);
+  if (exitCode === EXIT.usage && usage !== undefined && !(error instanceof MissingDatabaseError)) process.stderr.write(`\n${usage}\n`);
   return exitCode;
 }

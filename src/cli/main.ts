@@ -10,7 +10,10 @@ import { simulateCommand } from './commands/simulate.js';
 import { statsCommand } from './commands/stats.js';
 import { reportError } from './errors.js';
 import { EXIT } from './exit-codes.js';
+import { printJson } from './output.js';
+import { nearest } from './suggest.js';
 import { UsageError } from './usage-error.js';
+import { packageVersion } from './version.js';
 
 export const COMMANDS: readonly Command[] = [
   migrateCommand,
@@ -30,7 +33,8 @@ Usage: pg-settle <command> [arguments] [flags]
 Commands:
 ${COMMANDS.map((c) => `  ${c.name.padEnd(15)}${c.summary}`).join('\n')}
 
-Run \`pg-settle <command> --help\` for a command's flags.
+Run \`pg-settle <command> --help\` for a command's flags, \`pg-settle --version\` for the version.
+Every command but simulate needs --database-url URL or DATABASE_URL.
 Exit codes: 0 ok, 1 invariant or operation failure, 2 usage error, 3 database or connection error.`;
 
 /** Runs the CLI with `argv` (without node and script) and resolves to the exit code. */
@@ -42,9 +46,16 @@ export async function main(argv: readonly string[]): Promise<number> {
     out.write(`${USAGE}\n`);
     return name === undefined ? EXIT.usage : EXIT.ok;
   }
+  if (name === '--version' || name === '-v' || name === 'version') {
+    if (json) printJson({ ok: true, command: 'version', version: packageVersion() });
+    else process.stdout.write(`pg-settle ${packageVersion()}\n`);
+    return EXIT.ok;
+  }
   const command = COMMANDS.find((c) => c.name === name);
   if (command === undefined) {
-    return reportError(new UsageError(`unknown command ${JSON.stringify(name)}`), json, USAGE);
+    const suggestion = nearest(name, COMMANDS.map((c) => c.name));
+    const hint = suggestion === undefined ? '' : ` - did you mean \`${suggestion}\`?`;
+    return reportError(new UsageError(`unknown command ${JSON.stringify(name)}${hint}`), json, suggestion === undefined ? USAGE : undefined);
   }
   let input;
   try {

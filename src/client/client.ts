@@ -1,7 +1,7 @@
 import './polyfills.js';
 import { createPool, type DatabasePool, type QuerySqlToken } from 'slonik';
 import type { z } from 'zod';
-import { OperationNotFoundError, SettleRowValidationError } from './errors.js';
+import { notMigratedError, OperationNotFoundError, SettleRowValidationError } from './errors.js';
 import { settleInterceptors, settleTypeParsers, validateRow, wasValidated } from './interceptors.js';
 import { unconfirmedCommit } from './notices.js';
 import { toClaimOutcome, toHeartbeatOutcome, toObservation } from './outcomes.js';
@@ -130,6 +130,8 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
         const unconfirmed = unconfirmedCommit(operation, result.notices);
         if (unconfirmed !== null) throw unconfirmed;
         return result.rows;
+      }).catch((error: unknown) => {
+        throw (error instanceof Error ? notMigratedError(error) : null) ?? error;
       });
       // Rows of a pool without the result-parser interceptor are validated here.
       const parsed = raw.map((row): unknown => (wasValidated(row) ? row : validateRow(query.parser, row, query.sql)));

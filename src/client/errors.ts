@@ -106,6 +106,39 @@ export class SettleCommitUnconfirmedError extends SettleError {
   }
 }
 
+/**
+ * The database has no (or an incomplete) pg-settle schema: one of the client's own statements
+ * met `3F000` (schema "settle" does not exist), `42P01` (relation "settle.…" does not exist) or
+ * `42883` (function settle.… does not exist). Run `pg-settle migrate` (or `migrate()` from the
+ * package) against this database. `sqlstate` keeps the code PostgreSQL raised.
+ */
+export class SettleNotMigratedError extends SettleError {
+  constructor(sqlstate: string, cause: unknown) {
+    super(
+      `pg-settle is not installed in this database (SQLSTATE ${sqlstate}: ${cause instanceof Error ? cause.message : String(cause)}): run \`pg-settle migrate\``,
+      {
+        code: 'NOT_MIGRATED',
+        sqlstate,
+        hint: 'Run `pg-settle migrate --database-url <url>` (or migrate(url) from the package) as a role that may create schemas and roles.',
+        cause,
+      },
+    );
+  }
+}
+
+/** SQLSTATEs that mean "the settle schema, or an object of it, is missing". */
+const NOT_MIGRATED_SQLSTATES = new Set(['3F000', '42P01', '42883']);
+
+/**
+ * For the client's own statements only (they name nothing but objects of the settle schema):
+ * a missing schema, relation or function means the database was not migrated. A user's own SQL
+ * that meets 42P01 is not ours to reinterpret, so mapDatabaseError leaves these codes alone.
+ */
+export function notMigratedError(error: Error): SettleNotMigratedError | null {
+  const sqlstate = error instanceof SettleError ? error.sqlstate : null;
+  return sqlstate !== null && NOT_MIGRATED_SQLSTATES.has(sqlstate) ? new SettleNotMigratedError(sqlstate, error) : null;
+}
+
 /** A row from the database did not match the expected shape (schema drift or a wrong view). */
 export class SettleRowValidationError extends SettleError {
   readonly issues: readonly InputIssue[];

@@ -21,6 +21,7 @@ import {
   SettleConnectionError,
   SettleError,
   SettleInputError,
+  SettleNotMigratedError,
   SettleRetryableError,
   SettleTimeoutError,
   StatusDowngradeError,
@@ -193,4 +194,29 @@ describe('infrastructure errors', () => {
     }
   });
 
+  it('an unmigrated database -> SettleNotMigratedError (3F000 from a call, 42P01 from a view), a user query keeps its own class', async () => {
+    const name = `settle_empty_${process.pid}_${Date.now()}`;
+    const admin = new pg.Client({ connectionString: t.db.adminUrl });
+    await admin.connect();
+    const client = createSettleClient({ connectionString: withDatabase(t.db.adminUrl, name), poolSize: 1 });
+    try {
+      await admin.query(`create database ${name} template template0`);
+      const claim = await rejection(client.claim({ tenant: 'acme', key: 'k', request: {}, binding }));
+      expect(claim).toBeInstanceOf(SettleNotMigratedError);
+      expect(claim).toMatchObject({ code: 'NOT_MIGRATED', sqlstate: '3F000', hint: expect.stringContaining('pg-settle migrate') });
+      expect(claim.message).toContain('run `pg-settle migrate`');
+      const stats = await rejection(client.stats());
+      expect(stats).toBeInstanceOf(SettleNotMigratedError);
+      expect(stats).toMatchObject({ sqlstate: '42P01' });
+      // Not the client's statement: a missing table of the user's stays a plain database error.
+      const pool = await client.getPool();
+      const own = await rejection(pool.query(sql.unsafe`select * from my_missing_table`));
+      expect(own).not.toBeInstanceOf(SettleNotMigratedError);
+      expect(own).toMatchObject({ sqlstate: '42P01' });
+    } finally {
+      await client.end();
+      await admin.query(`drop database if exists ${name} with (force)`);
+      await admin.end();
+    }
+  });
 });

@@ -2,6 +2,7 @@ import { COMMON_HELP, intFlag, withClient, type Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, printText } from '../output.js';
 import { createProgress } from '../progress.js';
+import { countLapsedLeases, viewQuery } from '../queries.js';
 
 export const expireLeasesCommand: Command = {
   name: 'expire-leases',
@@ -11,7 +12,7 @@ export const expireLeasesCommand: Command = {
 Calls settle.expire_leases in batches until a batch comes back short: ends leases that lapsed
 by the database clock and dead-letters operations whose attempt budget is spent. Correctness
 never depends on it (a claim takes over a lapsed lease by itself); run it from cron to keep
-dead letters visible.
+dead letters visible. A progress line on stderr counts leases against those lapsed at start.
 
   --batch-size N       rows per call (1-100000, default 1000)
 
@@ -21,7 +22,8 @@ ${COMMON_HELP}`,
   async run(input) {
     const batchSize = intFlag(input, 'batch-size', 1000, 1, 100_000);
     return withClient(input, async (client) => {
-      const progress = createProgress('expire-leases', !input.json);
+      const lapsed = await viewQuery(await client.getPool(), countLapsedLeases);
+      const progress = createProgress('expire-leases', { unit: 'leases' });
       let expired = 0;
       let deadLettered = 0;
       let batches = 0;
@@ -30,7 +32,7 @@ ${COMMON_HELP}`,
         batches += 1;
         expired += batch.expired;
         deadLettered += batch.deadLettered;
-        progress.update(expired, expired, `${batches} batches`);
+        progress.update(expired, Math.max(lapsed, expired), `${batches} batches`);
         if (batch.expired < batchSize) break;
       }
       progress.finish();

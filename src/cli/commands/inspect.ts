@@ -19,7 +19,7 @@ ${COMMON_HELP}`,
     return withClient(input, async (client) => {
       const operation = await client.get({ tenant, key });
       if (operation === null) {
-        throw new OperationNotFoundError(`operation not found: ${tenant} / ${key}`, { code: 'SE010', sqlstate: null, detail: { tenant, key } });
+        throw new OperationNotFoundError(`operation not found: ${tenant} / ${key}`, { code: 'SE010', sqlstate: 'SE010', detail: { tenant, key }, hint: 'No such operation: never claimed, or purged. Tenant and key are case-sensitive.' });
       }
       const [attempts, audit] = await Promise.all([client.attempts({ tenant, key }), client.auditLog({ tenant, key })]);
       if (input.json) {

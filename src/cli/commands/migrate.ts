@@ -11,22 +11,14 @@ export const migrateCommand: Command = {
   help: `Usage: pg-settle migrate [--database-url URL] [--json]
 
 Applies the pending files of sql/migrations to the database, in order, each in its own
-transaction. Safe to repeat and to run from several processes at once.
+transaction. Safe to repeat and to run from several processes at once. Needs a role that may
+create schemas and roles (a superuser, or the database owner with CREATEROLE).
 
 ${COMMON_HELP}`,
   flags: {},
   positionals: [],
   async run(input) {
-    const url = stringFlag(input, 'database-url');
-    if (url === undefined && (process.env.DATABASE_URL ?? '') === '') {
-      // A throwaway database is migrated when it starts: report what that applied.
-      const db = await openDatabase(undefined);
-      await db.close();
-      if (input.json) printJson({ ok: true, command: 'migrate', throwaway: true, applied: [] });
-      else printText('migrated a throwaway database (it is gone now); pass --database-url to migrate yours');
-      return EXIT.ok;
-    }
-    const db = await openDatabase(url);
+    const db = await openDatabase(stringFlag(input, 'database-url'));
     let applied: string[];
     try {
       applied = (await migrate(db.url)).applied;

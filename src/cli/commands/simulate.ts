@@ -1,13 +1,13 @@
 import { configFromFlags, DEFAULT_CONFIG, FAULTS, SIMULATOR_FLAGS } from '../../simulator/config.js';
 import { formatReport } from '../../simulator/report.js';
 import { runSimulation } from '../../simulator/run.js';
-import { COMMON_HELP, stringFlag, type Command } from '../command.js';
+import { stringFlag, type Command } from '../command.js';
 import { openDatabase } from '../database.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, printText } from '../output.js';
 import { createProgress } from '../progress.js';
 
-const faultHelp = FAULTS.map((f) => `  --fault-${f.name}=RATE`.padEnd(36) + `default ${f.defaultRate}: ${f.summary}`).join('\n');
+const faultHelp = FAULTS.map((f) => `  --fault-${f.name}=RATE`.padEnd(36) + `0-1, default ${f.defaultRate}: ${f.summary}`).join('\n');
 
 export const simulateCommand: Command = {
   name: 'simulate',
@@ -18,23 +18,27 @@ Runs a seeded workload of payouts through the engine with injected faults, then 
 operations, attempts, audit trail and payout ledger and checks the invariants (see
 docs/simulator.md). Exit code 0 when every invariant holds, 1 when one fails.
 
-  --seed N                          fault schedule seed (default ${DEFAULT_CONFIG.seed}); same seed, same faults
-  --workers N                       concurrent workers and pool size (default ${DEFAULT_CONFIG.workers})
-  --operations N                    operations to run (default ${DEFAULT_CONFIG.operations})
-  --duration D                      stop issuing new operations after D (500ms, 30s, 2m)
-  --tenants N                       tenants to spread operations over (default ${DEFAULT_CONFIG.tenants})
-  --lease S                         lease in whole seconds (default ${DEFAULT_CONFIG.leaseSeconds})
-  --max-attempts N                  attempt budget per operation (default ${DEFAULT_CONFIG.maxAttempts})
-  --faults=RATE                     set every fault rate at once (--faults=0: no injection)
+  --seed N                          fault schedule seed (0-4294967295, default ${DEFAULT_CONFIG.seed}); same seed, same faults
+  --workers N                       concurrent workers and pool size (1-200, default ${DEFAULT_CONFIG.workers})
+  --operations N                    operations to run (1-1000000, default ${DEFAULT_CONFIG.operations})
+  --duration D                      stop issuing new operations after D (500ms, 30s, 2m; default: none)
+  --tenants N                       tenants to spread operations over (1-1000, default ${DEFAULT_CONFIG.tenants})
+  --lease S                         lease in whole seconds (1-60, default ${DEFAULT_CONFIG.leaseSeconds})
+  --max-attempts N                  attempt budget per operation (2-1000, default ${DEFAULT_CONFIG.maxAttempts})
+  --faults=RATE                     every fault rate at once, 0-1 (default: each fault's own; 0: no injection)
 ${faultHelp}
-  --unsafe-downstream               the payout ledger forgets idempotency: shows the checker catch double pay
+  --unsafe-downstream               the payout ledger forgets idempotency (default: off): the checker catches double pay
 
-${COMMON_HELP}`,
+Common flags:
+  --database-url URL                PostgreSQL to run in (default: $DATABASE_URL; with neither, a
+                                    throwaway PostgreSQL is started, migrated, and deleted on exit)
+  --json                            print one JSON document on stdout instead of text (default: off)
+  -h, --help                        show this help`,
   flags: { ...SIMULATOR_FLAGS, 'unsafe-downstream': { type: 'boolean' } },
   positionals: [],
   async run(input) {
     const config = configFromFlags(input.values);
-    const db = await openDatabase(stringFlag(input, 'database-url'), { migrateAlways: true });
+    const db = await openDatabase(stringFlag(input, 'database-url'), { migrateAlways: true, provision: true });
     try {
       const progress = createProgress('simulate', true);
       const report = await runSimulation({
