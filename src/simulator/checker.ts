@@ -1,52 +1,42 @@
 import { isDeepStrictEqual } from 'node:util';
-import { isStatus, statusRank } from '../client/status-rank.js';
+import type { AttemptRow, OperationRow } from '../checker/engine-state.js';
 import {
-  operationId,
-  type AttemptRow,
-  type AuditRow,
-  type History,
-  type OperationRow,
-  type PayoutRow,
-  type ToldAnswer,
-} from './history.js';
+  byAuditId,
+  describeInvariant,
+  groupByKey,
+  isSnapshotRead,
+  keyOf,
+  type InvariantName as SharedInvariantName,
+} from '../checker/invariants.js';
+import { rankOf } from '../checker/status-rank.js';
+import { operationId, type History, type PayoutRow, type ToldAnswer } from './history.js';
 
 /**
  * The invariant checker: a pure function over a History (no database, no clock), so it can be
  * fed hand-built histories in tests. See docs/simulator.md for the precise definitions.
  */
 
-export const INVARIANTS = [
-  {
-    name: 'every-operation-final',
-    description: 'every submitted operation ended completed or failed, with no lease left',
-  },
-  {
-    name: 'exactly-one-settlement',
-    description: 'a completed operation has exactly one settled attempt, was answered `settled` once, and every caller saw the same result',
-  },
-  {
-    name: 'no-double-pay',
-    description: 'at most one payout per operation is credited',
-  },
-  {
-    name: 'no-lost-payout',
-    description: 'every completed operation has its credited payout, and its result names that payout',
-  },
-  {
-    name: 'no-lost-settlement',
-    description: 'every credited payout belongs to a completed operation, and every `settled` answer is in the record',
-  },
-  {
-    name: 'monotonic-status',
-    description: 'in the audit trail of every key (audit_id order) the status rank never went down, except by redrive',
-  },
-  {
-    name: 'conflict-without-disclosure',
-    description: 'every conflicting request was refused with `conflict`, the answer disclosed nothing, and it got no payout or settlement',
-  },
-] as const;
+/**
+ * What the simulator checks, in report order: the engine's invariants it can judge from its own
+ * answers and the read-back (names and descriptions from src/checker/invariants.ts, shared with
+ * the reliability suite), plus its ledger's.
+ */
+const CHECKED = [
+  'every-operation-final',
+  'single-settlement',
+  'no-double-pay',
+  'no-lost-payout',
+  'acknowledged-completion-durable',
+  'status-monotonic',
+  'conflict-discloses-nothing',
+] as const satisfies readonly SharedInvariantName[];
 
-export type InvariantName = (typeof INVARIANTS)[number]['name'];
+export type InvariantName = (typeof CHECKED)[number];
+
+export const INVARIANTS: readonly { readonly name: InvariantName; readonly description: string }[] = CHECKED.map((name) => ({
+  name,
+  description: describeInvariant(name),
+}));
 
 export interface InvariantResult {
   readonly name: InvariantName;
@@ -73,12 +63,12 @@ export function checkHistory(history: History): CheckReport {
   const index = indexHistory(history);
   const results: InvariantResult[] = [
     everyOperationFinal(history, index),
-    exactlyOneSettlement(history, index),
+    singleSettlement(history, index),
     noDoublePay(history, index),
     noLostPayout(history, index),
-    noLostSettlement(history, index),
-    monotonicStatus(history),
-    conflictWithoutDisclosure(history, index),
+    acknowledgedCompletionDurable(history, index),
+    statusMonotonic(history),
+    conflictDisclosesNothing(history, index),
   ];
   return { ok: results.every((r) => r.ok), invariants: results };
 }
@@ -91,21 +81,11 @@ interface HistoryIndex {
 }
 
 function indexHistory(history: History): HistoryIndex {
-  const group = <T extends { tenant: string; key: string }>(rows: readonly T[]): Map<string, T[]> => {
-    const map = new Map<string, T[]>();
-    for (const row of rows) {
-      const id = operationId(row.tenant, row.key);
-      const list = map.get(id);
-      if (list === undefined) map.set(id, [row]);
-      else list.push(row);
-    }
-    return map;
-  };
   return {
-    operations: new Map(history.operations.map((op) => [operationId(op.tenant, op.key), op])),
-    attempts: group(history.attempts),
-    payouts: group(history.payouts),
-    told: group(history.told),
+    operations: new Map(history.operations.map((op) => [keyOf(op), op])),
+    attempts: groupByKey(history.attempts),
+    payouts: groupByKey(history.payouts),
+    told: groupByKey(history.told),
   };
 }
 
@@ -122,10 +102,9 @@ class Collector {
   }
 
   result(): InvariantResult {
-    const meta = INVARIANTS.find((i) => i.name === this.name);
     return {
       name: this.name,
-      description: meta?.description ?? '',
+      description: describeInvariant(this.name),
       ok: this.count === 0,
       checked: this.checked,
       violationCount: this.count,
@@ -139,7 +118,8 @@ function everyOperationFinal(history: History, index: HistoryIndex): InvariantRe
   for (const intended of history.intended) {
     c.checked += 1;
     const id = operationId(intended.tenant, intended.key);
-    const op = index.operations.get(id);
+    const k = keyOf(intended);
+    const op = index.operations.get(k);
     if (op === undefined) c.fail(`${id}: no canonical record`);
     else if (op.status !== 'completed' && op.status !== 'failed') c.fail(`${id}: ended ${op.status}`);
     else if (op.inFlight) c.fail(`${id}: ${op.status} but a lease is still live`);
@@ -147,15 +127,16 @@ function everyOperationFinal(history: History, index: HistoryIndex): InvariantRe
   return c.result();
 }
 
-function exactlyOneSettlement(history: History, index: HistoryIndex): InvariantResult {
-  const c = new Collector('exactly-one-settlement');
+function singleSettlement(history: History, index: HistoryIndex): InvariantResult {
+  const c = new Collector('single-settlement');
   for (const intended of history.intended) {
     const id = operationId(intended.tenant, intended.key);
-    const op = index.operations.get(id);
+    const k = keyOf(intended);
+    const op = index.operations.get(k);
     if (op === undefined) continue;
     c.checked += 1;
-    const settledAttempts = (index.attempts.get(id) ?? []).filter((a) => a.settled);
-    const settledAnswers = (index.told.get(id) ?? []).filter((t) => t.call === 'complete' && t.outcome === 'settled');
+    const settledAttempts = (index.attempts.get(k) ?? []).filter((a) => a.settled);
+    const settledAnswers = (index.told.get(k) ?? []).filter((t) => t.call === 'complete' && t.outcome === 'settled');
     if (op.status === 'completed') {
       if (settledAttempts.length !== 1) {
         c.fail(`${id}: completed with ${settledAttempts.length} settled attempts`);
@@ -166,10 +147,10 @@ function exactlyOneSettlement(history: History, index: HistoryIndex): InvariantR
     } else if (settledAttempts.length > 0) {
       c.fail(`${id}: ${op.status}, yet attempt ${settledAttempts[0]?.attempt} is marked settled`);
     }
-    for (const told of index.told.get(id) ?? []) {
+    for (const told of index.told.get(k) ?? []) {
       if (told.submission !== 'original' && told.submission !== 'duplicate') continue;
       const result = told.answer.result;
-      // A result without a completed record is a lost settlement (no-lost-settlement).
+      // A result without a completed record is a lost settlement (acknowledged-completion-durable).
       if (result === undefined || result === null || op.status !== 'completed') continue;
       if (!isDeepStrictEqual(result, op.result)) {
         c.fail(`${id}: ${told.call} answered ${told.outcome} with a result that is not the settlement`);
@@ -179,8 +160,8 @@ function exactlyOneSettlement(history: History, index: HistoryIndex): InvariantR
   return c.result();
 }
 
-function creditedPayouts(index: HistoryIndex, id: string): PayoutRow[] {
-  return (index.payouts.get(id) ?? []).filter((p) => p.credited);
+function creditedPayouts(index: HistoryIndex, k: string): PayoutRow[] {
+  return (index.payouts.get(k) ?? []).filter((p) => p.credited);
 }
 
 function noDoublePay(history: History, index: HistoryIndex): InvariantResult {
@@ -188,7 +169,8 @@ function noDoublePay(history: History, index: HistoryIndex): InvariantResult {
   for (const intended of history.intended) {
     c.checked += 1;
     const id = operationId(intended.tenant, intended.key);
-    const credited = creditedPayouts(index, id);
+    const k = keyOf(intended);
+    const credited = creditedPayouts(index, k);
     if (credited.length > 1) {
       c.fail(`${id}: ${credited.length} credited payouts (attempts ${credited.map((p) => p.attempt).join(', ')})`);
     }
@@ -200,10 +182,11 @@ function noLostPayout(history: History, index: HistoryIndex): InvariantResult {
   const c = new Collector('no-lost-payout');
   for (const intended of history.intended) {
     const id = operationId(intended.tenant, intended.key);
-    const op = index.operations.get(id);
+    const k = keyOf(intended);
+    const op = index.operations.get(k);
     if (op?.status !== 'completed') continue;
     c.checked += 1;
-    const credited = creditedPayouts(index, id);
+    const credited = creditedPayouts(index, k);
     if (credited.length === 0) {
       c.fail(`${id}: completed (attempt ${op.settledAttempt}) but no payout was credited`);
       continue;
@@ -222,17 +205,18 @@ function payoutIdOf(result: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
-function noLostSettlement(history: History, index: HistoryIndex): InvariantResult {
-  const c = new Collector('no-lost-settlement');
+function acknowledgedCompletionDurable(history: History, index: HistoryIndex): InvariantResult {
+  const c = new Collector('acknowledged-completion-durable');
   for (const intended of history.intended) {
     c.checked += 1;
     const id = operationId(intended.tenant, intended.key);
-    const op = index.operations.get(id);
-    const credited = creditedPayouts(index, id);
+    const k = keyOf(intended);
+    const op = index.operations.get(k);
+    const credited = creditedPayouts(index, k);
     if (credited.length > 0 && op?.status !== 'completed') {
       c.fail(`${id}: payout ${credited[0]?.payoutId} was credited but the operation is ${op?.status ?? 'missing'}`);
     }
-    for (const told of index.told.get(id) ?? []) {
+    for (const told of index.told.get(k) ?? []) {
       if (told.call !== 'complete' || told.outcome !== 'settled') continue;
       if (op?.status !== 'completed' || op.settledAttempt !== told.attempt) {
         c.fail(
@@ -244,23 +228,14 @@ function noLostSettlement(history: History, index: HistoryIndex): InvariantResul
   return c.result();
 }
 
-function monotonicStatus(history: History): InvariantResult {
-  const c = new Collector('monotonic-status');
-  const trails = new Map<string, AuditRow[]>();
-  for (const row of history.audit) {
-    const id = operationId(row.tenant, row.key);
-    const trail = trails.get(id);
-    if (trail === undefined) trails.set(id, [row]);
-    else trail.push(row);
-  }
-  const rank = (status: string | null): number => (status !== null && isStatus(status) ? statusRank(status) : 0);
-  for (const [id, trail] of trails) {
+function statusMonotonic(history: History): InvariantResult {
+  const c = new Collector('status-monotonic');
+  for (const [, rows] of groupByKey(history.audit)) {
     c.checked += 1;
-    trail.sort((a, b) => (a.auditId < b.auditId ? -1 : a.auditId > b.auditId ? 1 : 0));
-    // Claims answered without a change read their snapshot without the row lock, so their rows
-    // may land after a concurrent transition: they must show a status the trail reached, but
-    // they do not order it (docs/protocol.md, audit log).
-    const reached = new Set(trail.filter((row) => !readOnlyClaim(row)).flatMap((row) => [row.statusBefore, row.statusAfter]));
+    const trail = byAuditId(rows);
+    const id = operationId(trail[0]?.tenant ?? '', trail[0]?.key ?? '');
+    // Snapshot reads must show a status the trail reached, but they do not order it.
+    const reached = new Set<string | null>(trail.filter((row) => !isSnapshotRead(row)).flatMap((row) => [row.statusBefore, row.statusAfter]));
     let high: string | null = null;
     for (const row of trail) {
       if (row.event === 'purge') break;
@@ -268,30 +243,25 @@ function monotonicStatus(history: History): InvariantResult {
         high = row.statusAfter;
         continue;
       }
-      if (readOnlyClaim(row)) {
+      if (isSnapshotRead(row)) {
         if (row.statusAfter !== null && !reached.has(row.statusAfter)) {
           c.fail(`${id}: audit ${row.auditId} (claim ${row.outcome}) read ${row.statusAfter}, which the trail never reached`);
         }
         continue;
       }
-      if (row.statusBefore !== null && row.statusAfter !== null && rank(row.statusAfter) < rank(row.statusBefore)) {
+      if (row.statusBefore !== null && row.statusAfter !== null && rankOf(row.statusAfter) < rankOf(row.statusBefore)) {
         c.fail(`${id}: audit ${row.auditId} (${row.event} ${row.outcome}) moved ${row.statusBefore} -> ${row.statusAfter}`);
-      } else if (row.statusAfter !== null && rank(row.statusAfter) < rank(high)) {
+      } else if (row.statusAfter !== null && rankOf(row.statusAfter) < rankOf(high)) {
         c.fail(`${id}: audit ${row.auditId} (${row.event} ${row.outcome}) shows ${row.statusAfter} after ${high}`);
       }
-      if (row.statusAfter !== null && rank(row.statusAfter) >= rank(high)) high = row.statusAfter;
+      if (row.statusAfter !== null && rankOf(row.statusAfter) >= rankOf(high)) high = row.statusAfter;
     }
   }
   return c.result();
 }
 
-/** A claim answered from a plain read (replay, in_progress, conflict, failed): not a transition. */
-function readOnlyClaim(row: AuditRow): boolean {
-  return row.event === 'claim' && row.outcome !== 'acquired' && row.statusBefore === row.statusAfter;
-}
-
-function conflictWithoutDisclosure(history: History, index: HistoryIndex): InvariantResult {
-  const c = new Collector('conflict-without-disclosure');
+function conflictDisclosesNothing(history: History, index: HistoryIndex): InvariantResult {
+  const c = new Collector('conflict-discloses-nothing');
   for (const told of history.told) {
     const id = operationId(told.tenant, told.key);
     const conflicting = told.submission === 'different-payload' || told.submission === 'binding-bump';
@@ -309,16 +279,17 @@ function conflictWithoutDisclosure(history: History, index: HistoryIndex): Invar
   }
   for (const intended of history.intended) {
     const id = operationId(intended.tenant, intended.key);
-    for (const payout of index.payouts.get(id) ?? []) {
+    const k = keyOf(intended);
+    for (const payout of index.payouts.get(k) ?? []) {
       if (payout.amountCents !== intended.amountCents || payout.bindingGeneration !== intended.bindingGeneration) {
         c.fail(
           `${id}: payout ${payout.payoutId} (attempt ${payout.attempt}) ran for ${payout.amountCents} under generation ${payout.bindingGeneration}, not the reserved request`,
         );
       }
     }
-    const op = index.operations.get(id);
+    const op = index.operations.get(k);
     if (op === undefined) continue;
-    if (amountOf(op.request) !== intended.amountCents || op.bindingGeneration !== intended.bindingGeneration) {
+    if (amountOf(op.request) !== intended.amountCents || op.generation !== String(intended.bindingGeneration)) {
       c.fail(`${id}: the reservation holds another request or binding than the one submitted first`);
     }
     if (op.status === 'completed' && amountOf(op.result) !== intended.amountCents) {

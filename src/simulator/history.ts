@@ -1,7 +1,9 @@
 /**
  * The data the invariant checker judges: what the simulator intended and was told (recorded in
- * memory while it ran) and what the database holds afterwards (read back at the end).
+ * memory while it ran) and what the database holds afterwards (read back at the end with
+ * src/checker/engine-state.ts, the read-back every history checker shares).
  */
+import type { AttemptRow, AuditRow, OperationRow } from '../checker/engine-state.js';
 import type { FaultName } from './config.js';
 
 /** Which caller made a call: the original submission or one of the injected extra ones. */
@@ -30,42 +32,6 @@ export interface ToldAnswer {
   readonly outcome: string;
   /** The whole answer, every field as received (for the non-disclosure check). */
   readonly answer: Readonly<Record<string, unknown>>;
-}
-
-/** The canonical record, read back from settle.operations. */
-export interface OperationRow {
-  readonly tenant: string;
-  readonly key: string;
-  readonly status: string;
-  readonly attempt: number;
-  readonly settledAttempt: number | null;
-  readonly result: unknown;
-  readonly request: unknown;
-  readonly bindingGeneration: number;
-  readonly inFlight: boolean;
-  readonly deadLettered: boolean;
-}
-
-/** One attempt, read back from settle.attempts. */
-export interface AttemptRow {
-  readonly tenant: string;
-  readonly key: string;
-  readonly attempt: number;
-  readonly observation: string | null;
-  readonly settled: boolean;
-  readonly endReason: string | null;
-}
-
-/** One audit row, read back from settle.audit_log. */
-export interface AuditRow {
-  readonly tenant: string;
-  readonly key: string;
-  readonly auditId: bigint;
-  readonly event: string;
-  readonly outcome: string;
-  readonly attempt: number | null;
-  readonly statusBefore: string | null;
-  readonly statusAfter: string | null;
 }
 
 /**

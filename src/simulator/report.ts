@@ -30,7 +30,7 @@ export function formatReport(report: SimulationReport): string {
   lines.push('invariants');
   for (const invariant of report.check.invariants) {
     const mark = invariant.ok ? 'PASS' : 'FAIL';
-    lines.push(`  ${mark}  ${invariant.name.padEnd(28)} ${String(invariant.checked).padStart(6)} checked  ${invariant.description}`);
+    lines.push(`  ${mark}  ${invariant.name.padEnd(32)} ${String(invariant.checked).padStart(6)} checked  ${invariant.description}`);
     if (!invariant.ok) {
       for (const violation of invariant.violations) lines.push(`          - ${violation}`);
       if (invariant.violationCount > invariant.violations.length) {

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { createSettleClient } from '../client/client.js';
+import { readEngineState } from '../checker/engine-state.js';
 import { checkHistory, type CheckReport } from './checker.js';
 import { FAULTS, type FaultName, type SimulatorConfig } from './config.js';
 import type { History, IntendedOperation } from './history.js';
 import { createLedger } from './ledger.js';
 import { histogram, summarizeLatency, type LatencySummary } from './metrics.js';
-import { readBackEngine } from './readback.js';
 import { Recorder } from './recorder.js';
 import { planOperations, type OperationPlan } from './schedule.js';
 import { TaskQueue } from './task-queue.js';
@@ -132,7 +132,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     options.onProgress?.({ issued: nextPlan, final, total: plans.length, elapsedMs: workloadMs });
 
     const checkStarted = performance.now();
-    const [engine, payouts] = await Promise.all([readBackEngine(pool, tenantPrefix), ledger.readBack(tenantPrefix)]);
+    const [engine, payouts] = await Promise.all([readEngineState(pool, { tenantPrefix }), ledger.readBack(tenantPrefix)]);
     const history: History = { intended, told: recorder.told, ...engine, payouts };
     const check = checkHistory(history);
     const checkMs = performance.now() - checkStarted;

@@ -3,7 +3,7 @@ import { expireLease } from '../../src/testing/clock.js';
 import { roleUrl } from './harness/app-url.js';
 import { check, describeViolations } from './harness/checker.js';
 import { recordFigures } from './harness/figures.js';
-import { readFinalState, type FinalState, type OperationRow } from './harness/final-state.js';
+import { readEngineState, type EngineState, type OperationRow } from '../../src/checker/engine-state.js';
 import { History, type Answer, type CompletedOp } from './harness/history.js';
 import type { Invariant } from './harness/invariants.js';
 import { acquiredTicket, recording } from './harness/recorder.js';
@@ -20,7 +20,7 @@ const BINDING = { principal: 'alice', scopes: ['pay'], generation: '1' };
 const request = (key: string) => ({ key, amount: 100 });
 
 let ops: CompletedOp[];
-let state: FinalState;
+let state: EngineState;
 /** Figures: one planted bug per checked report (a report may be expected to break two invariants). */
 const planted = new Set<ReturnType<typeof check>>();
 const missed = new Set<ReturnType<typeof check>>();
@@ -71,7 +71,7 @@ beforeAll(async () => {
     await p4.complete({ ...tc, binding: { ...BINDING, generation: '2' } }, { receipt: 'forged' });
 
     ops = history.ops();
-    state = await readFinalState(admin, [TENANT]);
+    state = await readEngineState(admin, { tenants: [TENANT] });
   } finally {
     await pool.end();
   }
@@ -88,7 +88,7 @@ function plantAnswer(id: (op: CompletedOp) => boolean, change: (a: Answer) => An
   return out;
 }
 
-function plantRecord(key: string, change: (op: OperationRow) => OperationRow): FinalState {
+function plantRecord(key: string, change: (op: OperationRow) => OperationRow): EngineState {
   return { ...state, operations: state.operations.map((op) => (op.key === key ? change(op) : op)) };
 }
 
@@ -151,7 +151,7 @@ describe('the history checker', () => {
       await admin.query(`update settle_private.operations set status = 'unknown' where tenant = $1 and key = $2`, [TENANT, key]);
       await admin.query('alter table settle_private.operations enable trigger _100_guard_lattice');
       await admin.query('commit');
-      const report = check(history.ops(), await readFinalState(admin, [TENANT]));
+      const report = check(history.ops(), await readEngineState(admin, { tenants: [TENANT] }));
       expectCaught(report, 'status-monotonic');
       expectCaught(report, 'audit-continuity');
     } finally {

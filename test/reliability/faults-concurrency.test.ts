@@ -6,7 +6,7 @@ import { waitForBackends } from './harness/backends.js';
 import { check, describeViolations } from './harness/checker.js';
 import { createClientDriver } from './harness/client-driver.js';
 import type { Ticket } from './harness/driver.js';
-import { readFinalState } from './harness/final-state.js';
+import { readEngineState } from '../../src/checker/engine-state.js';
 import { History, sqlState } from './harness/history.js';
 import { recording } from './harness/recorder.js';
 import { countCalls, ScenarioTally, SETTLE_CALLS } from './harness/scenario-tally.js';
@@ -63,7 +63,7 @@ const LOCK_TABLE = 'lock table settle_private.operations in share mode';
 const LOCK_ROW = 'select 1 from settle_private.operations where tenant = $1 and key = $2 for update';
 
 async function expectCheckerClean(history: History, key: string): Promise<void> {
-  const state = await readFinalState(admin, [TENANT]);
+  const state = await readEngineState(admin, { tenants: [TENANT] });
   const only = <T extends { key: string }>(rows: readonly T[]) => rows.filter((r) => r.key === key);
   const report = check(history.ops().filter((op) => op.key === key), { operations: only(state.operations), attempts: only(state.attempts), audit: only(state.audit) });
   tally.violations += report.violations.length;

@@ -6,7 +6,7 @@ import { isRetryable, SettleRetryableError } from '../../src/client/errors.js';
 import { roleUrl } from './harness/app-url.js';
 import { gate, waitForBackends } from './harness/backends.js';
 import { check, describeViolations } from './harness/checker.js';
-import { readFinalState } from './harness/final-state.js';
+import { readEngineState } from '../../src/checker/engine-state.js';
 import { countCalls, ScenarioTally, SETTLE_CALLS } from './harness/scenario-tally.js';
 import { useReliabilityDatabase } from './support/database.js';
 
@@ -127,7 +127,7 @@ describe('deadlock (40P01) between caller transactions', () => {
     expect(records.map((r) => [r?.status, r?.settledAttempt])).toEqual([['completed', 1], ['completed', 1]]);
 
     // Audit replay: no downgrade, one settlement per key, the trail ends in the stored state.
-    const state = await readFinalState(admin, [TENANT]);
+    const state = await readEngineState(admin, { tenants: [TENANT] });
     const report = check([], state);
     tally.violations += report.violations.length;
     expect(report.violations, describeViolations(report)).toEqual([]);

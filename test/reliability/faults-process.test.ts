@@ -4,7 +4,7 @@ import { roleUrl } from './harness/app-url.js';
 import { check, describeViolations } from './harness/checker.js';
 import { ChildWorker } from './harness/child-worker.js';
 import type { SettleDriver, Ticket } from './harness/driver.js';
-import { readFinalState } from './harness/final-state.js';
+import { readEngineState } from '../../src/checker/engine-state.js';
 import { countCalls, ScenarioTally, SETTLE_CALLS } from './harness/scenario-tally.js';
 import { createSqlDriver } from './harness/sql-driver.js';
 import { WORKER_BINDING, workerRequest } from './harness/worker-protocol.js';
@@ -58,7 +58,7 @@ async function record(key: string) {
 }
 
 async function expectCleanState(key: string): Promise<void> {
-  const state = await readFinalState(admin, [TENANT]);
+  const state = await readEngineState(admin, { tenants: [TENANT] });
   const report = check([], { ...state, operations: state.operations.filter((o) => o.key === key), attempts: state.attempts.filter((a) => a.key === key), audit: state.audit.filter((a) => a.key === key) });
   tally.violations += report.violations.length;
   expect(report.violations, describeViolations(report)).toEqual([]);

@@ -4,7 +4,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { roleUrl } from './harness/app-url.js';
 import { check, describeViolations, type CheckReport } from './harness/checker.js';
 import { recordFigures } from './harness/figures.js';
-import { readFinalState } from './harness/final-state.js';
+import { readEngineState } from '../../src/checker/engine-state.js';
 import { History } from './harness/history.js';
 import { runScenario, SCENARIO_NAMES } from './harness/mutant-scenarios.js';
 import { applyReplacement, MUTANTS, writeMutatedMigrations, type Mutant, type ScenarioName } from './harness/mutants.js';
@@ -50,8 +50,8 @@ async function runAgainst(mutant: Mutant | undefined, scenarios: readonly Scenar
     const workloadOps = run.history.ops();
     const scenarioOps = history.ops();
     return {
-      workload: check(workloadOps, await readFinalState(admin, [run.tenant])),
-      scenario: check(scenarioOps, await readFinalState(admin, [SCENARIO_TENANT])),
+      workload: check(workloadOps, await readEngineState(admin, { tenants: [run.tenant] })),
+      scenario: check(scenarioOps, await readEngineState(admin, { tenants: [SCENARIO_TENANT] })),
       calls: workloadOps.length + scenarioOps.length,
       faults: run.faults.expiredLeases + run.faults.killedConnections,
     };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { check, describeViolations } from './harness/checker.js';
 import { recordFigures } from './harness/figures.js';
-import { readFinalState } from './harness/final-state.js';
+import { readEngineState } from '../../src/checker/engine-state.js';
 import { summarizeHistory } from './harness/history.js';
 import { runWorkload } from './harness/workload.js';
 import { useReliabilityDatabase } from './support/database.js';
@@ -21,7 +21,7 @@ describe('randomized workload', () => {
     async () => {
       const run = await runWorkload({ url: db.url, seed, operations, processes: 8, keys: 50 });
       const admin = await db.connect();
-      const state = await readFinalState(admin, [run.tenant]);
+      const state = await readEngineState(admin, { tenants: [run.tenant] });
       const ops = run.history.ops();
       const report = check(ops, state);
       const counts = summarizeHistory(ops);

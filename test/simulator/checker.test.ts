@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { checkHistory, INVARIANTS, type InvariantName } from '../../src/simulator/checker.js';
-import type { AuditRow, History, PayoutRow, ToldAnswer } from '../../src/simulator/history.js';
+import type { AttemptRow, AuditRow, OperationRow } from '../../src/checker/engine-state.js';
+import type { Status } from '../../src/client/types.js';
+import type { History, PayoutRow, ToldAnswer } from '../../src/simulator/history.js';
 
 // Hand-built histories: one operation paid and settled cleanly by attempt 2 after attempt 1
 // crashed after its effect (the idempotent downstream answered attempt 2 with attempt 1's
@@ -13,8 +15,37 @@ function told(partial: Partial<ToldAnswer> & Pick<ToldAnswer, 'call' | 'outcome'
   return { tenant: T, key: K, submission: 'original', fault: null, attempt: null, answer: { outcome: partial.outcome }, ...partial };
 }
 
-function audit(auditId: number, event: string, outcome: string, before: string | null, after: string | null): AuditRow {
-  return { tenant: T, key: K, auditId: BigInt(auditId), event, outcome, attempt: 1, statusBefore: before, statusAfter: after };
+function audit(auditId: number, event: string, outcome: string, before: Status | null, after: Status | null): AuditRow {
+  return { tenant: T, key: K, auditId: String(auditId), event, outcome, attempt: 1, statusBefore: before, statusAfter: after, detail: {}, endedLiveLease: false };
+}
+
+function attempt(n: number, observation: Status | null, settled: boolean, endReason: string): AttemptRow {
+  return { tenant: T, key: K, attempt: n, observation, settled, endReason, error: null, retryable: null, lateResult: null };
+}
+
+/** The operation row the read-back returns; `change` plants a different record. */
+function operation(change: Partial<OperationRow> = {}): OperationRow {
+  return {
+    tenant: T,
+    key: K,
+    status: 'completed',
+    attempt: 2,
+    maxAttempts: 5,
+    leaseHeld: false,
+    inFlight: false,
+    request: { amount_cents: 1234 },
+    fingerprint: 'f',
+    principal: 'sim',
+    scopes: [],
+    generation: '1',
+    result: RESULT,
+    resultText: JSON.stringify(RESULT),
+    settledAttempt: 2,
+    error: null,
+    deadLettered: false,
+    redriveCount: 0,
+    ...change,
+  };
 }
 
 function payout(attempt: number, payoutId: string, credited: boolean, amountCents = 1234): PayoutRow {
@@ -37,24 +68,8 @@ function cleanHistory(): History {
       }),
       told({ call: 'claim', outcome: 'replay', submission: 'duplicate', answer: { outcome: 'replay', result: RESULT } }),
     ],
-    operations: [
-      {
-        tenant: T,
-        key: K,
-        status: 'completed',
-        attempt: 2,
-        settledAttempt: 2,
-        result: RESULT,
-        request: { amount_cents: 1234 },
-        bindingGeneration: 1,
-        inFlight: false,
-        deadLettered: false,
-      },
-    ],
-    attempts: [
-      { tenant: T, key: K, attempt: 1, observation: null, settled: false, endReason: 'lease_expired' },
-      { tenant: T, key: K, attempt: 2, observation: 'completed', settled: true, endReason: 'observed' },
-    ],
+    operations: [operation()],
+    attempts: [attempt(1, null, false, 'lease_expired'), attempt(2, 'completed', true, 'observed')],
     audit: [
       audit(1, 'claim', 'acquired', null, 'running'),
       audit(2, 'claim', 'in_progress', 'running', 'running'),
@@ -88,10 +103,10 @@ describe('checkHistory', () => {
     expect(line).toBe('sim-t0/op-000001: 2 credited payouts (attempts 1, 2)');
   });
 
-  it('a downgrade in the audit trail fails monotonic-status', () => {
+  it('a downgrade in the audit trail fails status-monotonic', () => {
     const history = cleanHistory();
     const downgraded = { ...history, audit: [...history.audit, audit(7, 'report_unknown', 'recorded', 'completed', 'unknown')] };
-    expect(failedInvariants(downgraded)).toEqual(['monotonic-status']);
+    expect(failedInvariants(downgraded)).toEqual(['status-monotonic']);
   });
 
   it('a lock-free claim answer read before a transition may land after it, but only with a status the trail reached', () => {
@@ -99,13 +114,13 @@ describe('checkHistory', () => {
     const stale = { ...history, audit: [...history.audit, audit(7, 'claim', 'in_progress', 'running', 'running')] };
     expect(failedInvariants(stale)).toEqual([]);
     const invented = { ...history, audit: [...history.audit, audit(7, 'claim', 'conflict', 'unknown', 'unknown')] };
-    expect(failedInvariants(invented)).toEqual(['monotonic-status']);
+    expect(failedInvariants(invented)).toEqual(['status-monotonic']);
   });
 
-  it('a downgrade across rows (later row shows a lower status) fails monotonic-status', () => {
+  it('a downgrade across rows (later row shows a lower status) fails status-monotonic', () => {
     const history = cleanHistory();
     const downgraded = { ...history, audit: [...history.audit, audit(7, 'heartbeat', 'fenced', 'running', 'running')] };
-    expect(failedInvariants(downgraded)).toEqual(['monotonic-status']);
+    expect(failedInvariants(downgraded)).toEqual(['status-monotonic']);
   });
 
   it('redrive is the one allowed drop', () => {
@@ -123,16 +138,15 @@ describe('checkHistory', () => {
     expect(failedInvariants(redriven)).toEqual([]);
   });
 
-  it('a lost settlement (paid, answered settled, record not completed) fails no-lost-settlement', () => {
+  it('a lost settlement (paid, answered settled, record not completed) fails acknowledged-completion-durable', () => {
     const history = cleanHistory();
-    const [op] = history.operations;
     const lost = {
       ...history,
       told: history.told.filter((t) => t.outcome !== 'replay'),
-      operations: [{ ...op!, status: 'failed', settledAttempt: null, result: null, deadLettered: true }],
+      operations: [operation({ status: 'failed', settledAttempt: null, result: null, resultText: null, deadLettered: true })],
       attempts: history.attempts.map((a) => ({ ...a, settled: false })),
     };
-    expect(failedInvariants(lost)).toEqual(['no-lost-settlement']);
+    expect(failedInvariants(lost)).toEqual(['acknowledged-completion-durable']);
   });
 
   it('a settlement without its payout fails no-lost-payout', () => {
@@ -140,18 +154,18 @@ describe('checkHistory', () => {
     expect(failedInvariants({ ...history, payouts: [payout(2, 'p-2', false)] })).toEqual(['no-lost-payout']);
   });
 
-  it('two settled attempts, or a replay of another result, fail exactly-one-settlement', () => {
+  it('two settled attempts, or a replay of another result, fail single-settlement', () => {
     const history = cleanHistory();
-    const twice = { ...history, attempts: history.attempts.map((a) => ({ ...a, settled: true, observation: 'completed' })) };
-    expect(failedInvariants(twice)).toEqual(['exactly-one-settlement']);
+    const twice = { ...history, attempts: history.attempts.map((a) => ({ ...a, settled: true, observation: 'completed' as const })) };
+    expect(failedInvariants(twice)).toEqual(['single-settlement']);
     const otherReplay = {
       ...history,
       told: [...history.told, told({ call: 'claim', outcome: 'replay', answer: { outcome: 'replay', result: { ...RESULT, payout_id: 'p-9' } } })],
     };
-    expect(failedInvariants(otherReplay)).toEqual(['exactly-one-settlement']);
+    expect(failedInvariants(otherReplay)).toEqual(['single-settlement']);
   });
 
-  it('a disclosed conflict fails conflict-without-disclosure', () => {
+  it('a disclosed conflict fails conflict-discloses-nothing', () => {
     const history = cleanHistory();
     const disclosed = {
       ...history,
@@ -166,29 +180,28 @@ describe('checkHistory', () => {
         }),
       ],
     };
-    expect(failedInvariants(disclosed)).toEqual(['conflict-without-disclosure']);
-    const line = checkHistory(disclosed).invariants.find((i) => i.name === 'conflict-without-disclosure')?.violations[0];
+    expect(failedInvariants(disclosed)).toEqual(['conflict-discloses-nothing']);
+    const line = checkHistory(disclosed).invariants.find((i) => i.name === 'conflict-discloses-nothing')?.violations[0];
     expect(line).toBe('sim-t0/op-000001: a conflict answer to claim disclosed status, result');
   });
 
-  it('a conflicting request that was executed fails conflict-without-disclosure', () => {
+  it('a conflicting request that was executed fails conflict-discloses-nothing', () => {
     const history = cleanHistory();
     const executed = {
       ...history,
       told: [...history.told, told({ call: 'claim', outcome: 'acquired', submission: 'different-payload', answer: { outcome: 'acquired' } })],
       payouts: [...history.payouts, payout(3, 'p-3', false, 9999)],
     };
-    expect(failedInvariants(executed)).toEqual(['conflict-without-disclosure']);
-    expect(checkHistory(executed).invariants.find((i) => i.name === 'conflict-without-disclosure')?.violationCount).toBe(2);
+    expect(failedInvariants(executed)).toEqual(['conflict-discloses-nothing']);
+    expect(checkHistory(executed).invariants.find((i) => i.name === 'conflict-discloses-nothing')?.violationCount).toBe(2);
   });
 
   it('an operation left running fails every-operation-final', () => {
     const history = cleanHistory();
-    const [op] = history.operations;
     const stuck = {
       ...history,
       told: history.told.filter((t) => t.call === 'claim' && t.outcome !== 'replay'),
-      operations: [{ ...op!, status: 'running', settledAttempt: null, result: null, inFlight: true }],
+      operations: [operation({ status: 'running', settledAttempt: null, result: null, resultText: null, leaseHeld: true, inFlight: true })],
       attempts: history.attempts.map((a) => ({ ...a, settled: false })),
       payouts: [],
       audit: history.audit.slice(0, 4),

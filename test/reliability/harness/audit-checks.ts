@@ -1,4 +1,5 @@
-import type { AttemptRow, AuditRow, FinalState, OperationRow } from './final-state.js';
+import type { AttemptRow, AuditRow, EngineState, OperationRow } from '../../../src/checker/engine-state.js';
+import { isSnapshotRead } from '../../../src/checker/invariants.js';
 import type { StatusName } from './history.js';
 import { groupByKey, keyOf, rank, type ViolationLog } from './invariants.js';
 
@@ -15,7 +16,7 @@ interface Replay {
  * Replays every key's audit trail (audit_id order) and checks each transition, then compares
  * the end of the trail with the stored operation and its attempts.
  */
-export function checkAuditTrail(state: FinalState, log: ViolationLog): void {
+export function checkAuditTrail(state: EngineState, log: ViolationLog): void {
   const operations = new Map(state.operations.map((op) => [keyOf(op), op]));
   const attempts = groupByKey(state.attempts);
   const trails = groupByKey(state.audit);
@@ -29,15 +30,6 @@ export function checkAuditTrail(state: FinalState, log: ViolationLog): void {
       log.add('audit-continuity', last, `the audit trail ends in ${last.statusAfter} but no operation is stored`);
     }
   }
-}
-
-/**
- * Claims that only read (in_progress, replay, conflict, failed without a transition) answer
- * from their snapshot without locking the operation row, so their audit rows are not ordered
- * with the transitions around them: they may show an older status than the row before them.
- */
-function isSnapshotRead(row: AuditRow): boolean {
-  return row.event === 'claim' && row.outcome !== 'acquired' && row.statusBefore === row.statusAfter;
 }
 
 function replayTrail(rows: readonly AuditRow[], log: ViolationLog): Replay {

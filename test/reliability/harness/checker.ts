@@ -1,5 +1,5 @@
 import { checkAuditTrail } from './audit-checks.js';
-import type { FinalState } from './final-state.js';
+import type { EngineState } from '../../../src/checker/engine-state.js';
 import { checkDisclosure, checkFencing, checkMonotonicAnswers, checkReplays, checkResults, checkRetryableFailures, type KeyHistory } from './history-checks.js';
 import type { CompletedOp } from './history.js';
 import { groupByKey, keyOf, ViolationLog, type Invariant, type Violation } from './invariants.js';
@@ -26,7 +26,7 @@ export interface CheckReport {
  * test/reliability/harness/invariants.ts. The final state is judged on its own (audit trail replay,
  * attempts) and against every call of the history.
  */
-export function check(ops: readonly CompletedOp[], state: FinalState, options: CheckOptions = {}): CheckReport {
+export function check(ops: readonly CompletedOp[], state: EngineState, options: CheckOptions = {}): CheckReport {
   const log = new ViolationLog();
   checkAuditTrail(state, log);
 

@@ -1,5 +1,5 @@
 import { sameJson } from './canonical-json.js';
-import type { OperationRow } from './final-state.js';
+import type { OperationRow } from '../../../src/checker/engine-state.js';
 import type { Answer, CompletedOp, OpArgs } from './history.js';
 import { rank, type ViolationLog } from './invariants.js';
 
