@@ -11,6 +11,7 @@ import { createPreparedStatementsInterceptor } from './prepared-statements.js';
 import { createSessionResetInterceptor } from './session-reset.js';
 import { runEffect, type RunInput, type RunOutcome, type RunContext, type RunOptions } from './run.js';
 import * as s from './schemas.js';
+import { createClientTelemetry, registerClientTelemetry } from './telemetry.js';
 import {
   runInTransaction,
   type TransactionEffectContext,
@@ -86,7 +87,8 @@ export interface SettleClient {
 export interface ClientCore {
   getPool(): Promise<DatabasePool>;
   readonly retry: ResolvedRetryPolicy;
-  rows<S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions): Promise<z.output<S>[]>;
+  /** Runs one settle call (with transparent retries); `tenant` is for opt-in telemetry only. */
+  rows<S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions, tenant?: string): Promise<z.output<S>[]>;
 }
 
 /** Creates a client over a new slonik pool (connectionString) or over your own pool. */
@@ -118,29 +120,36 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
             throw error;
           }));
 
+  const telemetry = createClientTelemetry(options.telemetry);
+  const onRetry = options.onRetry;
   const core: ClientCore = {
     getPool,
-    retry: resolveRetryPolicy(options.retry, options.onRetry),
-    async rows(operation, query, callOptions = {}) {
-      const given: Queryable | undefined = callOptions.connection;
-      const retryable = given === undefined || !('transactionDepth' in given);
-      const raw = await withRetry(operation, core.retry, retryable, async () => {
-        const result = await (given ?? (await getPool())).query(query);
-        // Rows that come with a cancelled synchronous-replication wait are no acknowledgement.
-        const unconfirmed = unconfirmedCommit(operation, result.notices);
-        if (unconfirmed !== null) throw unconfirmed;
-        return result.rows;
-      }).catch((error: unknown) => {
-        throw (error instanceof Error ? notMigratedError(error) : null) ?? error;
+    retry: resolveRetryPolicy(options.retry, (event) => {
+      telemetry.retry(event);
+      onRetry?.(event);
+    }),
+    rows(operation, query, callOptions = {}, tenant) {
+      return telemetry.call(operation, tenant, async () => {
+        const given: Queryable | undefined = callOptions.connection;
+        const retryable = given === undefined || !('transactionDepth' in given);
+        const raw = await withRetry(operation, core.retry, retryable, async () => {
+          const result = await (given ?? (await getPool())).query(query);
+          // Rows that come with a cancelled synchronous-replication wait are no acknowledgement.
+          const unconfirmed = unconfirmedCommit(operation, result.notices);
+          if (unconfirmed !== null) throw unconfirmed;
+          return result.rows;
+        }).catch((error: unknown) => {
+          throw (error instanceof Error ? notMigratedError(error) : null) ?? error;
+        });
+        // Rows of a pool without the result-parser interceptor are validated here.
+        const parsed = raw.map((row): unknown => (wasValidated(row) ? row : validateRow(query.parser, row, query.sql)));
+        return parsed as z.output<typeof query.parser>[];
       });
-      // Rows of a pool without the result-parser interceptor are validated here.
-      const parsed = raw.map((row): unknown => (wasValidated(row) ? row : validateRow(query.parser, row, query.sql)));
-      return parsed as z.output<typeof query.parser>[];
     },
   };
 
-  const one = async <S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions) => {
-    const [row, ...rest] = await core.rows(operation, query, options);
+  const one = async <S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions, tenant?: string) => {
+    const [row, ...rest] = await core.rows(operation, query, options, tenant);
     if (row === undefined || rest.length > 0) {
       throw new SettleRowValidationError(`${operation} returned ${rest.length + (row === undefined ? 0 : 1)} rows, expected 1`, []);
     }
@@ -154,40 +163,42 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
 
     async claim(input, options) {
       const parsed = s.parseInput(s.claimInputSchema, input);
-      const row = await one('claim', q.claimQuery(parsed), options);
+      const row = await one('claim', q.claimQuery(parsed), options, parsed.tenant);
       return toClaimOutcome(row, parsed.tenant, parsed.key, parsed.binding);
     },
 
     async heartbeat(handle, options = {}) {
       const args = attemptArgs(handle);
       const leaseMs = s.parseInput(s.leaseMsSchema, options.leaseMs ?? 30_000, ['leaseMs']);
-      return toHeartbeatOutcome(await one('heartbeat', q.heartbeatQuery(args, leaseMs), options));
+      return toHeartbeatOutcome(await one('heartbeat', q.heartbeatQuery(args, leaseMs), options, args.tenant));
     },
 
     async complete(handle, result, options) {
       const args = attemptArgs(handle);
       const value = s.parseInput(s.resultSchema, result, ['result']);
-      return toObservation(await one('complete', q.completeQuery(args, value), options));
+      return toObservation(await one('complete', q.completeQuery(args, value), options, args.tenant));
     },
 
     async fail(handle, error, options = {}) {
       const args = attemptArgs(handle);
       const failure = s.parseInput(s.failureSchema, { error, retryable: options.retryable ?? true });
-      return toObservation(await one('fail', q.failQuery(args, failure.error, failure.retryable), options));
+      return toObservation(await one('fail', q.failQuery(args, failure.error, failure.retryable), options, args.tenant));
     },
 
     async reportUnknown(handle, options) {
-      return toObservation(await one('reportUnknown', q.reportUnknownQuery(attemptArgs(handle)), options));
+      const args = attemptArgs(handle);
+      return toObservation(await one('reportUnknown', q.reportUnknownQuery(args), options, args.tenant));
     },
 
     async get(ref, options) {
       const { tenant, key } = s.parseInput(s.refSchema, ref);
-      const [record] = await core.rows('get', q.getQuery(tenant, key), options);
+      const [record] = await core.rows('get', q.getQuery(tenant, key), options, tenant);
       return record ?? null;
     },
 
-    run: (input, effect, options) => runEffect(client, input, effect, options),
-    runInTransaction: (input, effect, options) => runInTransaction(client, core, input, effect, options),
+    run: (input, effect, options) => telemetry.run('run', input.tenant, (timed) => runEffect(client, input, timed(effect), options)),
+    runInTransaction: (input, effect, options) =>
+      telemetry.run('run_in_transaction', input.tenant, (timed) => runInTransaction(client, core, input, timed(effect), options)),
 
     async expireLeases(input = {}, options) {
       const batchSize = s.parseInput(s.batchSizeSchema, input.batchSize ?? 1000, ['batchSize']);
@@ -196,7 +207,7 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
 
     async redrive(input, options) {
       const parsed = s.parseInput(s.redriveInputSchema, input);
-      const record = (await core.rows('redrive', q.redriveQuery(parsed), options))[0];
+      const record = (await core.rows('redrive', q.redriveQuery(parsed), options, parsed.tenant))[0];
       if (record === undefined) {
         throw new OperationNotFoundError('operation not found', { code: 'SE010', detail: { tenant: parsed.tenant, key: parsed.key } });
       }
@@ -229,5 +240,6 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
       if (ownsPool && poolPromise !== undefined) await (await poolPromise).end();
     },
   };
+  registerClientTelemetry(client, telemetry);
   return client;
 }

@@ -19,5 +19,13 @@ export {
   type RunOutcome,
 } from './run.js';
 export { LIMITS } from './schemas.js';
+export {
+  type HttpRequestResult,
+  type MeterProviderLike,
+  METRICS,
+  recordHttpRequest,
+  type TelemetryOptions,
+  type TracerProviderLike,
+} from './telemetry.js';
 export type { Isolation, TransactionEffectContext, TransactionOutcome, TransactionRunInput } from './transaction.js';
 export type * from './types.js';

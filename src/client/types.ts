@@ -1,4 +1,5 @@
 import type { DatabasePool, DatabasePoolConnection, DatabaseTransactionConnection } from 'slonik';
+import type { TelemetryOptions } from './telemetry.js';
 
 /** A JSON value as stored in jsonb: finite numbers, plain objects and arrays only. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -219,6 +220,12 @@ interface CommonClientOptions {
   /** Transparent retries of 40001 / 40P01 / 55P03. */
   readonly retry?: RetryPolicy;
   readonly onRetry?: (event: RetryEvent) => void;
+  /**
+   * OpenTelemetry metrics and spans (docs/observability.md), through the optional peer
+   * dependency @opentelemetry/api: the global providers by default, or the ones given here.
+   * `false` turns them off. Without @opentelemetry/api installed nothing is recorded.
+   */
+  readonly telemetry?: TelemetryOptions | false;
 }
 
 export type SettleClientOptions =

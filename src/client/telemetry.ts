@@ -1,0 +1,374 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { createRequire } from 'node:module';
+import type * as otel from '@opentelemetry/api';
+import { SettleError } from './errors.js';
+import type { RetryEvent } from './types.js';
+
+// OpenTelemetry metrics and spans of the client (docs/observability.md lists every name).
+//
+// @opentelemetry/api is an OPTIONAL peer dependency: it is required lazily, once, when the first
+// client that wants telemetry is created. Without it (or with `telemetry: false`) every hook below
+// is the no-op NOOP_TELEMETRY and costs one function call. With it but without an SDK, the API's
+// own no-op meter and non-recording spans apply.
+//
+// Attributes are low-cardinality by construction: the SQL function, the engine's outcome and
+// reason, a SQLSTATE. Never a key, lease token or principal; the tenant only when the application
+// opts in with `telemetry: { tenantAttribute: true }`.
+
+/** A MeterProvider (from @opentelemetry/sdk-metrics or the API): typed loosely so the API stays optional. */
+export interface MeterProviderLike {
+  getMeter(name: string, version?: string, options?: object): unknown;
+}
+/** A TracerProvider (from @opentelemetry/sdk-trace-base or the API). */
+export interface TracerProviderLike {
+  getTracer(name: string, version?: string, options?: object): unknown;
+}
+
+export interface TelemetryOptions {
+  /** Default: the global MeterProvider of @opentelemetry/api, looked up at the client's first call. */
+  readonly meterProvider?: MeterProviderLike;
+  /** Default: the global TracerProvider of @opentelemetry/api. */
+  readonly tracerProvider?: TracerProviderLike;
+  /** Add `pg_settle.tenant` to metric and span attributes (default false: tenants may be many, or sensitive). */
+  readonly tenantAttribute?: boolean;
+}
+
+/** What the HTTP middleware answered: the handler ran for the first time, a stored response was replayed, or a refusal. */
+export type HttpRequestResult = 'first' | 'replay' | '400' | '409' | '422';
+
+/** The outcomes of run() the telemetry reads (structurally: run.ts stays free of telemetry). */
+interface RunOutcomeLike {
+  readonly outcome: string;
+  readonly attempt?: number;
+  readonly settledAttempt?: number;
+  readonly settledBy?: string;
+  readonly final?: boolean;
+  readonly deadLettered?: boolean;
+  readonly reason?: string;
+}
+
+export type RunKind = 'run' | 'run_in_transaction';
+
+/** Returns the effect wrapped so that its duration and attempt are recorded. */
+export type EffectTimer = <F extends (context: never) => Promise<unknown>>(effect: F) => F;
+
+/** The hooks the client calls. */
+export interface ClientTelemetry {
+  /** Wraps one settle call (all its transparent retries): duration, outcome, span. */
+  call<R>(operation: string, tenant: string | undefined, execute: () => Promise<R>): Promise<R>;
+  /** One transparent retry (from the retry policy's onRetry). */
+  retry(event: RetryEvent): void;
+  /** Wraps run()/runInTransaction(): `execute` gets `wrap`, which times the effect. */
+  run<O extends RunOutcomeLike>(kind: RunKind, tenant: string, execute: (timed: EffectTimer) => Promise<O>): Promise<O>;
+  /** One request answered by the HTTP middleware. */
+  http(result: HttpRequestResult): void;
+}
+
+export const NOOP_TELEMETRY: ClientTelemetry = {
+  call: (_operation, _tenant, execute) => execute(),
+  retry: () => {},
+  run: (_kind, _tenant, execute) => execute((effect) => effect),
+  http: () => {},
+};
+
+export const INSTRUMENTATION_SCOPE = 'pg-settle';
+const SCOPE_VERSION = '0.1.0';
+
+/** Metric names (OpenTelemetry form; docs/observability.md gives the Prometheus form). */
+export const METRICS = {
+  callDuration: 'db.client.operation.duration',
+  outcomes: 'pg_settle.outcomes',
+  retries: 'pg_settle.client.retries',
+  effectDuration: 'pg_settle.run.effect.duration',
+  httpRequests: 'pg_settle.http.requests',
+} as const;
+
+/** OpenTelemetry's recommended buckets for db.client.operation.duration (seconds). */
+const CALL_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10];
+/** Effects are calls to other systems: milliseconds to minutes. */
+const EFFECT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+
+type Api = typeof otel;
+let api: Api | null | undefined;
+
+/** @opentelemetry/api if the application installed it, else null (looked up once). */
+export function loadOpenTelemetryApi(): Api | null {
+  if (api !== undefined) return api;
+  try {
+    api = createRequire(import.meta.url)('@opentelemetry/api') as Api;
+  } catch {
+    api = null;
+  }
+  return api;
+}
+
+/** The telemetry of a client: NOOP_TELEMETRY when disabled or when @opentelemetry/api is absent. */
+export function createClientTelemetry(options: TelemetryOptions | false | undefined): ClientTelemetry {
+  if (options === false) return NOOP_TELEMETRY;
+  const loaded = loadOpenTelemetryApi();
+  return loaded === null ? NOOP_TELEMETRY : new OtelTelemetry(loaded, options ?? {});
+}
+
+interface Instruments {
+  readonly callDuration: otel.Histogram;
+  readonly outcomes: otel.Counter;
+  readonly retries: otel.Counter;
+  readonly effectDuration: otel.Histogram;
+  readonly httpRequests: otel.Counter;
+  readonly tracer: otel.Tracer;
+}
+
+/** The span of the run() or settle call in progress, so settle calls become its children. */
+const activeSpan = new AsyncLocalStorage<otel.Span>();
+
+class OtelTelemetry implements ClientTelemetry {
+  private instruments: Instruments | undefined;
+  private readonly attributeCache = new Map<string, otel.Attributes>();
+
+  constructor(
+    private readonly api: Api,
+    private readonly options: TelemetryOptions,
+  ) {}
+
+  /** Instruments are created at the first call, so an SDK registered after createSettleClient still counts. */
+  private get i(): Instruments {
+    if (this.instruments !== undefined) return this.instruments;
+    const meterProvider = (this.options.meterProvider as otel.MeterProvider | undefined) ?? this.api.metrics.getMeterProvider();
+    const tracerProvider = (this.options.tracerProvider as otel.TracerProvider | undefined) ?? this.api.trace.getTracerProvider();
+    const meter = meterProvider.getMeter(INSTRUMENTATION_SCOPE, SCOPE_VERSION);
+    this.instruments = {
+      callDuration: meter.createHistogram(METRICS.callDuration, {
+        description: 'Duration of settle calls (one SQL function call, transparent retries included).',
+        unit: 's',
+        advice: { explicitBucketBoundaries: CALL_BUCKETS },
+      }),
+      outcomes: meter.createCounter(METRICS.outcomes, {
+        description: 'Answers of settle calls and of run()/runInTransaction(), by operation, outcome and reason.',
+        unit: '{outcome}',
+      }),
+      retries: meter.createCounter(METRICS.retries, {
+        description: 'Transparent retries of settle calls after a transient error (40001, 40P01, 55P03), by SQLSTATE.',
+        unit: '{retry}',
+      }),
+      effectDuration: meter.createHistogram(METRICS.effectDuration, {
+        description: "Duration of run()'s effect, by what became of it (completed, failed, unknown, lease_lost, ...).",
+        unit: 's',
+        advice: { explicitBucketBoundaries: EFFECT_BUCKETS },
+      }),
+      httpRequests: meter.createCounter(METRICS.httpRequests, {
+        description: 'Requests answered by the idempotency middleware, by result (first, replay, 400, 409, 422).',
+        unit: '{request}',
+      }),
+      tracer: tracerProvider.getTracer(INSTRUMENTATION_SCOPE, SCOPE_VERSION),
+    };
+    return this.instruments;
+  }
+
+  /** Attribute sets are cached: a handful of operations x outcomes (x tenants, if opted in). */
+  private attributes(cacheKey: string, build: () => otel.Attributes): otel.Attributes {
+    let attributes = this.attributeCache.get(cacheKey);
+    if (attributes === undefined) {
+      attributes = Object.freeze(build());
+      if (this.attributeCache.size < 10_000) this.attributeCache.set(cacheKey, attributes);
+    }
+    return attributes;
+  }
+
+  private tenant(tenant: string | undefined): string | undefined {
+    return this.options.tenantAttribute === true ? tenant : undefined;
+  }
+
+  async call<R>(operation: string, tenant: string | undefined, execute: () => Promise<R>): Promise<R> {
+    const i = this.i;
+    const name = sqlName(operation);
+    const shownTenant = this.tenant(tenant);
+    const parent = activeSpan.getStore();
+    const parentContext = parent === undefined ? this.api.context.active() : this.api.trace.setSpan(this.api.context.active(), parent);
+    const span = i.tracer.startSpan(
+      name,
+      {
+        kind: this.api.SpanKind.CLIENT,
+        attributes: { 'db.system.name': 'postgresql', 'db.operation.name': name, ...(shownTenant === undefined ? {} : { 'pg_settle.tenant': shownTenant }) },
+      },
+      parentContext,
+    );
+    const recording = span.isRecording();
+    const started = performance.now();
+    let outcome = 'error';
+    let reason: string | undefined;
+    let sqlstate: string | undefined;
+    let errorType: string | undefined;
+    try {
+      const result = recording ? await activeSpan.run(span, execute) : await execute();
+      [outcome, reason] = outcomeOf(name, result);
+      return result;
+    } catch (error) {
+      sqlstate = error instanceof SettleError && error.sqlstate !== null ? error.sqlstate : undefined;
+      errorType = sqlstate ?? (error instanceof SettleError ? error.code : error instanceof Error ? error.name : 'Error');
+      if (recording) {
+        span.recordException(error instanceof Error ? error : String(error));
+        span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: errorType });
+      }
+      throw error;
+    } finally {
+      const seconds = (performance.now() - started) / 1000;
+      const t = shownTenant ?? '';
+      i.callDuration.record(
+        seconds,
+        this.attributes(`d|${name}|${outcome}|${errorType ?? ''}|${t}`, () => ({
+          'db.system.name': 'postgresql',
+          'db.operation.name': name,
+          'pg_settle.outcome': outcome,
+          ...(sqlstate === undefined ? {} : { 'db.response.status_code': sqlstate }),
+          ...(errorType === undefined ? {} : { 'error.type': errorType }),
+          ...(shownTenant === undefined ? {} : { 'pg_settle.tenant': shownTenant }),
+        })),
+      );
+      i.outcomes.add(1, this.outcomeAttributes(name, outcome, reason, shownTenant));
+      if (recording) {
+        span.setAttribute('pg_settle.outcome', outcome);
+        if (reason !== undefined) span.setAttribute('pg_settle.reason', reason);
+        if (sqlstate !== undefined) span.setAttribute('db.response.status_code', sqlstate);
+        if (errorType !== undefined) span.setAttribute('error.type', errorType);
+      }
+      span.end();
+    }
+  }
+
+  private outcomeAttributes(operation: string, outcome: string, reason: string | undefined, tenant: string | undefined): otel.Attributes {
+    return this.attributes(`o|${operation}|${outcome}|${reason ?? ''}|${tenant ?? ''}`, () => ({
+      'pg_settle.operation': operation,
+      'pg_settle.outcome': outcome,
+      ...(reason === undefined ? {} : { 'pg_settle.reason': reason }),
+      ...(tenant === undefined ? {} : { 'pg_settle.tenant': tenant }),
+    }));
+  }
+
+  retry(event: RetryEvent): void {
+    const name = sqlName(event.operation);
+    const sqlstate = event.error instanceof SettleError && event.error.sqlstate !== null ? event.error.sqlstate : (event.error.name ?? 'Error');
+    this.i.retries.add(
+      1,
+      this.attributes(`r|${name}|${sqlstate}`, () => ({
+        'db.system.name': 'postgresql',
+        'db.operation.name': name,
+        'db.response.status_code': sqlstate,
+      })),
+    );
+    const span = activeSpan.getStore();
+    if (span !== undefined && span.isRecording()) {
+      span.addEvent('retry', { 'db.response.status_code': sqlstate, 'pg_settle.retry': event.retry, 'pg_settle.delay_ms': event.delayMs });
+    }
+  }
+
+  async run<O extends RunOutcomeLike>(kind: RunKind, tenant: string, execute: (timed: EffectTimer) => Promise<O>): Promise<O> {
+    const i = this.i;
+    const name = `pg_settle.${kind}`;
+    const shownTenant = this.tenant(tenant);
+    const span = i.tracer.startSpan(name, {
+      kind: this.api.SpanKind.INTERNAL,
+      ...(shownTenant === undefined ? {} : { attributes: { 'pg_settle.tenant': shownTenant } }),
+    });
+    const recording = span.isRecording();
+    let attempt: number | undefined;
+    let effectSeconds: number | undefined;
+    const wrap: EffectTimer = (effect) =>
+      (async (context: { readonly attempt?: { readonly attempt?: number } }) => {
+        attempt = context.attempt?.attempt;
+        if (recording && attempt !== undefined) span.setAttribute('pg_settle.attempt', attempt);
+        const started = performance.now();
+        try {
+          return await effect(context as never);
+        } finally {
+          effectSeconds = (performance.now() - started) / 1000;
+        }
+      }) as unknown as typeof effect;
+    let outcome: O | undefined;
+    try {
+      // The run span is the active context while the effect runs (the application's own spans nest
+      // under it when a context manager is registered) and the parent of every settle call.
+      const spanContext = this.api.trace.setSpan(this.api.context.active(), span);
+      outcome = await this.api.context.with(spanContext, () => (recording ? activeSpan.run(span, () => execute(wrap)) : execute(wrap)));
+      return outcome;
+    } catch (error) {
+      if (recording) {
+        span.recordException(error instanceof Error ? error : String(error));
+        span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: error instanceof Error ? error.name : 'Error' });
+      }
+      throw error;
+    } finally {
+      const result = outcome?.outcome ?? 'error';
+      i.outcomes.add(1, this.outcomeAttributes(name, result, undefined, shownTenant));
+      if (effectSeconds !== undefined) {
+        const effectOutcome = EFFECT_OUTCOME[result] ?? result;
+        i.effectDuration.record(
+          effectSeconds,
+          this.attributes(`e|${kind}|${effectOutcome}|${shownTenant ?? ''}`, () => ({
+            'pg_settle.operation': name,
+            'pg_settle.outcome': effectOutcome,
+            ...(shownTenant === undefined ? {} : { 'pg_settle.tenant': shownTenant }),
+          })),
+        );
+      }
+      if (recording) {
+        span.setAttribute('pg_settle.outcome', result);
+        const shown = outcome?.attempt ?? outcome?.settledAttempt ?? attempt;
+        if (shown !== undefined) span.setAttribute('pg_settle.attempt', shown);
+        if (outcome?.settledBy !== undefined) span.setAttribute('pg_settle.settled_by', outcome.settledBy);
+        if (outcome?.reason !== undefined) span.setAttribute('pg_settle.reason', outcome.reason);
+        if (outcome?.final !== undefined) span.setAttribute('pg_settle.final', outcome.final);
+        if (outcome?.deadLettered !== undefined) span.setAttribute('pg_settle.dead_lettered', outcome.deadLettered);
+        if (result === 'unknown') span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: 'settlement unknown' });
+      }
+      span.end();
+    }
+  }
+
+  http(result: HttpRequestResult): void {
+    this.i.httpRequests.add(1, this.attributes(`h|${result}`, () => ({ 'pg_settle.http.result': result })));
+  }
+}
+
+/** What became of the effect, by run()'s outcome: a fenced attempt lost its lease. */
+const EFFECT_OUTCOME: Readonly<Record<string, string>> = {
+  completed: 'completed',
+  failed: 'failed',
+  unknown: 'unknown',
+  fenced: 'lease_lost',
+};
+
+/** The client's operation names (camelCase) as the SQL API spells them: claim -> settle.claim. */
+const SQL_NAMES: Readonly<Record<string, string>> = {
+  reportUnknown: 'settle.report_unknown',
+  expireLeases: 'settle.expire_leases',
+  deadLetters: 'settle.dead_letters',
+  auditLog: 'settle.audit_log',
+  runInTransaction: 'pg_settle.run_in_transaction',
+};
+const sqlName = (operation: string): string => SQL_NAMES[operation] ?? `settle.${operation}`;
+
+/** [outcome, reason] of a call's rows: the engine's answer; found / not_found for get; ok for other reads. */
+function outcomeOf(operation: string, result: unknown): [string, string | undefined] {
+  if (!Array.isArray(result)) return ['ok', undefined];
+  if (operation === 'settle.get') return [result.length === 0 ? 'not_found' : 'found', undefined];
+  if (result.length === 1) {
+    const row = result[0] as { readonly outcome?: unknown; readonly reason?: unknown } | null;
+    if (row !== null && typeof row === 'object' && typeof row.outcome === 'string') {
+      return [row.outcome, typeof row.reason === 'string' ? row.reason : undefined];
+    }
+  }
+  return ['ok', undefined];
+}
+
+// The HTTP middleware records through the client it was given.
+const byClient = new WeakMap<object, ClientTelemetry>();
+
+/** Internal: remembers which telemetry a client records into. */
+export function registerClientTelemetry(client: object, telemetry: ClientTelemetry): void {
+  byClient.set(client, telemetry);
+}
+
+/** Counts one request answered by the HTTP middleware, in the metrics of `client`. */
+export function recordHttpRequest(client: object, result: HttpRequestResult): void {
+  (byClient.get(client) ?? NOOP_TELEMETRY).http(result);
+}
