@@ -1,0 +1,187 @@
+import {
+  SettleCommitUnconfirmedError,
+  SettleConnectionError,
+  SettleInputError,
+  SettleTimeoutError,
+} from '../../client/errors.js';
+import type { AttemptHandle, ClaimInput, ClaimOutcome, ConflictField, Observation } from '../../client/types.js';
+import { replayAnswer, retryAfterSeconds } from './answers.js';
+import { downstreamKeyOf, type IdempotencyContext } from './context.js';
+import { defaultFingerprint, type RequestView } from './fingerprint.js';
+import { parseIdempotencyKey } from './key.js';
+import { keepLease } from './lease.js';
+import type { Resolved } from './options.js';
+import { type HttpAnswer, problem } from './problem.js';
+import { type CapturedResponse, toStored } from './stored-response.js';
+import { runInRequestTransaction } from './transaction-flow.js';
+
+/**
+ * What the adapter does next:
+ * - `pass`: not ours (method, or no key on an optional route): run the handler untouched;
+ * - `answer`: send this; the handler did not run, or ran but another attempt's response is canonical;
+ * - `captured`: send what the handler produced (stream the rest when it overflowed the limit).
+ */
+export type FlowResult =
+  | { readonly kind: 'pass' }
+  | { readonly kind: 'answer'; readonly answer: HttpAnswer }
+  | { readonly kind: 'captured' };
+
+/** Starts the handler with its context; resolves when its response is complete or overflowed. */
+export type RunHandler = (context: IdempotencyContext) => Promise<CapturedResponse>;
+
+const TIMEOUT = Symbol('timeout');
+
+export const isAmbiguous = (error: unknown): boolean =>
+  error instanceof SettleConnectionError || error instanceof SettleTimeoutError || error instanceof SettleCommitUnconfirmedError;
+
+/** Resolves to the handler's response, or TIMEOUT after `ms`. */
+export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | typeof TIMEOUT> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<typeof TIMEOUT>((resolve) => {
+    timer = setTimeout(() => resolve(TIMEOUT), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+export { TIMEOUT };
+
+/** The framework-neutral middleware: key, binding, claim, run the handler, settle, answer. */
+export async function handleRequest<Req>(view: RequestView, req: Req, o: Resolved<Req>, runHandler: RunHandler): Promise<FlowResult> {
+  if (!o.methods.has(view.method)) return { kind: 'pass' };
+  const parsed = parseIdempotencyKey(view.headers['idempotency-key'], { strict: o.strict, maxLength: o.maxKeyLength });
+  if (parsed.kind === 'missing') {
+    if (!o.required) return { kind: 'pass' };
+    return answer(problem('idempotency-key-missing', o.problemTypeBase, `${view.method} ${view.route} requires an Idempotency-Key header`));
+  }
+  if (parsed.kind === 'malformed') return answer(problem('idempotency-key-malformed', o.problemTypeBase, parsed.reason));
+  if (view.hasBody && view.body === undefined) {
+    return answer(problem('idempotency-misconfigured', o.problemTypeBase, 'the request has a body but no body parser ran before the middleware: it cannot be fingerprinted'));
+  }
+
+  const binding = await o.binding(req);
+  const input: ClaimInput = {
+    tenant: binding.tenant,
+    key: parsed.key,
+    request: o.fingerprint === undefined ? defaultFingerprint(view, o.fingerprintHeaders) : o.fingerprint(view, req),
+    binding: { principal: binding.principal, scopes: binding.scopes ?? [], generation: binding.generation },
+    leaseMs: o.leaseMs,
+    worker: o.worker,
+    maxAttempts: o.maxAttempts,
+  };
+  try {
+    if (o.settlement === 'transaction') return await runInRequestTransaction(input, o, runHandler);
+    return await runUnderLease(input, o, runHandler);
+  } catch (error) {
+    return storeError(error, o);
+  }
+}
+
+export const answer = (a: HttpAnswer): FlowResult => ({ kind: 'answer', answer: a });
+
+/** A database that cannot be reached before the handler ran: 503, nothing executed. */
+export function storeError(error: unknown, o: Resolved<never>): FlowResult {
+  if (isAmbiguous(error)) {
+    return answer(problem('settlement-unavailable', o.problemTypeBase, 'the idempotency store did not answer; nothing was executed', {}, { 'retry-after': '1' }));
+  }
+  if (error instanceof SettleInputError) {
+    return answer(problem('idempotency-misconfigured', o.problemTypeBase, `the key, binding or request was refused: ${error.message}`));
+  }
+  throw error;
+}
+
+/** The answer to a claim (or run) outcome that did not run the handler here. */
+export function notAcquired(
+  claimed: Exclude<ClaimOutcome, { outcome: 'acquired' }> | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] },
+  o: Resolved<never>,
+): FlowResult {
+  switch (claimed.outcome) {
+    case 'replay':
+      return answer(replayAnswer(claimed.result, o));
+    case 'conflict':
+      return claimed.conflictOn.includes('request')
+        ? answer(problem('idempotency-key-reused', o.problemTypeBase, 'this key was first used with a different request (method, route, body or fingerprinted headers)'))
+        : answer(problem('idempotency-key-bound', o.problemTypeBase, 'this key is reserved for another caller or authorization; use a new key'));
+    case 'in_progress':
+      return answer(
+        problem('request-in-progress', o.problemTypeBase, 'the first request with this key has not finished; retry later', {}, {
+          'retry-after': retryAfterSeconds(claimed.retryAfterMs),
+        }),
+      );
+    case 'failed':
+      return answer(
+        problem('operation-failed', o.problemTypeBase, 'the request with this key failed for good; use a new key', {
+          deadLettered: claimed.deadLettered,
+        }),
+      );
+  }
+}
+
+const FIRST_WAIT_MS = 25;
+const MAX_WAIT_MS = 500;
+
+/** claim(), waiting up to waitForMs while another request holds the key (then its replay). */
+async function claimWaiting(input: ClaimInput, o: Resolved<never>): Promise<ClaimOutcome> {
+  const deadline = Date.now() + o.waitForMs;
+  for (let wait = FIRST_WAIT_MS; ; wait = Math.min(wait * 2, MAX_WAIT_MS)) {
+    const claimed = await o.settle.claim(input);
+    const remaining = deadline - Date.now();
+    if (claimed.outcome !== 'in_progress' || remaining <= 0) return claimed;
+    const jittered = wait / 2 + Math.random() * (wait / 2);
+    await new Promise((resolve) => setTimeout(resolve, Math.max(1, Math.min(jittered, claimed.retryAfterMs, remaining))));
+  }
+}
+
+/** Lease mode: claim, run the handler under a renewed lease, settle its response. */
+async function runUnderLease(input: ClaimInput, o: Resolved<never>, runHandler: RunHandler): Promise<FlowResult> {
+  const claimedAt = Date.now();
+  const claimed = await claimWaiting(input, o);
+  if (claimed.outcome !== 'acquired') return notAcquired(claimed, o);
+  const handle = claimed.attempt;
+
+  const keeper = keepLease(o.settle, handle, o.leaseMs, o.heartbeatIntervalMs, claimedAt);
+  const context: IdempotencyContext = {
+    key: handle.key,
+    tenant: handle.tenant,
+    attempt: handle.attempt,
+    downstreamKey: downstreamKeyOf(handle.tenant, handle.key),
+    signal: keeper.signal,
+    transaction: null,
+  };
+  const running = runHandler(context);
+  const captured = await withTimeout(running, o.handlerTimeoutMs).catch((error: unknown) => ({ error }));
+  await keeper.stop();
+  if (captured === TIMEOUT || 'error' in captured) {
+    // The handler may still be working: its effect is unknown, never a failure. A late response
+    // is still offered to complete() (the engine settles it unless another attempt did).
+    await o.settle.reportUnknown(handle).catch(() => {});
+    void running.then((late) => settleCaptured(handle, late, o)).catch(() => {});
+    return answer(
+      problem('handler-timeout', o.problemTypeBase, `the handler did not respond within ${o.handlerTimeoutMs} ms; retry later with the same key`, {}, {
+        'retry-after': '1',
+      }),
+    );
+  }
+  return settleCaptured(handle, captured, o);
+}
+
+/** complete / fail / reportUnknown per the response policy; answers with the canonical response. */
+async function settleCaptured(handle: AttemptHandle, captured: CapturedResponse, o: Resolved<never>): Promise<FlowResult> {
+  const decision = o.responsePolicy(captured.status);
+  let observation: Observation;
+  try {
+    if (decision === 'store') observation = await o.settle.complete(handle, toStored(captured, o.replayHeaders));
+    else if (decision === 'unknown') observation = await o.settle.reportUnknown(handle);
+    else observation = await o.settle.fail(handle, { httpStatus: captured.status }, { retryable: decision === 'retryable' });
+  } catch (error) {
+    // The handler's response exists; whether it was stored is unknown (or it could not be stored).
+    if (isAmbiguous(error) || error instanceof SettleInputError) {
+      await o.settle.reportUnknown(handle).catch(() => {});
+      return { kind: 'captured' };
+    }
+    throw error;
+  }
+  // Another attempt's response is the canonical one: this one is fenced and never replayed.
+  if ('status' in observation && observation.status === 'completed' && observation.settledAttempt !== handle.attempt && observation.result !== null) {
+    return answer(replayAnswer(observation.result, o));
+  }
+  return { kind: 'captured' };
+}

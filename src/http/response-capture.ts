@@ -1,0 +1,129 @@
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { HttpAnswer } from './core/problem.js';
+import type { CapturedResponse } from './core/stored-response.js';
+
+/** Holds a node ServerResponse back until the middleware has settled it. */
+export interface ResponseCapture {
+  /** The handler's complete response, or its first bytes once it overflowed `maxBytes`. */
+  readonly done: Promise<CapturedResponse>;
+  /** Send what the handler produced (and stream the rest after an overflow). */
+  release(): void;
+  /** Send this instead; whatever the handler writes afterwards is discarded. */
+  answer(answer: HttpAnswer): void;
+}
+
+type Callback = (error?: Error | null) => void;
+type State = 'capturing' | 'overflowed' | 'sending' | 'passthrough' | 'discard';
+
+const toBuffer = (chunk: unknown, encoding?: unknown): Buffer =>
+  Buffer.isBuffer(chunk)
+    ? chunk
+    : chunk instanceof Uint8Array
+      ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+      : Buffer.from(String(chunk), typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
+
+/**
+ * Replaces writeHead / write / end on `res` (compression middleware does the same): status and
+ * headers stay on `res` (setHeader is untouched), body chunks are buffered. `done` resolves on
+ * end(), or as soon as the body exceeds `maxBytes` (the overflow: the caller settles, then
+ * release() flushes and the rest streams straight through).
+ */
+export function captureResponse(res: ServerResponse, maxBytes: number): ResponseCapture {
+  const original = { writeHead: res.writeHead, write: res.write, end: res.end };
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let ended = false;
+  let state: State = 'capturing';
+  let resolveDone!: (captured: CapturedResponse) => void;
+  const done = new Promise<CapturedResponse>((resolve) => {
+    resolveDone = resolve;
+  });
+  const snapshot = (overflowed: boolean): CapturedResponse => ({
+    status: res.statusCode,
+    headers: res.getHeaders() as OutgoingHttpHeaders,
+    body: Buffer.concat(chunks),
+    overflowed,
+  });
+  const holding = (): boolean => state === 'capturing' || state === 'overflowed';
+  const append = (chunk: unknown, encoding?: unknown): void => {
+    if (chunk === undefined || chunk === null || typeof chunk === 'function') return;
+    const buffer = toBuffer(chunk, encoding);
+    chunks.push(buffer);
+    size += buffer.length;
+    if (state === 'capturing' && size > maxBytes) {
+      state = 'overflowed';
+      resolveDone(snapshot(true));
+    }
+  };
+  const later = (callback: unknown): void => {
+    if (typeof callback === 'function') process.nextTick(callback as Callback);
+  };
+
+  res.writeHead = function writeHead(this: ServerResponse, status: number, ...rest: unknown[]) {
+    if (state === 'discard') return this;
+    if (!holding()) return (original.writeHead as (...args: unknown[]) => ServerResponse).call(this, status, ...rest);
+    this.statusCode = status;
+    const [first, second] = rest;
+    if (typeof first === 'string') this.statusMessage = first;
+    const headers = typeof first === 'string' ? second : first;
+    if (Array.isArray(headers)) {
+      const pairs: unknown[] = Array.isArray(headers[0]) ? headers : headers.flatMap((_, i) => (i % 2 === 0 ? [[headers[i], headers[i + 1]]] : []));
+      for (const pair of pairs) {
+        const [name, value] = pair as [string, string];
+        this.appendHeader(name, value);
+      }
+    } else if (headers !== undefined && headers !== null) {
+      for (const [name, value] of Object.entries(headers as Record<string, string | string[] | number>)) this.setHeader(name, value);
+    }
+    return this;
+  } as ServerResponse['writeHead'];
+
+  res.write = function write(this: ServerResponse, chunk: unknown, encoding?: unknown, callback?: unknown) {
+    if (state === 'passthrough') return (original.write as (...args: unknown[]) => boolean).call(this, chunk, encoding, callback);
+    append(chunk, encoding);
+    later(typeof encoding === 'function' ? encoding : callback);
+    return true;
+  } as ServerResponse['write'];
+
+  res.end = function end(this: ServerResponse, chunk?: unknown, encoding?: unknown, callback?: unknown) {
+    if (state === 'passthrough' || state === 'sending') return (original.end as (...args: unknown[]) => ServerResponse).call(this, chunk, encoding, callback);
+    if (ended) return this;
+    append(chunk, encoding);
+    ended = true;
+    later(typeof chunk === 'function' ? chunk : typeof encoding === 'function' ? encoding : callback);
+    if (state === 'capturing') resolveDone(snapshot(false));
+    return this;
+  } as ServerResponse['end'];
+
+  const restore = (): void => {
+    res.writeHead = original.writeHead;
+    res.write = original.write;
+    res.end = original.end;
+  };
+
+  return {
+    done,
+    release() {
+      if (!holding()) return;
+      const body = Buffer.concat(chunks);
+      chunks.length = 0;
+      state = 'passthrough';
+      restore();
+      if (ended) res.end(body);
+      else if (body.length > 0) res.write(body);
+    },
+    answer(answer) {
+      if (!holding()) return;
+      state = 'sending';
+      chunks.length = 0;
+      if (!res.headersSent) {
+        for (const name of res.getHeaderNames()) res.removeHeader(name);
+        for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
+        res.statusCode = answer.status;
+        res.statusMessage = '';
+      }
+      (original.end as (chunk: Buffer) => void).call(res, answer.body);
+      state = 'discard';
+    },
+  };
+}

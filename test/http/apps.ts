@@ -1,0 +1,239 @@
+// The same small app for Express 5 and Fastify 5, behind pg-settle's idempotency middleware.
+// No vitest imports: the crash test runs it in a child process too.
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { Readable } from 'node:stream';
+import express from 'express';
+import Fastify from 'fastify';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import type { SettleClient } from '../../src/index.js';
+import { createIdempotency } from '../../src/http/express.js';
+import { idempotency } from '../../src/http/fastify.js';
+import type { IdempotencyBinding, RouteOptions } from '../../src/http/core/options.js';
+
+export type Framework = 'express' | 'fastify';
+export const FRAMEWORKS: readonly Framework[] = ['express', 'fastify'];
+
+/** A handler invocation held by the test until it releases it. */
+export interface Hold {
+  readonly entered: Promise<number>;
+  release(): void;
+}
+
+export interface AppHooks {
+  /** Invocations per route name. */
+  readonly calls: Record<string, number>;
+  /** The next invocation of /orders (or /slow) blocks until released. */
+  hold(): Hold;
+  /** Called by /charge before its response: a downstream effect keyed by downstreamKey. */
+  charge?: (downstreamKey: string) => Promise<void>;
+}
+
+export interface TestApp {
+  readonly url: string;
+  readonly hooks: AppHooks;
+  close(): Promise<void>;
+}
+
+export interface AppConfig {
+  readonly settle: SettleClient;
+  readonly maxBodyBytes?: number;
+  /** Overrides for /orders (lease tests). */
+  readonly orders?: RouteOptions<unknown>;
+  readonly waitForMs?: number;
+  /** Block /charge forever after its downstream effect (crash test). */
+  readonly chargeBlocks?: boolean;
+  readonly charge?: (downstreamKey: string) => Promise<void>;
+}
+
+const binding = (headers: Record<string, string | string[] | undefined>): IdempotencyBinding => ({
+  tenant: String(headers['x-tenant'] ?? 'acme'),
+  principal: String(headers['x-user'] ?? 'alice'),
+  scopes: ['orders:write'],
+  generation: 1,
+});
+
+function makeHooks(charge?: (downstreamKey: string) => Promise<void>): AppHooks & { take(): { entered: (n: number) => void; released: Promise<void> } | undefined } {
+  const holds: { entered: (n: number) => void; released: Promise<void> }[] = [];
+  return {
+    calls: {},
+    ...(charge === undefined ? {} : { charge }),
+    hold() {
+      let entered!: (n: number) => void;
+      let release!: () => void;
+      const enteredP = new Promise<number>((resolve) => {
+        entered = resolve;
+      });
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      holds.push({ entered, released });
+      return { entered: enteredP, release };
+    },
+    take: () => holds.shift(),
+  };
+}
+
+const count = (hooks: AppHooks, route: string): number => (hooks.calls[route] = (hooks.calls[route] ?? 0) + 1);
+
+const streamChunks = (chunks: number, size: number): Buffer[] =>
+  Array.from({ length: chunks }, (_, i) => Buffer.alloc(size, String.fromCharCode(97 + (i % 26))));
+
+const ledgerInsert = (account: string) => sql.type(z.object({ id: z.bigint() }))`
+  insert into http_ledger (account, amount) values (${account}, 100) returning id`;
+
+export async function startApp(framework: Framework, config: AppConfig): Promise<TestApp> {
+  return framework === 'express' ? startExpress(config) : startFastify(config);
+}
+
+async function startExpress(config: AppConfig): Promise<TestApp> {
+  const hooks = makeHooks(config.charge);
+  const app = express();
+  const idem = createIdempotency({
+    settle: config.settle,
+    binding: (req) => binding(req.headers),
+    ...(config.maxBodyBytes === undefined ? {} : { maxBodyBytes: config.maxBodyBytes }),
+    ...(config.waitForMs === undefined ? {} : { waitForMs: config.waitForMs }),
+  });
+  app.use(express.json());
+  app.use(express.text());
+
+  const orders = async (req: express.Request, res: express.Response): Promise<void> => {
+    const n = count(hooks, 'orders');
+    const hold = hooks.take();
+    if (hold !== undefined) {
+      hold.entered(n);
+      await hold.released;
+    }
+    res.status(201).set({ Location: `/orders/${n}`, ETag: `"v${n}"`, 'X-Trace': `t-${n}` });
+    res.cookie('session', `s${n}`);
+    res.json({ order: n, attempt: req.idempotency?.attempt, body: req.body as unknown });
+  };
+  app.post('/orders', idem(config.orders as RouteOptions<express.Request>), orders);
+  app.patch('/orders', idem(config.orders as RouteOptions<express.Request>), orders);
+  app.get('/orders', idem(), (_req, res) => {
+    res.json({ get: count(hooks, 'get') });
+  });
+  app.post('/optional', idem({ required: false }), (_req, res) => {
+    res.status(201).json({ optional: count(hooks, 'optional') });
+  });
+  app.post('/strict', idem({ strict: true }), (_req, res) => {
+    res.status(201).json({ strict: count(hooks, 'strict') });
+  });
+  app.post('/text', idem(), (req, res) => {
+    res.status(201).type('text/plain').send(`text ${count(hooks, 'text')}: ${String(req.body)}`);
+  });
+  app.post('/status', idem(), (req, res) => {
+    const n = count(hooks, 'status');
+    const status = Number((req.body as { status: number }[])[n - 1]?.status ?? 201);
+    res.status(status).json({ status, n });
+  });
+  app.post('/stream', idem(), (req, res) => {
+    count(hooks, 'stream');
+    const { chunks, size } = req.body as { chunks: number; size: number };
+    res.status(200).set({ 'Content-Type': 'application/octet-stream', Location: '/streams/1' });
+    Readable.from(streamChunks(chunks, size)).pipe(res);
+  });
+  app.post('/ledger', idem({ settlement: 'transaction' }), async (req, res) => {
+    const n = count(hooks, 'ledger');
+    const tx = req.idempotency?.transaction;
+    if (tx == null) throw new Error('no transaction');
+    const id = await tx.oneFirst(ledgerInsert(String((req.body as { account: string }).account)));
+    if (req.headers['x-fail'] === '1') {
+      res.status(500).json({ failed: n });
+      return;
+    }
+    res.status(201).json({ entry: id.toString(), n });
+  });
+  app.post('/charge', idem({ leaseMs: 60_000 }), async (req, res) => {
+    const n = count(hooks, 'charge');
+    await hooks.charge?.(req.idempotency!.downstreamKey);
+    if (config.chargeBlocks === true) await new Promise(() => {});
+    res.status(201).json({ charged: n, attempt: req.idempotency?.attempt });
+  });
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    hooks,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function startFastify(config: AppConfig): Promise<TestApp> {
+  const hooks = makeHooks(config.charge);
+  const app = Fastify();
+  await app.register(idempotency, {
+    settle: config.settle,
+    binding: (req) => binding(req.headers),
+    ...(config.maxBodyBytes === undefined ? {} : { maxBodyBytes: config.maxBodyBytes }),
+    ...(config.waitForMs === undefined ? {} : { waitForMs: config.waitForMs }),
+  });
+  const orders = async (req: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply) => {
+    const n = count(hooks, 'orders');
+    const hold = hooks.take();
+    if (hold !== undefined) {
+      hold.entered(n);
+      await hold.released;
+    }
+    reply.code(201).headers({ location: `/orders/${n}`, etag: `"v${n}"`, 'x-trace': `t-${n}`, 'set-cookie': `session=s${n}; Path=/` });
+    return { order: n, attempt: req.idempotency?.attempt, body: req.body };
+  };
+  const ordersConfig = { config: config.orders === undefined ? {} : { idempotency: config.orders as RouteOptions<import('fastify').FastifyRequest> } };
+  app.post('/orders', ordersConfig, orders);
+  app.patch('/orders', ordersConfig, orders);
+  app.get('/orders', async () => ({ get: count(hooks, 'get') }));
+  app.post('/optional', { config: { idempotency: { required: false } } }, async (_req, reply) => {
+    reply.code(201);
+    return { optional: count(hooks, 'optional') };
+  });
+  app.post('/strict', { config: { idempotency: { strict: true } } }, async (_req, reply) => {
+    reply.code(201);
+    return { strict: count(hooks, 'strict') };
+  });
+  app.post('/text', async (req, reply) => {
+    reply.code(201).type('text/plain');
+    return `text ${count(hooks, 'text')}: ${String(req.body)}`;
+  });
+  app.post('/status', async (req, reply) => {
+    const n = count(hooks, 'status');
+    const status = Number((req.body as { status: number }[])[n - 1]?.status ?? 201);
+    reply.code(status);
+    return { status, n };
+  });
+  app.post('/stream', async (req, reply) => {
+    count(hooks, 'stream');
+    const { chunks, size } = req.body as { chunks: number; size: number };
+    reply.code(200).headers({ 'content-type': 'application/octet-stream', location: '/streams/1' });
+    return reply.send(Readable.from(streamChunks(chunks, size)));
+  });
+  app.post('/ledger', { config: { idempotency: { settlement: 'transaction' } } }, async (req, reply) => {
+    const n = count(hooks, 'ledger');
+    const tx = req.idempotency?.transaction;
+    if (tx == null) throw new Error('no transaction');
+    const id = await tx.oneFirst(ledgerInsert(String((req.body as { account: string }).account)));
+    if (req.headers['x-fail'] === '1') {
+      reply.code(500);
+      return { failed: n };
+    }
+    reply.code(201);
+    return { entry: id.toString(), n };
+  });
+  app.post('/charge', { config: { idempotency: { leaseMs: 60_000 } } }, async (req, reply) => {
+    const n = count(hooks, 'charge');
+    await hooks.charge?.(req.idempotency!.downstreamKey);
+    if (config.chargeBlocks === true) await new Promise(() => {});
+    reply.code(201);
+    return { charged: n, attempt: req.idempotency?.attempt };
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, hooks, close: () => app.close() };
+}

@@ -1,0 +1,72 @@
+// The middleware's cost in database round trips, counted by a slonik interceptor on the client's
+// pool (every query is one round trip): 2 on a first request (claim + complete), 1 on a replay
+// or a 409, plus one per heartbeat while a long handler works.
+import { createPool, type Interceptor } from 'slonik';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createSettleClient, settleInterceptors, settleTypeParsers, type SettleClient } from '../../src/index.js';
+import { asRole } from '../client/helpers.js';
+import { FRAMEWORKS, startApp, type TestApp } from './apps.js';
+import { type HttpTestContext, newKey, send, setupHttpTest, until } from './support.js';
+
+let ctx: HttpTestContext;
+let settle: SettleClient;
+const statements: string[] = [];
+
+beforeAll(async () => {
+  ctx = await setupHttpTest('http_round_trips');
+  const counter: Interceptor = {
+    name: 'count-round-trips',
+    beforeQueryExecution: (_context, query) => {
+      statements.push(query.sql.replace(/\s+/g, ' ').trim().slice(0, 40));
+      return null;
+    },
+  };
+  const pool = await createPool(asRole(ctx.db.url, 'settle_app'), {
+    maxPoolSize: 4,
+    typeParsers: settleTypeParsers(),
+    interceptors: [...settleInterceptors(), counter],
+    resetConnection: async () => {},
+  });
+  settle = createSettleClient({ pool });
+});
+afterAll(async () => {
+  await (await settle?.getPool())?.end();
+  await ctx?.close();
+});
+
+const measure = async (fn: () => Promise<unknown>): Promise<string[]> => {
+  statements.length = 0;
+  await fn();
+  return [...statements];
+};
+
+describe.each(FRAMEWORKS)('%s', (framework) => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startApp(framework, { settle, orders: { leaseMs: 3_000, heartbeatIntervalMs: 1_000 } });
+  });
+  afterAll(async () => app?.close());
+
+  test('first request: 2 round trips (claim, complete); replay: 1; in flight (409): 1; a long handler adds its heartbeats', async () => {
+    const key = newKey();
+    const first = await measure(() => send(`${app.url}/orders`, { key, json: { n: 1 } }));
+    expect(first.map((s) => s.match(/settle\.(\w+)/)?.[1])).toEqual(['claim', 'complete']);
+    const replay = await measure(() => send(`${app.url}/orders`, { key, json: { n: 1 } }));
+    expect(replay.map((s) => s.match(/settle\.(\w+)/)?.[1])).toEqual(['claim']);
+
+    const slowKey = newKey();
+    const hold = app.hooks.hold();
+    statements.length = 0;
+    const slow = send(`${app.url}/orders`, { key: slowKey, json: { n: 2 } });
+    await hold.entered;
+    const conflict = await measure(() => send(`${app.url}/orders`, { key: slowKey, json: { n: 2 } }));
+    expect(conflict.map((s) => s.match(/settle\.(\w+)/)?.[1])).toEqual(['claim']);
+    // Hold the handler until the keeper has renewed the lease twice (heartbeat every 1 s).
+    const heartbeats = () => statements.filter((s) => s.includes('settle.heartbeat')).length;
+    await until(async () => heartbeats() >= 2);
+    statements.length = 0;
+    hold.release();
+    await slow;
+    expect(statements.map((s) => s.match(/settle\.(\w+)/)?.[1]).filter((s) => s !== 'heartbeat')).toEqual(['complete']);
+  });
+});
