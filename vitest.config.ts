@@ -23,7 +23,7 @@ export default defineConfig({
           ...perProject,
           name: 'unit',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/reliability/**', '**/node_modules/**'],
+          exclude: ['test/reliability/**', 'test/citus/**', '**/node_modules/**'],
         },
       },
       {
@@ -31,6 +31,18 @@ export default defineConfig({
           ...perProject,
           name: 'reliability',
           include: ['test/reliability/**/*.test.ts'],
+        },
+      },
+      {
+        // A coordinator + 2 workers from an installed Citus (its own globalSetup); every test is
+        // skipped, with the missing extension named, where Citus is not installed.
+        test: {
+          ...perProject,
+          name: 'citus',
+          include: ['test/citus/**/*.test.ts'],
+          globalSetup: ['./test/citus/support/global-setup.ts'],
+          // The files share one cluster; one at a time keeps a 2-core machine responsive.
+          fileParallelism: false,
         },
       },
     ],

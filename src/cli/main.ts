@@ -1,6 +1,7 @@
 import { pathToFileURL } from 'node:url';
 import { parseCommandArgs, type Command } from './command.js';
 import { deadLettersCommand } from './commands/dead-letters.js';
+import { distributeCommand } from './commands/distribute.js';
 import { expireLeasesCommand } from './commands/expire-leases.js';
 import { inspectCommand } from './commands/inspect.js';
 import { migrateCommand } from './commands/migrate.js';
@@ -17,6 +18,7 @@ import { packageVersion } from './version.js';
 
 export const COMMANDS: readonly Command[] = [
   migrateCommand,
+  distributeCommand,
   inspectCommand,
   deadLettersCommand,
   redriveCommand,

@@ -80,6 +80,8 @@ export class IntegrityViolationError extends SettleError {}
 
 /** SE030: pg-settle needs a UTF8 database. */
 export class DatabaseEncodingError extends SettleError {}
+/** SE031: `pg-settle distribute` on a database without Citus (or not migrated yet). */
+export class CitusUnavailableError extends SettleError {}
 
 /** The connection was refused, lost or terminated (08xxx, 57P01-57P03, socket errors). */
 export class SettleConnectionError extends SettleError {}
@@ -170,6 +172,7 @@ export const errorClasses = {
   SE024: AttemptSettlementImmutableError,
   SE025: DeleteRefusedError,
   SE030: DatabaseEncodingError,
+  SE031: CitusUnavailableError,
 } as const satisfies Record<string, SettleErrorClass>;
 
 export type SettleSqlstate = keyof typeof errorClasses;

@@ -22,6 +22,8 @@ export interface LocalClusterOptions {
   readonly log: (msg: string) => void;
   /** Extra temp directories (e.g. a copy of the binaries) removed by stop(). */
   readonly ownedDirs?: readonly string[];
+  /** Extra `-c name=value` server settings, after the defaults (e.g. a Citus node's preload). */
+  readonly extraSettings?: readonly string[];
 }
 
 export interface LocalCluster {
@@ -63,7 +65,7 @@ export async function startLocalCluster(opts: LocalClusterOptions): Promise<Loca
       dataDir,
       socketDir,
       logFile,
-      settings: serverSettings(opts.libDirs),
+      settings: [...serverSettings(opts.libDirs), ...(opts.extraSettings ?? [])],
       runAs,
       cwd: baseDir,
       cleanupDirs: ownedDirs,

@@ -4,10 +4,12 @@ import pg from 'pg';
 import { type DatabasePool, sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withDatabase } from '../../src/db/database-url.js';
+import { distributeSql } from '../../src/db/distribute.js';
 import {
   AttemptSettlementImmutableError,
   AuditLogAppendOnlyError,
   createSettleClient,
+  CitusUnavailableError,
   DatabaseEncodingError,
   DeleteRefusedError,
   errorClasses,
@@ -31,7 +33,7 @@ import { binding, type ClientTestContext, setupClientTest, uniqueKey, waitFor } 
 /** The registered codes, as listed in the project brief (docs/errors.md is checked below). */
 const REGISTERED = [
   'SE001', 'SE002', 'SE003', 'SE004', 'SE005', 'SE006', 'SE007', 'SE008',
-  'SE010', 'SE011', 'SE012', 'SE020', 'SE021', 'SE022', 'SE023', 'SE024', 'SE025', 'SE030',
+  'SE010', 'SE011', 'SE012', 'SE020', 'SE021', 'SE022', 'SE023', 'SE024', 'SE025', 'SE030', 'SE031',
 ];
 
 let t: ClientTestContext;
@@ -115,6 +117,24 @@ describe('engine errors, provoked for real', () => {
     const error = await rejection(superPool.query(statement(op)));
     expect(error).toBeInstanceOf(errorClass);
     expect(error).toMatchObject({ code, sqlstate: code });
+  });
+
+  it('SE031 CitusUnavailableError: sql/citus/distribute.sql on plain PostgreSQL changes nothing', async () => {
+    const admin = new pg.Client({ connectionString: t.db.url });
+    await admin.connect();
+    try {
+      const rolesBefore = await admin.query(`select rolname, rolcanlogin from pg_roles where rolname like 'settle\\_%' order by 1`);
+      await admin.query('begin');
+      const error = await rejection(admin.query(await distributeSql()));
+      await admin.query('rollback');
+      expect(error).toBeInstanceOf(CitusUnavailableError);
+      expect(error).toMatchObject({ code: 'SE031', detail: { database: expect.any(String) } });
+      expect((error as CitusUnavailableError).hint).toMatch(/CREATE EXTENSION citus/);
+      const rolesAfter = await admin.query(`select rolname, rolcanlogin from pg_roles where rolname like 'settle\\_%' order by 1`);
+      expect(rolesAfter.rows).toEqual(rolesBefore.rows);
+    } finally {
+      await admin.end();
+    }
   });
 
   it('SE030 DatabaseEncodingError: migration 00001 in a SQL_ASCII database', async () => {

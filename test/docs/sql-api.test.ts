@@ -126,9 +126,14 @@ describe('docs/sql-api.md', () => {
 });
 
 describe('docs/errors.md', () => {
-  it('lists exactly the SE codes raised in sql/migrations, each once with a snake_case name', async () => {
-    const files = (await readdir(migrationsDir)).filter((f) => f.endsWith('.sql')).sort();
-    const sources = await Promise.all(files.map((f) => readFile(path.join(migrationsDir, f), 'utf8')));
+  it('lists exactly the SE codes raised in sql/migrations and sql/citus, each once with a snake_case name', async () => {
+    // The migrations, and the Citus distribution script that `pg-settle distribute` runs.
+    const citusDir = path.join(repoRoot, 'sql', 'citus');
+    const files = [
+      ...(await readdir(migrationsDir)).filter((f) => f.endsWith('.sql')).sort().map((f) => path.join(migrationsDir, f)),
+      ...(await readdir(citusDir)).filter((f) => f.endsWith('.sql')).sort().map((f) => path.join(citusDir, f)),
+    ];
+    const sources = await Promise.all(files.map((f) => readFile(f, 'utf8')));
     // Codes appear as `errcode = 'SE...'`, `_raise('SE...'` and as the code argument of the
     // _check_* helpers: any quoted SE literal is a raised code.
     const raised = [...new Set(sources.flatMap((src) => [...src.matchAll(/'(SE\d{3})'/g)].map((m) => m[1] ?? '')))].sort();

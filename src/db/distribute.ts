@@ -1,0 +1,48 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { packageSqlDir } from './migrations-dir.js';
+import { withPgClient } from './with-pg-client.js';
+
+/** What sql/citus/distribute.sql left distributed. */
+export interface DistributeSummary {
+  /** settle_private tables distributed by key (3 when done). */
+  readonly tables: number;
+  /** Functions of settle and settle_private known to Citus (propagated to every node). */
+  readonly functions: number;
+  /** Of those, the ones delegated by their `key` argument. */
+  readonly delegated: number;
+  /** Active primary worker nodes. */
+  readonly workers: number;
+}
+
+/** The text of sql/citus/distribute.sql. */
+export async function distributeSql(): Promise<string> {
+  return readFile(path.join(packageSqlDir('citus'), 'distribute.sql'), 'utf8');
+}
+
+/**
+ * Runs sql/citus/distribute.sql on the Citus coordinator at `url` (a superuser connection to
+ * the migrated database), in one transaction. Idempotent. Without Citus it fails with SQLSTATE
+ * SE031 (CitusUnavailableError once mapped) and changes nothing.
+ */
+export async function distribute(url: string): Promise<DistributeSummary> {
+  const sql = await distributeSql();
+  return withPgClient(url, async (client) => {
+    await client.query('begin');
+    try {
+      const results = (await client.query(sql)) as unknown as { rows: Record<string, unknown>[] }[];
+      await client.query('commit');
+      const last = results[results.length - 1]?.rows[0];
+      if (last === undefined) throw new Error('distribute.sql returned no summary row');
+      return {
+        tables: Number(last.tables),
+        functions: Number(last.functions),
+        delegated: Number(last.delegated),
+        workers: Number(last.workers),
+      };
+    } catch (error) {
+      await client.query('rollback').catch(() => {});
+      throw error;
+    }
+  });
+}

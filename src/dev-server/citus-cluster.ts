@@ -1,0 +1,121 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { withDatabase } from '../db/database-url.js';
+import { withPgClient } from '../db/with-pg-client.js';
+import { DEBIAN_PG_BIN_DIR as DEBIAN_BIN_DIR, startLocalCluster, type LocalCluster } from './local-cluster.js';
+
+const DEBIAN_LIB_DIR = '/usr/lib/postgresql/15/lib';
+const DEBIAN_EXTENSION_DIR = '/usr/share/postgresql/15/extension';
+
+/** Settings every Citus node of a throwaway cluster runs with. */
+export const CITUS_NODE_SETTINGS: readonly string[] = [
+  'shared_preload_libraries=citus,pg_stat_statements',
+  // Citus commits multi-node transactions with two-phase commit.
+  'max_prepared_transactions=200',
+  // One worker connection per coordinator backend is plenty for key-routed calls.
+  'citus.max_shared_pool_size=200',
+];
+
+/**
+ * Why a throwaway Citus cluster cannot start here (the missing piece, named), or undefined when
+ * it can: the Debian PostgreSQL 15 server binaries and the Citus extension built for them
+ * (citus.so and citus.control; see docs/scale-out.md for how to build it).
+ */
+export function citusUnavailableReason(): string | undefined {
+  if (process.getuid === undefined) return 'local clusters need a POSIX platform';
+  if (!existsSync(path.join(DEBIAN_BIN_DIR, 'initdb'))) {
+    return `the Citus suite needs PostgreSQL 15 server binaries in ${DEBIAN_BIN_DIR} (Debian postgresql-15), not found`;
+  }
+  const so = path.join(DEBIAN_LIB_DIR, 'citus.so');
+  const control = path.join(DEBIAN_EXTENSION_DIR, 'citus.control');
+  if (!existsSync(so) || !existsSync(control)) {
+    return `the Citus suite needs the citus extension for PostgreSQL 15 (${so} and ${control}), not installed; see docs/scale-out.md`;
+  }
+  return undefined;
+}
+
+export interface CitusNode {
+  readonly name: string;
+  /** Superuser connection string to database `postgres` of this node. */
+  readonly adminUrl: string;
+  readonly port: number;
+}
+
+export interface CitusCluster {
+  readonly coordinator: CitusNode;
+  readonly workers: readonly CitusNode[];
+  /** Stops every node and deletes their data directories (idempotent). */
+  stop(): Promise<void>;
+}
+
+export interface CitusClusterOptions {
+  readonly workers?: number;
+  readonly log?: (msg: string) => void;
+}
+
+/**
+ * A throwaway Citus cluster: a coordinator and `workers` workers (default 2), each its own
+ * local PostgreSQL 15 cluster (see startLocalCluster) with citus preloaded, trust auth on
+ * 127.0.0.1; `create extension citus` in database `postgres` on every node, the coordinator
+ * registered with citus_set_coordinator_host and each worker with citus_add_node.
+ */
+export async function startCitusCluster(opts: CitusClusterOptions = {}): Promise<CitusCluster> {
+  const log = opts.log ?? (() => {});
+  const unavailable = citusUnavailableReason();
+  if (unavailable !== undefined) throw new Error(unavailable);
+  const count = opts.workers ?? 2;
+  const names = ['coordinator', ...Array.from({ length: count }, (_, i) => `worker${i + 1}`)];
+  const started = await Promise.allSettled(
+    names.map((name) =>
+      startLocalCluster({
+        binDir: DEBIAN_BIN_DIR,
+        libDirs: [DEBIAN_LIB_DIR],
+        extraSettings: CITUS_NODE_SETTINGS,
+        log: (msg) => log(`${name}: ${msg}`),
+      }),
+    ),
+  );
+  const clusters = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+  const stopAll = async (): Promise<void> => {
+    await Promise.all(clusters.map((c) => c.stop().catch(() => {})));
+  };
+  const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed !== undefined) {
+    await stopAll();
+    throw failed.reason;
+  }
+  const nodes = (clusters as LocalCluster[]).map((c, i) => ({
+    name: names[i] as string,
+    adminUrl: c.adminUrl,
+    port: Number(new URL(c.adminUrl).port),
+  }));
+  const [coordinator, ...workers] = nodes as [CitusNode, ...CitusNode[]];
+  try {
+    await Promise.all(nodes.map((n) => withPgClient(n.adminUrl, (c) => c.query('create extension if not exists citus'))));
+    await withPgClient(coordinator.adminUrl, async (c) => {
+      await c.query('select citus_set_coordinator_host($1, $2)', ['127.0.0.1', coordinator.port]);
+      for (const w of workers) await c.query('select citus_add_node($1, $2)', ['127.0.0.1', w.port]);
+    });
+    log(`Citus coordinator on ${coordinator.port}, workers on ${workers.map((w) => w.port).join(', ')}`);
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+  let stopping: Promise<void> | undefined;
+  return { coordinator, workers, stop: () => (stopping ??= stopAll()) };
+}
+
+/** The worker node ports of a running Citus cluster, read from its coordinator's metadata. */
+export async function citusWorkerUrls(coordinatorUrl: string, database: string): Promise<string[]> {
+  return withPgClient(coordinatorUrl, async (c) => {
+    const { rows } = await c.query<{ nodename: string; nodeport: number }>(
+      `select nodename, nodeport from pg_dist_node where noderole = 'primary' and groupid <> 0 order by nodeid`,
+    );
+    return rows.map((r) => {
+      const url = new URL(withDatabase(coordinatorUrl, database));
+      url.hostname = r.nodename;
+      url.port = String(r.nodeport);
+      return url.toString();
+    });
+  });
+}

@@ -1,0 +1,116 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect, it } from 'vitest';
+import { distribute } from '../../src/db/distribute.js';
+import { describeCitus, useCitus } from './support/cluster.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const citus = useCitus();
+
+interface FunctionAcl {
+  fn: string;
+  acl: string | null;
+  owner: string;
+}
+
+const FUNCTION_ACLS = `
+  select p.oid::regprocedure::text as fn, p.proacl::text as acl, p.proowner::regrole::text as owner
+    from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+   where n.nspname in ('settle', 'settle_private')
+   order by 1`;
+
+describeCitus('pg-settle distribute on a coordinator and two workers', () => {
+  it('distributes the three private tables by key, colocated, and is idempotent', async () => {
+    const c = await citus.coordinator();
+    const first = await distribute(urlOf(c));
+    const again = await distribute(urlOf(c));
+    expect(again).toEqual(first);
+    expect(first).toMatchObject({ tables: 3, workers: 2 });
+    const { rows } = await c.query<{ rel: string; column: string; colocationid: number }>(
+      `select logicalrelid::regclass::text as rel, column_to_column_name(logicalrelid, partkey) as column, colocationid
+         from pg_dist_partition where logicalrelid::regclass::text like 'settle\\_private.%' order by 1`,
+    );
+    expect(rows.map((r) => [r.rel, r.column])).toEqual([
+      ['settle_private.attempts', 'key'],
+      ['settle_private.audit_log', 'key'],
+      ['settle_private.operations', 'key'],
+    ]);
+    expect(new Set(rows.map((r) => r.colocationid)).size).toBe(1);
+  });
+
+  it('distributes every engine function; each one with a key argument is delegated by it', async () => {
+    const c = await citus.coordinator();
+    const { rows } = await c.query<{ fn: string; distributed: boolean; arg: string | null; keyed: boolean; colocated: boolean }>(`
+      select p.oid::regprocedure::text as fn,
+             o.objid is not null as distributed,
+             p.proargnames[o.distribution_argument_index + 1] as arg,
+             'key' = any (coalesce(p.proargnames, '{}')) as keyed,
+             o.colocationid = (select colocationid from pg_dist_partition
+                                where logicalrelid = 'settle_private.operations'::regclass) as colocated
+        from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+        left join pg_dist_object o on o.classid = 'pg_proc'::regclass and o.objid = p.oid
+       where n.nspname in ('settle', 'settle_private') and p.prokind = 'f'
+       order by 1`);
+    expect(rows.length).toBeGreaterThan(20);
+    expect(rows.filter((r) => !r.distributed).map((r) => r.fn)).toEqual([]);
+    for (const r of rows) {
+      if (r.keyed) expect({ fn: r.fn, arg: r.arg, colocated: r.colocated }).toEqual({ fn: r.fn, arg: 'key', colocated: true });
+      else expect({ fn: r.fn, arg: r.arg }).toEqual({ fn: r.fn, arg: null });
+    }
+    const api = rows.filter((r) => r.fn.startsWith('settle.') && r.keyed).map((r) => r.fn.replace(/\(.*/, ''));
+    expect(api).toEqual(expect.arrayContaining(['settle.claim', 'settle.heartbeat', 'settle.complete', 'settle.fail', 'settle.report_unknown', 'settle.get', 'settle.redrive']));
+  });
+
+  it("every worker's function ACLs equal the coordinator's, and PUBLIC executes nothing anywhere", async () => {
+    const c = await citus.coordinator();
+    const expected = (await c.query<FunctionAcl>(FUNCTION_ACLS)).rows;
+    for (const row of expected) expect(`${row.fn} ${row.acl ?? '(default: PUBLIC)'}`).not.toMatch(/[{,]=X\/|\(default: PUBLIC\)/);
+    for (const i of [0, 1]) {
+      const w = await citus.worker(i);
+      const actual = (await w.query<FunctionAcl>(FUNCTION_ACLS)).rows;
+      expect(actual).toEqual(expected);
+      // And as the privilege check sees it on the worker, for the application's login.
+      const { rows } = await w.query<{ fn: string }>(`
+        select p.oid::regprocedure::text as fn from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+         where n.nspname in ('settle', 'settle_private') and has_function_privilege('settle_citus_app', p.oid, 'execute')
+         order by 1`);
+      expect(rows.map((r) => r.fn.replace(/\(.*/, ''))).toEqual([
+        'settle.claim', 'settle.complete', 'settle.fail', 'settle.fingerprint', 'settle.get', 'settle.heartbeat',
+        'settle.report_unknown', 'settle.status_rank',
+      ].filter((f) => expected.some((e) => e.fn.startsWith(`${f}(`))).sort());
+    }
+  });
+
+  it('a settle_app login cannot run an admin function through the coordinator (the worker refuses the delegated call)', async () => {
+    const app = await citus.coordinator('settle_citus_app');
+    await expect(app.query(`select * from settle.redrive('t', 'some-key')`)).rejects.toMatchObject({ code: '42501' });
+    await expect(app.query(`select settle.purge(interval '0')`)).rejects.toMatchObject({ code: '42501' });
+  });
+
+  it('default privileges on every node keep a function created later closed to PUBLIC', async () => {
+    for (const i of [0, 1]) {
+      const w = await citus.worker(i);
+      const { rows } = await w.query<{ acl: string }>(
+        `select defaclacl::text as acl from pg_default_acl where defaclrole = 'settle_owner'::regrole and defaclobjtype = 'f'`,
+      );
+      expect(rows).toEqual([{ acl: '{settle_owner=X/settle_owner}' }]);
+    }
+  });
+
+  it('the CLI: pg-settle distribute --json reports the distribution', async () => {
+    const c = await citus.coordinator();
+    const run = await new Promise<{ code: number; stdout: string }>((resolve) => {
+      const env = { ...process.env };
+      delete env.DATABASE_URL;
+      execFile(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/cli/main.ts'), 'distribute', '--json', '--database-url', urlOf(c)],
+        { cwd: ROOT, env, timeout: 50_000 }, (error, stdout) => resolve({ code: error === null ? 0 : Number(error.code ?? -1), stdout }));
+    });
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, command: 'distribute', tables: 3, workers: 2 });
+  }, 60_000);
+});
+
+function urlOf(c: { connectionParameters?: unknown; host: string; port: number; user?: string; database?: string }): string {
+  return `postgresql://${c.user ?? 'postgres'}@${c.host}:${c.port}/${c.database ?? 'postgres'}`;
+}

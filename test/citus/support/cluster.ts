@@ -1,0 +1,112 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterEach, describe, inject } from 'vitest';
+import type { LoginRole } from './roles.js';
+import './provided.js';
+
+const provided = inject('citus');
+
+/** Why the Citus suite cannot run here (names the missing extension), or undefined. */
+export const citusUnavailable: string | undefined = 'unavailable' in provided ? provided.unavailable : undefined;
+
+/**
+ * `describe` for the Citus suite: skipped, with the reason in its title, where Citus is not
+ * installed (CI); run against the shared coordinator + 2 workers otherwise.
+ */
+export function describeCitus(name: string, fn: () => void): void {
+  if (citusUnavailable !== undefined) describe.skip(`${name} [skipped: ${citusUnavailable}]`, fn);
+  else describe(name, fn);
+}
+
+function urls(): { coordinatorUrl: string; workerUrls: readonly string[] } {
+  if ('unavailable' in provided) throw new Error(provided.unavailable);
+  return provided;
+}
+
+function asUser(url: string, user: string): string {
+  const u = new URL(url);
+  u.username = user;
+  u.password = '';
+  return u.toString();
+}
+
+export interface CitusSessions {
+  /** A new connection to the coordinator, as the superuser or as one of the login roles. */
+  coordinator(role?: LoginRole): Promise<pg.Client>;
+  /** A new superuser connection straight to worker `i` (0 or 1). */
+  worker(i: number): Promise<pg.Client>;
+  /** Index (into the workers) of the node holding the shard of `key`, and that shard's id. */
+  placementOf(key: string): Promise<{ worker: number; shardId: number; port: number }>;
+  /** Port of worker `i`. */
+  workerPort(i: number): number;
+}
+
+/** Connections for the calling test file, closed after each test. */
+export function useCitus(): CitusSessions {
+  const open: pg.Client[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((c) => c.end().catch(() => {})));
+  });
+  const connect = async (url: string): Promise<pg.Client> => {
+    const client = new pg.Client({ connectionString: url });
+    client.on('error', () => {});
+    open.push(client);
+    await client.connect();
+    return client;
+  };
+  const workerPort = (i: number): number => {
+    const url = urls().workerUrls[i];
+    if (url === undefined) throw new Error(`no worker ${i}`);
+    return Number(new URL(url).port);
+  };
+  return {
+    coordinator: (role) => connect(role === undefined ? urls().coordinatorUrl : asUser(urls().coordinatorUrl, role)),
+    worker: (i) => {
+      const url = urls().workerUrls[i];
+      if (url === undefined) throw new Error(`no worker ${i}`);
+      return connect(url);
+    },
+    workerPort,
+    async placementOf(key) {
+      const c = await connect(urls().coordinatorUrl);
+      const { rows } = await c.query<{ shardid: string; nodeport: number }>(
+        `select p.shardid, p.nodeport from pg_dist_shard_placement p
+          where p.shardid = get_shard_id_for_distribution_column('settle_private.operations', $1::text)`,
+        [key],
+      );
+      const row = rows[0];
+      if (row === undefined) throw new Error(`no placement for ${key}`);
+      const ports = urls().workerUrls.map((u) => Number(new URL(u).port));
+      const worker = ports.indexOf(row.nodeport);
+      if (worker < 0) throw new Error(`shard of ${key} is on port ${row.nodeport}, not a worker (${ports.join(', ')})`);
+      return { worker, shardId: Number(row.shardid), port: row.nodeport };
+    },
+  };
+}
+
+/** A tenant no other test uses. */
+export function uniqueTenant(prefix: string): string {
+  return `${prefix}-${randomBytes(4).toString('hex')}`;
+}
+
+/**
+ * Runs `fn` on `client` with citus.log_remote_commands on and returns what the coordinator sent
+ * to which node: `{ command, node }` per remote command (node = "user@host:port").
+ */
+export async function remoteCommandsOf<T>(client: pg.Client, fn: () => Promise<T>): Promise<{ value: T; commands: { command: string; node: string }[] }> {
+  const commands: { command: string; node: string }[] = [];
+  const onNotice = (n: pg.NoticeMessage): void => {
+    const m = /^issuing ([\s\S]*)$/.exec(n.message ?? '');
+    const node = /on server (\S+)/.exec(n.detail ?? '')?.[1];
+    if (m !== null && m[1] !== undefined) commands.push({ command: m[1], node: node ?? '?' });
+  };
+  await client.query('set citus.log_remote_commands = on');
+  client.on('notice', onNotice);
+  try {
+    const value = await fn();
+    return { value, commands };
+  } finally {
+    client.off('notice', onNotice);
+    await client.query('reset citus.log_remote_commands');
+  }
+}

@@ -1,0 +1,59 @@
+import type { TestProject } from 'vitest/node';
+import { distribute } from '../../../src/db/distribute.js';
+import { migrate } from '../../../src/db/migrate.js';
+import { withPgClient } from '../../../src/db/with-pg-client.js';
+import { citusUnavailableReason, citusWorkerUrls, startCitusCluster } from '../../../src/dev-server/citus-cluster.js';
+import './provided.js';
+import { LOGIN_ROLES } from './roles.js';
+
+/**
+ * globalSetup of the `citus` project: a coordinator and two workers, migrated and distributed
+ * (pg-settle migrate + pg-settle distribute), shared by every test file of the project (each
+ * uses its own tenants and keys). `CITUS_DATABASE_URL` uses an existing cluster instead (e.g.
+ * `docker compose --profile citus up`): its database is migrated and distributed as is.
+ * Without Citus the project's tests are skipped with the reason, naming what is missing.
+ */
+export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
+  const verbose = process.env.PG_SETTLE_TEST_LOG === '1';
+  const log = (msg: string): void => {
+    if (verbose) console.log(`[pg-settle citus] ${msg}`);
+  };
+  const external = process.env.CITUS_DATABASE_URL;
+  let coordinatorUrl: string;
+  let stop: (() => Promise<void>) | undefined;
+  if (external !== undefined && external !== '') {
+    coordinatorUrl = external;
+  } else {
+    const unavailable = citusUnavailableReason();
+    if (unavailable !== undefined) {
+      project.provide('citus', { unavailable });
+      return undefined;
+    }
+    const cluster = await startCitusCluster({ log });
+    coordinatorUrl = cluster.coordinator.adminUrl;
+    stop = cluster.stop;
+  }
+  try {
+    // TEMPORARY until the roles migration creates settle_owner LOGIN on a Citus database itself.
+    await withPgClient(coordinatorUrl, (c) =>
+      c.query(`do $$ begin if not exists (select 1 from pg_roles where rolname = 'settle_owner') then create role settle_owner login; end if; end $$`),
+    );
+    await migrate(coordinatorUrl, { log });
+    await distribute(coordinatorUrl);
+    await withPgClient(coordinatorUrl, async (c) => {
+      for (const [login, role] of Object.entries(LOGIN_ROLES)) {
+        await c.query(`do $$ begin
+            if not exists (select 1 from pg_roles where rolname = '${login}') then
+              create role ${login} login in role ${role};
+            end if;
+          end $$`);
+      }
+    });
+    const workerUrls = await citusWorkerUrls(coordinatorUrl, new URL(coordinatorUrl).pathname.slice(1) || 'postgres');
+    project.provide('citus', { coordinatorUrl, workerUrls });
+  } catch (error) {
+    await stop?.();
+    throw error;
+  }
+  return stop;
+}

@@ -1,0 +1,9 @@
+/** What the `citus` project's globalSetup hands to its test files (`inject('citus')`). */
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** The Citus cluster of the `citus` project, or why it could not run here. */
+    citus: { readonly unavailable: string } | { readonly coordinatorUrl: string; readonly workerUrls: readonly string[] };
+  }
+}
+
+export {};
