@@ -198,7 +198,7 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
   it('without --database-url or DATABASE_URL every command but simulate exits 2 and starts nothing', async () => {
     const commands = [
       ['stats'], ['dead-letters'], ['inspect', 't', 'k'], ['expire-leases'], ['purge', '--older-than', '30d', '--yes'],
-      ['redrive', 't', 'k'], ['redrive', '--all', '--yes'], ['migrate'],
+      ['redrive', 't', 'k'], ['redrive', '--all', '--yes'], ['migrate'], ['distribute'],
     ];
     expect(new Set(commands.map((c) => c[0]))).toEqual(new Set(COMMANDS.map((c) => c.name).filter((n) => n !== 'simulate')));
     for (const args of commands) {
@@ -269,6 +269,13 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
         expect(text, `${command.name} --${flag}`).toMatch(/default|required|\d+-\d+|between/);
       }
     }
+  });
+
+  it('distribute on plain PostgreSQL exits 1 with SE031 (CitusUnavailableError) and changes nothing', async () => {
+    const run = await cli(['distribute', '--json']);
+    expect(run.code).toBe(1);
+    expect(run.json).toMatchObject({ ok: false, exitCode: 1, error: { sqlstate: 'SE031' } });
+    expect((await cli(['distribute'], { withDb: false })).code).toBe(2);
   });
 
   it('a bad database URL exits 3', async () => {

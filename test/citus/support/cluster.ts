@@ -95,7 +95,7 @@ export function uniqueTenant(prefix: string): string {
  */
 export async function remoteCommandsOf<T>(client: pg.Client, fn: () => Promise<T>): Promise<{ value: T; commands: { command: string; node: string }[] }> {
   const commands: { command: string; node: string }[] = [];
-  const onNotice = (n: pg.NoticeMessage): void => {
+  const onNotice = (n: { message?: string; detail?: string }): void => {
     const m = /^issuing ([\s\S]*)$/.exec(n.message ?? '');
     const node = /on server (\S+)/.exec(n.detail ?? '')?.[1];
     if (m !== null && m[1] !== undefined) commands.push({ command: m[1], node: node ?? '?' });
