@@ -83,11 +83,14 @@ async function main(): Promise<number> {
     if (wanted.includes('hotkey')) {
       for (let round = 1; round <= opts.repeat; round++) record(await runHotkey(ctx, round));
     }
-    // Server CPU per cycle, one backend without commits: the plain-SQL rows, then the engine.
+    // Server CPU per cycle, one backend: the plain-SQL rows, then the engine; in one DO block
+    // without commits (the target), then statement by statement as pgbench sends them.
     if (wanted.includes('cpu')) {
       for (let round = 1; round <= opts.repeat; round++) {
-        record(await runCpu(ctx, 'spec4', round));
-        record(await runCpu(ctx, 'cycle', round));
+        for (const kind of ['loop', 'call'] as const) {
+          record(await runCpu(ctx, 'spec4', kind, round));
+          record(await runCpu(ctx, 'cycle', kind, round));
+        }
       }
     }
   } catch (error) {

@@ -52,6 +52,13 @@ const RATIO_TARGETS: readonly RatioTarget[] = [
  */
 const REFERENCE_RATIOS: readonly { readonly name: string; readonly numerator: RunPicker; readonly denominator: RunPicker; readonly meaning: string }[] = [
   { name: 'spec4 / floor2', numerator: byLabel('spec4'), denominator: byLabel('floor2'), meaning: 'the required rows, in plain SQL, against the two-write floor' },
+  {
+    // tps of a cpu run is ops per CPU-second, so spec4 tps / cycle tps = cycle us / spec4 us.
+    name: 'cpu-call: cycle / spec4 (server CPU per op)',
+    numerator: byLabel('cpu-call:spec4'),
+    denominator: byLabel('cpu-call:cycle'),
+    meaning: 'server CPU per operation, engine over plain SQL, statement by statement as pgbench sends them (each its own transaction: commits and per-transaction set-up included)',
+  },
 ];
 
 export const HOTKEY_P99_LIMIT_MS = 10;
@@ -163,7 +170,7 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
 /** The reference ratios measured in this run (a ratio whose sides were not both measured is left out). */
 export function evaluateReferenceRatios(runs: readonly RunResult[], clientCounts: readonly number[]): ReferenceRatio[] {
   return REFERENCE_RATIOS.flatMap((ref) =>
-    clientCounts.flatMap((clients): ReferenceRatio[] => {
+    [...clientCounts, 1].flatMap((clients): ReferenceRatio[] => {
       const measured = roundRatios(runs, clients, ref.numerator, ref.denominator);
       const value = median(measured.ratios);
       return value === null ? [] : [{ name: ref.name, clients, value, rounds: measured.ratios, meaning: ref.meaning, detail: roundsDetail(measured) }];
