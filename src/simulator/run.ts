@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { createSettleClient } from '../client/client.js';
+import type { TelemetryOptions } from '../client/telemetry.js';
 import { readEngineState } from '../checker/engine-state.js';
 import { checkHistory, type CheckReport } from './checker.js';
 import { FAULTS, type FaultName, type SimulatorConfig } from './config.js';
@@ -18,6 +19,8 @@ export interface SimulationOptions {
   readonly connectionString: string;
   /** Turn off the downstream's idempotency (demonstrates that the checker catches double pay). */
   readonly unsafeDownstream?: boolean;
+  /** The client's OpenTelemetry metrics and spans (default: the global providers, if any). */
+  readonly telemetry?: TelemetryOptions | false;
   /** Called about four times a second while operations run. */
   readonly onProgress?: (progress: SimulationProgress) => void;
 }
@@ -79,7 +82,11 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
   const tenantPrefix = `sim${config.seed}-${Date.now().toString(36)}${randomBytes(2).toString('hex')}-`;
   const pool = new pg.Pool({ connectionString: options.connectionString, max: config.workers + 4 });
   pool.on('error', () => {});
-  const client = createSettleClient({ connectionString: options.connectionString, poolSize: config.workers + 2 });
+  const client = createSettleClient({
+    connectionString: options.connectionString,
+    poolSize: config.workers + 2,
+    ...(options.telemetry === undefined ? {} : { telemetry: options.telemetry }),
+  });
   const recorder = new Recorder();
   const ledger = createLedger(pool, { idempotent: options.unsafeDownstream !== true });
 

@@ -1,7 +1,8 @@
 import { configFromFlags, DEFAULT_CONFIG, FAULTS, SIMULATOR_FLAGS } from '../../simulator/config.js';
 import { formatReport } from '../../simulator/report.js';
 import { runSimulation } from '../../simulator/run.js';
-import { stringFlag, type Command } from '../command.js';
+import { startMetricsEndpoint } from '../../simulator/prometheus.js';
+import { intFlag, stringFlag, type Command } from '../command.js';
 import { openDatabase } from '../database.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, printText } from '../output.js';
@@ -28,23 +29,32 @@ docs/simulator.md). Exit code 0 when every invariant holds, 1 when one fails.
   --faults=RATE                     every fault rate at once, 0-1 (default: each fault's own; 0: no injection)
 ${faultHelp}
   --unsafe-downstream               the payout ledger forgets idempotency (default: off): the checker catches double pay
+  --metrics-port N                  serve the client's metrics at http://127.0.0.1:N/metrics while it runs
+                                    (0-65535, 0: a free port, printed on stderr; default: off; docs/observability.md)
 
 Common flags:
   --database-url URL                PostgreSQL to run in (default: $DATABASE_URL; with neither, a
                                     throwaway PostgreSQL is started, migrated, and deleted on exit)
   --json                            print one JSON document on stdout instead of text (default: off)
   -h, --help                        show this help`,
-  flags: { ...SIMULATOR_FLAGS, 'unsafe-downstream': { type: 'boolean' } },
+  flags: { ...SIMULATOR_FLAGS, 'unsafe-downstream': { type: 'boolean' }, 'metrics-port': { type: 'string' } },
   positionals: [],
   async run(input) {
     const config = configFromFlags(input.values);
+    const metricsPort = input.values['metrics-port'] === undefined ? null : intFlag(input, 'metrics-port', 0, 0, 65_535);
     const db = await openDatabase(stringFlag(input, 'database-url'), { migrateAlways: true, provision: true });
+    const metrics = metricsPort === null ? null : await startMetricsEndpoint({ port: metricsPort }).catch(async (error: unknown) => {
+      await db.close();
+      throw error;
+    });
+    if (metrics !== null) process.stderr.write(`pg-settle: serving metrics at ${metrics.url}\n`);
     try {
       const progress = createProgress('simulate', true);
       const report = await runSimulation({
         config,
         connectionString: db.url,
         unsafeDownstream: input.values['unsafe-downstream'] === true,
+        ...(metrics === null ? {} : { telemetry: { meterProvider: metrics.meterProvider } }),
         onProgress: (p) => progress.update(p.final, p.total, `${p.issued} issued`),
       });
       progress.finish();
@@ -52,6 +62,7 @@ Common flags:
       else printText(formatReport(report));
       return report.ok ? EXIT.ok : EXIT.failure;
     } finally {
+      await metrics?.stop();
       await db.close();
     }
   },

@@ -1,0 +1,138 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { configFromFlags } from '../../src/simulator/config.js';
+import { startMetricsEndpoint } from '../../src/simulator/prometheus.js';
+import { runSimulation } from '../../src/simulator/run.js';
+import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
+
+// The scrape works: the simulator's client records into the SDK, @opentelemetry/exporter-prometheus
+// serves it over HTTP on 127.0.0.1, and what a scraper reads matches what the database holds.
+
+interface Sample {
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly value: number;
+}
+interface Exposition {
+  readonly types: ReadonlyMap<string, string>;
+  readonly samples: readonly Sample[];
+}
+
+/** The Prometheus text exposition format (version 0.0.4), as a scraper reads it. */
+function parseExposition(text: string): Exposition {
+  const types = new Map<string, string>();
+  const samples: Sample[] = [];
+  for (const line of text.split('\n')) {
+    const type = /^# TYPE (\S+) (\S+)$/.exec(line);
+    if (type !== null) types.set(type[1] ?? '', type[2] ?? '');
+    if (line === '' || line.startsWith('#')) continue;
+    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: \d+)?$/.exec(line);
+    if (sample === null) throw new Error(`not an exposition line: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const [, k, v] of (sample[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[k ?? ''] = v ?? '';
+    samples.push({ name: sample[1] ?? '', labels, value: Number(sample[3]) });
+  }
+  return { types, samples };
+}
+
+const sum = (e: Exposition, name: string, match: Record<string, string> = {}): number =>
+  e.samples.filter((s) => s.name === name && Object.entries(match).every(([k, v]) => s.labels[k] === v)).reduce((a, s) => a + s.value, 0);
+
+async function scrape(url: string): Promise<{ contentType: string; exposition: Exposition }> {
+  const response = await fetch(url);
+  expect(response.status).toBe(200);
+  return { contentType: response.headers.get('content-type') ?? '', exposition: parseExposition(await response.text()) };
+}
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase('telemetry_scrape');
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+describe('Prometheus /metrics of the simulator', () => {
+  it('names and types as documented; counts equal the database', async () => {
+    const endpoint = await startMetricsEndpoint({ port: 0 });
+    try {
+      expect(endpoint.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+      const report = await runSimulation({
+        config: configFromFlags({ seed: '11', workers: '4', operations: '120', faults: '0.1' }),
+        connectionString: db.url,
+        telemetry: { meterProvider: endpoint.meterProvider },
+      });
+      expect(report.ok).toBe(true);
+      const { contentType, exposition: e } = await scrape(endpoint.url);
+      expect(contentType).toMatch(/^text\/plain/);
+
+      expect(e.types.get('db_client_operation_duration_seconds')).toBe('histogram');
+      expect(e.types.get('pg_settle_outcomes_total')).toBe('counter');
+      // Histogram series: _bucket with le, _sum, _count; base unit seconds.
+      expect(e.samples.some((s) => s.name === 'db_client_operation_duration_seconds_bucket' && s.labels.le === '+Inf')).toBe(true);
+      // No high-cardinality label: no tenant, key, token or principal anywhere.
+      const labelNames = new Set(e.samples.flatMap((s) => Object.keys(s.labels)));
+      expect([...labelNames].filter((l) => /tenant|key|token|principal|worker/.test(l))).toEqual([]);
+
+      const su = new pg.Client({ connectionString: db.url });
+      await su.connect();
+      const { rows } = await su.query<{ attempts: string; completed: string }>(
+        `select (select count(*) from settle_private.attempts where tenant like $1 || '%') as attempts,
+                (select count(*) from settle_private.operations where tenant like $1 || '%' and status = 'completed') as completed`,
+        [report.tenantPrefix],
+      ).finally(() => su.end());
+      const db0 = rows[0];
+      expect(db0).toBeDefined();
+      // Every attempt in the database was opened by one claim answered `acquired`.
+      expect(sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.claim', pg_settle_outcome: 'acquired' })).toBe(Number(db0?.attempts));
+      // Every completed operation was settled by exactly one complete() answered `settled`.
+      expect(sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.complete', pg_settle_outcome: 'settled' })).toBe(Number(db0?.completed));
+      // The sweeper's calls, as the simulator's report counts them.
+      expect(sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.expire_leases', pg_settle_outcome: 'ok' })).toBe(report.sweeper.runs);
+      // The histogram counts the same calls as the outcome counter.
+      expect(sum(e, 'db_client_operation_duration_seconds_count', { db_operation_name: 'settle.claim' })).toBe(
+        sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.claim' }),
+      );
+      expect(e.samples.find((s) => s.name === 'db_client_operation_duration_seconds_count')?.labels.db_system_name).toBe('postgresql');
+    } finally {
+      await endpoint.stop();
+    }
+  }, 120_000);
+
+  it('`pg-settle simulate --metrics-port` serves /metrics while the simulator runs', async () => {
+    const root = path.resolve(import.meta.dirname, '../..');
+    const child = spawn(
+      process.execPath,
+      [path.join(root, 'bin/pg-settle.js'), 'simulate', '--metrics-port', '0', '--database-url', db.url, '--operations', '100000', '--duration', '60s', '--workers', '2', '--json'],
+      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.stdout.resume();
+    try {
+      // The port is announced on stderr; then scrape until the first outcomes are counted.
+      const deadline = Date.now() + 60_000;
+      let url: string | undefined;
+      let seen: Exposition | undefined;
+      while (Date.now() < deadline && seen === undefined) {
+        url ??= /serving metrics at (\S+)/.exec(stderr)?.[1];
+        if (url !== undefined) {
+          const { exposition } = await scrape(url);
+          if (sum(exposition, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.claim' }) > 0) seen = exposition;
+        }
+        if (seen === undefined) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(url, stderr).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+      expect(seen?.types.get('pg_settle_outcomes_total')).toBe('counter');
+      expect(seen?.types.get('db_client_operation_duration_seconds')).toBe('histogram');
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+  }, 120_000);
+});
