@@ -6,18 +6,15 @@ import { settleInterceptors, settleTypeParsers, validateRow, wasValidated } from
 import { unconfirmedCommit } from './notices.js';
 import { toClaimOutcome, toHeartbeatOutcome, toObservation } from './outcomes.js';
 import * as q from './queries.js';
-import { type ResolvedRetryPolicy, resolveRetryPolicy, withRetry } from './retry.js';
+import type { AttemptArgs } from './queries.js';
+import { resolveRetryPolicy, withRetry } from './retry.js';
 import { createPreparedStatementsInterceptor } from './prepared-statements.js';
 import { createSessionResetInterceptor } from './session-reset.js';
-import { runEffect, type RunInput, type RunOutcome, type RunContext, type RunOptions } from './run.js';
+import type { ClientCore } from './core.js';
+import { runEffect } from './run.js';
 import * as s from './schemas.js';
 import { createClientTelemetry, registerClientTelemetry } from './telemetry.js';
-import {
-  runInTransaction,
-  type TransactionEffectContext,
-  type TransactionOutcome,
-  type TransactionRunInput,
-} from './transaction.js';
+import { runInTransaction } from './transaction.js';
 import type {
   AttemptHandle,
   AttemptRecord,
@@ -34,62 +31,19 @@ import type {
   OperationRef,
   Queryable,
   RedriveInput,
+  RunContext,
+  RunInput,
+  RunOptions,
+  RunOutcome,
+  SettleClient,
   SettleClientOptions,
   TenantStats,
+  TransactionEffectContext,
+  TransactionOutcome,
+  TransactionRunInput,
 } from './types.js';
 
-export interface SettleClient {
-  /** The slonik pool the client runs on (yours, or the one it created on first use). */
-  getPool(): Promise<DatabasePool>;
-
-  /** Reserve (tenant, key) on first call, or join it. Never throws for an outcome. */
-  claim(input: ClaimInput, options?: CallOptions): Promise<ClaimOutcome>;
-  /** Extend the lease of the attempt (default 30 s from now, by the database clock). */
-  heartbeat(handle: AttemptHandle, options?: CallOptions & { readonly leaseMs?: number }): Promise<HeartbeatOutcome>;
-  /** This attempt's effect committed with `result`: the binding-gated success merge. */
-  complete(handle: AttemptHandle, result: Json, options?: CallOptions): Promise<Observation>;
-  /** This attempt's effect definitely did not happen (retryable: default true). */
-  fail(handle: AttemptHandle, error: Json, options?: CallOptions & { readonly retryable?: boolean }): Promise<Observation>;
-  /** This attempt lost the response of its effect: unknown, never failure. */
-  reportUnknown(handle: AttemptHandle, options?: CallOptions): Promise<Observation>;
-  /** The canonical record, or null when the operation does not exist. */
-  get(ref: OperationRef, options?: CallOptions): Promise<OperationRecord | null>;
-
-  /** Run an effect exactly once per (tenant, key): claim, heartbeat, settle (see docs/client.md). */
-  run<T extends Json>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions): Promise<RunOutcome>;
-  /** Claim, run your SQL and complete in one transaction: effect and settlement commit together. */
-  runInTransaction<T extends Json>(
-    input: TransactionRunInput,
-    effect: (context: TransactionEffectContext) => Promise<T>,
-    options?: RunOptions,
-  ): Promise<TransactionOutcome>;
-
-  /** Admin: end lapsed leases and dead-letter spent operations (settle_admin). */
-  expireLeases(input?: { readonly batchSize?: number }, options?: CallOptions): Promise<ExpireResult>;
-  /** Admin: re-open a dead-lettered operation (settle_admin). */
-  redrive(input: RedriveInput, options?: CallOptions): Promise<OperationRecord>;
-  /** Admin: delete terminal operations older than olderThanMs; returns how many (settle_admin). */
-  purge(input: { readonly olderThanMs: number; readonly batchSize?: number }, options?: CallOptions): Promise<number>;
-  /** Per-tenant counts (settle_readonly or settle_admin). */
-  stats(options?: CallOptions): Promise<TenantStats[]>;
-  /** Dead-lettered operations, oldest first (settle_readonly or settle_admin). */
-  deadLetters(input?: { readonly limit?: number }, options?: CallOptions): Promise<DeadLetterRecord[]>;
-  /** Every attempt of one operation (settle_readonly or settle_admin). */
-  attempts(ref: OperationRef, options?: CallOptions): Promise<AttemptRecord[]>;
-  /** The audit trail of one operation (settle_readonly or settle_admin). */
-  auditLog(ref: OperationRef, options?: CallOptions): Promise<AuditRecord[]>;
-
-  /** Ends the pool if the client created it; a pool you passed in stays open. */
-  end(): Promise<void>;
-}
-
-/** Internals shared with run() and runInTransaction(). */
-export interface ClientCore {
-  getPool(): Promise<DatabasePool>;
-  readonly retry: ResolvedRetryPolicy;
-  /** Runs one settle call (with transparent retries); `tenant` is for opt-in telemetry only. */
-  rows<S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions, tenant?: string): Promise<z.output<S>[]>;
-}
+export type { SettleClient } from './types.js';
 
 /** Creates a client over a new slonik pool (connectionString) or over your own pool. */
 export function createSettleClient(options: SettleClientOptions): SettleClient {
@@ -156,7 +110,10 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     return row;
   };
 
-  const attemptArgs = (handle: AttemptHandle) => s.parseInput(s.handleSchema, handle);
+  // A handle this client issued (claim's `acquired`, frozen so it cannot be edited afterwards) is
+  // used as built; anything else (a copy, an edited or forged handle) is validated first.
+  const issued = new WeakSet<AttemptHandle>();
+  const attemptArgs = (handle: AttemptHandle): AttemptArgs => (issued.has(handle) ? handle : s.parseInput(s.handleSchema, handle));
 
   const client: SettleClient = {
     getPool,
@@ -164,7 +121,9 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     async claim(input, options) {
       const parsed = s.parseInput(s.claimInputSchema, input);
       const row = await one('claim', q.claimQuery(parsed), options, parsed.tenant);
-      return toClaimOutcome(row, parsed.tenant, parsed.key, parsed.binding);
+      const outcome = toClaimOutcome(row, parsed.tenant, parsed.key, parsed.binding);
+      if (outcome.outcome === 'acquired') issued.add(freezeHandle(outcome.attempt));
+      return outcome;
     },
 
     async heartbeat(handle, options = {}) {
@@ -242,4 +201,10 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
   };
   registerClientTelemetry(client, telemetry);
   return client;
+}
+
+function freezeHandle(handle: AttemptHandle): AttemptHandle {
+  Object.freeze(handle.binding.scopes);
+  Object.freeze(handle.binding);
+  return Object.freeze(handle);
 }

@@ -1,4 +1,3 @@
-import type { SettleClient } from './client.js';
 import {
   mapDatabaseError,
   SettleCommitUnconfirmedError,
@@ -19,59 +18,14 @@ import type {
   Json,
   Observation,
   OperationRecord,
+  RunContext,
+  RunInput,
+  RunOptions,
+  RunOutcome,
+  SettleClient,
 } from './types.js';
 
-export type Classification = 'retryable' | 'final';
-
-export interface RunInput extends ClaimInput {
-  /** How long to wait for an in-flight attempt of another worker (default 5000 ms; 0: do not wait). */
-  readonly waitForMs?: number;
-  /** Whether a thrown error may be retried by a later attempt (default: every error is retryable). */
-  readonly classify?: (error: unknown) => Classification;
-  /** Turns a thrown error into the JSON stored with the failure (default: name, message, code). */
-  readonly errorToJson?: (error: unknown) => Json;
-  /** How often the lease is renewed while the effect runs (default leaseMs / 3). */
-  readonly heartbeatIntervalMs?: number;
-}
-
-/** Options of run() and runInTransaction(): every call of the run uses `connection` if given. */
-export type RunOptions = CallOptions;
-
-export interface RunContext {
-  readonly attempt: AttemptHandle;
-  /** Aborted the moment the lease is known lost (fenced heartbeat, or no renewal before expiry). */
-  readonly signal: AbortSignal;
-  /** Renew the lease now (the timer does it too); aborts `signal` when fenced. */
-  heartbeat(): Promise<HeartbeatOutcome>;
-}
-
-export type RunOutcome =
-  /** The effect's result is the settlement (this_attempt), or another attempt's is (other_attempt). */
-  | { readonly outcome: 'completed'; readonly result: Json; readonly attempt: number; readonly settledBy: 'this_attempt' | 'other_attempt' }
-  /** Already completed before this call: the stored result, the effect did not run. */
-  | { readonly outcome: 'replay'; readonly result: Json; readonly settledAttempt: number }
-  | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] }
-  /**
-   * final: no later attempt will run (final failure or dead letter); otherwise a later run()
-   * with the same key opens a new attempt. `cause` is what the effect threw, if it ran here.
-   */
-  | {
-      readonly outcome: 'failed';
-      readonly error: Json;
-      readonly final: boolean;
-      readonly deadLettered: boolean;
-      readonly attempt: number;
-      readonly cause?: unknown;
-    }
-  /** Another worker still holds the lease after waitForMs. */
-  | { readonly outcome: 'in_progress'; readonly attempt: number; readonly leaseExpiresAt: Date; readonly retryAfterMs: number }
-  /** This attempt lost its lease; its failure was not recorded (another attempt owns the operation). */
-  | { readonly outcome: 'fenced'; readonly reason: HeartbeatFenceReason; readonly attempt: number; readonly cause?: unknown }
-  /**
-   * The settle call itself timed out or lost its connection: the settlement may or may not have
-   * happened. `record` is a best-effort re-read. Never a failure: retry with the same key.
-   */
-  | { readonly outcome: 'unknown'; readonly attempt: number; readonly record: OperationRecord | null; readonly cause: Error };
+export type { Classification, RunContext, RunInput, RunOptions, RunOutcome } from './types.js';
 
 /** Why `signal` was aborted. */
 export class LeaseLostError extends SettleError {

@@ -2,7 +2,6 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { createRequire } from 'node:module';
 import type * as otel from '@opentelemetry/api';
 import { SettleError } from './errors.js';
-import type { RetryEvent } from './types.js';
 
 // OpenTelemetry metrics and spans of the client (docs/observability.md lists every name).
 //
@@ -36,6 +35,14 @@ export interface TelemetryOptions {
 /** What the HTTP middleware answered: the handler ran for the first time, a stored response was replayed, or a refusal. */
 export type HttpRequestResult = 'first' | 'replay' | '400' | '409' | '422';
 
+/** A transparent retry as the client reports it (structurally: types.ts imports this module's options). */
+interface RetryEventLike {
+  readonly operation: string;
+  readonly retry: number;
+  readonly delayMs: number;
+  readonly error: Error;
+}
+
 /** The outcomes of run() the telemetry reads (structurally: run.ts stays free of telemetry). */
 interface RunOutcomeLike {
   readonly outcome: string;
@@ -57,7 +64,7 @@ export interface ClientTelemetry {
   /** Wraps one settle call (all its transparent retries): duration, outcome, span. */
   call<R>(operation: string, tenant: string | undefined, execute: () => Promise<R>): Promise<R>;
   /** One transparent retry (from the retry policy's onRetry). */
-  retry(event: RetryEvent): void;
+  retry(event: RetryEventLike): void;
   /** Wraps run()/runInTransaction(): `execute` gets `wrap`, which times the effect. */
   run<O extends RunOutcomeLike>(kind: RunKind, tenant: string, execute: (timed: EffectTimer) => Promise<O>): Promise<O>;
   /** One request answered by the HTTP middleware. */
@@ -244,7 +251,7 @@ class OtelTelemetry implements ClientTelemetry {
     }));
   }
 
-  retry(event: RetryEvent): void {
+  retry(event: RetryEventLike): void {
     const name = sqlName(event.operation);
     const sqlstate = event.error instanceof SettleError && event.error.sqlstate !== null ? event.error.sqlstate : (event.error.name ?? 'Error');
     this.i.retries.add(

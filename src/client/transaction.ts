@@ -1,6 +1,6 @@
 import './polyfills.js';
 import { type DatabaseTransactionConnection, sql } from 'slonik';
-import type { ClientCore, SettleClient } from './client.js';
+import type { ClientCore } from './core.js';
 import { isRetryable, mapDatabaseError } from './errors.js';
 import { withRetry } from './retry.js';
 import {
@@ -8,28 +8,21 @@ import {
   defaultErrorToJson,
   fromObservation,
   isAmbiguous,
-  type RunInput,
-  type RunOptions,
-  type RunOutcome,
   unknownOutcome,
 } from './run.js';
-import type { AttemptHandle, Json } from './types.js';
+import type {
+  AttemptHandle,
+  Isolation,
+  Json,
+  RunOptions,
+  RunOutcome,
+  SettleClient,
+  TransactionEffectContext,
+  TransactionOutcome,
+  TransactionRunInput,
+} from './types.js';
 
-export type Isolation = 'read committed' | 'repeatable read' | 'serializable';
-
-export interface TransactionRunInput extends RunInput {
-  /** Isolation level of the transaction the client opens (ignored inside your own transaction). */
-  readonly isolation?: Isolation;
-}
-
-export interface TransactionEffectContext {
-  /** Run your SQL here: it commits together with the settlement, or not at all. */
-  readonly transaction: DatabaseTransactionConnection;
-  readonly attempt: AttemptHandle;
-}
-
-/** Same outcomes as run(); `in_progress` means another worker's lease (run()) is live. */
-export type TransactionOutcome = RunOutcome;
+export type { Isolation, TransactionEffectContext, TransactionOutcome, TransactionRunInput } from './types.js';
 
 const SET_ISOLATION = {
   'read committed': sql.unsafe`set transaction isolation level read committed`,

@@ -249,3 +249,124 @@ export type SettleClientOptions =
        */
       readonly pool: DatabasePool;
     });
+
+// ---------------------------------------------------------------------------------------
+// run() and runInTransaction()
+// ---------------------------------------------------------------------------------------
+
+export type Classification = 'retryable' | 'final';
+
+export interface RunInput extends ClaimInput {
+  /** How long to wait for an in-flight attempt of another worker (default 5000 ms; 0: do not wait). */
+  readonly waitForMs?: number;
+  /** Whether a thrown error may be retried by a later attempt (default: every error is retryable). */
+  readonly classify?: (error: unknown) => Classification;
+  /** Turns a thrown error into the JSON stored with the failure (default: name, message, code). */
+  readonly errorToJson?: (error: unknown) => Json;
+  /** How often the lease is renewed while the effect runs (default leaseMs / 3). */
+  readonly heartbeatIntervalMs?: number;
+}
+
+/** Options of run() and runInTransaction(): every call of the run uses `connection` if given. */
+export type RunOptions = CallOptions;
+
+export interface RunContext {
+  readonly attempt: AttemptHandle;
+  /** Aborted the moment the lease is known lost (fenced heartbeat, or no renewal before expiry). */
+  readonly signal: AbortSignal;
+  /** Renew the lease now (the timer does it too); aborts `signal` when fenced. */
+  heartbeat(): Promise<HeartbeatOutcome>;
+}
+
+export type RunOutcome =
+  /** The effect's result is the settlement (this_attempt), or another attempt's is (other_attempt). */
+  | { readonly outcome: 'completed'; readonly result: Json; readonly attempt: number; readonly settledBy: 'this_attempt' | 'other_attempt' }
+  /** Already completed before this call: the stored result, the effect did not run. */
+  | { readonly outcome: 'replay'; readonly result: Json; readonly settledAttempt: number }
+  | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] }
+  /**
+   * final: no later attempt will run (final failure or dead letter); otherwise a later run()
+   * with the same key opens a new attempt. `cause` is what the effect threw, if it ran here.
+   */
+  | {
+      readonly outcome: 'failed';
+      readonly error: Json;
+      readonly final: boolean;
+      readonly deadLettered: boolean;
+      readonly attempt: number;
+      readonly cause?: unknown;
+    }
+  /** Another worker still holds the lease after waitForMs. */
+  | { readonly outcome: 'in_progress'; readonly attempt: number; readonly leaseExpiresAt: Date; readonly retryAfterMs: number }
+  /** This attempt lost its lease; its failure was not recorded (another attempt owns the operation). */
+  | { readonly outcome: 'fenced'; readonly reason: HeartbeatFenceReason; readonly attempt: number; readonly cause?: unknown }
+  /**
+   * The settle call itself timed out or lost its connection: the settlement may or may not have
+   * happened. `record` is a best-effort re-read. Never a failure: retry with the same key.
+   */
+  | { readonly outcome: 'unknown'; readonly attempt: number; readonly record: OperationRecord | null; readonly cause: Error };
+
+export type Isolation = 'read committed' | 'repeatable read' | 'serializable';
+
+export interface TransactionRunInput extends RunInput {
+  /** Isolation level of the transaction the client opens (ignored inside your own transaction). */
+  readonly isolation?: Isolation;
+}
+
+export interface TransactionEffectContext {
+  /** Run your SQL here: it commits together with the settlement, or not at all. */
+  readonly transaction: DatabaseTransactionConnection;
+  readonly attempt: AttemptHandle;
+}
+
+/** Same outcomes as run(); `in_progress` means another worker's lease (run()) is live. */
+export type TransactionOutcome = RunOutcome;
+
+// ---------------------------------------------------------------------------------------
+// The client
+// ---------------------------------------------------------------------------------------
+
+export interface SettleClient {
+  /** The slonik pool the client runs on (yours, or the one it created on first use). */
+  getPool(): Promise<DatabasePool>;
+
+  /** Reserve (tenant, key) on first call, or join it. Never throws for an outcome. */
+  claim(input: ClaimInput, options?: CallOptions): Promise<ClaimOutcome>;
+  /** Extend the lease of the attempt (default 30 s from now, by the database clock). */
+  heartbeat(handle: AttemptHandle, options?: CallOptions & { readonly leaseMs?: number }): Promise<HeartbeatOutcome>;
+  /** This attempt's effect committed with `result`: the binding-gated success merge. */
+  complete(handle: AttemptHandle, result: Json, options?: CallOptions): Promise<Observation>;
+  /** This attempt's effect definitely did not happen (retryable: default true). */
+  fail(handle: AttemptHandle, error: Json, options?: CallOptions & { readonly retryable?: boolean }): Promise<Observation>;
+  /** This attempt lost the response of its effect: unknown, never failure. */
+  reportUnknown(handle: AttemptHandle, options?: CallOptions): Promise<Observation>;
+  /** The canonical record, or null when the operation does not exist. */
+  get(ref: OperationRef, options?: CallOptions): Promise<OperationRecord | null>;
+
+  /** Run an effect exactly once per (tenant, key): claim, heartbeat, settle (see docs/client.md). */
+  run<T extends Json>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions): Promise<RunOutcome>;
+  /** Claim, run your SQL and complete in one transaction: effect and settlement commit together. */
+  runInTransaction<T extends Json>(
+    input: TransactionRunInput,
+    effect: (context: TransactionEffectContext) => Promise<T>,
+    options?: RunOptions,
+  ): Promise<TransactionOutcome>;
+
+  /** Admin: end lapsed leases and dead-letter spent operations (settle_admin). */
+  expireLeases(input?: { readonly batchSize?: number }, options?: CallOptions): Promise<ExpireResult>;
+  /** Admin: re-open a dead-lettered operation (settle_admin). */
+  redrive(input: RedriveInput, options?: CallOptions): Promise<OperationRecord>;
+  /** Admin: delete terminal operations older than olderThanMs; returns how many (settle_admin). */
+  purge(input: { readonly olderThanMs: number; readonly batchSize?: number }, options?: CallOptions): Promise<number>;
+  /** Per-tenant counts (settle_readonly or settle_admin). */
+  stats(options?: CallOptions): Promise<TenantStats[]>;
+  /** Dead-lettered operations, oldest first (settle_readonly or settle_admin). */
+  deadLetters(input?: { readonly limit?: number }, options?: CallOptions): Promise<DeadLetterRecord[]>;
+  /** Every attempt of one operation (settle_readonly or settle_admin). */
+  attempts(ref: OperationRef, options?: CallOptions): Promise<AttemptRecord[]>;
+  /** The audit trail of one operation (settle_readonly or settle_admin). */
+  auditLog(ref: OperationRef, options?: CallOptions): Promise<AuditRecord[]>;
+
+  /** Ends the pool if the client created it; a pool you passed in stays open. */
+  end(): Promise<void>;
+}

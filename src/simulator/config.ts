@@ -1,4 +1,4 @@
-import { durationMs } from '../cli/duration.js';
+import { durationMs } from '../shared/duration.js';
 
 /**
  * Simulator flags and their defaults. Defaults are sized so `npm start` finishes well under a

@@ -1,5 +1,5 @@
 import { FATE_FAULTS, type FateFault, type SimulatorConfig } from './config.js';
-import { deriveSeed, mulberry32 } from './prng.js';
+import { deriveSeed, mulberry32 } from '../shared/prng.js';
 
 /** How a caller-timeout plays out after `report_unknown`. */
 export type CallerTimeoutVariant = 'late-success-first' | 'retry-first';

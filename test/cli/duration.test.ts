@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { durationMs, parseDuration } from '../../src/cli/duration.js';
+import { parseDuration } from '../../src/cli/duration.js';
+import { durationMs } from '../../src/shared/duration.js';
 import { UsageError } from '../../src/cli/usage-error.js';
 import { configFromFlags } from '../../src/simulator/config.js';
 

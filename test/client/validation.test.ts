@@ -126,6 +126,15 @@ describe('settle calls validate handles and payloads', () => {
     await expect(call()).rejects.toBeInstanceOf(errorClass);
     expect(await tableCounts(t.su)).toEqual(before);
   });
+
+  it('the handle claim issued is frozen: the client uses it as built, an edited copy is validated again', () => {
+    expect(Object.isFrozen(handle)).toBe(true);
+    expect(Object.isFrozen(handle.binding)).toBe(true);
+    expect(Object.isFrozen(handle.binding.scopes)).toBe(true);
+    expect(() => {
+      (handle as { leaseToken: string }).leaseToken = 'nope';
+    }).toThrow(TypeError);
+  });
 });
 
 describe('the database stays the authority', () => {

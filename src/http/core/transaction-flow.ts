@@ -1,7 +1,7 @@
 import type { ClaimInput, Json } from '../../client/types.js';
 import { replayAnswer } from './answers.js';
 import { downstreamKeyOf } from './context.js';
-import { answer, type FlowResult, notAcquired, type RunHandler, TIMEOUT, withTimeout } from './flow.js';
+import { answer, type FlowResult, notAcquired, type RunHandler, TIMEOUT, withTimeout } from './flow-result.js';
 import type { Resolved } from './options.js';
 import { problem } from './problem.js';
 import { type CapturedResponse, toStored } from './stored-response.js';

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { createSettleClient } from '../../../src/client/client.js';
 import { expireLease } from '../../../src/testing/clock.js';
-import { mulberry32, deriveSeed, type Prng } from '../../../src/simulator/prng.js';
+import { mulberry32, deriveSeed, type Prng } from '../../../src/shared/prng.js';
 import { roleUrl } from './app-url.js';
 import { createClientDriver } from './client-driver.js';
 import type { SettleDriver, Ticket } from './driver.js';

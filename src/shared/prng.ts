@@ -1,6 +1,7 @@
 /**
- * Deterministic pseudo-random numbers for the simulator. mulberry32: 32-bit state, fast, good
- * enough for fault schedules (not for cryptography). Every operation gets its own stream derived
+ * Deterministic pseudo-random numbers for seeded runs (the simulator's fault schedules, the
+ * reliability workload). mulberry32: 32-bit state, fast, good enough for fault schedules (not
+ * for cryptography). Every operation gets its own stream derived
  * from (seed, operation index), so the fault plan of operation i does not depend on how many
  * numbers other operations drew, nor on timing.
  */

@@ -1,0 +1,12 @@
+import type { DatabasePool, QuerySqlToken } from 'slonik';
+import type { z } from 'zod';
+import type { ResolvedRetryPolicy } from './retry.js';
+import type { CallOptions } from './types.js';
+
+/** Internals shared with run() and runInTransaction(). */
+export interface ClientCore {
+  getPool(): Promise<DatabasePool>;
+  readonly retry: ResolvedRetryPolicy;
+  /** Runs one settle call (with transparent retries); `tenant` is for opt-in telemetry only. */
+  rows<S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions, tenant?: string): Promise<z.output<S>[]>;
+}
