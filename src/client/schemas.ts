@@ -4,8 +4,9 @@ import { findJsonProblem, jsonbTextLength } from './json.js';
 import type { Json } from './types.js';
 
 // ---------------------------------------------------------------------------------------------
-// Inputs: the engine's limits (sql/migrations/00003), checked before any round trip. The
-// database's own checks remain the authority.
+// Inputs: the engine's limits, checked before any round trip. The database's own checks remain
+// the authority: the limits are written once, in settle_private._limits()
+// (sql/migrations/00003_input_rules.sql), and test/engine/limits.test.ts holds LIMITS to them.
 // ---------------------------------------------------------------------------------------------
 
 export const LIMITS = {

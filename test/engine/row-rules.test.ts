@@ -6,7 +6,7 @@ import { mustGetOperation } from './support/inspect.js';
 import { acquire, type Ticket } from './support/settle.js';
 
 // The row rules of settle_private.operations and settle_private.attempts (trigger
-// _990_row_rules, 00002) hold for a superuser writing directly, like the CHECK constraints
+// _990_row_rules, 00004) hold for a superuser writing directly, like the CHECK constraints
 // they replace: SQLSTATE 23514, the rule's name as the constraint, nothing written.
 const db = useEngineDatabase('row_rules');
 

@@ -12,7 +12,7 @@ import type { Invariant } from './invariants.js';
  * copy and requires the history checker to report the invariants each mutant breaks.
  */
 export interface Replacement {
-  /** Migration file name, e.g. `00003_create_api.sql`. */
+  /** Migration file name, e.g. `00009_merge.sql`. */
   readonly file: string;
   /** Exact text that must occur exactly once in the file. */
   readonly find: string;
@@ -43,19 +43,22 @@ export interface Mutant {
   readonly expected: readonly Invariant[];
 }
 
-const TABLES = '00002_create_tables.sql';
-const API = '00003_create_api.sql';
+const GUARDS = '00004_lattice_and_guards.sql';
+const RECORDS = '00006_records.sql';
+const CLAIM = '00007_claim.sql';
+const LEASES = '00008_leases_and_fencing.sql';
+const MERGE = '00009_merge.sql';
 
 /** The guard that refuses downgrades and result changes, removed (trigger never created). */
 const DROP_LATTICE_GUARD: readonly Replacement[] = [
   {
-    file: TABLES,
+    file: GUARDS,
     find: `create trigger _100_guard_lattice before update on settle_private.operations
   for each row execute function settle_private.tg_operations__guard_lattice();`,
     replace: '-- mutant: lattice guard dropped',
   },
   {
-    file: TABLES,
+    file: GUARDS,
     find: 'alter table settle_private.operations enable always trigger _100_guard_lattice;',
     replace: '',
   },
@@ -67,7 +70,7 @@ export const MUTANTS: readonly Mutant[] = [
     bug: 'complete on an already completed operation settles again: the later success overwrites the result (lattice guard dropped)',
     replacements: [
       {
-        file: API,
+        file: MERGE,
         find: `    if v_op.status = 'completed' then
       -- A second success: the effect ran twice.`,
         replace: `    if false then
@@ -83,7 +86,7 @@ export const MUTANTS: readonly Mutant[] = [
     bug: 'report_unknown writes status unknown whatever the status was (lattice guard dropped): a conflict drops to unknown',
     replacements: [
       {
-        file: API,
+        file: MERGE,
         find: `       set status = case when settle_private._rank(v_op.status) < settle_private._rank('unknown')
                          then 'unknown'::settle.status else v_op.status end,`,
         replace: `       set status = 'unknown'::settle.status,`,
@@ -98,7 +101,7 @@ export const MUTANTS: readonly Mutant[] = [
     bug: 'observations skip the lock diff: a success with another fingerprint or binding settles',
     replacements: [
       {
-        file: API,
+        file: MERGE,
         find: `  v_diff := settle_private._lock_diff(v_op, _observe.fingerprint, _observe.principal, _observe.scopes,
     _observe.binding_generation);`,
         replace: `  v_diff := '{}'::text[];`,
@@ -112,7 +115,7 @@ export const MUTANTS: readonly Mutant[] = [
     bug: 'claim compares the stored fingerprint with itself: a different request joins the reservation instead of conflicting',
     replacements: [
       {
-        file: API,
+        file: CLAIM,
         find: 'v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal,',
         replace: 'v_diff := settle_private._lock_diff(v_op, v_op.fingerprint, claim.principal,',
       },
@@ -125,7 +128,7 @@ export const MUTANTS: readonly Mutant[] = [
     bug: 'fail and report_unknown of an attempt that lost the lease are merged as if it held it',
     replacements: [
       {
-        file: API,
+        file: MERGE,
         find: `  elsif not v_current then
     -- Weaker observations of an attempt that no longer holds the lease are fenced.`,
         replace: `  elsif false then
@@ -140,7 +143,7 @@ export const MUTANTS: readonly Mutant[] = [
     bug: 'the retry-after-failure bug of the seed: a retryable failure ends the operation, so attempt 2 can never acquire',
     replacements: [
       {
-        file: API,
+        file: MERGE,
         find: 'v_exhausted := not _observe.retryable or v_op.attempt >= v_op.max_attempts;',
         replace: 'v_exhausted := true;',
       },
@@ -153,7 +156,7 @@ export const MUTANTS: readonly Mutant[] = [
     bug: 'heartbeat extends the lease for any attempt up to the current one, superseded attempts included',
     replacements: [
       {
-        file: API,
+        file: LEASES,
         find: 'if v_op.lease_token is not null and v_op.attempt = heartbeat.attempt and v_op.lease_token = heartbeat.lease_token then',
         replace: 'if v_op.lease_token is not null and v_op.attempt >= heartbeat.attempt then',
       },
@@ -166,7 +169,7 @@ export const MUTANTS: readonly Mutant[] = [
     bug: "River's rescuer bug: ending a lapsed lease resets the status to pending, also from unknown or conflict (lattice guard dropped)",
     replacements: [
       {
-        file: API,
+        file: LEASES,
         find: `set status = case when op.status = 'running' then 'pending'::settle.status else op.status end,`,
         replace: `set status = 'pending'::settle.status,`,
       },
@@ -180,7 +183,7 @@ export const MUTANTS: readonly Mutant[] = [
     bug: "claim's live-lease test has its comparison flipped: a claim on a live lease ends it and takes over (a lapsed one answers in_progress)",
     replacements: [
       {
-        file: API,
+        file: CLAIM,
         find: "if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then",
         replace: "if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at < v_now then",
       },
@@ -193,7 +196,7 @@ export const MUTANTS: readonly Mutant[] = [
     bug: 'the lock diff compares the presented scopes as given, not normalized like the stored ones: the same scopes in another order conflict, at claim and at every observation',
     replacements: [
       {
-        file: API,
+        file: RECORDS,
         find: "case when op.scopes is distinct from settle_private._normalize_scopes(_lock_diff.scopes) then 'scopes' end,",
         replace: "case when op.scopes is distinct from _lock_diff.scopes then 'scopes' end,",
       },

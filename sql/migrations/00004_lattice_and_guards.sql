@@ -1,8 +1,7 @@
--- 00002: the status lattice, private tables, guard triggers and named row rules.
+-- 00004: the status lattice and the guard triggers that hold every writer to it.
 --
--- Why: the canonical outcome of an operation must never regress, whoever writes to it.
--- The functions in 00003 implement the protocol, but the invariants below are enforced by
--- the schema itself, so a maintenance script or a DBA in psql is held to them too
+-- Why: the functions of 00007-00011 implement the protocol, but the invariants below are
+-- enforced by the schema itself, so a maintenance script or a DBA in psql is held to them too
 -- (a rescuer that flips a completed job back to retryable is the bug class excluded here):
 --   * the reservation lock (request fingerprint + authorization binding) never changes;
 --   * the status never moves down the lattice (one audited exception: redrive of a
@@ -10,21 +9,13 @@
 --   * a completed result is written with the move to `completed` and never changes;
 --   * each attempt holds at most one terminal observation (the attempt-scoped settlement
 --     lock), and at most one attempt per operation is the settlement;
---   * the audit log is append-only; nothing is deleted except by settle.purge.
---
--- Every table that belongs to an operation carries (tenant, key) and its keys include
--- them, so the engine can later be sharded by operation key (docs/scale-out in SCALE-OUT).
+--   * the audit log is append-only; nothing is deleted except by settle.purge;
+--   * the row rules (named like CHECK constraints, SQLSTATE 23514) tie status to columns.
 
 set local role settle_owner;
 
--- The order of these labels is the lattice and it matters: pending and running share
--- rank 1 (lease bookkeeping), then unknown < conflict < failed < completed.
-create type settle.status as enum ('pending', 'running', 'unknown', 'conflict', 'failed', 'completed');
-comment on type settle.status is
-  'Canonical operation status, declared in lattice order (the order matters): pending/running (rank 1) < unknown (2) < conflict (3) < failed (4) < completed (5). See settle.status_rank.';
-
 -- Inlinable rank of the lattice, used by the guard triggers and the merge. The public,
--- documented form is settle.status_rank (00003).
+-- documented form is settle.status_rank (below).
 create function settle_private._rank(status settle.status)
 returns smallint
 language sql
@@ -42,91 +33,23 @@ as $$
   end::smallint
 $$;
 
-create table settle_private.operations (
-  tenant text not null,
-  key text not null,
-  fingerprint text not null,
-  request jsonb not null,
-  principal text not null,
-  scopes text[] not null,
-  binding_generation bigint not null,
-  status settle.status not null,
-  attempt integer not null,
-  max_attempts integer not null,
-  lease_token uuid,
-  lease_expires_at timestamptz,
-  result jsonb,
-  settled_attempt integer,
-  settled_at timestamptz,
-  error jsonb,
-  dead_lettered_at timestamptz,
-  redrive_count integer not null default 0,
-  created_at timestamptz not null,
-  updated_at timestamptz not null,
-  constraint operations_pkey primary key (tenant, key)
-) with (fillfactor = 80);
+-- status_rank(status) -> 1..5, the rank of a status in the lattice (0 for NULL)
+create function settle.status_rank(status settle.status)
+returns smallint
+language sql
+immutable
+parallel safe
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+  select settle_private._rank(status)
+$$;
 
-comment on table settle_private.operations is
-  'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
-
--- The lease sweeper (settle.expire_leases) finds lapsed leases through this index only.
-create index operations_by_lease_expiry_idx
-  on settle_private.operations (lease_expires_at)
-  where lease_token is not null;
-
--- Unleased, unfinished operations whose attempt budget is spent wait for the sweeper.
-create index operations_exhausted_idx
-  on settle_private.operations (updated_at)
-  where lease_token is null and status in ('pending', 'unknown', 'conflict') and attempt >= max_attempts;
-
--- Retention (settle.purge) and the dead-letter view scan terminal records by age.
-create index operations_terminal_by_age_idx
-  on settle_private.operations (updated_at)
-  where status in ('failed', 'completed');
-
-create table settle_private.attempts (
-  tenant text not null,
-  key text not null,
-  attempt integer not null,
-  lease_token uuid not null,
-  worker text,
-  claimed_at timestamptz not null,
-  ended_at timestamptz,
-  end_reason text,
-  observation settle.status,
-  observed_at timestamptz,
-  retryable boolean,
-  error jsonb,
-  late_result jsonb,
-  settled boolean not null default false,
-  constraint attempts_pkey primary key (tenant, key, attempt),
-  constraint attempts_belong_to_operation foreign key (tenant, key)
-    references settle_private.operations (tenant, key)
-) with (fillfactor = 80);
-
-comment on table settle_private.attempts is
-  'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation). Private: use the settle API.';
-
-
-create table settle_private.audit_log (
-  tenant text not null,
-  key text not null,
-  audit_id bigint generated always as identity,
-  at timestamptz not null,
-  event text not null,
-  outcome text not null,
-  attempt integer,
-  status_before settle.status,
-  status_after settle.status,
-  actor text,
-  detail jsonb,
-  constraint audit_log_pkey primary key (tenant, key, audit_id),
-  constraint event_is_known check (event in (
-    'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'expire', 'redrive', 'purge'))
-);
-
-comment on table settle_private.audit_log is
-  'Append-only audit trail, one row per claim, observation, fence, conflict, expiry, redrive and purge, written in the same transaction. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
+comment on function settle.status_rank(settle.status) is
+  'Rank of a status in the settlement lattice: pending and running 1, unknown 2, conflict 3, failed 4, completed 5; NULL (no observation) 0.
+Parameters: status.
+Outcomes: a smallint; never raises.
+Locking: none. Idempotency: pure (IMMUTABLE).';
 
 -- ---------------------------------------------------------------------------------------
 -- Guard triggers. Numeric prefixes order them (PostgreSQL fires triggers in name order).
@@ -327,9 +250,9 @@ declare
   v_rule text;
 begin
   v_rule := case
-    when not (octet_length(new.tenant) between 1 and 64) then 'tenant_length_in_range'
-    when not (octet_length(new.key) between 1 and 255) then 'key_length_in_range'
-    when not (octet_length(new.principal) between 1 and 255) then 'principal_length_in_range'
+    when not (octet_length(new.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
+    when not (octet_length(new.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
+    when not (octet_length(new.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
     when not (new.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
     when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
     when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
@@ -421,19 +344,5 @@ alter table settle_private.attempts enable always trigger _900_refuse_truncate;
 alter table settle_private.audit_log enable always trigger _100_refuse_update;
 alter table settle_private.audit_log enable always trigger _900_refuse_delete;
 alter table settle_private.audit_log enable always trigger _900_refuse_truncate;
-
--- Row-level security, forced so that it binds the owner too: only the owner role (through
--- the SECURITY DEFINER API) reaches rows. Superusers bypass RLS but not the triggers above.
-alter table settle_private.operations enable row level security;
-alter table settle_private.operations force row level security;
-alter table settle_private.attempts enable row level security;
-alter table settle_private.attempts force row level security;
-alter table settle_private.audit_log enable row level security;
-alter table settle_private.audit_log force row level security;
-create policy owner_only on settle_private.operations to settle_owner using (true) with check (true);
-create policy owner_only on settle_private.attempts to settle_owner using (true) with check (true);
-create policy owner_only on settle_private.audit_log to settle_owner using (true) with check (true);
-
-revoke all on all tables in schema settle_private from public;
 
 reset role;

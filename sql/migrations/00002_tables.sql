@@ -1,0 +1,124 @@
+-- 00002: the status type, the private tables, their indexes and row-level security.
+--
+-- Why: the canonical outcome of an operation must never regress, whoever writes to it. The
+-- tables below hold it; the rules that keep it (the lattice, the guard triggers, the row
+-- rules) are in 00004, the protocol that writes it in 00007-00011.
+--   operations  one canonical record per (tenant, key): the immutable reservation lock, the
+--               lattice status, the current attempt epoch and its lease, the immutable result;
+--   attempts    one row per attempt epoch: its lease token and its own terminal observation
+--               (the attempt-scoped settlement lock);
+--   audit_log   append-only evidence of every call, written in the caller's transaction.
+--
+-- Every table that belongs to an operation carries (tenant, key) and its keys include them,
+-- so the engine can later be sharded by operation key (SCALE-OUT: primary keys, foreign keys
+-- and identity columns follow the distribution column).
+
+set local role settle_owner;
+
+-- The order of these labels is the lattice and it matters: pending and running share
+-- rank 1 (lease bookkeeping), then unknown < conflict < failed < completed.
+create type settle.status as enum ('pending', 'running', 'unknown', 'conflict', 'failed', 'completed');
+comment on type settle.status is
+  'Canonical operation status, declared in lattice order (the order matters): pending/running (rank 1) < unknown (2) < conflict (3) < failed (4) < completed (5). See settle.status_rank.';
+
+create table settle_private.operations (
+  tenant text not null,
+  key text not null,
+  fingerprint text not null,
+  request jsonb not null,
+  principal text not null,
+  scopes text[] not null,
+  binding_generation bigint not null,
+  status settle.status not null,
+  attempt integer not null,
+  max_attempts integer not null,
+  lease_token uuid,
+  lease_expires_at timestamptz,
+  result jsonb,
+  settled_attempt integer,
+  settled_at timestamptz,
+  error jsonb,
+  dead_lettered_at timestamptz,
+  redrive_count integer not null default 0,
+  created_at timestamptz not null,
+  updated_at timestamptz not null,
+  constraint operations_pkey primary key (tenant, key)
+) with (fillfactor = 80);
+
+comment on table settle_private.operations is
+  'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
+
+-- The lease sweeper (settle.expire_leases) finds lapsed leases through this index only.
+create index operations_by_lease_expiry_idx
+  on settle_private.operations (lease_expires_at)
+  where lease_token is not null;
+
+-- Unleased, unfinished operations whose attempt budget is spent wait for the sweeper.
+create index operations_exhausted_idx
+  on settle_private.operations (updated_at)
+  where lease_token is null and status in ('pending', 'unknown', 'conflict') and attempt >= max_attempts;
+
+-- Retention (settle.purge) and the dead-letter view scan terminal records by age.
+create index operations_terminal_by_age_idx
+  on settle_private.operations (updated_at)
+  where status in ('failed', 'completed');
+
+create table settle_private.attempts (
+  tenant text not null,
+  key text not null,
+  attempt integer not null,
+  lease_token uuid not null,
+  worker text,
+  claimed_at timestamptz not null,
+  ended_at timestamptz,
+  end_reason text,
+  observation settle.status,
+  observed_at timestamptz,
+  retryable boolean,
+  error jsonb,
+  late_result jsonb,
+  settled boolean not null default false,
+  constraint attempts_pkey primary key (tenant, key, attempt),
+  constraint attempts_belong_to_operation foreign key (tenant, key)
+    references settle_private.operations (tenant, key)
+) with (fillfactor = 80);
+
+comment on table settle_private.attempts is
+  'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation). Private: use the settle API.';
+
+
+create table settle_private.audit_log (
+  tenant text not null,
+  key text not null,
+  audit_id bigint generated always as identity,
+  at timestamptz not null,
+  event text not null,
+  outcome text not null,
+  attempt integer,
+  status_before settle.status,
+  status_after settle.status,
+  actor text,
+  detail jsonb,
+  constraint audit_log_pkey primary key (tenant, key, audit_id),
+  constraint event_is_known check (event in (
+    'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'expire', 'redrive', 'purge'))
+);
+
+comment on table settle_private.audit_log is
+  'Append-only audit trail, one row per claim, observation, fence, conflict, expiry, redrive and purge, written in the same transaction. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
+
+-- Row-level security, forced so that it binds the owner too: only the owner role (through
+-- the SECURITY DEFINER API) reaches rows. Superusers bypass RLS but not the guard triggers (00004).
+alter table settle_private.operations enable row level security;
+alter table settle_private.operations force row level security;
+alter table settle_private.attempts enable row level security;
+alter table settle_private.attempts force row level security;
+alter table settle_private.audit_log enable row level security;
+alter table settle_private.audit_log force row level security;
+create policy owner_only on settle_private.operations to settle_owner using (true) with check (true);
+create policy owner_only on settle_private.attempts to settle_owner using (true) with check (true);
+create policy owner_only on settle_private.audit_log to settle_owner using (true) with check (true);
+
+revoke all on all tables in schema settle_private from public;
+
+reset role;

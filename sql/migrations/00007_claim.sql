@@ -1,0 +1,192 @@
+-- 00007: settle.claim, the claim phase of locked reservation.
+--
+-- Why: the first claim of (tenant, key) records the reservation lock (request fingerprint and
+-- authorization binding) and opens attempt 1 with a fenced lease judged by the database clock;
+-- every later claim joins it: replay of a completed result, in_progress while a live lease is
+-- held, failed, conflict for a different request or binding (nothing disclosed, nothing runs),
+-- or a new attempt epoch. A lapsed lease is taken over here, without waiting for the sweeper
+-- (settle_private._expire, 00008). The call touches the rows of one (tenant, key) only, found
+-- through its arguments, so it can later be delegated to the shard that holds that key.
+
+set local role settle_owner;
+
+create type settle.claim_result as (
+  outcome text,
+  status settle.status,
+  attempt integer,
+  lease_token uuid,
+  lease_expires_at timestamptz,
+  retry_after_ms integer,
+  fingerprint text,
+  result jsonb,
+  settled_attempt integer,
+  error jsonb,
+  dead_lettered boolean,
+  conflict_on text[]
+);
+comment on type settle.claim_result is
+  'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | conflict. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on.';
+
+-- claim(tenant, key, request, principal, scopes, binding_generation, lease, worker, max_attempts)
+-- Reserve (tenant, key) on first call, or join it: acquired | in_progress | replay | failed | conflict.
+create function settle.claim(
+  tenant text,
+  key text,
+  request jsonb,
+  principal text,
+  scopes text[] default '{}',
+  binding_generation bigint default 0,
+  lease interval default '30 seconds',
+  worker text default null,
+  max_attempts integer default 5)
+returns settle.claim_result
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_writes integer := 0;
+  v_now timestamptz := clock_timestamp();
+  v_fp text;
+  v_token uuid;
+  v_op settle_private.operations;
+  v_before settle.status;
+  v_diff text[];
+  v_locked boolean := false;
+  v_fresh boolean;
+  v_detail jsonb;
+  v_audit_attempt integer;
+  v_res settle.claim_result;
+begin
+  if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ok(claim.key, settle_private._limit('key_bytes'))
+      and settle_private._binding_ok(claim.principal, claim.scopes, claim.binding_generation)
+      and settle_private._json_ok(claim.request, settle_private._limit('request_bytes'))
+      and settle_private._lease_ok(claim.lease)
+      and (claim.worker is null or settle_private._name_ok(claim.worker, settle_private._limit('worker_bytes')))
+      and claim.max_attempts between 1 and settle_private._limit('max_attempts')) is not true then
+    perform settle_private._check_claim_args(claim.tenant, claim.key, claim.request, claim.principal,
+      claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+  end if;
+
+  v_fp := settle_private._fingerprint(claim.request);
+  v_token := gen_random_uuid();
+
+  -- Most claims of an existing key (replays, retries, duplicates) are decided on this plain
+  -- read; only a missing key tries the insert.
+  select * into v_op from settle_private.operations o
+   where o.tenant = claim.tenant and o.key = claim.key;
+  v_fresh := found;
+
+  if not v_fresh then
+    -- First claim: the reservation lock and attempt 1. Two sessions racing on a new key: the
+    -- loser waits here for the winner to commit, then joins below.
+    insert into settle_private.operations as o
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+    values
+      (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
+       claim.max_attempts, v_token, v_now + claim.lease, v_now, v_now)
+    on conflict on constraint operations_pkey do nothing
+    returning * into v_op;
+  end if;
+
+  if not v_fresh and v_op.tenant is not null then
+    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
+    values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now);
+    v_res := row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
+                 null, null, null, null, null);
+    v_audit_attempt := 1;
+    v_detail := '{"reserved": true}';
+  else
+    -- Answers that change nothing (conflict, replay, in_progress, failed) are decided on a
+    -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
+    -- Only a takeover or a new attempt locks the row, and then decides again.
+    loop
+      if v_locked then
+        select * into v_op from settle_private.operations o
+         where o.tenant = claim.tenant and o.key = claim.key
+         for update;
+      elsif not v_fresh then
+        select * into v_op from settle_private.operations o
+         where o.tenant = claim.tenant and o.key = claim.key;
+      end if;
+      v_fresh := false;
+      if v_op.tenant is null then
+        -- Purged by settle.purge since our insert: the key is free again.
+        return settle.claim(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+          claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+      end if;
+      v_before := v_op.status;
+
+      v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal, claim.scopes, claim.binding_generation);
+      if cardinality(v_diff) > 0 then
+        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff);
+        v_detail := jsonb_build_object('conflict_on', v_diff);
+        exit;
+      end if;
+
+      if v_op.status = 'completed' then
+        v_res := row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
+                     v_op.settled_attempt, null, null, null);
+        v_audit_attempt := v_op.settled_attempt;
+        exit;
+      end if;
+
+      if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
+        v_res := row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
+                     greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
+                     v_fp, null, null, null, null, null);
+        v_audit_attempt := v_op.attempt;
+        exit;
+      end if;
+
+      if v_op.status <> 'failed' and not v_locked then
+        v_locked := true;
+        continue;
+      end if;
+
+      -- Locked from here on. A lapsed lease is taken over without waiting for
+      -- settle.expire_leases; a spent attempt budget dead-letters the operation.
+      if v_op.status <> 'failed' and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
+        v_op := settle_private._expire(v_op, v_now, claim.worker);
+      end if;
+
+      if v_op.status = 'failed' then
+        v_res := row('failed', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, v_op.error,
+                     v_op.dead_lettered_at is not null, null);
+        v_audit_attempt := v_op.attempt;
+        exit;
+      end if;
+
+      update settle_private.operations o
+         set attempt = v_op.attempt + 1,
+             status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
+             lease_token = v_token, lease_expires_at = v_now + claim.lease, updated_at = v_now
+       where o.tenant = claim.tenant and o.key = claim.key
+      returning * into v_op;
+      insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
+      values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
+      v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
+                   null, null, null, null, null);
+      v_audit_attempt := v_op.attempt;
+      exit;
+    end loop;
+  end if;
+
+  v_writes := v_writes + settle_private._audit(claim.tenant, claim.key, v_now, 'claim', v_res.outcome, v_audit_attempt, v_before,
+    coalesce(v_op.status, v_before), claim.worker, v_detail);
+  return v_res;
+end
+$$;
+
+comment on function settle.claim(text, text, jsonb, text, text[], bigint, interval, text, integer) is
+  'Reserve an operation on first call, or join it: the claim phase of locked reservation.
+Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim).
+Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (final failure or dead-lettered: error, dead_lettered) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes).
+SQLSTATEs: SE001 tenant, SE002 key, SE003 binding, SE004 request, SE007 lease, SE008 worker/max_attempts.
+Locking: answers that change nothing (conflict, replay, in_progress, failed) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
+Idempotency: retrying with the same request and binding joins the same operation; every call writes one audit row.';
+
+reset role;

@@ -1,0 +1,169 @@
+-- 00008: leases and fencing: ending lapsed leases, the heartbeat, the sweeper.
+--
+-- Why: an attempt may run its effect only while it holds the lease of the current attempt
+-- epoch, judged by the database clock (clock_timestamp()), never the caller's. Fencing is the
+-- other half: an attempt that no longer holds the lease (superseded, released, settled) is told
+-- so by every call it makes (settle_private._fence_reason, 00006), and its weaker observations
+-- change nothing (00009). _expire ends a lapsed lease; settle.claim calls it to take over and
+-- settle.expire_leases sweeps; correctness never depends on the sweeper running.
+
+set local role settle_owner;
+
+create type settle.heartbeat_result as (
+  outcome text,
+  reason text,
+  status settle.status,
+  lease_expires_at timestamptz
+);
+comment on type settle.heartbeat_result is
+  'Answer of settle.heartbeat. outcome: extended | fenced (reason: invalid_token | superseded | settled | lease_released).';
+
+create type settle.expire_result as (
+  expired integer,
+  dead_lettered integer
+);
+comment on type settle.expire_result is 'Answer of settle.expire_leases: leases expired and operations dead-lettered in this call.';
+
+-- Ends the lapsed lease of `op` (judged against `now`) and dead-letters the operation if
+-- its attempt budget is spent. Caller holds the row lock. Returns the updated row.
+create function settle_private._expire(op settle_private.operations, as_of timestamptz, actor text)
+returns settle_private.operations
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_writes integer := 0;
+  v_op settle_private.operations := op;
+  v_exhausted boolean := op.attempt >= op.max_attempts;
+begin
+  if v_op.lease_token is not null then
+    v_writes := v_writes + settle_private._end_attempt(op.tenant, op.key, op.attempt, as_of,
+      case when v_exhausted then 'exhausted' else 'lease_expired' end);
+  end if;
+  if v_exhausted then
+    update settle_private.operations o
+       set status = 'failed', lease_token = null, lease_expires_at = null, dead_lettered_at = as_of,
+           error = jsonb_build_object('code', 'attempts_exhausted', 'attempts', op.attempt,
+                                      'last_status', op.status::text),
+           updated_at = as_of
+     where o.tenant = op.tenant and o.key = op.key
+    returning * into v_op;
+  else
+    update settle_private.operations o
+       set status = case when op.status = 'running' then 'pending'::settle.status else op.status end,
+           lease_token = null, lease_expires_at = null, updated_at = as_of
+     where o.tenant = op.tenant and o.key = op.key
+    returning * into v_op;
+  end if;
+  v_writes := v_writes + settle_private._audit(op.tenant, op.key, as_of, 'expire',
+    case when v_exhausted then 'dead_lettered' else 'expired' end, op.attempt, op.status, v_op.status, actor,
+    jsonb_build_object('lease_expires_at', op.lease_expires_at));
+  return v_op;
+end
+$$;
+
+-- heartbeat(tenant, key, attempt, lease_token, lease) -> extended | fenced
+create function settle.heartbeat(
+  tenant text,
+  key text,
+  attempt integer,
+  lease_token uuid,
+  lease interval default '30 seconds')
+returns settle.heartbeat_result
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_writes integer := 0;
+  v_now timestamptz := clock_timestamp();
+  v_op settle_private.operations;
+  v_valid boolean;
+  v_res settle.heartbeat_result;
+begin
+  if (settle_private._name_ok(heartbeat.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ok(heartbeat.key, settle_private._limit('key_bytes'))
+      and heartbeat.attempt >= 1 and heartbeat.lease_token is not null
+      and settle_private._lease_ok(heartbeat.lease)) is not true then
+    perform settle_private._check_observation_args(heartbeat.tenant, heartbeat.key, heartbeat.attempt,
+      heartbeat.lease_token);
+    perform settle_private._check_lease(heartbeat.lease);
+  end if;
+
+  v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key);
+
+  if v_op.lease_token is not null and v_op.attempt = heartbeat.attempt and v_op.lease_token = heartbeat.lease_token then
+    -- The current attempt keeps its lease, even if it lapsed while nobody took over.
+    update settle_private.operations o
+       set lease_expires_at = v_now + heartbeat.lease, updated_at = v_now
+     where o.tenant = heartbeat.tenant and o.key = heartbeat.key;
+    v_res.outcome := 'extended';
+    v_res.status := v_op.status;
+    v_res.lease_expires_at := v_now + heartbeat.lease;
+    return v_res;
+  end if;
+
+  select exists (select 1 from settle_private.attempts a
+                  where a.tenant = heartbeat.tenant and a.key = heartbeat.key
+                    and a.attempt = heartbeat.attempt and a.lease_token = heartbeat.lease_token)
+    into v_valid;
+  v_res.outcome := 'fenced';
+  v_res.reason := case when v_valid then settle_private._fence_reason(v_op, heartbeat.attempt)
+                       else 'invalid_token' end;
+  if v_valid then
+    v_res.status := v_op.status;
+  end if;
+  v_writes := v_writes + settle_private._audit(heartbeat.tenant, heartbeat.key, v_now, 'heartbeat', 'fenced', heartbeat.attempt,
+    v_op.status, v_op.status, null, jsonb_build_object('reason', v_res.reason));
+  return v_res;
+end
+$$;
+
+comment on function settle.heartbeat(text, text, integer, uuid, interval) is
+  'Extend the lease of the current attempt.
+Parameters: tenant, key, attempt and lease_token as returned by settle.claim; lease interval (1 s - 1 day, default 30 s) from now, by the database clock.
+Outcomes: extended (lease_expires_at) | fenced with reason invalid_token (no such attempt/token; nothing disclosed), superseded (a later attempt owns the operation), settled (the operation is completed or failed: stop working), lease_released (this attempt already reported, or its lease was expired by the sweeper).
+A current attempt whose lease lapsed but was not yet taken over is extended.
+SQLSTATEs: SE001, SE002, SE007, SE008 (bad arguments), SE010 (operation not found).
+Locking: the operation row (FOR UPDATE). Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
+
+-- expire_leases(batch_size) -> (expired, dead_lettered)
+create function settle.expire_leases(batch_size integer default 1000)
+returns settle.expire_result
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_op settle_private.operations;
+  v_res settle.expire_result := row(0, 0);
+begin
+  perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  for v_op in
+    select * from settle_private.operations o
+     where (o.lease_token is not null and o.lease_expires_at <= v_now)
+        or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts)
+     order by o.lease_expires_at nulls last
+     limit batch_size
+     for update skip locked
+  loop
+    v_op := settle_private._expire(v_op, v_now, session_user::text);
+    v_res.expired := v_res.expired + 1;
+    if v_op.dead_lettered_at is not null then
+      v_res.dead_lettered := v_res.dead_lettered + 1;
+    end if;
+  end loop;
+  return v_res;
+end
+$$;
+
+comment on function settle.expire_leases(integer) is
+  'Maintenance: end lapsed leases (judged by the database clock) and dead-letter operations whose attempt budget is spent.
+Parameters: batch_size (1-100000, default 1000) rows per call; call again while it returns a full batch.
+Outcomes: (expired, dead_lettered) counts. Each expiry writes an audit row (event expire, outcome expired or dead_lettered).
+Correctness never depends on it: settle.claim takes over a lapsed lease by itself.
+SQLSTATEs: SE008. Locking: FOR UPDATE SKIP LOCKED on the operations it handles (never waits for busy rows).
+Idempotency: safe to run concurrently and repeatedly.';
+
+reset role;

@@ -1,0 +1,301 @@
+-- 00009: the observation merge: settle.complete, settle.fail, settle.report_unknown.
+--
+-- Why: settlement is a locked monotonic merge, not last-write-wins. One attempt's observation
+-- is merged into the canonical record only
+--   * if the attempt's token is valid (else fenced, invalid_token);
+--   * if it presents the reservation lock again (else conflict: a mismatched success moves the
+--     status to conflict, never touches the result);
+--   * once per attempt (the attempt-scoped settlement lock: a second, different terminal
+--     observation is already_settled);
+--   * upwards only: a matching success settles unless something already did (then it is kept
+--     as a late_result on its attempt); failure and unknown of an attempt that no longer holds
+--     the lease are fenced; unknown never lowers a status.
+-- _observe is shared by the three public functions, which differ only in what they present.
+
+set local role settle_owner;
+
+create type settle.observation_result as (
+  outcome text,
+  reason text,
+  status settle.status,
+  attempt integer,
+  settled_attempt integer,
+  result jsonb,
+  error jsonb,
+  conflict_on text[]
+);
+comment on type settle.observation_result is
+  'Answer of settle.complete / fail / report_unknown. outcome: settled | recorded | duplicate | already_settled | fenced | conflict. status/result/error are the canonical state after the merge, disclosed only to the holder of a valid attempt token whose lock matched.';
+
+create function settle_private._observe(
+  kind text,
+  tenant text,
+  key text,
+  attempt integer,
+  lease_token uuid,
+  fingerprint text,
+  principal text,
+  scopes text[],
+  binding_generation bigint,
+  result jsonb,
+  error jsonb,
+  retryable boolean)
+returns settle.observation_result
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_writes integer := 0;
+  v_now timestamptz := clock_timestamp();
+  v_op settle_private.operations;
+  v_att settle_private.attempts;
+  v_before settle.status;
+  v_diff text[];
+  v_current boolean;
+  v_exhausted boolean;
+  v_res settle.observation_result;
+begin
+  if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
+      and _observe.attempt >= 1 and _observe.lease_token is not null
+      and _observe.fingerprint ~ '^v[0-9]+:[0-9a-f]{64}$'
+      and settle_private._binding_ok(_observe.principal, _observe.scopes, _observe.binding_generation)
+      and case kind
+            when 'complete' then settle_private._json_ok(_observe.result, settle_private._limit('result_bytes'))
+            when 'fail' then settle_private._json_ok(_observe.error, settle_private._limit('error_bytes'))
+                          and _observe.retryable is not null
+            else true end) is not true then
+    perform settle_private._check_observation(kind, _observe.tenant, _observe.key, _observe.attempt,
+      _observe.lease_token, _observe.fingerprint, _observe.principal, _observe.scopes,
+      _observe.binding_generation, _observe.result, _observe.error, _observe.retryable);
+  end if;
+
+  v_op := settle_private._lock_operation(_observe.tenant, _observe.key);
+  v_before := v_op.status;
+
+  select * into v_att from settle_private.attempts a
+   where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt;
+  if not found or v_att.lease_token <> _observe.lease_token then
+    v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
+      v_before, v_before, null, '{"reason": "invalid_token"}');
+    v_res.outcome := 'fenced';
+    v_res.reason := 'invalid_token';
+    return v_res;
+  end if;
+
+  -- Binding gate: an observation that does not re-present the reserved lock never
+  -- upgrades the canonical state and never sees or touches the result. A mismatched
+  -- success flags the operation `conflict` (an effect may have run for another intent).
+  v_diff := settle_private._lock_diff(v_op, _observe.fingerprint, _observe.principal, _observe.scopes,
+    _observe.binding_generation);
+  if cardinality(v_diff) > 0 then
+    v_current := v_op.lease_token is not distinct from _observe.lease_token and v_op.attempt = _observe.attempt;
+    if kind = 'complete' and (v_current or settle_private._rank(v_op.status) < settle_private._rank('conflict')) then
+      -- The mismatched success ends its attempt: the lease goes with it.
+      update settle_private.operations o
+         set status = case when settle_private._rank(v_op.status) < settle_private._rank('conflict')
+                           then 'conflict'::settle.status else v_op.status end,
+             lease_token = case when v_current then null else o.lease_token end,
+             lease_expires_at = case when v_current then null else o.lease_expires_at end,
+             updated_at = v_now
+       where o.tenant = _observe.tenant and o.key = _observe.key
+      returning * into v_op;
+    end if;
+    if kind = 'complete' and settle_private._rank(v_att.observation) < settle_private._rank('conflict') then
+      v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'conflict', v_now);
+    end if;
+    v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'conflict', _observe.attempt,
+      v_before, v_op.status, v_att.worker, jsonb_build_object('conflict_on', v_diff));
+    v_res.outcome := 'conflict';
+    v_res.reason := 'lock_mismatch';
+    v_res.conflict_on := v_diff;
+    return v_res;
+  end if;
+
+  v_res.attempt := v_op.attempt;
+  v_current := v_op.lease_token is not distinct from _observe.lease_token and v_op.attempt = _observe.attempt;
+
+  -- Attempt-scoped settlement lock: one terminal observation per attempt.
+  if v_att.observation in ('failed', 'completed') then
+    if (kind = 'complete' and v_att.observation = 'completed'
+          and (case when v_att.settled then v_op.result else v_att.late_result end) = _observe.result)
+       or (kind = 'fail' and v_att.observation = 'failed' and v_att.error = _observe.error
+          and v_att.retryable = _observe.retryable) then
+      v_res.outcome := 'duplicate';
+    else
+      v_res.outcome := 'already_settled';
+      v_res.reason := 'attempt_already_observed';
+    end if;
+  elsif kind = 'complete' then
+    if v_op.status = 'completed' then
+      -- A second success: the effect ran twice. Record it on its own attempt, never
+      -- replace the result, never produce a second settlement.
+      v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'completed', v_now,
+        late_result => _observe.result);
+      v_res.outcome := 'already_settled';
+      v_res.reason := 'late_success';
+    else
+      update settle_private.operations o
+         set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
+             settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+             error = null, updated_at = v_now
+       where o.tenant = _observe.tenant and o.key = _observe.key
+      returning * into v_op;
+      v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'completed', v_now,
+        settled => true);
+      if v_op.attempt > _observe.attempt then
+        -- A superseded attempt's success settled: the live attempt, if any, is over.
+        v_writes := v_writes + settle_private._end_attempt(_observe.tenant, _observe.key, v_op.attempt, v_now, 'settled_elsewhere');
+      end if;
+      v_res.outcome := 'settled';
+      -- Why this attempt still settles: it holds the lease, or a later attempt exists but has
+      -- not settled, or it is the latest attempt but its lease was released (it reported
+      -- unknown, or its lapsed lease was expired) and nothing else settled.
+      v_res.reason := case
+        when v_current then 'current_attempt'
+        when v_op.attempt > _observe.attempt then 'superseded_attempt'
+        else 'lease_released' end;
+    end if;
+  elsif not v_current then
+    -- Weaker observations of an attempt that no longer holds the lease are fenced.
+    v_res.outcome := 'fenced';
+    v_res.reason := settle_private._fence_reason(v_op, _observe.attempt);
+  elsif kind = 'fail' then
+    v_exhausted := not _observe.retryable or v_op.attempt >= v_op.max_attempts;
+    v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'failed', v_now,
+      error => _observe.error, retryable => _observe.retryable);
+    if v_exhausted then
+      update settle_private.operations o
+         set status = 'failed', error = _observe.error, lease_token = null, lease_expires_at = null,
+             dead_lettered_at = case when _observe.retryable then v_now end, updated_at = v_now
+       where o.tenant = _observe.tenant and o.key = _observe.key
+      returning * into v_op;
+      v_res.outcome := 'settled';
+      v_res.reason := case when _observe.retryable then 'attempts_exhausted' else 'final_failure' end;
+    else
+      update settle_private.operations o
+         set status = case when v_op.status = 'running' then 'pending'::settle.status else v_op.status end,
+             lease_token = null, lease_expires_at = null, updated_at = v_now
+       where o.tenant = _observe.tenant and o.key = _observe.key
+      returning * into v_op;
+      v_res.outcome := 'recorded';
+      v_res.reason := 'retryable_failure';
+    end if;
+  else
+    -- report_unknown from the lease holder: the caller lost the response. Never a failure.
+    v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'unknown', v_now);
+    update settle_private.operations o
+       set status = case when settle_private._rank(v_op.status) < settle_private._rank('unknown')
+                         then 'unknown'::settle.status else v_op.status end,
+           lease_token = null, lease_expires_at = null, updated_at = v_now
+     where o.tenant = _observe.tenant and o.key = _observe.key
+    returning * into v_op;
+    v_res.outcome := 'recorded';
+    v_res.reason := 'outcome_unknown';
+  end if;
+
+  v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
+    v_before, v_op.status, v_att.worker,
+    case when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
+
+  v_res.status := v_op.status;
+  v_res.attempt := v_op.attempt;
+  v_res.settled_attempt := v_op.settled_attempt;
+  v_res.result := v_op.result;
+  v_res.error := v_op.error;
+  return v_res;
+end
+$$;
+
+-- complete(tenant, key, attempt, lease_token, fingerprint, principal, scopes, binding_generation, result)
+create function settle.complete(
+  tenant text,
+  key text,
+  attempt integer,
+  lease_token uuid,
+  fingerprint text,
+  principal text,
+  scopes text[],
+  binding_generation bigint,
+  result jsonb)
+returns settle.observation_result
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  return settle_private._observe('complete', complete.tenant, complete.key, complete.attempt, complete.lease_token, complete.fingerprint,
+    complete.principal, complete.scopes, complete.binding_generation, complete.result, null, null);
+end
+$$;
+
+comment on function settle.complete(text, text, integer, uuid, text, text, text[], bigint, jsonb) is
+  'Report that this attempt''s effect committed, with its result: the binding-gated, monotonic success merge.
+Parameters: tenant, key, attempt, lease_token, fingerprint (all from the acquired claim), principal, scopes, binding_generation (the binding presented at claim), result jsonb (<= 1 MiB; immutable once settled).
+Outcomes: settled (this success is the one settlement: status completed, result stored, reason current_attempt; superseded_attempt: a later attempt exists but nothing had settled, and this effect really happened; lease_released: this is the latest attempt, its lease was released (it reported unknown, or its lapsed lease was expired) and nothing had settled) | already_settled (reason late_success: the operation was already completed; this success is recorded on its attempt, the result is not replaced; reason attempt_already_observed: this attempt already reported another outcome) | duplicate (this attempt already reported this exact success) | conflict (fingerprint or binding differ: conflict_on; nothing disclosed; the canonical status moves to conflict if it was below it, the result is never touched) | fenced (reason invalid_token: no such attempt or token).
+Canonical status, result and settled_attempt after the merge are returned except for conflict and invalid_token.
+SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found.
+Locking: the operation row (FOR UPDATE). Works inside the caller''s transaction: commit a same-database effect atomically with its settlement.
+Idempotency: repeating the same call answers duplicate and changes nothing; every call writes one audit row.';
+
+-- fail(tenant, key, attempt, lease_token, fingerprint, principal, scopes, binding_generation, error, retryable)
+create function settle.fail(
+  tenant text,
+  key text,
+  attempt integer,
+  lease_token uuid,
+  fingerprint text,
+  principal text,
+  scopes text[],
+  binding_generation bigint,
+  error jsonb,
+  retryable boolean default true)
+returns settle.observation_result
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  return settle_private._observe('fail', fail.tenant, fail.key, fail.attempt, fail.lease_token, fail.fingerprint,
+    fail.principal, fail.scopes, fail.binding_generation, null, fail.error, fail.retryable);
+end
+$$;
+
+comment on function settle.fail(text, text, integer, uuid, text, text, text[], bigint, jsonb, boolean) is
+  'Report that this attempt''s effect definitely did not happen.
+Parameters: as settle.complete, with error jsonb (<= 64 KiB) instead of result, and retryable (default true).
+Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure: status failed with this error; reason attempts_exhausted: the last allowed attempt failed, status failed and dead-lettered) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves).
+A later matching success still upgrades failed to completed (completed outranks failed).
+SQLSTATEs: SE001-SE004, SE006 (error, retryable), SE008, SE010.
+Locking: the operation row (FOR UPDATE). Idempotency: repeating answers duplicate.';
+
+-- report_unknown(tenant, key, attempt, lease_token, fingerprint, principal, scopes, binding_generation)
+create function settle.report_unknown(
+  tenant text,
+  key text,
+  attempt integer,
+  lease_token uuid,
+  fingerprint text,
+  principal text,
+  scopes text[],
+  binding_generation bigint)
+returns settle.observation_result
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  return settle_private._observe('report_unknown', report_unknown.tenant, report_unknown.key, report_unknown.attempt,
+    report_unknown.lease_token, report_unknown.fingerprint, report_unknown.principal, report_unknown.scopes,
+    report_unknown.binding_generation, null, null, null);
+end
+$$;
+
+comment on function settle.report_unknown(text, text, integer, uuid, text, text, text[], bigint) is
+  'Report that this attempt lost the response of its effect: it may or may not have happened. Timeout means unknown, never failure.
+Parameters: as settle.complete, without a result.
+Outcomes: recorded (reason outcome_unknown: status becomes unknown unless already higher, the lease is released; a later success of this same attempt still settles) | fenced (the attempt no longer holds the lease: nothing changes) | already_settled (the attempt already reported a terminal outcome, e.g. success then timeout: completed is kept) | conflict | fenced invalid_token.
+SQLSTATEs: SE001-SE004, SE008, SE010.
+Locking: the operation row (FOR UPDATE). Idempotency: a repeated unknown is fenced (the lease is gone) and changes nothing.';
+
+reset role;

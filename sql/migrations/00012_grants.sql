@@ -1,0 +1,35 @@
+-- 00012: grants.
+--
+-- Why: the privileges of every role, in one place. settle_app gets EXECUTE on the application
+-- API and nothing on any table or view; settle_readonly reads the views; settle_admin also runs
+-- maintenance. Functions are not executable by PUBLIC (00001 revokes it by default; revoked
+-- again here for functions created before that default applied).
+
+set local role settle_owner;
+
+revoke all on all functions in schema settle from public;
+revoke all on all functions in schema settle_private from public;
+
+grant execute on function
+  settle.claim(text, text, jsonb, text, text[], bigint, interval, text, integer),
+  settle.heartbeat(text, text, integer, uuid, interval),
+  settle.complete(text, text, integer, uuid, text, text, text[], bigint, jsonb),
+  settle.fail(text, text, integer, uuid, text, text, text[], bigint, jsonb, boolean),
+  settle.report_unknown(text, text, integer, uuid, text, text, text[], bigint),
+  settle.get(text, text),
+  settle.fingerprint(jsonb),
+  settle.status_rank(settle.status)
+  to settle_app;
+
+grant execute on function settle.get(text, text), settle.fingerprint(jsonb), settle.status_rank(settle.status)
+  to settle_readonly, settle_admin;
+grant execute on function
+  settle.expire_leases(integer),
+  settle.redrive(text, text, integer, jsonb, text),
+  settle.purge(interval, integer)
+  to settle_admin;
+
+grant select on settle.operations, settle.attempts, settle.audit_log, settle.dead_letters,
+  settle.settlements, settle.stats to settle_readonly, settle_admin;
+
+reset role;

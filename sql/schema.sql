@@ -1,0 +1,2574 @@
+-- sql/schema.sql: the whole current pg-settle schema (schemas settle and settle_private:
+-- types, tables, indexes, functions, triggers, policies, views, comments and grants), as
+-- pg_dump --schema-only prints it after sql/migrations/*.sql are applied to a fresh database.
+-- GENERATED, do not edit: change sql/migrations, then run `npm run schema`.
+-- test/db/schema-dump.test.ts fails when this file and the migrations disagree.
+-- Roles (settle_owner, settle_app, settle_readonly, settle_admin) are cluster-wide and created
+-- by 00001_create_roles_and_schemas.sql; pg_dump of one database does not include them.
+
+--
+-- PostgreSQL database dump
+--
+
+--
+-- Name: settle; Type: SCHEMA; Schema: -; Owner: settle_owner
+--
+
+CREATE SCHEMA settle;
+
+ALTER SCHEMA settle OWNER TO settle_owner;
+
+--
+-- Name: SCHEMA settle; Type: COMMENT; Schema: -; Owner: settle_owner
+--
+
+COMMENT ON SCHEMA settle IS 'pg-settle public API: functions and read-only views. Tables live in settle_private and are not an interface.';
+
+--
+-- Name: settle_private; Type: SCHEMA; Schema: -; Owner: settle_owner
+--
+
+CREATE SCHEMA settle_private;
+
+ALTER SCHEMA settle_private OWNER TO settle_owner;
+
+--
+-- Name: SCHEMA settle_private; Type: COMMENT; Schema: -; Owner: settle_owner
+--
+
+COMMENT ON SCHEMA settle_private IS 'pg-settle private tables and helpers. Not an interface: use the functions in schema settle.';
+
+--
+-- Name: status; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.status AS ENUM (
+    'pending',
+    'running',
+    'unknown',
+    'conflict',
+    'failed',
+    'completed'
+);
+
+ALTER TYPE settle.status OWNER TO settle_owner;
+
+--
+-- Name: TYPE status; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.status IS 'Canonical operation status, declared in lattice order (the order matters): pending/running (rank 1) < unknown (2) < conflict (3) < failed (4) < completed (5). See settle.status_rank.';
+
+--
+-- Name: claim_result; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.claim_result AS (
+	outcome text,
+	status settle.status,
+	attempt integer,
+	lease_token uuid,
+	lease_expires_at timestamp with time zone,
+	retry_after_ms integer,
+	fingerprint text,
+	result jsonb,
+	settled_attempt integer,
+	error jsonb,
+	dead_lettered boolean,
+	conflict_on text[]
+);
+
+ALTER TYPE settle.claim_result OWNER TO settle_owner;
+
+--
+-- Name: TYPE claim_result; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.claim_result IS 'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | conflict. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on.';
+
+--
+-- Name: expire_result; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.expire_result AS (
+	expired integer,
+	dead_lettered integer
+);
+
+ALTER TYPE settle.expire_result OWNER TO settle_owner;
+
+--
+-- Name: TYPE expire_result; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.expire_result IS 'Answer of settle.expire_leases: leases expired and operations dead-lettered in this call.';
+
+--
+-- Name: heartbeat_result; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.heartbeat_result AS (
+	outcome text,
+	reason text,
+	status settle.status,
+	lease_expires_at timestamp with time zone
+);
+
+ALTER TYPE settle.heartbeat_result OWNER TO settle_owner;
+
+--
+-- Name: TYPE heartbeat_result; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.heartbeat_result IS 'Answer of settle.heartbeat. outcome: extended | fenced (reason: invalid_token | superseded | settled | lease_released).';
+
+--
+-- Name: observation_result; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.observation_result AS (
+	outcome text,
+	reason text,
+	status settle.status,
+	attempt integer,
+	settled_attempt integer,
+	result jsonb,
+	error jsonb,
+	conflict_on text[]
+);
+
+ALTER TYPE settle.observation_result OWNER TO settle_owner;
+
+--
+-- Name: TYPE observation_result; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.observation_result IS 'Answer of settle.complete / fail / report_unknown. outcome: settled | recorded | duplicate | already_settled | fenced | conflict. status/result/error are the canonical state after the merge, disclosed only to the holder of a valid attempt token whose lock matched.';
+
+--
+-- Name: claim(text, text, jsonb, text, text[], bigint, interval, text, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[] DEFAULT '{}'::text[], binding_generation bigint DEFAULT 0, lease interval DEFAULT '00:00:30'::interval, worker text DEFAULT NULL::text, max_attempts integer DEFAULT 5) RETURNS settle.claim_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_writes integer := 0;
+  v_now timestamptz := clock_timestamp();
+  v_fp text;
+  v_token uuid;
+  v_op settle_private.operations;
+  v_before settle.status;
+  v_diff text[];
+  v_locked boolean := false;
+  v_fresh boolean;
+  v_detail jsonb;
+  v_audit_attempt integer;
+  v_res settle.claim_result;
+begin
+  if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ok(claim.key, settle_private._limit('key_bytes'))
+      and settle_private._binding_ok(claim.principal, claim.scopes, claim.binding_generation)
+      and settle_private._json_ok(claim.request, settle_private._limit('request_bytes'))
+      and settle_private._lease_ok(claim.lease)
+      and (claim.worker is null or settle_private._name_ok(claim.worker, settle_private._limit('worker_bytes')))
+      and claim.max_attempts between 1 and settle_private._limit('max_attempts')) is not true then
+    perform settle_private._check_claim_args(claim.tenant, claim.key, claim.request, claim.principal,
+      claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+  end if;
+
+  v_fp := settle_private._fingerprint(claim.request);
+  v_token := gen_random_uuid();
+
+  -- Most claims of an existing key (replays, retries, duplicates) are decided on this plain
+  -- read; only a missing key tries the insert.
+  select * into v_op from settle_private.operations o
+   where o.tenant = claim.tenant and o.key = claim.key;
+  v_fresh := found;
+
+  if not v_fresh then
+    -- First claim: the reservation lock and attempt 1. Two sessions racing on a new key: the
+    -- loser waits here for the winner to commit, then joins below.
+    insert into settle_private.operations as o
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+    values
+      (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
+       claim.max_attempts, v_token, v_now + claim.lease, v_now, v_now)
+    on conflict on constraint operations_pkey do nothing
+    returning * into v_op;
+  end if;
+
+  if not v_fresh and v_op.tenant is not null then
+    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
+    values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now);
+    v_res := row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
+                 null, null, null, null, null);
+    v_audit_attempt := 1;
+    v_detail := '{"reserved": true}';
+  else
+    -- Answers that change nothing (conflict, replay, in_progress, failed) are decided on a
+    -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
+    -- Only a takeover or a new attempt locks the row, and then decides again.
+    loop
+      if v_locked then
+        select * into v_op from settle_private.operations o
+         where o.tenant = claim.tenant and o.key = claim.key
+         for update;
+      elsif not v_fresh then
+        select * into v_op from settle_private.operations o
+         where o.tenant = claim.tenant and o.key = claim.key;
+      end if;
+      v_fresh := false;
+      if v_op.tenant is null then
+        -- Purged by settle.purge since our insert: the key is free again.
+        return settle.claim(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+          claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+      end if;
+      v_before := v_op.status;
+
+      v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal, claim.scopes, claim.binding_generation);
+      if cardinality(v_diff) > 0 then
+        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff);
+        v_detail := jsonb_build_object('conflict_on', v_diff);
+        exit;
+      end if;
+
+      if v_op.status = 'completed' then
+        v_res := row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
+                     v_op.settled_attempt, null, null, null);
+        v_audit_attempt := v_op.settled_attempt;
+        exit;
+      end if;
+
+      if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
+        v_res := row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
+                     greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
+                     v_fp, null, null, null, null, null);
+        v_audit_attempt := v_op.attempt;
+        exit;
+      end if;
+
+      if v_op.status <> 'failed' and not v_locked then
+        v_locked := true;
+        continue;
+      end if;
+
+      -- Locked from here on. A lapsed lease is taken over without waiting for
+      -- settle.expire_leases; a spent attempt budget dead-letters the operation.
+      if v_op.status <> 'failed' and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
+        v_op := settle_private._expire(v_op, v_now, claim.worker);
+      end if;
+
+      if v_op.status = 'failed' then
+        v_res := row('failed', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, v_op.error,
+                     v_op.dead_lettered_at is not null, null);
+        v_audit_attempt := v_op.attempt;
+        exit;
+      end if;
+
+      update settle_private.operations o
+         set attempt = v_op.attempt + 1,
+             status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
+             lease_token = v_token, lease_expires_at = v_now + claim.lease, updated_at = v_now
+       where o.tenant = claim.tenant and o.key = claim.key
+      returning * into v_op;
+      insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
+      values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
+      v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
+                   null, null, null, null, null);
+      v_audit_attempt := v_op.attempt;
+      exit;
+    end loop;
+  end if;
+
+  v_writes := v_writes + settle_private._audit(claim.tenant, claim.key, v_now, 'claim', v_res.outcome, v_audit_attempt, v_before,
+    coalesce(v_op.status, v_before), claim.worker, v_detail);
+  return v_res;
+end
+$$;
+
+ALTER FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) IS 'Reserve an operation on first call, or join it: the claim phase of locked reservation.
+Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim).
+Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (final failure or dead-lettered: error, dead_lettered) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes).
+SQLSTATEs: SE001 tenant, SE002 key, SE003 binding, SE004 request, SE007 lease, SE008 worker/max_attempts.
+Locking: answers that change nothing (conflict, replay, in_progress, failed) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
+Idempotency: retrying with the same request and binding joins the same operation; every call writes one audit row.';
+
+--
+-- Name: complete(text, text, integer, uuid, text, text, text[], bigint, jsonb); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) RETURNS settle.observation_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  return settle_private._observe('complete', complete.tenant, complete.key, complete.attempt, complete.lease_token, complete.fingerprint,
+    complete.principal, complete.scopes, complete.binding_generation, complete.result, null, null);
+end
+$$;
+
+ALTER FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) IS 'Report that this attempt''s effect committed, with its result: the binding-gated, monotonic success merge.
+Parameters: tenant, key, attempt, lease_token, fingerprint (all from the acquired claim), principal, scopes, binding_generation (the binding presented at claim), result jsonb (<= 1 MiB; immutable once settled).
+Outcomes: settled (this success is the one settlement: status completed, result stored, reason current_attempt; superseded_attempt: a later attempt exists but nothing had settled, and this effect really happened; lease_released: this is the latest attempt, its lease was released (it reported unknown, or its lapsed lease was expired) and nothing had settled) | already_settled (reason late_success: the operation was already completed; this success is recorded on its attempt, the result is not replaced; reason attempt_already_observed: this attempt already reported another outcome) | duplicate (this attempt already reported this exact success) | conflict (fingerprint or binding differ: conflict_on; nothing disclosed; the canonical status moves to conflict if it was below it, the result is never touched) | fenced (reason invalid_token: no such attempt or token).
+Canonical status, result and settled_attempt after the merge are returned except for conflict and invalid_token.
+SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found.
+Locking: the operation row (FOR UPDATE). Works inside the caller''s transaction: commit a same-database effect atomically with its settlement.
+Idempotency: repeating the same call answers duplicate and changes nothing; every call writes one audit row.';
+
+--
+-- Name: expire_leases(integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.expire_leases(batch_size integer DEFAULT 1000) RETURNS settle.expire_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_op settle_private.operations;
+  v_res settle.expire_result := row(0, 0);
+begin
+  perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  for v_op in
+    select * from settle_private.operations o
+     where (o.lease_token is not null and o.lease_expires_at <= v_now)
+        or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts)
+     order by o.lease_expires_at nulls last
+     limit batch_size
+     for update skip locked
+  loop
+    v_op := settle_private._expire(v_op, v_now, session_user::text);
+    v_res.expired := v_res.expired + 1;
+    if v_op.dead_lettered_at is not null then
+      v_res.dead_lettered := v_res.dead_lettered + 1;
+    end if;
+  end loop;
+  return v_res;
+end
+$$;
+
+ALTER FUNCTION settle.expire_leases(batch_size integer) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION expire_leases(batch_size integer); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.expire_leases(batch_size integer) IS 'Maintenance: end lapsed leases (judged by the database clock) and dead-letter operations whose attempt budget is spent.
+Parameters: batch_size (1-100000, default 1000) rows per call; call again while it returns a full batch.
+Outcomes: (expired, dead_lettered) counts. Each expiry writes an audit row (event expire, outcome expired or dead_lettered).
+Correctness never depends on it: settle.claim takes over a lapsed lease by itself.
+SQLSTATEs: SE008. Locking: FOR UPDATE SKIP LOCKED on the operations it handles (never waits for busy rows).
+Idempotency: safe to run concurrently and repeatedly.';
+
+--
+-- Name: fail(text, text, integer, uuid, text, text, text[], bigint, jsonb, boolean); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, error jsonb, retryable boolean DEFAULT true) RETURNS settle.observation_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  return settle_private._observe('fail', fail.tenant, fail.key, fail.attempt, fail.lease_token, fail.fingerprint,
+    fail.principal, fail.scopes, fail.binding_generation, null, fail.error, fail.retryable);
+end
+$$;
+
+ALTER FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, error jsonb, retryable boolean) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, error jsonb, retryable boolean); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, error jsonb, retryable boolean) IS 'Report that this attempt''s effect definitely did not happen.
+Parameters: as settle.complete, with error jsonb (<= 64 KiB) instead of result, and retryable (default true).
+Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure: status failed with this error; reason attempts_exhausted: the last allowed attempt failed, status failed and dead-lettered) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves).
+A later matching success still upgrades failed to completed (completed outranks failed).
+SQLSTATEs: SE001-SE004, SE006 (error, retryable), SE008, SE010.
+Locking: the operation row (FOR UPDATE). Idempotency: repeating answers duplicate.';
+
+--
+-- Name: fingerprint(jsonb); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.fingerprint(request jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT SECURITY DEFINER PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select settle_private._fingerprint(request)
+$$;
+
+ALTER FUNCTION settle.fingerprint(request jsonb) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION fingerprint(request jsonb); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.fingerprint(request jsonb) IS 'Request fingerprint, algorithm v1: ''v1:'' || hex(sha256(canonical JSON text)).
+Parameters: request jsonb (the effect-defining fields).
+Canonical form: PostgreSQL jsonb text rendering (keys de-duplicated and sorted, fixed spacing) with numbers printed without trailing fractional zeros, so {"b":1,"a":10.50} and {"a":10.5,"b":1} share a fingerprint.
+Outcomes: text; NULL for NULL input.
+Locking: none. Idempotency: pure (IMMUTABLE). settle.claim computes it once, at first claim; clients never compute it.';
+
+--
+-- Name: status_rank(settle.status); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.status_rank(status settle.status) RETURNS smallint
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select settle_private._rank(status)
+$$;
+
+ALTER FUNCTION settle.status_rank(status settle.status) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION status_rank(status settle.status); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.status_rank(status settle.status) IS 'Rank of a status in the settlement lattice: pending and running 1, unknown 2, conflict 3, failed 4, completed 5; NULL (no observation) 0.
+Parameters: status.
+Outcomes: a smallint; never raises.
+Locking: none. Idempotency: pure (IMMUTABLE).';
+
+--
+-- Name: operations; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.operations (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    fingerprint text NOT NULL,
+    request jsonb NOT NULL,
+    principal text NOT NULL,
+    scopes text[] NOT NULL,
+    binding_generation bigint NOT NULL,
+    status settle.status NOT NULL,
+    attempt integer NOT NULL,
+    max_attempts integer NOT NULL,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    result jsonb,
+    settled_attempt integer,
+    settled_at timestamp with time zone,
+    error jsonb,
+    dead_lettered_at timestamp with time zone,
+    redrive_count integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL
+)
+WITH (fillfactor='80');
+
+ALTER TABLE ONLY settle_private.operations FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.operations OWNER TO settle_owner;
+
+--
+-- Name: TABLE operations; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.operations IS 'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
+
+--
+-- Name: operations; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.operations AS
+ SELECT o.tenant,
+    o.key,
+    o.status,
+    settle.status_rank(o.status) AS status_rank,
+    o.attempt,
+    o.max_attempts,
+    ((o.lease_token IS NOT NULL) AND (o.lease_expires_at > clock_timestamp())) AS in_flight,
+    o.lease_expires_at,
+    o.result,
+    o.settled_attempt,
+    o.settled_at,
+    o.error,
+    o.dead_lettered_at,
+    o.redrive_count,
+    o.fingerprint,
+    o.principal,
+    o.scopes,
+    o.binding_generation,
+    o.request,
+    o.created_at,
+    o.updated_at
+   FROM settle_private.operations o;
+
+ALTER TABLE settle.operations OWNER TO settle_owner;
+
+--
+-- Name: VIEW operations; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.operations IS 'Canonical record of every operation (read-only). in_flight: a lease is held and has not lapsed by the database clock. The lease token itself is never shown.';
+
+--
+-- Name: get(text, text); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.get(tenant text, key text) RETURNS SETOF settle.operations
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select * from settle.operations v where v.tenant = get.tenant and v.key = get.key
+$$;
+
+ALTER FUNCTION settle.get(tenant text, key text) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION get(tenant text, key text); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.get(tenant text, key text) IS 'The canonical record of one operation, for support staff, DBAs and clients that re-read after a lost response.
+Parameters: tenant, key.
+Outcomes: one row of settle.operations, or no row when the operation does not exist (or was purged). Another tenant''s operation is never visible under your tenant.
+SQLSTATEs: none. Locking: none (a snapshot read). Idempotency: read-only.';
+
+--
+-- Name: heartbeat(text, text, integer, uuid, interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval DEFAULT '00:00:30'::interval) RETURNS settle.heartbeat_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_writes integer := 0;
+  v_now timestamptz := clock_timestamp();
+  v_op settle_private.operations;
+  v_valid boolean;
+  v_res settle.heartbeat_result;
+begin
+  if (settle_private._name_ok(heartbeat.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ok(heartbeat.key, settle_private._limit('key_bytes'))
+      and heartbeat.attempt >= 1 and heartbeat.lease_token is not null
+      and settle_private._lease_ok(heartbeat.lease)) is not true then
+    perform settle_private._check_observation_args(heartbeat.tenant, heartbeat.key, heartbeat.attempt,
+      heartbeat.lease_token);
+    perform settle_private._check_lease(heartbeat.lease);
+  end if;
+
+  v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key);
+
+  if v_op.lease_token is not null and v_op.attempt = heartbeat.attempt and v_op.lease_token = heartbeat.lease_token then
+    -- The current attempt keeps its lease, even if it lapsed while nobody took over.
+    update settle_private.operations o
+       set lease_expires_at = v_now + heartbeat.lease, updated_at = v_now
+     where o.tenant = heartbeat.tenant and o.key = heartbeat.key;
+    v_res.outcome := 'extended';
+    v_res.status := v_op.status;
+    v_res.lease_expires_at := v_now + heartbeat.lease;
+    return v_res;
+  end if;
+
+  select exists (select 1 from settle_private.attempts a
+                  where a.tenant = heartbeat.tenant and a.key = heartbeat.key
+                    and a.attempt = heartbeat.attempt and a.lease_token = heartbeat.lease_token)
+    into v_valid;
+  v_res.outcome := 'fenced';
+  v_res.reason := case when v_valid then settle_private._fence_reason(v_op, heartbeat.attempt)
+                       else 'invalid_token' end;
+  if v_valid then
+    v_res.status := v_op.status;
+  end if;
+  v_writes := v_writes + settle_private._audit(heartbeat.tenant, heartbeat.key, v_now, 'heartbeat', 'fenced', heartbeat.attempt,
+    v_op.status, v_op.status, null, jsonb_build_object('reason', v_res.reason));
+  return v_res;
+end
+$$;
+
+ALTER FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval) IS 'Extend the lease of the current attempt.
+Parameters: tenant, key, attempt and lease_token as returned by settle.claim; lease interval (1 s - 1 day, default 30 s) from now, by the database clock.
+Outcomes: extended (lease_expires_at) | fenced with reason invalid_token (no such attempt/token; nothing disclosed), superseded (a later attempt owns the operation), settled (the operation is completed or failed: stop working), lease_released (this attempt already reported, or its lease was expired by the sweeper).
+A current attempt whose lease lapsed but was not yet taken over is extended.
+SQLSTATEs: SE001, SE002, SE007, SE008 (bad arguments), SE010 (operation not found).
+Locking: the operation row (FOR UPDATE). Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
+
+--
+-- Name: purge(interval, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.purge(older_than interval, batch_size integer DEFAULT 1000) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_writes integer := 0;
+  v_now timestamptz := clock_timestamp();
+  v_op record;
+  v_count integer := 0;
+  v_attempts integer;
+  v_audit integer;
+begin
+  if older_than is null or older_than < interval '0' then
+    perform settle_private._raise('SE008', 'older_than must be a non-negative interval',
+      jsonb_build_object('field', 'older_than'), null);
+  end if;
+  perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+
+  perform set_config('settle.purging', 'on', true);
+  for v_op in
+    select o.tenant, o.key, o.status, o.attempt, o.updated_at from settle_private.operations o
+     where o.status in ('completed', 'failed') and o.updated_at < v_now - older_than
+     order by o.updated_at
+     limit batch_size
+     for update skip locked
+  loop
+    delete from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
+    get diagnostics v_attempts = row_count;
+    delete from settle_private.audit_log l where l.tenant = v_op.tenant and l.key = v_op.key;
+    get diagnostics v_audit = row_count;
+    delete from settle_private.operations o where o.tenant = v_op.tenant and o.key = v_op.key;
+    v_writes := v_writes + settle_private._audit(v_op.tenant, v_op.key, v_now, 'purge', 'purged', v_op.attempt,
+      v_op.status, null, session_user::text,
+      jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit, 'last_updated_at', v_op.updated_at));
+    v_count := v_count + 1;
+  end loop;
+  perform set_config('settle.purging', 'off', true);
+  return v_count;
+end
+$$;
+
+ALTER FUNCTION settle.purge(older_than interval, batch_size integer) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION purge(older_than interval, batch_size integer); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.purge(older_than interval, batch_size integer) IS 'Retention: the only path that deletes. Removes terminal (completed or failed) operations last updated before now - older_than, with their attempts and audit rows, leaving one tombstone audit row (event purge) per purged key.
+Parameters: older_than interval (>= 0), batch_size (1-100000, default 1000); call again while it returns a full batch.
+Outcomes: the number of operations purged. A purged key can be claimed again as a new operation.
+SQLSTATEs: SE008. Locking: FOR UPDATE SKIP LOCKED (busy rows wait for the next call).
+Idempotency: safe to repeat and to run concurrently.';
+
+--
+-- Name: redrive(text, text, integer, jsonb, text); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.redrive(tenant text, key text, additional_attempts integer DEFAULT 1, request jsonb DEFAULT NULL::jsonb, reason text DEFAULT NULL::text) RETURNS SETOF settle.operations
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_writes integer := 0;
+  v_now timestamptz := clock_timestamp();
+  v_op settle_private.operations;
+begin
+  perform settle_private._check_operation_key(redrive.tenant, redrive.key);
+  perform settle_private._check_count(additional_attempts, 'additional_attempts', settle_private._limit('max_attempts'));
+  if reason is not null and octet_length(reason) > settle_private._limit('reason_bytes') then
+    perform settle_private._raise('SE008', format('reason must be at most %s bytes', settle_private._limit('reason_bytes')),
+      jsonb_build_object('field', 'reason'), null);
+  end if;
+
+  v_op := settle_private._lock_operation(redrive.tenant, redrive.key);
+  if redrive.request is not null and settle_private._fingerprint(redrive.request) <> v_op.fingerprint then
+    perform settle_private._raise('SE012', 'redrive refused: the request differs from the reservation',
+      jsonb_build_object('tenant', redrive.tenant, 'key', redrive.key),
+      'A redrive re-runs the reserved request; a changed intent needs a new key.');
+  end if;
+  if v_op.status <> 'failed' or v_op.dead_lettered_at is null then
+    perform settle_private._raise('SE011', format('only dead-lettered operations can be redriven (status %s)', v_op.status),
+      jsonb_build_object('tenant', redrive.tenant, 'key', redrive.key, 'status', v_op.status,
+                         'dead_lettered', v_op.dead_lettered_at is not null),
+      'See settle.dead_letters.');
+  end if;
+
+  update settle_private.operations o
+     set status = 'pending', dead_lettered_at = null, error = null, redrive_count = v_op.redrive_count + 1,
+         max_attempts = v_op.attempt + redrive.additional_attempts, updated_at = v_now
+   where o.tenant = redrive.tenant and o.key = redrive.key;
+  v_writes := v_writes + settle_private._audit(redrive.tenant, redrive.key, v_now, 'redrive', 'redriven', v_op.attempt,
+    v_op.status, 'pending', session_user::text,
+    jsonb_build_object('additional_attempts', additional_attempts, 'reason', reason,
+                       'previous_error', v_op.error, 'redrive_count', v_op.redrive_count + 1));
+  return query select * from settle.operations v where v.tenant = redrive.tenant and v.key = redrive.key;
+end
+$$;
+
+ALTER FUNCTION settle.redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text) IS 'Re-open a dead-lettered operation for new attempt epochs, keeping its key, fingerprint and binding.
+Parameters: tenant, key; additional_attempts (1-1000, default 1) added to the spent budget; request (optional: if given, it must match the reservation, else SE012); reason (optional, <= 1024 bytes, kept in the audit row).
+Outcomes: the re-opened record (status pending, redrive_count + 1). The lattice allows this one move down, only from a dead-lettered failure, and the audit row keeps the previous error.
+SQLSTATEs: SE001, SE002, SE008, SE010 (not found), SE011 (not dead-lettered: also what a second, concurrent redrive gets), SE012 (request differs).
+Locking: the operation row (FOR UPDATE): concurrent redrives never double-open.
+Idempotency: not idempotent by design; a repeat answers SE011 once the first has re-opened the operation.';
+
+--
+-- Name: report_unknown(text, text, integer, uuid, text, text, text[], bigint); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) RETURNS settle.observation_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  return settle_private._observe('report_unknown', report_unknown.tenant, report_unknown.key, report_unknown.attempt,
+    report_unknown.lease_token, report_unknown.fingerprint, report_unknown.principal, report_unknown.scopes,
+    report_unknown.binding_generation, null, null, null);
+end
+$$;
+
+ALTER FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) IS 'Report that this attempt lost the response of its effect: it may or may not have happened. Timeout means unknown, never failure.
+Parameters: as settle.complete, without a result.
+Outcomes: recorded (reason outcome_unknown: status becomes unknown unless already higher, the lease is released; a later success of this same attempt still settles) | fenced (the attempt no longer holds the lease: nothing changes) | already_settled (the attempt already reported a terminal outcome, e.g. success then timeout: completed is kept) | conflict | fenced invalid_token.
+SQLSTATEs: SE001-SE004, SE008, SE010.
+Locking: the operation row (FOR UPDATE). Idempotency: a repeated unknown is fenced (the lease is gone) and changes nothing.';
+
+--
+-- Name: _audit(text, text, timestamp with time zone, text, text, integer, settle.status, settle.status, text, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._audit(tenant text, key text, at timestamp with time zone, event text, outcome text, attempt integer, status_before settle.status, status_after settle.status, actor text, detail jsonb) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  insert into settle_private.audit_log
+    (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
+  values
+    (_audit.tenant, _audit.key, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
+     _audit.status_before, _audit.status_after, _audit.actor, _audit.detail);
+  return 1;
+end
+$$;
+
+ALTER FUNCTION settle_private._audit(tenant text, key text, at timestamp with time zone, event text, outcome text, attempt integer, status_before settle.status, status_after settle.status, actor text, detail jsonb) OWNER TO settle_owner;
+
+--
+-- Name: _binding_ok(text, text[], bigint); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._binding_ok(principal text, scopes text[], binding_generation bigint) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select settle_private._name_ok(principal, settle_private._limit('principal_bytes'))
+     and binding_generation >= 0
+     and scopes is not null
+     and cardinality(scopes) <= settle_private._limit('max_scopes')
+     and (cardinality(scopes) = 0 or settle_private._scopes_ok(scopes))
+$$;
+
+ALTER FUNCTION settle_private._binding_ok(principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
+
+--
+-- Name: _canonical_json(jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._canonical_json(value jsonb) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_text text := value::text;
+begin
+  -- Without a '.', jsonb's rendering is already canonical (keys sorted, one space after
+  -- ':' and ',', exponents expanded); only fractional numbers need the slow path.
+  if position('.' in v_text) = 0 then
+    return v_text;
+  end if;
+  return settle_private._canonical_json_slow(value);
+end
+$$;
+
+ALTER FUNCTION settle_private._canonical_json(value jsonb) OWNER TO settle_owner;
+
+--
+-- Name: _canonical_json_slow(jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._canonical_json_slow(value jsonb) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  case jsonb_typeof(value)
+    when 'object' then
+      return '{' || coalesce((
+        select string_agg(to_jsonb(e.k)::text || ': ' || settle_private._canonical_json_slow(e.v), ', ' order by e.n)
+        from jsonb_each(value) with ordinality as e(k, v, n)), '') || '}';
+    when 'array' then
+      return '[' || coalesce((
+        select string_agg(settle_private._canonical_json_slow(e.v), ', ' order by e.n)
+        from jsonb_array_elements(value) with ordinality as e(v, n)), '') || ']';
+    when 'number' then
+      return trim_scale(value::numeric)::text;
+    else
+      return value::text;
+  end case;
+end
+$$;
+
+ALTER FUNCTION settle_private._canonical_json_slow(value jsonb) OWNER TO settle_owner;
+
+--
+-- Name: _check_binding(text, text[], bigint); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_binding(principal text, scopes text[], binding_generation bigint) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_scope text;
+  v_max_scopes integer := settle_private._limit('max_scopes');
+begin
+  perform settle_private._check_name(principal, 'principal', settle_private._limit('principal_bytes'), 'SE003');
+  if scopes is null or cardinality(scopes) > v_max_scopes or array_position(scopes, null) is not null then
+    perform settle_private._raise('SE003', format('scopes must be a non-null array of at most %s non-null scopes', v_max_scopes),
+      jsonb_build_object('field', 'scopes', 'max_items', v_max_scopes), 'Pass ''{}'' for no scopes.');
+  end if;
+  foreach v_scope in array scopes loop
+    perform settle_private._check_name(v_scope, 'scope', settle_private._limit('scope_bytes'), 'SE003');
+  end loop;
+  if binding_generation is null or binding_generation < 0 then
+    perform settle_private._raise('SE003', 'binding_generation must be a non-negative integer',
+      jsonb_build_object('field', 'binding_generation'),
+      'Use your token epoch, session version or delegation revision.');
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._check_binding(principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
+
+--
+-- Name: _check_claim_args(text, text, jsonb, text, text[], bigint, interval, text, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_claim_args(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  perform settle_private._check_operation_key(tenant, key);
+  perform settle_private._check_binding(principal, scopes, binding_generation);
+  perform settle_private._check_json(request, 'request', settle_private._limit('request_bytes'), 'SE004');
+  perform settle_private._check_lease(lease);
+  if worker is not null then
+    perform settle_private._check_name(worker, 'worker', settle_private._limit('worker_bytes'), 'SE008');
+  end if;
+  perform settle_private._check_count(max_attempts, 'max_attempts', settle_private._limit('max_attempts'));
+end
+$$;
+
+ALTER FUNCTION settle_private._check_claim_args(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) OWNER TO settle_owner;
+
+--
+-- Name: _check_count(integer, text, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_count(value integer, field text, max integer) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if value is null or value not between 1 and max then
+    perform settle_private._raise('SE008', format('%s must be between 1 and %s', field, max),
+      jsonb_build_object('field', field), null);
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._check_count(value integer, field text, max integer) OWNER TO settle_owner;
+
+--
+-- Name: _check_json(jsonb, text, integer, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_json(value jsonb, field text, max_bytes integer, code text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if value is null then
+    perform settle_private._raise(code, format('%s must not be null', field),
+      jsonb_build_object('field', field), 'Pass a JSON value (JSON null is ''null''::jsonb).');
+  elsif not settle_private._json_ok(value, max_bytes) then
+    perform settle_private._raise(code, format('%s must be at most %s bytes of JSON text', field, max_bytes),
+      jsonb_build_object('field', field, 'max_bytes', max_bytes),
+      'Store large payloads elsewhere and settle a reference to them.');
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._check_json(value jsonb, field text, max_bytes integer, code text) OWNER TO settle_owner;
+
+--
+-- Name: _check_lease(interval); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_lease(lease interval) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if settle_private._lease_ok(lease) is not true then
+    perform settle_private._raise('SE007', 'lease must be between 1 second and 1 day',
+      jsonb_build_object('field', 'lease', 'min_ms', settle_private._limit('min_lease_ms'),
+                         'max_ms', settle_private._limit('max_lease_ms')),
+      'Renew long work with settle.heartbeat instead of a long lease.');
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._check_lease(lease interval) OWNER TO settle_owner;
+
+--
+-- Name: _check_name(text, text, integer, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_name(value text, field text, max_bytes integer, code text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_problem text;
+begin
+  if value is null then
+    v_problem := 'must not be null';
+  elsif settle_private._is_blank(value) then
+    v_problem := 'must not be empty or whitespace only';
+  elsif octet_length(value) > max_bytes then
+    v_problem := format('must be at most %s bytes (got %s)', max_bytes, octet_length(value));
+  elsif value ~ '[[:cntrl:]]' then
+    v_problem := 'must not contain control characters';
+  elsif not value is nfc normalized then
+    v_problem := 'must be in Unicode normalization form NFC';
+  end if;
+  if v_problem is not null then
+    perform settle_private._raise(code, format('%s %s', field, v_problem),
+      jsonb_build_object('field', field, 'max_bytes', max_bytes),
+      'See the input limits in docs/sql-api.md.');
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._check_name(value text, field text, max_bytes integer, code text) OWNER TO settle_owner;
+
+--
+-- Name: _check_observation(text, text, text, integer, uuid, text, text, text[], bigint, jsonb, jsonb, boolean); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_observation(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+  perform settle_private._check_observation_args(tenant, key, attempt, lease_token);
+  if fingerprint is null or fingerprint !~ '^v[0-9]+:[0-9a-f]{64}$' then
+    perform settle_private._raise('SE004', 'fingerprint must be the value returned by settle.claim',
+      jsonb_build_object('field', 'fingerprint'), 'Pass the fingerprint from the acquired claim; never compute it.');
+  end if;
+  perform settle_private._check_binding(principal, scopes, binding_generation);
+  if kind = 'complete' then
+    perform settle_private._check_json(result, 'result', settle_private._limit('result_bytes'), 'SE005');
+  elsif kind = 'fail' then
+    perform settle_private._check_json(error, 'error', settle_private._limit('error_bytes'), 'SE006');
+    if retryable is null then
+      perform settle_private._raise('SE006', 'retryable must be true or false',
+        jsonb_build_object('field', 'retryable'), null);
+    end if;
+  end if;
+end
+$_$;
+
+ALTER FUNCTION settle_private._check_observation(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) OWNER TO settle_owner;
+
+--
+-- Name: _check_observation_args(text, text, integer, uuid); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_observation_args(tenant text, key text, attempt integer, lease_token uuid) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  perform settle_private._check_operation_key(tenant, key);
+  if attempt is null or attempt < 1 then
+    perform settle_private._raise('SE008', 'attempt must be a positive attempt epoch',
+      jsonb_build_object('field', 'attempt'), 'Pass the attempt returned by settle.claim.');
+  end if;
+  if lease_token is null then
+    perform settle_private._raise('SE008', 'lease_token must not be null',
+      jsonb_build_object('field', 'lease_token'), 'Pass the lease_token returned by settle.claim.');
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._check_observation_args(tenant text, key text, attempt integer, lease_token uuid) OWNER TO settle_owner;
+
+--
+-- Name: _check_operation_key(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_operation_key(tenant text, key text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  perform settle_private._check_name(tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
+  perform settle_private._check_name(key, 'key', settle_private._limit('key_bytes'), 'SE002');
+end
+$$;
+
+ALTER FUNCTION settle_private._check_operation_key(tenant text, key text) OWNER TO settle_owner;
+
+--
+-- Name: _end_attempt(text, text, integer, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._end_attempt(tenant text, key text, attempt integer, at timestamp with time zone, reason text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_rows integer;
+begin
+  update settle_private.attempts a
+     set ended_at = _end_attempt.at, end_reason = _end_attempt.reason
+   where a.tenant = _end_attempt.tenant and a.key = _end_attempt.key and a.attempt = _end_attempt.attempt
+     and a.ended_at is null;
+  get diagnostics v_rows = row_count;
+  return v_rows;
+end
+$$;
+
+ALTER FUNCTION settle_private._end_attempt(tenant text, key text, attempt integer, at timestamp with time zone, reason text) OWNER TO settle_owner;
+
+--
+-- Name: _expire(settle_private.operations, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._expire(op settle_private.operations, as_of timestamp with time zone, actor text) RETURNS settle_private.operations
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_writes integer := 0;
+  v_op settle_private.operations := op;
+  v_exhausted boolean := op.attempt >= op.max_attempts;
+begin
+  if v_op.lease_token is not null then
+    v_writes := v_writes + settle_private._end_attempt(op.tenant, op.key, op.attempt, as_of,
+      case when v_exhausted then 'exhausted' else 'lease_expired' end);
+  end if;
+  if v_exhausted then
+    update settle_private.operations o
+       set status = 'failed', lease_token = null, lease_expires_at = null, dead_lettered_at = as_of,
+           error = jsonb_build_object('code', 'attempts_exhausted', 'attempts', op.attempt,
+                                      'last_status', op.status::text),
+           updated_at = as_of
+     where o.tenant = op.tenant and o.key = op.key
+    returning * into v_op;
+  else
+    update settle_private.operations o
+       set status = case when op.status = 'running' then 'pending'::settle.status else op.status end,
+           lease_token = null, lease_expires_at = null, updated_at = as_of
+     where o.tenant = op.tenant and o.key = op.key
+    returning * into v_op;
+  end if;
+  v_writes := v_writes + settle_private._audit(op.tenant, op.key, as_of, 'expire',
+    case when v_exhausted then 'dead_lettered' else 'expired' end, op.attempt, op.status, v_op.status, actor,
+    jsonb_build_object('lease_expires_at', op.lease_expires_at));
+  return v_op;
+end
+$$;
+
+ALTER FUNCTION settle_private._expire(op settle_private.operations, as_of timestamp with time zone, actor text) OWNER TO settle_owner;
+
+--
+-- Name: _fence_reason(settle_private.operations, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._fence_reason(op settle_private.operations, attempt integer) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select case
+    when op.status in ('completed', 'failed') then 'settled'
+    when op.attempt > _fence_reason.attempt then 'superseded'
+    else 'lease_released' end
+$$;
+
+ALTER FUNCTION settle_private._fence_reason(op settle_private.operations, attempt integer) OWNER TO settle_owner;
+
+--
+-- Name: _fingerprint(jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._fingerprint(request jsonb) RETURNS text
+    LANGUAGE sql STABLE STRICT PARALLEL SAFE
+    AS $$
+  select 'v1:' || encode(sha256(convert_to(settle_private._canonical_json(request), 'UTF8')), 'hex')
+$$;
+
+ALTER FUNCTION settle_private._fingerprint(request jsonb) OWNER TO settle_owner;
+
+--
+-- Name: _is_blank(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._is_blank(value text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $_$
+  select value ~ '^[[:space:]\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]*$'
+$_$;
+
+ALTER FUNCTION settle_private._is_blank(value text) OWNER TO settle_owner;
+
+--
+-- Name: _json_ok(jsonb, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._json_ok(value jsonb, max_bytes integer) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+  select case when pg_column_size(value) > 8 * max_bytes then false
+              else octet_length(value::text) <= max_bytes end
+$$;
+
+ALTER FUNCTION settle_private._json_ok(value jsonb, max_bytes integer) OWNER TO settle_owner;
+
+--
+-- Name: _lease_ok(interval); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._lease_ok(lease interval) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select lease between settle_private._limit('min_lease_ms') * interval '1 millisecond'
+                   and settle_private._limit('max_lease_ms') * interval '1 millisecond'
+$$;
+
+ALTER FUNCTION settle_private._lease_ok(lease interval) OWNER TO settle_owner;
+
+--
+-- Name: _limit(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._limit(name text) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select (settle_private._limits() ->> name)::integer
+$$;
+
+ALTER FUNCTION settle_private._limit(name text) OWNER TO settle_owner;
+
+--
+-- Name: _limits(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._limits() RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select '{
+    "tenant_bytes": 64,
+    "key_bytes": 255,
+    "principal_bytes": 255,
+    "scope_bytes": 128,
+    "max_scopes": 64,
+    "worker_bytes": 128,
+    "reason_bytes": 1024,
+    "request_bytes": 65536,
+    "result_bytes": 1048576,
+    "error_bytes": 65536,
+    "min_lease_ms": 1000,
+    "max_lease_ms": 86400000,
+    "max_attempts": 1000,
+    "max_batch_size": 100000
+  }'::jsonb
+$$;
+
+ALTER FUNCTION settle_private._limits() OWNER TO settle_owner;
+
+--
+-- Name: _lock_diff(settle_private.operations, text, text, text[], bigint); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._lock_diff(op settle_private.operations, fingerprint text, principal text, scopes text[], binding_generation bigint) RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select array_remove(array[
+    case when op.fingerprint is distinct from _lock_diff.fingerprint then 'request' end,
+    case when op.principal is distinct from _lock_diff.principal then 'principal' end,
+    case when op.scopes is distinct from settle_private._normalize_scopes(_lock_diff.scopes) then 'scopes' end,
+    case when op.binding_generation is distinct from _lock_diff.binding_generation then 'binding_generation' end
+  ], null)
+$$;
+
+ALTER FUNCTION settle_private._lock_diff(op settle_private.operations, fingerprint text, principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
+
+--
+-- Name: _lock_operation(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._lock_operation(tenant text, key text) RETURNS settle_private.operations
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_op settle_private.operations;
+begin
+  select * into v_op from settle_private.operations o
+   where o.tenant = _lock_operation.tenant and o.key = _lock_operation.key
+   for update;
+  if not found then
+    perform settle_private._raise('SE010', 'operation not found',
+      jsonb_build_object('tenant', _lock_operation.tenant, 'key', _lock_operation.key),
+      'No operation has this tenant and key: claim it first with settle.claim (a purged key is gone).');
+  end if;
+  return v_op;
+end
+$$;
+
+ALTER FUNCTION settle_private._lock_operation(tenant text, key text) OWNER TO settle_owner;
+
+--
+-- Name: _name_ok(text, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._name_ok(value text, max_bytes integer) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select octet_length(value) <= max_bytes
+     and value !~ '[[:cntrl:]]'
+     and not settle_private._is_blank(value)
+     and value is nfc normalized
+$$;
+
+ALTER FUNCTION settle_private._name_ok(value text, max_bytes integer) OWNER TO settle_owner;
+
+--
+-- Name: _normalize_scopes(text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._normalize_scopes(scopes text[]) RETURNS text[]
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if cardinality(scopes) < 2 then
+    return scopes;
+  end if;
+  return array(select distinct s collate "C" from unnest(scopes) as s order by 1);
+end
+$$;
+
+ALTER FUNCTION settle_private._normalize_scopes(scopes text[]) OWNER TO settle_owner;
+
+--
+-- Name: _observe(text, text, text, integer, uuid, text, text, text[], bigint, jsonb, jsonb, boolean); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) RETURNS settle.observation_result
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+  v_writes integer := 0;
+  v_now timestamptz := clock_timestamp();
+  v_op settle_private.operations;
+  v_att settle_private.attempts;
+  v_before settle.status;
+  v_diff text[];
+  v_current boolean;
+  v_exhausted boolean;
+  v_res settle.observation_result;
+begin
+  if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
+      and _observe.attempt >= 1 and _observe.lease_token is not null
+      and _observe.fingerprint ~ '^v[0-9]+:[0-9a-f]{64}$'
+      and settle_private._binding_ok(_observe.principal, _observe.scopes, _observe.binding_generation)
+      and case kind
+            when 'complete' then settle_private._json_ok(_observe.result, settle_private._limit('result_bytes'))
+            when 'fail' then settle_private._json_ok(_observe.error, settle_private._limit('error_bytes'))
+                          and _observe.retryable is not null
+            else true end) is not true then
+    perform settle_private._check_observation(kind, _observe.tenant, _observe.key, _observe.attempt,
+      _observe.lease_token, _observe.fingerprint, _observe.principal, _observe.scopes,
+      _observe.binding_generation, _observe.result, _observe.error, _observe.retryable);
+  end if;
+
+  v_op := settle_private._lock_operation(_observe.tenant, _observe.key);
+  v_before := v_op.status;
+
+  select * into v_att from settle_private.attempts a
+   where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt;
+  if not found or v_att.lease_token <> _observe.lease_token then
+    v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
+      v_before, v_before, null, '{"reason": "invalid_token"}');
+    v_res.outcome := 'fenced';
+    v_res.reason := 'invalid_token';
+    return v_res;
+  end if;
+
+  -- Binding gate: an observation that does not re-present the reserved lock never
+  -- upgrades the canonical state and never sees or touches the result. A mismatched
+  -- success flags the operation `conflict` (an effect may have run for another intent).
+  v_diff := settle_private._lock_diff(v_op, _observe.fingerprint, _observe.principal, _observe.scopes,
+    _observe.binding_generation);
+  if cardinality(v_diff) > 0 then
+    v_current := v_op.lease_token is not distinct from _observe.lease_token and v_op.attempt = _observe.attempt;
+    if kind = 'complete' and (v_current or settle_private._rank(v_op.status) < settle_private._rank('conflict')) then
+      -- The mismatched success ends its attempt: the lease goes with it.
+      update settle_private.operations o
+         set status = case when settle_private._rank(v_op.status) < settle_private._rank('conflict')
+                           then 'conflict'::settle.status else v_op.status end,
+             lease_token = case when v_current then null else o.lease_token end,
+             lease_expires_at = case when v_current then null else o.lease_expires_at end,
+             updated_at = v_now
+       where o.tenant = _observe.tenant and o.key = _observe.key
+      returning * into v_op;
+    end if;
+    if kind = 'complete' and settle_private._rank(v_att.observation) < settle_private._rank('conflict') then
+      v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'conflict', v_now);
+    end if;
+    v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'conflict', _observe.attempt,
+      v_before, v_op.status, v_att.worker, jsonb_build_object('conflict_on', v_diff));
+    v_res.outcome := 'conflict';
+    v_res.reason := 'lock_mismatch';
+    v_res.conflict_on := v_diff;
+    return v_res;
+  end if;
+
+  v_res.attempt := v_op.attempt;
+  v_current := v_op.lease_token is not distinct from _observe.lease_token and v_op.attempt = _observe.attempt;
+
+  -- Attempt-scoped settlement lock: one terminal observation per attempt.
+  if v_att.observation in ('failed', 'completed') then
+    if (kind = 'complete' and v_att.observation = 'completed'
+          and (case when v_att.settled then v_op.result else v_att.late_result end) = _observe.result)
+       or (kind = 'fail' and v_att.observation = 'failed' and v_att.error = _observe.error
+          and v_att.retryable = _observe.retryable) then
+      v_res.outcome := 'duplicate';
+    else
+      v_res.outcome := 'already_settled';
+      v_res.reason := 'attempt_already_observed';
+    end if;
+  elsif kind = 'complete' then
+    if v_op.status = 'completed' then
+      -- A second success: the effect ran twice. Record it on its own attempt, never
+      -- replace the result, never produce a second settlement.
+      v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'completed', v_now,
+        late_result => _observe.result);
+      v_res.outcome := 'already_settled';
+      v_res.reason := 'late_success';
+    else
+      update settle_private.operations o
+         set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
+             settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+             error = null, updated_at = v_now
+       where o.tenant = _observe.tenant and o.key = _observe.key
+      returning * into v_op;
+      v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'completed', v_now,
+        settled => true);
+      if v_op.attempt > _observe.attempt then
+        -- A superseded attempt's success settled: the live attempt, if any, is over.
+        v_writes := v_writes + settle_private._end_attempt(_observe.tenant, _observe.key, v_op.attempt, v_now, 'settled_elsewhere');
+      end if;
+      v_res.outcome := 'settled';
+      -- Why this attempt still settles: it holds the lease, or a later attempt exists but has
+      -- not settled, or it is the latest attempt but its lease was released (it reported
+      -- unknown, or its lapsed lease was expired) and nothing else settled.
+      v_res.reason := case
+        when v_current then 'current_attempt'
+        when v_op.attempt > _observe.attempt then 'superseded_attempt'
+        else 'lease_released' end;
+    end if;
+  elsif not v_current then
+    -- Weaker observations of an attempt that no longer holds the lease are fenced.
+    v_res.outcome := 'fenced';
+    v_res.reason := settle_private._fence_reason(v_op, _observe.attempt);
+  elsif kind = 'fail' then
+    v_exhausted := not _observe.retryable or v_op.attempt >= v_op.max_attempts;
+    v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'failed', v_now,
+      error => _observe.error, retryable => _observe.retryable);
+    if v_exhausted then
+      update settle_private.operations o
+         set status = 'failed', error = _observe.error, lease_token = null, lease_expires_at = null,
+             dead_lettered_at = case when _observe.retryable then v_now end, updated_at = v_now
+       where o.tenant = _observe.tenant and o.key = _observe.key
+      returning * into v_op;
+      v_res.outcome := 'settled';
+      v_res.reason := case when _observe.retryable then 'attempts_exhausted' else 'final_failure' end;
+    else
+      update settle_private.operations o
+         set status = case when v_op.status = 'running' then 'pending'::settle.status else v_op.status end,
+             lease_token = null, lease_expires_at = null, updated_at = v_now
+       where o.tenant = _observe.tenant and o.key = _observe.key
+      returning * into v_op;
+      v_res.outcome := 'recorded';
+      v_res.reason := 'retryable_failure';
+    end if;
+  else
+    -- report_unknown from the lease holder: the caller lost the response. Never a failure.
+    v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'unknown', v_now);
+    update settle_private.operations o
+       set status = case when settle_private._rank(v_op.status) < settle_private._rank('unknown')
+                         then 'unknown'::settle.status else v_op.status end,
+           lease_token = null, lease_expires_at = null, updated_at = v_now
+     where o.tenant = _observe.tenant and o.key = _observe.key
+    returning * into v_op;
+    v_res.outcome := 'recorded';
+    v_res.reason := 'outcome_unknown';
+  end if;
+
+  v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
+    v_before, v_op.status, v_att.worker,
+    case when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
+
+  v_res.status := v_op.status;
+  v_res.attempt := v_op.attempt;
+  v_res.settled_attempt := v_op.settled_attempt;
+  v_res.result := v_op.result;
+  v_res.error := v_op.error;
+  return v_res;
+end
+$_$;
+
+ALTER FUNCTION settle_private._observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) OWNER TO settle_owner;
+
+--
+-- Name: _raise(text, text, jsonb, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._raise(code text, message text, detail jsonb, hint text DEFAULT NULL::text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  raise exception using errcode = _raise.code, message = _raise.message,
+    detail = coalesce(_raise.detail::text, ''), hint = coalesce(_raise.hint, '');
+end
+$$;
+
+ALTER FUNCTION settle_private._raise(code text, message text, detail jsonb, hint text) OWNER TO settle_owner;
+
+--
+-- Name: _raise_row_rule(text, text, text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._raise_row_rule(rule text, relation text, tenant text, key text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  raise exception using
+    errcode = 'check_violation',
+    constraint = rule,
+    schema = 'settle_private',
+    table = relation,
+    message = format('new row for relation "%s" violates check constraint "%s"', relation, rule),
+    detail = jsonb_build_object('tenant', tenant, 'key', key)::text,
+    hint = 'The row rules of settle_private tables are listed in docs/protocol.md; write through the settle API.';
+end
+$$;
+
+ALTER FUNCTION settle_private._raise_row_rule(rule text, relation text, tenant text, key text) OWNER TO settle_owner;
+
+--
+-- Name: _rank(settle.status); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._rank(status settle.status) RETURNS smallint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select case status
+    when 'pending' then 1
+    when 'running' then 1
+    when 'unknown' then 2
+    when 'conflict' then 3
+    when 'failed' then 4
+    when 'completed' then 5
+    else 0
+  end::smallint
+$$;
+
+ALTER FUNCTION settle_private._rank(status settle.status) OWNER TO settle_owner;
+
+--
+-- Name: _record_observation(text, text, integer, settle.status, timestamp with time zone, jsonb, boolean, jsonb, boolean); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb DEFAULT NULL::jsonb, retryable boolean DEFAULT NULL::boolean, late_result jsonb DEFAULT NULL::jsonb, settled boolean DEFAULT false) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_rows integer;
+begin
+  update settle_private.attempts a
+     set observation = _record_observation.observation, observed_at = _record_observation.at,
+         error = _record_observation.error, retryable = _record_observation.retryable,
+         late_result = _record_observation.late_result, settled = _record_observation.settled,
+         ended_at = coalesce(a.ended_at, _record_observation.at), end_reason = coalesce(a.end_reason, 'observed')
+   where a.tenant = _record_observation.tenant and a.key = _record_observation.key
+     and a.attempt = _record_observation.attempt;
+  get diagnostics v_rows = row_count;
+  return v_rows;
+end
+$$;
+
+ALTER FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb, settled boolean) OWNER TO settle_owner;
+
+--
+-- Name: _scopes_ok(text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._scopes_ok(scopes text[]) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_scope text;
+begin
+  foreach v_scope in array scopes loop
+    if settle_private._name_ok(v_scope, settle_private._limit('scope_bytes')) is not true then
+      return false;
+    end if;
+  end loop;
+  return true;
+end
+$$;
+
+ALTER FUNCTION settle_private._scopes_ok(scopes text[]) OWNER TO settle_owner;
+
+--
+-- Name: tg_any__refuse_delete(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_any__refuse_delete() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if tg_op = 'DELETE' and current_setting('settle.purging', true) = 'on' then
+    return old;
+  end if;
+  raise exception using
+    errcode = 'SE025',
+    message = format('%s on %I.%I is refused: only settle.purge deletes', tg_op, tg_table_schema, tg_table_name),
+    hint = 'Use settle.purge(older_than => ...) for retention.';
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_any__refuse_delete() OWNER TO settle_owner;
+
+--
+-- Name: tg_attempts__guard_settlement(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_attempts__guard_settlement() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+     or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
+     or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
+     or (old.ended_at is not null and (new.ended_at is distinct from old.ended_at
+                                       or new.end_reason is distinct from old.end_reason)) then
+    raise exception using
+      errcode = 'SE024',
+      message = 'the identity and end of an attempt are immutable',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+  end if;
+
+  if old.observation in ('failed', 'completed') and (new.observation is distinct from old.observation
+     or new.error is distinct from old.error or new.retryable is distinct from old.retryable
+     or new.late_result is distinct from old.late_result or new.observed_at is distinct from old.observed_at) then
+    raise exception using
+      errcode = 'SE024',
+      message = 'an attempt holds at most one terminal observation',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
+      hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
+  end if;
+
+  -- Exactly one attempt per operation is the settlement: the one the operation names in
+  -- settled_attempt, which is written once, with the move to completed, and never changes.
+  -- (A check here instead of a unique index keeps this update heap-only.)
+  if new.settled and not old.settled and new.attempt is distinct from (
+       select o.settled_attempt from settle_private.operations o
+        where o.tenant = new.tenant and o.key = new.key) then
+    raise exception using
+      errcode = 'SE024',
+      message = 'only the attempt that settled the operation can be marked settled',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text,
+      hint = 'Exactly one settlement per operation: see settle.settlements.';
+  end if;
+
+  if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
+    raise exception using
+      errcode = 'SE021',
+      message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+  end if;
+
+  return new;
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_attempts__guard_settlement() OWNER TO settle_owner;
+
+--
+-- Name: tg_attempts__row_rules(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_attempts__row_rules() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_rule text;
+begin
+  v_rule := case
+    when not (new.attempt >= 1) then 'attempt_is_positive'
+    when not (new.observation is null or new.observation in ('unknown', 'conflict', 'failed', 'completed'))
+      then 'observation_is_an_outcome'
+    when not ((new.observation is null) = (new.observed_at is null)) then 'observed_iff_observation'
+    when not ((new.ended_at is null) = (new.end_reason is null)) then 'end_reason_iff_ended'
+    when not (new.end_reason is null or new.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted'))
+      then 'end_reason_is_known'
+    when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
+      then 'failure_has_error'
+    when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
+    when not (new.late_result is null or (new.observation = 'completed' and not new.settled))
+      then 'late_result_only_when_not_settled'
+  end;
+  if v_rule is not null then
+    perform settle_private._raise_row_rule(v_rule, tg_table_name, new.tenant, new.key);
+  end if;
+  return new;
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_attempts__row_rules() OWNER TO settle_owner;
+
+--
+-- Name: tg_audit_log__refuse_change(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_audit_log__refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  raise exception using
+    errcode = 'SE023',
+    message = format('the audit log is append-only (%s refused)', tg_op),
+    hint = 'Audit rows are removed only by settle.purge together with their operation.';
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_audit_log__refuse_change() OWNER TO settle_owner;
+
+--
+-- Name: tg_operations__guard_insert(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_operations__guard_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
+     or new.error is not null or new.dead_lettered_at is not null or new.redrive_count <> 0 then
+    raise exception using
+      errcode = 'SE021',
+      message = 'a new operation must start unsettled (pending or running, no result, no error)',
+      detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'status', new.status)::text,
+      hint = 'Create operations with settle.claim.';
+  end if;
+  return new;
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_operations__guard_insert() OWNER TO settle_owner;
+
+--
+-- Name: tg_operations__guard_lattice(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_operations__guard_lattice() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_redrive boolean;
+begin
+  if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+     or new.fingerprint is distinct from old.fingerprint or new.request is distinct from old.request
+     or new.principal is distinct from old.principal or new.scopes is distinct from old.scopes
+     or new.binding_generation is distinct from old.binding_generation
+     or new.created_at is distinct from old.created_at then
+    raise exception using
+      errcode = 'SE020',
+      message = 'the reservation lock of an operation is immutable',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key)::text,
+      hint = 'Tenant, key, request, fingerprint and authorization binding are fixed at first claim; use a new key for a new intent.';
+  end if;
+
+  if old.status = 'completed' and (new.result is distinct from old.result
+     or new.settled_attempt is distinct from old.settled_attempt
+     or new.settled_at is distinct from old.settled_at) then
+    raise exception using
+      errcode = 'SE022',
+      message = 'the result of a completed operation is immutable',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
+      hint = 'A completed result is written once, with the move to completed.';
+  end if;
+
+  -- The only permitted move down the lattice: settle.redrive re-opening a dead-lettered
+  -- failure as a new redrive generation.
+  v_redrive := old.status = 'failed' and old.dead_lettered_at is not null
+    and new.status = 'pending' and new.dead_lettered_at is null
+    and new.redrive_count = old.redrive_count + 1;
+
+  if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
+    raise exception using
+      errcode = 'SE021',
+      message = format('status may not move down the lattice from %s to %s', old.status, new.status),
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+      hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
+  end if;
+
+  if new.attempt < old.attempt or new.redrive_count < old.redrive_count then
+    raise exception using
+      errcode = 'SE021',
+      message = 'attempt epochs and redrive generations never go back',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
+  end if;
+
+  return new;
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_operations__guard_lattice() OWNER TO settle_owner;
+
+--
+-- Name: tg_operations__row_rules(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_operations__row_rules() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+  v_rule text;
+begin
+  v_rule := case
+    when not (octet_length(new.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
+    when not (octet_length(new.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
+    when not (octet_length(new.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
+    when not (new.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
+    when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
+    when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
+    when not (new.max_attempts >= 1) then 'max_attempts_positive'
+    when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
+    when not (new.status <> 'pending' or new.lease_token is null) then 'pending_is_unleased'
+    when not (new.status <> 'running' or new.lease_token is not null) then 'running_is_leased'
+    when not (new.status not in ('failed', 'completed') or new.lease_token is null) then 'terminal_is_unleased'
+    when not ((new.status = 'completed') = (new.result is not null)) then 'completed_has_result'
+    when not ((new.status = 'completed') = (new.settled_attempt is not null and new.settled_at is not null))
+      then 'completed_has_settlement'
+    when not (new.settled_attempt is null or new.settled_attempt between 1 and new.attempt) then 'settled_attempt_was_opened'
+    when not (new.status <> 'failed' or new.error is not null) then 'failed_has_error'
+    when not (new.dead_lettered_at is null or new.status = 'failed') then 'dead_lettered_only_when_failed'
+    when not (new.redrive_count >= 0) then 'redrive_count_not_negative'
+  end;
+  if v_rule is not null then
+    perform settle_private._raise_row_rule(v_rule, tg_table_name, new.tenant, new.key);
+  end if;
+  return new;
+end
+$_$;
+
+ALTER FUNCTION settle_private.tg_operations__row_rules() OWNER TO settle_owner;
+
+--
+-- Name: attempts; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.attempts (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    attempt integer NOT NULL,
+    lease_token uuid NOT NULL,
+    worker text,
+    claimed_at timestamp with time zone NOT NULL,
+    ended_at timestamp with time zone,
+    end_reason text,
+    observation settle.status,
+    observed_at timestamp with time zone,
+    retryable boolean,
+    error jsonb,
+    late_result jsonb,
+    settled boolean DEFAULT false NOT NULL
+)
+WITH (fillfactor='80');
+
+ALTER TABLE ONLY settle_private.attempts FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.attempts OWNER TO settle_owner;
+
+--
+-- Name: TABLE attempts; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.attempts IS 'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation). Private: use the settle API.';
+
+--
+-- Name: attempts; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.attempts AS
+ SELECT a.tenant,
+    a.key,
+    a.attempt,
+    a.worker,
+    a.claimed_at,
+    a.ended_at,
+    a.end_reason,
+    a.observation,
+    a.observed_at,
+    a.retryable,
+    a.error,
+    a.late_result,
+    a.settled
+   FROM settle_private.attempts a;
+
+ALTER TABLE settle.attempts OWNER TO settle_owner;
+
+--
+-- Name: VIEW attempts; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.attempts IS 'Every attempt epoch with its attempt-scoped settlement: observation (unknown/conflict/failed/completed), whether it was THE settlement (settled), and any late success (late_result). Lease tokens are never shown.';
+
+--
+-- Name: audit_log; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.audit_log (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    audit_id bigint NOT NULL,
+    at timestamp with time zone NOT NULL,
+    event text NOT NULL,
+    outcome text NOT NULL,
+    attempt integer,
+    status_before settle.status,
+    status_after settle.status,
+    actor text,
+    detail jsonb,
+    CONSTRAINT event_is_known CHECK ((event = ANY (ARRAY['claim'::text, 'heartbeat'::text, 'complete'::text, 'fail'::text, 'report_unknown'::text, 'expire'::text, 'redrive'::text, 'purge'::text])))
+);
+
+ALTER TABLE ONLY settle_private.audit_log FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.audit_log OWNER TO settle_owner;
+
+--
+-- Name: TABLE audit_log; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.audit_log IS 'Append-only audit trail, one row per claim, observation, fence, conflict, expiry, redrive and purge, written in the same transaction. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
+
+--
+-- Name: audit_log; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.audit_log AS
+ SELECT l.tenant,
+    l.key,
+    l.audit_id,
+    l.at,
+    l.event,
+    l.outcome,
+    l.attempt,
+    l.status_before,
+    l.status_after,
+    l.actor,
+    l.detail
+   FROM settle_private.audit_log l;
+
+ALTER TABLE settle.audit_log OWNER TO settle_owner;
+
+--
+-- Name: VIEW audit_log; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim, fenced heartbeat, observation, expiry, redrive and purge, ordered per key by audit_id. Transitions are serialized by the operation row lock, so their rows are in commit order; claims answered without a change (replay, in_progress, conflict, failed) take no row lock and may interleave with a concurrent transition.';
+
+--
+-- Name: dead_letters; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.dead_letters AS
+ SELECT o.tenant,
+    o.key,
+    o.attempt,
+    o.max_attempts,
+    o.error,
+    o.dead_lettered_at,
+    o.redrive_count,
+    o.created_at,
+    o.updated_at
+   FROM settle_private.operations o
+  WHERE ((o.status = 'failed'::settle.status) AND (o.dead_lettered_at IS NOT NULL));
+
+ALTER TABLE settle.dead_letters OWNER TO settle_owner;
+
+--
+-- Name: VIEW dead_letters; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.dead_letters IS 'Operations that spent their attempt budget without a settled outcome. Inspect, then settle.redrive or leave for settle.purge.';
+
+--
+-- Name: settlements; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.settlements AS
+ SELECT o.tenant,
+    o.key,
+    o.settled_attempt AS attempt,
+    o.result,
+    o.settled_at
+   FROM settle_private.operations o
+  WHERE (o.status = 'completed'::settle.status);
+
+ALTER TABLE settle.settlements OWNER TO settle_owner;
+
+--
+-- Name: VIEW settlements; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.settlements IS 'Exactly one row per completed operation: the final settlement, written in the same transaction as the move to completed.';
+
+--
+-- Name: stats; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.stats AS
+ SELECT o.tenant,
+    count(*) AS operations,
+    count(*) FILTER (WHERE (o.status = 'pending'::settle.status)) AS pending,
+    count(*) FILTER (WHERE (o.status = 'running'::settle.status)) AS running,
+    count(*) FILTER (WHERE (o.status = 'unknown'::settle.status)) AS unknown,
+    count(*) FILTER (WHERE (o.status = 'conflict'::settle.status)) AS conflict,
+    count(*) FILTER (WHERE (o.status = 'failed'::settle.status)) AS failed,
+    count(*) FILTER (WHERE (o.status = 'completed'::settle.status)) AS completed,
+    count(*) FILTER (WHERE (o.dead_lettered_at IS NOT NULL)) AS dead_lettered,
+    count(*) FILTER (WHERE ((o.lease_token IS NOT NULL) AND (o.lease_expires_at > clock_timestamp()))) AS in_flight,
+    count(*) FILTER (WHERE ((o.lease_token IS NOT NULL) AND (o.lease_expires_at <= clock_timestamp()))) AS lapsed_leases,
+    COALESCE(sum(o.attempt), (0)::bigint) AS attempts
+   FROM settle_private.operations o
+  GROUP BY o.tenant;
+
+ALTER TABLE settle.stats OWNER TO settle_owner;
+
+--
+-- Name: VIEW stats; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.stats IS 'Per-tenant counts by status, dead letters, live and lapsed leases, and attempts opened.';
+
+--
+-- Name: audit_log_audit_id_seq; Type: SEQUENCE; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.audit_log ALTER COLUMN audit_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME settle_private.audit_log_audit_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: attempts attempts_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.attempts
+    ADD CONSTRAINT attempts_pkey PRIMARY KEY (tenant, key, attempt);
+
+--
+-- Name: audit_log audit_log_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.audit_log
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (tenant, key, audit_id);
+
+--
+-- Name: operations operations_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.operations
+    ADD CONSTRAINT operations_pkey PRIMARY KEY (tenant, key);
+
+--
+-- Name: operations_by_lease_expiry_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX operations_by_lease_expiry_idx ON settle_private.operations USING btree (lease_expires_at) WHERE (lease_token IS NOT NULL);
+
+--
+-- Name: operations_exhausted_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX operations_exhausted_idx ON settle_private.operations USING btree (updated_at) WHERE ((lease_token IS NULL) AND (status = ANY (ARRAY['pending'::settle.status, 'unknown'::settle.status, 'conflict'::settle.status])) AND (attempt >= max_attempts));
+
+--
+-- Name: operations_terminal_by_age_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX operations_terminal_by_age_idx ON settle_private.operations USING btree (updated_at) WHERE (status = ANY (ARRAY['failed'::settle.status, 'completed'::settle.status]));
+
+--
+-- Name: operations _100_guard_insert; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _100_guard_insert BEFORE INSERT ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__guard_insert();
+
+ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _100_guard_insert;
+
+--
+-- Name: operations _100_guard_lattice; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _100_guard_lattice BEFORE UPDATE ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__guard_lattice();
+
+ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _100_guard_lattice;
+
+--
+-- Name: attempts _100_guard_settlement; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _100_guard_settlement BEFORE UPDATE ON settle_private.attempts FOR EACH ROW EXECUTE FUNCTION settle_private.tg_attempts__guard_settlement();
+
+ALTER TABLE settle_private.attempts ENABLE ALWAYS TRIGGER _100_guard_settlement;
+
+--
+-- Name: audit_log _100_refuse_update; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _100_refuse_update BEFORE UPDATE ON settle_private.audit_log FOR EACH ROW EXECUTE FUNCTION settle_private.tg_audit_log__refuse_change();
+
+ALTER TABLE settle_private.audit_log ENABLE ALWAYS TRIGGER _100_refuse_update;
+
+--
+-- Name: attempts _900_refuse_delete; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _900_refuse_delete BEFORE DELETE ON settle_private.attempts FOR EACH ROW EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
+
+ALTER TABLE settle_private.attempts ENABLE ALWAYS TRIGGER _900_refuse_delete;
+
+--
+-- Name: audit_log _900_refuse_delete; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _900_refuse_delete BEFORE DELETE ON settle_private.audit_log FOR EACH ROW EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
+
+ALTER TABLE settle_private.audit_log ENABLE ALWAYS TRIGGER _900_refuse_delete;
+
+--
+-- Name: operations _900_refuse_delete; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _900_refuse_delete BEFORE DELETE ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
+
+ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _900_refuse_delete;
+
+--
+-- Name: attempts _900_refuse_truncate; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _900_refuse_truncate BEFORE TRUNCATE ON settle_private.attempts FOR EACH STATEMENT EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
+
+ALTER TABLE settle_private.attempts ENABLE ALWAYS TRIGGER _900_refuse_truncate;
+
+--
+-- Name: audit_log _900_refuse_truncate; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _900_refuse_truncate BEFORE TRUNCATE ON settle_private.audit_log FOR EACH STATEMENT EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
+
+ALTER TABLE settle_private.audit_log ENABLE ALWAYS TRIGGER _900_refuse_truncate;
+
+--
+-- Name: operations _900_refuse_truncate; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _900_refuse_truncate BEFORE TRUNCATE ON settle_private.operations FOR EACH STATEMENT EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
+
+ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _900_refuse_truncate;
+
+--
+-- Name: attempts _990_row_rules; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _990_row_rules BEFORE INSERT OR UPDATE ON settle_private.attempts FOR EACH ROW EXECUTE FUNCTION settle_private.tg_attempts__row_rules();
+
+ALTER TABLE settle_private.attempts ENABLE ALWAYS TRIGGER _990_row_rules;
+
+--
+-- Name: operations _990_row_rules; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _990_row_rules BEFORE INSERT OR UPDATE ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__row_rules();
+
+ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _990_row_rules;
+
+--
+-- Name: attempts attempts_belong_to_operation; Type: FK CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.attempts
+    ADD CONSTRAINT attempts_belong_to_operation FOREIGN KEY (tenant, key) REFERENCES settle_private.operations(tenant, key);
+
+--
+-- Name: attempts; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.attempts ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: audit_log; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.audit_log ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: operations; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.operations ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: attempts owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.attempts TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: audit_log owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.audit_log TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: operations owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.operations TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: SCHEMA settle; Type: ACL; Schema: -; Owner: settle_owner
+--
+
+GRANT USAGE ON SCHEMA settle TO settle_app;
+GRANT USAGE ON SCHEMA settle TO settle_readonly;
+GRANT USAGE ON SCHEMA settle TO settle_admin;
+
+--
+-- Name: FUNCTION claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) TO settle_app;
+
+--
+-- Name: FUNCTION complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) TO settle_app;
+
+--
+-- Name: FUNCTION expire_leases(batch_size integer); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.expire_leases(batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.expire_leases(batch_size integer) TO settle_admin;
+
+--
+-- Name: FUNCTION fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, error jsonb, retryable boolean); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, error jsonb, retryable boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, error jsonb, retryable boolean) TO settle_app;
+
+--
+-- Name: FUNCTION fingerprint(request jsonb); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.fingerprint(request jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.fingerprint(request jsonb) TO settle_app;
+GRANT ALL ON FUNCTION settle.fingerprint(request jsonb) TO settle_readonly;
+GRANT ALL ON FUNCTION settle.fingerprint(request jsonb) TO settle_admin;
+
+--
+-- Name: FUNCTION status_rank(status settle.status); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.status_rank(status settle.status) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.status_rank(status settle.status) TO settle_app;
+GRANT ALL ON FUNCTION settle.status_rank(status settle.status) TO settle_readonly;
+GRANT ALL ON FUNCTION settle.status_rank(status settle.status) TO settle_admin;
+
+--
+-- Name: TABLE operations; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.operations TO settle_readonly;
+GRANT SELECT ON TABLE settle.operations TO settle_admin;
+
+--
+-- Name: FUNCTION get(tenant text, key text); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.get(tenant text, key text) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.get(tenant text, key text) TO settle_app;
+GRANT ALL ON FUNCTION settle.get(tenant text, key text) TO settle_readonly;
+GRANT ALL ON FUNCTION settle.get(tenant text, key text) TO settle_admin;
+
+--
+-- Name: FUNCTION heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval) TO settle_app;
+
+--
+-- Name: FUNCTION purge(older_than interval, batch_size integer); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.purge(older_than interval, batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.purge(older_than interval, batch_size integer) TO settle_admin;
+
+--
+-- Name: FUNCTION redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text) TO settle_admin;
+
+--
+-- Name: FUNCTION report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) TO settle_app;
+
+--
+-- Name: FUNCTION _audit(tenant text, key text, at timestamp with time zone, event text, outcome text, attempt integer, status_before settle.status, status_after settle.status, actor text, detail jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._audit(tenant text, key text, at timestamp with time zone, event text, outcome text, attempt integer, status_before settle.status, status_after settle.status, actor text, detail jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _binding_ok(principal text, scopes text[], binding_generation bigint); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._binding_ok(principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _canonical_json(value jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._canonical_json(value jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _canonical_json_slow(value jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._canonical_json_slow(value jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _check_binding(principal text, scopes text[], binding_generation bigint); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_binding(principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _check_claim_args(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_claim_args(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _check_count(value integer, field text, max integer); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_count(value integer, field text, max integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _check_json(value jsonb, field text, max_bytes integer, code text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_json(value jsonb, field text, max_bytes integer, code text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _check_lease(lease interval); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_lease(lease interval) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _check_name(value text, field text, max_bytes integer, code text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_name(value text, field text, max_bytes integer, code text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _check_observation(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_observation(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _check_observation_args(tenant text, key text, attempt integer, lease_token uuid); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_observation_args(tenant text, key text, attempt integer, lease_token uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _check_operation_key(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_operation_key(tenant text, key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _end_attempt(tenant text, key text, attempt integer, at timestamp with time zone, reason text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._end_attempt(tenant text, key text, attempt integer, at timestamp with time zone, reason text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _expire(op settle_private.operations, as_of timestamp with time zone, actor text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._expire(op settle_private.operations, as_of timestamp with time zone, actor text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _fence_reason(op settle_private.operations, attempt integer); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._fence_reason(op settle_private.operations, attempt integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _fingerprint(request jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._fingerprint(request jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _is_blank(value text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._is_blank(value text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _json_ok(value jsonb, max_bytes integer); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._json_ok(value jsonb, max_bytes integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _lease_ok(lease interval); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._lease_ok(lease interval) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _limit(name text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._limit(name text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _limits(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._limits() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _lock_diff(op settle_private.operations, fingerprint text, principal text, scopes text[], binding_generation bigint); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._lock_diff(op settle_private.operations, fingerprint text, principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _lock_operation(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _name_ok(value text, max_bytes integer); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._name_ok(value text, max_bytes integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _normalize_scopes(scopes text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._normalize_scopes(scopes text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _raise(code text, message text, detail jsonb, hint text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._raise(code text, message text, detail jsonb, hint text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _raise_row_rule(rule text, relation text, tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._raise_row_rule(rule text, relation text, tenant text, key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _rank(status settle.status); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._rank(status settle.status) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb, settled boolean); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb, settled boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _scopes_ok(scopes text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._scopes_ok(scopes text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_any__refuse_delete(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_any__refuse_delete() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_attempts__guard_settlement(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_attempts__guard_settlement() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_attempts__row_rules(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_attempts__row_rules() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_audit_log__refuse_change(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_audit_log__refuse_change() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_operations__guard_insert(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_insert() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_operations__guard_lattice(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_lattice() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_operations__row_rules(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_operations__row_rules() FROM PUBLIC;
+
+--
+-- Name: TABLE attempts; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.attempts TO settle_readonly;
+GRANT SELECT ON TABLE settle.attempts TO settle_admin;
+
+--
+-- Name: TABLE audit_log; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.audit_log TO settle_readonly;
+GRANT SELECT ON TABLE settle.audit_log TO settle_admin;
+
+--
+-- Name: TABLE dead_letters; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.dead_letters TO settle_readonly;
+GRANT SELECT ON TABLE settle.dead_letters TO settle_admin;
+
+--
+-- Name: TABLE settlements; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.settlements TO settle_readonly;
+GRANT SELECT ON TABLE settle.settlements TO settle_admin;
+
+--
+-- Name: TABLE stats; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.stats TO settle_readonly;
+GRANT SELECT ON TABLE settle.stats TO settle_admin;
+
+--
+-- PostgreSQL database dump complete
+--
