@@ -6,7 +6,7 @@ import path from 'node:path';
 import { quoteIdent, withDatabase } from './database-url.js';
 import { migrate } from './migrate.js';
 import { defaultMigrationsDir } from './migrations-dir.js';
-import { provisionPostgres } from './provision.js';
+import { provisionPostgres } from '../dev-server/provision.js';
 import { dumpSettleSchema } from './schema-dump.js';
 import { withPgClient } from './with-pg-client.js';
 
