@@ -3,7 +3,8 @@ import { withPgClient } from '../db/with-pg-client.js';
 
 /**
  * Makes the live lease of (tenant, key) lapse without sleeping: moves `lease_expires_at` one
- * second into the past by the database clock. Needs a superuser (or the table owner) connection
+ * second before the start of this statement's transaction by the database clock (now(), not
+ * clock_timestamp(): Citus refuses volatile functions in an UPDATE of a distributed table). Needs a superuser (or the table owner) connection
  * to the database that holds the operation: the application role cannot do this, so tests get
  * controllable time without a hole in production. Resolves to whether a leased row was found.
  *
@@ -15,7 +16,7 @@ export async function expireLease(
   key: string,
 ): Promise<boolean> {
   const text = `update settle_private.operations
-                   set lease_expires_at = clock_timestamp() - interval '1 second'
+                   set lease_expires_at = now() - interval '1 second'
                  where tenant = $1 and key = $2 and lease_token is not null`;
   const expire = async (client: pg.ClientBase): Promise<boolean> => ((await client.query(text, [tenant, key])).rowCount ?? 0) > 0;
   return typeof connection === 'string' ? withPgClient(connection, expire) : expire(connection);
