@@ -6,7 +6,7 @@ import { BENCH_DIR, startBenchServer } from './database.js';
 import { locatePgbench, PGBENCH_MISSING_HINT } from './pgbench.js';
 import { renderMarkdown, renderTerminal } from './report.js';
 import { runBaseline, runClient, runCpu, runEngineCycle, runHotkey, runPkread, runReplay, runScale, type ScenarioContext } from './scenarios.js';
-import { renderThroughputSvg } from './svg.js';
+import { renderReportSvg } from './svg.js';
 import { evaluateReferenceRatios, evaluateTargets } from './targets.js';
 import type { BenchReport, RunResult, ScenarioName } from './types.js';
 
@@ -125,7 +125,7 @@ async function main(): Promise<number> {
   };
   await writeOutputs(report);
   console.log(`\n${renderTerminal(report)}`);
-  console.log(`\n[bench] wrote bench/results/latest.json, bench/RESULTS.md, bench/results/throughput.svg${exitCode === 0 ? '' : ' (with FAILURES)'}`);
+  console.log(`\n[bench] wrote bench/out/latest.json, bench/out/results.md, bench/out/throughput.svg${exitCode === 0 ? '' : ' (with FAILURES)'}`);
   return exitCode;
 }
 
@@ -173,15 +173,18 @@ function optionsForReport(opts: BenchOptions): Record<string, unknown> {
   };
 }
 
+/**
+ * Every run writes bench/out/ (not tracked): latest.json, results.md and throughput.svg. The
+ * published figures are docs/performance-results.md, written from a run's latest.json by
+ * `npm run bench:publish` (bench/publish.ts).
+ */
 async function writeOutputs(report: BenchReport): Promise<void> {
-  const resultsDir = path.join(BENCH_DIR, 'results');
-  await mkdir(resultsDir, { recursive: true });
-  await writeFile(path.join(resultsDir, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);
-  await writeFile(path.join(BENCH_DIR, 'RESULTS.md'), renderMarkdown(report));
-  await writeFile(
-    path.join(resultsDir, 'throughput.svg'),
-    renderThroughputSvg(report.runs, `pg-settle throughput vs clients (${report.quick ? 'quick' : 'full'} run, ${report.machine.cpus} CPUs)`),
-  );
+  const outDir = path.join(BENCH_DIR, 'out');
+  await mkdir(outDir, { recursive: true });
+  await writeFile(path.join(outDir, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);
+  await writeFile(path.join(outDir, 'results.md'), renderMarkdown(report));
+  await writeFile(path.join(outDir, 'throughput.svg'), renderReportSvg(report));
 }
+
 
 process.exitCode = await main();

@@ -89,7 +89,8 @@ export function renderTerminal(report: BenchReport): string {
   ].join('\n');
 }
 
-export function renderMarkdown(report: BenchReport): string {
+/** The run as Markdown; `throughputSvg` is where its chart is, relative to the Markdown file. */
+export function renderMarkdown(report: BenchReport, throughputSvg = 'throughput.svg'): string {
   const m = report.machine;
   return `# Benchmark results
 
@@ -120,7 +121,7 @@ ${markdownTable(SUMMARY_HEADER, summaryRows(report.runs))}
 
 ${markdownTable(RUN_HEADER, runRows(report.runs))}
 
-![throughput vs clients](results/throughput.svg)
+![throughput vs clients](${throughputSvg})
 
 ## Per-statement latency (ms, pgbench -r)
 

@@ -1,5 +1,5 @@
 import { summarizeRuns } from './summary.js';
-import type { RunResult } from './types.js';
+import type { BenchReport, RunResult } from './types.js';
 
 /**
  * Throughput (tps) against client count, one line per scenario label, as a self-contained SVG
@@ -82,4 +82,9 @@ export function renderThroughputSvg(runs: readonly RunResult[], title: string): 
   });
   parts.push('</svg>');
   return `${parts.join('\n')}\n`;
+}
+
+/** The throughput chart of a whole run, titled with its kind and the machine's CPUs. */
+export function renderReportSvg(report: BenchReport): string {
+  return renderThroughputSvg(report.runs, `pg-settle throughput vs clients (${report.quick ? 'quick' : 'full'} run, ${report.machine.cpus} CPUs)`);
 }
