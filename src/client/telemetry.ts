@@ -32,8 +32,11 @@ export interface TelemetryOptions {
   readonly tenantAttribute?: boolean;
 }
 
-/** What the HTTP middleware answered: the handler ran for the first time, a stored response was replayed, or a refusal. */
-export type HttpRequestResult = 'first' | 'replay' | '400' | '409' | '422';
+/**
+ * What the HTTP middleware answered: `first` (the handler's own response), `replay` (a stored
+ * response), or the status of a refusal it answered itself (400, 409, 422, 500, 503, ...).
+ */
+export type HttpRequestResult = 'first' | 'replay' | `${number}`;
 
 /** A transparent retry as the client reports it (structurally: types.ts imports this module's options). */
 interface RetryEventLike {

@@ -1,4 +1,5 @@
 import { SettleInputError } from '../../client/errors.js';
+import { type HttpRequestResult, recordHttpRequest } from '../../client/telemetry.js';
 import type { AttemptHandle, ClaimInput, ClaimOutcome, Observation } from '../../client/types.js';
 import { replayAnswer } from './answers.js';
 import { downstreamKeyOf, type IdempotencyContext } from './context.js';
@@ -16,6 +17,21 @@ export { answer, type FlowResult, isAmbiguous, notAcquired, type RunHandler, sto
 
 /** The framework-neutral middleware: key, binding, claim, run the handler, settle, answer. */
 export async function handleRequest<Req>(view: RequestView, req: Req, o: Resolved<Req>, runHandler: RunHandler): Promise<FlowResult> {
+  const result = await handleKeyedRequest(view, req, o, runHandler);
+  // Counted in the client's metrics (pg_settle.http.requests, docs/observability.md).
+  const counted = httpResultOf(result);
+  if (counted !== null) recordHttpRequest(o.settle, counted);
+  return result;
+}
+
+/** first (the handler's response), replay (a stored one), or the status of a refusal. */
+function httpResultOf(result: FlowResult): HttpRequestResult | null {
+  if (result.kind === 'pass') return null;
+  if (result.kind === 'captured') return 'first';
+  return result.answer.replayed ? 'replay' : `${result.answer.status}`;
+}
+
+async function handleKeyedRequest<Req>(view: RequestView, req: Req, o: Resolved<Req>, runHandler: RunHandler): Promise<FlowResult> {
   if (!o.methods.has(view.method)) return { kind: 'pass' };
   const parsed = parseIdempotencyKey(view.headers['idempotency-key'], { strict: o.strict, maxLength: o.maxKeyLength });
   if (parsed.kind === 'missing') {
