@@ -1963,6 +1963,53 @@ ALTER TABLE settle.dead_letters OWNER TO settle_owner;
 COMMENT ON VIEW settle.dead_letters IS 'Operations that spent their attempt budget without a settled outcome. Inspect, then settle.redrive or leave for settle.purge.';
 
 --
+-- Name: metrics; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.metrics AS
+ SELECT ( SELECT count(*) AS count
+           FROM settle_private.operations o
+          WHERE ((o.lease_token IS NOT NULL) AND (o.lease_expires_at > w.now))) AS operations_in_flight,
+    ( SELECT count(*) AS count
+           FROM settle_private.operations o
+          WHERE ((o.lease_token IS NOT NULL) AND (o.lease_expires_at <= w.now))) AS lapsed_leases,
+    ( SELECT count(*) AS count
+           FROM settle_private.operations o
+          WHERE (o.status = 'unknown'::settle.status)) AS operations_unknown,
+    COALESCE(( SELECT (EXTRACT(epoch FROM (w.now - min(o.updated_at))))::double precision AS "extract"
+           FROM settle_private.operations o
+          WHERE (o.status = 'unknown'::settle.status)), (0)::double precision) AS oldest_unknown_age_seconds,
+    ( SELECT count(*) AS count
+           FROM settle_private.operations o
+          WHERE (o.status = 'conflict'::settle.status)) AS operations_conflict,
+    ( SELECT count(*) AS count
+           FROM settle_private.operations o
+          WHERE ((o.dead_lettered_at IS NOT NULL) AND (o.status = 'failed'::settle.status))) AS dead_letters_failed,
+    ( SELECT count(*) AS count
+           FROM settle_private.operations o
+          WHERE ((o.dead_lettered_at IS NOT NULL) AND (o.status <> 'failed'::settle.status))) AS dead_letters_needs_reconciliation,
+    COALESCE(( SELECT (EXTRACT(epoch FROM (w.now - min(o.dead_lettered_at))))::double precision AS "extract"
+           FROM settle_private.operations o
+          WHERE (o.dead_lettered_at IS NOT NULL)), (0)::double precision) AS oldest_dead_letter_age_seconds,
+    ( SELECT count(*) AS count
+           FROM settle_private.audit_log a
+          WHERE ((a.outcome = 'conflict'::text) AND (a.at > (w.now - w.recent)))) AS conflicts_recent,
+    ( SELECT count(*) AS count
+           FROM settle_private.audit_log a
+          WHERE ((a.outcome = ANY (ARRAY['conflict'::text, 'fenced'::text])) AND (a.at > (w.now - w.recent)) AND (a.event = ANY (ARRAY['complete'::text, 'fail'::text, 'report_unknown'::text])))) AS refused_observations_recent,
+    (EXTRACT(epoch FROM w.recent))::integer AS recent_window_seconds
+   FROM ( SELECT clock_timestamp() AS now,
+            '00:05:00'::interval AS recent) w;
+
+ALTER TABLE settle.metrics OWNER TO settle_owner;
+
+--
+-- Name: VIEW metrics; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.metrics IS 'Gauges for monitoring, one row, each read from a partial index (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts (claims and observations refused for a different request or binding) and refused observations (complete, fail, report_unknown answered fenced or conflict).';
+
+--
 -- Name: settlements; Type: VIEW; Schema: settle; Owner: settle_owner
 --
 
@@ -2046,16 +2093,34 @@ ALTER TABLE ONLY settle_private.operations
     ADD CONSTRAINT operations_pkey PRIMARY KEY (tenant, key);
 
 --
+-- Name: audit_log_refusals_by_at_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX audit_log_refusals_by_at_idx ON settle_private.audit_log USING btree (at, event) WHERE (outcome = ANY (ARRAY['conflict'::text, 'fenced'::text]));
+
+--
 -- Name: operations_by_lease_expiry_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
 --
 
 CREATE INDEX operations_by_lease_expiry_idx ON settle_private.operations USING btree (lease_expires_at) WHERE (lease_token IS NOT NULL);
 
 --
+-- Name: operations_dead_lettered_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX operations_dead_lettered_idx ON settle_private.operations USING btree (dead_lettered_at, status) WHERE (dead_lettered_at IS NOT NULL);
+
+--
 -- Name: operations_exhausted_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
 --
 
 CREATE INDEX operations_exhausted_idx ON settle_private.operations USING btree (updated_at) WHERE ((lease_token IS NULL) AND (status = ANY (ARRAY['pending'::settle.status, 'unknown'::settle.status, 'conflict'::settle.status])) AND (attempt >= max_attempts));
+
+--
+-- Name: operations_needing_attention_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX operations_needing_attention_idx ON settle_private.operations USING btree (status, updated_at) WHERE (status = ANY (ARRAY['unknown'::settle.status, 'conflict'::settle.status]));
 
 --
 -- Name: operations_terminal_by_age_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
@@ -2554,6 +2619,13 @@ GRANT SELECT ON TABLE settle.audit_log TO settle_admin;
 
 GRANT SELECT ON TABLE settle.dead_letters TO settle_readonly;
 GRANT SELECT ON TABLE settle.dead_letters TO settle_admin;
+
+--
+-- Name: TABLE metrics; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.metrics TO settle_readonly;
+GRANT SELECT ON TABLE settle.metrics TO settle_admin;
 
 --
 -- Name: TABLE settlements; Type: ACL; Schema: settle; Owner: settle_owner

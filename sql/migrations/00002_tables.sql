@@ -63,6 +63,17 @@ create index operations_terminal_by_age_idx
   on settle_private.operations (updated_at)
   where status in ('failed', 'completed');
 
+-- settle.metrics counts and ages the operations that need a look through these two partial
+-- indexes, so a scrape costs the same at 10 million operations as at 10 (docs/observability.md).
+-- Neither holds a row of the hot path (claim, complete): they cost nothing there.
+create index operations_needing_attention_idx
+  on settle_private.operations (status, updated_at)
+  where status in ('unknown', 'conflict');
+
+create index operations_dead_lettered_idx
+  on settle_private.operations (dead_lettered_at, status)
+  where dead_lettered_at is not null;
+
 create table settle_private.attempts (
   tenant text not null,
   key text not null,
@@ -103,6 +114,12 @@ create table settle_private.audit_log (
   constraint event_is_known check (event in (
     'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'expire', 'redrive', 'purge'))
 );
+
+-- settle.metrics counts the recent refusals (conflicts, fenced observations) through this
+-- partial index: it holds the refusals only, never the rows of a normal claim or settlement.
+create index audit_log_refusals_by_at_idx
+  on settle_private.audit_log (at, event)
+  where outcome in ('conflict', 'fenced');
 
 comment on table settle_private.audit_log is
   'Append-only audit trail, one row per claim, observation, fence, conflict, expiry, redrive and purge, written in the same transaction. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';

@@ -30,6 +30,6 @@ grant execute on function
   to settle_admin;
 
 grant select on settle.operations, settle.attempts, settle.audit_log, settle.dead_letters,
-  settle.settlements, settle.stats to settle_readonly, settle_admin;
+  settle.settlements, settle.stats, settle.metrics to settle_readonly, settle_admin;
 
 reset role;
