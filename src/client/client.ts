@@ -38,6 +38,7 @@ import type {
   SettleClient,
   SettleClientOptions,
   TenantStats,
+  VoidToNull,
   TransactionEffectContext,
   TransactionOutcome,
   TransactionRunInput,
@@ -155,7 +156,8 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
       return record ?? null;
     },
 
-    run: (input, effect, options) => telemetry.run('run', input.tenant, (timed) => runEffect(client, input, timed(effect), options)),
+    run: <T>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions<T>) =>
+      telemetry.run('run', input.tenant, (timed) => runEffect(client, input, timed(effect), options)) as Promise<RunOutcome<VoidToNull<T>>>,
     runInTransaction: (input, effect, options) =>
       telemetry.run('run_in_transaction', input.tenant, (timed) => runInTransaction(client, core, input, timed(effect), options)),
 

@@ -9,14 +9,22 @@ export {
   settleTypeParsers,
 } from './interceptors.js';
 export { findJsonProblem, jsonbTextLength } from './json.js';
+export { type Classification, defaultClassify, isOutcomeUnknownError } from './classify.js';
 export {
-  type Classification,
   defaultErrorToJson,
+  type EarlierAttempts,
+  EffectResultError,
   LeaseLostError,
+  ReconciliationRequiredError,
+  type ResultSchema,
   type RunContext,
   type RunInput,
   type RunOptions,
   type RunOutcome,
+  sameReservation,
+  StoredResultMismatchError,
+  type UnknownReason,
+  type VoidToNull,
 } from './run.js';
 export { LIMITS } from './schemas.js';
 export {

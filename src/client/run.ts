@@ -1,3 +1,4 @@
+import { defaultClassify } from './classify.js';
 import {
   mapDatabaseError,
   SettleCommitUnconfirmedError,
@@ -6,26 +7,28 @@ import {
   SettleInputError,
   SettleTimeoutError,
 } from './errors.js';
-import { sleep } from './retry.js';
+import { findJsonProblem } from './json.js';
 import type {
   AttemptHandle,
   CallOptions,
   CanonicalState,
-  ClaimInput,
-  ConflictField,
+  EarlierAttempts,
   HeartbeatFenceReason,
   HeartbeatOutcome,
   Json,
   Observation,
   OperationRecord,
+  ResultSchema,
   RunContext,
   RunInput,
   RunOptions,
   RunOutcome,
   SettleClient,
+  UnknownReason,
 } from './types.js';
 
-export type { Classification, RunContext, RunInput, RunOptions, RunOutcome } from './types.js';
+export type { Classification } from './classify.js';
+export type { EarlierAttempts, ResultSchema, RunContext, RunInput, RunOptions, RunOutcome, UnknownReason, VoidToNull } from './types.js';
 
 /** Why `signal` was aborted. */
 export class LeaseLostError extends SettleError {
@@ -36,8 +39,21 @@ export class LeaseLostError extends SettleError {
   }
 }
 
-const FIRST_WAIT_MS = 25;
-const MAX_WAIT_MS = 1_000;
+/**
+ * The effect ran but returned something that cannot be stored as its result (not JSON, or not
+ * what the `result` schema accepts). The attempt was reported unknown, so the operation is not
+ * settled and no later run() runs the effect again without reconciling first. A bug in the effect.
+ */
+export class EffectResultError extends SettleInputError {}
+
+/** An earlier attempt reported unknown and this run() had no way to reconcile: nothing ran. */
+export class ReconciliationRequiredError extends SettleError {}
+
+/** A stored result (replay, or another attempt's) does not match the `result` schema. */
+export class StoredResultMismatchError extends SettleError {}
+
+const FIRST_WAIT_MS = 5;
+const DEFAULT_POLL_MS = 50;
 
 /** { name, message, code? }: the class name, the message, and the SQLSTATE or error code if any. */
 export function defaultErrorToJson(error: unknown): Json {
@@ -51,12 +67,35 @@ export function defaultErrorToJson(error: unknown): Json {
 export const isAmbiguous = (error: unknown): error is Error =>
   error instanceof SettleConnectionError || error instanceof SettleTimeoutError || error instanceof SettleCommitUnconfirmedError;
 
-const callOptions = (options: RunOptions | undefined): CallOptions =>
+const callOptions = (options: CallOptions | undefined): CallOptions =>
   options?.connection === undefined ? {} : { connection: options.connection };
+
+const asError = (value: unknown): Error => (value instanceof Error ? value : new Error(String(value), { cause: value }));
+
+/** A pause that ends early (rejecting with the reason) when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (signal === undefined) return new Promise((resolve) => setTimeout(resolve, ms));
+  signal.throwIfAborted();
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
 
 /**
  * Claims until acquired, settled, conflicting, or waitForMs spent on someone else's lease;
- * `onAcquired` runs the attempt. Shared by run() and runInTransaction().
+ * `onAcquired` runs the attempt. Shared by run() and runInTransaction(). While another worker
+ * holds the lease it claims again after 5, 10, 20, 40, then every pollIntervalMs (default 50)
+ * ms, jittered: a completion is seen within about pollIntervalMs of its commit. Polling, not
+ * LISTEN/NOTIFY: it needs no dedicated connection and works where NOTIFY does not reach the
+ * waiter (a Citus worker, a pooler in transaction mode).
  */
 export async function claimLoop<R>(
   input: RunInput,
@@ -64,15 +103,18 @@ export async function claimLoop<R>(
     | { readonly outcome: 'acquired'; readonly value: R }
     | Exclude<Awaited<ReturnType<SettleClient['claim']>>, { outcome: 'acquired' }>
   >,
-): Promise<R | RunOutcome> {
+  signal?: AbortSignal,
+): Promise<R | RunOutcome<never>> {
   const deadline = Date.now() + (input.waitForMs ?? 5_000);
-  for (let wait = FIRST_WAIT_MS; ; wait = Math.min(wait * 2, MAX_WAIT_MS)) {
+  const cap = Math.min(5_000, Math.max(1, input.pollIntervalMs ?? DEFAULT_POLL_MS));
+  for (let wait = Math.min(FIRST_WAIT_MS, cap); ; wait = Math.min(wait * 2, cap)) {
+    signal?.throwIfAborted();
     const claimed = await claim();
     switch (claimed.outcome) {
       case 'acquired':
         return claimed.value;
       case 'replay':
-        return { outcome: 'replay', result: claimed.result, settledAttempt: claimed.settledAttempt };
+        return { outcome: 'replay', result: claimed.result as never, settledAttempt: claimed.settledAttempt };
       case 'conflict':
         return { outcome: 'conflict', conflictOn: claimed.conflictOn };
       case 'failed':
@@ -84,30 +126,73 @@ export async function claimLoop<R>(
           return { outcome: 'in_progress', attempt, leaseExpiresAt, retryAfterMs };
         }
         const jittered = wait / 2 + Math.random() * (wait / 2);
-        await sleep(Math.max(1, Math.min(jittered, claimed.retryAfterMs, remaining)));
+        await pause(Math.max(1, Math.min(jittered, claimed.retryAfterMs, remaining)), signal);
       }
     }
   }
 }
 
-export async function runEffect(
+/** Validates `value` with the run's result schema (if any); throws `onIssue(message)` when it does not pass. */
+function checkSchema<T>(schema: ResultSchema<T> | undefined, value: unknown, onIssue: (message: string) => Error): T {
+  if (schema === undefined) return value as T;
+  const verdict = schema['~standard'].validate(value);
+  if (verdict instanceof Promise) throw onIssue('the result schema is asynchronous; run() needs a synchronous one');
+  const checked = verdict as { value?: T; issues?: readonly { message: string; path?: readonly unknown[] }[] };
+  if (checked.issues !== undefined) {
+    const first = checked.issues[0];
+    const where = first?.path !== undefined && first.path.length > 0 ? `result.${first.path.map(String).join('.')}: ` : 'result: ';
+    throw onIssue(`${where}${first?.message ?? 'invalid'}`);
+  }
+  return checked.value as T;
+}
+
+/** A stored result (replay, another attempt's settlement) checked against the schema. */
+function storedResult<T>(schema: ResultSchema<T> | undefined, value: Json | null, where: string): T {
+  return checkSchema(schema, value, (message) => new StoredResultMismatchError(`${where} does not match the result schema (${message})`, { code: 'RESULT_SCHEMA_MISMATCH' }));
+}
+
+/** The outcome with its result checked against the schema (completed by another attempt, replay). */
+function typed<T>(outcome: RunOutcome<Json>, schema: ResultSchema<T> | undefined): RunOutcome<T> {
+  if (outcome.outcome === 'replay') return { ...outcome, result: storedResult(schema, outcome.result, 'the stored result (replay)') };
+  if (outcome.outcome === 'completed') {
+    return { ...outcome, result: storedResult(schema, outcome.result, `the settled result (attempt ${outcome.attempt})`) };
+  }
+  return outcome;
+}
+
+export async function runEffect<T>(
   client: SettleClient,
   input: RunInput,
-  effect: (context: RunContext) => Promise<Json>,
-  options?: RunOptions,
-): Promise<RunOutcome> {
+  effect: (context: RunContext) => Promise<T>,
+  options?: RunOptions<T>,
+): Promise<RunOutcome<T>> {
   const call = callOptions(options);
   const leaseMs = input.leaseMs ?? 30_000;
+  const schema = options?.result;
   let claimedAt = 0;
-  const acquired = await claimLoop(input, async () => {
-    claimedAt = Date.now();
-    const claimed = await client.claim(input, call);
-    return claimed.outcome === 'acquired' ? { outcome: 'acquired', value: claimed.attempt } : claimed;
-  });
-  if (!('leaseToken' in acquired)) return acquired;
+  let acquiredStatus: string | undefined;
+  const acquired = await claimLoop(
+    input,
+    async () => {
+      claimedAt = Date.now();
+      const claimed = await client.claim(input, call);
+      if (claimed.outcome !== 'acquired') return claimed;
+      acquiredStatus = claimed.status;
+      return { outcome: 'acquired', value: claimed.attempt };
+    },
+    options?.signal,
+  );
+  if (!('leaseToken' in acquired)) return typed(acquired, schema);
   const handle = acquired;
+  const earlier: EarlierAttempts = {
+    count: handle.attempt - 1,
+    reportedUnknown: acquiredStatus === 'unknown',
+    mayHaveTakenEffect: handle.attempt > 1,
+  };
 
   const controller = new AbortController();
+  const onCallerAbort = (): void => controller.abort(options?.signal?.reason);
+  options?.signal?.addEventListener('abort', onCallerAbort, { once: true });
   const keeper = keepLease(client, handle, {
     leaseMs,
     intervalMs: input.heartbeatIntervalMs ?? Math.max(1, Math.floor(leaseMs / 3)),
@@ -115,15 +200,44 @@ export async function runEffect(
     controller,
     call,
   });
-  let result: Json;
-  try {
-    result = await effect({ attempt: handle, signal: controller.signal, heartbeat: keeper.beatNow });
-  } catch (error) {
+  const context: RunContext = { attempt: handle, attemptNumber: handle.attempt, earlier, signal: controller.signal, heartbeat: keeper.beatNow };
+  const stop = async (): Promise<void> => {
+    options?.signal?.removeEventListener('abort', onCallerAbort);
     await keeper.stop();
-    return settleFailure(client, handle, error, input, call);
+  };
+
+  // An earlier attempt may already have taken effect: reconcile first, or refuse to guess.
+  if (earlier.mayHaveTakenEffect && options?.reconcile !== undefined) {
+    let found: T | undefined;
+    try {
+      found = await options.reconcile(context);
+    } catch (error) {
+      await stop();
+      return reportUnknownOutcome(client, handle, asError(error), 'reconcile_failed', call, schema);
+    }
+    if (found !== undefined) {
+      await stop();
+      const outcome = await settleSuccess(client, handle, found, call, schema, { ...input, leaseMs });
+      return outcome.outcome === 'completed' && outcome.settledBy === 'this_attempt' ? { ...outcome, reconciled: true } : outcome;
+    }
+  } else if (earlier.reportedUnknown && options?.rerunAfterUnknown !== true) {
+    await stop();
+    const cause = new ReconciliationRequiredError(
+      `attempt ${handle.attempt - 1} or earlier of ${handle.tenant}/${handle.key} reported unknown: its effect may have happened, and this run() has no reconcile to find out; the effect did not run`,
+      { code: 'NEEDS_RECONCILIATION', hint: 'Pass run(input, effect, { reconcile }) to look the effect up downstream, or { rerunAfterUnknown: true } if the downstream honours one idempotency key for every attempt.' },
+    );
+    return reportUnknownOutcome(client, handle, cause, 'needs_reconciliation', call, schema);
   }
-  await keeper.stop();
-  return settleSuccess(client, handle, result, call);
+
+  let result: T;
+  try {
+    result = await effect(context);
+  } catch (error) {
+    await stop();
+    return settleFailure(client, handle, error, input, call, schema);
+  }
+  await stop();
+  return settleSuccess(client, handle, result, call, schema, { ...input, leaseMs });
 }
 
 interface LeaseKeeper {
@@ -179,38 +293,98 @@ function keepLease(
   };
 }
 
-async function settleSuccess(client: SettleClient, handle: AttemptHandle, result: Json, call: CallOptions): Promise<RunOutcome> {
+/**
+ * Stores the effect's (or reconcile's) result. A value that cannot be stored — not JSON, or not
+ * what the schema accepts — means the effect ran and its result is lost: the attempt is
+ * reported unknown (so no later run() re-runs the effect without reconciling) and one
+ * EffectResultError is thrown. `undefined` (a void effect) is stored as null.
+ */
+async function settleSuccess<T>(
+  client: SettleClient,
+  handle: AttemptHandle,
+  value: T,
+  call: CallOptions,
+  schema: ResultSchema<T> | undefined,
+  lineage: { readonly leaseMs: number },
+): Promise<RunOutcome<T>> {
+  const stored = value === undefined ? null : value;
+  const problem = findJsonProblem(stored);
+  let result: Json;
+  try {
+    if (problem !== null) {
+      const where = problem.path.length === 0 ? 'the value' : `result.${problem.path.join('.')}`;
+      throw new EffectResultError(`${where}: ${problem.message}`, { code: 'EFFECT_RESULT', issues: [{ path: problem.path, message: problem.message }] });
+    }
+    checkSchema(schema, stored, (message) => new EffectResultError(message, { code: 'EFFECT_RESULT' }));
+    result = stored as Json;
+  } catch (error) {
+    const reason = (error as Error).message;
+    await client.reportUnknown(handle, call).catch(() => {});
+    throw new EffectResultError(
+      `the effect of ${handle.tenant}/${handle.key} attempt ${handle.attempt} ran, but its result cannot be stored (${reason}); the attempt was recorded as unknown, so the next run() reconciles before it runs the effect again`,
+      { code: 'EFFECT_RESULT', cause: error, issues: error instanceof SettleInputError ? error.issues : [] },
+    );
+  }
   let observation: Observation;
   try {
     observation = await client.complete(handle, result, call);
   } catch (error) {
-    if (isAmbiguous(error)) return unknownOutcome(client, handle, error, call);
+    if (isAmbiguous(error)) return unknownOutcome(client, handle, error, call, { leaseMs: lineage.leaseMs, schema });
     if (error instanceof SettleInputError) {
       // The effect ran but its result cannot be stored: never let a retry believe it did not run.
       await client.reportUnknown(handle, call).catch(() => {});
     }
     throw error;
   }
-  return fromObservation(client, handle, observation, call);
+  return typed(await fromObservation(client, handle, observation, call), schema);
 }
 
-async function settleFailure(
+async function settleFailure<T>(
   client: SettleClient,
   handle: AttemptHandle,
   cause: unknown,
   input: RunInput,
   call: CallOptions,
-): Promise<RunOutcome> {
-  const retryable = (input.classify ?? (() => 'retryable'))(cause) === 'retryable';
+  schema: ResultSchema<T> | undefined,
+): Promise<RunOutcome<T>> {
+  const classification = (input.classify ?? defaultClassify)(cause);
+  if (classification === 'unknown') return reportUnknownOutcome(client, handle, asError(cause), 'effect_outcome_unknown', call, schema);
   let observation: Observation;
   const errorJson = (input.errorToJson ?? defaultErrorToJson)(cause);
   try {
-    observation = await client.fail(handle, errorJson, { ...call, retryable });
+    observation = await client.fail(handle, errorJson, { ...call, retryable: classification === 'retryable' });
   } catch (error) {
-    if (isAmbiguous(error)) return unknownOutcome(client, handle, error, call);
+    if (isAmbiguous(error)) return unknownOutcome(client, handle, error, call, { leaseMs: input.leaseMs ?? 30_000, schema });
     throw error;
   }
-  return fromObservation(client, handle, observation, call, { cause, error: errorJson });
+  return typed(await fromObservation(client, handle, observation, call, { cause, error: errorJson }), schema);
+}
+
+/**
+ * Records this attempt as unknown (report_unknown) and answers `unknown` with `reason` — unless
+ * the engine's answer shows the operation settled meanwhile (another attempt completed it: that
+ * result), or this attempt lost its lease (fenced).
+ */
+async function reportUnknownOutcome<T>(
+  client: SettleClient,
+  handle: AttemptHandle,
+  cause: Error,
+  reason: UnknownReason,
+  call: CallOptions,
+  schema: ResultSchema<T> | undefined,
+): Promise<RunOutcome<T>> {
+  let observation: Observation;
+  try {
+    observation = await client.reportUnknown(handle, call);
+  } catch (error) {
+    if (isAmbiguous(error)) return { outcome: 'unknown', reason, attempt: handle.attempt, record: null, cause };
+    throw error;
+  }
+  if (observation.outcome === 'recorded' || observation.outcome === 'already_settled' || observation.outcome === 'duplicate') {
+    if (observation.status === 'completed') return typed(await fromState(client, handle, observation, call, null, undefined), schema);
+    return { outcome: 'unknown', reason, attempt: handle.attempt, record: null, cause };
+  }
+  return typed(await fromObservation(client, handle, observation, call, { cause, error: null }), schema);
 }
 
 /** Maps the answer of complete()/fail() in run() to a RunOutcome. */
@@ -272,28 +446,54 @@ async function fromState(
 }
 
 /**
- * The settle call failed ambiguously: report unknown (best effort) and re-read. A re-read that
- * shows the operation completed answers `completed`; anything else is `unknown`. After an
+ * Whether `record` is the operation `handle` was claimed on, not a later one under the same key
+ * (purged, then claimed again): the same reservation lock (fingerprint and binding) and created
+ * no later than this attempt's claim (the lease the claim granted, minus its length: both by the
+ * database clock). A key names one operation at a time, so a record that existed when this
+ * attempt was claimed is that operation.
+ */
+export function sameReservation(record: OperationRecord, handle: AttemptHandle, leaseMs: number): boolean {
+  const scopes = (list: readonly string[]): string => [...new Set(list)].sort().join('\u0000');
+  const claimedAt = handle.leaseExpiresAt.getTime() - leaseMs;
+  return (
+    record.fingerprint === handle.fingerprint &&
+    record.principal === handle.binding.principal &&
+    scopes(record.scopes) === scopes(handle.binding.scopes) &&
+    record.bindingGeneration === handle.binding.generation &&
+    record.createdAt.getTime() <= claimedAt + 1
+  );
+}
+
+/**
+ * The settle call failed ambiguously: report unknown (best effort) and re-read. The re-read
+ * answers `completed` only when it proves lineage: the record is this reservation's (same
+ * fingerprint and binding, created before this attempt's claim: sameReservation) and completed;
+ * anything else is `unknown` (reason `lineage_unproven` when a completed record is not provably
+ * ours: e.g. the key was purged and claimed again by someone else meanwhile). After an
  * unconfirmed commit (SettleCommitUnconfirmedError) the local record is what is not confirmed:
  * the answer stays `unknown` with that record, and nothing more is written (a report_unknown
  * would only wait for the same standby).
  */
-export async function unknownOutcome(
+export async function unknownOutcome<T = Json>(
   client: SettleClient,
   handle: AttemptHandle,
   cause: Error,
   call: CallOptions,
-): Promise<RunOutcome> {
+  opts: { readonly leaseMs?: number; readonly schema?: ResultSchema<T> | undefined } = {},
+): Promise<RunOutcome<T>> {
   const unconfirmed = cause instanceof SettleCommitUnconfirmedError;
   if (!unconfirmed) await client.reportUnknown(handle, call).catch(() => {});
   const record = await client.get(handle, call).catch(() => null);
   if (record !== null && record.status === 'completed' && !unconfirmed) {
+    if (!sameReservation(record, handle, opts.leaseMs ?? 30_000)) {
+      return { outcome: 'unknown', reason: 'lineage_unproven', attempt: handle.attempt, record: null, cause };
+    }
     return {
       outcome: 'completed',
-      result: record.result,
+      result: storedResult(opts.schema, record.result, `the settled result (attempt ${record.settledAttempt ?? '?'})`),
       attempt: handle.attempt,
       settledBy: record.settledAttempt === handle.attempt ? 'this_attempt' : 'other_attempt',
     };
   }
-  return { outcome: 'unknown', attempt: handle.attempt, record, cause };
+  return { outcome: 'unknown', reason: 'settle_call_failed', attempt: handle.attempt, record, cause };
 }

@@ -100,7 +100,9 @@ async function settleInSavepoint(
     const mapped = mapDatabaseError(error);
     // Transient conflicts and infrastructure failures abort the whole transaction.
     if (isRetryable(mapped) || isAmbiguous(mapped)) throw mapped;
-    const retryable = (input.classify ?? (() => 'retryable'))(error) === 'retryable';
+    // The savepoint rolled the effect's writes back: whatever the classification says about an
+    // outside call, the transaction's own effect did not happen, so only `final` ends the operation.
+    const retryable = (input.classify ?? (() => 'retryable'))(error) !== 'final';
     const errorJson = (input.errorToJson ?? defaultErrorToJson)(error);
     const observation = await client.fail(attempt, errorJson, { ...call, retryable });
     return fromObservation(client, attempt, observation, call, { cause: error, error: errorJson });

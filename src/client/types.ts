@@ -1,4 +1,5 @@
 import type { DatabasePool, DatabasePoolConnection, DatabaseTransactionConnection } from 'slonik';
+import type { Classification } from './classify.js';
 import type { TelemetryOptions } from './telemetry.js';
 
 /** A JSON value as stored in jsonb: finite numbers, plain objects and arrays only. */
@@ -254,12 +255,23 @@ export type SettleClientOptions =
 // run() and runInTransaction()
 // ---------------------------------------------------------------------------------------
 
-export type Classification = 'retryable' | 'final';
+export type { Classification } from './classify.js';
 
 export interface RunInput extends ClaimInput {
-  /** How long to wait for an in-flight attempt of another worker (default 5000 ms; 0: do not wait). */
+  /**
+   * How long, in total, to wait for an in-flight attempt of another worker before answering
+   * `in_progress` (default 5000 ms; 0: do not wait).
+   */
   readonly waitForMs?: number;
-  /** Whether a thrown error may be retried by a later attempt (default: every error is retryable). */
+  /**
+   * Longest pause between two claims while waiting (default 50 ms; 1-5000). The pauses start at
+   * 5 ms and double up to this, so a waiter sees a completion within about this long of its commit.
+   */
+  readonly pollIntervalMs?: number;
+  /**
+   * What a thrown error means (default defaultClassify: aborts, timeouts and connections lost
+   * mid-request are `unknown`, every other error is `retryable`).
+   */
   readonly classify?: (error: unknown) => Classification;
   /** Turns a thrown error into the JSON stored with the failure (default: name, message, code). */
   readonly errorToJson?: (error: unknown) => Json;
@@ -267,22 +279,99 @@ export interface RunInput extends ClaimInput {
   readonly heartbeatIntervalMs?: number;
 }
 
-/** Options of run() and runInTransaction(): every call of the run uses `connection` if given. */
-export type RunOptions = CallOptions;
+/** A schema for the effect's result: any zod schema (or Standard Schema) whose output is T. */
+export interface ResultSchema<T> {
+  readonly '~standard': {
+    readonly validate: (value: unknown) =>
+      | { readonly value: T; readonly issues?: undefined }
+      | { readonly issues: readonly { readonly message: string; readonly path?: readonly unknown[] }[] }
+      | Promise<unknown>;
+  };
+}
+
+/** Options of run() and runInTransaction(). */
+export interface RunOptions<T = unknown> extends CallOptions {
+  /**
+   * Stops waiting for another worker's attempt (run() then rejects with the signal's reason) and,
+   * while the effect runs, aborts the context's `signal` too (the effect's abort is then an
+   * `unknown`: it may have happened).
+   */
+  readonly signal?: AbortSignal;
+  /** Validates the result on completed and on replay: `outcome.result` is then typed `T`. */
+  readonly result?: ResultSchema<T>;
+  /**
+   * Called before the effect when an earlier attempt may already have taken effect (it reported
+   * unknown, or lost its lease): look the effect up downstream (e.g. the charge by its
+   * idempotency key). A result settles the operation without running the effect; `undefined`
+   * runs the effect. If it throws, the attempt is reported unknown and run() answers `unknown`.
+   */
+  readonly reconcile?: (context: RunContext) => Promise<T | undefined>;
+  /**
+   * After an earlier attempt reported unknown, run the effect again although no `reconcile` is
+   * given (default false: run() answers `unknown`, reason `needs_reconciliation`, and runs
+   * nothing). Only for effects whose downstream honours one idempotency key for every attempt.
+   */
+  readonly rerunAfterUnknown?: boolean;
+}
+
+/** What run() knows about the attempts before this one, from the engine's claim answer. */
+export interface EarlierAttempts {
+  /** Attempts opened before this one (this attempt's number - 1). */
+  readonly count: number;
+  /**
+   * An earlier attempt reported unknown (the operation's status was `unknown` when this attempt
+   * was acquired): its effect may have happened.
+   */
+  readonly reportedUnknown: boolean;
+  /**
+   * Whether an earlier attempt may have run the effect: true whenever one exists, because the
+   * application role is not told whether an earlier attempt failed definitively or lost its lease.
+   */
+  readonly mayHaveTakenEffect: boolean;
+}
 
 export interface RunContext {
   readonly attempt: AttemptHandle;
-  /** Aborted the moment the lease is known lost (fenced heartbeat, or no renewal before expiry). */
+  /** This attempt's number (1 for the first). */
+  readonly attemptNumber: number;
+  /** What the earlier attempts reported. */
+  readonly earlier: EarlierAttempts;
+  /** Aborted the moment the lease is known lost (fenced heartbeat, or no renewal before expiry), or the caller's signal aborts. */
   readonly signal: AbortSignal;
   /** Renew the lease now (the timer does it too); aborts `signal` when fenced. */
   heartbeat(): Promise<HeartbeatOutcome>;
 }
 
-export type RunOutcome =
-  /** The effect's result is the settlement (this_attempt), or another attempt's is (other_attempt). */
-  | { readonly outcome: 'completed'; readonly result: Json; readonly attempt: number; readonly settledBy: 'this_attempt' | 'other_attempt' }
+/** Why run() answered `unknown`. */
+export type UnknownReason =
+  /** The settle call itself (complete, fail) timed out or lost its connection. */
+  | 'settle_call_failed'
+  /** The effect threw an error classified `unknown` (timeout, abort, connection lost mid-request). */
+  | 'effect_outcome_unknown'
+  /** An earlier attempt reported unknown and there is no `reconcile` (nor `rerunAfterUnknown`): nothing ran. */
+  | 'needs_reconciliation'
+  /** `reconcile` threw: nothing ran, the earlier attempt's outcome is still unknown. */
+  | 'reconcile_failed'
+  /** The re-read after an ambiguous settle call shows a completed record whose lineage is not this reservation's. */
+  | 'lineage_unproven';
+
+/** A void effect's result is stored as null. */
+export type VoidToNull<T> = [T] extends [void] ? null : T;
+
+export type RunOutcome<T = Json> =
+  /**
+   * The effect's result is the settlement (this_attempt), or another attempt's is
+   * (other_attempt). `reconciled`: the result came from `reconcile`, the effect did not run.
+   */
+  | {
+      readonly outcome: 'completed';
+      readonly result: T;
+      readonly attempt: number;
+      readonly settledBy: 'this_attempt' | 'other_attempt';
+      readonly reconciled?: true;
+    }
   /** Already completed before this call: the stored result, the effect did not run. */
-  | { readonly outcome: 'replay'; readonly result: Json; readonly settledAttempt: number }
+  | { readonly outcome: 'replay'; readonly result: T; readonly settledAttempt: number }
   | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] }
   /**
    * final: no later attempt will run (final failure or dead letter); otherwise a later run()
@@ -301,10 +390,18 @@ export type RunOutcome =
   /** This attempt lost its lease; its failure was not recorded (another attempt owns the operation). */
   | { readonly outcome: 'fenced'; readonly reason: HeartbeatFenceReason; readonly attempt: number; readonly cause?: unknown }
   /**
-   * The settle call itself timed out or lost its connection: the settlement may or may not have
-   * happened. `record` is a best-effort re-read. Never a failure: retry with the same key.
+   * The effect may or may not have happened (`reason` says why this is not known). Never a
+   * failure: retry with the same key; the next run() reconciles first. `record` is a best-effort
+   * re-read (null when none was made or it failed).
    */
-  | { readonly outcome: 'unknown'; readonly attempt: number; readonly record: OperationRecord | null; readonly cause: Error };
+  | {
+      readonly outcome: 'unknown';
+      readonly reason: UnknownReason;
+      readonly attempt: number;
+      readonly record: OperationRecord | null;
+      readonly cause: Error;
+    };
+
 
 export type Isolation = 'read committed' | 'repeatable read' | 'serializable';
 
@@ -344,7 +441,7 @@ export interface SettleClient {
   get(ref: OperationRef, options?: CallOptions): Promise<OperationRecord | null>;
 
   /** Run an effect exactly once per (tenant, key): claim, heartbeat, settle (see docs/client.md). */
-  run<T extends Json>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions): Promise<RunOutcome>;
+  run<T = Json>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions<T>): Promise<RunOutcome<VoidToNull<T>>>;
   /** Claim, run your SQL and complete in one transaction: effect and settlement commit together. */
   runInTransaction<T extends Json>(
     input: TransactionRunInput,
