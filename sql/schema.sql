@@ -341,21 +341,29 @@ CREATE FUNCTION settle.expire_leases(batch_size integer DEFAULT 1000) RETURNS se
     AS $$
 declare
   v_now timestamptz := clock_timestamp();
-  v_op settle_private.operations;
+  -- Arguments of the per-key call are plain values (variables): Citus refuses a forced
+  -- delegation whose call carries an expression such as session_user.
+  v_actor text := session_user::text;
+  v_due record;
+  v_done integer;
   v_res settle.expire_result := row(0, 0);
 begin
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
-  for v_op in
-    select * from settle_private.operations o
+  -- A lock-free scan for candidates (on Citus a multi-shard read, where FOR UPDATE is not
+  -- allowed), then one locked, re-checked step per key (settle_private._expire_key). The call
+  -- is in the FROM form so that Citus can delegate it from inside this function.
+  for v_due in
+    select o.tenant, o.key from settle_private.operations o
      where (o.lease_token is not null and o.lease_expires_at <= v_now)
         or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts)
      order by o.lease_expires_at nulls last
      limit batch_size
-     for update skip locked
   loop
-    v_op := settle_private._expire(v_op, v_now, session_user::text);
-    v_res.expired := v_res.expired + 1;
-    if v_op.dead_lettered_at is not null then
+    select r into v_done from settle_private._expire_key(v_due.tenant, v_due.key, v_now, v_actor) r;
+    if v_done > 0 then
+      v_res.expired := v_res.expired + 1;
+    end if;
+    if v_done = 2 then
       v_res.dead_lettered := v_res.dead_lettered + 1;
     end if;
   end loop;
@@ -373,7 +381,7 @@ COMMENT ON FUNCTION settle.expire_leases(batch_size integer) IS 'Maintenance: en
 Parameters: batch_size (1-100000, default 1000) rows per call; call again while it returns a full batch.
 Outcomes: (expired, dead_lettered) counts. Each expiry writes an audit row (event expire, outcome expired or dead_lettered).
 Correctness never depends on it: settle.claim takes over a lapsed lease by itself.
-SQLSTATEs: SE008. Locking: FOR UPDATE SKIP LOCKED on the operations it handles (never waits for busy rows).
+SQLSTATEs: SE008. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: never waits for a busy row, which the next call handles) and decides again under the lock; a candidate no longer due is left alone.
 Idempotency: safe to run concurrently and repeatedly.';
 
 --
@@ -497,7 +505,7 @@ CREATE VIEW settle.operations AS
     settle.status_rank(o.status) AS status_rank,
     o.attempt,
     o.max_attempts,
-    ((o.lease_token IS NOT NULL) AND (o.lease_expires_at > clock_timestamp())) AS in_flight,
+    COALESCE((o.lease_expires_at > clock_timestamp()), false) AS in_flight,
     o.lease_expires_at,
     o.result,
     o.settled_attempt,
@@ -527,10 +535,12 @@ COMMENT ON VIEW settle.operations IS 'Canonical record of every operation (read-
 --
 
 CREATE FUNCTION settle.get(tenant text, key text) RETURNS SETOF settle.operations
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  select * from settle.operations v where v.tenant = get.tenant and v.key = get.key
+begin
+  return query select * from settle.operations v where v.tenant = get.tenant and v.key = get.key;
+end
 $$;
 
 ALTER FUNCTION settle.get(tenant text, key text) OWNER TO settle_owner;
@@ -619,38 +629,32 @@ CREATE FUNCTION settle.purge(older_than interval, batch_size integer DEFAULT 100
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-  v_writes integer := 0;
   v_now timestamptz := clock_timestamp();
-  v_op record;
+  -- Plain values as the per-key call's arguments (see settle.expire_leases).
+  v_actor text := session_user::text;
+  v_cutoff timestamptz;
+  v_due record;
+  v_done integer;
   v_count integer := 0;
-  v_attempts integer;
-  v_audit integer;
 begin
   if older_than is null or older_than < interval '0' then
     perform settle_private._raise('SE008', 'older_than must be a non-negative interval',
       jsonb_build_object('field', 'older_than'), null);
   end if;
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  v_cutoff := v_now - older_than;
 
-  perform set_config('settle.purging', 'on', true);
-  for v_op in
-    select o.tenant, o.key, o.status, o.attempt, o.updated_at from settle_private.operations o
-     where o.status in ('completed', 'failed') and o.updated_at < v_now - older_than
+  -- A lock-free scan for candidates, then one locked, re-checked step per key
+  -- (settle_private._purge_key), called in the FROM form so that Citus delegates it.
+  for v_due in
+    select o.tenant, o.key from settle_private.operations o
+     where o.status in ('completed', 'failed') and o.updated_at < v_cutoff
      order by o.updated_at
      limit batch_size
-     for update skip locked
   loop
-    delete from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
-    get diagnostics v_attempts = row_count;
-    delete from settle_private.audit_log l where l.tenant = v_op.tenant and l.key = v_op.key;
-    get diagnostics v_audit = row_count;
-    delete from settle_private.operations o where o.tenant = v_op.tenant and o.key = v_op.key;
-    v_writes := v_writes + settle_private._audit(v_op.tenant, v_op.key, v_now, 'purge', 'purged', v_op.attempt,
-      v_op.status, null, session_user::text,
-      jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit, 'last_updated_at', v_op.updated_at));
-    v_count := v_count + 1;
+    select r into v_done from settle_private._purge_key(v_due.tenant, v_due.key, v_cutoff, v_now, v_actor) r;
+    v_count := v_count + v_done;
   end loop;
-  perform set_config('settle.purging', 'off', true);
   return v_count;
 end
 $$;
@@ -664,7 +668,7 @@ ALTER FUNCTION settle.purge(older_than interval, batch_size integer) OWNER TO se
 COMMENT ON FUNCTION settle.purge(older_than interval, batch_size integer) IS 'Retention: the only path that deletes. Removes terminal (completed or failed) operations last updated before now - older_than, with their attempts and audit rows, leaving one tombstone audit row (event purge) per purged key.
 Parameters: older_than interval (>= 0), batch_size (1-100000, default 1000); call again while it returns a full batch.
 Outcomes: the number of operations purged. A purged key can be claimed again as a new operation.
-SQLSTATEs: SE008. Locking: FOR UPDATE SKIP LOCKED (busy rows wait for the next call).
+SQLSTATEs: SE008. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: a busy row waits for the next call) and checks it again under the lock.
 Idempotency: safe to repeat and to run concurrently.';
 
 --
@@ -1114,6 +1118,32 @@ $$;
 ALTER FUNCTION settle_private._expire(op settle_private.operations, as_of timestamp with time zone, actor text) OWNER TO settle_owner;
 
 --
+-- Name: _expire_key(text, text, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._expire_key(tenant text, key text, as_of timestamp with time zone, actor text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_op settle_private.operations;
+begin
+  select * into v_op from settle_private.operations o
+   where o.tenant = _expire_key.tenant and o.key = _expire_key.key
+     and ((o.lease_token is not null and o.lease_expires_at <= _expire_key.as_of)
+          or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts))
+   for update skip locked;
+  if not found then
+    return 0;
+  end if;
+  v_op := settle_private._expire(v_op, _expire_key.as_of, _expire_key.actor);
+  return case when v_op.dead_lettered_at is not null then 2 else 1 end;
+end
+$$;
+
+ALTER FUNCTION settle_private._expire_key(tenant text, key text, as_of timestamp with time zone, actor text) OWNER TO settle_owner;
+
+--
 -- Name: _fence_reason(settle_private.operations, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1464,6 +1494,43 @@ end
 $_$;
 
 ALTER FUNCTION settle_private._observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) OWNER TO settle_owner;
+
+--
+-- Name: _purge_key(text, text, timestamp with time zone, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._purge_key(tenant text, key text, cutoff timestamp with time zone, as_of timestamp with time zone, actor text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_writes integer := 0;
+  v_op record;
+  v_attempts integer;
+  v_audit integer;
+begin
+  select o.tenant, o.key, o.status, o.attempt, o.updated_at into v_op from settle_private.operations o
+   where o.tenant = _purge_key.tenant and o.key = _purge_key.key
+     and o.status in ('completed', 'failed') and o.updated_at < _purge_key.cutoff
+   for update skip locked;
+  if not found then
+    return 0;
+  end if;
+  perform set_config('settle.purging', 'on', true);
+  delete from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
+  get diagnostics v_attempts = row_count;
+  delete from settle_private.audit_log l where l.tenant = v_op.tenant and l.key = v_op.key;
+  get diagnostics v_audit = row_count;
+  delete from settle_private.operations o where o.tenant = v_op.tenant and o.key = v_op.key;
+  perform set_config('settle.purging', 'off', true);
+  v_writes := v_writes + settle_private._audit(v_op.tenant, v_op.key, _purge_key.as_of, 'purge', 'purged', v_op.attempt,
+    v_op.status, null, _purge_key.actor,
+    jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit, 'last_updated_at', v_op.updated_at));
+  return 1;
+end
+$$;
+
+ALTER FUNCTION settle_private._purge_key(tenant text, key text, cutoff timestamp with time zone, as_of timestamp with time zone, actor text) OWNER TO settle_owner;
 
 --
 -- Name: _raise(text, text, jsonb, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -2044,8 +2111,8 @@ CREATE VIEW settle.stats AS
     count(*) FILTER (WHERE (o.status = 'failed'::settle.status)) AS failed,
     count(*) FILTER (WHERE (o.status = 'completed'::settle.status)) AS completed,
     count(*) FILTER (WHERE (o.dead_lettered_at IS NOT NULL)) AS dead_lettered,
-    count(*) FILTER (WHERE ((o.lease_token IS NOT NULL) AND (o.lease_expires_at > clock_timestamp()))) AS in_flight,
-    count(*) FILTER (WHERE ((o.lease_token IS NOT NULL) AND (o.lease_expires_at <= clock_timestamp()))) AS lapsed_leases,
+    count(*) FILTER (WHERE (o.lease_expires_at > clock_timestamp())) AS in_flight,
+    count(*) FILTER (WHERE (o.lease_expires_at <= clock_timestamp())) AS lapsed_leases,
     COALESCE(sum(o.attempt), (0)::bigint) AS attempts
    FROM settle_private.operations o
   GROUP BY o.tenant;
@@ -2456,6 +2523,12 @@ REVOKE ALL ON FUNCTION settle_private._end_attempt(tenant text, key text, attemp
 REVOKE ALL ON FUNCTION settle_private._expire(op settle_private.operations, as_of timestamp with time zone, actor text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _expire_key(tenant text, key text, as_of timestamp with time zone, actor text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._expire_key(tenant text, key text, as_of timestamp with time zone, actor text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _fence_reason(op settle_private.operations, attempt integer); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2526,6 +2599,12 @@ REVOKE ALL ON FUNCTION settle_private._normalize_scopes(scopes text[]) FROM PUBL
 --
 
 REVOKE ALL ON FUNCTION settle_private._observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _purge_key(tenant text, key text, cutoff timestamp with time zone, as_of timestamp with time zone, actor text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._purge_key(tenant text, key text, cutoff timestamp with time zone, as_of timestamp with time zone, actor text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _raise(code text, message text, detail jsonb, hint text); Type: ACL; Schema: settle_private; Owner: settle_owner

@@ -127,6 +127,32 @@ A current attempt whose lease lapsed but was not yet taken over is extended.
 SQLSTATEs: SE001, SE002, SE007, SE008 (bad arguments), SE010 (operation not found).
 Locking: the operation row (FOR UPDATE). Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
 
+-- The sweeper's step for one operation found by its lock-free scan: lock the row without
+-- waiting (a busy row is left for the next sweep), decide again under the lock, and end the
+-- lease or dead-letter. Returns 0 (no longer due, or busy), 1 (expired) or 2 (dead-lettered).
+-- It touches one operation's rows, found by (tenant, key): on Citus the sweeper's call of it is
+-- delegated to the worker that holds the key (force_delegation, sql/citus/distribute.sql).
+create function settle_private._expire_key(tenant text, key text, as_of timestamptz, actor text)
+returns integer
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_op settle_private.operations;
+begin
+  select * into v_op from settle_private.operations o
+   where o.tenant = _expire_key.tenant and o.key = _expire_key.key
+     and ((o.lease_token is not null and o.lease_expires_at <= _expire_key.as_of)
+          or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts))
+   for update skip locked;
+  if not found then
+    return 0;
+  end if;
+  v_op := settle_private._expire(v_op, _expire_key.as_of, _expire_key.actor);
+  return case when v_op.dead_lettered_at is not null then 2 else 1 end;
+end
+$$;
+
 -- expire_leases(batch_size) -> (expired, dead_lettered)
 create function settle.expire_leases(batch_size integer default 1000)
 returns settle.expire_result
@@ -136,21 +162,29 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_now timestamptz := clock_timestamp();
-  v_op settle_private.operations;
+  -- Arguments of the per-key call are plain values (variables): Citus refuses a forced
+  -- delegation whose call carries an expression such as session_user.
+  v_actor text := session_user::text;
+  v_due record;
+  v_done integer;
   v_res settle.expire_result := row(0, 0);
 begin
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
-  for v_op in
-    select * from settle_private.operations o
+  -- A lock-free scan for candidates (on Citus a multi-shard read, where FOR UPDATE is not
+  -- allowed), then one locked, re-checked step per key (settle_private._expire_key). The call
+  -- is in the FROM form so that Citus can delegate it from inside this function.
+  for v_due in
+    select o.tenant, o.key from settle_private.operations o
      where (o.lease_token is not null and o.lease_expires_at <= v_now)
         or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts)
      order by o.lease_expires_at nulls last
      limit batch_size
-     for update skip locked
   loop
-    v_op := settle_private._expire(v_op, v_now, session_user::text);
-    v_res.expired := v_res.expired + 1;
-    if v_op.dead_lettered_at is not null then
+    select r into v_done from settle_private._expire_key(v_due.tenant, v_due.key, v_now, v_actor) r;
+    if v_done > 0 then
+      v_res.expired := v_res.expired + 1;
+    end if;
+    if v_done = 2 then
       v_res.dead_lettered := v_res.dead_lettered + 1;
     end if;
   end loop;
@@ -163,7 +197,7 @@ comment on function settle.expire_leases(integer) is
 Parameters: batch_size (1-100000, default 1000) rows per call; call again while it returns a full batch.
 Outcomes: (expired, dead_lettered) counts. Each expiry writes an audit row (event expire, outcome expired or dead_lettered).
 Correctness never depends on it: settle.claim takes over a lapsed lease by itself.
-SQLSTATEs: SE008. Locking: FOR UPDATE SKIP LOCKED on the operations it handles (never waits for busy rows).
+SQLSTATEs: SE008. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: never waits for a busy row, which the next call handles) and decides again under the lock; a candidate no longer due is left alone.
 Idempotency: safe to run concurrently and repeatedly.';
 
 reset role;

@@ -64,6 +64,45 @@ SQLSTATEs: SE001, SE002, SE008, SE010 (not found), SE011 (not dead-lettered: als
 Locking: the operation row (FOR UPDATE): concurrent redrives never double-open.
 Idempotency: not idempotent by design; a repeat answers SE011 once the first has re-opened the operation.';
 
+-- Retention's step for one operation found by purge's lock-free scan: lock the row without
+-- waiting, check again that it is terminal and older than `cutoff`, and delete its attempts,
+-- audit rows and the operation, leaving one tombstone audit row. Returns 1 (purged) or 0.
+-- The delete guard (00004) admits deletes only while settle.purging is on, which is set here,
+-- in the backend that deletes: on Citus this step is delegated to the worker holding the key
+-- (force_delegation, sql/citus/distribute.sql), where a setting made by the coordinator's
+-- session would not be seen.
+create function settle_private._purge_key(tenant text, key text, cutoff timestamptz, as_of timestamptz, actor text)
+returns integer
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_writes integer := 0;
+  v_op record;
+  v_attempts integer;
+  v_audit integer;
+begin
+  select o.tenant, o.key, o.status, o.attempt, o.updated_at into v_op from settle_private.operations o
+   where o.tenant = _purge_key.tenant and o.key = _purge_key.key
+     and o.status in ('completed', 'failed') and o.updated_at < _purge_key.cutoff
+   for update skip locked;
+  if not found then
+    return 0;
+  end if;
+  perform set_config('settle.purging', 'on', true);
+  delete from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
+  get diagnostics v_attempts = row_count;
+  delete from settle_private.audit_log l where l.tenant = v_op.tenant and l.key = v_op.key;
+  get diagnostics v_audit = row_count;
+  delete from settle_private.operations o where o.tenant = v_op.tenant and o.key = v_op.key;
+  perform set_config('settle.purging', 'off', true);
+  v_writes := v_writes + settle_private._audit(v_op.tenant, v_op.key, _purge_key.as_of, 'purge', 'purged', v_op.attempt,
+    v_op.status, null, _purge_key.actor,
+    jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit, 'last_updated_at', v_op.updated_at));
+  return 1;
+end
+$$;
+
 -- purge(older_than, batch_size) -> operations purged
 create function settle.purge(older_than interval, batch_size integer default 1000)
 returns integer
@@ -72,38 +111,32 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-  v_writes integer := 0;
   v_now timestamptz := clock_timestamp();
-  v_op record;
+  -- Plain values as the per-key call's arguments (see settle.expire_leases).
+  v_actor text := session_user::text;
+  v_cutoff timestamptz;
+  v_due record;
+  v_done integer;
   v_count integer := 0;
-  v_attempts integer;
-  v_audit integer;
 begin
   if older_than is null or older_than < interval '0' then
     perform settle_private._raise('SE008', 'older_than must be a non-negative interval',
       jsonb_build_object('field', 'older_than'), null);
   end if;
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  v_cutoff := v_now - older_than;
 
-  perform set_config('settle.purging', 'on', true);
-  for v_op in
-    select o.tenant, o.key, o.status, o.attempt, o.updated_at from settle_private.operations o
-     where o.status in ('completed', 'failed') and o.updated_at < v_now - older_than
+  -- A lock-free scan for candidates, then one locked, re-checked step per key
+  -- (settle_private._purge_key), called in the FROM form so that Citus delegates it.
+  for v_due in
+    select o.tenant, o.key from settle_private.operations o
+     where o.status in ('completed', 'failed') and o.updated_at < v_cutoff
      order by o.updated_at
      limit batch_size
-     for update skip locked
   loop
-    delete from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
-    get diagnostics v_attempts = row_count;
-    delete from settle_private.audit_log l where l.tenant = v_op.tenant and l.key = v_op.key;
-    get diagnostics v_audit = row_count;
-    delete from settle_private.operations o where o.tenant = v_op.tenant and o.key = v_op.key;
-    v_writes := v_writes + settle_private._audit(v_op.tenant, v_op.key, v_now, 'purge', 'purged', v_op.attempt,
-      v_op.status, null, session_user::text,
-      jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit, 'last_updated_at', v_op.updated_at));
-    v_count := v_count + 1;
+    select r into v_done from settle_private._purge_key(v_due.tenant, v_due.key, v_cutoff, v_now, v_actor) r;
+    v_count := v_count + v_done;
   end loop;
-  perform set_config('settle.purging', 'off', true);
   return v_count;
 end
 $$;
@@ -112,7 +145,7 @@ comment on function settle.purge(interval, integer) is
   'Retention: the only path that deletes. Removes terminal (completed or failed) operations last updated before now - older_than, with their attempts and audit rows, leaving one tombstone audit row (event purge) per purged key.
 Parameters: older_than interval (>= 0), batch_size (1-100000, default 1000); call again while it returns a full batch.
 Outcomes: the number of operations purged. A purged key can be claimed again as a new operation.
-SQLSTATEs: SE008. Locking: FOR UPDATE SKIP LOCKED (busy rows wait for the next call).
+SQLSTATEs: SE008. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: a busy row waits for the next call) and checks it again under the lock.
 Idempotency: safe to repeat and to run concurrently.';
 
 reset role;
