@@ -2,13 +2,16 @@
 --
 -- Why: tables are not an interface (they live in settle_private); what operators and support
 -- staff may read is these views, granted to settle_readonly and settle_admin. No view shows a
--- lease token. settle.get is the one read granted to settle_app.
+-- lease token, nor reads one: "a lease is held" is `lease_expires_at is not null` (row rule
+-- lease_token_iff_lease_expiry), so that on Citus, where a view's shard queries run as the
+-- caller, the readers' column grants can leave lease_token out (sql/citus/distribute.sql).
+-- settle.get is the one read granted to settle_app.
 
 set local role settle_owner;
 
 create view settle.operations as
 select o.tenant, o.key, o.status, settle.status_rank(o.status) as status_rank, o.attempt, o.max_attempts,
-       o.lease_token is not null and o.lease_expires_at > clock_timestamp() as in_flight,
+       coalesce(o.lease_expires_at > clock_timestamp(), false) as in_flight,
        o.lease_expires_at, o.result, o.settled_attempt, o.settled_at, o.error, o.dead_lettered_at,
        o.redrive_count, o.fingerprint, o.principal, o.scopes, o.binding_generation, o.request,
        o.created_at, o.updated_at
@@ -17,14 +20,18 @@ comment on view settle.operations is
   'Canonical record of every operation (read-only). in_flight: a lease is held and has not lapsed by the database clock. The lease token itself is never shown.';
 
 -- get(tenant, key) -> the canonical record, or no row
+-- PL/pgSQL, not SQL: Citus cannot plan a delegated SQL-language function that reads a
+-- distributed table with its parameters ("could not create distributed plan").
 create function settle.get(tenant text, key text)
 returns setof settle.operations
-language sql
+language plpgsql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
-  select * from settle.operations v where v.tenant = get.tenant and v.key = get.key
+begin
+  return query select * from settle.operations v where v.tenant = get.tenant and v.key = get.key;
+end
 $$;
 
 comment on function settle.get(text, text) is
@@ -72,8 +79,8 @@ select o.tenant,
        count(*) filter (where o.status = 'failed') as failed,
        count(*) filter (where o.status = 'completed') as completed,
        count(*) filter (where o.dead_lettered_at is not null) as dead_lettered,
-       count(*) filter (where o.lease_token is not null and o.lease_expires_at > clock_timestamp()) as in_flight,
-       count(*) filter (where o.lease_token is not null and o.lease_expires_at <= clock_timestamp()) as lapsed_leases,
+       count(*) filter (where o.lease_expires_at > clock_timestamp()) as in_flight,
+       count(*) filter (where o.lease_expires_at <= clock_timestamp()) as lapsed_leases,
        coalesce(sum(o.attempt), 0) as attempts
   from settle_private.operations o
  group by o.tenant;
