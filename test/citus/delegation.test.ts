@@ -7,7 +7,7 @@ import { describeCitus, remoteCommandsOf, useCitus } from './support/cluster.js'
 const citus = useCitus();
 
 describeCitus('calls are delegated to the worker that holds the key', () => {
-  it('claim, heartbeat, complete and a replaying claim each run as one call on that worker, and nowhere else', async () => {
+  it('claim, heartbeat, complete, a replaying claim and get each run as one call on that worker, and nowhere else', async () => {
     const app = await citus.coordinator('settle_citus_app');
     const admin = await citus.coordinator();
     const op = newOperation('delegated');
@@ -22,6 +22,7 @@ describeCitus('calls are delegated to the worker that holds the key', () => {
       ['heartbeat', () => heartbeat(app, mustTicket())],
       ['complete', () => complete(app, mustTicket(), { ok: 1 })],
       ['claim', () => claim(app, op)],
+      ['get', () => app.query('select * from settle.get($1, $2)', [op.tenant, op.key])],
     ];
     for (const [fn, call] of calls) {
       const { commands } = await remoteCommandsOf(app, call);
