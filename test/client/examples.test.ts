@@ -24,6 +24,11 @@ const expectations: Record<string, (value: unknown) => void> = {
       expect.objectContaining({ outcome: 'completed', settledBy: 'this_attempt', result: { chargeId: 'ch_1', amount: '19.99' } }),
       expect.objectContaining({ outcome: 'replay', result: { chargeId: 'ch_1', amount: '19.99' } }),
     ]),
+  'reconcile.ts': (value) =>
+    expect(value).toEqual([
+      expect.objectContaining({ outcome: 'unknown', reason: 'effect_outcome_unknown', attempt: 1 }),
+      { outcome: 'completed', result: { chargeId: 'ch_1', amountCents: 1999 }, attempt: 2, settledBy: 'this_attempt', reconciled: true },
+    ]),
   'claim-by-hand.ts': (value) => expect(value).toEqual(['acquired', 'extended', 'settled:current_attempt', 'replay', 'completed']),
   'transactional.ts': (value) =>
     expect(value).toEqual({
