@@ -3,12 +3,12 @@
 // schemas and writes sql/schema.sql; with --check, exits 1 instead of writing when it differs.
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { quoteIdent, withDatabase } from './database-url.js';
-import { migrate } from './migrate.js';
-import { defaultMigrationsDir } from './migrations-dir.js';
-import { provisionPostgres } from '../dev-server/provision.js';
-import { dumpSettleSchema } from './schema-dump.js';
-import { withPgClient } from './with-pg-client.js';
+import { quoteIdent, withDatabase } from '../db/database-url.js';
+import { migrate } from '../db/migrate.js';
+import { defaultMigrationsDir } from '../db/migrations-dir.js';
+import { provisionPostgres } from './provision.js';
+import { dumpSettleSchema } from '../db/schema-dump.js';
+import { withPgClient } from '../db/with-pg-client.js';
 
 const check = process.argv.includes('--check');
 const schemaFile = path.join(path.dirname(defaultMigrationsDir()), 'schema.sql');
