@@ -124,10 +124,13 @@ async function startExpress(config: AppConfig): Promise<TestApp> {
   app.post('/text', idem(), (req, res) => {
     res.status(201).type('text/plain').send(`text ${count(hooks, 'text')}: ${String(req.body)}`);
   });
-  app.post('/status', idem(), (req, res) => {
+  app.post('/status', idem({ rerunAfterUnknown: true }), (req, res) => {
     const n = count(hooks, 'status');
     const status = Number((req.body as { status: number }[])[n - 1]?.status ?? 201);
-    res.status(status).json({ status, n });
+    res.status(status).json({ status, n, earlier: req.idempotency?.earlier });
+  });
+  app.post('/gateway', idem(), (_req, res) => {
+    res.status(504).json({ gateway: count(hooks, 'gateway') });
   });
   app.post('/stream', idem(), (req, res) => {
     count(hooks, 'stream');
@@ -202,11 +205,15 @@ async function startFastify(config: AppConfig): Promise<TestApp> {
     reply.code(201).type('text/plain');
     return `text ${count(hooks, 'text')}: ${String(req.body)}`;
   });
-  app.post('/status', async (req, reply) => {
+  app.post('/status', { config: { idempotency: { rerunAfterUnknown: true } } }, async (req, reply) => {
     const n = count(hooks, 'status');
     const status = Number((req.body as { status: number }[])[n - 1]?.status ?? 201);
     reply.code(status);
-    return { status, n };
+    return { status, n, earlier: req.idempotency?.earlier };
+  });
+  app.post('/gateway', async (_req, reply) => {
+    reply.code(504);
+    return { gateway: count(hooks, 'gateway') };
   });
   app.post('/stream', async (req, reply) => {
     count(hooks, 'stream');

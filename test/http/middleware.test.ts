@@ -171,7 +171,7 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     expect(otherTenant.json<{ order: number }>().order).toBe(calls! + 1);
   });
 
-  test('2xx and 4xx are stored; 5xx is not (a retry runs the handler again); 504 is unknown', async () => {
+  test('2xx and 4xx are stored; 5xx is not (a retry runs the handler again); 504 is unknown (rerunAfterUnknown runs it again)', async () => {
     const key = newKey();
     const plan = [{ status: 503 }, { status: 504 }, { status: 404 }, { status: 201 }];
     const first = await send(`${app.url}/status`, { key, json: plan });
@@ -182,11 +182,24 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     expect((await ctx.settle.get({ tenant: 'acme', key }))?.status).toBe('unknown');
     const third = await send(`${app.url}/status`, { key, json: plan });
     expect(third.status).toBe(404);
+    // This route sets rerunAfterUnknown: the handler ran again and was told about the unknown.
+    expect(third.json()).toMatchObject({ earlier: { count: 2, reportedUnknown: true, mayHaveTakenEffect: true } });
     const replay = await send(`${app.url}/status`, { key, json: plan });
     expect(replay.status).toBe(404);
     expect(replay.body.equals(third.body)).toBe(true);
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
     expect(app.hooks.calls.status).toBe(3);
+  });
+
+  test('after an unknown outcome the handler is not run again by default (as the client\'s run()): 500 outcome-unknown', async () => {
+    const key = newKey();
+    const first = await send(`${app.url}/gateway`, { key, json: {} });
+    expect(first.status).toBe(504);
+    const retry = await send(`${app.url}/gateway`, { key, json: {} });
+    expect(retry.status).toBe(500);
+    expect(retry.json()).toMatchObject({ type: 'urn:pg-settle:problem:outcome-unknown', attempt: 2 });
+    expect(app.hooks.calls.gateway).toBe(1);
+    expect((await ctx.settle.get({ tenant: 'acme', key }))?.status).toBe('unknown');
   });
 
   test('a streamed response under the limit is stored and replayed byte for byte', async () => {

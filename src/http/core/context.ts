@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { DatabaseTransactionConnection } from 'slonik';
+import type { EarlierAttempts } from '../../client/types.js';
 
 /** What the handler gets while it runs under a key (`req.idempotency` / `request.idempotency`). */
 export interface IdempotencyContext {
@@ -8,6 +9,13 @@ export interface IdempotencyContext {
   readonly tenant: string;
   /** The attempt this handler runs as (1 on the first request, higher after a takeover). */
   readonly attempt: number;
+  /**
+   * What earlier attempts of this key may have done, as the client's run() reports it
+   * (docs/client.md): `mayHaveTakenEffect` after a takeover (a crashed or timed-out handler),
+   * `reportedUnknown` when an earlier attempt's outcome was reported unknown (a 504, a handler
+   * timeout). Look the effect up downstream by `downstreamKey` before doing it again.
+   */
+  readonly earlier: EarlierAttempts;
   /**
    * A key for your downstream calls (payment provider, email API), the same for every attempt of
    * this (tenant, key): pass it on so a takeover after a crash does not repeat the effect.

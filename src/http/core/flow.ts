@@ -82,12 +82,23 @@ async function runUnderLease(input: ClaimInput, o: Resolved<never>, runHandler: 
   const claimed = await claimWaiting(input, o);
   if (claimed.outcome !== 'acquired') return notAcquired(claimed, o);
   const handle = claimed.attempt;
+  const earlier = { count: handle.attempt - 1, reportedUnknown: claimed.status === 'unknown', mayHaveTakenEffect: handle.attempt > 1 };
+  if (earlier.reportedUnknown && !o.rerunAfterUnknown) {
+    // As the client's run() without reconcile: never a blind re-run after an unknown outcome.
+    await o.settle.reportUnknown(handle).catch(() => {});
+    return answer(
+      problem('outcome-unknown', o.problemTypeBase, `attempt ${handle.attempt - 1} or earlier of this key reported an unknown outcome: its effect may have happened, so the handler is not run again`, {
+        attempt: handle.attempt,
+      }),
+    );
+  }
 
   const keeper = keepLease(o.settle, handle, o.leaseMs, o.heartbeatIntervalMs, claimedAt);
   const context: IdempotencyContext = {
     key: handle.key,
     tenant: handle.tenant,
     attempt: handle.attempt,
+    earlier,
     downstreamKey: downstreamKeyOf(handle.tenant, handle.key),
     signal: keeper.signal,
     transaction: null,

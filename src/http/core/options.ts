@@ -58,6 +58,13 @@ export interface RouteOptions<Req> {
   readonly maxAttempts?: number;
   /** Wait this long for an in-flight request with the same key and replay it (default 0: answer 409). */
   readonly waitForMs?: number;
+  /**
+   * After an earlier attempt of the key reported unknown (a 504, a handler timeout), run the
+   * handler again (default false, like the client's run(): the request is answered 500
+   * `outcome-unknown` and nothing runs). Turn it on for handlers that pass `downstreamKey` to an
+   * API that honours it, or that look their effect up first (`context.earlier`).
+   */
+  readonly rerunAfterUnknown?: boolean;
   /** Give the handler this long to respond (default 60 000 ms); then 503 and outcome unknown. */
   readonly handlerTimeoutMs?: number;
   /** What a response becomes (default: defaultResponsePolicy). */
@@ -102,6 +109,7 @@ export interface Resolved<Req> {
   readonly maxAttempts: number;
   readonly waitForMs: number;
   readonly handlerTimeoutMs: number;
+  readonly rerunAfterUnknown: boolean;
   readonly responsePolicy: (status: number) => ResponseDecision;
   readonly settlement: 'lease' | 'transaction';
   readonly isolation: Isolation | undefined;
@@ -146,6 +154,7 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>, route: Rou
     maxAttempts: o.maxAttempts ?? 5,
     waitForMs: o.waitForMs ?? 0,
     handlerTimeoutMs: o.handlerTimeoutMs ?? 60_000,
+    rerunAfterUnknown: o.rerunAfterUnknown ?? false,
     responsePolicy: o.responsePolicy ?? defaultResponsePolicy,
     settlement: o.settlement ?? 'lease',
     isolation: o.isolation,

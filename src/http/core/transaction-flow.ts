@@ -41,6 +41,9 @@ export async function runInRequestTransaction(input: ClaimInput, o: Resolved<nev
           key: attempt.key,
           tenant: attempt.tenant,
           attempt: attempt.attempt,
+          // Earlier attempts of a transaction-mode key rolled back or failed; an unknown can
+          // only come from a lease-mode route sharing the key, which this context cannot see.
+          earlier: { count: attempt.attempt - 1, reportedUnknown: false, mayHaveTakenEffect: attempt.attempt > 1 },
           downstreamKey: downstreamKeyOf(attempt.tenant, attempt.key),
           signal: new AbortController().signal,
           transaction,
