@@ -7,9 +7,9 @@ import { constants } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { databaseOf } from '../src/db/database-url.js';
-import { createTestDatabase, type TestDatabase } from '../src/testing/index.js';
+import { useTestDatabase } from './support/database.js';
 
 const pgtapDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'pgtap');
 const PG_PROVE_TIMEOUT_MS = 120_000;
@@ -19,15 +19,7 @@ interface ProcessResult {
   readonly output: string;
 }
 
-let db: TestDatabase;
-
-beforeAll(async () => {
-  db = await createTestDatabase('pgtap');
-});
-
-afterAll(async () => {
-  await db?.drop();
-});
+const db = useTestDatabase('pgtap');
 
 describe('pgTAP suite (pg_prove test/pgtap/*.sql)', () => {
   it('passes against a freshly migrated database and leaves nothing behind', async (ctx) => {

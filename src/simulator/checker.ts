@@ -89,6 +89,14 @@ function indexHistory(history: History): HistoryIndex {
   };
 }
 
+/** Each intended operation with its display id, its map key and its read-back record. */
+function* intendedOperations(history: History, index: HistoryIndex) {
+  for (const intended of history.intended) {
+    const k = keyOf(intended);
+    yield { intended, id: operationId(intended.tenant, intended.key), k, op: index.operations.get(k) };
+  }
+}
+
 class Collector {
   private readonly lines: string[] = [];
   private count = 0;
@@ -115,11 +123,8 @@ class Collector {
 
 function everyOperationFinal(history: History, index: HistoryIndex): InvariantResult {
   const c = new Collector('every-operation-final');
-  for (const intended of history.intended) {
+  for (const { id, k, op } of intendedOperations(history, index)) {
     c.checked += 1;
-    const id = operationId(intended.tenant, intended.key);
-    const k = keyOf(intended);
-    const op = index.operations.get(k);
     if (op === undefined) c.fail(`${id}: no canonical record`);
     else if (op.status !== 'completed' && op.status !== 'failed') c.fail(`${id}: ended ${op.status}`);
     else if (op.inFlight) c.fail(`${id}: ${op.status} but a lease is still live`);
@@ -129,10 +134,7 @@ function everyOperationFinal(history: History, index: HistoryIndex): InvariantRe
 
 function singleSettlement(history: History, index: HistoryIndex): InvariantResult {
   const c = new Collector('single-settlement');
-  for (const intended of history.intended) {
-    const id = operationId(intended.tenant, intended.key);
-    const k = keyOf(intended);
-    const op = index.operations.get(k);
+  for (const { id, k, op } of intendedOperations(history, index)) {
     if (op === undefined) continue;
     c.checked += 1;
     const settledAttempts = (index.attempts.get(k) ?? []).filter((a) => a.settled);
@@ -166,10 +168,8 @@ function creditedPayouts(index: HistoryIndex, k: string): PayoutRow[] {
 
 function noDoublePay(history: History, index: HistoryIndex): InvariantResult {
   const c = new Collector('no-double-pay');
-  for (const intended of history.intended) {
+  for (const { id, k } of intendedOperations(history, index)) {
     c.checked += 1;
-    const id = operationId(intended.tenant, intended.key);
-    const k = keyOf(intended);
     const credited = creditedPayouts(index, k);
     if (credited.length > 1) {
       c.fail(`${id}: ${credited.length} credited payouts (attempts ${credited.map((p) => p.attempt).join(', ')})`);
@@ -180,10 +180,7 @@ function noDoublePay(history: History, index: HistoryIndex): InvariantResult {
 
 function noLostPayout(history: History, index: HistoryIndex): InvariantResult {
   const c = new Collector('no-lost-payout');
-  for (const intended of history.intended) {
-    const id = operationId(intended.tenant, intended.key);
-    const k = keyOf(intended);
-    const op = index.operations.get(k);
+  for (const { id, k, op } of intendedOperations(history, index)) {
     if (op?.status !== 'completed') continue;
     c.checked += 1;
     const credited = creditedPayouts(index, k);
@@ -207,11 +204,8 @@ function payoutIdOf(result: unknown): string | undefined {
 
 function acknowledgedCompletionDurable(history: History, index: HistoryIndex): InvariantResult {
   const c = new Collector('acknowledged-completion-durable');
-  for (const intended of history.intended) {
+  for (const { id, k, op } of intendedOperations(history, index)) {
     c.checked += 1;
-    const id = operationId(intended.tenant, intended.key);
-    const k = keyOf(intended);
-    const op = index.operations.get(k);
     const credited = creditedPayouts(index, k);
     if (credited.length > 0 && op?.status !== 'completed') {
       c.fail(`${id}: payout ${credited[0]?.payoutId} was credited but the operation is ${op?.status ?? 'missing'}`);
@@ -277,9 +271,7 @@ function conflictDisclosesNothing(history: History, index: HistoryIndex): Invari
       if (disclosed.length > 0) c.fail(`${id}: a conflict answer to ${told.call} disclosed ${disclosed.join(', ')}`);
     }
   }
-  for (const intended of history.intended) {
-    const id = operationId(intended.tenant, intended.key);
-    const k = keyOf(intended);
+  for (const { intended, id, k, op } of intendedOperations(history, index)) {
     for (const payout of index.payouts.get(k) ?? []) {
       if (payout.amountCents !== intended.amountCents || payout.bindingGeneration !== intended.bindingGeneration) {
         c.fail(
@@ -287,7 +279,6 @@ function conflictDisclosesNothing(history: History, index: HistoryIndex): Invari
         );
       }
     }
-    const op = index.operations.get(k);
     if (op === undefined) continue;
     if (amountOf(op.request) !== intended.amountCents || op.generation !== String(intended.bindingGeneration)) {
       c.fail(`${id}: the reservation holds another request or binding than the one submitted first`);

@@ -3,7 +3,7 @@
  * memory while it ran) and what the database holds afterwards (read back at the end with
  * src/checker/engine-state.ts, the read-back every history checker shares).
  */
-import type { AttemptRow, AuditRow, OperationRow } from '../checker/engine-state.js';
+import type { EngineState } from '../checker/engine-state.js';
 import type { FaultName } from './config.js';
 
 /** Which caller made a call: the original submission or one of the injected extra ones. */
@@ -49,12 +49,10 @@ export interface PayoutRow {
   readonly credited: boolean;
 }
 
-export interface History {
+/** What the simulator recorded, with the engine state read back after the run. */
+export interface History extends EngineState {
   readonly intended: readonly IntendedOperation[];
   readonly told: readonly ToldAnswer[];
-  readonly operations: readonly OperationRow[];
-  readonly attempts: readonly AttemptRow[];
-  readonly audit: readonly AuditRow[];
   readonly payouts: readonly PayoutRow[];
 }
 

@@ -1,20 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { rankOf, statusRank } from '../../src/checker/status-rank.js';
 import { withPgClient } from '../../src/db/with-pg-client.js';
 import type { Status } from '../../src/client/types.js';
-import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
+import { useTestDatabase } from '../support/database.js';
 
 // The checkers rank statuses in TypeScript (they judge rows already read); the database is the
 // authority, so the table must say what settle.status_rank says for every value of the enum.
-let db: TestDatabase;
-
-beforeAll(async () => {
-  db = await createTestDatabase('checker_status_rank');
-});
-
-afterAll(async () => {
-  await db?.drop();
-});
+const db = useTestDatabase('checker_status_rank');
 
 describe('statusRank', () => {
   it('equals settle.status_rank for every settle.status, in enum order', async () => {

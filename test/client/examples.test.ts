@@ -1,21 +1,19 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
+import { useTestDatabase } from '../support/database.js';
 
 // Every example in docs/examples runs against a fresh database, and docs/client.md embeds each
 // file verbatim, so the documentation cannot rot.
 const dir = 'docs/examples';
 const files = readdirSync(dir).filter((name) => name.endsWith('.ts')).sort();
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase('client_examples');
+const db = useTestDatabase('client_examples');
+beforeAll(() => {
   vi.spyOn(console, 'log').mockImplementation(() => {});
 });
-afterAll(async () => {
+afterAll(() => {
   vi.restoreAllMocks();
-  await db?.drop();
 });
 
 const expectations: Record<string, (value: unknown) => void> = {

@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { configFromFlags, FAULT_NAMES } from '../../src/simulator/config.js';
 import { runSimulation } from '../../src/simulator/run.js';
 import { planOperations } from '../../src/simulator/schedule.js';
-import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
+import { useTestDatabase } from '../support/database.js';
 
 // A small real run with every fault on, against a fresh migrated database from the harness.
 // Rates are high so 150 operations see every fault; waits are bounded by the 1 s lease.
@@ -20,15 +20,7 @@ const FLAGS = {
   'fault-binding-bump': '0.15',
 };
 
-let db: TestDatabase;
-
-beforeAll(async () => {
-  db = await createTestDatabase('simulate');
-});
-
-afterAll(async () => {
-  await db?.drop();
-});
+const db = useTestDatabase('simulate');
 
 describe('runSimulation', () => {
   it('runs 150 operations with every fault injected to a green report', async () => {

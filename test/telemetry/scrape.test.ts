@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { configFromFlags } from '../../src/simulator/config.js';
 import { startMetricsEndpoint } from '../../src/simulator/prometheus.js';
 import { runSimulation } from '../../src/simulator/run.js';
-import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
+import { useTestDatabase } from '../support/database.js';
 
 // The scrape works: the simulator's client records into the SDK, @opentelemetry/exporter-prometheus
 // serves it over HTTP on 127.0.0.1, and what a scraper reads matches what the database holds.
@@ -46,13 +46,7 @@ async function scrape(url: string): Promise<{ contentType: string; exposition: E
   return { contentType: response.headers.get('content-type') ?? '', exposition: parseExposition(await response.text()) };
 }
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase('telemetry_scrape');
-});
-afterAll(async () => {
-  await db?.drop();
-});
+const db = useTestDatabase('telemetry_scrape');
 
 describe('Prometheus /metrics of the simulator', () => {
   it('names and types as documented; counts equal the database', async () => {

@@ -1,8 +1,8 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
+import { describe, expect, it } from 'vitest';
+import { useTestDatabase } from '../support/database.js';
 
 // @opentelemetry/api is an optional peer dependency: without it the client loads, runs, and
 // records nothing (the no-op hooks). A child process whose module resolution refuses every
@@ -10,13 +10,7 @@ import { createTestDatabase, type TestDatabase } from '../../src/testing/index.j
 const execFileAsync = promisify(execFile);
 const here = import.meta.dirname;
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase('telemetry_without_api');
-});
-afterAll(async () => {
-  await db?.drop();
-});
+const db = useTestDatabase('telemetry_without_api');
 
 describe('without @opentelemetry/api', () => {
   it('the client imports, runs an effect, and uses the no-op telemetry', async () => {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../../src/testing/index.js';
+import { afterEach } from 'vitest';
+import { useTestDatabase } from '../../support/database.js';
 
 export interface EngineDatabase {
   /** Superuser connection string of this file's database. */
@@ -17,25 +17,13 @@ export interface EngineDatabase {
  * afterAll). Connections opened through it are closed after each test.
  */
 export function useEngineDatabase(hint: string): EngineDatabase {
-  let db: TestDatabase | undefined;
+  const db = useTestDatabase(hint);
   const open: pg.Client[] = [];
-
-  beforeAll(async () => {
-    db = await createTestDatabase(hint);
-  });
   afterEach(async () => {
     await Promise.all(open.splice(0).map((client) => client.end().catch(() => {})));
   });
-  afterAll(async () => {
-    await db?.drop();
-  });
-
-  const url = (): string => {
-    if (db === undefined) throw new Error('useEngineDatabase: the database is created in beforeAll');
-    return db.url;
-  };
   const connect = async (): Promise<pg.Client> => {
-    const client = new pg.Client({ connectionString: url() });
+    const client = new pg.Client({ connectionString: db.url });
     client.on('error', () => {});
     open.push(client);
     await client.connect();
@@ -43,7 +31,7 @@ export function useEngineDatabase(hint: string): EngineDatabase {
   };
   return {
     get url() {
-      return url();
+      return db.url;
     },
     connect,
     app: async () => asApp(await connect()),

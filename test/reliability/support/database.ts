@@ -1,6 +1,5 @@
 import pg from 'pg';
-import { afterAll, beforeAll } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../../src/testing/index.js';
+import { useTestDatabase } from '../../support/database.js';
 
 export interface ReliabilityDatabase {
   /** Superuser connection string of this file's database. */
@@ -11,25 +10,18 @@ export interface ReliabilityDatabase {
 
 /** One cloned, migrated database for the calling test file; connections closed in afterAll. */
 export function useReliabilityDatabase(hint: string): ReliabilityDatabase {
-  let db: TestDatabase | undefined;
   const open: pg.Client[] = [];
-  beforeAll(async () => {
-    db = await createTestDatabase(hint);
+  const db = useTestDatabase(hint, {
+    beforeDrop: async () => {
+      await Promise.all(open.splice(0).map((c) => c.end().catch(() => {})));
+    },
   });
-  afterAll(async () => {
-    await Promise.all(open.splice(0).map((c) => c.end().catch(() => {})));
-    await db?.drop();
-  });
-  const url = (): string => {
-    if (db === undefined) throw new Error('useReliabilityDatabase: the database is created in beforeAll');
-    return db.url;
-  };
   return {
     get url() {
-      return url();
+      return db.url;
     },
     async connect(options = {}) {
-      const client = new pg.Client({ connectionString: url(), application_name: options.applicationName ?? 'reliability-admin' });
+      const client = new pg.Client({ connectionString: db.url, application_name: options.applicationName ?? 'reliability-admin' });
       client.on('error', () => {});
       open.push(client);
       await client.connect();
