@@ -2163,7 +2163,7 @@ ALTER TABLE ONLY settle_private.operations
 -- Name: audit_log_refusals_by_at_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE INDEX audit_log_refusals_by_at_idx ON settle_private.audit_log USING btree (at, event) WHERE (outcome = ANY (ARRAY['conflict'::text, 'fenced'::text]));
+CREATE INDEX audit_log_refusals_by_at_idx ON settle_private.audit_log USING btree (at, outcome, event) WHERE (outcome = ANY (ARRAY['conflict'::text, 'fenced'::text]));
 
 --
 -- Name: operations_by_lease_expiry_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner

@@ -118,7 +118,7 @@ create table settle_private.audit_log (
 -- settle.metrics counts the recent refusals (conflicts, fenced observations) through this
 -- partial index: it holds the refusals only, never the rows of a normal claim or settlement.
 create index audit_log_refusals_by_at_idx
-  on settle_private.audit_log (at, event)
+  on settle_private.audit_log (at, outcome, event)
   where outcome in ('conflict', 'fenced');
 
 comment on table settle_private.audit_log is

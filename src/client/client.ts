@@ -181,6 +181,7 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     },
 
     stats: (options) => core.rows('stats', q.statsQuery(), options),
+    metrics: (options) => one('metrics', q.metricsQuery(), options),
 
     async deadLetters(input = {}, options) {
       const limit = s.parseInput(s.limitSchema, input.limit ?? 100, ['limit']);

@@ -92,6 +92,8 @@ export const purgeQuery = (olderThanMs: number, batchSize: number) => sql.type(r
 
 export const statsQuery = () => sql.type(rows.statsRow)`select * from settle.stats order by tenant`;
 
+export const metricsQuery = () => sql.type(rows.metricsRow)`select * from settle.metrics`;
+
 export const deadLettersQuery = (limit: number) => sql.type(rows.deadLetterRow)`
   select * from settle.dead_letters order by dead_lettered_at, tenant, key limit ${limit}::integer`;
 

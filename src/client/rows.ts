@@ -7,6 +7,7 @@ import type {
   ExpireResult,
   Json,
   OperationRecord,
+  SettleMetrics,
   Status,
   TenantStats,
 } from './types.js';
@@ -271,6 +272,36 @@ export const statsRow = z
       inFlight: row.in_flight,
       lapsedLeases: row.lapsed_leases,
       attempts: row.attempts,
+    }),
+  );
+
+export const metricsRow = z
+  .object({
+    operations_in_flight: int8,
+    lapsed_leases: int8,
+    operations_unknown: int8,
+    oldest_unknown_age_seconds: z.number(),
+    operations_conflict: int8,
+    dead_letters_failed: int8,
+    dead_letters_needs_reconciliation: int8,
+    oldest_dead_letter_age_seconds: z.number(),
+    conflicts_recent: int8,
+    refused_observations_recent: int8,
+    recent_window_seconds: int4,
+  })
+  .transform(
+    (row): SettleMetrics => ({
+      operationsInFlight: row.operations_in_flight,
+      lapsedLeases: row.lapsed_leases,
+      operationsUnknown: row.operations_unknown,
+      oldestUnknownAgeSeconds: row.oldest_unknown_age_seconds,
+      operationsConflict: row.operations_conflict,
+      deadLettersFailed: row.dead_letters_failed,
+      deadLettersNeedsReconciliation: row.dead_letters_needs_reconciliation,
+      oldestDeadLetterAgeSeconds: row.oldest_dead_letter_age_seconds,
+      conflictsRecent: row.conflicts_recent,
+      refusedObservationsRecent: row.refused_observations_recent,
+      recentWindowSeconds: row.recent_window_seconds,
     }),
   );
 

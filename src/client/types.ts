@@ -185,6 +185,21 @@ export interface TenantStats {
   readonly attempts: bigint;
 }
 
+/** One row of settle.metrics (docs/observability.md): counts are int8 (bigint), ages in seconds. */
+export interface SettleMetrics {
+  readonly operationsInFlight: bigint;
+  readonly lapsedLeases: bigint;
+  readonly operationsUnknown: bigint;
+  readonly oldestUnknownAgeSeconds: number;
+  readonly operationsConflict: bigint;
+  readonly deadLettersFailed: bigint;
+  readonly deadLettersNeedsReconciliation: bigint;
+  readonly oldestDeadLetterAgeSeconds: number;
+  readonly conflictsRecent: bigint;
+  readonly refusedObservationsRecent: bigint;
+  readonly recentWindowSeconds: number;
+}
+
 export interface ExpireResult {
   readonly expired: number;
   readonly deadLettered: number;
@@ -455,8 +470,10 @@ export interface SettleClient {
   redrive(input: RedriveInput, options?: CallOptions): Promise<OperationRecord>;
   /** Admin: delete terminal operations older than olderThanMs; returns how many (settle_admin). */
   purge(input: { readonly olderThanMs: number; readonly batchSize?: number }, options?: CallOptions): Promise<number>;
-  /** Per-tenant counts (settle_readonly or settle_admin). */
+  /** Per-tenant counts (settle_readonly or settle_admin). Scans every operation. */
   stats(options?: CallOptions): Promise<TenantStats[]>;
+  /** The settle.metrics gauges, from partial indexes: cheap at any size (settle_readonly or settle_admin). */
+  metrics(options?: CallOptions): Promise<SettleMetrics>;
   /** Dead-lettered operations, oldest first (settle_readonly or settle_admin). */
   deadLetters(input?: { readonly limit?: number }, options?: CallOptions): Promise<DeadLetterRecord[]>;
   /** Every attempt of one operation (settle_readonly or settle_admin). */

@@ -1,20 +1,55 @@
-import { COMMON_HELP, withClient, type Command } from '../command.js';
+import { boolFlag, COMMON_HELP, intFlag, stringFlag, withClient, type Command } from '../command.js';
+import { parseDuration } from '../duration.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, printText, renderTable } from '../output.js';
+import { UsageError } from '../usage-error.js';
+import { watchStats } from '../watch.js';
 
 export const statsCommand: Command = {
   name: 'stats',
-  summary: 'per-tenant counts by status, dead letters, leases and attempts',
-  help: `Usage: pg-settle stats [--database-url URL] [--json]
+  summary: 'per-tenant counts by status, dead letters, leases and attempts (--watch: live view)',
+  help: `Usage: pg-settle stats [--watch [--interval D] [--census-interval D] [--count N]] [--database-url URL] [--json]
 
 Per-tenant counts from the settle.stats view: operations by status, dead letters, live and
-lapsed leases, and attempts opened.
+lapsed leases, and attempts opened. settle.stats scans every operation.
+
+With --watch, a live view until Ctrl-C: the settle.metrics gauges (in flight, lapsed leases,
+unknown and the oldest's age, conflict, dead letters by reason, recent conflicts and refused
+observations; read from partial indexes, cheap) every --interval, and the per-tenant census
+with rates per second every --census-interval. On a terminal the screen is redrawn; piped, each
+refresh is a plain block (--json: one JSON document per line). See docs/observability.md.
+
+  --watch                  refresh until interrupted (default: off, print once)
+  --interval D             gauges every D (100ms-1h, default 2s)
+  --census-interval D      settle.stats every D (1s-1d, default 30s; it scans every operation)
+  --count N                stop after N refreshes (1-1000000, default: until Ctrl-C)
 
 ${COMMON_HELP}`,
-  flags: {},
+  flags: { watch: { type: 'boolean' }, interval: { type: 'string' }, 'census-interval': { type: 'string' }, count: { type: 'string' } },
   positionals: [],
   async run(input) {
+    const watch = boolFlag(input, 'watch');
+    const between = (flag: string, fallback: number, min: number, max: number): number => {
+      const text = stringFlag(input, flag);
+      const ms = text === undefined ? fallback : parseDuration(text, `--${flag}`);
+      if (ms < min || ms > max) throw new UsageError(`--${flag} must be between ${min} ms and ${max} ms (got ${ms} ms)`);
+      return ms;
+    };
+    const intervalMs = between('interval', 2_000, 100, 3_600_000);
+    const censusIntervalMs = between('census-interval', 30_000, 1_000, 86_400_000);
+    const count = input.values.count === undefined ? null : intFlag(input, 'count', 1, 1, 1_000_000);
+    if (!watch && (input.values.interval !== undefined || input.values['census-interval'] !== undefined || count !== null)) {
+      throw new UsageError('--interval, --census-interval and --count go with --watch');
+    }
     return withClient(input, async (client) => {
+      if (watch) {
+        const stopped = new Promise<void>((resolve) => {
+          process.once('SIGINT', () => resolve());
+          process.once('SIGTERM', () => resolve());
+        });
+        await watchStats(client, { intervalMs, censusIntervalMs, count, json: input.json, out: process.stdout, tty: process.stdout.isTTY === true, stopped });
+        return EXIT.ok;
+      }
       const rows = await client.stats();
       if (input.json) {
         printJson({ ok: true, command: 'stats', tenants: rows });
