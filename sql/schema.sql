@@ -1688,18 +1688,8 @@ begin
       hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
   end if;
 
-  -- Exactly one attempt per operation is the settlement: the one the operation names in
-  -- settled_attempt, which is written once, with the move to completed, and never changes.
-  -- (A check here instead of a unique index keeps this update heap-only.)
-  if new.settled and not old.settled and new.attempt is distinct from (
-       select o.settled_attempt from settle_private.operations o
-        where o.tenant = new.tenant and o.key = new.key) then
-    raise exception using
-      errcode = 'SE024',
-      message = 'only the attempt that settled the operation can be marked settled',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text,
-      hint = 'Exactly one settlement per operation: see settle.settlements.';
-  end if;
+  -- That the settled attempt is the one the operation names is the foreign key
+  -- attempts_settlement_is_the_operations (00002): this trigger reads no other table.
 
   if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
     raise exception using
@@ -1907,7 +1897,12 @@ CREATE TABLE settle_private.attempts (
     retryable boolean,
     error jsonb,
     late_result jsonb,
-    settled boolean DEFAULT false NOT NULL
+    settled boolean DEFAULT false NOT NULL,
+    settled_as integer GENERATED ALWAYS AS (
+CASE
+    WHEN settled THEN attempt
+    ELSE NULL::integer
+END) STORED
 )
 WITH (fillfactor='80');
 
@@ -2160,6 +2155,13 @@ ALTER TABLE ONLY settle_private.operations
     ADD CONSTRAINT operations_pkey PRIMARY KEY (tenant, key);
 
 --
+-- Name: operations operations_settlement_key; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.operations
+    ADD CONSTRAINT operations_settlement_key UNIQUE (tenant, key, settled_attempt);
+
+--
 -- Name: audit_log_refusals_by_at_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2297,6 +2299,13 @@ ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _990_row_rules;
 
 ALTER TABLE ONLY settle_private.attempts
     ADD CONSTRAINT attempts_belong_to_operation FOREIGN KEY (tenant, key) REFERENCES settle_private.operations(tenant, key);
+
+--
+-- Name: attempts attempts_settlement_is_the_operations; Type: FK CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.attempts
+    ADD CONSTRAINT attempts_settlement_is_the_operations FOREIGN KEY (tenant, key, settled_as) REFERENCES settle_private.operations(tenant, key, settled_attempt);
 
 --
 -- Name: attempts; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner

@@ -2,7 +2,8 @@
 --
 -- Why: pg-settle's guarantees must hold for every writer, so the engine owns its objects
 -- through a non-login role and hands callers nothing but EXECUTE on an API schema.
---   settle_owner    (NOLOGIN) owns every schema, table, function and view.
+--   settle_owner    (NOLOGIN; on Citus LOGIN, node to node only) owns every schema, table,
+--                   function and view.
 --   settle_app      may call the application API (claim, heartbeat, complete, fail,
 --                   report_unknown, get, fingerprint). It holds no table privilege at all.
 --   settle_readonly may read the `settle` views and call get/fingerprint.
@@ -33,6 +34,15 @@ begin
     begin
       if not exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
         execute format('create role %I nologin', v_role);
+      end if;
+      -- On Citus the owner must be able to log in, node to node only: Citus runs the
+      -- statements of a call it does not delegate (inside BEGIN ... COMMIT, the maintenance
+      -- scans, SECURITY DEFINER reads) on the coordinator and connects to the workers as the
+      -- current user, settle_owner, also while these migrations propagate their DDL. It gets
+      -- no password; pg_hba.conf admits it from the cluster's nodes only (docs/scale-out.md).
+      if v_role = 'settle_owner' and exists (select 1 from pg_catalog.pg_extension where extname = 'citus')
+         and not (select r.rolcanlogin from pg_catalog.pg_roles r where r.rolname = v_role) then
+        execute format('alter role %I login', v_role);
       end if;
     exception when duplicate_object or unique_violation then
       null; -- another database of this cluster created it a moment ago

@@ -42,7 +42,10 @@ create table settle_private.operations (
   redrive_count integer not null default 0,
   created_at timestamptz not null,
   updated_at timestamptz not null,
-  constraint operations_pkey primary key (tenant, key)
+  constraint operations_pkey primary key (tenant, key),
+  -- The target of attempts_settlement_is_the_operations (below): the settlement an operation
+  -- names. settled_attempt is written once, with the move to completed.
+  constraint operations_settlement_key unique (tenant, key, settled_attempt)
 ) with (fillfactor = 80);
 
 comment on table settle_private.operations is
@@ -89,9 +92,17 @@ create table settle_private.attempts (
   error jsonb,
   late_result jsonb,
   settled boolean not null default false,
+  -- This attempt's number while it is the settlement, else NULL (no check).
+  settled_as integer generated always as (case when settled then attempt end) stored,
   constraint attempts_pkey primary key (tenant, key, attempt),
   constraint attempts_belong_to_operation foreign key (tenant, key)
-    references settle_private.operations (tenant, key)
+    references settle_private.operations (tenant, key),
+  -- Exactly one attempt per operation is the settlement: the one the operation names in
+  -- settled_attempt. A foreign key rather than a trigger reading operations: it holds for every
+  -- writer and, on Citus, is checked shard to colocated shard, without a query from a shard
+  -- trigger to another distributed table.
+  constraint attempts_settlement_is_the_operations foreign key (tenant, key, settled_as)
+    references settle_private.operations (tenant, key, settled_attempt)
 ) with (fillfactor = 80);
 
 comment on table settle_private.attempts is

@@ -156,18 +156,8 @@ begin
       hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
   end if;
 
-  -- Exactly one attempt per operation is the settlement: the one the operation names in
-  -- settled_attempt, which is written once, with the move to completed, and never changes.
-  -- (A check here instead of a unique index keeps this update heap-only.)
-  if new.settled and not old.settled and new.attempt is distinct from (
-       select o.settled_attempt from settle_private.operations o
-        where o.tenant = new.tenant and o.key = new.key) then
-    raise exception using
-      errcode = 'SE024',
-      message = 'only the attempt that settled the operation can be marked settled',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text,
-      hint = 'Exactly one settlement per operation: see settle.settlements.';
-  end if;
+  -- That the settled attempt is the one the operation names is the foreign key
+  -- attempts_settlement_is_the_operations (00002): this trigger reads no other table.
 
   if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
     raise exception using

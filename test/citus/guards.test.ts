@@ -50,22 +50,18 @@ describeCitus('guards as a superuser on a worker shard', () => {
     await expect(w.query(`delete from ${shard('operations')} ${where}`)).rejects.toMatchObject({ code: 'SE025' });
   });
 
-  it('a second attempt cannot be marked as the settlement on the shard', async () => {
+  it('an attempt the operation does not name cannot be marked the settlement on the shard (foreign key, shard to shard)', async () => {
     const app = await citus.coordinator('settle_citus_app');
     const admin = await citus.coordinator();
     const op = newOperation('guard-settled');
-    const first = await acquire(app, op);
-    await admin.query(`update settle_private.operations set lease_expires_at = now() - interval '1 second' where tenant = $1 and key = $2`, [op.tenant, op.key]);
-    const second = await acquire(app, op);
-    await complete(app, first, { first: true });
-    await complete(app, second, { second: true }); // late success: recorded on attempt 2, not settled
+    await acquire(app, op);
     const { worker } = await citus.placementOf(op.key as string);
     const w = await citus.worker(worker);
     await w.query('set citus.enable_manual_changes_to_shards = on');
     const { rows } = await admin.query<{ id: string }>(`select get_shard_id_for_distribution_column('settle_private.attempts', $1::text)::text as id`, [op.key]);
-    await expect(w.query(`update settle_private.attempts_${rows[0]?.id} set settled = true, late_result = null
-                           where tenant = $1 and key = $2 and attempt = 2`, [op.tenant, op.key]))
-      .rejects.toMatchObject({ code: 'SE024' });
+    await expect(w.query(`update settle_private.attempts_${rows[0]?.id} set observation = 'completed', observed_at = now(), settled = true
+                           where tenant = $1 and key = $2 and attempt = 1`, [op.tenant, op.key]))
+      .rejects.toMatchObject({ code: '23503' });
   });
 
   it('TRUNCATE of a shard is refused too', async () => {

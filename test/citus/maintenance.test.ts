@@ -13,11 +13,14 @@ describeCitus('maintenance on a coordinator and two workers', () => {
   it('expire_leases ends lapsed leases on both workers; each key is handled on its worker', async () => {
     const [app, admin, ops] = await Promise.all([citus.coordinator('settle_citus_app'), citus.coordinator(), citus.coordinator('settle_citus_admin')]);
     const tickets = [];
-    for (let i = 0; i < 6; i++) tickets.push(await acquire(app, newOperation(`sweep-${i}`)));
     const ports = new Set<number>();
-    for (const t of tickets) {
+    // Keys until both workers hold some (hashing decides where a key lives).
+    for (let i = 0; tickets.length < 4 || ports.size < 2; i++) {
+      if (i > 40) throw new Error('40 random keys all hashed to one worker');
+      const t = await acquire(app, newOperation(`sweep-${i}`));
       expect(await expireLease(admin, t.tenant, t.key)).toBe(true);
       ports.add((await citus.placementOf(t.key)).port);
+      tickets.push(t);
     }
     expect(ports.size, 'the keys live on both workers').toBe(2);
     const { value, commands } = await remoteCommandsOf(ops, async () => (await ops.query('select * from settle.expire_leases(100000)')).rows[0]);

@@ -34,10 +34,6 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     stop = cluster.stop;
   }
   try {
-    // TEMPORARY until the roles migration creates settle_owner LOGIN on a Citus database itself.
-    await withPgClient(coordinatorUrl, (c) =>
-      c.query(`do $$ begin if not exists (select 1 from pg_roles where rolname = 'settle_owner') then create role settle_owner login; end if; end $$`),
-    );
     await migrate(coordinatorUrl, { log });
     await distribute(coordinatorUrl);
     await withPgClient(coordinatorUrl, async (c) => {

@@ -67,7 +67,7 @@ const DROP_LATTICE_GUARD: readonly Replacement[] = [
 export const MUTANTS: readonly Mutant[] = [
   {
     name: 'last-write-wins',
-    bug: 'complete on an already completed operation settles again: the later success overwrites the result (lattice guard dropped)',
+    bug: 'complete on an already completed operation settles again: the later success overwrites the result (lattice guard and settlement foreign key dropped)',
     replacements: [
       {
         file: MERGE,
@@ -77,6 +77,14 @@ export const MUTANTS: readonly Mutant[] = [
       -- A second success: the effect ran twice.`,
       },
       ...DROP_LATTICE_GUARD,
+      {
+        // The foreign key from the settled attempt to the operation's settled_attempt would
+        // refuse the overwrite too: drop it with the guard.
+        file: '00002_tables.sql',
+        find: `  constraint attempts_settlement_is_the_operations foreign key (tenant, key, settled_as)
+    references settle_private.operations (tenant, key, settled_attempt)`,
+        replace: '  constraint mutant_settlement_fk_dropped check (true)',
+      },
     ],
     scenario: 'late-success',
     expected: ['single-settlement', 'acknowledged-completion-durable', 'result-immutable'],
