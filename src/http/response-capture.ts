@@ -13,7 +13,13 @@ export interface ResponseCapture {
 }
 
 type Callback = (error?: Error | null) => void;
-type State = 'capturing' | 'overflowed' | 'sending' | 'passthrough' | 'discard';
+/**
+ * capturing -> overflowed -> passthrough (release after an overflow), capturing -> passthrough
+ * (release), capturing|overflowed -> sending -> late (answer: the middleware answered instead,
+ * e.g. a handler timeout; what the handler writes from then on is captured against shadow
+ * headers, never sent, and still resolves `done` when it ends).
+ */
+type State = 'capturing' | 'overflowed' | 'sending' | 'passthrough' | 'late';
 
 const toBuffer = (chunk: unknown, encoding?: unknown): Buffer =>
   Buffer.isBuffer(chunk)
@@ -38,9 +44,10 @@ export function captureResponse(res: ServerResponse, maxBytes: number): Response
   const done = new Promise<CapturedResponse>((resolve) => {
     resolveDone = resolve;
   });
+  let shadow: Map<string, string | number | readonly string[]> | null = null;
   const snapshot = (overflowed: boolean): CapturedResponse => ({
     status: res.statusCode,
-    headers: res.getHeaders() as OutgoingHttpHeaders,
+    headers: shadow === null ? (res.getHeaders() as OutgoingHttpHeaders) : (Object.fromEntries(shadow) as OutgoingHttpHeaders),
     body: Buffer.concat(chunks),
     overflowed,
   });
@@ -60,8 +67,7 @@ export function captureResponse(res: ServerResponse, maxBytes: number): Response
   };
 
   res.writeHead = function writeHead(this: ServerResponse, status: number, ...rest: unknown[]) {
-    if (state === 'discard') return this;
-    if (!holding()) return (original.writeHead as (...args: unknown[]) => ServerResponse).call(this, status, ...rest);
+    if (!holding() && state !== 'late') return (original.writeHead as (...args: unknown[]) => ServerResponse).call(this, status, ...rest);
     this.statusCode = status;
     const [first, second] = rest;
     if (typeof first === 'string') this.statusMessage = first;
@@ -91,7 +97,7 @@ export function captureResponse(res: ServerResponse, maxBytes: number): Response
     append(chunk, encoding);
     ended = true;
     later(typeof chunk === 'function' ? chunk : typeof encoding === 'function' ? encoding : callback);
-    if (state === 'capturing') resolveDone(snapshot(false));
+    if (state === 'capturing' || state === 'late') resolveDone(snapshot(false));
     return this;
   } as ServerResponse['end'];
 
@@ -116,6 +122,8 @@ export function captureResponse(res: ServerResponse, maxBytes: number): Response
       if (!holding()) return;
       state = 'sending';
       chunks.length = 0;
+      size = 0;
+      const handlerHeaders = new Map(Object.entries(res.getHeaders()).flatMap(([k, v]) => (v === undefined ? [] : [[k, v as string | number | readonly string[]]])));
       if (!res.headersSent) {
         for (const name of res.getHeaderNames()) res.removeHeader(name);
         for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
@@ -123,7 +131,36 @@ export function captureResponse(res: ServerResponse, maxBytes: number): Response
         res.statusMessage = '';
       }
       (original.end as (chunk: Buffer) => void).call(res, answer.body);
-      state = 'discard';
+      shadow = handlerHeaders;
+      shadowHeaders(res, handlerHeaders);
+      state = 'late';
     },
+  };
+}
+
+/**
+ * After the middleware answered in the handler's place, the handler's own setHeader & co. work on
+ * a private map (Node would throw ERR_HTTP_HEADERS_SENT, and Express would then destroy the
+ * keep-alive socket). The map starts with what the handler had set.
+ */
+function shadowHeaders(res: ServerResponse, shadow: Map<string, string | number | readonly string[]>): void {
+  res.setHeader = function setHeader(this: ServerResponse, name: string, value: string | number | readonly string[]) {
+    shadow.set(name.toLowerCase(), value);
+    return this;
+  } as ServerResponse['setHeader'];
+  res.appendHeader = function appendHeader(this: ServerResponse, name: string, value: string | readonly string[]) {
+    const lower = name.toLowerCase();
+    const prior = shadow.get(lower);
+    shadow.set(lower, [...(prior === undefined ? [] : Array.isArray(prior) ? prior : [String(prior)]), ...(Array.isArray(value) ? value : [value as string])]);
+    return this;
+  } as ServerResponse['appendHeader'];
+  res.removeHeader = function removeHeader(this: ServerResponse, name: string) {
+    shadow.delete(name.toLowerCase());
+  };
+  res.getHeader = function getHeader(this: ServerResponse, name: string) {
+    return shadow.get(name.toLowerCase()) as string | number | string[] | undefined;
+  };
+  res.hasHeader = function hasHeader(this: ServerResponse, name: string) {
+    return shadow.has(name.toLowerCase());
   };
 }

@@ -45,6 +45,8 @@ export interface AppConfig {
   /** Block /charge forever after its downstream effect (crash test). */
   readonly chargeBlocks?: boolean;
   readonly charge?: (downstreamKey: string) => Promise<void>;
+  /** handlerTimeoutMs of /slow (held like /orders). */
+  readonly slowTimeoutMs?: number;
 }
 
 const binding = (headers: Record<string, string | string[] | undefined>): IdempotencyBinding => ({
@@ -112,6 +114,15 @@ async function startExpress(config: AppConfig): Promise<TestApp> {
   };
   app.post('/orders', idem(config.orders as RouteOptions<express.Request>), orders);
   app.patch('/orders', idem(config.orders as RouteOptions<express.Request>), orders);
+  app.post('/slow', idem({ handlerTimeoutMs: config.slowTimeoutMs ?? 60_000 }), async (_req, res) => {
+    const n = count(hooks, 'slow');
+    const hold = hooks.take();
+    if (hold !== undefined) {
+      hold.entered(n);
+      await hold.released;
+    }
+    res.status(201).json({ slow: n });
+  });
   app.get('/orders', idem(), (_req, res) => {
     res.json({ get: count(hooks, 'get') });
   });
@@ -192,6 +203,16 @@ async function startFastify(config: AppConfig): Promise<TestApp> {
   const ordersConfig = { config: config.orders === undefined ? {} : { idempotency: config.orders as RouteOptions<import('fastify').FastifyRequest> } };
   app.post('/orders', ordersConfig, orders);
   app.patch('/orders', ordersConfig, orders);
+  app.post('/slow', { config: { idempotency: { handlerTimeoutMs: config.slowTimeoutMs ?? 60_000 } } }, async (_req, reply) => {
+    const n = count(hooks, 'slow');
+    const hold = hooks.take();
+    if (hold !== undefined) {
+      hold.entered(n);
+      await hold.released;
+    }
+    reply.code(201);
+    return { slow: n };
+  });
   app.get('/orders', async () => ({ get: count(hooks, 'get') }));
   app.post('/optional', { config: { idempotency: { required: false } } }, async (_req, reply) => {
     reply.code(201);
