@@ -76,6 +76,8 @@ export interface PayoutReceipt {
 export interface Ledger {
   install(): Promise<void>;
   pay(request: PayoutRequest): Promise<PayoutReceipt>;
+  /** The payout that moved money under (tenant, key), if any: what a reconcile asks the provider. */
+  find(tenant: string, key: string): Promise<PayoutReceipt | null>;
   /** Every payout row of tenants starting with `tenantPrefix`. */
   readBack(tenantPrefix: string): Promise<PayoutRow[]>;
 }
@@ -108,6 +110,15 @@ export function createLedger(pool: pg.Pool, options: { readonly idempotent: bool
       return { payoutId: row.payout_id, credited: row.credited, creditedByAttempt: row.credited_by_attempt };
     },
 
+    async find(tenant, key) {
+      const { rows } = await pool.query<{ payout_id: string; attempt: number }>(
+        `select payout_id::text, attempt from settle_sim.sim_payouts
+          where tenant = $1 and key = $2 and credited order by payout_id limit 1`,
+        [tenant, key],
+      );
+      const [row] = rows;
+      return row === undefined ? null : { payoutId: row.payout_id, credited: true, creditedByAttempt: row.attempt };
+    },
     async readBack(tenantPrefix) {
       const { rows } = await pool.query<{
         tenant: string;

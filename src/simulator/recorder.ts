@@ -12,6 +12,10 @@ export class Recorder {
   readonly consequences = new Map<FaultName, Map<string, number>>();
   readonly claimLatencyMs: number[] = [];
   readonly settleLatencyMs: number[] = [];
+  /** Whole run() calls of the callers (claim, pay, complete; or a wait, a replay). */
+  readonly runLatencyMs: number[] = [];
+  /** run() answers by outcome (and reason): `completed`, `replay`, `unknown (effect_outcome_unknown)`, ... */
+  readonly runOutcomes = new Map<string, number>();
   readonly errors: string[] = [];
   errorCount = 0;
   sweeps = 0;
@@ -42,6 +46,11 @@ export class Recorder {
       const reason = entry.answer.reason;
       this.note(entry.fault, `${entry.call} ${outcome}${typeof reason === 'string' ? ` (${reason})` : ''}`);
     }
+  }
+
+  run(outcome: string, detail?: string): void {
+    const label = detail === undefined ? outcome : `${outcome} (${detail})`;
+    this.runOutcomes.set(label, (this.runOutcomes.get(label) ?? 0) + 1);
   }
 
   error(error: unknown): void {

@@ -11,6 +11,7 @@ import { histogram, summarizeLatency, type LatencySummary } from './metrics.js';
 import { Recorder } from './recorder.js';
 import { planOperations, type OperationPlan } from './schedule.js';
 import { TaskQueue } from './task-queue.js';
+import { createRecordingPool } from './recording-pool.js';
 import { operationTask } from './worker.js';
 
 export interface SimulationOptions {
@@ -82,12 +83,14 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
   const tenantPrefix = `sim${config.seed}-${Date.now().toString(36)}${randomBytes(2).toString('hex')}-`;
   const pool = new pg.Pool({ connectionString: options.connectionString, max: config.workers + 4 });
   pool.on('error', () => {});
+  const recorder = new Recorder();
+  // The public client over a pool that records every engine answer (recording-pool.ts).
+  const settlePool = await createRecordingPool(options.connectionString, config.workers + 2, recorder);
   const client = createSettleClient({
-    connectionString: options.connectionString,
-    poolSize: config.workers + 2,
+    pool: settlePool,
     ...(options.telemetry === undefined ? {} : { telemetry: options.telemetry }),
   });
-  const recorder = new Recorder();
+  const zombies: Promise<void>[] = [];
   const ledger = createLedger(pool, { idempotent: options.unsafeDownstream !== true });
 
   try {
@@ -123,6 +126,12 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       onFinal: () => {
         final += 1;
       },
+      zombies: {
+        track(stall: Promise<void>): Promise<void> {
+          zombies.push(stall.catch((error: unknown) => recorder.error(error)));
+          return stall;
+        },
+      },
     };
 
     const sweeper = startSweeper(client, recorder, config.sweepIntervalMs);
@@ -130,6 +139,9 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       options.onProgress?.({ issued: nextPlan, final, total: plans.length, elapsedMs: performance.now() - started });
     }, 250);
     try {
+      await queue.run();
+      // Stalled attempts wake once their operation is final (or after a few leases).
+      for (let seen = 0; seen < zombies.length; seen = zombies.length) await Promise.all(zombies.slice(seen));
       await queue.run();
     } finally {
       clearInterval(progress);
@@ -178,6 +190,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     };
   } finally {
     await client.end();
+    await settlePool.end();
     await pool.end();
   }
 }

@@ -1,16 +1,19 @@
 import type pg from 'pg';
-import type { SettleClient } from '../client/client.js';
-import type { AttemptHandle, BindingInput, ClaimOutcome, Json } from '../client/types.js';
+import { z } from 'zod';
+import { defaultClassify } from '../client/classify.js';
+import type { AttemptHandle, BindingInput, Json, RunContext, RunOutcome, SettleClient } from '../client/types.js';
 import type { FaultName, SimulatorConfig } from './config.js';
 import type { EngineCall, IntendedOperation, PayoutResult, Submission } from './history.js';
 import type { Ledger, PayoutReceipt } from './ledger.js';
+import { callScope, type CallScope } from './recording-pool.js';
 import type { Recorder } from './recorder.js';
 import type { OperationPlan } from './schedule.js';
 import type { Task, TaskQueue } from './task-queue.js';
 
 /**
- * The workload: one operation is a payout. Its callers claim it through the typed client, pay
- * through the idempotent downstream (ledger.ts), and settle with a result naming the payout.
+ * The workload: one operation is a payout. Its callers run it through the public run() of the
+ * typed client, pay through the idempotent downstream (ledger.ts), and settle with a result
+ * naming the payout; faults are injected around and inside the effect.
  * The fault plan decides what goes wrong; see docs/simulator.md for each fault's script.
  */
 export interface WorkerContext {
@@ -24,14 +27,14 @@ export interface WorkerContext {
   readonly tenantPrefix: string;
   /** Called once per operation, when a caller first learns its final outcome. */
   readonly onFinal: () => void;
+  /** Stalled effects (they wait outside the worker pool until the operation is final). */
+  readonly zombies: { track(stall: Promise<void>): Promise<void> };
 }
 
 export const BINDING_GENERATION = 1;
 const SCOPES = ['payouts:write'];
 /** Longest a stale attempt waits for the operation to settle elsewhere before it wakes anyway. */
 const STALE_WAKE_TIMEOUT_FACTOR = 4;
-/** Longest wait between two claims of a caller that was told in_progress. */
-const MAX_IN_PROGRESS_WAIT_MS = 200;
 
 class Deferred {
   done = false;
@@ -59,6 +62,8 @@ class Operation {
   readonly final = new Deferred();
   /** The first-attempt fault has been applied (it applies once, to attempt 1). */
   fateApplied = false;
+  /** caller-timeout, late-success-first: the late success the caller delivers before it retries. */
+  lateSuccess: (() => Promise<void>) | null = null;
 
   constructor(
     readonly plan: OperationPlan,
@@ -114,98 +119,186 @@ function markFinal(ctx: WorkerContext, op: Operation): void {
   if (op.final.resolve()) ctx.onFinal();
 }
 
-function claimAnswer(outcome: ClaimOutcome): Record<string, unknown> {
-  if (outcome.outcome !== 'acquired') return { ...outcome };
-  const { attempt } = outcome;
-  return { outcome: 'acquired', status: outcome.status, attempt: attempt.attempt, fingerprint: attempt.fingerprint };
+/** The result the simulator settles with, as a zod schema: run() checks it on settle and replay. */
+const PayoutResultSchema = z.object({ payout_id: z.string(), amount_cents: z.number().int(), credited_by_attempt: z.number().int() });
+
+/** Thrown by the effect of a worker that "crashed", when its process is reaped: it never reports anything real. */
+class WorkerCrashed extends Error {
+  override readonly name = 'WorkerCrashed';
 }
 
-/** One caller's claim, and whatever the answer leads to. */
+/** Faults whose first attempt stalls (no heartbeats: the lease must lapse for a retry to take over). */
+const STALLING: ReadonlySet<FaultName | null> = new Set<FaultName | null>(['crash-after-claim', 'crash-after-effect', 'lease-expiry', 'stale-report']);
+
+/** Pauses between a caller's run() calls: after in_progress, after unknown. */
+const RETRY_PAUSE_MS = 20;
+
+/**
+ * One caller: the public run() until the operation is final for it. The effect pays through
+ * the downstream; reconcile asks the downstream for a payout under the operation's key before
+ * an attempt that follows a possibly-effective one pays again. The first-attempt fault is
+ * applied inside the effect (the attempt that acquired attempt 1, whichever caller it is).
+ */
 async function submit(ctx: WorkerContext, op: Operation, submission: Submission, fault: FaultName | null): Promise<void> {
-  const outcome = await ctx.recorder.timed(ctx.recorder.claimLatencyMs, () =>
-    ctx.client.claim({
-      tenant: op.tenant,
-      key: op.key,
-      request: op.request,
-      binding: op.binding,
-      leaseMs: ctx.config.leaseSeconds * 1000,
-      worker: `sim-${submission}`,
-      maxAttempts: ctx.config.maxAttempts,
-    }),
+  const scope: CallScope = { tenant: op.tenant, key: op.key, submission, fault, attempt: null };
+  const stalls = STALLING.has(op.plan.fate) && !op.fateApplied;
+  const stalled = new Deferred();
+  const running = callScope.run(scope, () =>
+    ctx.recorder.timed(ctx.recorder.runLatencyMs, () =>
+      ctx.client.run(
+        {
+          tenant: op.tenant,
+          key: op.key,
+          request: op.request,
+          binding: op.binding,
+          leaseMs: ctx.config.leaseSeconds * 1000,
+          worker: `sim-${submission}`,
+          maxAttempts: ctx.config.maxAttempts,
+          waitForMs: ctx.config.leaseSeconds * 1000 * 3,
+          // A stalled worker renews nothing (its lease must lapse); an ordinary effect takes
+          // milliseconds, far less than a lease.
+          ...(stalls ? { heartbeatIntervalMs: ctx.config.leaseSeconds * 1000 * 3_600 } : {}),
+          classify: (error) => (error instanceof WorkerCrashed ? 'unknown' : defaultClassify(error)),
+        },
+        (run) => effect(ctx, op, run, scope, stalled),
+        {
+          result: PayoutResultSchema,
+          reconcile: async (run) => {
+            scope.attempt = run.attemptNumber;
+            const found = await ctx.ledger.find(op.tenant, op.key);
+            if (found === null) return undefined;
+            if (scope.fault !== null) ctx.recorder.note(scope.fault, 'reconcile found the payout: not paid again');
+            return { payout_id: found.payoutId, amount_cents: op.plan.amountCents, credited_by_attempt: found.creditedByAttempt };
+          },
+        },
+      ),
+    ),
   );
-  record(ctx, op, 'claim', submission, fault, null, claimAnswer(outcome));
+  // A stalled effect leaves the worker pool: its caller's retry is already queued.
+  const first = await Promise.race([running.then((outcome) => ({ outcome })), stalled.promise.then(() => null)]);
+  if (first === null) {
+    void ctx.zombies.track(running.then((outcome) => settled(ctx, op, submission, scope.fault, outcome, true)));
+    return;
+  }
+  await settled(ctx, op, submission, scope.fault, first.outcome, false);
+}
+
+/** What a caller does with run()'s answer. A stalled attempt's answer (`stale`) only counts. */
+async function settled(
+  ctx: WorkerContext,
+  op: Operation,
+  submission: Submission,
+  fault: FaultName | null,
+  outcome: RunOutcome<PayoutResult>,
+  stale: boolean,
+): Promise<void> {
   op.reserved.resolve();
+  const detail = outcome.outcome === 'unknown' ? outcome.reason : outcome.outcome === 'completed' && outcome.reconciled === true ? 'reconciled' : undefined;
+  ctx.recorder.run(outcome.outcome, detail);
+  if (fault !== null || stale) ctx.recorder.note(fault ?? op.plan.fate ?? 'duplicate', `run() ${outcome.outcome}${detail === undefined ? '' : ` (${detail})`}`);
+  if (stale) return;
   switch (outcome.outcome) {
-    case 'acquired':
-      return execute(ctx, op, outcome.attempt, submission, fault);
-    case 'in_progress':
-      ctx.queue.later(Math.min(outcome.retryAfterMs + 10, MAX_IN_PROGRESS_WAIT_MS), () => submit(ctx, op, submission, fault));
-      return;
+    case 'completed':
     case 'replay':
-    case 'failed':
       markFinal(ctx, op);
       return;
+    case 'failed':
+      if (outcome.final) markFinal(ctx, op);
+      else ctx.queue.later(RETRY_PAUSE_MS, () => submit(ctx, op, submission, fault));
+      return;
+    case 'unknown': {
+      // A late success that arrives before the caller's retry (caller-timeout, late-success-first).
+      const late = op.lateSuccess;
+      op.lateSuccess = null;
+      if (late !== null) await late();
+      // Timeout means unknown: retry with the same key (the next attempt reconciles first).
+      if (!op.final.done) ctx.queue.later(RETRY_PAUSE_MS, () => submit(ctx, op, submission, fault));
+      return;
+    }
+    case 'in_progress':
+      if (!op.final.done) ctx.queue.later(RETRY_PAUSE_MS, () => submit(ctx, op, submission, fault));
+      return;
+    case 'fenced':
     case 'conflict':
-      // Never expected for the reserved request: the checker's answers and report show it.
+      // fenced: another attempt owns the operation. conflict: never expected for the reserved
+      // request (the checker's answers and report show it).
       return;
   }
 }
 
 /**
- * The attempt a caller acquired: apply the first-attempt fault, or pay and settle. `cause` is
- * the fault that led this caller here (a retry after a crash), for the report's fault table.
+ * The effect of the attempt run() acquired: pay, or play the operation's first-attempt fault.
+ * A stall hands the caller's retry to the queue and waits (outside the worker pool) until the
+ * operation is final elsewhere, or for a few leases at most.
  */
-async function execute(
-  ctx: WorkerContext,
-  op: Operation,
-  handle: AttemptHandle,
-  submission: Submission,
-  cause: FaultName | null,
-): Promise<void> {
-  const fate = handle.attempt === 1 && !op.fateApplied ? op.plan.fate : null;
-  if (handle.attempt === 1) op.fateApplied = true;
-  if (fate === null) {
-    await payAndComplete(ctx, op, handle, submission, cause);
-    return;
-  }
+async function effect(ctx: WorkerContext, op: Operation, run: RunContext, scope: CallScope, stalled: Deferred): Promise<PayoutResult> {
+  scope.attempt = run.attemptNumber;
+  const fate = run.attemptNumber === 1 && !op.fateApplied ? op.plan.fate : null;
+  if (run.attemptNumber === 1) op.fateApplied = true;
+  if (fate === null) return toResult(op, await pay(ctx, op, run.attemptNumber, scope.fault));
   ctx.recorder.inject(fate);
-  const wakeTimeout = ctx.config.leaseSeconds * 1000 * STALE_WAKE_TIMEOUT_FACTOR;
+  // Every later call of this run() (report_unknown, complete, fail) belongs to the fault.
+  scope.fault = fate;
+  const scoped: CallScope = { ...scope };
+  const retry = (): void => retryAfterLease(ctx, op, run.attempt, scope.submission, fate);
+  const stall = (): Promise<void> => {
+    stalled.resolve();
+    return waitForFinal(ctx, op);
+  };
   switch (fate) {
     case 'crash-after-claim':
-      // The worker is gone: nothing is reported. The caller retries once the lease lapses.
-      retryAfterLease(ctx, op, handle, submission, fate);
-      return;
+      // The worker vanishes: no effect, no report. The caller retries once the lease lapses.
+      retry();
+      await stall();
+      throw new WorkerCrashed('the worker crashed after its claim');
     case 'crash-after-effect':
-      await pay(ctx, op, handle, fate);
-      retryAfterLease(ctx, op, handle, submission, fate);
-      return;
-    case 'lease-expiry':
+      await pay(ctx, op, run.attemptNumber, fate);
+      retry();
+      await stall();
+      throw new WorkerCrashed('the worker crashed after paying');
+    case 'lease-expiry': {
       // The effect stalls past the lease; the caller's retry takes over. The slow worker then
-      // finishes: its heartbeat is fenced, the downstream deduplicates, its success is late.
-      retryAfterLease(ctx, op, handle, submission, fate);
-      ctx.queue.after(op.final.promise, wakeTimeout, async () => {
-        const beat = await ctx.client.heartbeat(handle, { leaseMs: ctx.config.leaseSeconds * 1000 });
-        record(ctx, op, 'heartbeat', submission, fate, handle.attempt, { ...beat });
-        await payAndComplete(ctx, op, handle, submission, fate);
-      });
-      return;
+      // finishes, ignoring its lease: its heartbeat is fenced, the downstream deduplicates,
+      // its success is late (run() answers the other attempt's result).
+      retry();
+      await stall();
+      await callScope.run(scoped, () => run.heartbeat().catch(() => null));
+      return toResult(op, await pay(ctx, op, run.attemptNumber, fate));
+    }
     case 'caller-timeout': {
-      const receipt = await pay(ctx, op, handle, fate);
-      const unknown = await ctx.recorder.timed(ctx.recorder.settleLatencyMs, () => ctx.client.reportUnknown(handle));
-      record(ctx, op, 'reportUnknown', submission, fate, handle.attempt, { ...unknown });
-      if (op.plan.variant === 'late-success-first') {
-        await complete(ctx, op, handle, submission, fate, receipt);
-      } else {
-        ctx.queue.push(() => submit(ctx, op, submission, fate));
-        ctx.queue.after(op.final.promise, wakeTimeout, () => complete(ctx, op, handle, submission, fate, receipt));
-      }
-      return;
+      // Paid, then the caller loses the answer: run() reports unknown. The success of this
+      // attempt arrives late, before or after the caller's retry.
+      const receipt = await pay(ctx, op, run.attemptNumber, fate);
+      const handle = run.attempt;
+      const lateSuccess = (): Promise<void> =>
+        callScope.run({ ...scoped, submission: scope.submission, attempt: handle.attempt }, async () => {
+          await ctx.client.complete(handle, toResult(op, receipt) as unknown as Json);
+        });
+      if (op.plan.variant === 'late-success-first') op.lateSuccess = lateSuccess;
+      else ctx.queue.after(op.final.promise, ctx.config.leaseSeconds * 1000 * STALE_WAKE_TIMEOUT_FACTOR, lateSuccess);
+      throw new DOMException('the payment answer timed out', 'TimeoutError');
     }
     case 'stale-report':
-      retryAfterLease(ctx, op, handle, submission, fate);
-      ctx.queue.after(op.final.promise, wakeTimeout, () => staleReport(ctx, op, handle, submission));
-      return;
+      // Stalls before any effect; the retry takes over and settles; then it wakes and reports.
+      retry();
+      await stall();
+      if (op.plan.variant === 'fail') throw new Error('worker stalled before the effect');
+      if (op.plan.variant === 'unknown') throw new DOMException('stalled', 'TimeoutError');
+      await run.heartbeat().catch(() => null);
+      throw run.signal.reason ?? new Error('stalled');
   }
+}
+
+function toResult(op: Operation, receipt: PayoutReceipt): PayoutResult {
+  return { payout_id: receipt.payoutId, amount_cents: op.plan.amountCents, credited_by_attempt: receipt.creditedByAttempt };
+}
+
+/** Until the operation is final elsewhere, or a few leases at most. */
+async function waitForFinal(ctx: WorkerContext, op: Operation): Promise<void> {
+  const timeout = ctx.config.leaseSeconds * 1000 * STALE_WAKE_TIMEOUT_FACTOR;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([op.final.promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeout)))]);
+  clearTimeout(timer);
 }
 
 function retryAfterLease(ctx: WorkerContext, op: Operation, handle: AttemptHandle, submission: Submission, fault: FaultName): void {
@@ -213,67 +306,16 @@ function retryAfterLease(ctx: WorkerContext, op: Operation, handle: AttemptHandl
   ctx.queue.later(delay, () => submit(ctx, op, submission, fault));
 }
 
-async function staleReport(ctx: WorkerContext, op: Operation, handle: AttemptHandle, submission: Submission): Promise<void> {
-  const fault = 'stale-report';
-  switch (op.plan.variant) {
-    case 'fail': {
-      const answer = await ctx.client.fail(handle, { code: 'stalled', message: 'worker stalled before the effect' });
-      record(ctx, op, 'fail', submission, fault, handle.attempt, { ...answer });
-      return;
-    }
-    case 'unknown': {
-      const answer = await ctx.client.reportUnknown(handle);
-      record(ctx, op, 'reportUnknown', submission, fault, handle.attempt, { ...answer });
-      return;
-    }
-    default: {
-      const answer = await ctx.client.heartbeat(handle, { leaseMs: ctx.config.leaseSeconds * 1000 });
-      record(ctx, op, 'heartbeat', submission, fault, handle.attempt, { ...answer });
-    }
-  }
-}
-
-async function pay(ctx: WorkerContext, op: Operation, handle: AttemptHandle, fault: FaultName | null): Promise<PayoutReceipt> {
+async function pay(ctx: WorkerContext, op: Operation, attempt: number, fault: FaultName | null): Promise<PayoutReceipt> {
   const receipt = await ctx.ledger.pay({
     tenant: op.tenant,
     key: op.key,
-    attempt: handle.attempt,
+    attempt,
     amountCents: op.plan.amountCents,
     bindingGeneration: BINDING_GENERATION,
   });
   if (fault !== null) ctx.recorder.note(fault, receipt.credited ? 'downstream credited' : 'downstream deduplicated');
   return receipt;
-}
-
-async function payAndComplete(
-  ctx: WorkerContext,
-  op: Operation,
-  handle: AttemptHandle,
-  submission: Submission,
-  fault: FaultName | null,
-): Promise<void> {
-  const receipt = await pay(ctx, op, handle, fault);
-  await complete(ctx, op, handle, submission, fault, receipt);
-}
-
-async function complete(
-  ctx: WorkerContext,
-  op: Operation,
-  handle: AttemptHandle,
-  submission: Submission,
-  fault: FaultName | null,
-  receipt: PayoutReceipt,
-): Promise<void> {
-  const result: PayoutResult = {
-    payout_id: receipt.payoutId,
-    amount_cents: op.plan.amountCents,
-    credited_by_attempt: receipt.creditedByAttempt,
-  };
-  const answer = await ctx.recorder.timed(ctx.recorder.settleLatencyMs, () =>
-    ctx.client.complete(handle, result as unknown as Json),
-  );
-  record(ctx, op, 'complete', submission, fault, handle.attempt, { ...answer });
-  if (answer.outcome === 'settled' || answer.outcome === 'already_settled' || answer.outcome === 'duplicate') markFinal(ctx, op);
 }
 
 /**
