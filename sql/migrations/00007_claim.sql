@@ -69,16 +69,23 @@ begin
       claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
   end if;
 
-  v_fp := settle_private._fingerprint(claim.request);
-  v_token := gen_random_uuid();
-
   -- Most claims of an existing key (replays, retries, duplicates) are decided on this plain
   -- read; only a missing key tries the insert.
   select * into v_op from settle_private.operations o
    where o.tenant = claim.tenant and o.key = claim.key;
   v_fresh := found;
 
+  -- A request jsonb-equal to the stored one has the stored fingerprint (jsonb equality compares
+  -- numbers by value, as the canonical form does: 10.50 = 10.5), so a claim of an existing key
+  -- with the same request skips the hash; a new key or another request is hashed.
+  if v_fresh and v_op.request = claim.request then
+    v_fp := v_op.fingerprint;
+  else
+    v_fp := settle_private._fingerprint(claim.request);
+  end if;
+
   if not v_fresh then
+    v_token := gen_random_uuid();
     -- First claim: the reservation lock and attempt 1. Two sessions racing on a new key: the
     -- loser waits here for the winner to commit, then joins below.
     insert into settle_private.operations as o
@@ -127,19 +134,17 @@ begin
         exit;
       end if;
 
+      -- Read-only answers (replay, in_progress) change nothing and write nothing: no audit row,
+      -- so no WAL and no commit flush (docs/protocol.md, "Which table proves what").
       if v_op.status = 'completed' then
-        v_res := row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
-                     v_op.settled_attempt, null, null, null);
-        v_audit_attempt := v_op.settled_attempt;
-        exit;
+        return row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
+                   v_op.settled_attempt, null, null, null)::settle.claim_result;
       end if;
 
       if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
-        v_res := row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
-                     greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
-                     v_fp, null, null, null, null, null);
-        v_audit_attempt := v_op.attempt;
-        exit;
+        return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
+                   greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
+                   v_fp, null, null, null, null, null)::settle.claim_result;
       end if;
 
       if v_op.status <> 'failed' and not v_locked then
@@ -160,6 +165,7 @@ begin
         exit;
       end if;
 
+      v_token := gen_random_uuid();
       update settle_private.operations o
          set attempt = v_op.attempt + 1,
              status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
@@ -187,6 +193,6 @@ Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characte
 Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (final failure or dead-lettered: error, dead_lettered) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes).
 SQLSTATEs: SE001 tenant, SE002 key, SE003 binding, SE004 request, SE007 lease, SE008 worker/max_attempts.
 Locking: answers that change nothing (conflict, replay, in_progress, failed) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
-Idempotency: retrying with the same request and binding joins the same operation; every call writes one audit row.';
+Idempotency: retrying with the same request and binding joins the same operation. Every call writes one audit row except the read-only answers replay and in_progress, which write nothing (no WAL, no commit flush).';
 
 reset role;

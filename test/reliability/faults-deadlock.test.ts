@@ -132,9 +132,10 @@ describe('deadlock (40P01) between caller transactions', () => {
     tally.violations += report.violations.length;
     expect(report.violations, describeViolations(report)).toEqual([]);
     const trail = state.audit.map((r) => `${r.key}:${r.event}:${r.outcome}:${r.statusBefore ?? '-'}->${r.statusAfter}`);
+    // The retry's replay answers are read-only and write no audit row (docs/protocol.md).
     expect(trail).toEqual([
-      'k1:claim:acquired:-->running', 'k1:complete:settled:running->completed', 'k1:claim:replay:completed->completed',
-      'k2:claim:acquired:-->running', 'k2:complete:settled:running->completed', 'k2:claim:replay:completed->completed',
+      'k1:claim:acquired:-->running', 'k1:complete:settled:running->completed',
+      'k2:claim:acquired:-->running', 'k2:complete:settled:running->completed',
     ]);
     tally.details.victim = loser.side.label;
   }, 60_000);
