@@ -1,0 +1,98 @@
+// Delegated claim + complete cycle on a Citus coordinator + 2 workers against plain PostgreSQL,
+// in the same run on the same machine: `npm run bench:citus [-- --seconds N --rounds N --clients N]`.
+// Needs Citus installed (docs/scale-out.md) and pgbench. Prints one line per round and a summary;
+// every processed transaction must have produced exactly one settlement (checked after each round).
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { distribute } from '../src/db/distribute.js';
+import { migrate } from '../src/db/migrate.js';
+import { withPgClient } from '../src/db/with-pg-client.js';
+import { citusUnavailableReason, startCitusCluster } from '../src/dev-server/citus-cluster.js';
+import { DEBIAN_PG_BIN_DIR, startLocalCluster } from '../src/dev-server/local-cluster.js';
+import { locatePgbench, PGBENCH_MISSING_HINT, runPgbench } from './pgbench.js';
+
+const SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'scripts', 'citus-cycle.sql');
+const { values } = parseArgs({
+  options: { seconds: { type: 'string', default: '20' }, rounds: { type: 'string', default: '2' }, clients: { type: 'string', default: '8' } },
+});
+const seconds = Number(values.seconds);
+const rounds = Number(values.rounds);
+const clients = Number(values.clients);
+
+const unavailable = citusUnavailableReason();
+if (unavailable !== undefined) {
+  console.error(`bench:citus: ${unavailable}`);
+  process.exit(2);
+}
+const pgbench = locatePgbench();
+if (pgbench === undefined) {
+  console.error(`bench:citus: ${PGBENCH_MISSING_HINT}`);
+  process.exit(2);
+}
+
+const log = (msg: string): void => console.error(`[bench:citus] ${msg}`);
+const [citus, plain] = await Promise.all([
+  startCitusCluster({ log: () => {} }),
+  startLocalCluster({ binDir: DEBIAN_PG_BIN_DIR, libDirs: ['/usr/lib/postgresql/15/lib'], log: () => {} }),
+]);
+try {
+  await migrate(citus.coordinator.adminUrl);
+  const summary = await distribute(citus.coordinator.adminUrl);
+  await migrate(plain.adminUrl);
+  log(`Citus: ${JSON.stringify(summary)}; plain PostgreSQL 15 on the same machine`);
+  // Proof of delegation: the workers' pg_stat_statements count the claims they ran themselves.
+  await withPgClient(citus.coordinator.adminUrl, (c) => c.query('create extension if not exists pg_stat_statements')); // propagated to the workers
+  const workerClaims = async (): Promise<number> => {
+    let total = 0;
+    for (const w of citus.workers) {
+      total += await withPgClient(w.adminUrl, async (c) =>
+        Number((await c.query<{ n: string }>(`select coalesce(sum(calls), 0) as n from pg_stat_statements where query like '%FROM settle.claim(%'`)).rows[0]?.n));
+    }
+    return total;
+  };
+  // The application's login (a delegated call runs on the worker as the caller).
+  const appUrl = async (adminUrl: string): Promise<string> => {
+    await withPgClient(adminUrl, (c) => c.query(`do $$ begin if not exists (select 1 from pg_roles where rolname = 'bench_app') then create role bench_app login in role settle_app; end if; end $$`));
+    const u = new URL(adminUrl);
+    u.username = 'bench_app';
+    return u.toString();
+  };
+  const targets = [
+    { name: 'plain', admin: plain.adminUrl, url: await appUrl(plain.adminUrl) },
+    { name: 'citus', admin: citus.coordinator.adminUrl, url: await appUrl(citus.coordinator.adminUrl) },
+  ];
+  const results: Record<string, number[]> = { plain: [], citus: [] };
+  const latency: Record<string, number[]> = { plain: [], citus: [] };
+  for (let round = 1; round <= rounds; round++) {
+    for (const t of targets) {
+      const before = await settlements(t.admin);
+      const claimsBefore = t.name === 'citus' ? await workerClaims() : 0;
+      const run = await runPgbench({ pgbench, url: t.url, script: SCRIPT, clients, threads: 2, durationS: seconds, protocol: 'prepared' });
+      const made = (await settlements(t.admin)) - before;
+      if (made !== run.output.processed) {
+        throw new Error(`${t.name}: ${run.output.processed} transactions but ${made} new settlements`);
+      }
+      if (t.name === 'citus') {
+        const delegated = (await workerClaims()) - claimsBefore;
+        if (delegated < run.output.processed) throw new Error(`citus: ${run.output.processed} cycles but only ${delegated} claims ran on the workers`);
+      }
+      results[t.name]?.push(run.output.tps ?? 0);
+      latency[t.name]?.push(run.output.latencyAverageMs ?? 0);
+      console.log(`round ${round} ${t.name.padEnd(5)} tps ${(run.output.tps ?? 0).toFixed(1).padStart(7)}  latency ${(run.output.latencyAverageMs ?? 0).toFixed(2)} ms  (${run.output.processed} cycles, ${made} settlements)`);
+    }
+  }
+  const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+  const p = mean(results.plain ?? []);
+  const c = mean(results.citus ?? []);
+  console.log(`\nsummary (${clients} clients, pgbench -M prepared, ${seconds} s x ${rounds} rounds each):`);
+  console.log(`  plain PostgreSQL  ${p.toFixed(1)} cycles/s  (${results.plain?.map((x) => x.toFixed(0)).join(', ')})`);
+  console.log(`  Citus delegated   ${c.toFixed(1)} cycles/s  (${results.citus?.map((x) => x.toFixed(0)).join(', ')})`);
+  console.log(`  citus / plain     ${(c / p).toFixed(2)}x`);
+} finally {
+  await Promise.all([citus.stop(), plain.stop()]);
+}
+
+async function settlements(url: string): Promise<number> {
+  return withPgClient(url, async (c) => Number((await c.query<{ n: string }>(`select count(*) as n from settle.settlements where tenant = 'bench-citus'`)).rows[0]?.n));
+}
