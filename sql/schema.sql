@@ -146,6 +146,15 @@ ALTER TYPE settle.observation_result OWNER TO settle_owner;
 COMMENT ON TYPE settle.observation_result IS 'Answer of settle.complete / fail / report_unknown. outcome: settled | recorded | duplicate | already_settled | fenced | conflict. status/result/error are the canonical state after the merge, disclosed only to the holder of a valid attempt token whose lock matched.';
 
 --
+-- Name: audit_event; Type: DOMAIN; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE DOMAIN settle_private.audit_event AS text
+	CONSTRAINT event_is_known CHECK ((VALUE = ANY (ARRAY['claim'::text, 'heartbeat'::text, 'complete'::text, 'fail'::text, 'report_unknown'::text, 'expire'::text, 'redrive'::text, 'purge'::text])));
+
+ALTER DOMAIN settle_private.audit_event OWNER TO settle_owner;
+
+--
 -- Name: claim(text, text, jsonb, text, text[], bigint, interval, text, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
@@ -1959,14 +1968,13 @@ CREATE TABLE settle_private.audit_log (
     key text NOT NULL,
     audit_id bigint NOT NULL,
     at timestamp with time zone NOT NULL,
-    event text NOT NULL,
+    event settle_private.audit_event NOT NULL,
     outcome text NOT NULL,
     attempt integer,
     status_before settle.status,
     status_after settle.status,
     actor text,
-    detail jsonb,
-    CONSTRAINT event_is_known CHECK ((event = ANY (ARRAY['claim'::text, 'heartbeat'::text, 'complete'::text, 'fail'::text, 'report_unknown'::text, 'expire'::text, 'redrive'::text, 'purge'::text])))
+    detail jsonb
 );
 
 ALTER TABLE ONLY settle_private.audit_log FORCE ROW LEVEL SECURITY;
@@ -1977,7 +1985,7 @@ ALTER TABLE settle_private.audit_log OWNER TO settle_owner;
 -- Name: TABLE audit_log; Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON TABLE settle_private.audit_log IS 'Append-only audit trail, one row per claim, observation, fence, conflict, expiry, redrive and purge, written in the same transaction. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
+COMMENT ON TABLE settle_private.audit_log IS 'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress), observation, fence, conflict, expiry, redrive and purge, written in the same transaction. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
 
 --
 -- Name: audit_log; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -1988,7 +1996,7 @@ CREATE VIEW settle.audit_log AS
     l.key,
     l.audit_id,
     l.at,
-    l.event,
+    (l.event)::text AS event,
     l.outcome,
     l.attempt,
     l.status_before,
@@ -2003,7 +2011,7 @@ ALTER TABLE settle.audit_log OWNER TO settle_owner;
 -- Name: VIEW audit_log; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim, fenced heartbeat, observation, expiry, redrive and purge, ordered per key by audit_id. Transitions are serialized by the operation row lock, so their rows are in commit order; claims answered without a change (replay, in_progress, conflict, failed) take no row lock and may interleave with a concurrent transition.';
+COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by audit_id. Transitions are serialized by the operation row lock, so their rows are in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
 
 --
 -- Name: dead_letters; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -2064,7 +2072,7 @@ CREATE VIEW settle.metrics AS
           WHERE ((a.outcome = 'conflict'::text) AND (a.at > (w.now - w.recent)))) AS conflicts_recent,
     ( SELECT count(*) AS count
            FROM settle_private.audit_log a
-          WHERE ((a.outcome = ANY (ARRAY['conflict'::text, 'fenced'::text])) AND (a.at > (w.now - w.recent)) AND (a.event = ANY (ARRAY['complete'::text, 'fail'::text, 'report_unknown'::text])))) AS refused_observations_recent,
+          WHERE ((a.outcome = ANY (ARRAY['conflict'::text, 'fenced'::text])) AND (a.at > (w.now - w.recent)) AND ((a.event)::text = ANY (ARRAY['complete'::text, 'fail'::text, 'report_unknown'::text])))) AS refused_observations_recent,
     (EXTRACT(epoch FROM w.recent))::integer AS recent_window_seconds
    FROM ( SELECT clock_timestamp() AS now,
             '00:05:00'::interval AS recent) w;

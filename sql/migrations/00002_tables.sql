@@ -109,21 +109,29 @@ comment on table settle_private.attempts is
   'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation). Private: use the settle API.';
 
 
+-- The events an audit row may record. A domain rather than a CHECK constraint on the table:
+-- PostgreSQL 15 reads a table's CHECK constraints back from their node strings and plans them
+-- again for every INSERT statement (ExecRelCheck: stringToNode and ExecPrepareExpr per result
+-- relation), about 8 us per audit row here (docs/performance.md); a domain's constraint is
+-- kept compiled in the type cache. Same name, same SQLSTATE (23514 check_violation), same rule
+-- for every writer.
+create domain settle_private.audit_event as text
+  constraint event_is_known check (value in (
+    'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'expire', 'redrive', 'purge'));
+
 create table settle_private.audit_log (
   tenant text not null,
   key text not null,
   audit_id bigint generated always as identity,
   at timestamptz not null,
-  event text not null,
+  event settle_private.audit_event not null,
   outcome text not null,
   attempt integer,
   status_before settle.status,
   status_after settle.status,
   actor text,
   detail jsonb,
-  constraint audit_log_pkey primary key (tenant, key, audit_id),
-  constraint event_is_known check (event in (
-    'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'expire', 'redrive', 'purge'))
+  constraint audit_log_pkey primary key (tenant, key, audit_id)
 );
 
 -- settle.metrics counts the recent refusals (conflicts, fenced observations) through this
@@ -133,7 +141,7 @@ create index audit_log_refusals_by_at_idx
   where outcome in ('conflict', 'fenced');
 
 comment on table settle_private.audit_log is
-  'Append-only audit trail, one row per claim, observation, fence, conflict, expiry, redrive and purge, written in the same transaction. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
+  'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress), observation, fence, conflict, expiry, redrive and purge, written in the same transaction. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
 
 -- Row-level security, forced so that it binds the owner too: only the owner role (through
 -- the SECURITY DEFINER API) reaches rows. Superusers bypass RLS but not the guard triggers (00004).

@@ -48,11 +48,11 @@ comment on view settle.attempts is
   'Every attempt epoch with its attempt-scoped settlement: observation (unknown/conflict/failed/completed), whether it was THE settlement (settled), and any late success (late_result). Lease tokens are never shown.';
 
 create view settle.audit_log as
-select l.tenant, l.key, l.audit_id, l.at, l.event, l.outcome, l.attempt, l.status_before, l.status_after,
+select l.tenant, l.key, l.audit_id, l.at, l.event::text as event, l.outcome, l.attempt, l.status_before, l.status_after,
        l.actor, l.detail
   from settle_private.audit_log l;
 comment on view settle.audit_log is
-  'Append-only audit trail: one row per claim, fenced heartbeat, observation, expiry, redrive and purge, ordered per key by audit_id. Transitions are serialized by the operation row lock, so their rows are in commit order; claims answered without a change (replay, in_progress, conflict, failed) take no row lock and may interleave with a concurrent transition.';
+  'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by audit_id. Transitions are serialized by the operation row lock, so their rows are in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
 
 create view settle.dead_letters as
 select o.tenant, o.key, o.attempt, o.max_attempts, o.error, o.dead_lettered_at, o.redrive_count,
