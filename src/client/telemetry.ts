@@ -308,7 +308,8 @@ class OtelTelemetry implements ClientTelemetry {
       throw error;
     } finally {
       const result = outcome?.outcome ?? 'error';
-      i.outcomes.add(1, this.outcomeAttributes(name, result, undefined, shownTenant));
+      const reason = typeof outcome?.reason === 'string' ? outcome.reason : undefined;
+      i.outcomes.add(1, this.outcomeAttributes(name, result, reason, shownTenant));
       if (effectSeconds !== undefined) {
         const effectOutcome = EFFECT_OUTCOME[result] ?? result;
         i.effectDuration.record(
@@ -325,7 +326,7 @@ class OtelTelemetry implements ClientTelemetry {
         const shown = outcome?.attempt ?? outcome?.settledAttempt ?? attempt;
         if (shown !== undefined) span.setAttribute('pg_settle.attempt', shown);
         if (outcome?.settledBy !== undefined) span.setAttribute('pg_settle.settled_by', outcome.settledBy);
-        if (outcome?.reason !== undefined) span.setAttribute('pg_settle.reason', outcome.reason);
+        if (reason !== undefined) span.setAttribute('pg_settle.reason', reason);
         if (outcome?.final !== undefined) span.setAttribute('pg_settle.final', outcome.final);
         if (outcome?.deadLettered !== undefined) span.setAttribute('pg_settle.dead_lettered', outcome.deadLettered);
         if (result === 'unknown') span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: 'settlement unknown' });
