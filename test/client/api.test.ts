@@ -1,15 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AttemptHandle, ClaimInput, ClaimOutcome } from '../../src/index.js';
 import { expireLease } from '../../src/testing/clock.js';
-import { binding, type ClientTestContext, setupClientTest, uniqueKey } from './helpers.js';
+import { binding, useClientTest, uniqueKey } from './helpers.js';
 
-let t: ClientTestContext;
-beforeAll(async () => {
-  t = await setupClientTest('client_api');
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = useClientTest('client_api');
 
 const tenant = 'acme';
 const input = (key: string, extra: Partial<ClaimInput> = {}): ClaimInput => ({

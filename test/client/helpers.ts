@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 import { createSettleClient, type SettleClient, type SettleClientOptions } from '../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
 
@@ -45,6 +46,40 @@ export async function setupClientTest(name: string): Promise<ClientTestContext> 
       await su.end().catch(() => {});
       await db.drop();
     },
+  };
+}
+
+/**
+ * setupClientTest for the calling test file: set up in beforeAll, closed in afterAll. The
+ * fields are readable from beforeAll on.
+ */
+export function useClientTest(name: string): ClientTestContext {
+  let t: ClientTestContext | undefined;
+  beforeAll(async () => {
+    t = await setupClientTest(name);
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+  const ready = (): ClientTestContext => {
+    if (t === undefined) throw new Error(`useClientTest(${name}): the context is set up in beforeAll`);
+    return t;
+  };
+  return {
+    get db() {
+      return ready().db;
+    },
+    get app() {
+      return ready().app;
+    },
+    get admin() {
+      return ready().admin;
+    },
+    get su() {
+      return ready().su;
+    },
+    client: (options) => ready().client(options),
+    close: () => ready().close(),
   };
 }
 

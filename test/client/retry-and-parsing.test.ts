@@ -1,16 +1,10 @@
 import { sql } from 'slonik';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createSettleClient, type RetryEvent, SettleRetryableError, SettleRowValidationError } from '../../src/index.js';
-import { asRole, binding, type ClientTestContext, setupClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from './helpers.js';
+import { asRole, binding, useClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from './helpers.js';
 
-let t: ClientTestContext;
-beforeAll(async () => {
-  t = await setupClientTest('client_retry');
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = useClientTest('client_retry');
 
 describe('transparent retry of 40001', () => {
   it('a REPEATABLE READ heartbeat that loses a serialization race is retried and succeeds', async () => {

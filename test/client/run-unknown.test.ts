@@ -1,5 +1,5 @@
 import { createPool, type Interceptor } from 'slonik';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
   createSettleClient,
@@ -14,15 +14,9 @@ import {
   settleTypeParsers,
   StoredResultMismatchError,
 } from '../../src/index.js';
-import { asRole, binding, type ClientTestContext, gate, setupClientTest, uniqueKey } from './helpers.js';
+import { asRole, binding, gate, useClientTest, uniqueKey } from './helpers.js';
 
-let t: ClientTestContext;
-beforeAll(async () => {
-  t = await setupClientTest('client_run_unknown');
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = useClientTest('client_run_unknown');
 
 const tenant = 'acme';
 const input = (key: string, extra: Partial<RunInput> = {}): RunInput => ({ tenant, key, request: { amount: '5.00' }, binding, ...extra });

@@ -1,16 +1,10 @@
 import { sql } from 'slonik';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { type Classification, LeaseLostError, type RunInput, type RunOutcome, SettleTimeoutError } from '../../src/index.js';
 import { expireLease } from '../../src/testing/clock.js';
-import { binding, type ClientTestContext, gate, setupClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from './helpers.js';
+import { binding, gate, useClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from './helpers.js';
 
-let t: ClientTestContext;
-beforeAll(async () => {
-  t = await setupClientTest('client_run');
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = useClientTest('client_run');
 
 const tenant = 'acme';
 const runInput = (key: string, extra: Partial<RunInput> = {}): RunInput => ({

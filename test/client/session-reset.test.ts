@@ -1,20 +1,14 @@
 import { sql } from 'slonik';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { binding, type ClientTestContext, setupClientTest, uniqueKey } from './helpers.js';
+import { binding, useClientTest, uniqueKey } from './helpers.js';
 
 // The client's own pool skips the session reset after the client's own statements only;
 // anything else that ran on a connection is reset before the connection is reused. The reset
 // is DISCARD ALL minus DEALLOCATE ALL and DISCARD PLANS: the client's own statements run as
 // named prepared statements, which must survive it.
 
-let t: ClientTestContext;
-beforeAll(async () => {
-  t = await setupClientTest('client_session_reset');
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = useClientTest('client_session_reset');
 
 const setting = z.object({ value: z.string() });
 

@@ -1,5 +1,5 @@
 import { sql } from 'slonik';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   type AttemptHandle,
   type ClaimInput,
@@ -17,15 +17,9 @@ import {
   mapDatabaseError,
   SettleInputError,
 } from '../../src/index.js';
-import { binding, type ClientTestContext, setupClientTest, tableCounts, uniqueKey } from './helpers.js';
+import { binding, useClientTest, tableCounts, uniqueKey } from './helpers.js';
 
-let t: ClientTestContext;
-beforeAll(async () => {
-  t = await setupClientTest('client_validation');
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = useClientTest('client_validation');
 
 const good: ClaimInput = { tenant: 'acme', key: 'k-1', request: { a: 1 }, binding };
 const circular: Record<string, unknown> = {};

@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { expireLease } from '../../src/testing/clock.js';
 import pg from 'pg';
-import { asRole, binding, type ClientTestContext, setupClientTest, uniqueKey } from '../client/helpers.js';
+import { asRole, binding, useClientTest, uniqueKey } from '../client/helpers.js';
 
 // settle.metrics: one row of gauges, each from a partial index. Every state it counts is
 // produced through the API (as the application would), then read as settle_readonly.
-let t: ClientTestContext;
+const t = useClientTest('metrics_view');
 const tenant = 'metrics';
 const input = (key: string, extra: Record<string, unknown> = {}) => ({ tenant, key, request: { n: 1 }, binding, leaseMs: 60_000, ...extra });
 
@@ -35,12 +35,6 @@ async function readMetrics(role = 'settle_readonly'): Promise<MetricsRow> {
   }
 }
 
-beforeAll(async () => {
-  t = await setupClientTest('metrics_view');
-});
-afterAll(async () => {
-  await t?.close();
-});
 
 describe('settle.metrics', () => {
   it('is all zeros on an empty database', async () => {

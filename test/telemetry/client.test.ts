@@ -1,26 +1,20 @@
 import { sql } from 'slonik';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { createSettleClient, type RunInput, type RunOutcome, type SettleClient } from '../../src/index.js';
 import { expireLease } from '../../src/testing/clock.js';
 import { createClientTelemetry, NOOP_TELEMETRY, recordHttpRequest } from '../../src/client/telemetry.js';
-import { asRole, binding, type ClientTestContext, gate, setupClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from '../client/helpers.js';
+import { asRole, binding, gate, useClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from '../client/helpers.js';
 import { createTestTelemetry, type TestTelemetry } from './sdk.js';
 
 // The client's metrics and spans, read through the real OpenTelemetry SDK (an in-memory pull
 // reader and span exporter) against a real database.
 
-let t: ClientTestContext;
+const t = useClientTest('telemetry_client');
 let otel: TestTelemetry;
 let client: SettleClient;
 const tenant = 'acme';
 const runInput = (key: string, extra: Partial<RunInput> = {}): RunInput => ({ tenant, key, request: { amount: '5.00' }, binding, ...extra });
 
-beforeAll(async () => {
-  t = await setupClientTest('telemetry_client');
-});
-afterAll(async () => {
-  await t?.close();
-});
 beforeEach(() => {
   // A fresh SDK and client per test: every count below starts at zero.
   otel = createTestTelemetry();
