@@ -25,14 +25,13 @@ describe('randomized workload', () => {
       const ops = run.history.ops();
       const report = check(ops, state);
       const counts = summarizeHistory(ops);
+      const byType = { ok: counts['type:ok'] ?? 0, fail: counts['type:fail'] ?? 0, info: counts['type:info'] ?? 0 };
       console.log(
         JSON.stringify({
           seed,
           elapsedMs: run.elapsedMs,
           calls: counts.total,
-          ok: counts['type:ok'] ?? 0,
-          fail: counts['type:fail'] ?? 0,
-          info: counts['type:info'] ?? 0,
+          ...byType,
           keys: run.keysUsed,
           operationsInDb: state.operations.length,
           attemptsInDb: state.attempts.length,
@@ -50,9 +49,7 @@ describe('randomized workload', () => {
         violations: report.violations.length,
         details: {
           seed,
-          ok: counts['type:ok'] ?? 0,
-          fail: counts['type:fail'] ?? 0,
-          info: counts['type:info'] ?? 0,
+          ...byType,
           keys: run.keysUsed,
           attempts: state.attempts.length,
           leaseExpiries: run.faults.expiredLeases,

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { settleCall, watchNotices } from './settle-call.js';
+import { type CallAnswer, settleCall, watchNotices } from './settle-call.js';
 
 /**
  * The failover workload and its checker: claim + complete cycles from several connections
@@ -99,21 +99,28 @@ async function runWorker(opts: LoadOptions, worker: number, history: LoadHistory
   }
 }
 
+/** The rows of an answered call; undefined once an unknown or failed call is recorded in `history`. */
+function answeredRows<R>(answer: CallAnswer<R>, call: Omit<UnknownCall, 'why'>, history: LoadHistory): R[] | undefined {
+  if (answer.kind === 'unknown') {
+    history.unknown.push({ ...call, why: answer.why });
+    return undefined;
+  }
+  if (answer.kind === 'fail') {
+    history.failed.push({ key: call.key, call: call.call, sqlstate: answer.sqlstate, message: answer.message });
+    return undefined;
+  }
+  return answer.rows;
+}
+
 /** One claim + complete; true when it ended with an acknowledged settlement. */
 export async function settleOne(client: pg.Client, tenant: string, key: string, worker: string, history: LoadHistory): Promise<boolean> {
   history.invocations++;
   const claim = await settleCall<ClaimRow>(client, CLAIM_SQL, [
     tenant, key, JSON.stringify(requestFor(key)), BINDING.principal, BINDING.scopes, BINDING.binding_generation, worker,
   ]);
-  if (claim.kind === 'unknown') {
-    history.unknown.push({ tenant, key, call: 'claim', why: claim.why });
-    return false;
-  }
-  if (claim.kind === 'fail') {
-    history.failed.push({ key, call: 'claim', sqlstate: claim.sqlstate, message: claim.message });
-    return false;
-  }
-  const ticket = claim.rows[0];
+  const claimed = answeredRows(claim, { tenant, key, call: 'claim' }, history);
+  if (claimed === undefined) return false;
+  const ticket = claimed[0];
   // A retry of a key that did settle (its answer was lost) replays; it is already counted.
   if (ticket?.outcome === 'replay') return true;
   if (ticket?.outcome !== 'acquired') throw new Error(`claim of ${key} answered ${ticket?.outcome}`);
@@ -132,15 +139,9 @@ export async function completeTicket(
     tenant, key, ticket.attempt, ticket.lease_token, ticket.fingerprint,
     BINDING.principal, BINDING.scopes, BINDING.binding_generation, JSON.stringify(resultFor(key, ticket.attempt)),
   ]);
-  if (done.kind === 'unknown') {
-    history.unknown.push({ tenant, key, call: 'complete', why: done.why });
-    return false;
-  }
-  if (done.kind === 'fail') {
-    history.failed.push({ key, call: 'complete', sqlstate: done.sqlstate, message: done.message });
-    return false;
-  }
-  const row = done.rows[0];
+  const completed = answeredRows(done, { tenant, key, call: 'complete' }, history);
+  if (completed === undefined) return false;
+  const row = completed[0];
   if (row?.outcome !== 'settled' || row.result_text === null || row.settled_attempt === null) {
     throw new Error(`complete of ${key} answered ${row?.outcome}/${row?.reason}`);
   }
