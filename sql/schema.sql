@@ -75,7 +75,8 @@ CREATE TYPE settle.claim_result AS (
 	settled_attempt integer,
 	error jsonb,
 	dead_lettered boolean,
-	conflict_on text[]
+	conflict_on text[],
+	reason text
 );
 
 ALTER TYPE settle.claim_result OWNER TO settle_owner;
@@ -84,7 +85,7 @@ ALTER TYPE settle.claim_result OWNER TO settle_owner;
 -- Name: TYPE claim_result; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON TYPE settle.claim_result IS 'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | conflict. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on.';
+COMMENT ON TYPE settle.claim_result IS 'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked).';
 
 --
 -- Name: expire_result; Type: TYPE; Schema: settle; Owner: settle_owner
@@ -102,6 +103,32 @@ ALTER TYPE settle.expire_result OWNER TO settle_owner;
 --
 
 COMMENT ON TYPE settle.expire_result IS 'Answer of settle.expire_leases: leases expired and operations dead-lettered in this call.';
+
+--
+-- Name: get_result; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.get_result AS (
+	outcome text,
+	reason text,
+	status settle.status,
+	attempt integer,
+	settled_attempt integer,
+	result jsonb,
+	error jsonb,
+	dead_lettered boolean,
+	in_flight boolean,
+	conflict_on text[],
+	created_at timestamp with time zone
+);
+
+ALTER TYPE settle.get_result OWNER TO settle_owner;
+
+--
+-- Name: TYPE get_result; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.get_result IS 'Answer of settle.get. outcome: found | not_found | conflict | refused. Only found discloses state (status, attempt, settled_attempt, result when completed, error, dead_lettered, in_flight, created_at); a conflict discloses only conflict_on; refused only its reason (binding_revoked).';
 
 --
 -- Name: heartbeat_result; Type: TYPE; Schema: settle; Owner: settle_owner
@@ -150,7 +177,7 @@ COMMENT ON TYPE settle.observation_result IS 'Answer of settle.complete / fail /
 --
 
 CREATE DOMAIN settle_private.audit_event AS text
-	CONSTRAINT event_is_known CHECK ((VALUE = ANY (ARRAY['claim'::text, 'heartbeat'::text, 'complete'::text, 'fail'::text, 'report_unknown'::text, 'expire'::text, 'redrive'::text, 'purge'::text])));
+	CONSTRAINT event_is_known CHECK ((VALUE = ANY (ARRAY['claim'::text, 'heartbeat'::text, 'complete'::text, 'fail'::text, 'report_unknown'::text, 'expire'::text, 'redrive'::text, 'purge'::text, 'get'::text, 'revoke'::text])));
 
 ALTER DOMAIN settle_private.audit_event OWNER TO settle_owner;
 
@@ -175,6 +202,8 @@ declare
   v_detail jsonb;
   v_audit_attempt integer;
   v_res settle.claim_result;
+  v_tenant_ok boolean;
+  v_floor bigint;
 begin
   if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(claim.key, settle_private._limit('key_bytes'))
@@ -185,6 +214,17 @@ begin
       and claim.max_attempts between 1 and settle_private._limit('max_attempts')) is not true then
     perform settle_private._check_claim_args(claim.tenant, claim.key, claim.request, claim.principal,
       claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+  end if;
+
+  -- Access (00012): the login role's tenant binding, then the revocation floor of the binding.
+  select settle_private._tenant_ok(claim.tenant), settle_private._floor(claim.tenant, claim.principal)
+    into v_tenant_ok, v_floor;
+  if not v_tenant_ok then
+    perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
+  end if;
+  if claim.binding_generation < v_floor then
+    return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+      claim.binding_generation, v_floor, v_now, claim.worker);
   end if;
 
   -- Most claims of an existing key (replays, retries, duplicates) are decided on this plain
@@ -212,7 +252,7 @@ begin
     values
       (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
        settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-       claim.max_attempts, v_token, v_now + claim.lease, v_now, v_now)
+       claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
     on conflict on constraint operations_pkey do nothing
     returning * into v_op;
   end if;
@@ -221,7 +261,7 @@ begin
     insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
     values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now);
     v_res := row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
-                 null, null, null, null, null);
+                 null, null, null, null, null, null);
     v_audit_attempt := 1;
     v_detail := '{"reserved": true}';
   else
@@ -247,7 +287,11 @@ begin
 
       v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal, claim.scopes, claim.binding_generation);
       if cardinality(v_diff) > 0 then
-        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff);
+        if v_op.principal = claim.principal and v_op.binding_generation < v_floor and v_op.status <> 'completed' then
+          -- The reservation's own generation is revoked: convert it at this touch (00012).
+          perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
+        end if;
+        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null);
         v_detail := jsonb_build_object('conflict_on', v_diff);
         exit;
       end if;
@@ -256,13 +300,13 @@ begin
       -- so no WAL and no commit flush (docs/protocol.md, "Which table proves what").
       if v_op.status = 'completed' then
         return row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
-                   v_op.settled_attempt, null, null, null)::settle.claim_result;
+                   v_op.settled_attempt, null, null, null, null)::settle.claim_result;
       end if;
 
       if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
         return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
                    greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
-                   v_fp, null, null, null, null, null)::settle.claim_result;
+                   v_fp, null, null, null, null, null, null)::settle.claim_result;
       end if;
 
       if v_op.status <> 'failed' and not v_locked then
@@ -278,7 +322,7 @@ begin
 
       if v_op.status = 'failed' then
         v_res := row('failed', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, v_op.error,
-                     v_op.dead_lettered_at is not null, null);
+                     v_op.dead_lettered_at is not null, null, null);
         v_audit_attempt := v_op.attempt;
         exit;
       end if;
@@ -287,13 +331,13 @@ begin
       update settle_private.operations o
          set attempt = v_op.attempt + 1,
              status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
-             lease_token = v_token, lease_expires_at = v_now + claim.lease, updated_at = v_now
+             lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
        where o.tenant = claim.tenant and o.key = claim.key
       returning * into v_op;
       insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
       values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
       v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
-                   null, null, null, null, null);
+                   null, null, null, null, null, null);
       v_audit_attempt := v_op.attempt;
       exit;
     end loop;
@@ -450,6 +494,217 @@ Outcomes: text; NULL for NULL input.
 Locking: none. Idempotency: pure (IMMUTABLE). settle.claim computes it once, at first claim; clients never compute it.';
 
 --
+-- Name: get(text, text, jsonb, text, text[], bigint); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.get(tenant text, key text, request jsonb, principal text, scopes text[] DEFAULT '{}'::text[], binding_generation bigint DEFAULT 0) RETURNS settle.get_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_tenant_ok boolean;
+  v_floor bigint;
+  v_fp text;
+  v_op settle_private.operations;
+  v_diff text[];
+  v_res settle.get_result;
+begin
+  if (settle_private._name_ok(get.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ok(get.key, settle_private._limit('key_bytes'))
+      and settle_private._binding_ok(get.principal, get.scopes, get.binding_generation)
+      and settle_private._json_ok(get.request, settle_private._limit('request_bytes'))) is not true then
+    perform settle_private._check_operation_key(get.tenant, get.key);
+    perform settle_private._check_binding(get.principal, get.scopes, get.binding_generation);
+    perform settle_private._check_json(get.request, 'request', settle_private._limit('request_bytes'), 'SE004');
+  end if;
+  select settle_private._tenant_ok(get.tenant), settle_private._floor(get.tenant, get.principal)
+    into v_tenant_ok, v_floor;
+  if not v_tenant_ok then
+    perform settle_private._refuse_tenant(get.tenant, get.key, 'get');
+  end if;
+  v_fp := settle_private._fingerprint(get.request);
+
+  if get.binding_generation < v_floor then
+    -- A revoked generation reads nothing; the operation it reserved, if any, is converted now.
+    v_op := settle_private._revoke_touch(get.tenant, get.key, get.principal, v_floor, v_now, null);
+    perform settle_private._audit(get.tenant, get.key, v_now, 'get', 'refused', null, v_op.status, v_op.status, null,
+      jsonb_build_object('reason', 'binding_revoked', 'below_generation', v_floor,
+        'presented', settle_private._presented(v_fp, get.principal, get.scopes, get.binding_generation, null, null)));
+    v_res.outcome := 'refused';
+    v_res.reason := 'binding_revoked';
+    return v_res;
+  end if;
+
+  select * into v_op from settle_private.operations o where o.tenant = get.tenant and o.key = get.key;
+  if not found then
+    v_res.outcome := 'not_found';
+    return v_res;
+  end if;
+
+  v_diff := settle_private._lock_diff(v_op, v_fp, get.principal, get.scopes, get.binding_generation);
+  if v_diff = array['binding_generation'] and v_op.binding_generation < v_floor then
+    -- The same principal, re-authenticated above the floor, reading the operation it reserved
+    -- under a revoked generation: the safe path after re-authentication. The operation is
+    -- converted under its row lock first, so the answer is final: completed stays completed,
+    -- anything else can never complete.
+    v_op := settle_private._revoke_touch(get.tenant, get.key, get.principal, v_floor, v_now, null);
+    v_res.reason := 'reauthenticated';
+  elsif cardinality(v_diff) > 0 then
+    perform settle_private._audit(get.tenant, get.key, v_now, 'get', 'conflict', null, v_op.status, v_op.status, null,
+      jsonb_build_object('conflict_on', v_diff,
+        'presented', settle_private._presented(v_fp, get.principal, get.scopes, get.binding_generation, null, null)));
+    v_res.outcome := 'conflict';
+    v_res.reason := 'lock_mismatch';
+    v_res.conflict_on := v_diff;
+    return v_res;
+  end if;
+
+  v_res.outcome := 'found';
+  v_res.status := v_op.status;
+  v_res.attempt := v_op.attempt;
+  v_res.settled_attempt := v_op.settled_attempt;
+  v_res.result := v_op.result;
+  v_res.error := v_op.error;
+  v_res.dead_lettered := v_op.dead_lettered_at is not null;
+  v_res.in_flight := coalesce(v_op.lease_expires_at > v_now, false);
+  v_res.created_at := v_op.created_at;
+  return v_res;
+end
+$$;
+
+ALTER FUNCTION settle.get(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION get(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.get(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint) IS 'The lock-gated read: the canonical state of one operation, for the caller that holds its reservation lock (a client that re-reads after a lost response).
+Parameters: tenant, key, request (as claimed), principal, scopes, binding_generation (as claimed; the same limits as settle.claim).
+Outcomes: found (the lock matches: status, attempt, settled_attempt, result (completed only), error, dead_lettered, in_flight, created_at; reason reauthenticated when the same principal reads above a revocation floor an operation reserved under a revoked generation, which is first moved to conflict if it was not completed) | not_found (no such operation, or purged) | conflict (request or binding differ: only conflict_on, like a conflicting claim; audited with what was presented) | refused (reason binding_revoked: the presented generation is below the floor of settle.revoke_binding; audited).
+SQLSTATEs: SE001-SE004 (arguments), SE013 (tenant not granted to this login role).
+Locking: none for found, not_found and conflict (a snapshot read); the operation row (FOR UPDATE) when it is converted after a revocation. Writes an audit row for conflict and refused only (a read-only transaction then raises 25006).
+Idempotency: repeatable; reads change nothing except the one-time conversion of a revoked operation.';
+
+--
+-- Name: grant_tenant(text, text); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.grant_tenant(role text, tenant text) RETURNS text[]
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_tenants text[];
+begin
+  perform settle_private._check_login_role(grant_tenant.role);
+  perform settle_private._check_name(grant_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
+  insert into settle_private.tenant_bindings as b (role_name, tenants, bound_at, updated_at)
+  values (grant_tenant.role, array[grant_tenant.tenant], v_now, v_now)
+  on conflict on constraint tenant_bindings_pkey do update
+     set tenants = array(select distinct t from unnest(b.tenants || excluded.tenants) as t order by 1),
+         updated_at = excluded.updated_at
+  returning b.tenants into v_tenants;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'grant_tenant', session_user::text,
+          jsonb_build_object('role', grant_tenant.role, 'tenant', grant_tenant.tenant, 'tenants', v_tenants));
+  return v_tenants;
+end
+$$;
+
+ALTER FUNCTION settle.grant_tenant(role text, tenant text) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION grant_tenant(role text, tenant text); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.grant_tenant(role text, tenant text) IS 'Admin: bind a login role to a tenant. A login role that holds tenant grants can claim, observe, heartbeat and read only those tenants; any other tenant answers SE013 and discloses nothing. A role without grants is a trusted multi-tenant service.
+Parameters: role (an existing login role: the role a service connects as, session_user), tenant (as settle.claim).
+Outcomes: the tenants the role may reach now (sorted).
+SQLSTATEs: SE001 (tenant), SE008 (role does not exist or cannot log in), 42501 (not settle_admin).
+Locking: the role''s binding row. Logged in settle.admin_log. In force for every call that starts after the commit.
+Idempotency: granting a held tenant changes nothing but the log.';
+
+--
+-- Name: heartbeat(text, text, integer, uuid, interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval DEFAULT '00:00:30'::interval) RETURNS settle.heartbeat_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_writes integer := 0;
+  v_now timestamptz := clock_timestamp();
+  v_op settle_private.operations;
+  v_valid boolean;
+  v_res settle.heartbeat_result;
+  v_floor bigint;
+begin
+  if (settle_private._name_ok(heartbeat.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ok(heartbeat.key, settle_private._limit('key_bytes'))
+      and heartbeat.attempt >= 1 and heartbeat.lease_token is not null
+      and settle_private._lease_ok(heartbeat.lease)) is not true then
+    perform settle_private._check_observation_args(heartbeat.tenant, heartbeat.key, heartbeat.attempt,
+      heartbeat.lease_token);
+    perform settle_private._check_lease(heartbeat.lease);
+  end if;
+
+  if not settle_private._tenant_ok(heartbeat.tenant) then
+    perform settle_private._refuse_tenant(heartbeat.tenant, heartbeat.key, 'heartbeat');
+  end if;
+  v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key);
+  -- An attempt reserved under a revoked binding generation keeps no lease (00012).
+  v_floor := settle_private._floor(heartbeat.tenant, v_op.principal);
+  if v_op.binding_generation < v_floor then
+    v_res := settle_private._heartbeat_revoked(v_op, heartbeat.attempt, heartbeat.lease_token, v_floor, v_now);
+    if v_res.outcome is not null then
+      return v_res;
+    end if;
+  end if;
+
+  if v_op.lease_token is not null and v_op.attempt = heartbeat.attempt and v_op.lease_token = heartbeat.lease_token then
+    -- The current attempt keeps its lease, even if it lapsed while nobody took over.
+    update settle_private.operations o
+       set lease_expires_at = settle_private._expiry(v_now, heartbeat.lease), updated_at = v_now
+     where o.tenant = heartbeat.tenant and o.key = heartbeat.key;
+    v_res.outcome := 'extended';
+    v_res.status := v_op.status;
+    v_res.lease_expires_at := settle_private._expiry(v_now, heartbeat.lease);
+    return v_res;
+  end if;
+
+  select exists (select 1 from settle_private.attempts a
+                  where a.tenant = heartbeat.tenant and a.key = heartbeat.key
+                    and a.attempt = heartbeat.attempt and a.lease_token = heartbeat.lease_token)
+    into v_valid;
+  v_res.outcome := 'fenced';
+  v_res.reason := case when v_valid then settle_private._fence_reason(v_op, heartbeat.attempt)
+                       else 'invalid_token' end;
+  if v_valid then
+    v_res.status := v_op.status;
+  end if;
+  v_writes := v_writes + settle_private._audit(heartbeat.tenant, heartbeat.key, v_now, 'heartbeat', 'fenced', heartbeat.attempt,
+    v_op.status, v_op.status, null, jsonb_build_object('reason', v_res.reason));
+  return v_res;
+end
+$$;
+
+ALTER FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval) IS 'Extend the lease of the current attempt.
+Parameters: tenant, key, attempt and lease_token as returned by settle.claim; lease interval (1 s - 1 day, default 30 s) from now, by the database clock.
+Outcomes: extended (lease_expires_at) | fenced with reason invalid_token (no such attempt/token; nothing disclosed), superseded (a later attempt owns the operation), settled (the operation is completed or failed: stop working), lease_released (this attempt already reported, or its lease was expired by the sweeper).
+A current attempt whose lease lapsed but was not yet taken over is extended.
+SQLSTATEs: SE001, SE002, SE007, SE008 (bad arguments), SE010 (operation not found).
+Locking: the operation row (FOR UPDATE). Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
+
+--
 -- Name: status_rank(settle.status); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
@@ -510,6 +765,27 @@ ALTER TABLE settle_private.operations OWNER TO settle_owner;
 COMMENT ON TABLE settle_private.operations IS 'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
 
 --
+-- Name: tenant_bindings; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.tenant_bindings (
+    role_name text NOT NULL,
+    tenants text[] NOT NULL,
+    bound_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY settle_private.tenant_bindings FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.tenant_bindings OWNER TO settle_owner;
+
+--
+-- Name: TABLE tenant_bindings; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.tenant_bindings IS 'Tenant binding of login roles (by name, as session_user reports it): a role with a row reaches only the tenants listed (none when empty). Private: use settle.grant_tenant / settle.revoke_tenant.';
+
+--
 -- Name: operations; Type: VIEW; Schema: settle; Owner: settle_owner
 --
 
@@ -535,7 +811,12 @@ CREATE VIEW settle.operations AS
     o.request,
     o.created_at,
     o.updated_at
-   FROM settle_private.operations o;
+   FROM settle_private.operations o
+  WHERE ((( SELECT b.tenants
+           FROM settle_private.tenant_bindings b
+          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
+           FROM settle_private.tenant_bindings b
+          WHERE (b.role_name = (SESSION_USER)::text))::text[])));
 
 ALTER TABLE settle.operations OWNER TO settle_owner;
 
@@ -546,94 +827,32 @@ ALTER TABLE settle.operations OWNER TO settle_owner;
 COMMENT ON VIEW settle.operations IS 'Canonical record of every operation (read-only). in_flight: a lease is held and has not lapsed by the database clock. The lease token itself is never shown.';
 
 --
--- Name: get(text, text); Type: FUNCTION; Schema: settle; Owner: settle_owner
+-- Name: inspect(text, text); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
-CREATE FUNCTION settle.get(tenant text, key text) RETURNS SETOF settle.operations
+CREATE FUNCTION settle.inspect(tenant text, key text) RETURNS SETOF settle.operations
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
-  return query select * from settle.operations v where v.tenant = get.tenant and v.key = get.key;
+  if not settle_private._tenant_ok(inspect.tenant) then
+    perform settle_private._refuse_tenant(inspect.tenant, inspect.key, 'inspect');
+  end if;
+  return query select * from settle.operations v where v.tenant = inspect.tenant and v.key = inspect.key;
 end
 $$;
 
-ALTER FUNCTION settle.get(tenant text, key text) OWNER TO settle_owner;
+ALTER FUNCTION settle.inspect(tenant text, key text) OWNER TO settle_owner;
 
 --
--- Name: FUNCTION get(tenant text, key text); Type: COMMENT; Schema: settle; Owner: settle_owner
+-- Name: FUNCTION inspect(tenant text, key text); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.get(tenant text, key text) IS 'The canonical record of one operation, for support staff, DBAs and clients that re-read after a lost response.
+COMMENT ON FUNCTION settle.inspect(tenant text, key text) IS 'The unrestricted read of one operation for support staff and DBAs: the whole canonical record, including request, principal, scopes, fingerprint and result. Granted to settle_readonly and settle_admin only, never to settle_app.
 Parameters: tenant, key.
-Outcomes: one row of settle.operations, or no row when the operation does not exist (or was purged). Another tenant''s operation is never visible under your tenant.
-SQLSTATEs: none. Locking: none (a snapshot read). Idempotency: read-only.';
-
---
--- Name: heartbeat(text, text, integer, uuid, interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
---
-
-CREATE FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval DEFAULT '00:00:30'::interval) RETURNS settle.heartbeat_result
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-  v_writes integer := 0;
-  v_now timestamptz := clock_timestamp();
-  v_op settle_private.operations;
-  v_valid boolean;
-  v_res settle.heartbeat_result;
-begin
-  if (settle_private._name_ok(heartbeat.tenant, settle_private._limit('tenant_bytes'))
-      and settle_private._name_ok(heartbeat.key, settle_private._limit('key_bytes'))
-      and heartbeat.attempt >= 1 and heartbeat.lease_token is not null
-      and settle_private._lease_ok(heartbeat.lease)) is not true then
-    perform settle_private._check_observation_args(heartbeat.tenant, heartbeat.key, heartbeat.attempt,
-      heartbeat.lease_token);
-    perform settle_private._check_lease(heartbeat.lease);
-  end if;
-
-  v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key);
-
-  if v_op.lease_token is not null and v_op.attempt = heartbeat.attempt and v_op.lease_token = heartbeat.lease_token then
-    -- The current attempt keeps its lease, even if it lapsed while nobody took over.
-    update settle_private.operations o
-       set lease_expires_at = v_now + heartbeat.lease, updated_at = v_now
-     where o.tenant = heartbeat.tenant and o.key = heartbeat.key;
-    v_res.outcome := 'extended';
-    v_res.status := v_op.status;
-    v_res.lease_expires_at := v_now + heartbeat.lease;
-    return v_res;
-  end if;
-
-  select exists (select 1 from settle_private.attempts a
-                  where a.tenant = heartbeat.tenant and a.key = heartbeat.key
-                    and a.attempt = heartbeat.attempt and a.lease_token = heartbeat.lease_token)
-    into v_valid;
-  v_res.outcome := 'fenced';
-  v_res.reason := case when v_valid then settle_private._fence_reason(v_op, heartbeat.attempt)
-                       else 'invalid_token' end;
-  if v_valid then
-    v_res.status := v_op.status;
-  end if;
-  v_writes := v_writes + settle_private._audit(heartbeat.tenant, heartbeat.key, v_now, 'heartbeat', 'fenced', heartbeat.attempt,
-    v_op.status, v_op.status, null, jsonb_build_object('reason', v_res.reason));
-  return v_res;
-end
-$$;
-
-ALTER FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval) OWNER TO settle_owner;
-
---
--- Name: FUNCTION heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval); Type: COMMENT; Schema: settle; Owner: settle_owner
---
-
-COMMENT ON FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval) IS 'Extend the lease of the current attempt.
-Parameters: tenant, key, attempt and lease_token as returned by settle.claim; lease interval (1 s - 1 day, default 30 s) from now, by the database clock.
-Outcomes: extended (lease_expires_at) | fenced with reason invalid_token (no such attempt/token; nothing disclosed), superseded (a later attempt owns the operation), settled (the operation is completed or failed: stop working), lease_released (this attempt already reported, or its lease was expired by the sweeper).
-A current attempt whose lease lapsed but was not yet taken over is extended.
-SQLSTATEs: SE001, SE002, SE007, SE008 (bad arguments), SE010 (operation not found).
-Locking: the operation row (FOR UPDATE). Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
+Outcomes: one row of settle.operations, or no row when the operation does not exist (or was purged).
+SQLSTATEs: SE013 (a login role bound to other tenants).
+Locking: none (a snapshot read). Idempotency: read-only.';
 
 --
 -- Name: purge(interval, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -652,8 +871,8 @@ declare
   v_done integer;
   v_count integer := 0;
 begin
-  if older_than is null or older_than < interval '0' then
-    perform settle_private._raise('SE008', 'older_than must be a non-negative interval',
+  if older_than is null or older_than < interval '0' or not settle_private._exact(older_than) then
+    perform settle_private._raise('SE008', 'older_than must be a non-negative exact duration (no month or year part)',
       jsonb_build_object('field', 'older_than'), null);
   end if;
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
@@ -770,6 +989,100 @@ Parameters: as settle.complete, without a result.
 Outcomes: recorded (reason outcome_unknown: status becomes unknown unless already higher, the lease is released; a later success of this same attempt still settles) | fenced (the attempt no longer holds the lease: nothing changes) | already_settled (the attempt already reported a terminal outcome, e.g. success then timeout: completed is kept) | conflict | fenced invalid_token.
 SQLSTATEs: SE001-SE004, SE008, SE010.
 Locking: the operation row (FOR UPDATE). Idempotency: a repeated unknown is fenced (the lease is gone) and changes nothing.';
+
+--
+-- Name: revoke_binding(text, text, bigint); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.revoke_binding(tenant text, principal text, below_generation bigint) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_previous bigint;
+  v_floor bigint;
+begin
+  perform settle_private._check_name(revoke_binding.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
+  perform settle_private._check_name(revoke_binding.principal, 'principal', settle_private._limit('principal_bytes'), 'SE003');
+  if revoke_binding.below_generation is null or revoke_binding.below_generation < 1 then
+    perform settle_private._raise('SE008', 'below_generation must be a positive binding generation',
+      jsonb_build_object('field', 'below_generation'),
+      'Pass the first generation that stays valid (the one the principal re-authenticated with).');
+  end if;
+  select f.below_generation into v_previous from settle_private.binding_floors f
+   where f.tenant = revoke_binding.tenant and f.principal = revoke_binding.principal
+   for update;
+  insert into settle_private.binding_floors as f (tenant, principal, below_generation, revoked_at)
+  values (revoke_binding.tenant, revoke_binding.principal, revoke_binding.below_generation, v_now)
+  on conflict on constraint binding_floors_pkey do update
+     set below_generation = greatest(f.below_generation, excluded.below_generation),
+         revoked_at = case when excluded.below_generation > f.below_generation then excluded.revoked_at else f.revoked_at end
+  returning f.below_generation into v_floor;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'revoke_binding', session_user::text,
+          jsonb_build_object('tenant', revoke_binding.tenant, 'principal', revoke_binding.principal,
+                             'below_generation', revoke_binding.below_generation, 'previous', v_previous, 'floor', v_floor));
+  return v_floor;
+end
+$$;
+
+ALTER FUNCTION settle.revoke_binding(tenant text, principal text, below_generation bigint) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION revoke_binding(tenant text, principal text, below_generation bigint); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.revoke_binding(tenant text, principal text, below_generation bigint) IS 'Admin: revoke every binding generation of a principal in a tenant below a floor, after re-authentication; the reservation locks stay immutable.
+Parameters: tenant, principal (as settle.claim), below_generation (>= 1: the first generation that stays valid).
+Outcomes: the floor in force (floors only rise: a lower value keeps the higher floor). From the commit on, a claim presenting a revoked generation answers refused (binding_revoked), an observation or heartbeat fenced (binding_revoked, its payload kept in the audit log), a get refused; an operation reserved under a revoked generation that is not completed can no longer complete and moves to conflict (error binding_revoked) at its next touch (claim, observation, heartbeat or get of its key).
+SQLSTATEs: SE001 (tenant), SE003 (principal), SE008 (below_generation), 42501 (not settle_admin).
+Locking: the floor row. Logged in settle.admin_log. Idempotency: idempotent; the caller''s safe path is in docs/protocol.md section 13.';
+
+--
+-- Name: revoke_tenant(text, text); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.revoke_tenant(role text, tenant text) RETURNS text[]
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_tenants text[];
+begin
+  if revoke_tenant.role is null then
+    perform settle_private._raise('SE008', 'role must not be null', jsonb_build_object('field', 'role'), null);
+  end if;
+  if revoke_tenant.tenant is null then
+    delete from settle_private.tenant_bindings b where b.role_name = revoke_tenant.role;
+    v_tenants := null;
+  else
+    perform settle_private._check_name(revoke_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
+    update settle_private.tenant_bindings b
+       set tenants = array_remove(b.tenants, revoke_tenant.tenant), updated_at = v_now
+     where b.role_name = revoke_tenant.role
+    returning b.tenants into v_tenants;
+  end if;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'revoke_tenant', session_user::text,
+          jsonb_build_object('role', revoke_tenant.role, 'tenant', revoke_tenant.tenant, 'tenants', v_tenants));
+  return v_tenants;
+end
+$$;
+
+ALTER FUNCTION settle.revoke_tenant(role text, tenant text) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION revoke_tenant(role text, tenant text); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.revoke_tenant(role text, tenant text) IS 'Admin: take a tenant away from a login role, or unbind the role.
+Parameters: role; tenant (NULL: remove the whole binding, which makes the role a trusted multi-tenant service again).
+Outcomes: the tenants the role may reach now; an empty array when the last one was revoked: the role stays bound and is refused everywhere (fail closed, never widened by a revocation); NULL when the role is unbound (or never was bound).
+SQLSTATEs: SE001 (tenant), SE008 (role NULL), 42501 (not settle_admin).
+Locking: the role''s binding row. Logged in settle.admin_log. In force for every call that starts after the commit; a call already running finishes under the grants it read.
+Idempotency: revoking what the role does not hold changes nothing but the log.';
 
 --
 -- Name: _audit(text, text, timestamp with time zone, text, text, integer, settle.status, settle.status, text, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -959,7 +1272,7 @@ CREATE FUNCTION settle_private._check_lease(lease interval) RETURNS void
     AS $$
 begin
   if settle_private._lease_ok(lease) is not true then
-    perform settle_private._raise('SE007', 'lease must be between 1 second and 1 day',
+    perform settle_private._raise('SE007', 'lease must be an exact duration (no month or year part) between 1 second and 1 day',
       jsonb_build_object('field', 'lease', 'min_ms', settle_private._limit('min_lease_ms'),
                          'max_ms', settle_private._limit('max_lease_ms')),
       'Renew long work with settle.heartbeat instead of a long lease.');
@@ -968,6 +1281,25 @@ end
 $$;
 
 ALTER FUNCTION settle_private._check_lease(lease interval) OWNER TO settle_owner;
+
+--
+-- Name: _check_login_role(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_login_role(role text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if role is null or not exists (select 1 from pg_catalog.pg_roles r where r.rolname = _check_login_role.role and r.rolcanlogin) then
+    perform settle_private._raise('SE008', 'role must be an existing login role',
+      jsonb_build_object('field', 'role', 'role', role),
+      'Tenant grants bind the login role a service connects as (session_user), not a group role such as settle_app.');
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._check_login_role(role text) OWNER TO settle_owner;
 
 --
 -- Name: _check_name(text, text, integer, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -988,6 +1320,9 @@ begin
     v_problem := format('must be at most %s bytes (got %s)', max_bytes, octet_length(value));
   elsif value ~ '[[:cntrl:]]' then
     v_problem := 'must not contain control characters';
+  elsif value ~ ('[' || settle_private._invisible() || ']') then
+    v_problem := format('must not contain default-ignorable or bidirectional-control code points (found U+%s)',
+      upper(lpad(to_hex(ascii(substring(value from '[' || settle_private._invisible() || ']'))), 4, '0')));
   elsif not value is nfc normalized then
     v_problem := 'must be in Unicode normalization form NFC';
   end if;
@@ -1070,6 +1405,31 @@ $$;
 ALTER FUNCTION settle_private._check_operation_key(tenant text, key text) OWNER TO settle_owner;
 
 --
+-- Name: _claim_refused(text, text, jsonb, text, text[], bigint, bigint, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text) RETURNS settle.claim_result
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_op settle_private.operations;
+  v_res settle.claim_result;
+begin
+  v_op := settle_private._revoke_touch(tenant, key, principal, below, as_of, worker);
+  perform settle_private._audit(tenant, key, as_of, 'claim', 'refused', null, v_op.status, v_op.status, worker,
+    jsonb_build_object('reason', 'binding_revoked', 'below_generation', below,
+      'presented', settle_private._presented(settle_private._fingerprint(request), principal, scopes,
+                                             binding_generation, null, null)));
+  v_res.outcome := 'refused';
+  v_res.reason := 'binding_revoked';
+  return v_res;
+end
+$$;
+
+ALTER FUNCTION settle_private._claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text) OWNER TO settle_owner;
+
+--
 -- Name: _end_attempt(text, text, integer, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1090,6 +1450,18 @@ end
 $$;
 
 ALTER FUNCTION settle_private._end_attempt(tenant text, key text, attempt integer, at timestamp with time zone, reason text) OWNER TO settle_owner;
+
+--
+-- Name: _exact(interval); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._exact(d interval) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select date_part('month', d) = 0 and date_part('year', d) = 0
+$$;
+
+ALTER FUNCTION settle_private._exact(d interval) OWNER TO settle_owner;
 
 --
 -- Name: _expire(settle_private.operations, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1159,6 +1531,18 @@ $$;
 ALTER FUNCTION settle_private._expire_key(tenant text, key text, as_of timestamp with time zone, actor text) OWNER TO settle_owner;
 
 --
+-- Name: _expiry(timestamp with time zone, interval); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._expiry(at timestamp with time zone, d interval) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select (at at time zone 'UTC' + d) at time zone 'UTC'
+$$;
+
+ALTER FUNCTION settle_private._expiry(at timestamp with time zone, d interval) OWNER TO settle_owner;
+
+--
 -- Name: _fence_reason(settle_private.operations, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1184,6 +1568,59 @@ CREATE FUNCTION settle_private._fingerprint(request jsonb) RETURNS text
 $$;
 
 ALTER FUNCTION settle_private._fingerprint(request jsonb) OWNER TO settle_owner;
+
+--
+-- Name: _floor(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._floor(tenant text, principal text) RETURNS bigint
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+  select coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0)
+$$;
+
+ALTER FUNCTION settle_private._floor(tenant text, principal text) OWNER TO settle_owner;
+
+--
+-- Name: _heartbeat_revoked(settle_private.operations, integer, uuid, bigint, timestamp with time zone); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._heartbeat_revoked(op settle_private.operations, attempt integer, lease_token uuid, below bigint, as_of timestamp with time zone) RETURNS settle.heartbeat_result
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_op settle_private.operations;
+  v_res settle.heartbeat_result;
+begin
+  if not exists (select 1 from settle_private.attempts a
+                  where a.tenant = op.tenant and a.key = op.key and a.attempt = _heartbeat_revoked.attempt
+                    and a.lease_token = _heartbeat_revoked.lease_token) then
+    return v_res;
+  end if;
+  v_op := settle_private._revoke_operation(op, below, as_of, null);
+  perform settle_private._audit(op.tenant, op.key, as_of, 'heartbeat', 'fenced', attempt, v_op.status, v_op.status, null,
+    jsonb_build_object('reason', 'binding_revoked', 'below_generation', below));
+  v_res.outcome := 'fenced';
+  v_res.reason := 'binding_revoked';
+  return v_res;
+end
+$$;
+
+ALTER FUNCTION settle_private._heartbeat_revoked(op settle_private.operations, attempt integer, lease_token uuid, below bigint, as_of timestamp with time zone) OWNER TO settle_owner;
+
+--
+-- Name: _invisible(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._invisible() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select '\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff'::text
+$$;
+
+ALTER FUNCTION settle_private._invisible() OWNER TO settle_owner;
 
 --
 -- Name: _is_blank(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1217,7 +1654,8 @@ ALTER FUNCTION settle_private._json_ok(value jsonb, max_bytes integer) OWNER TO 
 CREATE FUNCTION settle_private._lease_ok(lease interval) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
-  select lease between settle_private._limit('min_lease_ms') * interval '1 millisecond'
+  select settle_private._exact(lease)
+     and lease between settle_private._limit('min_lease_ms') * interval '1 millisecond'
                    and settle_private._limit('max_lease_ms') * interval '1 millisecond'
 $$;
 
@@ -1312,7 +1750,7 @@ CREATE FUNCTION settle_private._name_ok(value text, max_bytes integer) RETURNS b
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
   select octet_length(value) <= max_bytes
-     and value !~ '[[:cntrl:]]'
+     and value !~ ('[[:cntrl:]' || settle_private._invisible() || ']')
      and not settle_private._is_blank(value)
      and value is nfc normalized
 $$;
@@ -1338,6 +1776,29 @@ $$;
 ALTER FUNCTION settle_private._normalize_scopes(scopes text[]) OWNER TO settle_owner;
 
 --
+-- Name: _observation_revoked(text, settle_private.operations, integer, text, text, text[], bigint, jsonb, bigint, timestamp with time zone); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._observation_revoked(kind text, op settle_private.operations, attempt integer, fingerprint text, principal text, scopes text[], binding_generation bigint, payload jsonb, below bigint, as_of timestamp with time zone) RETURNS settle.observation_result
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_res settle.observation_result;
+begin
+  perform settle_private._audit(op.tenant, op.key, as_of, kind, 'fenced', attempt, op.status, op.status, null,
+    jsonb_build_object('reason', 'binding_revoked', 'below_generation', below,
+      'presented', settle_private._presented(fingerprint, principal, scopes, binding_generation,
+                                             case kind when 'fail' then 'error' else 'result' end, payload)));
+  v_res.outcome := 'fenced';
+  v_res.reason := 'binding_revoked';
+  return v_res;
+end
+$$;
+
+ALTER FUNCTION settle_private._observation_revoked(kind text, op settle_private.operations, attempt integer, fingerprint text, principal text, scopes text[], binding_generation bigint, payload jsonb, below bigint, as_of timestamp with time zone) OWNER TO settle_owner;
+
+--
 -- Name: _observe(text, text, text, integer, uuid, text, text, text[], bigint, jsonb, jsonb, boolean); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1355,6 +1816,8 @@ declare
   v_current boolean;
   v_exhausted boolean;
   v_res settle.observation_result;
+  v_tenant_ok boolean;
+  v_floor bigint;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
@@ -1371,7 +1834,24 @@ begin
       _observe.binding_generation, _observe.result, _observe.error, _observe.retryable);
   end if;
 
+  -- Access (00012): the login role's tenant binding, then the revocation floor of the binding.
+  select settle_private._tenant_ok(_observe.tenant), settle_private._floor(_observe.tenant, _observe.principal)
+    into v_tenant_ok, v_floor;
+  if not v_tenant_ok then
+    perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
+  end if;
+
   v_op := settle_private._lock_operation(_observe.tenant, _observe.key);
+  if v_floor > 0 or v_op.principal <> _observe.principal then
+    -- An operation reserved under a revoked generation is converted at this touch.
+    v_op := settle_private._revoke_on_touch(v_op, _observe.principal, v_floor, v_now);
+  end if;
+  if _observe.binding_generation < v_floor then
+    -- A revoked generation settles nothing; what it presented is kept as evidence.
+    return settle_private._observation_revoked(kind, v_op, _observe.attempt, _observe.fingerprint,
+      _observe.principal, _observe.scopes, _observe.binding_generation,
+      coalesce(_observe.result, _observe.error), v_floor, v_now);
+  end if;
   v_before := v_op.status;
 
   select * into v_att from settle_private.attempts a
@@ -1511,6 +1991,25 @@ $_$;
 ALTER FUNCTION settle_private._observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) OWNER TO settle_owner;
 
 --
+-- Name: _presented(text, text, text[], bigint, text, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._presented(fingerprint text, principal text, scopes text[], binding_generation bigint, payload_name text, payload jsonb) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  select jsonb_strip_nulls(jsonb_build_object(
+    'fingerprint', fingerprint, 'principal', principal, 'scopes', to_jsonb(scopes),
+    'binding_generation', binding_generation)) ||
+    case when payload is null then '{}'::jsonb
+         when octet_length(payload::text) <= 8192 then jsonb_build_object(payload_name, payload)
+         else jsonb_build_object(payload_name || '_truncated', jsonb_build_object(
+           'bytes', octet_length(payload::text), 'sha256', encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')))
+    end
+$$;
+
+ALTER FUNCTION settle_private._presented(fingerprint text, principal text, scopes text[], binding_generation bigint, payload_name text, payload jsonb) OWNER TO settle_owner;
+
+--
 -- Name: _purge_key(text, text, timestamp with time zone, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1631,6 +2130,111 @@ $$;
 ALTER FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb, settled boolean) OWNER TO settle_owner;
 
 --
+-- Name: _refuse_tenant(text, text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._refuse_tenant(tenant text, key text, call text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  raise log 'pg-settle audit: %', jsonb_build_object('event', 'tenant_refused', 'call', call,
+    'role', session_user::text, 'tenant', tenant, 'key', key, 'at', clock_timestamp());
+  perform settle_private._raise('SE013', 'tenant not granted to this role',
+    jsonb_build_object('tenant', tenant),
+    'This login role is bound to other tenants (settle.grant_tenant); connect as the role that serves this tenant.');
+end
+$$;
+
+ALTER FUNCTION settle_private._refuse_tenant(tenant text, key text, call text) OWNER TO settle_owner;
+
+--
+-- Name: _revoke_on_touch(settle_private.operations, text, bigint, timestamp with time zone); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._revoke_on_touch(op settle_private.operations, principal text, below bigint, as_of timestamp with time zone) RETURNS settle_private.operations
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_below bigint := case when op.principal = _revoke_on_touch.principal then _revoke_on_touch.below
+                         else settle_private._floor(op.tenant, op.principal) end;
+begin
+  if op.binding_generation < v_below then
+    return settle_private._revoke_operation(op, v_below, as_of, null);
+  end if;
+  return op;
+end
+$$;
+
+ALTER FUNCTION settle_private._revoke_on_touch(op settle_private.operations, principal text, below bigint, as_of timestamp with time zone) OWNER TO settle_owner;
+
+--
+-- Name: _revoke_operation(settle_private.operations, bigint, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._revoke_operation(op settle_private.operations, below bigint, as_of timestamp with time zone, actor text) RETURNS settle_private.operations
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_op settle_private.operations := op;
+  v_effect boolean;
+begin
+  if op.status = 'completed' or op.binding_generation >= below
+     or (op.lease_token is null and settle_private._rank(op.status) >= settle_private._rank('conflict')) then
+    return op;
+  end if;
+  -- Could an effect have happened? Yes unless every attempt ended in a recorded failure.
+  select exists (select 1 from settle_private.attempts a
+                  where a.tenant = op.tenant and a.key = op.key and a.observation is distinct from 'failed')
+    into v_effect;
+  if op.lease_token is not null then
+    perform settle_private._end_attempt(op.tenant, op.key, op.attempt, as_of, 'binding_revoked');
+  end if;
+  update settle_private.operations o
+     set status = case when settle_private._rank(op.status) < settle_private._rank('conflict')
+                       then 'conflict'::settle.status else op.status end,
+         error = case when settle_private._rank(op.status) < settle_private._rank('conflict')
+                      then jsonb_build_object('code', 'binding_revoked', 'below_generation', below,
+                                              'status_before', op.status::text, 'may_have_taken_effect', v_effect)
+                      else op.error end,
+         lease_token = null, lease_expires_at = null, updated_at = as_of
+   where o.tenant = op.tenant and o.key = op.key
+  returning * into v_op;
+  perform settle_private._audit(op.tenant, op.key, as_of, 'revoke', 'binding_revoked', op.attempt, op.status, v_op.status,
+    actor, jsonb_build_object('below_generation', below, 'binding_generation', op.binding_generation,
+                              'may_have_taken_effect', v_effect));
+  return v_op;
+end
+$$;
+
+ALTER FUNCTION settle_private._revoke_operation(op settle_private.operations, below bigint, as_of timestamp with time zone, actor text) OWNER TO settle_owner;
+
+--
+-- Name: _revoke_touch(text, text, text, bigint, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._revoke_touch(tenant text, key text, principal text, below bigint, as_of timestamp with time zone, actor text) RETURNS settle_private.operations
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_op settle_private.operations;
+begin
+  select * into v_op from settle_private.operations o
+   where o.tenant = _revoke_touch.tenant and o.key = _revoke_touch.key
+   for update;
+  if found and v_op.principal = _revoke_touch.principal then
+    v_op := settle_private._revoke_operation(v_op, _revoke_touch.below, _revoke_touch.as_of, _revoke_touch.actor);
+  end if;
+  return v_op;
+end
+$$;
+
+ALTER FUNCTION settle_private._revoke_touch(tenant text, key text, principal text, below bigint, as_of timestamp with time zone, actor text) OWNER TO settle_owner;
+
+--
 -- Name: _scopes_ok(text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1651,6 +2255,19 @@ end
 $$;
 
 ALTER FUNCTION settle_private._scopes_ok(scopes text[]) OWNER TO settle_owner;
+
+--
+-- Name: _tenant_ok(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._tenant_ok(tenant text) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+  select not exists (select 1 from settle_private.tenant_bindings b
+                      where b.role_name = session_user::text and not (_tenant_ok.tenant = any (b.tenants)))
+$$;
+
+ALTER FUNCTION settle_private._tenant_ok(tenant text) OWNER TO settle_owner;
 
 --
 -- Name: tg_any__refuse_delete(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1736,7 +2353,7 @@ begin
       then 'observation_is_an_outcome'
     when not ((new.observation is null) = (new.observed_at is null)) then 'observed_iff_observation'
     when not ((new.ended_at is null) = (new.end_reason is null)) then 'end_reason_iff_ended'
-    when not (new.end_reason is null or new.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted'))
+    when not (new.end_reason is null or new.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted', 'binding_revoked'))
       then 'end_reason_is_known'
     when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
       then 'failure_has_error'
@@ -1895,6 +2512,49 @@ $_$;
 ALTER FUNCTION settle_private.tg_operations__row_rules() OWNER TO settle_owner;
 
 --
+-- Name: admin_log; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.admin_log (
+    log_id bigint NOT NULL,
+    at timestamp with time zone NOT NULL,
+    event text NOT NULL,
+    actor text NOT NULL,
+    detail jsonb NOT NULL,
+    CONSTRAINT admin_event_is_known CHECK ((event = ANY (ARRAY['grant_tenant'::text, 'revoke_tenant'::text, 'revoke_binding'::text])))
+);
+
+ALTER TABLE ONLY settle_private.admin_log FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.admin_log OWNER TO settle_owner;
+
+--
+-- Name: TABLE admin_log; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.admin_log IS 'Append-only log of changes to access: tenant grants and revocations, binding revocations. UPDATE, DELETE and TRUNCATE are refused.';
+
+--
+-- Name: admin_log; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.admin_log AS
+ SELECT l.log_id,
+    l.at,
+    l.event,
+    l.actor,
+    l.detail
+   FROM settle_private.admin_log l;
+
+ALTER TABLE settle.admin_log OWNER TO settle_owner;
+
+--
+-- Name: VIEW admin_log; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.admin_log IS 'Append-only log of changes to access: tenant grants and revocations (settle.grant_tenant, settle.revoke_tenant) and binding revocations (settle.revoke_binding), with who made them.';
+
+--
 -- Name: attempts; Type: TABLE; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1949,7 +2609,12 @@ CREATE VIEW settle.attempts AS
     a.error,
     a.late_result,
     a.settled
-   FROM settle_private.attempts a;
+   FROM settle_private.attempts a
+  WHERE ((( SELECT b.tenants
+           FROM settle_private.tenant_bindings b
+          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (a.tenant = ANY (( SELECT b.tenants
+           FROM settle_private.tenant_bindings b
+          WHERE (b.role_name = (SESSION_USER)::text))::text[])));
 
 ALTER TABLE settle.attempts OWNER TO settle_owner;
 
@@ -2003,7 +2668,12 @@ CREATE VIEW settle.audit_log AS
     l.status_after,
     l.actor,
     l.detail
-   FROM settle_private.audit_log l;
+   FROM settle_private.audit_log l
+  WHERE ((( SELECT b.tenants
+           FROM settle_private.tenant_bindings b
+          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (l.tenant = ANY (( SELECT b.tenants
+           FROM settle_private.tenant_bindings b
+          WHERE (b.role_name = (SESSION_USER)::text))::text[])));
 
 ALTER TABLE settle.audit_log OWNER TO settle_owner;
 
@@ -2028,7 +2698,11 @@ CREATE VIEW settle.dead_letters AS
     o.created_at,
     o.updated_at
    FROM settle_private.operations o
-  WHERE ((o.status = 'failed'::settle.status) AND (o.dead_lettered_at IS NOT NULL));
+  WHERE ((o.status = 'failed'::settle.status) AND (o.dead_lettered_at IS NOT NULL) AND ((( SELECT b.tenants
+           FROM settle_private.tenant_bindings b
+          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
+           FROM settle_private.tenant_bindings b
+          WHERE (b.role_name = (SESSION_USER)::text))::text[]))));
 
 ALTER TABLE settle.dead_letters OWNER TO settle_owner;
 
@@ -2096,7 +2770,11 @@ CREATE VIEW settle.settlements AS
     o.result,
     o.settled_at
    FROM settle_private.operations o
-  WHERE (o.status = 'completed'::settle.status);
+  WHERE ((o.status = 'completed'::settle.status) AND ((( SELECT b.tenants
+           FROM settle_private.tenant_bindings b
+          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
+           FROM settle_private.tenant_bindings b
+          WHERE (b.role_name = (SESSION_USER)::text))::text[]))));
 
 ALTER TABLE settle.settlements OWNER TO settle_owner;
 
@@ -2124,6 +2802,11 @@ CREATE VIEW settle.stats AS
     count(*) FILTER (WHERE (o.lease_expires_at <= clock_timestamp())) AS lapsed_leases,
     COALESCE(sum(o.attempt), (0)::bigint) AS attempts
    FROM settle_private.operations o
+  WHERE ((( SELECT b.tenants
+           FROM settle_private.tenant_bindings b
+          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
+           FROM settle_private.tenant_bindings b
+          WHERE (b.role_name = (SESSION_USER)::text))::text[])))
   GROUP BY o.tenant;
 
 ALTER TABLE settle.stats OWNER TO settle_owner;
@@ -2133,6 +2816,19 @@ ALTER TABLE settle.stats OWNER TO settle_owner;
 --
 
 COMMENT ON VIEW settle.stats IS 'Per-tenant counts by status, dead letters, live and lapsed leases, and attempts opened.';
+
+--
+-- Name: admin_log_log_id_seq; Type: SEQUENCE; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.admin_log ALTER COLUMN log_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME settle_private.admin_log_log_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 --
 -- Name: audit_log_audit_id_seq; Type: SEQUENCE; Schema: settle_private; Owner: settle_owner
@@ -2146,6 +2842,35 @@ ALTER TABLE settle_private.audit_log ALTER COLUMN audit_id ADD GENERATED ALWAYS 
     NO MAXVALUE
     CACHE 1
 );
+
+--
+-- Name: binding_floors; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.binding_floors (
+    tenant text NOT NULL,
+    principal text NOT NULL,
+    below_generation bigint NOT NULL,
+    revoked_at timestamp with time zone NOT NULL,
+    CONSTRAINT below_generation_positive CHECK ((below_generation >= 1))
+);
+
+ALTER TABLE ONLY settle_private.binding_floors FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.binding_floors OWNER TO settle_owner;
+
+--
+-- Name: TABLE binding_floors; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.binding_floors IS 'Revocation floor per (tenant, principal): binding generations below below_generation are revoked. Only rises. Private: use settle.revoke_binding.';
+
+--
+-- Name: admin_log admin_log_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.admin_log
+    ADD CONSTRAINT admin_log_pkey PRIMARY KEY (log_id);
 
 --
 -- Name: attempts attempts_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
@@ -2162,6 +2887,13 @@ ALTER TABLE ONLY settle_private.audit_log
     ADD CONSTRAINT audit_log_pkey PRIMARY KEY (tenant, key, audit_id);
 
 --
+-- Name: binding_floors binding_floors_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.binding_floors
+    ADD CONSTRAINT binding_floors_pkey PRIMARY KEY (tenant, principal);
+
+--
 -- Name: operations operations_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2174,6 +2906,13 @@ ALTER TABLE ONLY settle_private.operations
 
 ALTER TABLE ONLY settle_private.operations
     ADD CONSTRAINT operations_settlement_key UNIQUE (tenant, key, settled_attempt);
+
+--
+-- Name: tenant_bindings tenant_bindings_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.tenant_bindings
+    ADD CONSTRAINT tenant_bindings_pkey PRIMARY KEY (role_name);
 
 --
 -- Name: audit_log_refusals_by_at_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
@@ -2236,12 +2975,28 @@ CREATE TRIGGER _100_guard_settlement BEFORE UPDATE ON settle_private.attempts FO
 ALTER TABLE settle_private.attempts ENABLE ALWAYS TRIGGER _100_guard_settlement;
 
 --
+-- Name: admin_log _100_refuse_update; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _100_refuse_update BEFORE UPDATE ON settle_private.admin_log FOR EACH ROW EXECUTE FUNCTION settle_private.tg_audit_log__refuse_change();
+
+ALTER TABLE settle_private.admin_log ENABLE ALWAYS TRIGGER _100_refuse_update;
+
+--
 -- Name: audit_log _100_refuse_update; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
 --
 
 CREATE TRIGGER _100_refuse_update BEFORE UPDATE ON settle_private.audit_log FOR EACH ROW EXECUTE FUNCTION settle_private.tg_audit_log__refuse_change();
 
 ALTER TABLE settle_private.audit_log ENABLE ALWAYS TRIGGER _100_refuse_update;
+
+--
+-- Name: admin_log _900_refuse_delete; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _900_refuse_delete BEFORE DELETE ON settle_private.admin_log FOR EACH ROW EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
+
+ALTER TABLE settle_private.admin_log ENABLE ALWAYS TRIGGER _900_refuse_delete;
 
 --
 -- Name: attempts _900_refuse_delete; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
@@ -2266,6 +3021,14 @@ ALTER TABLE settle_private.audit_log ENABLE ALWAYS TRIGGER _900_refuse_delete;
 CREATE TRIGGER _900_refuse_delete BEFORE DELETE ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
 
 ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _900_refuse_delete;
+
+--
+-- Name: admin_log _900_refuse_truncate; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _900_refuse_truncate BEFORE TRUNCATE ON settle_private.admin_log FOR EACH STATEMENT EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
+
+ALTER TABLE settle_private.admin_log ENABLE ALWAYS TRIGGER _900_refuse_truncate;
 
 --
 -- Name: attempts _900_refuse_truncate; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
@@ -2322,6 +3085,12 @@ ALTER TABLE ONLY settle_private.attempts
     ADD CONSTRAINT attempts_settlement_is_the_operations FOREIGN KEY (tenant, key, settled_as) REFERENCES settle_private.operations(tenant, key, settled_attempt);
 
 --
+-- Name: admin_log; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.admin_log ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: attempts; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2334,10 +3103,22 @@ ALTER TABLE settle_private.attempts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE settle_private.audit_log ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: binding_floors; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.binding_floors ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: operations; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
 --
 
 ALTER TABLE settle_private.operations ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: admin_log owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.admin_log TO settle_owner USING (true) WITH CHECK (true);
 
 --
 -- Name: attempts owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
@@ -2352,10 +3133,28 @@ CREATE POLICY owner_only ON settle_private.attempts TO settle_owner USING (true)
 CREATE POLICY owner_only ON settle_private.audit_log TO settle_owner USING (true) WITH CHECK (true);
 
 --
+-- Name: binding_floors owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.binding_floors TO settle_owner USING (true) WITH CHECK (true);
+
+--
 -- Name: operations owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
 --
 
 CREATE POLICY owner_only ON settle_private.operations TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: tenant_bindings owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.tenant_bindings TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: tenant_bindings; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.tenant_bindings ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: SCHEMA settle; Type: ACL; Schema: -; Owner: settle_owner
@@ -2403,6 +3202,27 @@ GRANT ALL ON FUNCTION settle.fingerprint(request jsonb) TO settle_readonly;
 GRANT ALL ON FUNCTION settle.fingerprint(request jsonb) TO settle_admin;
 
 --
+-- Name: FUNCTION get(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.get(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.get(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint) TO settle_app;
+
+--
+-- Name: FUNCTION grant_tenant(role text, tenant text); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.grant_tenant(role text, tenant text) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.grant_tenant(role text, tenant text) TO settle_admin;
+
+--
+-- Name: FUNCTION heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval) TO settle_app;
+
+--
 -- Name: FUNCTION status_rank(status settle.status); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
@@ -2419,20 +3239,12 @@ GRANT SELECT ON TABLE settle.operations TO settle_readonly;
 GRANT SELECT ON TABLE settle.operations TO settle_admin;
 
 --
--- Name: FUNCTION get(tenant text, key text); Type: ACL; Schema: settle; Owner: settle_owner
+-- Name: FUNCTION inspect(tenant text, key text); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle.get(tenant text, key text) FROM PUBLIC;
-GRANT ALL ON FUNCTION settle.get(tenant text, key text) TO settle_app;
-GRANT ALL ON FUNCTION settle.get(tenant text, key text) TO settle_readonly;
-GRANT ALL ON FUNCTION settle.get(tenant text, key text) TO settle_admin;
-
---
--- Name: FUNCTION heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval); Type: ACL; Schema: settle; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lease_token uuid, lease interval) TO settle_app;
+REVOKE ALL ON FUNCTION settle.inspect(tenant text, key text) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.inspect(tenant text, key text) TO settle_readonly;
+GRANT ALL ON FUNCTION settle.inspect(tenant text, key text) TO settle_admin;
 
 --
 -- Name: FUNCTION purge(older_than interval, batch_size integer); Type: ACL; Schema: settle; Owner: settle_owner
@@ -2454,6 +3266,20 @@ GRANT ALL ON FUNCTION settle.redrive(tenant text, key text, additional_attempts 
 
 REVOKE ALL ON FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) TO settle_app;
+
+--
+-- Name: FUNCTION revoke_binding(tenant text, principal text, below_generation bigint); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.revoke_binding(tenant text, principal text, below_generation bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.revoke_binding(tenant text, principal text, below_generation bigint) TO settle_admin;
+
+--
+-- Name: FUNCTION revoke_tenant(role text, tenant text); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.revoke_tenant(role text, tenant text) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.revoke_tenant(role text, tenant text) TO settle_admin;
 
 --
 -- Name: FUNCTION _audit(tenant text, key text, at timestamp with time zone, event text, outcome text, attempt integer, status_before settle.status, status_after settle.status, actor text, detail jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -2510,6 +3336,12 @@ REVOKE ALL ON FUNCTION settle_private._check_json(value jsonb, field text, max_b
 REVOKE ALL ON FUNCTION settle_private._check_lease(lease interval) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _check_login_role(role text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_login_role(role text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _check_name(value text, field text, max_bytes integer, code text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2534,10 +3366,22 @@ REVOKE ALL ON FUNCTION settle_private._check_observation_args(tenant text, key t
 REVOKE ALL ON FUNCTION settle_private._check_operation_key(tenant text, key text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _end_attempt(tenant text, key text, attempt integer, at timestamp with time zone, reason text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle_private._end_attempt(tenant text, key text, attempt integer, at timestamp with time zone, reason text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _exact(d interval); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._exact(d interval) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _expire(op settle_private.operations, as_of timestamp with time zone, actor text); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -2552,6 +3396,12 @@ REVOKE ALL ON FUNCTION settle_private._expire(op settle_private.operations, as_o
 REVOKE ALL ON FUNCTION settle_private._expire_key(tenant text, key text, as_of timestamp with time zone, actor text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _expiry(at timestamp with time zone, d interval); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._expiry(at timestamp with time zone, d interval) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _fence_reason(op settle_private.operations, attempt integer); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2562,6 +3412,24 @@ REVOKE ALL ON FUNCTION settle_private._fence_reason(op settle_private.operations
 --
 
 REVOKE ALL ON FUNCTION settle_private._fingerprint(request jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _floor(tenant text, principal text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._floor(tenant text, principal text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _heartbeat_revoked(op settle_private.operations, attempt integer, lease_token uuid, below bigint, as_of timestamp with time zone); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._heartbeat_revoked(op settle_private.operations, attempt integer, lease_token uuid, below bigint, as_of timestamp with time zone) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _invisible(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._invisible() FROM PUBLIC;
 
 --
 -- Name: FUNCTION _is_blank(value text); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -2618,10 +3486,22 @@ REVOKE ALL ON FUNCTION settle_private._name_ok(value text, max_bytes integer) FR
 REVOKE ALL ON FUNCTION settle_private._normalize_scopes(scopes text[]) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _observation_revoked(kind text, op settle_private.operations, attempt integer, fingerprint text, principal text, scopes text[], binding_generation bigint, payload jsonb, below bigint, as_of timestamp with time zone); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._observation_revoked(kind text, op settle_private.operations, attempt integer, fingerprint text, principal text, scopes text[], binding_generation bigint, payload jsonb, below bigint, as_of timestamp with time zone) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle_private._observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _presented(fingerprint text, principal text, scopes text[], binding_generation bigint, payload_name text, payload jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._presented(fingerprint text, principal text, scopes text[], binding_generation bigint, payload_name text, payload jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _purge_key(tenant text, key text, cutoff timestamp with time zone, as_of timestamp with time zone, actor text); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -2654,10 +3534,40 @@ REVOKE ALL ON FUNCTION settle_private._rank(status settle.status) FROM PUBLIC;
 REVOKE ALL ON FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb, settled boolean) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _refuse_tenant(tenant text, key text, call text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._refuse_tenant(tenant text, key text, call text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _revoke_on_touch(op settle_private.operations, principal text, below bigint, as_of timestamp with time zone); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._revoke_on_touch(op settle_private.operations, principal text, below bigint, as_of timestamp with time zone) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _revoke_operation(op settle_private.operations, below bigint, as_of timestamp with time zone, actor text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._revoke_operation(op settle_private.operations, below bigint, as_of timestamp with time zone, actor text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _revoke_touch(tenant text, key text, principal text, below bigint, as_of timestamp with time zone, actor text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._revoke_touch(tenant text, key text, principal text, below bigint, as_of timestamp with time zone, actor text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _scopes_ok(scopes text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle_private._scopes_ok(scopes text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _tenant_ok(tenant text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._tenant_ok(tenant text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION tg_any__refuse_delete(); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -2700,6 +3610,13 @@ REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_lattice() FROM PUBLIC
 --
 
 REVOKE ALL ON FUNCTION settle_private.tg_operations__row_rules() FROM PUBLIC;
+
+--
+-- Name: TABLE admin_log; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.admin_log TO settle_readonly;
+GRANT SELECT ON TABLE settle.admin_log TO settle_admin;
 
 --
 -- Name: TABLE attempts; Type: ACL; Schema: settle; Owner: settle_owner

@@ -26,8 +26,8 @@ export async function main(databaseUrl: string): Promise<string[]> {
 
     const again = await settle.claim(input);
     seen.push(again.outcome); // 'replay'
-    const record = await settle.get(input);
-    seen.push(record?.status ?? 'missing'); // 'completed'
+    const read = await settle.get(input); // lock-gated: the same request and binding as the claim
+    seen.push(read.outcome === 'found' ? read.status : read.outcome); // 'completed'
     return seen;
   } finally {
     await settle.end();

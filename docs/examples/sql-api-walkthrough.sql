@@ -42,9 +42,15 @@ select outcome, reason, status, result from settle.report_unknown(tenant => 'acm
 \echo '@@ claim_conflict'
 select * from settle.claim(tenant => 'acme', key => 'order-42', request => '{"amount": 9900, "currency": "EUR", "to": "acct_9"}', principal => 'svc-checkout', scopes => '{payments:write}', binding_generation => 8) \gx
 \echo '@@ get'
-select * from settle.get(tenant => 'acme', key => 'order-42') \gx
+select * from settle.get(tenant => 'acme', key => 'order-42', request => '{"amount": 1250, "currency": "EUR", "to": "acct_9"}', principal => 'svc-checkout', scopes => '{payments:write}', binding_generation => 7) \gx
+\echo '@@ get_conflict'
+select * from settle.get(tenant => 'acme', key => 'order-42', request => '{"amount": 1250, "currency": "EUR", "to": "acct_9"}', principal => 'mallory', scopes => '{payments:write}', binding_generation => 7) \gx
 \echo '@@ get_missing'
-select count(*) from settle.get(tenant => 'acme', key => 'no-such-key');
+select outcome, status, result from settle.get(tenant => 'acme', key => 'no-such-key', request => '{}', principal => 'svc-checkout');
+\echo '@@ inspect'
+set role settle_readonly;
+select * from settle.inspect(tenant => 'acme', key => 'order-42') \gx
+set role settle_app;
 \echo '@@ fail_retryable'
 select * from settle.claim(tenant => 'acme', key => 'order-43', request => '{"amount": 500, "currency": "EUR", "to": "acct_7"}', principal => 'svc-checkout', scopes => '{payments:write}', binding_generation => 7, max_attempts => 3) \gset
 select * from settle.fail(tenant => 'acme', key => 'order-43', attempt => :attempt, lease_token => :'lease_token', fingerprint => :'fingerprint', principal => 'svc-checkout', scopes => '{payments:write}', binding_generation => 7, error => '{"code": "psp_timeout_before_send"}', retryable => true) \gx
@@ -117,11 +123,37 @@ update settle_private.audit_log set outcome = 'acquired' where key = 'order-43';
 \echo '@@ purge'
 set role settle_admin;
 select settle.purge(older_than => '0 seconds');
-select count(*) from settle.get(tenant => 'acme', key => 'order-42');
+select count(*) from settle.inspect(tenant => 'acme', key => 'order-42');
 select key, event, outcome, status_before, status_after, detail from settle.audit_log where key = 'order-42';
 \echo '@@ purge_reclaim'
 set role settle_app;
 select outcome, attempt from settle.claim(tenant => 'acme', key => 'order-42', request => '{"amount": 1250, "currency": "EUR", "to": "acct_9"}', principal => 'svc-checkout', scopes => '{payments:write}', binding_generation => 7);
+\echo '@@ grant_tenant'
+reset role;
+create role walkthrough_acme_checkout login;
+grant settle_app to walkthrough_acme_checkout;
+set role settle_admin;
+select settle.grant_tenant(role => 'walkthrough_acme_checkout', tenant => 'acme');
+reset role;
+set session authorization walkthrough_acme_checkout;
+select outcome from settle.claim(tenant => 'globex', key => 'order-1', request => '{}', principal => 'svc-checkout');
+\echo :LAST_ERROR_SQLSTATE
+reset session authorization;
+\echo '@@ revoke_tenant'
+set role settle_admin;
+select settle.revoke_tenant(role => 'walkthrough_acme_checkout', tenant => 'acme');
+select settle.revoke_tenant(role => 'walkthrough_acme_checkout', tenant => null);
+select event, actor, detail from settle.admin_log order by log_id;
+reset role;
+drop role walkthrough_acme_checkout;
+\echo '@@ revoke_binding'
+set role settle_app;
+select outcome, attempt from settle.claim(tenant => 'acme', key => 'order-49', request => '{"amount": 700, "currency": "EUR", "to": "acct_3"}', principal => 'svc-refunds', binding_generation => 4) \gset
+set role settle_admin;
+select settle.revoke_binding(tenant => 'acme', principal => 'svc-refunds', below_generation => 5);
+set role settle_app;
+select outcome, reason from settle.claim(tenant => 'acme', key => 'order-49', request => '{"amount": 700, "currency": "EUR", "to": "acct_3"}', principal => 'svc-refunds', binding_generation => 4);
+select outcome, reason, status, error from settle.get(tenant => 'acme', key => 'order-49', request => '{"amount": 700, "currency": "EUR", "to": "acct_3"}', principal => 'svc-refunds', binding_generation => 5) \gx
 \echo '@@ error_invalid_tenant'
 select * from settle.claim(tenant => ' ', key => 'order-42', request => '{}', principal => 'svc-checkout');
 \echo :LAST_ERROR_SQLSTATE

@@ -117,7 +117,7 @@ comment on table settle_private.attempts is
 -- for every writer.
 create domain settle_private.audit_event as text
   constraint event_is_known check (value in (
-    'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'expire', 'redrive', 'purge'));
+    'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'expire', 'redrive', 'purge', 'get', 'revoke'));
 
 create table settle_private.audit_log (
   tenant text not null,
@@ -143,6 +143,42 @@ create index audit_log_refusals_by_at_idx
 comment on table settle_private.audit_log is
   'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress), observation, fence, conflict, expiry, redrive and purge, written in the same transaction. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
 
+-- Access (00012_access.sql): tenant bindings of login roles, revocation floors of binding
+-- generations, and the log of changes to both. Small, global and rarely written: on a sharded
+-- cluster they are reference tables (copied to every node, read locally by every call).
+create table settle_private.tenant_bindings (
+  role_name text not null,
+  tenants text[] not null,
+  bound_at timestamptz not null,
+  updated_at timestamptz not null,
+  constraint tenant_bindings_pkey primary key (role_name)
+);
+comment on table settle_private.tenant_bindings is
+  'Tenant binding of login roles (by name, as session_user reports it): a role with a row reaches only the tenants listed (none when empty). Private: use settle.grant_tenant / settle.revoke_tenant.';
+
+create table settle_private.binding_floors (
+  tenant text not null,
+  principal text not null,
+  below_generation bigint not null,
+  revoked_at timestamptz not null,
+  constraint binding_floors_pkey primary key (tenant, principal),
+  constraint below_generation_positive check (below_generation >= 1)
+);
+comment on table settle_private.binding_floors is
+  'Revocation floor per (tenant, principal): binding generations below below_generation are revoked. Only rises. Private: use settle.revoke_binding.';
+
+create table settle_private.admin_log (
+  log_id bigint generated always as identity,
+  at timestamptz not null,
+  event text not null,
+  actor text not null,
+  detail jsonb not null,
+  constraint admin_log_pkey primary key (log_id),
+  constraint admin_event_is_known check (event in ('grant_tenant', 'revoke_tenant', 'revoke_binding'))
+);
+comment on table settle_private.admin_log is
+  'Append-only log of changes to access: tenant grants and revocations, binding revocations. UPDATE, DELETE and TRUNCATE are refused.';
+
 -- Row-level security, forced so that it binds the owner too: only the owner role (through
 -- the SECURITY DEFINER API) reaches rows. Superusers bypass RLS but not the guard triggers (00004).
 alter table settle_private.operations enable row level security;
@@ -154,6 +190,15 @@ alter table settle_private.audit_log force row level security;
 create policy owner_only on settle_private.operations to settle_owner using (true) with check (true);
 create policy owner_only on settle_private.attempts to settle_owner using (true) with check (true);
 create policy owner_only on settle_private.audit_log to settle_owner using (true) with check (true);
+alter table settle_private.tenant_bindings enable row level security;
+alter table settle_private.tenant_bindings force row level security;
+alter table settle_private.binding_floors enable row level security;
+alter table settle_private.binding_floors force row level security;
+alter table settle_private.admin_log enable row level security;
+alter table settle_private.admin_log force row level security;
+create policy owner_only on settle_private.tenant_bindings to settle_owner using (true) with check (true);
+create policy owner_only on settle_private.binding_floors to settle_owner using (true) with check (true);
+create policy owner_only on settle_private.admin_log to settle_owner using (true) with check (true);
 
 revoke all on all tables in schema settle_private from public;
 

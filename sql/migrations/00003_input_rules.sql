@@ -87,6 +87,19 @@ as $$
   select value ~ '^[[:space:]\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]*$'
 $$;
 
+-- The code points no name may contain: Unicode 15 Default_Ignorable_Code_Point, which holds
+-- every Bidi_Control code point. They render as nothing (or reorder the text around them), so
+-- two keys that differ only by one of them would look identical. The set is listed in
+-- docs/sql-api.md ("Input limits"); inlined and folded to a constant where it is used.
+create function settle_private._invisible()
+returns text
+language sql
+immutable
+parallel safe
+as $$
+  select '\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff'::text
+$$;
+
 create function settle_private._name_ok(value text, max_bytes integer)
 returns boolean
 language sql
@@ -94,7 +107,7 @@ immutable
 parallel safe
 as $$
   select octet_length(value) <= max_bytes
-     and value !~ '[[:cntrl:]]'
+     and value !~ ('[[:cntrl:]' || settle_private._invisible() || ']')
      and not settle_private._is_blank(value)
      and value is nfc normalized
 $$;
@@ -149,13 +162,38 @@ as $$
 $$;
 
 -- A lease (claim, heartbeat) between min_lease_ms and max_lease_ms.
+-- An interval is an exact duration when it has no month or year part: then a day is 24 hours
+-- in every comparison and (through _expiry) in every sum. '-12 mon +361 days' compares as one
+-- day (30-day months) yet, added to a timestamp, lands about four days in the past.
+create function settle_private._exact(d interval)
+returns boolean
+language sql
+immutable
+parallel safe
+as $$
+  select date_part('month', d) = 0 and date_part('year', d) = 0
+$$;
+
+-- `at` plus an exact duration, in UTC: '1 day' is 86 400 seconds whatever the session time
+-- zone and whether or not its clocks change that day (timestamptz + interval adds calendar
+-- days in the session time zone).
+create function settle_private._expiry(at timestamptz, d interval)
+returns timestamptz
+language sql
+immutable
+parallel safe
+as $$
+  select (at at time zone 'UTC' + d) at time zone 'UTC'
+$$;
+
 create function settle_private._lease_ok(lease interval)
 returns boolean
 language sql
 immutable
 parallel safe
 as $$
-  select lease between settle_private._limit('min_lease_ms') * interval '1 millisecond'
+  select settle_private._exact(lease)
+     and lease between settle_private._limit('min_lease_ms') * interval '1 millisecond'
                    and settle_private._limit('max_lease_ms') * interval '1 millisecond'
 $$;
 
@@ -182,6 +220,9 @@ begin
     v_problem := format('must be at most %s bytes (got %s)', max_bytes, octet_length(value));
   elsif value ~ '[[:cntrl:]]' then
     v_problem := 'must not contain control characters';
+  elsif value ~ ('[' || settle_private._invisible() || ']') then
+    v_problem := format('must not contain default-ignorable or bidirectional-control code points (found U+%s)',
+      upper(lpad(to_hex(ascii(substring(value from '[' || settle_private._invisible() || ']'))), 4, '0')));
   elsif not value is nfc normalized then
     v_problem := 'must be in Unicode normalization form NFC';
   end if;
@@ -258,7 +299,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
   if settle_private._lease_ok(lease) is not true then
-    perform settle_private._raise('SE007', 'lease must be between 1 second and 1 day',
+    perform settle_private._raise('SE007', 'lease must be an exact duration (no month or year part) between 1 second and 1 day',
       jsonb_build_object('field', 'lease', 'min_ms', settle_private._limit('min_lease_ms'),
                          'max_ms', settle_private._limit('max_lease_ms')),
       'Renew long work with settle.heartbeat instead of a long lease.');

@@ -280,7 +280,7 @@ begin
       then 'observation_is_an_outcome'
     when not ((new.observation is null) = (new.observed_at is null)) then 'observed_iff_observation'
     when not ((new.ended_at is null) = (new.end_reason is null)) then 'end_reason_iff_ended'
-    when not (new.end_reason is null or new.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted'))
+    when not (new.end_reason is null or new.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted', 'binding_revoked'))
       then 'end_reason_is_known'
     when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
       then 'failure_has_error'
@@ -331,6 +331,15 @@ alter table settle_private.attempts enable always trigger _100_guard_settlement;
 alter table settle_private.attempts enable always trigger _990_row_rules;
 alter table settle_private.attempts enable always trigger _900_refuse_delete;
 alter table settle_private.attempts enable always trigger _900_refuse_truncate;
+create trigger _100_refuse_update before update on settle_private.admin_log
+  for each row execute function settle_private.tg_audit_log__refuse_change();
+create trigger _900_refuse_delete before delete on settle_private.admin_log
+  for each row execute function settle_private.tg_any__refuse_delete();
+create trigger _900_refuse_truncate before truncate on settle_private.admin_log
+  for each statement execute function settle_private.tg_any__refuse_delete();
+alter table settle_private.admin_log enable always trigger _100_refuse_update;
+alter table settle_private.admin_log enable always trigger _900_refuse_delete;
+alter table settle_private.admin_log enable always trigger _900_refuse_truncate;
 alter table settle_private.audit_log enable always trigger _100_refuse_update;
 alter table settle_private.audit_log enable always trigger _900_refuse_delete;
 alter table settle_private.audit_log enable always trigger _900_refuse_truncate;

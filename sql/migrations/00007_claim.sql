@@ -22,10 +22,11 @@ create type settle.claim_result as (
   settled_attempt integer,
   error jsonb,
   dead_lettered boolean,
-  conflict_on text[]
+  conflict_on text[],
+  reason text
 );
 comment on type settle.claim_result is
-  'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | conflict. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on.';
+  'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked).';
 
 -- claim(tenant, key, request, principal, scopes, binding_generation, lease, worker, max_attempts)
 -- Reserve (tenant, key) on first call, or join it: acquired | in_progress | replay | failed | conflict.
@@ -57,6 +58,8 @@ declare
   v_detail jsonb;
   v_audit_attempt integer;
   v_res settle.claim_result;
+  v_tenant_ok boolean;
+  v_floor bigint;
 begin
   if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(claim.key, settle_private._limit('key_bytes'))
@@ -67,6 +70,17 @@ begin
       and claim.max_attempts between 1 and settle_private._limit('max_attempts')) is not true then
     perform settle_private._check_claim_args(claim.tenant, claim.key, claim.request, claim.principal,
       claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+  end if;
+
+  -- Access (00012): the login role's tenant binding, then the revocation floor of the binding.
+  select settle_private._tenant_ok(claim.tenant), settle_private._floor(claim.tenant, claim.principal)
+    into v_tenant_ok, v_floor;
+  if not v_tenant_ok then
+    perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
+  end if;
+  if claim.binding_generation < v_floor then
+    return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+      claim.binding_generation, v_floor, v_now, claim.worker);
   end if;
 
   -- Most claims of an existing key (replays, retries, duplicates) are decided on this plain
@@ -94,7 +108,7 @@ begin
     values
       (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
        settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-       claim.max_attempts, v_token, v_now + claim.lease, v_now, v_now)
+       claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
     on conflict on constraint operations_pkey do nothing
     returning * into v_op;
   end if;
@@ -103,7 +117,7 @@ begin
     insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
     values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now);
     v_res := row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
-                 null, null, null, null, null);
+                 null, null, null, null, null, null);
     v_audit_attempt := 1;
     v_detail := '{"reserved": true}';
   else
@@ -129,7 +143,11 @@ begin
 
       v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal, claim.scopes, claim.binding_generation);
       if cardinality(v_diff) > 0 then
-        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff);
+        if v_op.principal = claim.principal and v_op.binding_generation < v_floor and v_op.status <> 'completed' then
+          -- The reservation's own generation is revoked: convert it at this touch (00012).
+          perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
+        end if;
+        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null);
         v_detail := jsonb_build_object('conflict_on', v_diff);
         exit;
       end if;
@@ -138,13 +156,13 @@ begin
       -- so no WAL and no commit flush (docs/protocol.md, "Which table proves what").
       if v_op.status = 'completed' then
         return row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
-                   v_op.settled_attempt, null, null, null)::settle.claim_result;
+                   v_op.settled_attempt, null, null, null, null)::settle.claim_result;
       end if;
 
       if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
         return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
                    greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
-                   v_fp, null, null, null, null, null)::settle.claim_result;
+                   v_fp, null, null, null, null, null, null)::settle.claim_result;
       end if;
 
       if v_op.status <> 'failed' and not v_locked then
@@ -160,7 +178,7 @@ begin
 
       if v_op.status = 'failed' then
         v_res := row('failed', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, v_op.error,
-                     v_op.dead_lettered_at is not null, null);
+                     v_op.dead_lettered_at is not null, null, null);
         v_audit_attempt := v_op.attempt;
         exit;
       end if;
@@ -169,13 +187,13 @@ begin
       update settle_private.operations o
          set attempt = v_op.attempt + 1,
              status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
-             lease_token = v_token, lease_expires_at = v_now + claim.lease, updated_at = v_now
+             lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
        where o.tenant = claim.tenant and o.key = claim.key
       returning * into v_op;
       insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
       values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
       v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
-                   null, null, null, null, null);
+                   null, null, null, null, null, null);
       v_audit_attempt := v_op.attempt;
       exit;
     end loop;

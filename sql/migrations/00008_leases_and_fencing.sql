@@ -80,6 +80,7 @@ declare
   v_op settle_private.operations;
   v_valid boolean;
   v_res settle.heartbeat_result;
+  v_floor bigint;
 begin
   if (settle_private._name_ok(heartbeat.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(heartbeat.key, settle_private._limit('key_bytes'))
@@ -90,16 +91,27 @@ begin
     perform settle_private._check_lease(heartbeat.lease);
   end if;
 
+  if not settle_private._tenant_ok(heartbeat.tenant) then
+    perform settle_private._refuse_tenant(heartbeat.tenant, heartbeat.key, 'heartbeat');
+  end if;
   v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key);
+  -- An attempt reserved under a revoked binding generation keeps no lease (00012).
+  v_floor := settle_private._floor(heartbeat.tenant, v_op.principal);
+  if v_op.binding_generation < v_floor then
+    v_res := settle_private._heartbeat_revoked(v_op, heartbeat.attempt, heartbeat.lease_token, v_floor, v_now);
+    if v_res.outcome is not null then
+      return v_res;
+    end if;
+  end if;
 
   if v_op.lease_token is not null and v_op.attempt = heartbeat.attempt and v_op.lease_token = heartbeat.lease_token then
     -- The current attempt keeps its lease, even if it lapsed while nobody took over.
     update settle_private.operations o
-       set lease_expires_at = v_now + heartbeat.lease, updated_at = v_now
+       set lease_expires_at = settle_private._expiry(v_now, heartbeat.lease), updated_at = v_now
      where o.tenant = heartbeat.tenant and o.key = heartbeat.key;
     v_res.outcome := 'extended';
     v_res.status := v_op.status;
-    v_res.lease_expires_at := v_now + heartbeat.lease;
+    v_res.lease_expires_at := settle_private._expiry(v_now, heartbeat.lease);
     return v_res;
   end if;
 

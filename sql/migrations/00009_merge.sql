@@ -54,6 +54,8 @@ declare
   v_current boolean;
   v_exhausted boolean;
   v_res settle.observation_result;
+  v_tenant_ok boolean;
+  v_floor bigint;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
@@ -70,7 +72,24 @@ begin
       _observe.binding_generation, _observe.result, _observe.error, _observe.retryable);
   end if;
 
+  -- Access (00012): the login role's tenant binding, then the revocation floor of the binding.
+  select settle_private._tenant_ok(_observe.tenant), settle_private._floor(_observe.tenant, _observe.principal)
+    into v_tenant_ok, v_floor;
+  if not v_tenant_ok then
+    perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
+  end if;
+
   v_op := settle_private._lock_operation(_observe.tenant, _observe.key);
+  if v_floor > 0 or v_op.principal <> _observe.principal then
+    -- An operation reserved under a revoked generation is converted at this touch.
+    v_op := settle_private._revoke_on_touch(v_op, _observe.principal, v_floor, v_now);
+  end if;
+  if _observe.binding_generation < v_floor then
+    -- A revoked generation settles nothing; what it presented is kept as evidence.
+    return settle_private._observation_revoked(kind, v_op, _observe.attempt, _observe.fingerprint,
+      _observe.principal, _observe.scopes, _observe.binding_generation,
+      coalesce(_observe.result, _observe.error), v_floor, v_now);
+  end if;
   v_before := v_op.status;
 
   select * into v_att from settle_private.attempts a

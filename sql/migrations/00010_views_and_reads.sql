@@ -1,11 +1,14 @@
--- 00010: the read-only views for DBAs and settle.get.
+-- 00010: the read-only views for DBAs, settle.get (lock-gated) and settle.inspect.
 --
 -- Why: tables are not an interface (they live in settle_private); what operators and support
 -- staff may read is these views, granted to settle_readonly and settle_admin. No view shows a
 -- lease token, nor reads one: "a lease is held" is `lease_expires_at is not null` (row rule
 -- lease_token_iff_lease_expiry), so that on Citus, where a view's shard queries run as the
 -- caller, the readers' column grants can leave lease_token out (sql/citus/distribute.sql).
--- settle.get is the one read granted to settle_app.
+-- settle.get is the one read granted to settle_app: it answers the holder of the reservation
+-- lock only; settle.inspect is the unrestricted read, for settle_readonly and settle_admin. A
+-- login role bound to tenants (00012) sees only their rows in every view but settle.metrics
+-- (tenant-free gauges).
 
 set local role settle_owner;
 
@@ -15,14 +18,123 @@ select o.tenant, o.key, o.status, settle.status_rank(o.status) as status_rank, o
        o.lease_expires_at, o.result, o.settled_attempt, o.settled_at, o.error, o.dead_lettered_at,
        o.redrive_count, o.fingerprint, o.principal, o.scopes, o.binding_generation, o.request,
        o.created_at, o.updated_at
-  from settle_private.operations o;
+  from settle_private.operations o
+ where (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
+    or o.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]);
 comment on view settle.operations is
   'Canonical record of every operation (read-only). in_flight: a lease is held and has not lapsed by the database clock. The lease token itself is never shown.';
 
--- get(tenant, key) -> the canonical record, or no row
--- PL/pgSQL, not SQL: Citus cannot plan a delegated SQL-language function that reads a
--- distributed table with its parameters ("could not create distributed plan").
-create function settle.get(tenant text, key text)
+create type settle.get_result as (
+  outcome text,
+  reason text,
+  status settle.status,
+  attempt integer,
+  settled_attempt integer,
+  result jsonb,
+  error jsonb,
+  dead_lettered boolean,
+  in_flight boolean,
+  conflict_on text[],
+  created_at timestamptz
+);
+comment on type settle.get_result is
+  'Answer of settle.get. outcome: found | not_found | conflict | refused. Only found discloses state (status, attempt, settled_attempt, result when completed, error, dead_lettered, in_flight, created_at); a conflict discloses only conflict_on; refused only its reason (binding_revoked).';
+
+-- get(tenant, key, request, principal, scopes, binding_generation) -> found | not_found | conflict | refused
+create function settle.get(
+  tenant text,
+  key text,
+  request jsonb,
+  principal text,
+  scopes text[] default '{}',
+  binding_generation bigint default 0)
+returns settle.get_result
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_tenant_ok boolean;
+  v_floor bigint;
+  v_fp text;
+  v_op settle_private.operations;
+  v_diff text[];
+  v_res settle.get_result;
+begin
+  if (settle_private._name_ok(get.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ok(get.key, settle_private._limit('key_bytes'))
+      and settle_private._binding_ok(get.principal, get.scopes, get.binding_generation)
+      and settle_private._json_ok(get.request, settle_private._limit('request_bytes'))) is not true then
+    perform settle_private._check_operation_key(get.tenant, get.key);
+    perform settle_private._check_binding(get.principal, get.scopes, get.binding_generation);
+    perform settle_private._check_json(get.request, 'request', settle_private._limit('request_bytes'), 'SE004');
+  end if;
+  select settle_private._tenant_ok(get.tenant), settle_private._floor(get.tenant, get.principal)
+    into v_tenant_ok, v_floor;
+  if not v_tenant_ok then
+    perform settle_private._refuse_tenant(get.tenant, get.key, 'get');
+  end if;
+  v_fp := settle_private._fingerprint(get.request);
+
+  if get.binding_generation < v_floor then
+    -- A revoked generation reads nothing; the operation it reserved, if any, is converted now.
+    v_op := settle_private._revoke_touch(get.tenant, get.key, get.principal, v_floor, v_now, null);
+    perform settle_private._audit(get.tenant, get.key, v_now, 'get', 'refused', null, v_op.status, v_op.status, null,
+      jsonb_build_object('reason', 'binding_revoked', 'below_generation', v_floor,
+        'presented', settle_private._presented(v_fp, get.principal, get.scopes, get.binding_generation, null, null)));
+    v_res.outcome := 'refused';
+    v_res.reason := 'binding_revoked';
+    return v_res;
+  end if;
+
+  select * into v_op from settle_private.operations o where o.tenant = get.tenant and o.key = get.key;
+  if not found then
+    v_res.outcome := 'not_found';
+    return v_res;
+  end if;
+
+  v_diff := settle_private._lock_diff(v_op, v_fp, get.principal, get.scopes, get.binding_generation);
+  if v_diff = array['binding_generation'] and v_op.binding_generation < v_floor then
+    -- The same principal, re-authenticated above the floor, reading the operation it reserved
+    -- under a revoked generation: the safe path after re-authentication. The operation is
+    -- converted under its row lock first, so the answer is final: completed stays completed,
+    -- anything else can never complete.
+    v_op := settle_private._revoke_touch(get.tenant, get.key, get.principal, v_floor, v_now, null);
+    v_res.reason := 'reauthenticated';
+  elsif cardinality(v_diff) > 0 then
+    perform settle_private._audit(get.tenant, get.key, v_now, 'get', 'conflict', null, v_op.status, v_op.status, null,
+      jsonb_build_object('conflict_on', v_diff,
+        'presented', settle_private._presented(v_fp, get.principal, get.scopes, get.binding_generation, null, null)));
+    v_res.outcome := 'conflict';
+    v_res.reason := 'lock_mismatch';
+    v_res.conflict_on := v_diff;
+    return v_res;
+  end if;
+
+  v_res.outcome := 'found';
+  v_res.status := v_op.status;
+  v_res.attempt := v_op.attempt;
+  v_res.settled_attempt := v_op.settled_attempt;
+  v_res.result := v_op.result;
+  v_res.error := v_op.error;
+  v_res.dead_lettered := v_op.dead_lettered_at is not null;
+  v_res.in_flight := coalesce(v_op.lease_expires_at > v_now, false);
+  v_res.created_at := v_op.created_at;
+  return v_res;
+end
+$$;
+
+comment on function settle.get(text, text, jsonb, text, text[], bigint) is
+  'The lock-gated read: the canonical state of one operation, for the caller that holds its reservation lock (a client that re-reads after a lost response).
+Parameters: tenant, key, request (as claimed), principal, scopes, binding_generation (as claimed; the same limits as settle.claim).
+Outcomes: found (the lock matches: status, attempt, settled_attempt, result (completed only), error, dead_lettered, in_flight, created_at; reason reauthenticated when the same principal reads above a revocation floor an operation reserved under a revoked generation, which is first moved to conflict if it was not completed) | not_found (no such operation, or purged) | conflict (request or binding differ: only conflict_on, like a conflicting claim; audited with what was presented) | refused (reason binding_revoked: the presented generation is below the floor of settle.revoke_binding; audited).
+SQLSTATEs: SE001-SE004 (arguments), SE013 (tenant not granted to this login role).
+Locking: none for found, not_found and conflict (a snapshot read); the operation row (FOR UPDATE) when it is converted after a revocation. Writes an audit row for conflict and refused only (a read-only transaction then raises 25006).
+Idempotency: repeatable; reads change nothing except the one-time conversion of a revoked operation.';
+
+-- inspect(tenant, key) -> the whole canonical record, or no row (settle_readonly, settle_admin)
+create function settle.inspect(tenant text, key text)
 returns setof settle.operations
 language plpgsql
 stable
@@ -30,27 +142,35 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-  return query select * from settle.operations v where v.tenant = get.tenant and v.key = get.key;
+  if not settle_private._tenant_ok(inspect.tenant) then
+    perform settle_private._refuse_tenant(inspect.tenant, inspect.key, 'inspect');
+  end if;
+  return query select * from settle.operations v where v.tenant = inspect.tenant and v.key = inspect.key;
 end
 $$;
 
-comment on function settle.get(text, text) is
-  'The canonical record of one operation, for support staff, DBAs and clients that re-read after a lost response.
+comment on function settle.inspect(text, text) is
+  'The unrestricted read of one operation for support staff and DBAs: the whole canonical record, including request, principal, scopes, fingerprint and result. Granted to settle_readonly and settle_admin only, never to settle_app.
 Parameters: tenant, key.
-Outcomes: one row of settle.operations, or no row when the operation does not exist (or was purged). Another tenant''s operation is never visible under your tenant.
-SQLSTATEs: none. Locking: none (a snapshot read). Idempotency: read-only.';
+Outcomes: one row of settle.operations, or no row when the operation does not exist (or was purged).
+SQLSTATEs: SE013 (a login role bound to other tenants).
+Locking: none (a snapshot read). Idempotency: read-only.';
 
 create view settle.attempts as
 select a.tenant, a.key, a.attempt, a.worker, a.claimed_at, a.ended_at, a.end_reason, a.observation,
        a.observed_at, a.retryable, a.error, a.late_result, a.settled
-  from settle_private.attempts a;
+  from settle_private.attempts a
+ where (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
+    or a.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]);
 comment on view settle.attempts is
   'Every attempt epoch with its attempt-scoped settlement: observation (unknown/conflict/failed/completed), whether it was THE settlement (settled), and any late success (late_result). Lease tokens are never shown.';
 
 create view settle.audit_log as
 select l.tenant, l.key, l.audit_id, l.at, l.event::text as event, l.outcome, l.attempt, l.status_before, l.status_after,
        l.actor, l.detail
-  from settle_private.audit_log l;
+  from settle_private.audit_log l
+ where (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
+    or l.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]);
 comment on view settle.audit_log is
   'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by audit_id. Transitions are serialized by the operation row lock, so their rows are in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
 
@@ -58,14 +178,18 @@ create view settle.dead_letters as
 select o.tenant, o.key, o.attempt, o.max_attempts, o.error, o.dead_lettered_at, o.redrive_count,
        o.created_at, o.updated_at
   from settle_private.operations o
- where o.status = 'failed' and o.dead_lettered_at is not null;
+ where o.status = 'failed' and o.dead_lettered_at is not null
+   and ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
+    or o.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]));
 comment on view settle.dead_letters is
   'Operations that spent their attempt budget without a settled outcome. Inspect, then settle.redrive or leave for settle.purge.';
 
 create view settle.settlements as
 select o.tenant, o.key, o.settled_attempt as attempt, o.result, o.settled_at
   from settle_private.operations o
- where o.status = 'completed';
+ where o.status = 'completed'
+   and ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
+    or o.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]));
 comment on view settle.settlements is
   'Exactly one row per completed operation: the final settlement, written in the same transaction as the move to completed.';
 
@@ -83,6 +207,8 @@ select o.tenant,
        count(*) filter (where o.lease_expires_at <= clock_timestamp()) as lapsed_leases,
        coalesce(sum(o.attempt), 0) as attempts
   from settle_private.operations o
+ where (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
+    or o.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[])
  group by o.tenant;
 comment on view settle.stats is
   'Per-tenant counts by status, dead letters, live and lapsed leases, and attempts opened.';
@@ -116,5 +242,11 @@ select (select count(*) from settle_private.operations o
   from (select clock_timestamp() as now, interval '5 minutes' as recent) w;
 comment on view settle.metrics is
   'Gauges for monitoring, one row, each read from a partial index (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts (claims and observations refused for a different request or binding) and refused observations (complete, fail, report_unknown answered fenced or conflict).';
+
+create view settle.admin_log as
+select l.log_id, l.at, l.event, l.actor, l.detail
+  from settle_private.admin_log l;
+comment on view settle.admin_log is
+  'Append-only log of changes to access: tenant grants and revocations (settle.grant_tenant, settle.revoke_tenant) and binding revocations (settle.revoke_binding), with who made them.';
 
 reset role;

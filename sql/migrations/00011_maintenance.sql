@@ -119,8 +119,8 @@ declare
   v_done integer;
   v_count integer := 0;
 begin
-  if older_than is null or older_than < interval '0' then
-    perform settle_private._raise('SE008', 'older_than must be a non-negative interval',
+  if older_than is null or older_than < interval '0' or not settle_private._exact(older_than) then
+    perform settle_private._raise('SE008', 'older_than must be a non-negative exact duration (no month or year part)',
       jsonb_build_object('field', 'older_than'), null);
   end if;
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));

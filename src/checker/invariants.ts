@@ -21,6 +21,8 @@ export const ENGINE_INVARIANTS = {
   'success-replays': 'after a settlement, a retry with the same request and binding replays the identical result',
   'failure-replays': 'after a final failure, a retry with the same request and binding replays the same failure',
   'stale-fenced': 'a superseded or released attempt is fenced: no lease extension, no weaker observation merged',
+  'read-gated-by-lock': 'a read (settle.get) presenting another request or binding than the reservation sees no stored state',
+  'revoked-never-settles': 'after settle.revoke_binding, no call presenting a generation below the floor acquires, extends, settles, replays or reads',
   'retryable-failure-reopens': 'a retryable failure of an attempt with budget left never ends the operation: another attempt can still acquire and settle',
   'every-operation-final': 'a run that drives every operation to its end leaves each completed or failed, with no lease left',
 } as const;
@@ -66,7 +68,7 @@ export function groupByKey<T extends { tenant: string; key: string }>(items: rea
  * but never one the trail did not reach (docs/protocol.md, audit log).
  */
 export function isSnapshotRead(row: Pick<AuditRow, 'event' | 'outcome' | 'statusBefore' | 'statusAfter'>): boolean {
-  return row.event === 'claim' && row.outcome !== 'acquired' && row.statusBefore === row.statusAfter;
+  return (row.event === 'get' || (row.event === 'claim' && row.outcome !== 'acquired')) && row.statusBefore === row.statusAfter;
 }
 
 /** Audit rows in audit_id order (bigint order, not text order). */

@@ -4,7 +4,7 @@ import type { z } from 'zod';
 import { notMigratedError, OperationNotFoundError, SettleRowValidationError } from './errors.js';
 import { settleInterceptors, settleTypeParsers, validateRow, wasValidated } from './interceptors.js';
 import { unconfirmedCommit } from './notices.js';
-import { toClaimOutcome, toHeartbeatOutcome, toObservation } from './outcomes.js';
+import { toClaimOutcome, toHeartbeatOutcome, toLockedRead, toObservation } from './outcomes.js';
 import * as q from './queries.js';
 import type { AttemptArgs } from './queries.js';
 import { resolveRetryPolicy, withRetry } from './retry.js';
@@ -24,8 +24,10 @@ import type {
   ClaimOutcome,
   DeadLetterRecord,
   ExpireResult,
+  GetInput,
   HeartbeatOutcome,
   Json,
+  LockedRead,
   Observation,
   OperationRecord,
   OperationRef,
@@ -122,7 +124,7 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     async claim(input, options) {
       const parsed = s.parseInput(s.claimInputSchema, input);
       const row = await one('claim', q.claimQuery(parsed), options, parsed.tenant);
-      const outcome = toClaimOutcome(row, parsed.tenant, parsed.key, parsed.binding);
+      const outcome = toClaimOutcome(row, parsed.tenant, parsed.key, parsed.binding, parsed.request);
       if (outcome.outcome === 'acquired') issued.add(freezeHandle(outcome.attempt));
       return outcome;
     },
@@ -150,9 +152,14 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
       return toObservation(await one('reportUnknown', q.reportUnknownQuery(args), options, args.tenant));
     },
 
-    async get(ref, options) {
+    async get(input, options) {
+      const parsed = s.parseInput(s.getInputSchema, input);
+      return toLockedRead(await one('get', q.getQuery(parsed), options, parsed.tenant));
+    },
+
+    async inspect(ref, options) {
       const { tenant, key } = s.parseInput(s.refSchema, ref);
-      const [record] = await core.rows('get', q.getQuery(tenant, key), options, tenant);
+      const [record] = await core.rows('inspect', q.inspectQuery(tenant, key), options, tenant);
       return record ?? null;
     },
 

@@ -68,6 +68,8 @@ export class OperationNotFoundError extends SettleError {}
 export class NotDeadLetteredError extends SettleError {}
 /** SE012: redrive refused because the request differs from the reservation. */
 export class RedriveRequestMismatchError extends SettleError {}
+/** SE013: this login role holds tenant grants (settle.grant_tenant) and not this tenant's. */
+export class TenantNotGrantedError extends SettleError {}
 
 /** SE02x: a write broke an invariant the schema enforces (lattice, immutability, append-only). */
 export class IntegrityViolationError extends SettleError {}
@@ -165,6 +167,7 @@ export const errorClasses = {
   SE010: OperationNotFoundError,
   SE011: NotDeadLetteredError,
   SE012: RedriveRequestMismatchError,
+  SE013: TenantNotGrantedError,
   SE020: ReservationLockImmutableError,
   SE021: StatusDowngradeError,
   SE022: ResultImmutableError,

@@ -1,6 +1,6 @@
 import { SettleRowValidationError } from './errors.js';
-import type { ClaimRow, HeartbeatRow, ObservationRow } from './rows.js';
-import type { Binding, CanonicalState, ClaimOutcome, HeartbeatOutcome, Observation } from './types.js';
+import type { ClaimRow, GetRow, HeartbeatRow, ObservationRow } from './rows.js';
+import type { Binding, CanonicalState, ClaimOutcome, HeartbeatOutcome, Json, LockedRead, Observation } from './types.js';
 
 // The SQL result types carry every column for every outcome (NULL where it does not apply).
 // These functions turn them into discriminated unions, checking that each outcome carries
@@ -15,7 +15,7 @@ function required<T>(value: T | null, column: string, outcome: string): T {
   return value;
 }
 
-export function toClaimOutcome(row: ClaimRow, tenant: string, key: string, binding: Binding): ClaimOutcome {
+export function toClaimOutcome(row: ClaimRow, tenant: string, key: string, binding: Binding, request: Json): ClaimOutcome {
   const { outcome } = row;
   switch (outcome) {
     case 'acquired':
@@ -30,6 +30,7 @@ export function toClaimOutcome(row: ClaimRow, tenant: string, key: string, bindi
           leaseExpiresAt: required(row.lease_expires_at, 'lease_expires_at', outcome),
           fingerprint: required(row.fingerprint, 'fingerprint', outcome),
           binding,
+          request,
         },
       };
     case 'in_progress':
@@ -56,6 +57,38 @@ export function toClaimOutcome(row: ClaimRow, tenant: string, key: string, bindi
       };
     case 'conflict':
       return { outcome, conflictOn: required(row.conflict_on, 'conflict_on', outcome) };
+    case 'refused':
+      return { outcome, reason: required(row.reason, 'reason', outcome) };
+  }
+}
+
+export function toLockedRead(row: GetRow): LockedRead {
+  const { outcome } = row;
+  switch (outcome) {
+    case 'found':
+      return {
+        outcome,
+        reason: row.reason === 'reauthenticated' ? row.reason : null,
+        status: required(row.status, 'status', outcome),
+        attempt: required(row.attempt, 'attempt', outcome),
+        settledAttempt: row.settled_attempt,
+        result: row.result,
+        error: row.error,
+        deadLettered: required(row.dead_lettered, 'dead_lettered', outcome),
+        inFlight: required(row.in_flight, 'in_flight', outcome),
+        createdAt: required(row.created_at, 'created_at', outcome),
+      };
+    case 'not_found':
+      return { outcome };
+    case 'conflict':
+      return { outcome, conflictOn: required(row.conflict_on, 'conflict_on', outcome) };
+    case 'refused':
+      if (row.reason !== 'binding_revoked') {
+        throw new SettleRowValidationError(`outcome refused arrived with reason ${String(row.reason)}`, [
+          { path: ['reason'], message: 'expected binding_revoked' },
+        ]);
+      }
+      return { outcome, reason: row.reason };
   }
 }
 
@@ -92,8 +125,8 @@ export function toObservation(row: ObservationRow): Observation {
   if (outcome === 'conflict') {
     return { outcome, reason: 'lock_mismatch', conflictOn: required(row.conflict_on, 'conflict_on', outcome) };
   }
-  if (outcome === 'fenced' && row.reason === 'invalid_token') {
-    return { outcome, reason: 'invalid_token' };
+  if (outcome === 'fenced' && (row.reason === 'invalid_token' || row.reason === 'binding_revoked')) {
+    return { outcome, reason: row.reason };
   }
   const state: CanonicalState = {
     status: required(row.status, 'status', outcome),

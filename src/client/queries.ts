@@ -68,8 +68,14 @@ export const failQuery = (a: AttemptArgs, error: Json, retryable: boolean) => sq
 export const reportUnknownQuery = (a: AttemptArgs) => sql.type(rows.observationRow)`
   select * from settle.report_unknown(${attemptArgs(a)})`;
 
-export const getQuery = (tenant: string, key: string) => sql.type(rows.operationRow)`
-  select * from settle.get(tenant => ${tenant}, key => ${key})`;
+export const getQuery = (input: { tenant: string; key: string; request: Json; binding: Binding }) => sql.type(rows.getRow)`
+  select * from settle.get(
+    tenant => ${input.tenant}, key => ${input.key}, request => ${jsonText(input.request)}::jsonb,
+    principal => ${input.binding.principal}, scopes => ${sql.array(input.binding.scopes, 'text')},
+    binding_generation => ${input.binding.generation.toString()}::bigint)`;
+
+export const inspectQuery = (tenant: string, key: string) => sql.type(rows.operationRow)`
+  select * from settle.inspect(tenant => ${tenant}, key => ${key})`;
 
 export const expireLeasesQuery = (batchSize: number) => sql.type(rows.expireRow)`
   select * from settle.expire_leases(batch_size => ${batchSize}::integer)`;

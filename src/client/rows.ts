@@ -51,7 +51,7 @@ function requireUndisclosed(row: Record<string, unknown>, kept: readonly string[
 }
 
 export const claimRow = z.object({
-  outcome: z.enum(['acquired', 'in_progress', 'replay', 'failed', 'conflict']),
+  outcome: z.enum(['acquired', 'in_progress', 'replay', 'failed', 'conflict', 'refused']),
   status: status.nullable(),
   attempt: int4.nullable(),
   lease_token: z.string().nullable(),
@@ -63,18 +63,22 @@ export const claimRow = z.object({
   error: json,
   dead_lettered: z.boolean().nullable(),
   conflict_on: conflictFields.nullable(),
+  reason: z.enum(['binding_revoked']).nullable(),
 }).superRefine((row, ctx) => {
   if (row.outcome === 'conflict') requireUndisclosed(row, ['outcome', 'conflict_on'], ctx);
+  if (row.outcome === 'refused') requireUndisclosed(row, ['outcome', 'reason'], ctx);
 });
 export type ClaimRow = z.output<typeof claimRow>;
 
 export const heartbeatRow = z.object({
   outcome: z.enum(['extended', 'fenced']),
-  reason: z.enum(['invalid_token', 'superseded', 'settled', 'lease_released']).nullable(),
+  reason: z.enum(['invalid_token', 'superseded', 'settled', 'lease_released', 'binding_revoked']).nullable(),
   status: status.nullable(),
   lease_expires_at: timestamp.nullable(),
 }).superRefine((row, ctx) => {
-  if (row.outcome === 'fenced' && row.reason === 'invalid_token') requireUndisclosed(row, ['outcome', 'reason'], ctx);
+  if (row.outcome === 'fenced' && (row.reason === 'invalid_token' || row.reason === 'binding_revoked')) {
+    requireUndisclosed(row, ['outcome', 'reason'], ctx);
+  }
 });
 export type HeartbeatRow = z.output<typeof heartbeatRow>;
 
@@ -84,7 +88,7 @@ export const observationRow = z.object({
     .enum([
       'current_attempt', 'superseded_attempt', 'final_failure', 'attempts_exhausted', 'retryable_failure',
       'outcome_unknown', 'late_success', 'attempt_already_observed', 'invalid_token', 'superseded', 'settled',
-      'lease_released', 'lock_mismatch',
+      'lease_released', 'lock_mismatch', 'binding_revoked',
     ])
     .nullable(),
   status: status.nullable(),
@@ -97,11 +101,31 @@ export const observationRow = z.object({
   if (row.outcome === 'conflict') {
     requireUndisclosed(row, ['outcome', 'reason', 'conflict_on'], ctx);
     if (row.reason !== 'lock_mismatch') ctx.addIssue({ code: 'custom', path: ['reason'], message: 'must be lock_mismatch with outcome conflict' });
-  } else if (row.outcome === 'fenced' && row.reason === 'invalid_token') {
+  } else if (row.outcome === 'fenced' && (row.reason === 'invalid_token' || row.reason === 'binding_revoked')) {
     requireUndisclosed(row, ['outcome', 'reason'], ctx);
   }
 });
 export type ObservationRow = z.output<typeof observationRow>;
+
+/** A row of settle.get (type settle.get_result): only `found` may carry state. */
+export const getRow = z.object({
+  outcome: z.enum(['found', 'not_found', 'conflict', 'refused']),
+  reason: z.enum(['reauthenticated', 'lock_mismatch', 'binding_revoked']).nullable(),
+  status: status.nullable(),
+  attempt: int4.nullable(),
+  settled_attempt: int4.nullable(),
+  result: json,
+  error: json,
+  dead_lettered: z.boolean().nullable(),
+  in_flight: z.boolean().nullable(),
+  conflict_on: conflictFields.nullable(),
+  created_at: timestamp.nullable(),
+}).superRefine((row, ctx) => {
+  if (row.outcome === 'not_found') requireUndisclosed(row, ['outcome'], ctx);
+  if (row.outcome === 'conflict') requireUndisclosed(row, ['outcome', 'reason', 'conflict_on'], ctx);
+  if (row.outcome === 'refused') requireUndisclosed(row, ['outcome', 'reason'], ctx);
+});
+export type GetRow = z.output<typeof getRow>;
 
 export const operationRow = z
   .object({

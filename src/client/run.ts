@@ -16,8 +16,8 @@ import type {
   HeartbeatFenceReason,
   HeartbeatOutcome,
   Json,
+  LockedRead,
   Observation,
-  OperationRecord,
   ResultSchema,
   RunContext,
   RunInput,
@@ -117,6 +117,8 @@ export async function claimLoop<R>(
         return { outcome: 'replay', result: claimed.result as never, settledAttempt: claimed.settledAttempt };
       case 'conflict':
         return { outcome: 'conflict', conflictOn: claimed.conflictOn };
+      case 'refused':
+        return { outcome: 'refused', reason: claimed.reason };
       case 'failed':
         return { outcome: 'failed', error: claimed.error, final: true, deadLettered: claimed.deadLettered, attempt: claimed.attempt };
       case 'in_progress': {
@@ -387,6 +389,12 @@ async function reportUnknownOutcome<T>(
   return typed(await fromObservation(client, handle, observation, call, { cause, error: null }), schema);
 }
 
+/** The lock-gated re-read of the handle's operation (settle.get); null when it cannot be made. */
+async function readLocked(client: SettleClient, handle: AttemptHandle, call: CallOptions): Promise<LockedRead | null> {
+  if (handle.request === undefined) return null;
+  return client.get({ tenant: handle.tenant, key: handle.key, request: handle.request, binding: handle.binding }, call).catch(() => null);
+}
+
 /** Maps the answer of complete()/fail() in run() to a RunOutcome. */
 export async function fromObservation(
   client: SettleClient,
@@ -398,8 +406,8 @@ export async function fromObservation(
   const cause = failure?.cause;
   const withCause = failure === undefined ? {} : { cause };
   if (observation.outcome === 'conflict') return { outcome: 'conflict', conflictOn: observation.conflictOn };
-  if (observation.outcome === 'fenced' && observation.reason === 'invalid_token') {
-    return { outcome: 'fenced', reason: 'invalid_token', attempt: handle.attempt, ...withCause };
+  if (observation.outcome === 'fenced' && (observation.reason === 'invalid_token' || observation.reason === 'binding_revoked')) {
+    return { outcome: 'fenced', reason: observation.reason, attempt: handle.attempt, ...withCause };
   }
   if (observation.outcome === 'recorded' && observation.reason === 'retryable_failure') {
     // The canonical record holds no error while retries remain: report the one we recorded.
@@ -432,12 +440,12 @@ async function fromState(
     };
   }
   if (state.status === 'failed') {
-    const record = await client.get(handle, call).catch(() => null);
+    const record = await readLocked(client, handle, call);
     return {
       outcome: 'failed',
       error: state.error,
       final: true,
-      deadLettered: record?.deadLetteredAt != null,
+      deadLettered: record?.outcome === 'found' && record.deadLettered,
       attempt: handle.attempt,
       ...withCause,
     };
@@ -452,16 +460,11 @@ async function fromState(
  * database clock). A key names one operation at a time, so a record that existed when this
  * attempt was claimed is that operation.
  */
-export function sameReservation(record: OperationRecord, handle: AttemptHandle, leaseMs: number): boolean {
-  const scopes = (list: readonly string[]): string => [...new Set(list)].sort().join('\u0000');
+export function sameReservation(record: LockedRead, handle: AttemptHandle, leaseMs: number): boolean {
+  // `found` means the engine compared the reservation lock (fingerprint and binding) with the
+  // one this handle presents (settle.get is gated by it): only the creation time is left to check.
   const claimedAt = handle.leaseExpiresAt.getTime() - leaseMs;
-  return (
-    record.fingerprint === handle.fingerprint &&
-    record.principal === handle.binding.principal &&
-    scopes(record.scopes) === scopes(handle.binding.scopes) &&
-    record.bindingGeneration === handle.binding.generation &&
-    record.createdAt.getTime() <= claimedAt + 1
-  );
+  return record.outcome === 'found' && record.createdAt.getTime() <= claimedAt + 1;
 }
 
 /**
@@ -483,8 +486,8 @@ export async function unknownOutcome<T = Json>(
 ): Promise<RunOutcome<T>> {
   const unconfirmed = cause instanceof SettleCommitUnconfirmedError;
   if (!unconfirmed) await client.reportUnknown(handle, call).catch(() => {});
-  const record = await client.get(handle, call).catch(() => null);
-  if (record !== null && record.status === 'completed' && !unconfirmed) {
+  const record = await readLocked(client, handle, call);
+  if (record !== null && record.outcome === 'found' && record.status === 'completed' && !unconfirmed) {
     if (!sameReservation(record, handle, opts.leaseMs ?? 30_000)) {
       return { outcome: 'unknown', reason: 'lineage_unproven', attempt: handle.attempt, record: null, cause };
     }

@@ -114,6 +114,13 @@ export const claimInputSchema = z.object({
 
 export const refSchema = z.object({ tenant: tenantSchema, key: keySchema });
 
+export const getInputSchema = z.object({
+  tenant: tenantSchema,
+  key: keySchema,
+  request: jsonSchema('request', LIMITS.requestBytes),
+  binding: bindingSchema,
+});
+
 export const handleSchema = z.object({
   tenant: tenantSchema,
   key: keySchema,

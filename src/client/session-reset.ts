@@ -16,6 +16,7 @@ export const CLIENT_ROW_SCHEMAS: ReadonlySet<unknown> = new Set([
   rows.heartbeatRow,
   rows.observationRow,
   rows.operationRow,
+  rows.getRow,
   rows.expireRow,
   rows.purgeRow,
   rows.statsRow,

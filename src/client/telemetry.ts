@@ -358,10 +358,10 @@ const SQL_NAMES: Readonly<Record<string, string>> = {
 };
 const sqlName = (operation: string): string => SQL_NAMES[operation] ?? `settle.${operation}`;
 
-/** [outcome, reason] of a call's rows: the engine's answer; found / not_found for get; ok for other reads. */
+/** [outcome, reason] of a call's rows: the engine's answer (get answers one row too); found / not_found for inspect; ok for other reads. */
 function outcomeOf(operation: string, result: unknown): [string, string | undefined] {
   if (!Array.isArray(result)) return ['ok', undefined];
-  if (operation === 'settle.get') return [result.length === 0 ? 'not_found' : 'found', undefined];
+  if (operation === 'settle.inspect') return [result.length === 0 ? 'not_found' : 'found', undefined];
   if (result.length === 1) {
     const row = result[0] as { readonly outcome?: unknown; readonly reason?: unknown } | null;
     if (row !== null && typeof row === 'object' && typeof row.outcome === 'string') {

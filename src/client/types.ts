@@ -66,7 +66,42 @@ export interface AttemptHandle extends OperationRef {
   readonly leaseExpiresAt: Date;
   readonly fingerprint: string;
   readonly binding: Binding;
+  /**
+   * The request as claimed (set by claim()): run() presents it again, with the binding, in its
+   * lock-gated re-read (settle.get). Observations do not need it.
+   */
+  readonly request?: Json;
 }
+
+/** What the lock-gated read presents: the operation and the reservation lock (request and binding). */
+export interface GetInput extends OperationRef {
+  readonly request: Json;
+  readonly binding: BindingInput;
+}
+
+/**
+ * Answer of the lock-gated read (settle.get). Only `found` discloses state; a `conflict` names
+ * only the parts of the lock that differ; `refused` means the presented binding generation was
+ * revoked (settle.revoke_binding).
+ */
+export type LockedRead =
+  | {
+      readonly outcome: 'found';
+      /** `reauthenticated`: the same principal above a revocation floor reading its revoked operation. */
+      readonly reason: 'reauthenticated' | null;
+      readonly status: Status;
+      readonly attempt: number;
+      readonly settledAttempt: number | null;
+      readonly result: Json | null;
+      readonly error: Json | null;
+      readonly deadLettered: boolean;
+      readonly inFlight: boolean;
+      /** When the reservation was made (its first claim), by the database clock. */
+      readonly createdAt: Date;
+    }
+  | { readonly outcome: 'not_found' }
+  | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] }
+  | { readonly outcome: 'refused'; readonly reason: 'binding_revoked' };
 
 export type ClaimOutcome =
   | { readonly outcome: 'acquired'; readonly status: Status; readonly attempt: AttemptHandle }
@@ -79,9 +114,11 @@ export type ClaimOutcome =
     }
   | { readonly outcome: 'replay'; readonly result: Json; readonly settledAttempt: number; readonly attempt: number }
   | { readonly outcome: 'failed'; readonly error: Json; readonly deadLettered: boolean; readonly attempt: number }
-  | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] };
+  | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] }
+  /** The presented binding generation is revoked (settle.revoke_binding): nothing disclosed, nothing run. */
+  | { readonly outcome: 'refused'; readonly reason: 'binding_revoked' };
 
-export type HeartbeatFenceReason = 'invalid_token' | 'superseded' | 'settled' | 'lease_released';
+export type HeartbeatFenceReason = 'invalid_token' | 'superseded' | 'settled' | 'lease_released' | 'binding_revoked';
 
 export type HeartbeatOutcome =
   | { readonly outcome: 'extended'; readonly status: Status; readonly leaseExpiresAt: Date }
@@ -108,6 +145,8 @@ export type Observation =
   | ({ readonly outcome: 'already_settled'; readonly reason: 'late_success' | 'attempt_already_observed' } & CanonicalState)
   | ({ readonly outcome: 'fenced'; readonly reason: 'superseded' | 'settled' | 'lease_released' } & CanonicalState)
   | { readonly outcome: 'fenced'; readonly reason: 'invalid_token' }
+  /** The binding generation of this attempt is revoked: the observation is kept as evidence only. */
+  | { readonly outcome: 'fenced'; readonly reason: 'binding_revoked' }
   | { readonly outcome: 'conflict'; readonly reason: 'lock_mismatch'; readonly conflictOn: readonly ConflictField[] };
 
 /** One row of the settle.operations view: the canonical record. */
@@ -388,6 +427,8 @@ export type RunOutcome<T = Json> =
   /** Already completed before this call: the stored result, the effect did not run. */
   | { readonly outcome: 'replay'; readonly result: T; readonly settledAttempt: number }
   | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] }
+  /** The binding generation presented is revoked (settle.revoke_binding): re-authenticate; nothing ran. */
+  | { readonly outcome: 'refused'; readonly reason: 'binding_revoked' }
   /**
    * final: no later attempt will run (final failure or dead letter); otherwise a later run()
    * with the same key opens a new attempt. `cause` is what the effect threw, if it ran here.
@@ -407,13 +448,13 @@ export type RunOutcome<T = Json> =
   /**
    * The effect may or may not have happened (`reason` says why this is not known). Never a
    * failure: retry with the same key; the next run() reconciles first. `record` is a best-effort
-   * re-read (null when none was made or it failed).
+   * lock-gated re-read (settle.get; null when none was made or it failed).
    */
   | {
       readonly outcome: 'unknown';
       readonly reason: UnknownReason;
       readonly attempt: number;
-      readonly record: OperationRecord | null;
+      readonly record: LockedRead | null;
       readonly cause: Error;
     };
 
@@ -452,8 +493,13 @@ export interface SettleClient {
   fail(handle: AttemptHandle, error: Json, options?: CallOptions & { readonly retryable?: boolean }): Promise<Observation>;
   /** This attempt lost the response of its effect: unknown, never failure. */
   reportUnknown(handle: AttemptHandle, options?: CallOptions): Promise<Observation>;
-  /** The canonical record, or null when the operation does not exist. */
-  get(ref: OperationRef, options?: CallOptions): Promise<OperationRecord | null>;
+  /**
+   * The lock-gated read (settle.get): the canonical state for the holder of the reservation lock
+   * (same request and binding as the claim). Never throws for an outcome.
+   */
+  get(input: GetInput, options?: CallOptions): Promise<LockedRead>;
+  /** The whole canonical record, or null (settle.inspect: settle_readonly or settle_admin). */
+  inspect(ref: OperationRef, options?: CallOptions): Promise<OperationRecord | null>;
 
   /** Run an effect exactly once per (tenant, key): claim, heartbeat, settle (see docs/client.md). */
   run<T = Json>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions<T>): Promise<RunOutcome<VoidToNull<T>>>;

@@ -137,12 +137,12 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
     expect(refused.code).toBe(2);
     expect(refused.json).toMatchObject({ ok: false, exitCode: 2 });
     expect((refused.json.error as { message: string }).message).toContain('pass --yes');
-    expect((await client.get({ tenant, key: 'b1' }))?.status).toBe('failed');
+    expect((await client.inspect({ tenant, key: 'b1' }))?.status).toBe('failed');
     const run = await cli(['redrive', '--all', '--tenant', tenant, '--yes', '--json'], { env: { PG_SETTLE_PROGRESS_EVERY_MS: '0' } });
     expect(run.code).toBe(0);
     expect(run.json).toEqual({ ok: true, command: 'redrive', dryRun: false, redriven: 3, skipped: 0 });
     expect(run.stderr).toMatch(/redrive 3\/3 dead letters \(100%\) {2}[\d.]+\/s {2}elapsed [\d.]+s {2}ETA/);
-    expect((await client.get({ tenant, key: 'b3' }))?.status).toBe('pending');
+    expect((await client.inspect({ tenant, key: 'b3' }))?.status).toBe('pending');
     expect((await cli(['redrive', TENANT, 'dead-1', '--all'])).code).toBe(2);
     expect((await cli(['redrive', TENANT, 'dead-1', '--yes'])).code).toBe(2);
   });
@@ -165,7 +165,7 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
     expect(would.completed).toBeGreaterThanOrEqual(3); // done-1, c1, c2
     expect(would.deadLettered).toBeGreaterThanOrEqual(1);
     expect(would.total).toBe(would.completed + would.failed);
-    expect(await client.get({ tenant, key: 'c1' })).not.toBeNull();
+    expect(await client.inspect({ tenant, key: 'c1' })).not.toBeNull();
 
     const dryText = await cli(['purge', '--older-than', '0s', '--dry-run']);
     expect(dryText.stdout).toMatch(/^dry run: would purge \d+ operations \(completed \d+, failed \d+, of which dead-lettered \d+\)/);
@@ -173,14 +173,14 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
     const refused = await cli(['purge', '--older-than', '0s']);
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain('stdin is not a terminal');
-    expect(await client.get({ tenant, key: 'c1' })).not.toBeNull();
+    expect(await client.inspect({ tenant, key: 'c1' })).not.toBeNull();
 
     const purge = await cli(['purge', '--older-than', '0s', '--yes', '--batch-size', '1', '--json'], { env: { PG_SETTLE_PROGRESS_EVERY_MS: '0' } });
     expect(purge.code).toBe(0);
     expect(purge.json).toMatchObject({ ok: true, command: 'purge', dryRun: false, olderThanMs: 0, purged: would.total, batches: would.total + 1 });
     expect(purge.stderr).toMatch(new RegExp(`purge ${would.total}/${would.total} operations \\(100%\\)`));
-    expect(await client.get({ tenant, key: 'c1' })).toBeNull();
-    expect(await client.get({ tenant: TENANT, key: 'done-1' })).toBeNull();
+    expect(await client.inspect({ tenant, key: 'c1' })).toBeNull();
+    expect(await client.inspect({ tenant: TENANT, key: 'done-1' })).toBeNull();
 
     const nothing = await cli(['purge', '--older-than', '0s']);
     expect(nothing.code).toBe(0);

@@ -139,7 +139,7 @@ describe('complete()', () => {
     const handle = acquired(await t.app.claim(input(uniqueKey())));
     const other = { ...handle, binding: { ...handle.binding, generation: 99n } };
     expect(await t.app.complete(other, 'x')).toEqual({ outcome: 'conflict', reason: 'lock_mismatch', conflictOn: ['binding_generation'] });
-    expect((await t.app.get(handle))?.status).toBe('conflict');
+    expect((await t.admin.inspect(handle))?.status).toBe('conflict');
     const forged = { ...handle, leaseToken: '00000000-0000-4000-8000-000000000000' };
     expect(await t.app.complete(forged, 'x')).toEqual({ outcome: 'fenced', reason: 'invalid_token' });
   });
@@ -193,18 +193,29 @@ describe('reportUnknown()', () => {
   });
 });
 
-describe('get()', () => {
-  it('null for an unknown key, the canonical record otherwise', async () => {
-    expect(await t.app.get({ tenant, key: uniqueKey() })).toBeNull();
+describe('get() and inspect()', () => {
+  it('get is gated by the lock: not_found, found for the holder, conflict for another binding', async () => {
+    expect(await t.app.get(input(uniqueKey()))).toEqual({ outcome: 'not_found' });
+    const key = uniqueKey();
+    const handle = acquired(await t.app.claim(input(key)));
+    expect(await t.app.get(input(key))).toMatchObject({ outcome: 'found', reason: null, status: 'running', attempt: 1, inFlight: true, result: null });
+    const stranger = { ...input(key), binding: { ...input(key).binding, principal: 'mallory' } };
+    expect(await t.app.get(stranger)).toEqual({ outcome: 'conflict', conflictOn: ['principal'] });
+    await t.app.complete(handle, { ok: 1 });
+    expect(await t.app.get(input(key))).toMatchObject({ outcome: 'found', status: 'completed', result: { ok: 1 }, settledAttempt: 1 });
+  });
+
+  it('inspect: null for an unknown key, the whole canonical record otherwise (settle_admin)', async () => {
+    expect(await t.admin.inspect({ tenant, key: uniqueKey() })).toBeNull();
     const handle = acquired(await t.app.claim(input(uniqueKey())));
-    const record = await t.app.get(handle);
+    const record = await t.admin.inspect(handle);
     expect(record).toMatchObject({ tenant, key: handle.key, status: 'running', inFlight: true, bindingGeneration: 7n, scopes: ['payments:write'] });
     expect(record?.createdAt).toBeInstanceOf(Date);
   });
 
   it('another tenant does not see the operation', async () => {
     const handle = acquired(await t.app.claim(input(uniqueKey())));
-    expect(await t.app.get({ tenant: 'other', key: handle.key })).toBeNull();
+    expect(await t.admin.inspect({ tenant: 'other', key: handle.key })).toBeNull();
   });
 });
 
@@ -215,7 +226,7 @@ describe('admin', () => {
     const handle = acquired(await t.app.claim({ ...input(key), tenant: admTenant, maxAttempts: 1 }));
     await expireLease(t.su, admTenant, key);
     expect(await t.admin.expireLeases({ batchSize: 1000 })).toMatchObject({ expired: expect.any(Number), deadLettered: expect.any(Number) });
-    expect((await t.admin.get({ tenant: admTenant, key }))?.deadLetteredAt).toBeInstanceOf(Date);
+    expect((await t.admin.inspect({ tenant: admTenant, key }))?.deadLetteredAt).toBeInstanceOf(Date);
     expect((await t.admin.deadLetters({ limit: 1000 })).some((d) => d.key === key)).toBe(true);
 
     const redriven = await t.admin.redrive({ tenant: admTenant, key, additionalAttempts: 2, reason: 'fixed upstream' });
@@ -238,6 +249,6 @@ describe('admin', () => {
     expect(handle.attempt).toBe(1);
 
     expect(await t.admin.purge({ olderThanMs: 0, batchSize: 100_000 })).toBeGreaterThanOrEqual(1);
-    expect(await t.admin.get({ tenant: admTenant, key })).toBeNull();
+    expect(await t.admin.inspect({ tenant: admTenant, key })).toBeNull();
   });
 });

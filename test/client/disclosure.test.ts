@@ -19,6 +19,7 @@ const nulls = {
   error: null,
   dead_lettered: null,
   conflict_on: null,
+  reason: null,
 };
 const observationNulls = { reason: null, status: null, attempt: null, settled_attempt: null, result: null, error: null, conflict_on: null };
 

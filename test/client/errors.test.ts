@@ -27,13 +27,14 @@ import {
   SettleRetryableError,
   SettleTimeoutError,
   StatusDowngradeError,
+  TenantNotGrantedError,
 } from '../../src/index.js';
 import { binding, type ClientTestContext, setupClientTest, uniqueKey, waitFor } from './helpers.js';
 
 /** The registered codes, as listed in the project brief (docs/errors.md is checked below). */
 const REGISTERED = [
   'SE001', 'SE002', 'SE003', 'SE004', 'SE005', 'SE006', 'SE007', 'SE008',
-  'SE010', 'SE011', 'SE012', 'SE020', 'SE021', 'SE022', 'SE023', 'SE024', 'SE025', 'SE030', 'SE031',
+  'SE010', 'SE011', 'SE012', 'SE013', 'SE020', 'SE021', 'SE022', 'SE023', 'SE024', 'SE025', 'SE030', 'SE031',
 ];
 
 let t: ClientTestContext;
@@ -78,6 +79,17 @@ describe('registry', () => {
     expect(new Set(documented)).toEqual(new Set(Object.keys(errorClasses)));
   });
 
+  it('docs/errors.md lists every PostgreSQL SQLSTATE a caller can receive, each with retry-safety and what a DBA does', () => {
+    const doc = readFileSync('docs/errors.md', 'utf8');
+    const section = doc.slice(doc.indexOf('## Every other SQLSTATE a caller can receive'));
+    expect(section.length).toBeGreaterThan(1000);
+    const rows = section.split('\n').filter((line) => line.startsWith('| ') && !line.startsWith('| code') && !line.startsWith('|---'));
+    for (const row of rows) expect(row.split('|').length, row).toBe(7); // code, name, when, retry?, what a DBA does
+    const codes = ['40001', '40P01', '55P03', '57014', '25P02', '25006', '25P03', '42501', '42883', '22P02', '22P05', '22021',
+      '22003', '22007', '23514', '54001', '53200', '57P01', '08006', '53300', '40003'];
+    for (const code of codes) expect(rows.some((row) => row.split('|')[1]?.includes(code)), code).toBe(true);
+  });
+
   it('maps by SQLSTATE only, never by message text', () => {
     const fake = Object.assign(new Error('operation not found'), { code: 'SE021', detail: '{"from":"completed"}', hint: 'h' });
     const mapped = mapDatabaseError(fake);
@@ -95,6 +107,26 @@ describe('engine errors, provoked for real', () => {
     const error = await rejection(t.app.complete({ ...claimed.attempt, key: uniqueKey('missing') }, 1));
     expect(error).toBeInstanceOf(OperationNotFoundError);
     expect(error).toMatchObject({ code: 'SE010', detail: { tenant: 'acme' }, hint: expect.any(String) });
+  });
+
+  it('SE013 TenantNotGrantedError: a login role bound to another tenant', async () => {
+    const role = `tenant_bound_${process.pid}_${Date.now()}`;
+    await t.su.query(`create role ${role} login`);
+    await t.su.query(`grant settle_app to ${role}`);
+    await t.su.query(`select settle.grant_tenant($1, 'acme')`, [role]);
+    const url = new URL(t.db.url);
+    url.username = role;
+    const bound = createSettleClient({ connectionString: url.toString(), poolSize: 1 });
+    try {
+      expect((await bound.claim({ tenant: 'acme', key: uniqueKey(), request: {}, binding })).outcome).toBe('acquired');
+      const error = await rejection(bound.claim({ tenant: 'globex', key: uniqueKey(), request: {}, binding }));
+      expect(error).toBeInstanceOf(TenantNotGrantedError);
+      expect(error).toMatchObject({ code: 'SE013', detail: { tenant: 'globex' } });
+    } finally {
+      await bound.end();
+      await t.su.query(`drop owned by ${role}`).catch(() => {});
+      await t.su.query(`drop role ${role}`).catch(() => {});
+    }
   });
 
   it('SE011 NotDeadLetteredError and SE012 RedriveRequestMismatchError', async () => {
@@ -207,7 +239,7 @@ describe('infrastructure errors', () => {
     });
     const client = createSettleClient({ connectionString: `postgres://postgres@127.0.0.1:${port}/none` });
     try {
-      const error = await rejection(client.get({ tenant: 'acme', key: 'k' }));
+      const error = await rejection(client.inspect({ tenant: 'acme', key: 'k' }));
       expect(error).toBeInstanceOf(SettleConnectionError);
     } finally {
       await client.end();

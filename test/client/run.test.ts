@@ -128,7 +128,7 @@ describe('run()', () => {
     const key = uniqueKey();
     const outcome = await t.app.run(runInput(key, { leaseMs: 1_000 }), async ({ attempt }) => {
       const initial = attempt.leaseExpiresAt.getTime();
-      await waitFor(async () => ((await t.app.get(attempt))?.leaseExpiresAt?.getTime() ?? 0) > initial);
+      await waitFor(async () => ((await t.admin.inspect(attempt))?.leaseExpiresAt?.getTime() ?? 0) > initial);
       return 'renewed';
     });
     expect(outcome).toMatchObject({ outcome: 'completed', result: 'renewed' });
@@ -160,7 +160,7 @@ describe('run()', () => {
     expect(reason).toBeInstanceOf(LeaseLostError);
     expect(reason).toMatchObject({ reason: 'superseded' });
     expect(outcome).toMatchObject({ outcome: 'fenced', reason: 'superseded', attempt: 1 });
-    expect((await t.app.get({ tenant, key }))?.status).toBe('running');
+    expect((await t.admin.inspect({ tenant, key }))?.status).toBe('running');
   });
 
   it('a late success after another attempt settled returns the canonical result, not ours', async () => {
@@ -200,7 +200,7 @@ describe('run()', () => {
     } finally {
       await t.su.query('rollback');
     }
-    expect(outcome).toMatchObject({ outcome: 'unknown', attempt: 1, record: { status: 'running', key } });
+    expect(outcome).toMatchObject({ outcome: 'unknown', attempt: 1, record: { outcome: 'found', status: 'running' } });
     if (outcome?.outcome !== 'unknown') throw new Error('unreachable');
     expect(outcome.cause).toBeInstanceOf(SettleTimeoutError);
     expect(await someoneWaitsOnLock(t.su)).toBe(false);

@@ -86,7 +86,7 @@ describe('session reset of the client pool', () => {
     const pool = await client.getPool();
     const ref = { tenant: 'acme', key: uniqueKey() };
     expect(await client.claim({ ...ref, request: { n: 1 }, binding })).toMatchObject({ outcome: 'acquired' });
-    await client.get(ref);
+    await client.get({ ...ref, request: { n: 1 }, binding });
     expect((await pool.one(prepared)).n).toBe(2); // claim and get; this query was reset after it
     // A transaction and a foreign statement each reset the connection; the client's statements
     // still run (a dropped statement node-pg believed parsed would fail with 26000).
@@ -94,11 +94,11 @@ describe('session reset of the client pool', () => {
     expect(outcome).toMatchObject({ outcome: 'completed' });
     await pool.query(sql.unsafe`set work_mem = '7MB'`);
     expect(await client.claim({ ...ref, request: { n: 1 }, binding })).toMatchObject({ outcome: 'in_progress' });
-    expect((await client.get(ref))?.status).toBe('running');
+    expect(await client.get({ ...ref, request: { n: 1 }, binding })).toMatchObject({ outcome: 'found', status: 'running' });
     expect((await pool.one(prepared)).n).toBeGreaterThanOrEqual(2);
 
     const unprepared = t.client({ poolSize: 1, preparedStatements: false });
-    await unprepared.get(ref);
+    await unprepared.get({ ...ref, request: { n: 1 }, binding });
     expect((await (await unprepared.getPool()).one(prepared)).n).toBe(0);
   });
 
@@ -116,18 +116,18 @@ describe('session reset of the client pool', () => {
 
     const client = t.client({ poolSize: 1 });
     const ref = { tenant: 'acme', key: uniqueKey() };
-    await client.get(ref); // opens the connection
+    await client.get({ ...ref, request: {}, binding }); // opens the connection
     const start = await discards();
     const claimed = await client.claim({ ...ref, request: {}, binding });
     if (claimed.outcome !== 'acquired') throw new Error('expected acquired');
     await client.heartbeat(claimed.attempt);
     await client.complete(claimed.attempt, 1);
-    await client.get(ref);
+    await client.get({ ...ref, request: {}, binding });
     expect(await discards()).toBe(start);
 
     const pool = await client.getPool();
     await pool.query(sql.unsafe`select 1`);
-    await client.get(ref); // waits for the release (and reset) of the connection above
+    await client.get({ ...ref, request: {}, binding }); // waits for the release (and reset) of the connection above
     expect(await discards()).toBe(start + 1);
   });
 });

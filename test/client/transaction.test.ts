@@ -52,7 +52,7 @@ describe('runInTransaction()', () => {
     });
     expect(outcome).toMatchObject({ outcome: 'failed', final: false, attempt: 1, error: { message: 'downstream refused' } });
     expect(await ledger(key)).toEqual([]);
-    const record = await t.app.get({ tenant, key });
+    const record = await t.admin.inspect({ tenant, key });
     expect(record).toMatchObject({ status: 'pending', inFlight: false, attempt: 1 });
     // The next run opens attempt 2 and commits.
     expect(await t.app.runInTransaction(input(key), credit(key))).toMatchObject({ outcome: 'completed', attempt: 2 });
@@ -80,7 +80,7 @@ describe('runInTransaction()', () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SettleConnectionError);
     expect(await ledger(key)).toEqual([]);
-    expect(await t.app.get({ tenant, key })).toBeNull();
+    expect(await t.admin.inspect({ tenant, key })).toBeNull();
   });
 
   it('a concurrent duplicate waits for the commit and then replays', async () => {
@@ -118,7 +118,7 @@ describe('runInTransaction()', () => {
       .catch((e: unknown) => e);
     expect(error).toMatchObject({ message: 'caller changes its mind' });
     expect(await ledger(key)).toEqual([]);
-    expect(await t.app.get({ tenant, key })).toBeNull();
+    expect(await t.admin.inspect({ tenant, key })).toBeNull();
   });
 
   it('serializable isolation, retried whole on 40001', async () => {

@@ -213,7 +213,7 @@ describe('docs/operations.md SQL blocks', () => {
   });
 
   it('the charged-twice queries show one settlement and the late result on the other attempt', () => {
-    const [operation, attempts, audit, sameRequest] = answerOf("from settle.get(tenant => 'acme', key => 'order-42');");
+    const [operation, attempts, audit, sameRequest] = answerOf("from settle.inspect(tenant => 'acme', key => 'order-42');");
     expect(operation?.rows[0]).toMatchObject({ status: 'completed', settled_attempt: 2, result: { payment_id: 'pay_2' } });
     expect(attempts?.rows.map((r) => [r.attempt, r.settled, r.late_result])).toEqual([
       [1, false, { payment_id: 'pay_1' }],
@@ -247,7 +247,7 @@ describe('docs/operations.md SQL blocks', () => {
     try {
       const { rows } = await client.query(reconcile.sql.replace("key => 'order-45'", "key => 'order-42'"));
       expect(rows).toEqual([]);
-      const { rows: op } = await client.query(`select attempt, settled_attempt from settle.get(tenant => 'acme', key => 'order-42')`);
+      const { rows: op } = await client.query(`select attempt, settled_attempt from settle.inspect(tenant => 'acme', key => 'order-42')`);
       expect(op).toEqual([{ attempt: 2, settled_attempt: 2 }]);
     } finally {
       await client.query('rollback');

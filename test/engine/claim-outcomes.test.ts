@@ -82,6 +82,7 @@ describe('settle.claim outcomes', () => {
         settled_attempt: null,
         error: null,
         dead_lettered: null,
+        reason: null,
       });
       const after = await mustGetOperation(admin, ticket.tenant, ticket.key);
       expect(after.row_text).toBe(before.row_text);

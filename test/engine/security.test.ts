@@ -27,7 +27,7 @@ describe('privileges and hardening, from the catalog', () => {
                 'select, insert, update, delete, truncate, references, trigger') as any_privilege
          from (${PRIVATE_TABLES}) t`,
     );
-    expect(rows.map((r) => r.relname).sort()).toEqual(['attempts', 'audit_log', 'operations']);
+    expect(rows.map((r) => r.relname).sort()).toEqual(['admin_log', 'attempts', 'audit_log', 'binding_floors', 'operations', 'tenant_bindings']);
     expect(rows.filter((r) => r.any_privilege)).toEqual([]);
   });
 
@@ -69,7 +69,7 @@ describe('privileges and hardening, from the catalog', () => {
          from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'settle'`,
     );
     const names = rows.map((r) => r.fn.replace(/\(.*$/, ''));
-    for (const api of ['claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'get', 'expire_leases', 'redrive', 'purge', 'fingerprint', 'status_rank']) {
+    for (const api of ['claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'get', 'inspect', 'expire_leases', 'redrive', 'purge', 'fingerprint', 'status_rank', 'grant_tenant', 'revoke_tenant', 'revoke_binding']) {
       expect(names).toContain(`settle.${api}`);
     }
     const weak = rows.filter((r) => {
@@ -97,9 +97,12 @@ describe('privileges and hardening, from the catalog', () => {
          from pg_class c join (${PRIVATE_TABLES}) t on t.oid = c.oid order by c.relname`,
     );
     expect(rows).toEqual([
+      { relname: 'admin_log', enabled: true, forced: true },
       { relname: 'attempts', enabled: true, forced: true },
       { relname: 'audit_log', enabled: true, forced: true },
+      { relname: 'binding_floors', enabled: true, forced: true },
       { relname: 'operations', enabled: true, forced: true },
+      { relname: 'tenant_bindings', enabled: true, forced: true },
     ]);
   });
 });

@@ -152,7 +152,7 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     expect(b.headers.get('idempotent-replayed')).toBeNull();
     const head = await send(`${app.url}/orders`, { method: 'HEAD', key });
     expect(head.status).toBe(200);
-    expect(await ctx.settle.get({ tenant: 'acme', key })).toBeNull();
+    expect(await ctx.admin.inspect({ tenant: 'acme', key })).toBeNull();
   });
 
   test('keys are bound to the caller: another principal gets 422, another tenant another operation, never a replay', async () => {
@@ -176,10 +176,10 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     const plan = [{ status: 503 }, { status: 504 }, { status: 404 }, { status: 201 }];
     const first = await send(`${app.url}/status`, { key, json: plan });
     expect(first.status).toBe(503);
-    expect((await ctx.settle.get({ tenant: 'acme', key }))?.status).toBe('pending');
+    expect((await ctx.admin.inspect({ tenant: 'acme', key }))?.status).toBe('pending');
     const second = await send(`${app.url}/status`, { key, json: plan });
     expect(second.status).toBe(504);
-    expect((await ctx.settle.get({ tenant: 'acme', key }))?.status).toBe('unknown');
+    expect((await ctx.admin.inspect({ tenant: 'acme', key }))?.status).toBe('unknown');
     const third = await send(`${app.url}/status`, { key, json: plan });
     expect(third.status).toBe(404);
     // This route sets rerunAfterUnknown: the handler ran again and was told about the unknown.
@@ -199,7 +199,7 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     expect(retry.status).toBe(500);
     expect(retry.json()).toMatchObject({ type: 'urn:pg-settle:problem:outcome-unknown', attempt: 2 });
     expect(app.hooks.calls.gateway).toBe(1);
-    expect((await ctx.settle.get({ tenant: 'acme', key }))?.status).toBe('unknown');
+    expect((await ctx.admin.inspect({ tenant: 'acme', key }))?.status).toBe('unknown');
   });
 
   test('a streamed response under the limit is stored and replayed byte for byte', async () => {
@@ -221,7 +221,7 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     expect(first.status).toBe(200);
     expect(first.body.length).toBe(40 * 4096);
     expect(first.body.subarray(4096 * 39).every((b) => b === 97 + (39 % 26))).toBe(true);
-    const record = await ctx.settle.get({ tenant: 'acme', key });
+    const record = await ctx.admin.inspect({ tenant: 'acme', key });
     expect(record?.status).toBe('completed');
     const replay = await send(`${app.url}/stream`, { key, json: { chunks: 40, size: 4096 } });
     expect(replay.status).toBe(410);
@@ -261,14 +261,14 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     const failed = await send(`${app.url}/ledger`, { key, json: { account }, headers: { 'x-fail': '1' } });
     expect(failed.status).toBe(500);
     expect(await ledger()).toBe(0);
-    const afterFailure = await ctx.settle.get({ tenant: 'acme', key });
+    const afterFailure = await ctx.admin.inspect({ tenant: 'acme', key });
     expect(afterFailure?.status).toBe('pending');
     expect(afterFailure?.result).toBeNull();
 
     const ok = await send(`${app.url}/ledger`, { key, json: { account } });
     expect(ok.status).toBe(201);
     expect(await ledger()).toBe(1);
-    const stored = await ctx.settle.get({ tenant: 'acme', key });
+    const stored = await ctx.admin.inspect({ tenant: 'acme', key });
     expect(stored?.status).toBe('completed');
     expect(stored?.settledAttempt).toBe(2);
     const replay = await send(`${app.url}/ledger`, { key, json: { account } });

@@ -9,13 +9,13 @@
 -- everything happens in one transaction that is rolled back).
 begin;
 create extension if not exists pgtap;
-select plan(45);
+select plan(46);
 
 -- The functions, with their argument types (call them with named arguments).
 select functions_are('settle', array[
-  'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'get', 'fingerprint', 'status_rank',
-  'expire_leases', 'redrive', 'purge'
-], 'schema settle has exactly the eleven API functions');
+  'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'get', 'inspect', 'fingerprint', 'status_rank',
+  'expire_leases', 'redrive', 'purge', 'grant_tenant', 'revoke_tenant', 'revoke_binding'
+], 'schema settle has exactly the fifteen API functions');
 
 select has_function('settle', 'claim',
   array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer'],
@@ -32,7 +32,8 @@ select has_function('settle', 'fail',
 select has_function('settle', 'report_unknown',
   array['text', 'text', 'integer', 'uuid', 'text', 'text', 'text[]', 'bigint'],
   'settle.report_unknown(tenant, key, attempt, lease_token, fingerprint, principal, scopes, binding_generation)');
-select has_function('settle', 'get', array['text', 'text'], 'settle.get(tenant, key)');
+select has_function('settle', 'get', array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint'],
+  'settle.get(tenant, key, request, principal, scopes, binding_generation)');
 select has_function('settle', 'fingerprint', array['jsonb'], 'settle.fingerprint(request)');
 select has_function('settle', 'status_rank', array['settle.status'], 'settle.status_rank(status)');
 select has_function('settle', 'expire_leases', array['integer'], 'settle.expire_leases(batch_size)');
@@ -56,7 +57,7 @@ select function_privs_are('settle', 'fail',
 select function_privs_are('settle', 'report_unknown',
   array['text', 'text', 'integer', 'uuid', 'text', 'text', 'text[]', 'bigint'],
   'public', array[]::text[], 'PUBLIC cannot execute settle.report_unknown');
-select function_privs_are('settle', 'get', array['text', 'text'],
+select function_privs_are('settle', 'get', array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint'],
   'public', array[]::text[], 'PUBLIC cannot execute settle.get');
 select function_privs_are('settle', 'fingerprint', array['jsonb'],
   'public', array[]::text[], 'PUBLIC cannot execute settle.fingerprint');
@@ -84,8 +85,10 @@ select function_privs_are('settle', 'fail',
 select function_privs_are('settle', 'report_unknown',
   array['text', 'text', 'integer', 'uuid', 'text', 'text', 'text[]', 'bigint'],
   'settle_app', array['EXECUTE'], 'settle_app can execute settle.report_unknown');
-select function_privs_are('settle', 'get', array['text', 'text'],
+select function_privs_are('settle', 'get', array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint'],
   'settle_app', array['EXECUTE'], 'settle_app can execute settle.get');
+select function_privs_are('settle', 'inspect', array['text', 'text'],
+  'settle_app', array[]::text[], 'settle_app cannot execute settle.inspect (the unrestricted read)');
 select function_privs_are('settle', 'fingerprint', array['jsonb'],
   'settle_app', array['EXECUTE'], 'settle_app can execute settle.fingerprint');
 select function_privs_are('settle', 'status_rank', array['settle.status'],
@@ -100,8 +103,8 @@ select function_privs_are('settle', 'purge', array['interval', 'integer'],
   'settle_app', array[]::text[], 'settle_app cannot execute settle.purge');
 
 -- The six read-only views (granted to settle_readonly and settle_admin, not to settle_app).
-select views_are('settle', array['operations', 'attempts', 'audit_log', 'dead_letters', 'settlements', 'stats'],
-  'schema settle has exactly the six views');
+select views_are('settle', array['operations', 'attempts', 'audit_log', 'dead_letters', 'settlements', 'stats', 'admin_log'],
+  'schema settle has exactly the seven views');
 select has_view('settle', 'operations', 'view settle.operations: the canonical record of each operation');
 select has_view('settle', 'attempts', 'view settle.attempts: every attempt epoch and its settlement');
 select has_view('settle', 'audit_log', 'view settle.audit_log: the append-only audit trail');

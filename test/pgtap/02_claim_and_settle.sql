@@ -77,9 +77,11 @@ select * from settle.report_unknown(
 ) \gset late_
 select is(:'late_outcome'::text, 'already_settled', 'report_unknown after completion: already_settled');
 select results_eq(
-  $$select status, result, settled_attempt from settle.get(tenant => 'pgtap', key => 'order-1')$$,
-  $$values ('completed'::settle.status, '{"payment_id": "pay_123"}'::jsonb, 1)$$,
-  'settle.get: status stays completed with the result of attempt 1');
+  $$select outcome, status, result, settled_attempt from settle.get(tenant => 'pgtap', key => 'order-1',
+      request => '{"amount": 1250, "currency": "EUR", "to": "acct_9"}',
+      principal => 'svc-checkout', scopes => '{payments:write}', binding_generation => 7)$$,
+  $$values ('found'::text, 'completed'::settle.status, '{"payment_id": "pay_123"}'::jsonb, 1)$$,
+  'settle.get (lock-gated): status stays completed with the result of attempt 1');
 
 select * from finish();
 rollback;

@@ -61,7 +61,7 @@ select throws_ok(
   '23514 running_is_leased: a running operation must hold a lease, also when a superuser inserts it');
 
 select results_eq(
-  $$select status, result from settle.get(tenant => 'pgtap', key => 'guard-1')$$,
+  $$select status, result from settle.inspect(tenant => 'pgtap', key => 'guard-1')$$,
   $$values ('completed'::settle.status, '{"payment_id": "pay_1"}'::jsonb)$$,
   'after the refused writes the operation is unchanged');
 

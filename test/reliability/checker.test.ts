@@ -56,7 +56,8 @@ beforeAll(async () => {
     await p1.complete(t1, { receipt: 'a-1' });
     await p3.claim(claimOf('a'));
     await p4.claim({ ...claimOf('a'), request: { key: 'a', amount: 999 } });
-    await p3.get({ tenant: TENANT, key: 'a' });
+    await p3.get(claimOf('a'));
+    await p4.get({ ...claimOf('a'), binding: { ...BINDING, principal: 'mallory' } });
 
     // b: final failure, then a retry replays it.
     const tb = acquiredTicket(await p1.claim(claimOf('b')));

@@ -90,7 +90,7 @@ describe('isolation levels', () => {
         return recording(createClientDriver(countCalls(client, SETTLE_CALLS, () => (tally.operations += 1))), history, p);
       });
       // Open each pool's connection first, so all racers are parked on the lock, not connecting.
-      await Promise.all(drivers.map((d) => d.get({ tenant: TENANT, key: 'warm-up' })));
+      await Promise.all(drivers.map((d) => d.get({ tenant: TENANT, key: 'warm-up', request: {}, binding: BINDING })));
       const results = await releaseWhenParked(LOCK_TABLE, [], app, racers, () =>
         drivers.map((d) => d.claim({ tenant: TENANT, key, request: { key }, binding: BINDING })),
       );

@@ -132,7 +132,7 @@ describe('client metrics', () => {
   it('runInTransaction() and reads are measured too; the HTTP middleware records through the client', async () => {
     const key = uniqueKey();
     expect(await client.runInTransaction(runInput(key), async () => 'in tx')).toMatchObject({ outcome: 'completed' });
-    expect(await client.get({ tenant, key: uniqueKey() })).toBeNull();
+    expect(await client.get({ tenant, key: uniqueKey(), request: {}, binding })).toEqual({ outcome: 'not_found' });
     recordHttpRequest(client, 'first');
     recordHttpRequest(client, 'replay');
     recordHttpRequest(client, 'replay');

@@ -17,7 +17,7 @@ ${COMMON_HELP}`,
   async run(input) {
     const [tenant = '', key = ''] = input.positionals;
     return withClient(input, async (client) => {
-      const operation = await client.get({ tenant, key });
+      const operation = await client.inspect({ tenant, key });
       if (operation === null) {
         throw new OperationNotFoundError(`operation not found: ${tenant} / ${key}`, { code: 'SE010', sqlstate: 'SE010', detail: { tenant, key }, hint: 'No such operation: never claimed, or purged. Tenant and key are case-sensitive.' });
       }

@@ -55,7 +55,10 @@ export function storeError(error: unknown, o: Resolved<never>): FlowResult {
 
 /** The answer to a claim (or run) outcome that did not run the handler here. */
 export function notAcquired(
-  claimed: Exclude<ClaimOutcome, { outcome: 'acquired' }> | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] },
+  claimed:
+    | Exclude<ClaimOutcome, { outcome: 'acquired' }>
+    | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] }
+    | { readonly outcome: 'refused'; readonly reason: 'binding_revoked' },
   o: Resolved<never>,
 ): FlowResult {
   switch (claimed.outcome) {
@@ -65,6 +68,8 @@ export function notAcquired(
       return claimed.conflictOn.includes('request')
         ? answer(problem('idempotency-key-reused', o.problemTypeBase, 'this key was first used with a different request (method, route, body or fingerprinted headers)'))
         : answer(problem('idempotency-key-bound', o.problemTypeBase, 'this key is reserved for another caller or authorization; use a new key'));
+    case 'refused':
+      return answer(problem('idempotency-key-bound', o.problemTypeBase, 'the authorization generation presented was revoked; re-authenticate and read the operation before issuing it again'));
     case 'in_progress':
       return answer(
         problem('request-in-progress', o.problemTypeBase, 'the first request with this key has not finished; retry later', {}, {

@@ -71,6 +71,7 @@ export async function runInRequestTransaction(input: ClaimInput, o: Resolved<nev
     case 'replay':
       return answer(replayAnswer(outcome.result, o));
     case 'conflict':
+    case 'refused':
       return notAcquired(outcome, o);
     case 'in_progress':
       return notAcquired({ ...outcome, status: 'running' }, o);

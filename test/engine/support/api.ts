@@ -26,6 +26,8 @@ const TYPES: Record<string, SqlType> = {
   retryable: 'boolean',
   additional_attempts: 'integer',
   reason: 'text',
+  role: 'text',
+  below_generation: 'bigint',
 };
 
 function sqlValue(type: SqlType, value: unknown): unknown {

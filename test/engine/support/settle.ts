@@ -131,3 +131,24 @@ export async function expireLeases(client: pg.ClientBase): Promise<{ expired: nu
   if (row === undefined) throw new Error('settle.expire_leases returned no row');
   return row;
 }
+
+export interface GetRow {
+  outcome: 'found' | 'not_found' | 'conflict' | 'refused';
+  reason: string | null;
+  status: string | null;
+  attempt: number | null;
+  settled_attempt: number | null;
+  result: unknown;
+  result_text: string | null;
+  error: unknown;
+  dead_lettered: boolean | null;
+  in_flight: boolean | null;
+  conflict_on: string[] | null;
+  created_at: Date | null;
+}
+
+/** settle.get: the lock-gated read (tenant, key, request and binding of the reservation). */
+export function get(client: pg.ClientBase, args: ClaimArgs): Promise<GetRow> {
+  const { tenant, key, request, principal, scopes, binding_generation } = args;
+  return callNamed(client, 'get', { tenant, key, request, principal, scopes, binding_generation }, WITH_RESULT_TEXT);
+}

@@ -26,7 +26,9 @@ export function checkAuditTrail(state: EngineState, log: ViolationLog): void {
   }
   for (const [k, rows] of trails) {
     const last = rows[rows.length - 1];
-    if (!operations.has(k) && last !== undefined && last.event !== 'purge') {
+    // Calls refused before anything existed (a revoked binding on a never-claimed key) leave
+    // evidence rows without an operation.
+    if (!operations.has(k) && last !== undefined && last.event !== 'purge' && !rows.every((row) => row.outcome === 'refused')) {
       log.add('audit-continuity', last, `the audit trail ends in ${last.statusAfter} but no operation is stored`);
     }
   }
@@ -45,7 +47,7 @@ function replayTrail(rows: readonly AuditRow[], log: ViolationLog): Replay {
     }
     if (isSnapshotRead(row)) {
       // Stale is allowed; a status the trail never reached is not.
-      if (!seen.has(row.statusBefore)) {
+      if (!seen.has(row.statusBefore) && !(row.statusBefore === null && row.outcome === 'refused')) {
         log.add('audit-continuity', row, `audit ${row.auditId} (claim ${row.outcome}) read status ${row.statusBefore}, which the trail never reached`, [row.auditId]);
       }
       continue;
@@ -93,6 +95,11 @@ function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
       return;
     case 'heartbeat':
       unchanged();
+      return;
+    case 'revoke':
+      // An operation reserved under a revoked binding generation (settle.revoke_binding):
+      // its lease and live attempt end; the status rises to conflict or stays.
+      r.lease = null;
       return;
     case 'redrive':
       if (before !== 'failed' || after !== 'pending') log.add('status-monotonic', row, `${what} moved ${before} -> ${after}`, [row.auditId]);

@@ -1,6 +1,6 @@
 import { checkAuditTrail } from './audit-checks.js';
 import type { EngineState } from '../../../src/checker/engine-state.js';
-import { checkDisclosure, checkFencing, checkMonotonicAnswers, checkReplays, checkResults, checkRetryableFailures, type KeyHistory } from './history-checks.js';
+import { checkDisclosure, checkFencing, checkMonotonicAnswers, checkReplays, checkResults, checkRetryableFailures, checkRevocations, type KeyHistory } from './history-checks.js';
 import type { CompletedOp } from './history.js';
 import { groupByKey, keyOf, ViolationLog, type Invariant, type Violation } from './invariants.js';
 
@@ -31,7 +31,8 @@ export function check(ops: readonly CompletedOp[], state: EngineState, options: 
   checkAuditTrail(state, log);
 
   const records = new Map(state.operations.map((op) => [keyOf(op), op]));
-  const calls = ops.filter((op) => op.op !== 'kill_connection');
+  const calls = ops.filter((op) => op.op !== 'kill_connection' && op.op !== 'revoke_binding');
+  const revocations = ops.filter((op) => op.op === 'revoke_binding' && op.type === 'ok');
   for (const [k, keyOps] of groupByKey(calls)) {
     const first = keyOps[0];
     if (first === undefined) continue;
@@ -47,6 +48,7 @@ export function check(ops: readonly CompletedOp[], state: EngineState, options: 
     checkReplays(h, log);
     checkFencing(h, log, redriven);
     checkRetryableFailures(h, log, redriven);
+    checkRevocations(h, revocations, log);
     if (!redriven) checkMonotonicAnswers(h, log);
   }
 

@@ -22,7 +22,7 @@ function bindingOf(b: BindingArgs) {
 
 function observationAnswer(o: Observation): Answer {
   if (o.outcome === 'conflict') return { outcome: o.outcome, reason: o.reason, conflictOn: o.conflictOn };
-  if (o.outcome === 'fenced' && o.reason === 'invalid_token') return { outcome: o.outcome, reason: o.reason };
+  if (o.outcome === 'fenced' && (o.reason === 'invalid_token' || o.reason === 'binding_revoked')) return { outcome: o.outcome, reason: o.reason };
   const state = o as Extract<Observation, { status: unknown }>;
   return {
     outcome: state.outcome,
@@ -62,6 +62,8 @@ export function createClientDriver(client: SettleClient): SettleDriver {
           return { outcome: o.outcome, error: o.error, deadLettered: o.deadLettered, attempt: o.attempt };
         case 'conflict':
           return { outcome: o.outcome, conflictOn: o.conflictOn };
+        case 'refused':
+          return { outcome: o.outcome, reason: o.reason };
       }
     },
     async heartbeat(t, leaseMs) {
@@ -71,10 +73,18 @@ export function createClientDriver(client: SettleClient): SettleDriver {
     complete: async (t, result) => observationAnswer(await client.complete(handleOf(t), result as Json)),
     fail: async (t, error, retryable) => observationAnswer(await client.fail(handleOf(t), error as Json, { retryable })),
     reportUnknown: async (t) => observationAnswer(await client.reportUnknown(handleOf(t))),
-    async get(ref) {
-      const r = await client.get(ref);
-      if (r === null) return { outcome: 'not_found' };
-      return { outcome: 'found', status: r.status, attempt: r.attempt, settledAttempt: r.settledAttempt, result: r.result, error: r.error, fingerprint: r.fingerprint };
+    async get(call) {
+      const r = await client.get({ tenant: call.tenant, key: call.key, request: call.request as Json, binding: bindingOf(call.binding) });
+      switch (r.outcome) {
+        case 'found':
+          return { outcome: r.outcome, reason: r.reason, status: r.status, attempt: r.attempt, settledAttempt: r.settledAttempt, result: r.result, error: r.error, deadLettered: r.deadLettered };
+        case 'conflict':
+          return { outcome: r.outcome, conflictOn: r.conflictOn };
+        case 'refused':
+          return { outcome: r.outcome, reason: r.reason };
+        case 'not_found':
+          return { outcome: r.outcome };
+      }
     },
     end: () => client.end(),
   };

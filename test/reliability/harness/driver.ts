@@ -20,6 +20,14 @@ export interface ClaimCall {
   readonly worker?: string;
 }
 
+/** What the lock-gated read presents: the operation and the reservation lock. */
+export interface GetCall {
+  readonly tenant: string;
+  readonly key: string;
+  readonly request: unknown;
+  readonly binding: BindingArgs;
+}
+
 /** An answer plus, for an acquired claim, the ticket for the attempt. */
 export type ClaimAnswer = Answer & { readonly ticket?: Ticket };
 
@@ -34,6 +42,6 @@ export interface SettleDriver {
   complete(ticket: Ticket, result: unknown): Promise<Answer>;
   fail(ticket: Ticket, error: unknown, retryable: boolean): Promise<Answer>;
   reportUnknown(ticket: Ticket): Promise<Answer>;
-  get(ref: { tenant: string; key: string }): Promise<Answer>;
+  get(call: GetCall): Promise<Answer>;
   end(): Promise<void>;
 }

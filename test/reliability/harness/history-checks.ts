@@ -22,7 +22,7 @@ export function presentsLock(op: CompletedOp, record: OperationRow): boolean {
   const sameBinding =
     b.principal === record.principal && b.generation === record.generation && scopes.join('\u0000') === [...record.scopes].join('\u0000');
   if (!sameBinding) return false;
-  if (op.op === 'claim') return sameJson(op.args.request, record.request);
+  if (op.op === 'claim' || op.op === 'get') return sameJson(op.args.request, record.request);
   if (OBSERVATIONS.has(op.op)) return op.args.fingerprint === record.fingerprint;
   return true;
 }
@@ -39,15 +39,19 @@ const okAnswers = (ops: readonly CompletedOp[]): (CompletedOp & { answer: Answer
 export function checkDisclosure(h: KeyHistory, log: ViolationLog): void {
   for (const op of okAnswers(h.ops)) {
     const a = op.answer;
-    const blind = a.outcome === 'conflict' || (a.outcome === 'fenced' && a.reason === 'invalid_token');
+    const blind =
+      a.outcome === 'conflict' || a.outcome === 'refused' ||
+      (a.outcome === 'fenced' && (a.reason === 'invalid_token' || a.reason === 'binding_revoked'));
     const leaks = blind ? disclosed(a) : [];
     if (leaks.length > 0) {
       log.add('conflict-discloses-nothing', h.ref, `${op.op} #${op.id} answered ${a.outcome} with ${leaks.join(', ')}`, [op.id]);
     }
-    if (h.record === undefined || !(op.op === 'claim' || OBSERVATIONS.has(op.op))) continue;
+    if (h.record === undefined || !(op.op === 'claim' || op.op === 'get' || OBSERVATIONS.has(op.op))) continue;
     const matches = presentsLock(op, h.record);
-    if (!matches && !blind) {
-      log.add('mismatch-never-settles', h.ref, `${op.op} #${op.id} with a mismatched lock answered ${a.outcome}`, [op.id]);
+    // A read of a key that did not exist yet when it ran is not_found, whatever it presented.
+    if (!matches && !blind && !(op.op === 'get' && a.outcome === 'not_found')) {
+      log.add(op.op === 'get' ? 'read-gated-by-lock' : 'mismatch-never-settles', h.ref,
+        `${op.op} #${op.id} with a mismatched lock answered ${a.outcome}`, [op.id]);
     }
     if (matches && a.outcome === 'conflict') {
       log.add('spurious-conflict', h.ref, `${op.op} #${op.id} presented the reserved lock and got conflict`, [op.id]);
@@ -203,6 +207,33 @@ export function checkRetryableFailures(h: KeyHistory, log: ViolationLog, redrive
     if (op.op !== 'fail' || op.args.retryable !== true || op.answer.status !== 'failed') continue;
     if ((op.args.attempt ?? Infinity) < rec.maxAttempts && ['settled', 'recorded'].includes(op.answer.outcome)) {
       log.add('retryable-failure-reopens', h.ref, `fail #${op.id} (retryable, attempt ${op.args.attempt} of ${rec.maxAttempts}) answered ${op.answer.outcome} with status failed`, [op.id]);
+    }
+  }
+}
+
+const REVOKED_ANSWERS = new Set(['refused', 'conflict']);
+
+/**
+ * Calls that start after a settle.revoke_binding returned, presenting that principal's binding
+ * in that tenant with a generation below the floor, are refused (reason binding_revoked) or
+ * answered like a stranger (conflict, invalid_token): never acquired, extended, settled,
+ * replayed, recorded or read.
+ */
+export function checkRevocations(h: KeyHistory, revocations: readonly CompletedOp[], log: ViolationLog): void {
+  for (const revoke of revocations) {
+    const floor = revoke.args.binding;
+    if (revoke.tenant !== h.ref.tenant || floor === undefined) continue;
+    for (const op of okAnswers(h.ops)) {
+      const b = op.args.binding;
+      if (op.invokedAt <= revoke.completedAt || b === undefined || b.principal !== floor.principal) continue;
+      if (BigInt(b.generation) >= BigInt(floor.generation)) continue;
+      const a = op.answer;
+      const refused = REVOKED_ANSWERS.has(a.outcome) || (a.outcome === 'fenced' && (a.reason === 'binding_revoked' || a.reason === 'invalid_token'));
+      if (!refused) {
+        log.add('revoked-never-settles', h.ref,
+          `${op.op} #${op.id} presented generation ${b.generation} below the floor ${floor.generation} (revoked by #${revoke.id}) and answered ${a.outcome}`,
+          [revoke.id, op.id]);
+      }
     }
   }
 }

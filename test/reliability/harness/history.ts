@@ -16,6 +16,8 @@ export type OpKind =
   | 'report_unknown'
   | 'get'
   | 'redrive'
+  /** Admin: settle.revoke_binding; args.binding holds the principal and the floor as generation. */
+  | 'revoke_binding'
   /** Nemesis: the test moved a lease into the past (src/testing/clock.ts). */
   | 'expire_lease'
   /** Nemesis: the test terminated a backend. */

@@ -46,7 +46,7 @@ const SCENARIOS: Record<ScenarioName, Scenario> = {
     const { t1, t2 } = await superseded(c, claim('conflict-then-unknown'));
     await c.p[0].complete({ ...t1, binding: { ...BINDING, generation: '2' } }, { receipt: 'forged' });
     await c.p[1].reportUnknown(t2);
-    await c.p[2].get({ tenant: c.tenant, key: 'conflict-then-unknown' });
+    await c.p[2].get({ tenant: c.tenant, key: 'conflict-then-unknown', request: { key: 'conflict-then-unknown', amount: 100 }, binding: BINDING });
   },
   // The lease holder reports a success for another request (foreign fingerprint).
   async 'forged-success'(c, claim) {
@@ -109,6 +109,27 @@ const SCENARIOS: Record<ScenarioName, Scenario> = {
     const t = acquiredTicket(await c.p[0].claim(call));
     await c.p[0].complete(t, { receipt: 'settled' });
     await c.p[1].claim(call);
+  },
+  // A stranger (another principal) reads a settled operation, then the holder reads it.
+  async 'hostile-get'(c, claim) {
+    const call = claim('hostile-get');
+    const t = acquiredTicket(await c.p[0].claim(call));
+    await c.p[0].complete(t, { receipt: 'secret' });
+    await c.p[1].get({ ...call, binding: { ...BINDING, principal: 'mallory' } });
+    await c.p[1].get({ ...call, request: { key: call.key, amount: 1 } });
+    await c.p[0].get(call);
+  },
+  // The principal re-authenticates: generation 1 is revoked while attempt 1 runs; its success,
+  // heartbeat, retry and read must all be refused.
+  async 'revoked-success'(c, claim) {
+    // Its own principal: the revocation must not touch the other scenarios' binding.
+    const call = { ...claim('revoked-success'), binding: { ...BINDING, principal: 'alice-reauthenticated' } };
+    const t = acquiredTicket(await c.p[0].claim(call));
+    await c.p[2].revokeBinding(c.admin, c.tenant, call.binding.principal, 2);
+    await c.p[0].heartbeat(t);
+    await c.p[0].complete(t, { receipt: 'after-revocation' });
+    await c.p[1].claim(call);
+    await c.p[1].get(call);
   },
 };
 

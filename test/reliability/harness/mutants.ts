@@ -30,7 +30,9 @@ export type ScenarioName =
   | 'stale-heartbeat'
   | 'takeover-after-unknown'
   | 'duplicate-claim'
-  | 'reordered-scopes';
+  | 'reordered-scopes'
+  | 'hostile-get'
+  | 'revoked-success';
 
 export interface Mutant {
   readonly name: string;
@@ -48,6 +50,8 @@ const RECORDS = '00006_records.sql';
 const CLAIM = '00007_claim.sql';
 const LEASES = '00008_leases_and_fencing.sql';
 const MERGE = '00009_merge.sql';
+const READS = '00010_views_and_reads.sql';
+const ACCESS = '00012_access.sql';
 
 /** The guard that refuses downgrades and result changes, removed (trigger never created). */
 const DROP_LATTICE_GUARD: readonly Replacement[] = [
@@ -211,6 +215,35 @@ export const MUTANTS: readonly Mutant[] = [
     ],
     scenario: 'reordered-scopes',
     expected: ['spurious-conflict'],
+  },
+  {
+    name: 'get-skips-lock',
+    bug: 'settle.get answers the canonical state to any caller who knows the key: the lock check of the read is skipped',
+    replacements: [
+      {
+        file: READS,
+        find: `  elsif cardinality(v_diff) > 0 then
+    perform settle_private._audit(get.tenant`,
+        replace: `  elsif false then
+    perform settle_private._audit(get.tenant`,
+      },
+    ],
+    scenario: 'hostile-get',
+    expected: ['read-gated-by-lock'],
+  },
+  {
+    name: 'ignore-revocation',
+    bug: 'settle.revoke_binding records a floor that nothing reads: a revoked generation still heartbeats, settles, replays and reads',
+    replacements: [
+      {
+        file: ACCESS,
+        find: `  select coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0)`,
+        replace: `  select 0::bigint`,
+      },
+    ],
+    scenario: 'revoked-success',
+    expected: ['revoked-never-settles'],
   },
 ];
 

@@ -1,4 +1,5 @@
-import type { ClaimAnswer, ClaimCall, SettleDriver, Ticket } from './driver.js';
+import type pg from 'pg';
+import type { ClaimAnswer, ClaimCall, GetCall, SettleDriver, Ticket } from './driver.js';
 import type { Answer, History, OpArgs, OpKind } from './history.js';
 
 export type Recorded<A extends Answer = Answer> = { type: 'ok'; answer: A } | { type: 'fail' | 'info'; error: unknown };
@@ -11,7 +12,9 @@ export interface RecordingDriver {
   complete(ticket: Ticket, result: unknown): Promise<Recorded>;
   fail(ticket: Ticket, error: unknown, retryable: boolean): Promise<Recorded>;
   reportUnknown(ticket: Ticket): Promise<Recorded>;
-  get(ref: { tenant: string; key: string }): Promise<Recorded>;
+  get(call: GetCall): Promise<Recorded>;
+  /** settle.revoke_binding on `admin` (an admin or superuser session), recorded like a call. */
+  revokeBinding(admin: pg.ClientBase, tenant: string, principal: string, belowGeneration: number): Promise<Recorded>;
 }
 
 const ticketArgs = (t: Ticket): OpArgs => ({ attempt: t.attempt, leaseToken: t.leaseToken, fingerprint: t.fingerprint, binding: t.binding });
@@ -26,7 +29,13 @@ export function recording(driver: SettleDriver, history: History, process: numbe
     complete: (t, result) => run('complete', t, { ...ticketArgs(t), result }, () => driver.complete(t, result)),
     fail: (t, error, retryable) => run('fail', t, { ...ticketArgs(t), error, retryable }, () => driver.fail(t, error, retryable)),
     reportUnknown: (t) => run('report_unknown', t, ticketArgs(t), () => driver.reportUnknown(t)),
-    get: (ref) => run('get', ref, {}, () => driver.get(ref)),
+    get: (c) => run('get', c, { request: c.request, binding: c.binding }, () => driver.get(c)),
+    revokeBinding: (admin, tenant, principal, below) =>
+      run('revoke_binding', { tenant, key: '-' }, { binding: { principal, scopes: [], generation: String(below) } }, async () => {
+        const { rows } = await admin.query<{ floor: string }>(
+          'select settle.revoke_binding(tenant => $1, principal => $2, below_generation => $3)::text as floor', [tenant, principal, below]);
+        return { outcome: 'revoked', reason: rows[0]?.floor ?? null };
+      }),
   };
 }
 

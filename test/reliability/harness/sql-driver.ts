@@ -79,10 +79,12 @@ export function createSqlDriver(queryable: pg.Pool | pg.ClientBase, ownsPool = f
     async reportUnknown(t) {
       return answerOf(await one(`select * from settle.report_unknown(${OBSERVE_ARGS})`, ticketParams(t)));
     },
-    async get(ref) {
-      const { rows } = await queryable.query<Row>('select * from settle.get($1, $2)', [ref.tenant, ref.key]);
-      const [row] = rows;
-      return row === undefined ? { outcome: 'not_found' } : { ...answerOf({ ...row, outcome: 'found' }), deadLettered: row.dead_lettered_at !== null };
+    async get(call) {
+      return answerOf(await one(
+        `select * from settle.get(tenant => $1, key => $2, request => $3::jsonb, principal => $4, scopes => $5::text[],
+           binding_generation => $6::bigint)`,
+        [call.tenant, call.key, JSON.stringify(call.request), call.binding.principal, call.binding.scopes, call.binding.generation],
+      ));
     },
     async end() {
       if (ownsPool && queryable instanceof pg.Pool) await queryable.end();

@@ -171,7 +171,14 @@ async function runProcess(world: World, driver: RecordingDriver, rnd: Prng): Pro
     } else if (roll < 0.93) {
       await driver.reportUnknown(ticket);
     } else {
-      await driver.get({ tenant: world.tenant, key });
+      // The lock-gated read: the reserved lock mostly, a stranger's lock or request sometimes.
+      const stranger = rnd.chance(0.3);
+      await driver.get({
+        tenant: world.tenant,
+        key,
+        request: stranger && rnd.chance(0.5) ? { ...requestOf(key), amount: 9999 } : requestOf(key),
+        binding: stranger ? pick(rnd, MISMATCHES)(CANONICAL_BINDING) : { ...CANONICAL_BINDING, scopes: pick(rnd, SAME_SCOPES) },
+      });
     }
   }
 }

@@ -1,4 +1,4 @@
--- 00012: grants.
+-- 00013: grants.
 --
 -- Why: the privileges of every role, in one place. settle_app gets EXECUTE on the application
 -- API and nothing on any table or view; settle_readonly reads the views; settle_admin also runs
@@ -16,20 +16,23 @@ grant execute on function
   settle.complete(text, text, integer, uuid, text, text, text[], bigint, jsonb),
   settle.fail(text, text, integer, uuid, text, text, text[], bigint, jsonb, boolean),
   settle.report_unknown(text, text, integer, uuid, text, text, text[], bigint),
-  settle.get(text, text),
+  settle.get(text, text, jsonb, text, text[], bigint),
   settle.fingerprint(jsonb),
   settle.status_rank(settle.status)
   to settle_app;
 
-grant execute on function settle.get(text, text), settle.fingerprint(jsonb), settle.status_rank(settle.status)
+grant execute on function settle.inspect(text, text), settle.fingerprint(jsonb), settle.status_rank(settle.status)
   to settle_readonly, settle_admin;
 grant execute on function
   settle.expire_leases(integer),
   settle.redrive(text, text, integer, jsonb, text),
-  settle.purge(interval, integer)
+  settle.purge(interval, integer),
+  settle.grant_tenant(text, text),
+  settle.revoke_tenant(text, text),
+  settle.revoke_binding(text, text, bigint)
   to settle_admin;
 
 grant select on settle.operations, settle.attempts, settle.audit_log, settle.dead_letters,
-  settle.settlements, settle.stats, settle.metrics to settle_readonly, settle_admin;
+  settle.settlements, settle.stats, settle.metrics, settle.admin_log to settle_readonly, settle_admin;
 
 reset role;

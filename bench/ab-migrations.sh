@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Same-server A/B of the cycle (claim + complete, bench/scripts/cycle.sql) between engine
+# builds: each argument is a directory of migrations (sql/migrations of a checkout, or a
+# modified copy). One throwaway cluster, one database per build, alternating rounds so a slow
+# phase of a shared machine hits every build alike.
+#
+#   bench/ab-migrations.sh <label>=<migrations dir> <label>=<migrations dir> ...
+#   ROUNDS=3 SECONDS_PER_RUN=20 CLIENTS=8 SCRIPT=bench/scripts/cycle.sql bench/ab-migrations.sh ...
+#
+# Prints one line per run (label, round, tps) and the median tps per build. Needs the Debian
+# PostgreSQL 15 binaries (/usr/lib/postgresql/15/bin) and runs the server as user postgres when
+# started as root.
+set -euo pipefail
+BIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+ROUNDS=${ROUNDS:-3}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
+CLIENTS=${CLIENTS:-8}
+SCRIPT=$(realpath "${SCRIPT:-bench/scripts/cycle.sql}")
+PORT=${PORT:-$((20000 + RANDOM % 20000))}
+DIR=$(mktemp -d /tmp/settle-ab.XXXXXX)
+chmod 755 "$DIR"
+RUN=()
+if [ "$(id -u)" = 0 ]; then chown postgres "$DIR"; RUN=(runuser -u postgres --); fi
+"${RUN[@]}" "$BIN/initdb" -D "$DIR/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
+"${RUN[@]}" "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w \
+  -o "-p $PORT -k $DIR -c listen_addresses='' -c shared_buffers=256MB -c max_connections=100" start >/dev/null
+trap '"${RUN[@]}" "$BIN/pg_ctl" -D "$DIR/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$DIR"' EXIT
+PSQL=(psql -X -q -h "$DIR" -p "$PORT" -U postgres -v ON_ERROR_STOP=1)
+
+labels=()
+for spec in "$@"; do
+  label=${spec%%=*}; migrations=${spec#*=}
+  labels+=("$label")
+  "${PSQL[@]}" -d postgres -c "create database ab_$label"
+  for f in "$migrations"/*.sql; do
+    (echo 'begin;'; cat "$f"; echo 'commit;') | "${PSQL[@]}" -d "ab_$label" >/dev/null
+  done
+done
+
+declare -A results
+for round in $(seq 1 "$ROUNDS"); do
+  for label in "${labels[@]}"; do
+    "${PSQL[@]}" -d "ab_$label" -c 'checkpoint' >/dev/null
+    # warm-up (unmeasured), then the measured run
+    "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c "$CLIENTS" -j 2 -T 3 -f "$SCRIPT" "ab_$label" >/dev/null 2>&1
+    out=$("$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c "$CLIENTS" -j 2 -T "$SECONDS_PER_RUN" -f "$SCRIPT" "ab_$label" 2>&1)
+    tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' <<<"$out")
+    failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
+    echo "$label round=$round tps=$tps failed=${failed:-0}"
+    results[$label]="${results[$label]:-} $tps"
+  done
+done
+for label in "${labels[@]}"; do
+  median=$(tr ' ' '\n' <<<"${results[$label]}" | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  echo "median $label tps=$median (runs:${results[$label]})"
+done

@@ -1,0 +1,382 @@
+-- 00012: access: tenant binding of login roles, and revocation of authorization bindings.
+--
+-- Why: the database cannot authenticate the principal a service acts for, but it knows the
+-- login role that connected (session_user, which SET ROLE does not change) and it can hold two
+-- facts an administrator gives it:
+--   * tenant bindings: a login role that holds tenant grants reaches only those tenants
+--     (claim, observations, heartbeat, get, inspect, the views); any other tenant is refused
+--     with SE013 before anything is read, so nothing is disclosed. A role with no binding at
+--     all is a trusted multi-tenant service. Revoking a role's last tenant leaves it bound to
+--     none (fail closed); settle.revoke_tenant(role, NULL) unbinds it;
+--   * revocation floors: settle.revoke_binding(tenant, principal, below_generation) refuses,
+--     from its commit on, every call that presents a binding generation below the floor
+--     (reason binding_revoked, the presented payload kept in the audit log as evidence), and
+--     an operation reserved under a revoked generation that is not completed can no longer
+--     complete: it moves to `conflict` (error binding_revoked) at its next touch, under its
+--     row lock (settle_private._revoke_operation).
+-- The tables (settle_private.tenant_bindings, binding_floors, admin_log) are in 00002; on a
+-- sharded cluster they are reference tables (copied to every node), read by the delegated call
+-- on the node of its key. The administrative changes are logged in settle_private.admin_log
+-- (view settle.admin_log). Each check lives here once; the API functions call it.
+
+set local role settle_owner;
+
+-- ---------------------------------------------------------------------------------------
+-- The checks every call makes (inlinable SQL: one index probe each, planned once per session)
+-- ---------------------------------------------------------------------------------------
+
+-- May the connected login role reach `tenant`? True for a role without a binding.
+create function settle_private._tenant_ok(tenant text)
+returns boolean
+language sql
+stable
+parallel safe
+as $$
+  select not exists (select 1 from settle_private.tenant_bindings b
+                      where b.role_name = session_user::text and not (_tenant_ok.tenant = any (b.tenants)))
+$$;
+
+-- The revocation floor of (tenant, principal): generations below it are revoked (0: none).
+create function settle_private._floor(tenant text, principal text)
+returns bigint
+language sql
+stable
+parallel safe
+as $$
+  select coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0)
+$$;
+
+-- SE013, the same words whatever the tenant holds (nothing is disclosed). The refusal cannot
+-- be an audit row: the error rolls back the caller's transaction, and the row with it. It is
+-- written to the server log instead (RAISE LOG, which survives the rollback).
+create function settle_private._refuse_tenant(tenant text, key text, call text)
+returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  raise log 'pg-settle audit: %', jsonb_build_object('event', 'tenant_refused', 'call', call,
+    'role', session_user::text, 'tenant', tenant, 'key', key, 'at', clock_timestamp());
+  perform settle_private._raise('SE013', 'tenant not granted to this role',
+    jsonb_build_object('tenant', tenant),
+    'This login role is bound to other tenants (settle.grant_tenant); connect as the role that serves this tenant.');
+end
+$$;
+
+-- What an observation, claim or read presented, for the audit log (bounded: a value whose
+-- JSON text exceeds 8 KiB is kept as its size and SHA-256, never whole).
+create function settle_private._presented(
+  fingerprint text, principal text, scopes text[], binding_generation bigint, payload_name text, payload jsonb)
+returns jsonb
+language sql
+stable
+as $$
+  select jsonb_strip_nulls(jsonb_build_object(
+    'fingerprint', fingerprint, 'principal', principal, 'scopes', to_jsonb(scopes),
+    'binding_generation', binding_generation)) ||
+    case when payload is null then '{}'::jsonb
+         when octet_length(payload::text) <= 8192 then jsonb_build_object(payload_name, payload)
+         else jsonb_build_object(payload_name || '_truncated', jsonb_build_object(
+           'bytes', octet_length(payload::text), 'sha256', encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')))
+    end
+$$;
+
+-- An operation reserved under a revoked generation (op.binding_generation < floor) that is not
+-- completed: end its lease and current attempt (end_reason binding_revoked) and raise its status
+-- to `conflict` (a failed operation stays failed: it may not move down, and it can no longer
+-- complete because every call presenting its generation is refused). Caller holds the row lock.
+-- Idempotent: an operation already converted is returned unchanged.
+create function settle_private._revoke_operation(op settle_private.operations, below bigint, as_of timestamptz, actor text)
+returns settle_private.operations
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_op settle_private.operations := op;
+  v_effect boolean;
+begin
+  if op.status = 'completed' or op.binding_generation >= below
+     or (op.lease_token is null and settle_private._rank(op.status) >= settle_private._rank('conflict')) then
+    return op;
+  end if;
+  -- Could an effect have happened? Yes unless every attempt ended in a recorded failure.
+  select exists (select 1 from settle_private.attempts a
+                  where a.tenant = op.tenant and a.key = op.key and a.observation is distinct from 'failed')
+    into v_effect;
+  if op.lease_token is not null then
+    perform settle_private._end_attempt(op.tenant, op.key, op.attempt, as_of, 'binding_revoked');
+  end if;
+  update settle_private.operations o
+     set status = case when settle_private._rank(op.status) < settle_private._rank('conflict')
+                       then 'conflict'::settle.status else op.status end,
+         error = case when settle_private._rank(op.status) < settle_private._rank('conflict')
+                      then jsonb_build_object('code', 'binding_revoked', 'below_generation', below,
+                                              'status_before', op.status::text, 'may_have_taken_effect', v_effect)
+                      else op.error end,
+         lease_token = null, lease_expires_at = null, updated_at = as_of
+   where o.tenant = op.tenant and o.key = op.key
+  returning * into v_op;
+  perform settle_private._audit(op.tenant, op.key, as_of, 'revoke', 'binding_revoked', op.attempt, op.status, v_op.status,
+    actor, jsonb_build_object('below_generation', below, 'binding_generation', op.binding_generation,
+                              'may_have_taken_effect', v_effect));
+  return v_op;
+end
+$$;
+
+-- Lock (tenant, key) and convert it if it is reserved under a revoked generation of `principal`
+-- (`below`: its floor). Used by the calls that decide on a plain read and only then find that
+-- the operation they touched is revoked. No row: nothing to do.
+create function settle_private._revoke_touch(tenant text, key text, principal text, below bigint, as_of timestamptz, actor text)
+returns settle_private.operations
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_op settle_private.operations;
+begin
+  select * into v_op from settle_private.operations o
+   where o.tenant = _revoke_touch.tenant and o.key = _revoke_touch.key
+   for update;
+  if found and v_op.principal = _revoke_touch.principal then
+    v_op := settle_private._revoke_operation(v_op, _revoke_touch.below, _revoke_touch.as_of, _revoke_touch.actor);
+  end if;
+  return v_op;
+end
+$$;
+
+-- `op` (locked by the caller) after a touch by a call presenting `principal`, whose floor is
+-- `below`: converted if the operation's own reservation is revoked. The floor of another
+-- principal (a stranger presenting a different binding) is looked up here.
+create function settle_private._revoke_on_touch(op settle_private.operations, principal text, below bigint, as_of timestamptz)
+returns settle_private.operations
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_below bigint := case when op.principal = _revoke_on_touch.principal then _revoke_on_touch.below
+                         else settle_private._floor(op.tenant, op.principal) end;
+begin
+  if op.binding_generation < v_below then
+    return settle_private._revoke_operation(op, v_below, as_of, null);
+  end if;
+  return op;
+end
+$$;
+
+-- settle.claim presenting a revoked generation: nothing runs, nothing is disclosed; the
+-- operation it reserved, if any, is converted now; the refusal is audited with what it presented.
+create function settle_private._claim_refused(
+  tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint,
+  below bigint, as_of timestamptz, worker text)
+returns settle.claim_result
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_op settle_private.operations;
+  v_res settle.claim_result;
+begin
+  v_op := settle_private._revoke_touch(tenant, key, principal, below, as_of, worker);
+  perform settle_private._audit(tenant, key, as_of, 'claim', 'refused', null, v_op.status, v_op.status, worker,
+    jsonb_build_object('reason', 'binding_revoked', 'below_generation', below,
+      'presented', settle_private._presented(settle_private._fingerprint(request), principal, scopes,
+                                             binding_generation, null, null)));
+  v_res.outcome := 'refused';
+  v_res.reason := 'binding_revoked';
+  return v_res;
+end
+$$;
+
+-- settle.heartbeat of an attempt whose reservation is revoked (`op` locked, op.binding_generation
+-- below `below`): the operation is converted, the heartbeat fenced with reason binding_revoked.
+-- NULL outcome when the token is not a valid attempt token (the caller answers invalid_token,
+-- disclosing nothing about the revocation).
+create function settle_private._heartbeat_revoked(op settle_private.operations, attempt integer, lease_token uuid,
+  below bigint, as_of timestamptz)
+returns settle.heartbeat_result
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_op settle_private.operations;
+  v_res settle.heartbeat_result;
+begin
+  if not exists (select 1 from settle_private.attempts a
+                  where a.tenant = op.tenant and a.key = op.key and a.attempt = _heartbeat_revoked.attempt
+                    and a.lease_token = _heartbeat_revoked.lease_token) then
+    return v_res;
+  end if;
+  v_op := settle_private._revoke_operation(op, below, as_of, null);
+  perform settle_private._audit(op.tenant, op.key, as_of, 'heartbeat', 'fenced', attempt, v_op.status, v_op.status, null,
+    jsonb_build_object('reason', 'binding_revoked', 'below_generation', below));
+  v_res.outcome := 'fenced';
+  v_res.reason := 'binding_revoked';
+  return v_res;
+end
+$$;
+
+-- An observation presenting a revoked generation: fenced (binding_revoked), nothing merged,
+-- nothing disclosed; what it presented (fingerprint, binding, result or error, bounded) is
+-- kept in the audit log as evidence.
+create function settle_private._observation_revoked(
+  kind text, op settle_private.operations, attempt integer, fingerprint text, principal text, scopes text[],
+  binding_generation bigint, payload jsonb, below bigint, as_of timestamptz)
+returns settle.observation_result
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_res settle.observation_result;
+begin
+  perform settle_private._audit(op.tenant, op.key, as_of, kind, 'fenced', attempt, op.status, op.status, null,
+    jsonb_build_object('reason', 'binding_revoked', 'below_generation', below,
+      'presented', settle_private._presented(fingerprint, principal, scopes, binding_generation,
+                                             case kind when 'fail' then 'error' else 'result' end, payload)));
+  v_res.outcome := 'fenced';
+  v_res.reason := 'binding_revoked';
+  return v_res;
+end
+$$;
+
+-- ---------------------------------------------------------------------------------------
+-- settle.grant_tenant / settle.revoke_tenant
+-- ---------------------------------------------------------------------------------------
+
+create function settle_private._check_login_role(role text)
+returns void
+language plpgsql
+stable
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  if role is null or not exists (select 1 from pg_catalog.pg_roles r where r.rolname = _check_login_role.role and r.rolcanlogin) then
+    perform settle_private._raise('SE008', 'role must be an existing login role',
+      jsonb_build_object('field', 'role', 'role', role),
+      'Tenant grants bind the login role a service connects as (session_user), not a group role such as settle_app.');
+  end if;
+end
+$$;
+
+-- grant_tenant(role, tenant) -> the tenants the role may reach now
+create function settle.grant_tenant(role text, tenant text)
+returns text[]
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_tenants text[];
+begin
+  perform settle_private._check_login_role(grant_tenant.role);
+  perform settle_private._check_name(grant_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
+  insert into settle_private.tenant_bindings as b (role_name, tenants, bound_at, updated_at)
+  values (grant_tenant.role, array[grant_tenant.tenant], v_now, v_now)
+  on conflict on constraint tenant_bindings_pkey do update
+     set tenants = array(select distinct t from unnest(b.tenants || excluded.tenants) as t order by 1),
+         updated_at = excluded.updated_at
+  returning b.tenants into v_tenants;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'grant_tenant', session_user::text,
+          jsonb_build_object('role', grant_tenant.role, 'tenant', grant_tenant.tenant, 'tenants', v_tenants));
+  return v_tenants;
+end
+$$;
+
+comment on function settle.grant_tenant(text, text) is
+  'Admin: bind a login role to a tenant. A login role that holds tenant grants can claim, observe, heartbeat and read only those tenants; any other tenant answers SE013 and discloses nothing. A role without grants is a trusted multi-tenant service.
+Parameters: role (an existing login role: the role a service connects as, session_user), tenant (as settle.claim).
+Outcomes: the tenants the role may reach now (sorted).
+SQLSTATEs: SE001 (tenant), SE008 (role does not exist or cannot log in), 42501 (not settle_admin).
+Locking: the role''s binding row. Logged in settle.admin_log. In force for every call that starts after the commit.
+Idempotency: granting a held tenant changes nothing but the log.';
+
+-- revoke_tenant(role, tenant) -> the tenants the role may reach now (NULL: unbound)
+create function settle.revoke_tenant(role text, tenant text)
+returns text[]
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_tenants text[];
+begin
+  if revoke_tenant.role is null then
+    perform settle_private._raise('SE008', 'role must not be null', jsonb_build_object('field', 'role'), null);
+  end if;
+  if revoke_tenant.tenant is null then
+    delete from settle_private.tenant_bindings b where b.role_name = revoke_tenant.role;
+    v_tenants := null;
+  else
+    perform settle_private._check_name(revoke_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
+    update settle_private.tenant_bindings b
+       set tenants = array_remove(b.tenants, revoke_tenant.tenant), updated_at = v_now
+     where b.role_name = revoke_tenant.role
+    returning b.tenants into v_tenants;
+  end if;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'revoke_tenant', session_user::text,
+          jsonb_build_object('role', revoke_tenant.role, 'tenant', revoke_tenant.tenant, 'tenants', v_tenants));
+  return v_tenants;
+end
+$$;
+
+comment on function settle.revoke_tenant(text, text) is
+  'Admin: take a tenant away from a login role, or unbind the role.
+Parameters: role; tenant (NULL: remove the whole binding, which makes the role a trusted multi-tenant service again).
+Outcomes: the tenants the role may reach now; an empty array when the last one was revoked: the role stays bound and is refused everywhere (fail closed, never widened by a revocation); NULL when the role is unbound (or never was bound).
+SQLSTATEs: SE001 (tenant), SE008 (role NULL), 42501 (not settle_admin).
+Locking: the role''s binding row. Logged in settle.admin_log. In force for every call that starts after the commit; a call already running finishes under the grants it read.
+Idempotency: revoking what the role does not hold changes nothing but the log.';
+
+-- ---------------------------------------------------------------------------------------
+-- settle.revoke_binding
+-- ---------------------------------------------------------------------------------------
+
+-- revoke_binding(tenant, principal, below_generation) -> the floor in force
+create function settle.revoke_binding(tenant text, principal text, below_generation bigint)
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_previous bigint;
+  v_floor bigint;
+begin
+  perform settle_private._check_name(revoke_binding.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
+  perform settle_private._check_name(revoke_binding.principal, 'principal', settle_private._limit('principal_bytes'), 'SE003');
+  if revoke_binding.below_generation is null or revoke_binding.below_generation < 1 then
+    perform settle_private._raise('SE008', 'below_generation must be a positive binding generation',
+      jsonb_build_object('field', 'below_generation'),
+      'Pass the first generation that stays valid (the one the principal re-authenticated with).');
+  end if;
+  select f.below_generation into v_previous from settle_private.binding_floors f
+   where f.tenant = revoke_binding.tenant and f.principal = revoke_binding.principal
+   for update;
+  insert into settle_private.binding_floors as f (tenant, principal, below_generation, revoked_at)
+  values (revoke_binding.tenant, revoke_binding.principal, revoke_binding.below_generation, v_now)
+  on conflict on constraint binding_floors_pkey do update
+     set below_generation = greatest(f.below_generation, excluded.below_generation),
+         revoked_at = case when excluded.below_generation > f.below_generation then excluded.revoked_at else f.revoked_at end
+  returning f.below_generation into v_floor;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'revoke_binding', session_user::text,
+          jsonb_build_object('tenant', revoke_binding.tenant, 'principal', revoke_binding.principal,
+                             'below_generation', revoke_binding.below_generation, 'previous', v_previous, 'floor', v_floor));
+  return v_floor;
+end
+$$;
+
+comment on function settle.revoke_binding(text, text, bigint) is
+  'Admin: revoke every binding generation of a principal in a tenant below a floor, after re-authentication; the reservation locks stay immutable.
+Parameters: tenant, principal (as settle.claim), below_generation (>= 1: the first generation that stays valid).
+Outcomes: the floor in force (floors only rise: a lower value keeps the higher floor). From the commit on, a claim presenting a revoked generation answers refused (binding_revoked), an observation or heartbeat fenced (binding_revoked, its payload kept in the audit log), a get refused; an operation reserved under a revoked generation that is not completed can no longer complete and moves to conflict (error binding_revoked) at its next touch (claim, observation, heartbeat or get of its key).
+SQLSTATEs: SE001 (tenant), SE003 (principal), SE008 (below_generation), 42501 (not settle_admin).
+Locking: the floor row. Logged in settle.admin_log. Idempotency: idempotent; the caller''s safe path is in docs/protocol.md section 13.';
+
+reset role;
+
