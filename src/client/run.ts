@@ -487,6 +487,10 @@ export async function unknownOutcome<T = Json>(
   const unconfirmed = cause instanceof SettleCommitUnconfirmedError;
   if (!unconfirmed) await client.reportUnknown(handle, call).catch(() => {});
   const record = await readLocked(client, handle, call);
+  if (record !== null && record.outcome === 'conflict' && !unconfirmed) {
+    // The key now holds another reservation (purged, then claimed with another lock).
+    return { outcome: 'unknown', reason: 'lineage_unproven', attempt: handle.attempt, record: null, cause };
+  }
   if (record !== null && record.outcome === 'found' && record.status === 'completed' && !unconfirmed) {
     if (!sameReservation(record, handle, opts.leaseMs ?? 30_000)) {
       return { outcome: 'unknown', reason: 'lineage_unproven', attempt: handle.attempt, record: null, cause };

@@ -102,9 +102,9 @@ select function_privs_are('settle', 'redrive', array['text', 'text', 'integer', 
 select function_privs_are('settle', 'purge', array['interval', 'integer'],
   'settle_app', array[]::text[], 'settle_app cannot execute settle.purge');
 
--- The six read-only views (granted to settle_readonly and settle_admin, not to settle_app).
-select views_are('settle', array['operations', 'attempts', 'audit_log', 'dead_letters', 'settlements', 'stats', 'admin_log'],
-  'schema settle has exactly the seven views');
+-- The read-only views (granted to settle_readonly and settle_admin, not to settle_app).
+select views_are('settle', array['operations', 'attempts', 'audit_log', 'dead_letters', 'settlements', 'stats', 'admin_log', 'metrics'],
+  'schema settle has exactly the eight views');
 select has_view('settle', 'operations', 'view settle.operations: the canonical record of each operation');
 select has_view('settle', 'attempts', 'view settle.attempts: every attempt epoch and its settlement');
 select has_view('settle', 'audit_log', 'view settle.audit_log: the append-only audit trail');
