@@ -40,13 +40,13 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     expect(timedOut.status).toBe(503);
     expect(timedOut.headers.get('retry-after')).toBe('1');
     expect(timedOut.json()).toMatchObject({ type: 'urn:pg-settle:problem:handler-timeout' });
-    const record = await ctx.settle.get({ tenant: 'acme', key });
+    const record = await ctx.admin.inspect({ tenant: 'acme', key });
     expect(record).toMatchObject({ status: 'unknown', inFlight: false }); // the lease is released
     hold.release();
     if (framework === 'express') {
       // The handler's late response is still captured (never sent) and settles the key.
       const settled = await until(async () => {
-        const r = await ctx.settle.get({ tenant: 'acme', key });
+        const r = await ctx.admin.inspect({ tenant: 'acme', key });
         return r?.status === 'completed' ? r : null;
       });
       expect(settled.settledAttempt).toBe(1);
