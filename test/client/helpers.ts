@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, beforeAll } from 'vitest';
 import { createSettleClient, type SettleClient, type SettleClientOptions } from '../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
+import { usePerFile } from '../support/per-file.js';
 
 /** `url` whose sessions start as `role` (a startup option; survives slonik's DISCARD ALL). */
 export function asRole(url: string, role: string): string {
@@ -54,33 +54,7 @@ export async function setupClientTest(name: string): Promise<ClientTestContext> 
  * fields are readable from beforeAll on.
  */
 export function useClientTest(name: string): ClientTestContext {
-  let t: ClientTestContext | undefined;
-  beforeAll(async () => {
-    t = await setupClientTest(name);
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
-  const ready = (): ClientTestContext => {
-    if (t === undefined) throw new Error(`useClientTest(${name}): the context is set up in beforeAll`);
-    return t;
-  };
-  return {
-    get db() {
-      return ready().db;
-    },
-    get app() {
-      return ready().app;
-    },
-    get admin() {
-      return ready().admin;
-    },
-    get su() {
-      return ready().su;
-    },
-    client: (options) => ready().client(options),
-    close: () => ready().close(),
-  };
+  return usePerFile(`useClientTest(${name})`, () => setupClientTest(name), (t) => t.close(), ['db', 'app', 'admin', 'su', 'client', 'close']);
 }
 
 export const binding = { principal: 'alice', scopes: ['payments:write'], generation: 7 } as const;

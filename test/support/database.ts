@@ -1,5 +1,5 @@
-import { afterAll, beforeAll } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
+import { usePerFile } from './per-file.js';
 
 /** The database of one test file; its fields are readable from beforeAll on. */
 export type FileDatabase = Omit<TestDatabase, 'drop'>;
@@ -9,27 +9,13 @@ export type FileDatabase = Omit<TestDatabase, 'drop'>;
  * afterAll (after `beforeDrop`, which closes what the file opened on it).
  */
 export function useTestDatabase(hint: string, options: { readonly beforeDrop?: () => Promise<void> } = {}): FileDatabase {
-  let db: TestDatabase | undefined;
-  beforeAll(async () => {
-    db = await createTestDatabase(hint);
-  });
-  afterAll(async () => {
-    await options.beforeDrop?.();
-    await db?.drop();
-  });
-  const created = (): TestDatabase => {
-    if (db === undefined) throw new Error(`useTestDatabase(${hint}): the database is created in beforeAll`);
-    return db;
-  };
-  return {
-    get url() {
-      return created().url;
+  return usePerFile(
+    `useTestDatabase(${hint})`,
+    () => createTestDatabase(hint),
+    async (db) => {
+      await options.beforeDrop?.();
+      await db.drop();
     },
-    get adminUrl() {
-      return created().adminUrl;
-    },
-    get name() {
-      return created().name;
-    },
-  };
+    ['url', 'adminUrl', 'name'],
+  );
 }
