@@ -1743,6 +1743,46 @@ $$;
 ALTER FUNCTION settle_private._lock_operation(tenant text, key text) OWNER TO settle_owner;
 
 --
+-- Name: _metrics(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._metrics() RETURNS TABLE(operations_in_flight bigint, lapsed_leases bigint, operations_unknown bigint, oldest_unknown_age_seconds double precision, operations_conflict bigint, dead_letters_failed bigint, dead_letters_needs_reconciliation bigint, oldest_dead_letter_age_seconds double precision, conflicts_recent bigint, refused_observations_recent bigint, recent_window_seconds integer)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+select (select count(*) from settle_private.operations o
+         where o.lease_token is not null and o.lease_expires_at > w.now) as operations_in_flight,
+       (select count(*) from settle_private.operations o
+         where o.lease_token is not null and o.lease_expires_at <= w.now) as lapsed_leases,
+       (select count(*) from settle_private.operations o where o.status = 'unknown') as operations_unknown,
+       coalesce((select extract(epoch from w.now - min(o.updated_at))::float8
+                   from settle_private.operations o where o.status = 'unknown'), 0) as oldest_unknown_age_seconds,
+       (select count(*) from settle_private.operations o where o.status = 'conflict') as operations_conflict,
+       (select count(*) from settle_private.operations o
+         where o.dead_lettered_at is not null and o.status = 'failed') as dead_letters_failed,
+       (select count(*) from settle_private.operations o
+         where o.dead_lettered_at is not null and o.status <> 'failed') as dead_letters_needs_reconciliation,
+       coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
+                   from settle_private.operations o where o.dead_lettered_at is not null), 0) as oldest_dead_letter_age_seconds,
+       (select count(*) from settle_private.audit_log a
+         where a.outcome = 'conflict' and a.at > w.now - w.recent) as conflicts_recent,
+       (select count(*) from settle_private.audit_log a
+         where a.outcome in ('conflict', 'fenced') and a.at > w.now - w.recent
+           and a.event in ('complete', 'fail', 'report_unknown')) as refused_observations_recent,
+       extract(epoch from w.recent)::integer as recent_window_seconds
+  from (select clock_timestamp() as now, interval '5 minutes' as recent) w
+$$;
+
+ALTER FUNCTION settle_private._metrics() OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION _metrics(); Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle_private._metrics() IS 'The gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
+
+--
 -- Name: _name_ok(text, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2717,39 +2757,18 @@ COMMENT ON VIEW settle.dead_letters IS 'Operations that spent their attempt budg
 --
 
 CREATE VIEW settle.metrics AS
- SELECT ( SELECT count(*) AS count
-           FROM settle_private.operations o
-          WHERE ((o.lease_token IS NOT NULL) AND (o.lease_expires_at > w.now))) AS operations_in_flight,
-    ( SELECT count(*) AS count
-           FROM settle_private.operations o
-          WHERE ((o.lease_token IS NOT NULL) AND (o.lease_expires_at <= w.now))) AS lapsed_leases,
-    ( SELECT count(*) AS count
-           FROM settle_private.operations o
-          WHERE (o.status = 'unknown'::settle.status)) AS operations_unknown,
-    COALESCE(( SELECT (EXTRACT(epoch FROM (w.now - min(o.updated_at))))::double precision AS "extract"
-           FROM settle_private.operations o
-          WHERE (o.status = 'unknown'::settle.status)), (0)::double precision) AS oldest_unknown_age_seconds,
-    ( SELECT count(*) AS count
-           FROM settle_private.operations o
-          WHERE (o.status = 'conflict'::settle.status)) AS operations_conflict,
-    ( SELECT count(*) AS count
-           FROM settle_private.operations o
-          WHERE ((o.dead_lettered_at IS NOT NULL) AND (o.status = 'failed'::settle.status))) AS dead_letters_failed,
-    ( SELECT count(*) AS count
-           FROM settle_private.operations o
-          WHERE ((o.dead_lettered_at IS NOT NULL) AND (o.status <> 'failed'::settle.status))) AS dead_letters_needs_reconciliation,
-    COALESCE(( SELECT (EXTRACT(epoch FROM (w.now - min(o.dead_lettered_at))))::double precision AS "extract"
-           FROM settle_private.operations o
-          WHERE (o.dead_lettered_at IS NOT NULL)), (0)::double precision) AS oldest_dead_letter_age_seconds,
-    ( SELECT count(*) AS count
-           FROM settle_private.audit_log a
-          WHERE ((a.outcome = 'conflict'::text) AND (a.at > (w.now - w.recent)))) AS conflicts_recent,
-    ( SELECT count(*) AS count
-           FROM settle_private.audit_log a
-          WHERE ((a.outcome = ANY (ARRAY['conflict'::text, 'fenced'::text])) AND (a.at > (w.now - w.recent)) AND ((a.event)::text = ANY (ARRAY['complete'::text, 'fail'::text, 'report_unknown'::text])))) AS refused_observations_recent,
-    (EXTRACT(epoch FROM w.recent))::integer AS recent_window_seconds
-   FROM ( SELECT clock_timestamp() AS now,
-            '00:05:00'::interval AS recent) w;
+ SELECT m.operations_in_flight,
+    m.lapsed_leases,
+    m.operations_unknown,
+    m.oldest_unknown_age_seconds,
+    m.operations_conflict,
+    m.dead_letters_failed,
+    m.dead_letters_needs_reconciliation,
+    m.oldest_dead_letter_age_seconds,
+    m.conflicts_recent,
+    m.refused_observations_recent,
+    m.recent_window_seconds
+   FROM settle_private._metrics() m(operations_in_flight, lapsed_leases, operations_unknown, oldest_unknown_age_seconds, operations_conflict, dead_letters_failed, dead_letters_needs_reconciliation, oldest_dead_letter_age_seconds, conflicts_recent, refused_observations_recent, recent_window_seconds);
 
 ALTER TABLE settle.metrics OWNER TO settle_owner;
 
@@ -3472,6 +3491,14 @@ REVOKE ALL ON FUNCTION settle_private._lock_diff(op settle_private.operations, f
 --
 
 REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _metrics(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._metrics() FROM PUBLIC;
+GRANT ALL ON FUNCTION settle_private._metrics() TO settle_readonly;
+GRANT ALL ON FUNCTION settle_private._metrics() TO settle_admin;
 
 --
 -- Name: FUNCTION _name_ok(value text, max_bytes integer); Type: ACL; Schema: settle_private; Owner: settle_owner

@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { createRequire } from 'node:module';
 import type * as otel from '@opentelemetry/api';
 import { SettleError } from './errors.js';
@@ -128,8 +127,11 @@ interface Instruments {
   readonly tracer: otel.Tracer;
 }
 
-/** The span of the run() or settle call in progress, so settle calls become its children. */
-const activeSpan = new AsyncLocalStorage<otel.Span>();
+// Spans nest through OpenTelemetry's own context (api.context.with): the run's span is the
+// active context while run() works, so its settle calls (and the effect's own spans) are its
+// children wherever the application registered a context manager (@opentelemetry/sdk-node
+// registers the AsyncLocalStorage one). The client keeps no async context of its own: on Node 20
+// an AsyncLocalStorage in use slows every promise of the process.
 
 class OtelTelemetry implements ClientTelemetry {
   private instruments: Instruments | undefined;
@@ -192,8 +194,7 @@ class OtelTelemetry implements ClientTelemetry {
     const i = this.i;
     const name = sqlName(operation);
     const shownTenant = this.tenant(tenant);
-    const parent = activeSpan.getStore();
-    const parentContext = parent === undefined ? this.api.context.active() : this.api.trace.setSpan(this.api.context.active(), parent);
+    const parentContext = this.api.context.active();
     const span = i.tracer.startSpan(
       name,
       {
@@ -209,7 +210,7 @@ class OtelTelemetry implements ClientTelemetry {
     let sqlstate: string | undefined;
     let errorType: string | undefined;
     try {
-      const result = recording ? await activeSpan.run(span, execute) : await execute();
+      const result = recording ? await this.api.context.with(this.api.trace.setSpan(parentContext, span), execute) : await execute();
       [outcome, reason] = outcomeOf(name, result);
       return result;
     } catch (error) {
@@ -265,7 +266,7 @@ class OtelTelemetry implements ClientTelemetry {
         'db.response.status_code': sqlstate,
       })),
     );
-    const span = activeSpan.getStore();
+    const span = this.api.trace.getSpan(this.api.context.active());
     if (span !== undefined && span.isRecording()) {
       span.addEvent('retry', { 'db.response.status_code': sqlstate, 'pg_settle.retry': event.retry, 'pg_settle.delay_ms': event.delayMs });
     }
@@ -297,8 +298,7 @@ class OtelTelemetry implements ClientTelemetry {
     try {
       // The run span is the active context while the effect runs (the application's own spans nest
       // under it when a context manager is registered) and the parent of every settle call.
-      const spanContext = this.api.trace.setSpan(this.api.context.active(), span);
-      outcome = await this.api.context.with(spanContext, () => (recording ? activeSpan.run(span, () => execute(wrap)) : execute(wrap)));
+      outcome = recording ? await this.api.context.with(this.api.trace.setSpan(this.api.context.active(), span), () => execute(wrap)) : await execute(wrap);
       return outcome;
     } catch (error) {
       if (recording) {

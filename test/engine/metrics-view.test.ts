@@ -115,7 +115,12 @@ describe('settle.metrics', () => {
     await t.su.query('begin');
     try {
       await t.su.query('set local enable_seqscan = off');
-      const { rows } = await t.su.query<{ 'QUERY PLAN': unknown }>('explain (format json) select * from settle.metrics');
+      // The view reads settle_private._metrics() (jit = off); its query is what the planner sees.
+      const body = await t.su.query<{ prosrc: string; proconfig: string[] }>(
+        "select prosrc, proconfig from pg_proc where oid = 'settle_private._metrics()'::regprocedure",
+      );
+      expect(body.rows[0]?.proconfig).toContain('jit=off');
+      const { rows } = await t.su.query<{ 'QUERY PLAN': unknown }>(`explain (format json) ${body.rows[0]?.prosrc ?? ''}`);
       const plan = JSON.stringify(rows[0]?.['QUERY PLAN']);
       expect(plan).not.toContain('Seq Scan');
       expect(plan).toContain('operations_by_lease_expiry_idx');

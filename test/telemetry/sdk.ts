@@ -1,6 +1,39 @@
-import type { Attributes } from '@opentelemetry/api';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { type Attributes, type Context, context, type ContextManager, ROOT_CONTEXT } from '@opentelemetry/api';
 import { AggregationTemporality, type DataPoint, DataPointType, type Histogram, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+
+/**
+ * The AsyncLocalStorage context manager an application gets from @opentelemetry/sdk-node
+ * (@opentelemetry/context-async-hooks), in its few lines: spans nest through it.
+ */
+class AsyncLocalStorageContextManager implements ContextManager {
+  private readonly storage = new AsyncLocalStorage<Context>();
+  active(): Context {
+    return this.storage.getStore() ?? ROOT_CONTEXT;
+  }
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(ctx: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
+    return this.storage.run(ctx, () => fn.call(thisArg, ...args));
+  }
+  bind<T>(ctx: Context, target: T): T {
+    if (typeof target !== 'function') return target;
+    const fn = target as unknown as (...args: unknown[]) => unknown;
+    return ((...args: unknown[]) => this.with(ctx, () => fn(...args))) as unknown as T;
+  }
+  enable(): this {
+    return this;
+  }
+  disable(): this {
+    this.storage.disable();
+    return this;
+  }
+}
+
+let contextManagerRegistered = false;
+/** Registers the context manager once per process (the global API refuses a second one). */
+export function registerContextManager(): void {
+  if (!contextManagerRegistered) contextManagerRegistered = context.setGlobalContextManager(new AsyncLocalStorageContextManager());
+}
 
 /** A pull reader of the real SDK: collect() is what an exporter would read on each scrape. */
 class PullReader extends MetricReader {
@@ -35,6 +68,7 @@ export interface TestTelemetry {
 
 /** The real OpenTelemetry SDK (metrics and traces), in memory: no exporter process, no network. */
 export function createTestTelemetry(): TestTelemetry {
+  registerContextManager();
   const reader = new PullReader();
   const meterProvider = new MeterProvider({ readers: [reader] });
   const exporter = new InMemorySpanExporter();
