@@ -24,9 +24,7 @@ declare module 'fastify' {
 interface Pending {
   readonly resolved: Resolved<FastifyRequest>;
   readonly capture: (captured: CapturedResponse) => void;
-  readonly result: Promise<FlowResult>;
-  /** The rest of a streamed payload after an overflow. */
-  rest: AsyncIterator<unknown> | null;
+  result: Promise<FlowResult>;
   finished: boolean;
 }
 
@@ -71,13 +69,14 @@ export const idempotency: FastifyPluginAsync<IdempotencyOptions<FastifyRequest>>
     const captured = new Promise<CapturedResponse>((resolve) => {
       capture = resolve;
     });
+    const pending: Pending = { resolved: o, capture, result: Promise.resolve({ kind: 'pass' }), finished: false };
     const result = handleRequest(view, request, o, (context) => {
       request.idempotency = context;
       pendingByRequest.set(request, pending);
       startHandler();
       return captured;
     });
-    const pending: Pending = { resolved: o, capture, result, rest: null, finished: false };
+    pending.result = result;
     const first = await Promise.race([started, result]);
     if (first === 'started') {
       // A handler that never responds: the flow answers (handler-timeout) without waiting for onSend.
@@ -101,7 +100,7 @@ export const idempotency: FastifyPluginAsync<IdempotencyOptions<FastifyRequest>>
     pending.finished = true;
     const o = pending.resolved;
     const read = await readPayload(payload, o.maxBodyBytes);
-    pending.capture({ status: reply.statusCode, headers: reply.getHeaders() as OutgoingHttpHeaders, body: read.body, overflowed: read.rest !== null });
+    pending.capture({ status: reply.statusCode, headers: reply.getHeaders() as OutgoingHttpHeaders, body: read.body, overflowed: read.rest !== null || read.body.length > o.maxBodyBytes });
     let result: FlowResult;
     try {
       result = await pending.result;

@@ -231,6 +231,18 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     expect(app.hooks.calls.stream).toBe(calls + 1);
   });
 
+  test('an oversized single-chunk response (res.json / a returned object) has the same outcome as a stream', async () => {
+    const key = newKey();
+    const big = { blob: 'x'.repeat(70 * 1024) };
+    const first = await send(`${app.url}/orders`, { key, json: big });
+    expect(first.status).toBe(201);
+    expect(first.json<{ body: typeof big }>().body.blob.length).toBe(70 * 1024);
+    const replay = await send(`${app.url}/orders`, { key, json: big });
+    expect(replay.status).toBe(410);
+    expect(replay.json()).toMatchObject({ type: 'urn:pg-settle:problem:response-not-stored', originalStatus: 201 });
+    expect(replay.headers.get('location')).toBe(first.headers.get('location'));
+  });
+
   test("a stale handler's late completion is refused: the takeover's response is the one replayed", async () => {
     const key = newKey();
     const hold = app.hooks.hold();

@@ -70,3 +70,47 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     expect(statements.map((s) => s.match(/settle\.(\w+)/)?.[1]).filter((s) => s !== 'heartbeat')).toEqual(['complete']);
   });
 });
+
+// The same, counted by the server (pg_stat_statements, utility statements included) for the
+// client's own pool as an application creates it, in both modes. Skipped only where the
+// server was started without the extension preloaded.
+describe('counted by the server (pg_stat_statements)', () => {
+  let app: TestApp;
+  let available = false;
+  beforeAll(async () => {
+    const preload = await ctx.su.query<{ v: string }>(`select current_setting('shared_preload_libraries') as v`);
+    available = preload.rows[0]!.v.includes('pg_stat_statements');
+    if (available) await ctx.su.query('create extension if not exists pg_stat_statements');
+    app = await startApp('express', { settle: ctx.settle });
+    await ctx.settle.get({ tenant: 'acme', key: 'warm-up' }); // creates the pool (slonik reads pg_type once)
+  });
+  afterAll(async () => app?.close());
+
+  const serverStatements = async (fn: () => Promise<unknown>): Promise<{ query: string; calls: number }[]> => {
+    await ctx.su.query('select pg_stat_statements_reset()');
+    await fn();
+    const { rows } = await ctx.su.query<{ query: string; calls: number }>(
+      `select regexp_replace(query, '\\s+', ' ', 'g') as query, calls::int from pg_stat_statements
+        where dbid = (select oid from pg_database where datname = current_database())
+          and userid = 'settle_app'::regrole order by query`,
+    );
+    return rows;
+  };
+  const total = (rows: { calls: number }[]): number => rows.reduce((sum, r) => sum + r.calls, 0);
+
+  test('lease mode: 2 on a first request, 1 on a replay; transaction mode: 6 plus the handler\'s own SQL', async (t) => {
+    if (!available) t.skip('the test server was started without shared_preload_libraries=pg_stat_statements');
+    const key = newKey();
+    const first = await serverStatements(() => send(`${app.url}/orders`, { key, json: { n: 1 } }));
+    expect(total(first), JSON.stringify(first)).toBe(2);
+    const replay = await serverStatements(() => send(`${app.url}/orders`, { key, json: { n: 1 } }));
+    expect(total(replay), JSON.stringify(replay)).toBe(1);
+    const txKey = newKey();
+    const tx = await serverStatements(() => send(`${app.url}/ledger`, { key: txKey, json: { account: `acct-${txKey}` } }));
+    // START TRANSACTION, claim, SAVEPOINT, the handler's insert, complete, COMMIT, and the
+    // client pool's session reset after a transaction: 6 of the middleware's + the handler's own.
+    const kinds = tx.map((r) => (/settle\.(\w+)\(/.exec(r.query)?.[1] ?? r.query.split(' ')[0]!).toLowerCase()).sort();
+    expect(kinds, JSON.stringify(tx)).toEqual(['claim', 'commit', 'complete', 'do', 'insert', 'savepoint', 'start']);
+    expect(total(tx)).toBe(7);
+  });
+});
