@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { expireLease } from '../../src/testing/clock.js';
 import { FRAMEWORKS, startApp, type TestApp } from './apps.js';
-import { claimsWithOutcome, type HttpTestContext, newKey, send, setupHttpTest, until } from './support.js';
+import { type HttpTestContext, newKey, observeClaims, send, setupHttpTest, until } from './support.js';
 
 const PROBLEM = 'application/problem+json';
 
@@ -121,14 +121,18 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
   });
 
   test('with waitForMs, concurrent duplicates wait for the first request and replay its response', async () => {
-    const waiting = await startApp(framework, { settle: ctx.settle, waitForMs: 30_000 });
+    const observed = observeClaims(ctx.settle);
+    const waiting = await startApp(framework, { settle: observed.client, waitForMs: 30_000 });
     try {
       const key = newKey();
       const hold = waiting.hooks.hold();
       const requests = Array.from({ length: 10 }, () => send(`${waiting.url}/orders`, { key, json: { w: 1 } }));
       await hold.entered;
       // Every duplicate has been told in_progress at least once: they are waiting now.
-      await until(async () => (await claimsWithOutcome(ctx.su, 'acme', key, 'in_progress')) >= 9);
+      await until(async () => {
+        // The count covers distinct answers, not requests: wait until every duplicate was told at least once.
+        return observed.count(key, 'in_progress') >= 9;
+      });
       hold.release();
       const answers = await Promise.all(requests);
       expect(waiting.hooks.calls.orders).toBe(1);

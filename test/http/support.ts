@@ -88,11 +88,20 @@ export async function until<T>(probe: () => Promise<T | null | undefined | false
   }
 }
 
-/** Audit rows of one key with a given claim outcome (as superuser): proves who waited on what. */
-export async function claimsWithOutcome(su: pg.Client, tenant: string, key: string, outcome: string): Promise<number> {
-  const { rows } = await su.query<{ n: number }>(
-    `select count(*)::int as n from settle_private.audit_log where tenant = $1 and key = $2 and event = 'claim' and outcome = $3`,
-    [tenant, key, outcome],
-  );
-  return rows[0]?.n ?? 0;
+/**
+ * The same client, counting the claim answers per key and outcome: a barrier on what the
+ * middleware was told (e.g. "9 duplicates have been answered in_progress and are waiting").
+ */
+export function observeClaims(settle: SettleClient): { client: SettleClient; count(key: string, outcome: string): number } {
+  const seen = new Map<string, number>();
+  const client: SettleClient = {
+    ...settle,
+    async claim(input, options) {
+      const answer = await settle.claim(input, options);
+      const id = `${input.key}\u0000${answer.outcome}`;
+      seen.set(id, (seen.get(id) ?? 0) + 1);
+      return answer;
+    },
+  };
+  return { client, count: (key, outcome) => seen.get(`${key}\u0000${outcome}`) ?? 0 };
 }
