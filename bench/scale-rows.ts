@@ -77,8 +77,8 @@ select 'bench', ${KEY}, 1, md5(i::text)::uuid, 'seed', now() - interval '1 day',
 
 const INSERT_AUDIT = `
 insert into settle_private.audit_log
-  (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
-select 'bench', ${KEY}, now() - interval '1 day' + case when s.expired then interval '30 seconds' else interval '0' end,
+  (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
+select 'bench', ${KEY}, case when s.expired then 2 else 1 end, now() - interval '1 day' + case when s.expired then interval '30 seconds' else interval '0' end,
        case when s.expired then 'expire' else 'claim' end, case when s.expired then 'expired' else 'acquired' end, 1,
        case when s.expired then 'running'::settle.status end,
        case when s.expired then 'pending'::settle.status else 'running'::settle.status end, 'seed',

@@ -1092,11 +1092,15 @@ CREATE FUNCTION settle_private._audit(tenant text, key text, at timestamp with t
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+  v_seq bigint;
 begin
+  select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
+   where l.tenant = _audit.tenant and l.key = _audit.key;
   insert into settle_private.audit_log
-    (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
+    (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
   values
-    (_audit.tenant, _audit.key, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
+    (_audit.tenant, _audit.key, v_seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
      _audit.status_before, _audit.status_after, _audit.actor, _audit.detail);
   return 1;
 end
@@ -2671,6 +2675,7 @@ COMMENT ON VIEW settle.attempts IS 'Every attempt epoch with its attempt-scoped 
 CREATE TABLE settle_private.audit_log (
     tenant text NOT NULL,
     key text NOT NULL,
+    seq bigint NOT NULL,
     audit_id bigint NOT NULL,
     at timestamp with time zone NOT NULL,
     event settle_private.audit_event NOT NULL,
@@ -2699,6 +2704,7 @@ COMMENT ON TABLE settle_private.audit_log IS 'Append-only audit trail, one row p
 CREATE VIEW settle.audit_log AS
  SELECT l.tenant,
     l.key,
+    l.seq,
     l.audit_id,
     l.at,
     (l.event)::text AS event,
@@ -2721,7 +2727,7 @@ ALTER TABLE settle.audit_log OWNER TO settle_owner;
 -- Name: VIEW audit_log; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by audit_id. Transitions are serialized by the operation row lock, so their rows are in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
+COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id): seq numbers an operation''s rows 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
 
 --
 -- Name: dead_letters; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -2903,7 +2909,7 @@ ALTER TABLE ONLY settle_private.attempts
 --
 
 ALTER TABLE ONLY settle_private.audit_log
-    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (tenant, key, audit_id);
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (tenant, key, seq, audit_id);
 
 --
 -- Name: binding_floors binding_floors_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner

@@ -26,8 +26,8 @@ WITH req AS (
   SELECT op.tenant, op.key, 1, op.lease_token, 'pgbench', now() FROM op
   RETURNING tenant, key, attempt, worker
 )
-INSERT INTO bench.spec4_audit_log (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
-SELECT att.tenant, att.key, now(), 'claim', 'acquired', att.attempt, NULL, 'running', att.worker,
+INSERT INTO bench.spec4_audit_log (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
+SELECT att.tenant, att.key, 1, now(), 'claim', 'acquired', att.attempt, NULL, 'running', att.worker,
        jsonb_build_object('reserved', true)
   FROM att
 RETURNING attempt \gset
@@ -45,8 +45,8 @@ WITH op AS (
    WHERE a.tenant = op.tenant AND a.key = op.key AND a.attempt = op.settled_attempt
   RETURNING a.tenant, a.key, a.attempt, a.worker
 )
-INSERT INTO bench.spec4_audit_log (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
-SELECT att.tenant, att.key, now(), 'complete', 'settled', att.attempt, 'running', 'completed', att.worker,
+INSERT INTO bench.spec4_audit_log (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
+SELECT att.tenant, att.key, 2, now(), 'complete', 'settled', att.attempt, 'running', 'completed', att.worker,
        jsonb_build_object('reason', 'current_attempt')
   FROM att
 RETURNING outcome AS complete_outcome \gset

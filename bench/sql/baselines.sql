@@ -51,7 +51,7 @@ create table bench.ledger (
 -- no PL/pgSQL, no triggers, no row rules, no RLS, no validation. The tables take the shapes of
 -- settle_private.operations, attempts and audit_log (00002) with LIKE, so they follow the
 -- engine: same columns, types (settle.status included), NOT NULLs, defaults, identity, primary
--- keys and the partial indexes of operations; the foreign key and the fillfactors are added
+-- keys and the partial indexes of operations; the foreign keys and the fillfactors are added
 -- here (LIKE copies neither). LIKE copies no trigger and no RLS; the audit event column is
 -- plain text here (the engine's domain settle_private.audit_event carries the validation
 -- `event_is_known`). What the engine spends over this baseline is its own overhead, not the

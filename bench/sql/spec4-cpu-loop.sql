@@ -27,8 +27,8 @@ begin
             v_token, now() + interval '30 seconds', now(), now());
     insert into bench.spec4_attempts (tenant, key, attempt, lease_token, worker, claimed_at)
     values ('bench', k, 1, v_token, 'loop', now());
-    insert into bench.spec4_audit_log (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
-    values ('bench', k, now(), 'claim', 'acquired', 1, null, 'running', 'loop', jsonb_build_object('reserved', true));
+    insert into bench.spec4_audit_log (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
+    values ('bench', k, 1, now(), 'claim', 'acquired', 1, null, 'running', 'loop', jsonb_build_object('reserved', true));
     update bench.spec4_operations o
        set status = 'completed', result = jsonb_build_object('charge', 'ch-' || i), settled_attempt = 1,
            settled_at = now(), lease_token = null, lease_expires_at = null, updated_at = now()
@@ -36,7 +36,7 @@ begin
     update bench.spec4_attempts a
        set observation = 'completed', observed_at = now(), settled = true, ended_at = now(), end_reason = 'observed'
      where a.tenant = 'bench' and a.key = k and a.attempt = 1;
-    insert into bench.spec4_audit_log (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
-    values ('bench', k, now(), 'complete', 'settled', 1, 'running', 'completed', 'loop', jsonb_build_object('reason', 'current_attempt'));
+    insert into bench.spec4_audit_log (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
+    values ('bench', k, 2, now(), 'complete', 'settled', 1, 'running', 'completed', 'loop', jsonb_build_object('reason', 'current_attempt'));
   end loop;
 end $$;

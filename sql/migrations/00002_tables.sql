@@ -122,6 +122,15 @@ create domain settle_private.audit_event as text
 create table settle_private.audit_log (
   tenant text not null,
   key text not null,
+  -- Position in the operation's history: the order of its audit rows is (seq, audit_id).
+  -- settle_private._audit numbers the rows of one operation 1, 2, 3 ... Rows written under the
+  -- operation's row lock (every change) get consecutive numbers in commit order; an answer
+  -- that changed nothing and took no lock (a replaying, in_progress, conflict or failed claim)
+  -- may share its number with the transition it raced, and audit_id breaks that tie.
+  -- audit_id alone is no order: on Citus each node draws identities from its own range, and a
+  -- key's rows are written by its worker (delegated calls) or by the coordinator (calls in a
+  -- transaction block, nested steps), so a later row can carry a smaller audit_id.
+  seq bigint not null,
   audit_id bigint generated always as identity,
   at timestamptz not null,
   event settle_private.audit_event not null,
@@ -131,7 +140,7 @@ create table settle_private.audit_log (
   status_after settle.status,
   actor text,
   detail jsonb,
-  constraint audit_log_pkey primary key (tenant, key, audit_id)
+  constraint audit_log_pkey primary key (tenant, key, seq, audit_id)
 );
 
 -- settle.metrics counts the recent refusals (conflicts, fenced observations) through this

@@ -40,7 +40,10 @@ begin
 end
 $$;
 
--- Append one audit row (keyed like its operation, so it lives on the operation's shard).
+-- Append one audit row (keyed like its operation, so it lives on the operation's shard),
+-- numbered next in its operation's history (seq: see settle_private.audit_log). The number is
+-- read from the operation's own rows, through the primary key: no global sequence, so the
+-- order holds on Citus whichever node writes the row.
 create function settle_private._audit(
   tenant text, key text, at timestamptz, event text, outcome text, attempt integer,
   status_before settle.status, status_after settle.status, actor text, detail jsonb)
@@ -48,11 +51,15 @@ returns integer
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+  v_seq bigint;
 begin
+  select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
+   where l.tenant = _audit.tenant and l.key = _audit.key;
   insert into settle_private.audit_log
-    (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
+    (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
   values
-    (_audit.tenant, _audit.key, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
+    (_audit.tenant, _audit.key, v_seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
      _audit.status_before, _audit.status_after, _audit.actor, _audit.detail);
   return 1;
 end

@@ -166,13 +166,13 @@ comment on view settle.attempts is
   'Every attempt epoch with its attempt-scoped settlement: observation (unknown/conflict/failed/completed), whether it was THE settlement (settled), and any late success (late_result). Lease tokens are never shown.';
 
 create view settle.audit_log as
-select l.tenant, l.key, l.audit_id, l.at, l.event::text as event, l.outcome, l.attempt, l.status_before, l.status_after,
+select l.tenant, l.key, l.seq, l.audit_id, l.at, l.event::text as event, l.outcome, l.attempt, l.status_before, l.status_after,
        l.actor, l.detail
   from settle_private.audit_log l
  where (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
     or l.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]);
 comment on view settle.audit_log is
-  'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by audit_id. Transitions are serialized by the operation row lock, so their rows are in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
+  'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id): seq numbers an operation''s rows 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
 
 create view settle.dead_letters as
 select o.tenant, o.key, o.attempt, o.max_attempts, o.error, o.dead_lettered_at, o.redrive_count,

@@ -9,7 +9,7 @@ import type { Status } from '../client/types.js';
 export interface EngineState {
   readonly operations: readonly OperationRow[];
   readonly attempts: readonly AttemptRow[];
-  /** In (tenant, key, audit_id) order. */
+  /** In (tenant, key, seq, audit_id) order. */
   readonly audit: readonly AuditRow[];
 }
 
@@ -105,7 +105,7 @@ export async function readEngineState(db: pg.ClientBase | pg.Pool, filter: Engin
             status_before::text as "statusBefore", status_after::text as "statusAfter", detail,
             case when event = 'expire' then coalesce((detail->>'lease_expires_at')::timestamptz > at, false)
                  else false end as "endedLiveLease"
-       from settle.audit_log where ${where} order by tenant, key, audit_id`,
+       from settle.audit_log where ${where} order by tenant, key, seq, audit_id`,
     params,
   );
   return { operations: operations.rows, attempts: attempts.rows, audit: audit.rows };

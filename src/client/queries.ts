@@ -107,4 +107,4 @@ export const attemptsQuery = (tenant: string, key: string) => sql.type(rows.atte
   select * from settle.attempts where tenant = ${tenant} and key = ${key} order by attempt`;
 
 export const auditLogQuery = (tenant: string, key: string) => sql.type(rows.auditRow)`
-  select * from settle.audit_log where tenant = ${tenant} and key = ${key} order by audit_id`;
+  select * from settle.audit_log where tenant = ${tenant} and key = ${key} order by seq, audit_id`;

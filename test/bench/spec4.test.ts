@@ -134,7 +134,7 @@ describe.skipIf(pgbench === undefined)('spec4 script under pgbench', () => {
 
       // A broken invariant is reported: an attempt that lost its settlement, an audit row without an operation.
       await c.query(`update bench.spec4_attempts set settled = false where (tenant, key) = (select tenant, key from bench.spec4_attempts limit 1)`);
-      await c.query(`insert into bench.spec4_audit_log (tenant, key, at, event, outcome) values ('bench', 'no-such-op', now(), 'claim', 'acquired')`);
+      await c.query(`insert into bench.spec4_audit_log (tenant, key, seq, at, event, outcome) values ('bench', 'no-such-op', 1, now(), 'claim', 'acquired')`);
       const broken = await verifySpec4(c, { processed: 50, maxInFlight: 2 });
       expect(broken.checks.filter((check) => !check.ok).map((check) => check.name)).toEqual([
         'every completed operation: one settled attempt, claim and complete audit rows',

@@ -70,7 +70,7 @@ export interface AuditRow {
 export async function auditTrail(admin: pg.ClientBase, tenant: string, key: string): Promise<AuditRow[]> {
   const { rows } = await admin.query<AuditRow>(
     `select event, outcome, attempt, status_before::text, status_after::text, detail
-       from settle_private.audit_log where tenant = $1 and key = $2 order by audit_id`,
+       from settle_private.audit_log where tenant = $1 and key = $2 order by seq, audit_id`,
     [tenant, key],
   );
   return rows;
