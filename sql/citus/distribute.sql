@@ -11,9 +11,10 @@
 --      only from the cluster's own nodes (or give it a certificate / pg_dist_authinfo entry).
 --   2. Default privileges (no EXECUTE for PUBLIC on settle_owner's functions) are not propagated
 --      by Citus: they are set on every node here, so functions created later stay closed.
---   3. The three private tables are distributed by `key`, colocated (every operation's rows on
---      one shard); their triggers fire on the shards (citus.enable_unsafe_triggers: they read
---      and write only their own row).
+--   3. The three private tables of operations are distributed by `key`, colocated (every
+--      operation's rows on one shard); their triggers fire on the shards
+--      (citus.enable_unsafe_triggers: they read and write only their own row). The access
+--      tables (tenant bindings, binding floors, their log) become reference tables.
 --   4. Every function in settle and settle_private is distributed (propagated to every node):
 --      those with a `key text` argument with distribution_arg_name 'key', colocated with the
 --      operations, so `select ... from settle.claim(...)` runs on the worker holding the key;
@@ -68,6 +69,14 @@ begin
     if not exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = v_table::regclass) then
       perform create_distributed_table(v_table, 'key',
         colocate_with := case when v_table = 'settle_private.operations' then 'none' else 'settle_private.operations' end);
+    end if;
+  end loop;
+  -- Access (00012): small, global, rarely written, read by every call: reference tables, copied
+  -- to every node, so that a delegated call reads them on its worker.
+  foreach v_table in array array['settle_private.tenant_bindings', 'settle_private.binding_floors', 'settle_private.admin_log'] loop
+    if pg_catalog.to_regclass(v_table) is not null
+       and not exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = v_table::regclass) then
+      perform create_reference_table(v_table);
     end if;
   end loop;
 end
@@ -144,10 +153,25 @@ begin
 end
 $$;
 
+-- The views read the caller's own tenant binding (session_user): on the shards that read runs
+-- as the caller too, who may see that one row and nothing else.
+do $$
+begin
+  if pg_catalog.to_regclass('settle_private.tenant_bindings') is not null then
+    grant select on settle_private.tenant_bindings to settle_readonly, settle_admin;
+    if not exists (select 1 from pg_catalog.pg_policy
+                    where polrelid = 'settle_private.tenant_bindings'::regclass and polname = 'own_binding') then
+      create policy own_binding on settle_private.tenant_bindings for select to settle_readonly, settle_admin
+        using (role_name = session_user::text);
+    end if;
+  end if;
+end
+$$;
+
 -- What is distributed now (printed by pg-settle distribute).
 select
   (select pg_catalog.count(*) from pg_catalog.pg_dist_partition p
-     where p.logicalrelid::regclass::text like 'settle\_private.%')::integer as tables,
+     where p.logicalrelid::regclass::text like 'settle\_private.%' and p.partmethod = 'h')::integer as tables,
   (select pg_catalog.count(*) from pg_catalog.pg_dist_object o
      join pg_catalog.pg_proc f on o.classid = 'pg_catalog.pg_proc'::regclass and f.oid = o.objid
      join pg_catalog.pg_namespace n on n.oid = f.pronamespace

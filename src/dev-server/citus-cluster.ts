@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { withDatabase } from '../db/database-url.js';
 import { withPgClient } from '../db/with-pg-client.js';
 import { DEBIAN_PG_BIN_DIR as DEBIAN_BIN_DIR, startLocalCluster, type LocalCluster } from './local-cluster.js';
 
@@ -105,17 +104,30 @@ export async function startCitusCluster(opts: CitusClusterOptions = {}): Promise
   return { coordinator, workers, stop: () => (stopping ??= stopAll()) };
 }
 
-/** The worker node ports of a running Citus cluster, read from its coordinator's metadata. */
-export async function citusWorkerUrls(coordinatorUrl: string, database: string): Promise<string[]> {
+/** A worker of a running Citus cluster: how Citus names it (`host:port`) and how to reach it. */
+export interface CitusWorkerNode {
+  /** `nodename:nodeport` as registered in pg_dist_node (what Citus connects to). */
+  readonly node: string;
+  /** Superuser connection string to `database` on it. */
+  readonly url: string;
+}
+
+/**
+ * The primary workers of a running Citus cluster, in pg_dist_node order. Their URLs are the
+ * registered host and port with the coordinator URL's user and database, unless `urls` (same
+ * order) says how to reach them from here (e.g. published Docker ports).
+ */
+export async function citusWorkerNodes(coordinatorUrl: string, urls?: readonly string[]): Promise<CitusWorkerNode[]> {
   return withPgClient(coordinatorUrl, async (c) => {
     const { rows } = await c.query<{ nodename: string; nodeport: number }>(
       `select nodename, nodeport from pg_dist_node where noderole = 'primary' and groupid <> 0 order by nodeid`,
     );
-    return rows.map((r) => {
-      const url = new URL(withDatabase(coordinatorUrl, database));
+    return rows.map((r, i) => {
+      const given = urls?.[i];
+      const url = new URL(coordinatorUrl);
       url.hostname = r.nodename;
       url.port = String(r.nodeport);
-      return url.toString();
+      return { node: `${r.nodename}:${r.nodeport}`, url: given ?? url.toString() };
     });
   });
 }

@@ -11,7 +11,7 @@ describeCitus('calls are delegated to the worker that holds the key', () => {
     const app = await citus.coordinator('settle_citus_app');
     const admin = await citus.coordinator();
     const op = newOperation('delegated');
-    const { port } = await citus.placementOf(op.key as string);
+    const { node } = await citus.placementOf(op.key as string);
     let ticket: Ticket | undefined;
     const mustTicket = (): Ticket => {
       if (ticket === undefined) throw new Error('no ticket');
@@ -22,13 +22,14 @@ describeCitus('calls are delegated to the worker that holds the key', () => {
       ['heartbeat', () => heartbeat(app, mustTicket())],
       ['complete', () => complete(app, mustTicket(), { ok: 1 })],
       ['claim', () => claim(app, op)],
-      ['get', () => app.query('select * from settle.get($1, $2)', [op.tenant, op.key])],
+      ['get', () => app.query('select * from settle.get(tenant => $1, key => $2, request => $3::jsonb, principal => $4, scopes => $5::text[], binding_generation => $6)',
+        [op.tenant, op.key, JSON.stringify(op.request), op.principal, op.scopes, op.binding_generation])],
     ];
     for (const [fn, call] of calls) {
       const { commands } = await remoteCommandsOf(app, call);
       expect(commands, fn).toHaveLength(1);
       expect(commands[0]?.command, fn).toMatch(new RegExp(`^SELECT .* FROM settle\\.${fn}\\(`));
-      expect(commands[0]?.node, fn).toBe(`settle_citus_app@127.0.0.1:${port}`);
+      expect(commands[0]?.node, fn).toBe(`settle_citus_app@${node}`);
     }
     expect(await mustGetOperation(admin, op.tenant as string, op.key as string)).toMatchObject({ status: 'completed', result: { ok: 1 } });
   });
@@ -50,7 +51,7 @@ describeCitus('calls are delegated to the worker that holds the key', () => {
     const app = await citus.coordinator('settle_citus_app');
     const admin = await citus.coordinator();
     const op = newOperation('in-transaction');
-    const { port } = await citus.placementOf(op.key as string);
+    const { node } = await citus.placementOf(op.key as string);
     await app.query('begin');
     const { value: result, commands } = await remoteCommandsOf(app, async () => {
       const ticket = await acquire(app, op);
@@ -59,9 +60,32 @@ describeCitus('calls are delegated to the worker that holds the key', () => {
     await app.query('commit');
     expect(result).toMatchObject({ outcome: 'settled', status: 'completed' });
     expect(commands.length).toBeGreaterThan(2);
-    expect(commands.every((c) => c.node === `settle_owner@127.0.0.1:${port}`)).toBe(true);
+    expect(commands.every((c) => c.node === `settle_owner@${node}`)).toBe(true);
     expect(commands.some((c) => /FROM settle\.(claim|complete)\(/.test(c.command))).toBe(false);
     expect(await mustGetOperation(admin, op.tenant as string, op.key as string)).toMatchObject({ status: 'completed', settled_attempt: 1 });
     expect(await storedAttempts(admin, op.tenant as string, op.key as string)).toHaveLength(1);
+  });
+});
+
+describeCitus('the TypeScript client on the coordinator', () => {
+  it('claim, complete and a replay through createSettleClient, as a settle_app login', async () => {
+    const { createSettleClient } = await import('../../src/index.js');
+    const admin = await citus.coordinator();
+    const url = new URL(`postgresql://settle_citus_app@${admin.host}:${admin.port}/${admin.database ?? 'postgres'}`).toString();
+    const client = createSettleClient({ connectionString: url, poolSize: 2 });
+    try {
+      const key = `ts-client-${Date.now()}`;
+      const binding = { principal: 'svc-ts', scopes: ['payments:write'], generation: 1 };
+      const claimed = await client.claim({ tenant: 'acme', key, request: { amount: '1.00' }, binding });
+      expect(claimed.outcome).toBe('acquired');
+      if (claimed.outcome !== 'acquired') return;
+      expect(await client.complete(claimed.attempt, { charged: true })).toMatchObject({ outcome: 'settled' });
+      expect(await client.claim({ tenant: 'acme', key, request: { amount: '1.00' }, binding })).toMatchObject({ outcome: 'replay', result: { charged: true } });
+      const { rows } = await admin.query<{ n: number }>(
+        `select count(*)::int as n from settle_private.audit_log where tenant = 'acme' and key = $1`, [key]);
+      expect(rows[0]?.n).toBe(2); // the claim and the complete (a replay writes no audit row)
+    } finally {
+      await client.end();
+    }
   });
 });

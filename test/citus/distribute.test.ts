@@ -29,7 +29,7 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
     expect(first).toMatchObject({ tables: 3, workers: 2 });
     const { rows } = await c.query<{ rel: string; column: string; colocationid: number }>(
       `select logicalrelid::regclass::text as rel, column_to_column_name(logicalrelid, partkey) as column, colocationid
-         from pg_dist_partition where logicalrelid::regclass::text like 'settle\\_private.%' order by 1`,
+         from pg_dist_partition where logicalrelid::regclass::text like 'settle\\_private.%' and partmethod = 'h' order by 1`,
     );
     expect(rows.map((r) => [r.rel, r.column])).toEqual([
       ['settle_private.attempts', 'key'],
@@ -37,6 +37,10 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
       ['settle_private.operations', 'key'],
     ]);
     expect(new Set(rows.map((r) => r.colocationid)).size).toBe(1);
+    const reference = await c.query<{ rel: string }>(
+      `select logicalrelid::regclass::text as rel from pg_dist_partition where partmethod = 'n' and logicalrelid::regclass::text like 'settle\\_private.%' order by 1`,
+    );
+    expect(reference.rows.map((r) => r.rel)).toEqual(['settle_private.admin_log', 'settle_private.binding_floors', 'settle_private.tenant_bindings']);
   });
 
   it('distributes every engine function; each one with a key argument is delegated by it', async () => {

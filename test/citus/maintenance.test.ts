@@ -13,24 +13,24 @@ describeCitus('maintenance on a coordinator and two workers', () => {
   it('expire_leases ends lapsed leases on both workers; each key is handled on its worker', async () => {
     const [app, admin, ops] = await Promise.all([citus.coordinator('settle_citus_app'), citus.coordinator(), citus.coordinator('settle_citus_admin')]);
     const tickets = [];
-    const ports = new Set<number>();
+    const nodes = new Set<string>();
     // Keys until both workers hold some (hashing decides where a key lives).
-    for (let i = 0; tickets.length < 4 || ports.size < 2; i++) {
+    for (let i = 0; tickets.length < 4 || nodes.size < 2; i++) {
       if (i > 40) throw new Error('40 random keys all hashed to one worker');
       const t = await acquire(app, newOperation(`sweep-${i}`));
       expect(await expireLease(admin, t.tenant, t.key)).toBe(true);
-      ports.add((await citus.placementOf(t.key)).port);
+      nodes.add((await citus.placementOf(t.key)).node);
       tickets.push(t);
     }
-    expect(ports.size, 'the keys live on both workers').toBe(2);
+    expect(nodes.size, 'the keys live on both workers').toBe(2);
     const { value, commands } = await remoteCommandsOf(ops, async () => (await ops.query('select * from settle.expire_leases(100000)')).rows[0]);
     expect(Number(value.expired)).toBeGreaterThanOrEqual(tickets.length);
     for (const t of tickets) {
       expect(await storedOperation(admin, t.tenant, t.key)).toMatchObject({ status: 'pending', lease_token: null });
       expect((await storedAttempts(admin, t.tenant, t.key))[0]).toMatchObject({ end_reason: 'lease_expired' });
-      const port = (await citus.placementOf(t.key)).port;
+      const node = (await citus.placementOf(t.key)).node;
       const sent = commands.filter((c) => c.command.includes('_expire_key') && c.command.includes(t.key));
-      expect(sent.map((c) => c.node)).toEqual([`settle_owner@127.0.0.1:${port}`]);
+      expect(sent.map((c) => c.node)).toEqual([`settle_owner@${node}`]);
     }
     const { rows } = await admin.query(`select event, outcome from settle.audit_log where tenant = $1 and key = $2 and event = 'expire'`, [tickets[0]?.tenant, tickets[0]?.key]);
     expect(rows).toEqual([{ event: 'expire', outcome: 'expired' }]);

@@ -18,7 +18,7 @@ export function describeCitus(name: string, fn: () => void): void {
   else describe(name, fn);
 }
 
-function urls(): { coordinatorUrl: string; workerUrls: readonly string[] } {
+function urls(): { coordinatorUrl: string; workers: readonly { node: string; url: string }[] } {
   if ('unavailable' in provided) throw new Error(provided.unavailable);
   return provided;
 }
@@ -35,10 +35,8 @@ export interface CitusSessions {
   coordinator(role?: LoginRole): Promise<pg.Client>;
   /** A new superuser connection straight to worker `i` (0 or 1). */
   worker(i: number): Promise<pg.Client>;
-  /** Index (into the workers) of the node holding the shard of `key`, and that shard's id. */
-  placementOf(key: string): Promise<{ worker: number; shardId: number; port: number }>;
-  /** Port of worker `i`. */
-  workerPort(i: number): number;
+  /** Index (into the workers) of the node holding the shard of `key`, that shard's id, and the node as Citus names it (`host:port`). */
+  placementOf(key: string): Promise<{ worker: number; shardId: number; node: string }>;
 }
 
 /** Connections for the calling test file, closed after each test. */
@@ -54,32 +52,26 @@ export function useCitus(): CitusSessions {
     await client.connect();
     return client;
   };
-  const workerPort = (i: number): number => {
-    const url = urls().workerUrls[i];
-    if (url === undefined) throw new Error(`no worker ${i}`);
-    return Number(new URL(url).port);
-  };
   return {
     coordinator: (role) => connect(role === undefined ? urls().coordinatorUrl : asUser(urls().coordinatorUrl, role)),
     worker: (i) => {
-      const url = urls().workerUrls[i];
-      if (url === undefined) throw new Error(`no worker ${i}`);
-      return connect(url);
+      const w = urls().workers[i];
+      if (w === undefined) throw new Error(`no worker ${i}`);
+      return connect(w.url);
     },
-    workerPort,
     async placementOf(key) {
       const c = await connect(urls().coordinatorUrl);
-      const { rows } = await c.query<{ shardid: string; nodeport: number }>(
-        `select p.shardid, p.nodeport from pg_dist_shard_placement p
+      const { rows } = await c.query<{ shardid: string; node: string }>(
+        `select p.shardid, p.nodename || ':' || p.nodeport as node from pg_dist_shard_placement p
           where p.shardid = get_shard_id_for_distribution_column('settle_private.operations', $1::text)`,
         [key],
       );
       const row = rows[0];
       if (row === undefined) throw new Error(`no placement for ${key}`);
-      const ports = urls().workerUrls.map((u) => Number(new URL(u).port));
-      const worker = ports.indexOf(row.nodeport);
-      if (worker < 0) throw new Error(`shard of ${key} is on port ${row.nodeport}, not a worker (${ports.join(', ')})`);
-      return { worker, shardId: Number(row.shardid), port: row.nodeport };
+      const nodes = urls().workers.map((w) => w.node);
+      const worker = nodes.indexOf(row.node);
+      if (worker < 0) throw new Error(`shard of ${key} is on ${row.node}, not a worker (${nodes.join(', ')})`);
+      return { worker, shardId: Number(row.shardid), node: row.node };
     },
   };
 }
@@ -91,7 +83,7 @@ export function uniqueTenant(prefix: string): string {
 
 /**
  * Runs `fn` on `client` with citus.log_remote_commands on and returns what the coordinator sent
- * to which node: `{ command, node }` per remote command (node = "user@host:port").
+ * to which node: `{ command, node }` per remote command (node = "user@host:port", as Citus names the node).
  */
 export async function remoteCommandsOf<T>(client: pg.Client, fn: () => Promise<T>): Promise<{ value: T; commands: { command: string; node: string }[] }> {
   const commands: { command: string; node: string }[] = [];

@@ -2,7 +2,7 @@ import type { TestProject } from 'vitest/node';
 import { distribute } from '../../../src/db/distribute.js';
 import { migrate } from '../../../src/db/migrate.js';
 import { withPgClient } from '../../../src/db/with-pg-client.js';
-import { citusUnavailableReason, citusWorkerUrls, startCitusCluster } from '../../../src/dev-server/citus-cluster.js';
+import { citusUnavailableReason, citusWorkerNodes, startCitusCluster } from '../../../src/dev-server/citus-cluster.js';
 import './provided.js';
 import { LOGIN_ROLES } from './roles.js';
 
@@ -10,7 +10,8 @@ import { LOGIN_ROLES } from './roles.js';
  * globalSetup of the `citus` project: a coordinator and two workers, migrated and distributed
  * (pg-settle migrate + pg-settle distribute), shared by every test file of the project (each
  * uses its own tenants and keys). `CITUS_DATABASE_URL` uses an existing cluster instead (e.g.
- * `docker compose --profile citus up`): its database is migrated and distributed as is.
+ * `docker compose --profile citus up`): its database is migrated and distributed as is;
+ * `CITUS_WORKER_URLS` (comma-separated, in pg_dist_node order) says how to reach its workers.
  * Without Citus the project's tests are skipped with the reason, naming what is missing.
  */
 export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
@@ -45,8 +46,9 @@ export default async function setup(project: TestProject): Promise<(() => Promis
           end $$`);
       }
     });
-    const workerUrls = await citusWorkerUrls(coordinatorUrl, new URL(coordinatorUrl).pathname.slice(1) || 'postgres');
-    project.provide('citus', { coordinatorUrl, workerUrls });
+    const given = process.env.CITUS_WORKER_URLS;
+    const workers = await citusWorkerNodes(coordinatorUrl, given === undefined || given === '' ? undefined : given.split(','));
+    project.provide('citus', { coordinatorUrl, workers });
   } catch (error) {
     await stop?.();
     throw error;

@@ -2,7 +2,9 @@
 declare module 'vitest' {
   export interface ProvidedContext {
     /** The Citus cluster of the `citus` project, or why it could not run here. */
-    citus: { readonly unavailable: string } | { readonly coordinatorUrl: string; readonly workerUrls: readonly string[] };
+    citus:
+      | { readonly unavailable: string }
+      | { readonly coordinatorUrl: string; readonly workers: readonly { readonly node: string; readonly url: string }[] };
   }
 }
 
