@@ -25,9 +25,9 @@ export function givenDatabaseUrl(flagUrl: string | undefined): string | undefine
  */
 export async function openDatabase(
   flagUrl: string | undefined,
-  opts: { readonly migrateAlways?: boolean; readonly provision?: boolean } = {},
+  opts: { readonly migrateAlways?: boolean; readonly provision?: boolean; readonly ignoreEnvironment?: boolean } = {},
 ): Promise<CommandDatabase> {
-  const given = givenDatabaseUrl(flagUrl);
+  const given = opts.ignoreEnvironment === true ? flagUrl : givenDatabaseUrl(flagUrl);
   if (given !== undefined) {
     try {
       const parsed = new URL(given);
@@ -40,7 +40,7 @@ export async function openDatabase(
   }
   if (opts.provision !== true) throw new MissingDatabaseError();
 
-  process.stderr.write('pg-settle: no --database-url or DATABASE_URL: starting a throwaway PostgreSQL (deleted on exit)\n');
+  process.stderr.write('pg-settle: starting a throwaway PostgreSQL of its own (deleted on exit)\n');
   let server: ProvisionedPostgres;
   try {
     server = await provisionPostgres();

@@ -1,33 +1,91 @@
+import { FAULTS } from './config.js';
 import type { SimulationReport } from './run.js';
+
+/** What an answer label of the fault table means, in words a newcomer reads. */
+const PLAIN: Readonly<Record<string, string>> = {
+  'claim acquired': 'an attempt started',
+  'claim in_progress': 'a caller was told to wait for the running attempt',
+  'claim replay': 'a caller got the stored result',
+  'claim conflict': 'refused as a conflict (nothing ran, nothing disclosed)',
+  'complete settled (current_attempt)': 'settled once, by the attempt holding the lease',
+  'complete settled (lease_released)': 'a late success settled the unknown operation',
+  'complete already_settled (late_success)': 'a late success was recorded, the settled result kept',
+  'heartbeat fenced (settled)': 'a stale worker was fenced',
+  'reportUnknown recorded (outcome_unknown)': 'the timeout was recorded as unknown, not as a failure',
+  'reportUnknown fenced (settled)': 'a stale report was ignored',
+  'fail fenced (settled)': 'a stale failure report was ignored',
+  'downstream credited': 'money moved',
+  'downstream deduplicated': 'the downstream refused to pay twice',
+  'reconcile found the payout: not paid again': 'the retry found the payout downstream and did not pay again',
+  'run() completed': 'run() answered completed',
+  'run() completed (reconciled)': 'run() settled from the downstream record',
+  'run() replay': 'run() answered with the stored result',
+  'run() unknown (effect_outcome_unknown)': 'run() answered unknown (retried with the same key)',
+  'run() unknown (needs_reconciliation)': 'run() refused to re-run without reconciling',
+  'run() fenced': 'run() of the stale worker answered fenced',
+};
+
+const plain = (label: string): string => PLAIN[label] ?? label;
+
+function table(headers: readonly string[], rows: readonly (readonly string[])[], rightFrom = 1): string[] {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
+  const fmt = (cells: readonly string[]): string =>
+    cells.map((cell, i) => (i < rightFrom ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('   ').trimEnd();
+  return [fmt(headers), ...rows.map(fmt)];
+}
 
 /** The human-readable simulator report (the JSON form is the SimulationReport itself). */
 export function formatReport(report: SimulationReport): string {
   const lines: string[] = [];
   const { operations: ops, timing, latency, config } = report;
   lines.push(
-    `pg-settle simulate: seed ${report.seed}, ${config.workers} workers, ${ops.issued}/${ops.planned} operations, lease ${config.leaseSeconds}s` +
-      (report.unsafeDownstream ? ', UNSAFE downstream (no idempotency)' : ''),
+    `pg-settle simulate: seed ${report.seed}, ${ops.issued} payouts over ${config.tenants} tenants, ${config.workers} concurrent callers, lease ${config.leaseSeconds}s` +
+      (report.unsafeDownstream ? ', UNSAFE downstream (it forgets idempotency keys)' : ''),
   );
+  lines.push('Every caller goes through run(); crashes, stalls past the lease, timeouts, duplicate and conflicting retries are injected.');
+
+  if (report.comparison !== null) {
+    const { naive, pgSettle } = report.comparison;
+    lines.push('');
+    lines.push(`side by side: the same ${naive.operations} payouts and faults (seed ${report.seed}), the same downstream`);
+    const rows: [string, number, number][] = [
+      ['double payouts (money moved twice)', naive.doublePayouts, pgSettle.doublePayouts],
+      ['downgraded outcomes (completed overwritten)', naive.downgradedOutcomes, pgSettle.downgradedOutcomes],
+      ['lost results (paid, no matching completed result)', naive.lostResults, pgSettle.lostResults],
+      ['conflicting payloads accepted', naive.conflictingPayloadsAccepted, pgSettle.conflictingPayloadsAccepted],
+    ];
+    for (const line of table(['', 'naive upsert', 'pg-settle'], rows.map(([what, a, b]) => [what, String(a), String(b)]))) lines.push(`  ${line}`);
+    lines.push('  naive upsert: a keys table written with last-write-wins (look up, mark running, pay, write the outcome).');
+    lines.push(
+      report.unsafeDownstream
+        ? '  The downstream here forgets idempotency keys: pg-settle still pays once after crashes and timeouts (run() reconciles'
+          + ' first), but a worker that ignores its lost lease pays again (lease-expiry), and only an idempotent downstream stops that.'
+        : '  No double payout relies on two things: pg-settle settles once, and the downstream honours the idempotency key'
+          + ' (a worker that ignores its lost lease still calls it). --unsafe-downstream shows both sides without the latter.',
+    );
+  }
+
   lines.push('');
   lines.push(
-    `workload ${(timing.workloadMs / 1000).toFixed(1)} s, check ${(timing.checkMs / 1000).toFixed(1)} s: ` +
-      `${ops.completed} completed, ${ops.failed} failed, ${ops.other} unfinished; ${timing.throughputOpsPerSec} settled ops/s`,
+    `time      ${(timing.workloadMs / 1000).toFixed(1)} s for the workload (${timing.throughputOpsPerSec} settled payouts/s; lease lapses are real 1 s waits),` +
+      ` ${(timing.checkMs / 1000).toFixed(1)} s to read back and check`,
   );
+  lines.push(`outcome   ${ops.completed} completed, ${ops.failed} failed, ${ops.other} unfinished`);
   lines.push(
-    `latency  claim p50 ${latency.claim.p50Ms} ms  p99 ${latency.claim.p99Ms} ms (${latency.claim.count} calls); ` +
-      `settle p50 ${latency.settle.p50Ms} ms  p99 ${latency.settle.p99Ms} ms (${latency.settle.count} calls)`,
+    `latency   one run() p50 ${latency.run.p50Ms} ms, p99 ${latency.run.p99Ms} ms (${latency.run.count} calls: claim, pay, complete - or waiting for another caller);` +
+      ` engine round trips: claim p50 ${latency.claim.p50Ms} ms, settle p50 ${latency.settle.p50Ms} ms, with ${config.workers} callers sharing the machine`,
   );
   const hist = Object.entries(report.attemptsPerOperation.histogram)
-    .map(([attempts, count]) => `${attempts}:${count}`)
-    .join(' ');
-  lines.push(`attempts per operation  mean ${report.attemptsPerOperation.mean}, max ${report.attemptsPerOperation.max}  (${hist})`);
+    .map(([attempts, count]) => `${count} in ${attempts}`)
+    .join(', ');
+  lines.push(`attempts  ${hist} (a faulted first attempt needs a second)`);
   lines.push(
-    `payouts  ${report.payouts.credited} credited, ${report.payouts.deduplicated} answered by the idempotent downstream; ` +
-      `sweeper ${report.sweeper.runs} runs, ${report.sweeper.leasesExpired} leases expired; ${report.engineCalls} engine answers recorded`,
+    `payouts   ${report.payouts.credited} moved money, ${report.payouts.deduplicated} refused as duplicates by the downstream;` +
+      ` the sweeper ran ${report.sweeper.runs} times and ended ${report.sweeper.leasesExpired} lapsed leases`,
   );
 
   lines.push('');
-  lines.push('invariants');
+  lines.push(`invariants (checked on the ${report.engineCalls} engine answers and the read-back database)`);
   for (const invariant of report.check.invariants) {
     const mark = invariant.ok ? 'PASS' : 'FAIL';
     lines.push(`  ${mark}  ${invariant.name.padEnd(32)} ${String(invariant.checked).padStart(6)} checked  ${invariant.description}`);
@@ -40,22 +98,15 @@ export function formatReport(report: SimulationReport): string {
   }
 
   lines.push('');
-  lines.push('faults');
-  const header = ['fault', 'rate', 'planned', 'injected', 'what followed'];
-  const rows = report.faults.map((row) => [
-    row.fault,
-    String(row.rate),
-    String(row.planned),
-    String(row.injected),
-    Object.entries(row.answers)
-      .map(([what, count]) => `${what} x${count}`)
-      .join(', ') || '-',
-  ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (i === 4 ? 0 : (r[i]?.length ?? 0)))));
-  const fmt = (cells: string[]): string =>
-    cells.map((cell, i) => (i === cells.length - 1 ? cell : i === 0 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ');
-  lines.push(`  ${fmt(header)}`);
-  for (const row of rows) lines.push(`  ${fmt(row)}`);
+  lines.push('faults: what was injected, and what followed');
+  for (const row of report.faults) {
+    const summary = FAULTS.find((f) => f.name === row.fault)?.summary ?? '';
+    lines.push(`  ${row.fault} (rate ${row.rate}, injected ${row.injected} of ${row.planned} planned): ${summary}`);
+    const followed = Object.entries(row.answers)
+      .sort(([, a], [, b]) => b - a)
+      .map(([what, count]) => `${plain(what)} x${count}`);
+    if (followed.length > 0) lines.push(`      ${followed.join('; ')}`);
+  }
 
   if (report.errors.count > 0) {
     lines.push('');

@@ -11,6 +11,7 @@ import { histogram, summarizeLatency, type LatencySummary } from './metrics.js';
 import { Recorder } from './recorder.js';
 import { planOperations, type OperationPlan } from './schedule.js';
 import { TaskQueue } from './task-queue.js';
+import { runNaive, type NaiveTally } from './naive.js';
 import { createRecordingPool } from './recording-pool.js';
 import { operationTask } from './worker.js';
 
@@ -22,6 +23,8 @@ export interface SimulationOptions {
   readonly unsafeDownstream?: boolean;
   /** The client's OpenTelemetry metrics and spans (default: the global providers, if any). */
   readonly telemetry?: TelemetryOptions | false;
+  /** Also run the naive last-write-wins baseline on the same plans, for the side-by-side (default true). */
+  readonly baseline?: boolean;
   /** Called about four times a second while operations run. */
   readonly onProgress?: (progress: SimulationProgress) => void;
 }
@@ -62,13 +65,23 @@ export interface SimulationReport {
     readonly checkMs: number;
     readonly throughputOpsPerSec: number;
   };
-  readonly latency: { readonly claim: LatencySummary; readonly settle: LatencySummary };
+  readonly latency: { readonly run: LatencySummary; readonly claim: LatencySummary; readonly settle: LatencySummary };
   readonly attemptsPerOperation: { readonly mean: number; readonly max: number; readonly histogram: Readonly<Record<string, number>> };
   readonly engineCalls: number;
+  /** What the callers' run() calls answered, by outcome (and reason). */
+  readonly runOutcomes: Readonly<Record<string, number>>;
   readonly sweeper: { readonly runs: number; readonly leasesExpired: number };
   readonly payouts: { readonly rows: number; readonly credited: number; readonly deduplicated: number };
   readonly faults: readonly FaultRow[];
   readonly check: CheckReport;
+  /**
+   * The same plans settled by a naive last-write-wins upsert (naive.ts) next to pg-settle's
+   * counts of the same defects (from the invariant violations); null when not run.
+   */
+  readonly comparison: {
+    readonly naive: NaiveTally;
+    readonly pgSettle: { readonly doublePayouts: number; readonly downgradedOutcomes: number; readonly lostResults: number; readonly conflictingPayloadsAccepted: number };
+  } | null;
   /** Unexpected exceptions while running (each also makes the report red). */
   readonly errors: { readonly count: number; readonly first: readonly string[] };
 }
@@ -156,6 +169,20 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     const check = checkHistory(history);
     const checkMs = performance.now() - checkStarted;
 
+    const violations = (name: string): number => check.invariants.find((i) => i.name === name)?.violationCount ?? 0;
+    const comparison =
+      options.baseline === false
+        ? null
+        : {
+            naive: await runNaive({ pool, ledger, config, plans: issuedPlans, tenantPrefix: tenantPrefix.replace(/^sim/, 'naive') }),
+            pgSettle: {
+              doublePayouts: violations('no-double-pay'),
+              downgradedOutcomes: violations('status-monotonic'),
+              lostResults: violations('no-lost-payout') + violations('acknowledged-completion-durable'),
+              conflictingPayloadsAccepted: violations('conflict-discloses-nothing'),
+            },
+          };
+
     const completed = engine.operations.filter((op) => op.status === 'completed').length;
     const failed = engine.operations.filter((op) => op.status === 'failed').length;
     const attempts = engine.operations.map((op) => op.attempt);
@@ -171,7 +198,8 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
         checkMs: Math.round(checkMs),
         throughputOpsPerSec: Math.round((completed / (workloadMs / 1000)) * 10) / 10,
       },
-      latency: { claim: summarizeLatency(recorder.claimLatencyMs), settle: summarizeLatency(recorder.settleLatencyMs) },
+      latency: { run: summarizeLatency(recorder.runLatencyMs), claim: summarizeLatency(recorder.claimLatencyMs), settle: summarizeLatency(recorder.settleLatencyMs) },
+      runOutcomes: Object.fromEntries([...recorder.runOutcomes.entries()].sort(([a], [b]) => a.localeCompare(b))),
       attemptsPerOperation: {
         mean: attempts.length === 0 ? 0 : Math.round((attempts.reduce((a, b) => a + b, 0) / attempts.length) * 1000) / 1000,
         max: attempts.reduce((max, a) => Math.max(max, a), 0),
@@ -186,6 +214,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       },
       faults: faultTable(config, issuedPlans, recorder),
       check,
+      comparison,
       errors: { count: recorder.errorCount, first: recorder.errors },
     };
   } finally {

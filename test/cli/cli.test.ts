@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { COMMANDS } from '../../src/cli/main.js';
@@ -24,8 +25,9 @@ interface CliRun {
 
 function cli(args: readonly string[], opts: { readonly withDb?: boolean; readonly url?: string; readonly env?: Record<string, string> } = {}): Promise<CliRun> {
   const fullArgs = opts.withDb === false ? args : [...args, '--database-url', opts.url ?? db.url];
-  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1', ...opts.env };
+  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' };
   delete env.DATABASE_URL;
+  Object.assign(env, opts.env);
   return new Promise((resolve) => {
     execFile(process.execPath, [BIN, ...fullArgs], { cwd: ROOT, env, timeout: 50_000 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
@@ -187,12 +189,27 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
     expect(nothing.stdout).toContain('nothing to purge');
   });
 
-  it('simulate --json: a tiny run is green', async () => {
-    const run = await cli(['simulate', '--operations', '30', '--workers', '4', '--seed', '3', '--json']);
+  it('simulate --json: a tiny run is green, with the naive baseline side by side', async () => {
+    const run = await cli(['simulate', '--operations', '30', '--workers', '4', '--seed', '3', '--write-to-database', '--json']);
     expect(run.code).toBe(0);
+    expect(run.json).toMatchObject({ throwaway: false, comparison: { naive: { operations: 30 }, pgSettle: { doublePayouts: 0, downgradedOutcomes: 0, lostResults: 0, conflictingPayloadsAccepted: 0 } } });
     expect(run.json).toMatchObject({ command: 'simulate', ok: true, seed: 3, operations: { issued: 30, completed: 30 } });
     expect((run.json.check as { invariants: unknown[] }).invariants).toHaveLength(7);
     expect(run.json.faults).toHaveLength(8);
+  });
+
+  it('simulate never writes into a database it was pointed at unless asked', async () => {
+    const refused = await cli(['simulate', '--operations', '5', '--json']);
+    expect(refused.code).toBe(2);
+    expect((refused.json.error as { message: string }).message).toContain('add --write-to-database');
+    expect((await cli(['simulate', '--write-to-database', '--json'], { withDb: false })).code).toBe(2);
+    // DATABASE_URL alone: a throwaway database of its own, said on stderr.
+    const own = await cli(['simulate', '--operations', '5', '--workers', '2', '--skip-baseline', '--json'], { withDb: false, env: { DATABASE_URL: db.url } });
+    expect(own.code).toBe(0);
+    expect(own.json).toMatchObject({ throwaway: true, ok: true, comparison: null });
+    expect(own.stderr).toContain('DATABASE_URL is set, but simulate runs in a throwaway database of its own');
+    const { rows } = await client.getPool().then((pool) => pool.query(sql.unsafe`select count(*)::int as n from settle.operations where tenant like 'sim%'`));
+    expect(rows[0]).toMatchObject({ n: 30 }); // only the earlier, asked-for run wrote here
   });
 
   it('without --database-url or DATABASE_URL every command but simulate exits 2 and starts nothing', async () => {

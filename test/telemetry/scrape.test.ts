@@ -99,8 +99,9 @@ describe('Prometheus /metrics of the simulator', () => {
     const root = path.resolve(import.meta.dirname, '../..');
     const child = spawn(
       process.execPath,
-      [path.join(root, 'bin/pg-settle.js'), 'simulate', '--metrics-port', '0', '--database-url', db.url, '--operations', '100000', '--duration', '60s', '--workers', '2', '--json'],
-      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+      [path.join(root, 'bin/pg-settle.js'), 'simulate', '--metrics-port', '0', '--database-url', db.url, '--write-to-database', '--skip-baseline', '--operations', '100000', '--duration', '60s', '--workers', '2', '--json'],
+      // The sources, not a dist/ that may predate them.
+      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' } },
     );
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
     let stderr = '';

@@ -2,13 +2,35 @@ import { configFromFlags, DEFAULT_CONFIG, FAULTS, SIMULATOR_FLAGS } from '../../
 import { formatReport } from '../../simulator/report.js';
 import { runSimulation } from '../../simulator/run.js';
 import { startMetricsEndpoint } from '../../simulator/prometheus.js';
-import { intFlag, stringFlag, type Command } from '../command.js';
+import { intFlag, stringFlag, type Command, type CommandInput } from '../command.js';
 import { openDatabase } from '../database.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, printText } from '../output.js';
 import { createProgress } from '../progress.js';
+import { UsageError } from '../usage-error.js';
 
 const faultHelp = FAULTS.map((f) => `  --fault-${f.name}=RATE`.padEnd(36) + `0-1, default ${f.defaultRate}: ${f.summary}`).join('\n');
+
+/**
+ * The simulator writes a workload (operations under run-unique tenants, a payout ledger in the
+ * schema settle_sim) into the database it runs in. It never does so in a database the user
+ * pointed it at unless asked: --database-url together with --write-to-database. Otherwise it
+ * runs in a throwaway database of its own, even when DATABASE_URL is set.
+ */
+function simulationDatabaseUrl(input: CommandInput): string | undefined {
+  const flagUrl = stringFlag(input, 'database-url');
+  const write = input.values['write-to-database'] === true;
+  if (flagUrl !== undefined && !write) {
+    throw new UsageError(
+      'simulate writes its workload (operations, and a payout ledger in schema settle_sim) into the database it runs in: add --write-to-database to run it in the --database-url you gave, or leave --database-url out for a throwaway database',
+    );
+  }
+  if (write && flagUrl === undefined) throw new UsageError('--write-to-database needs --database-url URL (the database to write into)');
+  if (!write && (process.env.DATABASE_URL ?? '') !== '') {
+    process.stderr.write('pg-settle: DATABASE_URL is set, but simulate runs in a throwaway database of its own (pass --database-url URL --write-to-database to run it in yours)\n');
+  }
+  return flagUrl;
+}
 
 export const simulateCommand: Command = {
   name: 'simulate',
@@ -29,31 +51,42 @@ docs/simulator.md). Exit code 0 when every invariant holds, 1 when one fails.
   --faults=RATE                     every fault rate at once, 0-1 (default: each fault's own; 0: no injection)
 ${faultHelp}
   --unsafe-downstream               the payout ledger forgets idempotency (default: off): the checker catches double pay
+  --skip-baseline                   do not also run the naive last-write-wins baseline (default: off, it runs)
+  --skip-baseline                   do not also run the naive last-write-wins baseline (default: off, it runs)
   --metrics-port N                  serve the client's metrics at http://127.0.0.1:N/metrics while it runs
                                     (0-65535, 0: a free port, printed on stderr; default: off; docs/observability.md)
 
 Common flags:
-  --database-url URL                PostgreSQL to run in (default: $DATABASE_URL; with neither, a
-                                    throwaway PostgreSQL is started, migrated, and deleted on exit)
+  --database-url URL                a PostgreSQL to run in, only together with --write-to-database
+                                    (default: none: a throwaway PostgreSQL is started, migrated and
+                                    deleted on exit, even when $DATABASE_URL is set)
+  --write-to-database               allow writing the workload into --database-url (default: off)
   --json                            print one JSON document on stdout instead of text (default: off)
   -h, --help                        show this help`,
-  flags: { ...SIMULATOR_FLAGS, 'unsafe-downstream': { type: 'boolean' }, 'metrics-port': { type: 'string' } },
+  flags: {
+    ...SIMULATOR_FLAGS,
+    'unsafe-downstream': { type: 'boolean' },
+    'skip-baseline': { type: 'boolean' },
+    'write-to-database': { type: 'boolean' },
+    'metrics-port': { type: 'string' },
+  },
   positionals: [],
   async run(input) {
     const config = configFromFlags(input.values);
     const metricsPort = input.values['metrics-port'] === undefined ? null : intFlag(input, 'metrics-port', 0, 0, 65_535);
-    const db = await openDatabase(stringFlag(input, 'database-url'), { migrateAlways: true, provision: true });
+    const db = await openDatabase(simulationDatabaseUrl(input), { migrateAlways: true, provision: true, ignoreEnvironment: true });
     const metrics = metricsPort === null ? null : await startMetricsEndpoint({ port: metricsPort }).catch(async (error: unknown) => {
       await db.close();
       throw error;
     });
     if (metrics !== null) process.stderr.write(`pg-settle: serving metrics at ${metrics.url}\n`);
     try {
-      const progress = createProgress('simulate', true);
+      const progress = createProgress('simulate', { unit: 'payouts final' });
       const report = await runSimulation({
         config,
         connectionString: db.url,
         unsafeDownstream: input.values['unsafe-downstream'] === true,
+        baseline: input.values['skip-baseline'] !== true,
         ...(metrics === null ? {} : { telemetry: { meterProvider: metrics.meterProvider } }),
         onProgress: (p) => progress.update(p.final, p.total, `${p.issued} issued`),
       });
