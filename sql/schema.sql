@@ -1578,10 +1578,13 @@ ALTER FUNCTION settle_private._fingerprint(request jsonb) OWNER TO settle_owner;
 --
 
 CREATE FUNCTION settle_private._floor(tenant text, principal text) RETURNS bigint
-    LANGUAGE sql STABLE PARALLEL SAFE
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  select coalesce((select f.below_generation from settle_private.binding_floors f
-                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0)
+begin
+  return coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0);
+end
 $$;
 
 ALTER FUNCTION settle_private._floor(tenant text, principal text) OWNER TO settle_owner;
@@ -2305,10 +2308,13 @@ ALTER FUNCTION settle_private._scopes_ok(scopes text[]) OWNER TO settle_owner;
 --
 
 CREATE FUNCTION settle_private._tenant_ok(tenant text) RETURNS boolean
-    LANGUAGE sql STABLE PARALLEL SAFE
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  select not exists (select 1 from settle_private.tenant_bindings b
-                      where b.role_name = session_user::text and not (_tenant_ok.tenant = any (b.tenants)))
+begin
+  return not exists (select 1 from settle_private.tenant_bindings b
+                      where b.role_name = session_user::text and not (_tenant_ok.tenant = any (b.tenants)));
+end
 $$;
 
 ALTER FUNCTION settle_private._tenant_ok(tenant text) OWNER TO settle_owner;

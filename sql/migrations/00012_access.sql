@@ -26,25 +26,35 @@ set local role settle_owner;
 -- ---------------------------------------------------------------------------------------
 
 -- May the connected login role reach `tenant`? True for a role without a binding.
+-- PL/pgSQL, not SQL: a SQL function whose body holds a sub-select is never inlined, so
+-- PostgreSQL parsed and planned its body again on every call (fmgr_sql: 57% of a replay
+-- claim's server CPU, bench/perf-profile.ts); a PL/pgSQL body keeps its plan for the session.
 create function settle_private._tenant_ok(tenant text)
 returns boolean
-language sql
+language plpgsql
 stable
 parallel safe
+set search_path = pg_catalog, pg_temp
 as $$
-  select not exists (select 1 from settle_private.tenant_bindings b
-                      where b.role_name = session_user::text and not (_tenant_ok.tenant = any (b.tenants)))
+begin
+  return not exists (select 1 from settle_private.tenant_bindings b
+                      where b.role_name = session_user::text and not (_tenant_ok.tenant = any (b.tenants)));
+end
 $$;
 
 -- The revocation floor of (tenant, principal): generations below it are revoked (0: none).
+-- PL/pgSQL for the same reason as _tenant_ok.
 create function settle_private._floor(tenant text, principal text)
 returns bigint
-language sql
+language plpgsql
 stable
 parallel safe
+set search_path = pg_catalog, pg_temp
 as $$
-  select coalesce((select f.below_generation from settle_private.binding_floors f
-                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0)
+begin
+  return coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0);
+end
 $$;
 
 -- SE013, the same words whatever the tenant holds (nothing is disclosed). The refusal cannot
