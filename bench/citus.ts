@@ -2,6 +2,7 @@
 // in the same run on the same machine: `npm run bench:citus [-- --seconds N --rounds N --clients N]`.
 // Needs Citus installed (docs/scale-out.md) and pgbench. Prints one line per round and a summary;
 // every processed transaction must have produced exactly one settlement (checked after each round).
+import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -62,12 +63,19 @@ try {
     { name: 'plain', admin: plain.adminUrl, url: await appUrl(plain.adminUrl) },
     { name: 'citus', admin: citus.coordinator.adminUrl, url: await appUrl(citus.coordinator.adminUrl) },
   ];
+  // CPU seconds a server spent: its postmaster, the backends alive now, and (cutime/cstime) the
+  // backends that exited. Sampled around each round: CPU per cycle on each node.
+  const nodeDirs: Record<string, string> = { plain: plain.dataDir, coordinator: citus.coordinator.dataDir };
+  citus.workers.forEach((w, i) => (nodeDirs[`worker${i + 1}`] = w.dataDir));
+  const cpu: Record<string, number[]> = {};
   const results: Record<string, number[]> = { plain: [], citus: [] };
   const latency: Record<string, number[]> = { plain: [], citus: [] };
   for (let round = 1; round <= rounds; round++) {
     for (const t of targets) {
       const before = await settlements(t.admin);
       const claimsBefore = t.name === 'citus' ? await workerClaims() : 0;
+      const nodes = t.name === 'plain' ? ['plain'] : Object.keys(nodeDirs).filter((n) => n !== 'plain');
+      const cpuBefore = await Promise.all(nodes.map((n) => serverCpuSeconds(nodeDirs[n] as string)));
       const run = await runPgbench({ pgbench, url: t.url, script: SCRIPT, clients, threads: 2, durationS: seconds, protocol: 'prepared' });
       const made = (await settlements(t.admin)) - before;
       if (made !== run.output.processed) {
@@ -77,9 +85,12 @@ try {
         const delegated = (await workerClaims()) - claimsBefore;
         if (delegated < run.output.processed) throw new Error(`citus: ${run.output.processed} cycles but only ${delegated} claims ran on the workers`);
       }
+      const cpuAfter = await Promise.all(nodes.map((n) => serverCpuSeconds(nodeDirs[n] as string)));
+      const perCycle = nodes.map((n, i) => `${n} ${(((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / run.output.processed * 1e6).toFixed(0)} us`);
+      nodes.forEach((n, i) => (cpu[n] ??= []).push(((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / run.output.processed));
       results[t.name]?.push(run.output.tps ?? 0);
       latency[t.name]?.push(run.output.latencyAverageMs ?? 0);
-      console.log(`round ${round} ${t.name.padEnd(5)} tps ${(run.output.tps ?? 0).toFixed(1).padStart(7)}  latency ${(run.output.latencyAverageMs ?? 0).toFixed(2)} ms  (${run.output.processed} cycles, ${made} settlements)`);
+      console.log(`round ${round} ${t.name.padEnd(5)} tps ${(run.output.tps ?? 0).toFixed(1).padStart(7)}  latency ${(run.output.latencyAverageMs ?? 0).toFixed(2)} ms  (${run.output.processed} cycles, ${made} settlements); server CPU per cycle: ${perCycle.join(', ')}`);
     }
   }
   const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
@@ -89,8 +100,29 @@ try {
   console.log(`  plain PostgreSQL  ${p.toFixed(1)} cycles/s  (${results.plain?.map((x) => x.toFixed(0)).join(', ')})`);
   console.log(`  Citus delegated   ${c.toFixed(1)} cycles/s  (${results.citus?.map((x) => x.toFixed(0)).join(', ')})`);
   console.log(`  citus / plain     ${(c / p).toFixed(2)}x`);
+  console.log('  server CPU per cycle (mean of rounds): ' + Object.entries(cpu).map(([n, xs]) => `${n} ${(mean(xs) * 1e6).toFixed(0)} us`).join(', '));
 } finally {
   await Promise.all([citus.stop(), plain.stop()]);
+}
+
+async function serverCpuSeconds(dataDir: string): Promise<number> {
+  const ticks = 100; // USER_HZ on Linux
+  const pid = Number((await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  const statOf = async (p: number): Promise<number[] | undefined> => {
+    const text = await readFile(`/proc/${p}/stat`, 'utf8').catch(() => undefined);
+    if (text === undefined) return undefined;
+    return text.slice(text.lastIndexOf(')') + 2).split(' ').map(Number); // fields from 3 (state) on
+  };
+  const own = await statOf(pid);
+  if (own === undefined) return 0;
+  // utime 14, stime 15, cutime 16, cstime 17 (1-based) -> indexes 11..14 here
+  let total = (own[11] ?? 0) + (own[12] ?? 0) + (own[13] ?? 0) + (own[14] ?? 0);
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const st = await statOf(Number(entry));
+    if (st !== undefined && st[1] === pid) total += (st[11] ?? 0) + (st[12] ?? 0);
+  }
+  return total / ticks;
 }
 
 async function settlements(url: string): Promise<number> {

@@ -38,6 +38,8 @@ export interface CitusNode {
   /** Superuser connection string to database `postgres` of this node. */
   readonly adminUrl: string;
   readonly port: number;
+  /** Data directory (its postmaster.pid names the node's postmaster). */
+  readonly dataDir: string;
 }
 
 export interface CitusCluster {
@@ -87,6 +89,7 @@ export async function startCitusCluster(opts: CitusClusterOptions = {}): Promise
     name: names[i] as string,
     adminUrl: c.adminUrl,
     port: Number(new URL(c.adminUrl).port),
+    dataDir: c.dataDir,
   }));
   const [coordinator, ...workers] = nodes as [CitusNode, ...CitusNode[]];
   try {
