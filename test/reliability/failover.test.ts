@@ -242,17 +242,17 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
     // PostgreSQL returns the row (the engine said `settled`) with a WARNING: committed locally only.
     expect(cancelled.kind).toBe('unknown');
     expect(cancelled.kind === 'unknown' ? cancelled.rows?.[0]?.outcome : undefined).toBe('settled');
-    const local = await admin.query<{ status: string }>('select status::text from settle.get($1, $2)', [tenant, key]);
+    const local = await admin.query<{ status: string }>('select status::text from settle.inspect($1, $2)', [tenant, key]);
     expect(local.rows[0]?.status).toBe('completed');
     history.unknown.push({ tenant, key, call: 'complete', why: cancelled.kind === 'unknown' ? cancelled.why : '' });
 
     await pair.primary.crash();
     await promote(pair.standby);
     const newAdmin = await connect(pair.standby.url(DB));
-    const after = await newAdmin.query<{ status: string; attempt: number }>('select status::text, attempt from settle.get($1, $2)', [tenant, key]);
+    const after = await newAdmin.query<{ status: string; attempt: number }>('select status::text, attempt from settle.inspect($1, $2)', [tenant, key]);
     expect(after.rows[0]).toEqual({ status: 'running', attempt: 1 });
     // The typed client's `unknown` was right: its locally completed settlement is gone too.
-    const typedAfter = await newAdmin.query<{ status: string; attempt: number }>('select status::text, attempt from settle.get($1, $2)', [tenant, typedKey]);
+    const typedAfter = await newAdmin.query<{ status: string; attempt: number }>('select status::text, attempt from settle.inspect($1, $2)', [tenant, typedKey]);
     expect(typedAfter.rows[0]).toEqual({ status: 'running', attempt: 1 });
 
     // Had the client taken that answer as success, the checker would report it lost.

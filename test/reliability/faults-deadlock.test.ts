@@ -123,8 +123,8 @@ describe('deadlock (40P01) between caller transactions', () => {
     const settlements = await admin.query<{ key: string; attempt: number; result: unknown }>(
       'select key, attempt, result from settle.settlements where tenant = $1 order by key', [TENANT]);
     expect(settlements.rows).toEqual(KEYS.map((key) => ({ key, attempt: 1, result: { receipt: `${winner.side.label}-${key}` } })));
-    const records = await Promise.all(KEYS.map((key) => winner.client.inspect({ tenant: TENANT, key })));
-    expect(records.map((r) => [r?.status, r?.settledAttempt])).toEqual([['completed', 1], ['completed', 1]]);
+    const records = await Promise.all(KEYS.map((key) => winner.client.get({ tenant: TENANT, key, request: { key, amount: 100 }, binding: BINDING })));
+    expect(records.map((r) => (r.outcome === 'found' ? [r.status, r.settledAttempt] : [r.outcome]))).toEqual([['completed', 1], ['completed', 1]]);
 
     // Audit replay: no downgrade, one settlement per key, the trail ends in the stored state.
     const state = await readEngineState(admin, { tenants: [TENANT] });

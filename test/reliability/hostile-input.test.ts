@@ -43,6 +43,8 @@ const CLAIM = `select r.*, r.result::text as result_text from settle.claim(tenan
   request => $3::jsonb, principal => $4::text, scopes => $5::text[], binding_generation => $6::bigint) r`;
 const COMPLETE = `select r.*, r.result::text as result_text from settle.complete(tenant => $1, key => $2, attempt => $3,
   lease_token => $4, fingerprint => $5, principal => $6, scopes => $7::text[], binding_generation => $8, result => $9::jsonb) r`;
+const GET = `select r.*, r.result::text as result_text from settle.get(tenant => $1, key => $2, request => $3::jsonb,
+  principal => $4, scopes => $5::text[], binding_generation => $6) r`;
 
 function claimArgs(over: { tenant?: unknown; key?: unknown; request?: unknown; generation?: number } = {}): unknown[] {
   return [
@@ -95,12 +97,12 @@ afterAll(async () => {
 
 describe('malformed tenants and keys (as settle_app)', () => {
   for (const c of HOSTILE_NAMES) {
-    it(`${c.label} -> ${c.sqlstate} from claim and complete, no row from get`, async () => {
+    it(`${c.label} -> ${c.sqlstate} from claim, complete and get`, async () => {
       await expectRefused(c.sqlstate, () => app.query(CLAIM, claimArgs({ [c.field]: c.value })));
       const ref = { tenant: TENANT, key: 'open', [c.field]: c.value };
       await expectRefused(c.sqlstate, () => app.query(COMPLETE, [ref.tenant, ref.key, open.attempt, open.lease_token,
         open.fingerprint, BINDING.principal, BINDING.scopes, BINDING.generation, '{}']));
-      expect(await appQuery('select * from settle.get($1, $2)', [ref.tenant, ref.key])).toEqual([]);
+      await expectRefused(c.sqlstate, () => app.query(GET, [ref.tenant, ref.key, JSON.stringify({ amount: 1 }), BINDING.principal, BINDING.scopes, BINDING.generation]));
     });
   }
 });

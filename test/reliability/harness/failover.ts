@@ -231,7 +231,8 @@ export async function checkFailover(admin: pg.ClientBase, tenant: string, acked:
 }
 
 /**
- * What a client does after a lost answer (docs/protocol.md §7): re-read with settle.get; if
+ * What a client does after a lost answer (docs/protocol.md §7): re-read with the lock-gated settle.get
+ * (same request and binding as the claim); if
  * the operation is not completed, retry with the same key, request and binding (after its
  * lease lapsed; the test makes it lapse with `expireLease`) and complete the new attempt.
  * Returns the keys that had to be settled again.
@@ -245,7 +246,9 @@ export async function redriveUnknowns(
 ): Promise<string[]> {
   const resettled: string[] = [];
   for (const call of unknown) {
-    const { rows } = await app.query<{ status: string }>('select status::text from settle.get($1, $2)', [tenant, call.key]);
+    const { rows } = await app.query<{ status: string }>(
+      'select status::text from settle.get(tenant => $1, key => $2, request => $3::jsonb, principal => $4, scopes => $5::text[], binding_generation => $6)',
+      [tenant, call.key, JSON.stringify(requestFor(call.key)), BINDING.principal, BINDING.scopes, BINDING.binding_generation]);
     if (rows[0]?.status === 'completed') continue;
     await expire(call.key);
     if (!(await settleOne(app, tenant, call.key, 'retry', history))) {
