@@ -76,7 +76,8 @@ CREATE TYPE settle.claim_result AS (
 	error jsonb,
 	dead_lettered boolean,
 	conflict_on text[],
-	reason text
+	reason text,
+	dead_letter_reason text
 );
 
 ALTER TYPE settle.claim_result OWNER TO settle_owner;
@@ -85,7 +86,7 @@ ALTER TYPE settle.claim_result OWNER TO settle_owner;
 -- Name: TYPE claim_result; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON TYPE settle.claim_result IS 'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked).';
+COMMENT ON TYPE settle.claim_result IS 'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | unknown | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked). dead_letter_reason: attempts_exhausted (failed) or needs_reconciliation (unknown).';
 
 --
 -- Name: expire_result; Type: TYPE; Schema: settle; Owner: settle_owner
@@ -161,7 +162,9 @@ CREATE TYPE settle.observation_result AS (
 	settled_attempt integer,
 	result jsonb,
 	error jsonb,
-	conflict_on text[]
+	conflict_on text[],
+	dead_lettered boolean,
+	dead_letter_reason text
 );
 
 ALTER TYPE settle.observation_result OWNER TO settle_owner;
@@ -170,7 +173,7 @@ ALTER TYPE settle.observation_result OWNER TO settle_owner;
 -- Name: TYPE observation_result; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON TYPE settle.observation_result IS 'Answer of settle.complete / fail / report_unknown. outcome: settled | recorded | duplicate | already_settled | fenced | conflict. status/result/error are the canonical state after the merge, disclosed only to the holder of a valid attempt token whose lock matched.';
+COMMENT ON TYPE settle.observation_result IS 'Answer of settle.complete / fail / report_unknown. outcome: settled | recorded | duplicate | already_settled | fenced | conflict. status/result/error/dead_lettered/dead_letter_reason are the canonical state after the merge, disclosed only to the holder of a valid attempt token whose lock matched (NULL for conflict and invalid_token).';
 
 --
 -- Name: audit_event; Type: DOMAIN; Schema: settle_private; Owner: settle_owner
@@ -199,6 +202,7 @@ declare
   v_diff text[];
   v_locked boolean := false;
   v_fresh boolean;
+  v_open boolean;
   v_detail jsonb;
   v_audit_attempt integer;
   v_res settle.claim_result;
@@ -261,11 +265,11 @@ begin
     insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
     values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now);
     v_res := row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
-                 null, null, null, null, null, null);
+                 null, null, null, null, null, null, null);
     v_audit_attempt := 1;
     v_detail := '{"reserved": true}';
   else
-    -- Answers that change nothing (conflict, replay, in_progress, failed) are decided on a
+    -- Answers that change nothing (conflict, replay, in_progress, failed, unknown) are decided on a
     -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
     -- Only a takeover or a new attempt locks the row, and then decides again.
     loop
@@ -291,7 +295,7 @@ begin
           -- The reservation's own generation is revoked: convert it at this touch (00012).
           perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
         end if;
-        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null);
+        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null, null);
         v_detail := jsonb_build_object('conflict_on', v_diff);
         exit;
       end if;
@@ -300,29 +304,41 @@ begin
       -- so no WAL and no commit flush (docs/protocol.md, "Which table proves what").
       if v_op.status = 'completed' then
         return row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
-                   v_op.settled_attempt, null, null, null, null)::settle.claim_result;
+                   v_op.settled_attempt, null, null, null, null, null)::settle.claim_result;
       end if;
 
       if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
         return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
                    greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
-                   v_fp, null, null, null, null, null, null)::settle.claim_result;
+                   v_fp, null, null, null, null, null, null, null)::settle.claim_result;
       end if;
 
-      if v_op.status <> 'failed' and not v_locked then
+      -- Open: neither failed nor dead-lettered, so a new attempt may be opened.
+      v_open := v_op.status <> 'failed' and v_op.dead_lettered_at is null;
+      if v_open and not v_locked then
         v_locked := true;
         continue;
       end if;
 
       -- Locked from here on. A lapsed lease is taken over without waiting for
       -- settle.expire_leases; a spent attempt budget dead-letters the operation.
-      if v_op.status <> 'failed' and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
+      if v_open and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
         v_op := settle_private._expire(v_op, v_now, claim.worker);
       end if;
 
       if v_op.status = 'failed' then
         v_res := row('failed', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, v_op.error,
-                     v_op.dead_lettered_at is not null, null, null);
+                     v_op.dead_lettered_at is not null, null, null, v_op.dead_letter_reason);
+        v_audit_attempt := v_op.attempt;
+        exit;
+      end if;
+
+      -- The budget is spent and an attempt may have taken effect (it reported unknown,
+      -- conflicted, or its lease lapsed without an observation): timeout means unknown. The
+      -- effect must not run again; the operation waits for a matching success or an operator.
+      if v_op.dead_lettered_at is not null then
+        v_res := row('unknown', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, null,
+                     true, null, null, v_op.dead_letter_reason);
         v_audit_attempt := v_op.attempt;
         exit;
       end if;
@@ -337,7 +353,7 @@ begin
       insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
       values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
       v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
-                   null, null, null, null, null, null);
+                   null, null, null, null, null, null, null);
       v_audit_attempt := v_op.attempt;
       exit;
     end loop;
@@ -357,9 +373,9 @@ ALTER FUNCTION settle.claim(tenant text, key text, request jsonb, principal text
 
 COMMENT ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) IS 'Reserve an operation on first call, or join it: the claim phase of locked reservation.
 Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim).
-Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (final failure or dead-lettered: error, dead_lettered) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes).
+Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes).
 SQLSTATEs: SE001 tenant, SE002 key, SE003 binding, SE004 request, SE007 lease, SE008 worker/max_attempts.
-Locking: answers that change nothing (conflict, replay, in_progress, failed) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
+Locking: answers that change nothing (conflict, replay, in_progress, failed, unknown) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
 Idempotency: retrying with the same request and binding joins the same operation. Every call writes one audit row except the read-only answers replay and in_progress, which write nothing (no WAL, no commit flush).';
 
 --
@@ -414,7 +430,8 @@ begin
   for v_due in
     select o.tenant, o.key from settle_private.operations o
      where (o.lease_token is not null and o.lease_expires_at <= v_now)
-        or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts)
+        or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts
+            and o.dead_lettered_at is null)
      order by o.lease_expires_at nulls last
      limit batch_size
   loop
@@ -465,7 +482,7 @@ ALTER FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token u
 
 COMMENT ON FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, error jsonb, retryable boolean) IS 'Report that this attempt''s effect definitely did not happen.
 Parameters: as settle.complete, with error jsonb (<= 64 KiB) instead of result, and retryable (default true).
-Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure: status failed with this error; reason attempts_exhausted: the last allowed attempt failed, status failed and dead-lettered) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves).
+Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure (retryable false): status failed with this error, a committed failure; reason attempts_exhausted: the last allowed attempt failed and every attempt recorded a failure: status failed, dead-lettered) | recorded (reason needs_reconciliation: the last allowed attempt failed but an earlier attempt may have taken effect (it reported unknown, conflicted, or its lease lapsed without an observation): status at least unknown, never failed; dead-lettered with dead_letter_reason needs_reconciliation) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves).
 A later matching success still upgrades failed to completed (completed outranks failed).
 SQLSTATEs: SE001-SE004, SE006 (error, retryable), SE008, SE010.
 Locking: the operation row (FOR UPDATE). Idempotency: repeating answers duplicate.';
@@ -748,6 +765,7 @@ CREATE TABLE settle_private.operations (
     settled_at timestamp with time zone,
     error jsonb,
     dead_lettered_at timestamp with time zone,
+    dead_letter_reason text,
     redrive_count integer DEFAULT 0 NOT NULL,
     created_at timestamp with time zone NOT NULL,
     updated_at timestamp with time zone NOT NULL
@@ -803,6 +821,7 @@ CREATE VIEW settle.operations AS
     o.settled_at,
     o.error,
     o.dead_lettered_at,
+    o.dead_letter_reason,
     o.redrive_count,
     o.fingerprint,
     o.principal,
@@ -917,6 +936,7 @@ declare
   v_writes integer := 0;
   v_now timestamptz := clock_timestamp();
   v_op settle_private.operations;
+  v_status settle.status;
 begin
   perform settle_private._check_operation_key(redrive.tenant, redrive.key);
   perform settle_private._check_count(additional_attempts, 'additional_attempts', settle_private._limit('max_attempts'));
@@ -931,21 +951,29 @@ begin
       jsonb_build_object('tenant', redrive.tenant, 'key', redrive.key),
       'A redrive re-runs the reserved request; a changed intent needs a new key.');
   end if;
-  if v_op.status <> 'failed' or v_op.dead_lettered_at is null then
+  if v_op.dead_lettered_at is null then
     perform settle_private._raise('SE011', format('only dead-lettered operations can be redriven (status %s)', v_op.status),
       jsonb_build_object('tenant', redrive.tenant, 'key', redrive.key, 'status', v_op.status,
                          'dead_lettered', v_op.dead_lettered_at is not null),
       'See settle.dead_letters.');
   end if;
 
+  -- A failure every attempt recorded (attempts_exhausted) re-opens as pending. An operation
+  -- that needs reconciliation keeps its status (unknown or conflict): redrive never lowers it,
+  -- so a later success of any attempt still settles it and the record keeps saying that an
+  -- effect may have happened.
   update settle_private.operations o
-     set status = 'pending', dead_lettered_at = null, error = null, redrive_count = v_op.redrive_count + 1,
+     set status = case when v_op.dead_letter_reason = 'attempts_exhausted' then 'pending'::settle.status
+                       else v_op.status end,
+         dead_lettered_at = null, dead_letter_reason = null, error = null, redrive_count = v_op.redrive_count + 1,
          max_attempts = v_op.attempt + redrive.additional_attempts, updated_at = v_now
-   where o.tenant = redrive.tenant and o.key = redrive.key;
+   where o.tenant = redrive.tenant and o.key = redrive.key
+  returning o.status into v_status;
   v_writes := v_writes + settle_private._audit(redrive.tenant, redrive.key, v_now, 'redrive', 'redriven', v_op.attempt,
-    v_op.status, 'pending', session_user::text,
+    v_op.status, v_status, session_user::text,
     jsonb_build_object('additional_attempts', additional_attempts, 'reason', reason,
-                       'previous_error', v_op.error, 'redrive_count', v_op.redrive_count + 1));
+                       'previous_error', v_op.error, 'dead_letter_reason', v_op.dead_letter_reason,
+                       'redrive_count', v_op.redrive_count + 1));
   return query select * from settle.operations v where v.tenant = redrive.tenant and v.key = redrive.key;
 end
 $$;
@@ -958,7 +986,7 @@ ALTER FUNCTION settle.redrive(tenant text, key text, additional_attempts integer
 
 COMMENT ON FUNCTION settle.redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text) IS 'Re-open a dead-lettered operation for new attempt epochs, keeping its key, fingerprint and binding.
 Parameters: tenant, key; additional_attempts (1-1000, default 1) added to the spent budget; request (optional: if given, it must match the reservation, else SE012); reason (optional, <= 1024 bytes, kept in the audit row).
-Outcomes: the re-opened record (status pending, redrive_count + 1). The lattice allows this one move down, only from a dead-lettered failure, and the audit row keeps the previous error.
+Outcomes: the re-opened record (redrive_count + 1, budget raised). Dead letter reason attempts_exhausted: status pending (the lattice allows this one move down, only when every attempt recorded a failure; the audit row keeps the previous error). Reason needs_reconciliation: the status stays unknown (or conflict), never lower: redrive only after checking downstream that the effect did not happen (or that the downstream deduplicates it), since the next attempt runs it again.
 SQLSTATEs: SE001, SE002, SE008, SE010 (not found), SE011 (not dead-lettered: also what a second, concurrent redrive gets), SE012 (request differs).
 Locking: the operation row (FOR UPDATE): concurrent redrives never double-open.
 Idempotency: not idempotent by design; a repeat answers SE011 once the first has re-opened the operation.';
@@ -986,7 +1014,7 @@ ALTER FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lea
 
 COMMENT ON FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) IS 'Report that this attempt lost the response of its effect: it may or may not have happened. Timeout means unknown, never failure.
 Parameters: as settle.complete, without a result.
-Outcomes: recorded (reason outcome_unknown: status becomes unknown unless already higher, the lease is released; a later success of this same attempt still settles) | fenced (the attempt no longer holds the lease: nothing changes) | already_settled (the attempt already reported a terminal outcome, e.g. success then timeout: completed is kept) | conflict | fenced invalid_token.
+Outcomes: recorded (reason outcome_unknown: status becomes unknown unless already higher, the lease is released; a later success of this same attempt still settles; on the last allowed attempt the operation is also dead-lettered with dead_letter_reason needs_reconciliation: dead_lettered true in the answer) | fenced (the attempt no longer holds the lease: nothing changes) | already_settled (the attempt already reported a terminal outcome, e.g. success then timeout: completed is kept) | conflict | fenced invalid_token.
 SQLSTATEs: SE001-SE004, SE008, SE010.
 Locking: the operation row (FOR UPDATE). Idempotency: a repeated unknown is fenced (the lease is gone) and changes nothing.';
 
@@ -1092,15 +1120,11 @@ CREATE FUNCTION settle_private._audit(tenant text, key text, at timestamp with t
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-declare
-  v_seq bigint;
 begin
-  select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
-   where l.tenant = _audit.tenant and l.key = _audit.key;
   insert into settle_private.audit_log
-    (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
+    (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
   values
-    (_audit.tenant, _audit.key, v_seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
+    (_audit.tenant, _audit.key, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
      _audit.status_before, _audit.status_after, _audit.actor, _audit.detail);
   return 1;
 end
@@ -1434,6 +1458,38 @@ $$;
 ALTER FUNCTION settle_private._claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text) OWNER TO settle_owner;
 
 --
+-- Name: _dead_letter(settle_private.operations, timestamp with time zone, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._dead_letter(op settle_private.operations, as_of timestamp with time zone, error jsonb) RETURNS settle_private.operations
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_op settle_private.operations;
+begin
+  if settle_private._may_have_taken_effect(op.tenant, op.key) then
+    update settle_private.operations o
+       set status = case when settle_private._rank(op.status) < settle_private._rank('unknown')
+                         then 'unknown'::settle.status else op.status end,
+           lease_token = null, lease_expires_at = null, dead_lettered_at = as_of,
+           dead_letter_reason = 'needs_reconciliation', updated_at = as_of
+     where o.tenant = op.tenant and o.key = op.key
+    returning * into v_op;
+  else
+    update settle_private.operations o
+       set status = 'failed', lease_token = null, lease_expires_at = null, dead_lettered_at = as_of,
+           dead_letter_reason = 'attempts_exhausted', error = _dead_letter.error, updated_at = as_of
+     where o.tenant = op.tenant and o.key = op.key
+    returning * into v_op;
+  end if;
+  return v_op;
+end
+$$;
+
+ALTER FUNCTION settle_private._dead_letter(op settle_private.operations, as_of timestamp with time zone, error jsonb) OWNER TO settle_owner;
+
+--
 -- Name: _end_attempt(text, text, integer, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1485,13 +1541,8 @@ begin
       case when v_exhausted then 'exhausted' else 'lease_expired' end);
   end if;
   if v_exhausted then
-    update settle_private.operations o
-       set status = 'failed', lease_token = null, lease_expires_at = null, dead_lettered_at = as_of,
-           error = jsonb_build_object('code', 'attempts_exhausted', 'attempts', op.attempt,
-                                      'last_status', op.status::text),
-           updated_at = as_of
-     where o.tenant = op.tenant and o.key = op.key
-    returning * into v_op;
+    v_op := settle_private._dead_letter(op, as_of, jsonb_build_object('code', 'attempts_exhausted',
+      'attempts', op.attempt, 'last_status', op.status::text));
   else
     update settle_private.operations o
        set status = case when op.status = 'running' then 'pending'::settle.status else op.status end,
@@ -1501,7 +1552,8 @@ begin
   end if;
   v_writes := v_writes + settle_private._audit(op.tenant, op.key, as_of, 'expire',
     case when v_exhausted then 'dead_lettered' else 'expired' end, op.attempt, op.status, v_op.status, actor,
-    jsonb_build_object('lease_expires_at', op.lease_expires_at));
+    jsonb_strip_nulls(jsonb_build_object('lease_expires_at', op.lease_expires_at,
+                                         'dead_letter_reason', v_op.dead_letter_reason)));
   return v_op;
 end
 $$;
@@ -1578,16 +1630,27 @@ ALTER FUNCTION settle_private._fingerprint(request jsonb) OWNER TO settle_owner;
 --
 
 CREATE FUNCTION settle_private._floor(tenant text, principal text) RETURNS bigint
-    LANGUAGE plpgsql STABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
-begin
-  return coalesce((select f.below_generation from settle_private.binding_floors f
-                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0);
-end
+  select coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0)
 $$;
 
 ALTER FUNCTION settle_private._floor(tenant text, principal text) OWNER TO settle_owner;
+
+--
+-- Name: _has_final_failure(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._has_final_failure(tenant text, key text) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+  select exists (select 1 from settle_private.attempts a
+                  where a.tenant = _has_final_failure.tenant and a.key = _has_final_failure.key
+                    and a.observation = 'failed' and a.retryable is false)
+$$;
+
+ALTER FUNCTION settle_private._has_final_failure(tenant text, key text) OWNER TO settle_owner;
 
 --
 -- Name: _heartbeat_revoked(settle_private.operations, integer, uuid, bigint, timestamp with time zone); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1750,44 +1813,18 @@ $$;
 ALTER FUNCTION settle_private._lock_operation(tenant text, key text) OWNER TO settle_owner;
 
 --
--- Name: _metrics(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+-- Name: _may_have_taken_effect(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private._metrics() RETURNS TABLE(operations_in_flight bigint, lapsed_leases bigint, operations_unknown bigint, oldest_unknown_age_seconds double precision, operations_conflict bigint, dead_letters_failed bigint, dead_letters_needs_reconciliation bigint, oldest_dead_letter_age_seconds double precision, conflicts_recent bigint, refused_observations_recent bigint, recent_window_seconds integer)
-    LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    SET jit TO 'off'
+CREATE FUNCTION settle_private._may_have_taken_effect(tenant text, key text) RETURNS boolean
+    LANGUAGE sql STABLE
     AS $$
-select (select count(*) from settle_private.operations o
-         where o.lease_token is not null and o.lease_expires_at > w.now) as operations_in_flight,
-       (select count(*) from settle_private.operations o
-         where o.lease_token is not null and o.lease_expires_at <= w.now) as lapsed_leases,
-       (select count(*) from settle_private.operations o where o.status = 'unknown') as operations_unknown,
-       coalesce((select extract(epoch from w.now - min(o.updated_at))::float8
-                   from settle_private.operations o where o.status = 'unknown'), 0) as oldest_unknown_age_seconds,
-       (select count(*) from settle_private.operations o where o.status = 'conflict') as operations_conflict,
-       (select count(*) from settle_private.operations o
-         where o.dead_lettered_at is not null and o.status = 'failed') as dead_letters_failed,
-       (select count(*) from settle_private.operations o
-         where o.dead_lettered_at is not null and o.status <> 'failed') as dead_letters_needs_reconciliation,
-       coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
-                   from settle_private.operations o where o.dead_lettered_at is not null), 0) as oldest_dead_letter_age_seconds,
-       (select count(*) from settle_private.audit_log a
-         where a.outcome = 'conflict' and a.at > w.now - w.recent) as conflicts_recent,
-       (select count(*) from settle_private.audit_log a
-         where a.outcome in ('conflict', 'fenced') and a.at > w.now - w.recent
-           and a.event in ('complete', 'fail', 'report_unknown')) as refused_observations_recent,
-       extract(epoch from w.recent)::integer as recent_window_seconds
-  from (select clock_timestamp() as now, interval '5 minutes' as recent) w
+  select exists (select 1 from settle_private.attempts a
+                  where a.tenant = _may_have_taken_effect.tenant and a.key = _may_have_taken_effect.key
+                    and a.observation is distinct from 'failed')
 $$;
 
-ALTER FUNCTION settle_private._metrics() OWNER TO settle_owner;
-
---
--- Name: FUNCTION _metrics(); Type: COMMENT; Schema: settle_private; Owner: settle_owner
---
-
-COMMENT ON FUNCTION settle_private._metrics() IS 'The gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
+ALTER FUNCTION settle_private._may_have_taken_effect(tenant text, key text) OWNER TO settle_owner;
 
 --
 -- Name: _name_ok(text, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1966,7 +2003,7 @@ begin
       update settle_private.operations o
          set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
              settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
-             error = null, updated_at = v_now
+             dead_letter_reason = null, error = null, updated_at = v_now
        where o.tenant = _observe.tenant and o.key = _observe.key
       returning * into v_op;
       v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'completed', v_now,
@@ -1992,14 +2029,20 @@ begin
     v_exhausted := not _observe.retryable or v_op.attempt >= v_op.max_attempts;
     v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'failed', v_now,
       error => _observe.error, retryable => _observe.retryable);
-    if v_exhausted then
+    if v_exhausted and not _observe.retryable then
+      -- A final failure is a committed failure, whatever earlier attempts reported.
       update settle_private.operations o
          set status = 'failed', error = _observe.error, lease_token = null, lease_expires_at = null,
-             dead_lettered_at = case when _observe.retryable then v_now end, updated_at = v_now
+             updated_at = v_now
        where o.tenant = _observe.tenant and o.key = _observe.key
       returning * into v_op;
       v_res.outcome := 'settled';
-      v_res.reason := case when _observe.retryable then 'attempts_exhausted' else 'final_failure' end;
+      v_res.reason := 'final_failure';
+    elsif v_exhausted then
+      -- The last allowed attempt failed: failed only if every attempt failed (see _dead_letter).
+      v_op := settle_private._dead_letter(v_op, v_now, _observe.error);
+      v_res.outcome := case when v_op.status = 'failed' then 'settled' else 'recorded' end;
+      v_res.reason := v_op.dead_letter_reason;
     else
       update settle_private.operations o
          set status = case when v_op.status = 'running' then 'pending'::settle.status else v_op.status end,
@@ -2018,6 +2061,10 @@ begin
            lease_token = null, lease_expires_at = null, updated_at = v_now
      where o.tenant = _observe.tenant and o.key = _observe.key
     returning * into v_op;
+    if v_op.attempt >= v_op.max_attempts then
+      -- The last allowed attempt lost its response: dead-lettered, needs reconciliation.
+      v_op := settle_private._dead_letter(v_op, v_now, null);
+    end if;
     v_res.outcome := 'recorded';
     v_res.reason := 'outcome_unknown';
   end if;
@@ -2031,6 +2078,8 @@ begin
   v_res.settled_attempt := v_op.settled_attempt;
   v_res.result := v_op.result;
   v_res.error := v_op.error;
+  v_res.dead_lettered := v_op.dead_lettered_at is not null;
+  v_res.dead_letter_reason := v_op.dead_letter_reason;
   return v_res;
 end
 $_$;
@@ -2308,13 +2357,10 @@ ALTER FUNCTION settle_private._scopes_ok(scopes text[]) OWNER TO settle_owner;
 --
 
 CREATE FUNCTION settle_private._tenant_ok(tenant text) RETURNS boolean
-    LANGUAGE plpgsql STABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
-begin
-  return not exists (select 1 from settle_private.tenant_bindings b
-                      where b.role_name = session_user::text and not (_tenant_ok.tenant = any (b.tenants)));
-end
+  select not exists (select 1 from settle_private.tenant_bindings b
+                      where b.role_name = session_user::text and not (_tenant_ok.tenant = any (b.tenants)))
 $$;
 
 ALTER FUNCTION settle_private._tenant_ok(tenant text) OWNER TO settle_owner;
@@ -2439,6 +2485,29 @@ $$;
 ALTER FUNCTION settle_private.tg_audit_log__refuse_change() OWNER TO settle_owner;
 
 --
+-- Name: tg_operations__guard_failure(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_operations__guard_failure() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if not settle_private._has_final_failure(new.tenant, new.key)
+     and settle_private._may_have_taken_effect(new.tenant, new.key) then
+    raise exception using
+      errcode = 'SE021',
+      message = 'status may move to failed only on a committed failure',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+      hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
+  end if;
+  return new;
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_operations__guard_failure() OWNER TO settle_owner;
+
+--
 -- Name: tg_operations__guard_insert(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2448,7 +2517,8 @@ CREATE FUNCTION settle_private.tg_operations__guard_insert() RETURNS trigger
     AS $$
 begin
   if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
-     or new.error is not null or new.dead_lettered_at is not null or new.redrive_count <> 0 then
+     or new.error is not null or new.dead_lettered_at is not null or new.dead_letter_reason is not null
+     or new.redrive_count <> 0 then
     raise exception using
       errcode = 'SE021',
       message = 'a new operation must start unsettled (pending or running, no result, no error)',
@@ -2495,10 +2565,15 @@ begin
   end if;
 
   -- The only permitted move down the lattice: settle.redrive re-opening a dead-lettered
-  -- failure as a new redrive generation.
-  v_redrive := old.status = 'failed' and old.dead_lettered_at is not null
+  -- failure as a new redrive generation, and only when every attempt recorded a failure
+  -- (attempts_exhausted). An operation where an attempt may have taken effect is never
+  -- lowered below unknown, by redrive or anything else.
+  v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
     and new.status = 'pending' and new.dead_lettered_at is null
     and new.redrive_count = old.redrive_count + 1;
+  if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key) then
+    v_redrive := false;
+  end if;
 
   if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
     raise exception using
@@ -2549,7 +2624,12 @@ begin
       then 'completed_has_settlement'
     when not (new.settled_attempt is null or new.settled_attempt between 1 and new.attempt) then 'settled_attempt_was_opened'
     when not (new.status <> 'failed' or new.error is not null) then 'failed_has_error'
-    when not (new.dead_lettered_at is null or new.status = 'failed') then 'dead_lettered_only_when_failed'
+    when not ((new.dead_lettered_at is null) = (new.dead_letter_reason is null)) then 'dead_letter_has_reason'
+    when not (new.dead_lettered_at is null or new.lease_token is null) then 'dead_letter_is_unleased'
+    when not (new.dead_letter_reason is null
+              or (new.dead_letter_reason = 'attempts_exhausted' and new.status = 'failed')
+              or (new.dead_letter_reason = 'needs_reconciliation' and new.status in ('unknown', 'conflict')))
+      then 'dead_letter_reason_fits_status'
     when not (new.redrive_count >= 0) then 'redrive_count_not_negative'
   end;
   if v_rule is not null then
@@ -2681,7 +2761,6 @@ COMMENT ON VIEW settle.attempts IS 'Every attempt epoch with its attempt-scoped 
 CREATE TABLE settle_private.audit_log (
     tenant text NOT NULL,
     key text NOT NULL,
-    seq bigint NOT NULL,
     audit_id bigint NOT NULL,
     at timestamp with time zone NOT NULL,
     event settle_private.audit_event NOT NULL,
@@ -2710,7 +2789,6 @@ COMMENT ON TABLE settle_private.audit_log IS 'Append-only audit trail, one row p
 CREATE VIEW settle.audit_log AS
  SELECT l.tenant,
     l.key,
-    l.seq,
     l.audit_id,
     l.at,
     (l.event)::text AS event,
@@ -2733,7 +2811,7 @@ ALTER TABLE settle.audit_log OWNER TO settle_owner;
 -- Name: VIEW audit_log; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id): seq numbers an operation''s rows 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
+COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by audit_id. Transitions are serialized by the operation row lock, so their rows are in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
 
 --
 -- Name: dead_letters; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -2748,9 +2826,11 @@ CREATE VIEW settle.dead_letters AS
     o.dead_lettered_at,
     o.redrive_count,
     o.created_at,
-    o.updated_at
+    o.updated_at,
+    o.dead_letter_reason AS reason,
+    o.status
    FROM settle_private.operations o
-  WHERE ((o.status = 'failed'::settle.status) AND (o.dead_lettered_at IS NOT NULL) AND ((( SELECT b.tenants
+  WHERE ((o.dead_lettered_at IS NOT NULL) AND ((( SELECT b.tenants
            FROM settle_private.tenant_bindings b
           WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
            FROM settle_private.tenant_bindings b
@@ -2762,25 +2842,46 @@ ALTER TABLE settle.dead_letters OWNER TO settle_owner;
 -- Name: VIEW dead_letters; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.dead_letters IS 'Operations that spent their attempt budget without a settled outcome. Inspect, then settle.redrive or leave for settle.purge.';
+COMMENT ON VIEW settle.dead_letters IS 'Operations that spent their attempt budget without a settled outcome. reason attempts_exhausted: every attempt recorded a failure (status failed); settle.redrive re-opens it. reason needs_reconciliation: an attempt may have taken effect (status unknown or conflict): check the downstream system first; a matching success still settles it, settle.redrive re-opens it without lowering its status. Neither is purged while dead-lettered.';
 
 --
 -- Name: metrics; Type: VIEW; Schema: settle; Owner: settle_owner
 --
 
 CREATE VIEW settle.metrics AS
- SELECT m.operations_in_flight,
-    m.lapsed_leases,
-    m.operations_unknown,
-    m.oldest_unknown_age_seconds,
-    m.operations_conflict,
-    m.dead_letters_failed,
-    m.dead_letters_needs_reconciliation,
-    m.oldest_dead_letter_age_seconds,
-    m.conflicts_recent,
-    m.refused_observations_recent,
-    m.recent_window_seconds
-   FROM settle_private._metrics() m(operations_in_flight, lapsed_leases, operations_unknown, oldest_unknown_age_seconds, operations_conflict, dead_letters_failed, dead_letters_needs_reconciliation, oldest_dead_letter_age_seconds, conflicts_recent, refused_observations_recent, recent_window_seconds);
+ SELECT ( SELECT count(*) AS count
+           FROM settle_private.operations o
+          WHERE ((o.lease_token IS NOT NULL) AND (o.lease_expires_at > w.now))) AS operations_in_flight,
+    ( SELECT count(*) AS count
+           FROM settle_private.operations o
+          WHERE ((o.lease_token IS NOT NULL) AND (o.lease_expires_at <= w.now))) AS lapsed_leases,
+    ( SELECT count(*) AS count
+           FROM settle_private.operations o
+          WHERE (o.status = 'unknown'::settle.status)) AS operations_unknown,
+    COALESCE(( SELECT (EXTRACT(epoch FROM (w.now - min(o.updated_at))))::double precision AS "extract"
+           FROM settle_private.operations o
+          WHERE (o.status = 'unknown'::settle.status)), (0)::double precision) AS oldest_unknown_age_seconds,
+    ( SELECT count(*) AS count
+           FROM settle_private.operations o
+          WHERE (o.status = 'conflict'::settle.status)) AS operations_conflict,
+    ( SELECT count(*) AS count
+           FROM settle_private.operations o
+          WHERE ((o.dead_lettered_at IS NOT NULL) AND (o.status = 'failed'::settle.status))) AS dead_letters_failed,
+    ( SELECT count(*) AS count
+           FROM settle_private.operations o
+          WHERE ((o.dead_lettered_at IS NOT NULL) AND (o.status <> 'failed'::settle.status))) AS dead_letters_needs_reconciliation,
+    COALESCE(( SELECT (EXTRACT(epoch FROM (w.now - min(o.dead_lettered_at))))::double precision AS "extract"
+           FROM settle_private.operations o
+          WHERE (o.dead_lettered_at IS NOT NULL)), (0)::double precision) AS oldest_dead_letter_age_seconds,
+    ( SELECT count(*) AS count
+           FROM settle_private.audit_log a
+          WHERE ((a.outcome = 'conflict'::text) AND (a.at > (w.now - w.recent)))) AS conflicts_recent,
+    ( SELECT count(*) AS count
+           FROM settle_private.audit_log a
+          WHERE ((a.outcome = ANY (ARRAY['conflict'::text, 'fenced'::text])) AND (a.at > (w.now - w.recent)) AND ((a.event)::text = ANY (ARRAY['complete'::text, 'fail'::text, 'report_unknown'::text])))) AS refused_observations_recent,
+    (EXTRACT(epoch FROM w.recent))::integer AS recent_window_seconds
+   FROM ( SELECT clock_timestamp() AS now,
+            '00:05:00'::interval AS recent) w;
 
 ALTER TABLE settle.metrics OWNER TO settle_owner;
 
@@ -2829,6 +2930,7 @@ CREATE VIEW settle.stats AS
     count(*) FILTER (WHERE (o.status = 'failed'::settle.status)) AS failed,
     count(*) FILTER (WHERE (o.status = 'completed'::settle.status)) AS completed,
     count(*) FILTER (WHERE (o.dead_lettered_at IS NOT NULL)) AS dead_lettered,
+    count(*) FILTER (WHERE (o.dead_letter_reason = 'needs_reconciliation'::text)) AS needs_reconciliation,
     count(*) FILTER (WHERE (o.lease_expires_at > clock_timestamp())) AS in_flight,
     count(*) FILTER (WHERE (o.lease_expires_at <= clock_timestamp())) AS lapsed_leases,
     COALESCE(sum(o.attempt), (0)::bigint) AS attempts
@@ -2846,7 +2948,7 @@ ALTER TABLE settle.stats OWNER TO settle_owner;
 -- Name: VIEW stats; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.stats IS 'Per-tenant counts by status, dead letters, live and lapsed leases, and attempts opened.';
+COMMENT ON VIEW settle.stats IS 'Per-tenant counts by status, dead letters (dead_lettered: all; needs_reconciliation: those where an attempt may have taken effect, counted under unknown or conflict, never under failed), live and lapsed leases, and attempts opened.';
 
 --
 -- Name: admin_log_log_id_seq; Type: SEQUENCE; Schema: settle_private; Owner: settle_owner
@@ -2915,7 +3017,7 @@ ALTER TABLE ONLY settle_private.attempts
 --
 
 ALTER TABLE ONLY settle_private.audit_log
-    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (tenant, key, seq, audit_id);
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (tenant, key, audit_id);
 
 --
 -- Name: binding_floors binding_floors_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
@@ -2967,7 +3069,7 @@ CREATE INDEX operations_dead_lettered_idx ON settle_private.operations USING btr
 -- Name: operations_exhausted_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE INDEX operations_exhausted_idx ON settle_private.operations USING btree (updated_at) WHERE ((lease_token IS NULL) AND (status = ANY (ARRAY['pending'::settle.status, 'unknown'::settle.status, 'conflict'::settle.status])) AND (attempt >= max_attempts));
+CREATE INDEX operations_exhausted_idx ON settle_private.operations USING btree (updated_at) WHERE ((lease_token IS NULL) AND (status = ANY (ARRAY['pending'::settle.status, 'unknown'::settle.status, 'conflict'::settle.status])) AND (attempt >= max_attempts) AND (dead_lettered_at IS NULL));
 
 --
 -- Name: operations_needing_attention_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
@@ -3100,6 +3202,14 @@ ALTER TABLE settle_private.attempts ENABLE ALWAYS TRIGGER _990_row_rules;
 CREATE TRIGGER _990_row_rules BEFORE INSERT OR UPDATE ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__row_rules();
 
 ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _990_row_rules;
+
+--
+-- Name: operations _995_guard_failure; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _995_guard_failure BEFORE UPDATE ON settle_private.operations FOR EACH ROW WHEN (((new.status = 'failed'::settle.status) AND (old.status <> 'failed'::settle.status))) EXECUTE FUNCTION settle_private.tg_operations__guard_failure();
+
+ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _995_guard_failure;
 
 --
 -- Name: attempts attempts_belong_to_operation; Type: FK CONSTRAINT; Schema: settle_private; Owner: settle_owner
@@ -3403,6 +3513,12 @@ REVOKE ALL ON FUNCTION settle_private._check_operation_key(tenant text, key text
 REVOKE ALL ON FUNCTION settle_private._claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _dead_letter(op settle_private.operations, as_of timestamp with time zone, error jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._dead_letter(op settle_private.operations, as_of timestamp with time zone, error jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _end_attempt(tenant text, key text, attempt integer, at timestamp with time zone, reason text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3449,6 +3565,12 @@ REVOKE ALL ON FUNCTION settle_private._fingerprint(request jsonb) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private._floor(tenant text, principal text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _has_final_failure(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._has_final_failure(tenant text, key text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _heartbeat_revoked(op settle_private.operations, attempt integer, lease_token uuid, below bigint, as_of timestamp with time zone); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -3505,12 +3627,10 @@ REVOKE ALL ON FUNCTION settle_private._lock_diff(op settle_private.operations, f
 REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text) FROM PUBLIC;
 
 --
--- Name: FUNCTION _metrics(); Type: ACL; Schema: settle_private; Owner: settle_owner
+-- Name: FUNCTION _may_have_taken_effect(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle_private._metrics() FROM PUBLIC;
-GRANT ALL ON FUNCTION settle_private._metrics() TO settle_readonly;
-GRANT ALL ON FUNCTION settle_private._metrics() TO settle_admin;
+REVOKE ALL ON FUNCTION settle_private._may_have_taken_effect(tenant text, key text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _name_ok(value text, max_bytes integer); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -3631,6 +3751,12 @@ REVOKE ALL ON FUNCTION settle_private.tg_attempts__row_rules() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private.tg_audit_log__refuse_change() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_operations__guard_failure(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_failure() FROM PUBLIC;
 
 --
 -- Name: FUNCTION tg_operations__guard_insert(); Type: ACL; Schema: settle_private; Owner: settle_owner

@@ -39,6 +39,7 @@ create table settle_private.operations (
   settled_at timestamptz,
   error jsonb,
   dead_lettered_at timestamptz,
+  dead_letter_reason text,
   redrive_count integer not null default 0,
   created_at timestamptz not null,
   updated_at timestamptz not null,
@@ -56,10 +57,12 @@ create index operations_by_lease_expiry_idx
   on settle_private.operations (lease_expires_at)
   where lease_token is not null;
 
--- Unleased, unfinished operations whose attempt budget is spent wait for the sweeper.
+-- Unleased, unfinished operations whose attempt budget is spent wait for the sweeper (a
+-- dead letter has already been handled).
 create index operations_exhausted_idx
   on settle_private.operations (updated_at)
-  where lease_token is null and status in ('pending', 'unknown', 'conflict') and attempt >= max_attempts;
+  where lease_token is null and status in ('pending', 'unknown', 'conflict') and attempt >= max_attempts
+    and dead_lettered_at is null;
 
 -- Retention (settle.purge) and the dead-letter view scan terminal records by age.
 create index operations_terminal_by_age_idx

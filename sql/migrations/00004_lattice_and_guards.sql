@@ -56,6 +56,31 @@ Locking: none. Idempotency: pure (IMMUTABLE).';
 -- ENABLE ALWAYS keeps them firing under session_replication_role = replica.
 -- ---------------------------------------------------------------------------------------
 
+-- Whether an attempt of (tenant, key) may have taken effect: one that did not record a
+-- failure (it reported unknown, presented a mismatched success, succeeded, or its lease lapsed
+-- or is still held without an observation). Read by the lattice guard when a status would move
+-- to `failed` or back down from it, and by the engine when an attempt budget is spent.
+create function settle_private._may_have_taken_effect(tenant text, key text)
+returns boolean
+language sql
+stable
+as $$
+  select exists (select 1 from settle_private.attempts a
+                  where a.tenant = _may_have_taken_effect.tenant and a.key = _may_have_taken_effect.key
+                    and a.observation is distinct from 'failed')
+$$;
+
+-- Whether an attempt of (tenant, key) recorded a final (non-retryable) failure.
+create function settle_private._has_final_failure(tenant text, key text)
+returns boolean
+language sql
+stable
+as $$
+  select exists (select 1 from settle_private.attempts a
+                  where a.tenant = _has_final_failure.tenant and a.key = _has_final_failure.key
+                    and a.observation = 'failed' and a.retryable is false)
+$$;
+
 create function settle_private.tg_operations__guard_insert()
 returns trigger
 language plpgsql
@@ -63,7 +88,8 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
   if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
-     or new.error is not null or new.dead_lettered_at is not null or new.redrive_count <> 0 then
+     or new.error is not null or new.dead_lettered_at is not null or new.dead_letter_reason is not null
+     or new.redrive_count <> 0 then
     raise exception using
       errcode = 'SE021',
       message = 'a new operation must start unsettled (pending or running, no result, no error)',
@@ -105,10 +131,15 @@ begin
   end if;
 
   -- The only permitted move down the lattice: settle.redrive re-opening a dead-lettered
-  -- failure as a new redrive generation.
-  v_redrive := old.status = 'failed' and old.dead_lettered_at is not null
+  -- failure as a new redrive generation, and only when every attempt recorded a failure
+  -- (attempts_exhausted). An operation where an attempt may have taken effect is never
+  -- lowered below unknown, by redrive or anything else.
+  v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
     and new.status = 'pending' and new.dead_lettered_at is null
     and new.redrive_count = old.redrive_count + 1;
+  if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key) then
+    v_redrive := false;
+  end if;
 
   if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
     raise exception using
@@ -125,6 +156,29 @@ begin
       detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
   end if;
 
+  return new;
+end
+$$;
+
+-- `failed` means a committed failure: a final (non-retryable) failure was recorded, or every
+-- attempt recorded a failure. A spent budget where an attempt may have taken effect (it
+-- reported unknown, conflicted, or its lease lapsed without an observation) is a dead letter
+-- that needs reconciliation, never `failed`. It reads the attempts, so it fires after the row
+-- rules, and only on a move to failed (the trigger's WHEN clause, evaluated without a call).
+create function settle_private.tg_operations__guard_failure()
+returns trigger
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  if not settle_private._has_final_failure(new.tenant, new.key)
+     and settle_private._may_have_taken_effect(new.tenant, new.key) then
+    raise exception using
+      errcode = 'SE021',
+      message = 'status may move to failed only on a committed failure',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+      hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
+  end if;
   return new;
 end
 $$;
@@ -256,7 +310,12 @@ begin
       then 'completed_has_settlement'
     when not (new.settled_attempt is null or new.settled_attempt between 1 and new.attempt) then 'settled_attempt_was_opened'
     when not (new.status <> 'failed' or new.error is not null) then 'failed_has_error'
-    when not (new.dead_lettered_at is null or new.status = 'failed') then 'dead_lettered_only_when_failed'
+    when not ((new.dead_lettered_at is null) = (new.dead_letter_reason is null)) then 'dead_letter_has_reason'
+    when not (new.dead_lettered_at is null or new.lease_token is null) then 'dead_letter_is_unleased'
+    when not (new.dead_letter_reason is null
+              or (new.dead_letter_reason = 'attempts_exhausted' and new.status = 'failed')
+              or (new.dead_letter_reason = 'needs_reconciliation' and new.status in ('unknown', 'conflict')))
+      then 'dead_letter_reason_fits_status'
     when not (new.redrive_count >= 0) then 'redrive_count_not_negative'
   end;
   if v_rule is not null then
@@ -301,6 +360,9 @@ create trigger _100_guard_lattice before update on settle_private.operations
   for each row execute function settle_private.tg_operations__guard_lattice();
 create trigger _990_row_rules before insert or update on settle_private.operations
   for each row execute function settle_private.tg_operations__row_rules();
+create trigger _995_guard_failure before update on settle_private.operations
+  for each row when (new.status = 'failed' and old.status <> 'failed')
+  execute function settle_private.tg_operations__guard_failure();
 create trigger _900_refuse_delete before delete on settle_private.operations
   for each row execute function settle_private.tg_any__refuse_delete();
 create trigger _900_refuse_truncate before truncate on settle_private.operations
@@ -325,6 +387,7 @@ create trigger _900_refuse_truncate before truncate on settle_private.audit_log
 alter table settle_private.operations enable always trigger _100_guard_insert;
 alter table settle_private.operations enable always trigger _100_guard_lattice;
 alter table settle_private.operations enable always trigger _990_row_rules;
+alter table settle_private.operations enable always trigger _995_guard_failure;
 alter table settle_private.operations enable always trigger _900_refuse_delete;
 alter table settle_private.operations enable always trigger _900_refuse_truncate;
 alter table settle_private.attempts enable always trigger _100_guard_settlement;

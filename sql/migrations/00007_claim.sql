@@ -23,10 +23,11 @@ create type settle.claim_result as (
   error jsonb,
   dead_lettered boolean,
   conflict_on text[],
-  reason text
+  reason text,
+  dead_letter_reason text
 );
 comment on type settle.claim_result is
-  'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked).';
+  'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | unknown | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked). dead_letter_reason: attempts_exhausted (failed) or needs_reconciliation (unknown).';
 
 -- claim(tenant, key, request, principal, scopes, binding_generation, lease, worker, max_attempts)
 -- Reserve (tenant, key) on first call, or join it: acquired | in_progress | replay | failed | conflict.
@@ -55,6 +56,7 @@ declare
   v_diff text[];
   v_locked boolean := false;
   v_fresh boolean;
+  v_open boolean;
   v_detail jsonb;
   v_audit_attempt integer;
   v_res settle.claim_result;
@@ -117,11 +119,11 @@ begin
     insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
     values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now);
     v_res := row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
-                 null, null, null, null, null, null);
+                 null, null, null, null, null, null, null);
     v_audit_attempt := 1;
     v_detail := '{"reserved": true}';
   else
-    -- Answers that change nothing (conflict, replay, in_progress, failed) are decided on a
+    -- Answers that change nothing (conflict, replay, in_progress, failed, unknown) are decided on a
     -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
     -- Only a takeover or a new attempt locks the row, and then decides again.
     loop
@@ -147,7 +149,7 @@ begin
           -- The reservation's own generation is revoked: convert it at this touch (00012).
           perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
         end if;
-        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null);
+        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null, null);
         v_detail := jsonb_build_object('conflict_on', v_diff);
         exit;
       end if;
@@ -156,29 +158,41 @@ begin
       -- so no WAL and no commit flush (docs/protocol.md, "Which table proves what").
       if v_op.status = 'completed' then
         return row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
-                   v_op.settled_attempt, null, null, null, null)::settle.claim_result;
+                   v_op.settled_attempt, null, null, null, null, null)::settle.claim_result;
       end if;
 
       if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
         return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
                    greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
-                   v_fp, null, null, null, null, null, null)::settle.claim_result;
+                   v_fp, null, null, null, null, null, null, null)::settle.claim_result;
       end if;
 
-      if v_op.status <> 'failed' and not v_locked then
+      -- Open: neither failed nor dead-lettered, so a new attempt may be opened.
+      v_open := v_op.status <> 'failed' and v_op.dead_lettered_at is null;
+      if v_open and not v_locked then
         v_locked := true;
         continue;
       end if;
 
       -- Locked from here on. A lapsed lease is taken over without waiting for
       -- settle.expire_leases; a spent attempt budget dead-letters the operation.
-      if v_op.status <> 'failed' and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
+      if v_open and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
         v_op := settle_private._expire(v_op, v_now, claim.worker);
       end if;
 
       if v_op.status = 'failed' then
         v_res := row('failed', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, v_op.error,
-                     v_op.dead_lettered_at is not null, null, null);
+                     v_op.dead_lettered_at is not null, null, null, v_op.dead_letter_reason);
+        v_audit_attempt := v_op.attempt;
+        exit;
+      end if;
+
+      -- The budget is spent and an attempt may have taken effect (it reported unknown,
+      -- conflicted, or its lease lapsed without an observation): timeout means unknown. The
+      -- effect must not run again; the operation waits for a matching success or an operator.
+      if v_op.dead_lettered_at is not null then
+        v_res := row('unknown', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, null,
+                     true, null, null, v_op.dead_letter_reason);
         v_audit_attempt := v_op.attempt;
         exit;
       end if;
@@ -193,7 +207,7 @@ begin
       insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
       values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
       v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
-                   null, null, null, null, null, null);
+                   null, null, null, null, null, null, null);
       v_audit_attempt := v_op.attempt;
       exit;
     end loop;
@@ -208,9 +222,9 @@ $$;
 comment on function settle.claim(text, text, jsonb, text, text[], bigint, interval, text, integer) is
   'Reserve an operation on first call, or join it: the claim phase of locked reservation.
 Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim).
-Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (final failure or dead-lettered: error, dead_lettered) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes).
+Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes).
 SQLSTATEs: SE001 tenant, SE002 key, SE003 binding, SE004 request, SE007 lease, SE008 worker/max_attempts.
-Locking: answers that change nothing (conflict, replay, in_progress, failed) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
+Locking: answers that change nothing (conflict, replay, in_progress, failed, unknown) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
 Idempotency: retrying with the same request and binding joins the same operation. Every call writes one audit row except the read-only answers replay and in_progress, which write nothing (no WAL, no commit flush).';
 
 reset role;

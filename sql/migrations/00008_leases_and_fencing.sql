@@ -24,6 +24,42 @@ create type settle.expire_result as (
 );
 comment on type settle.expire_result is 'Answer of settle.expire_leases: leases expired and operations dead-lettered in this call.';
 
+-- The attempt budget of `op` is spent and its last attempt has ended (caller holds the row
+-- lock): dead-letter the operation. This is the one place that decides between the two dead
+-- letters, because timeout means unknown, not failure:
+--   * every attempt recorded a failure: status failed with `error`, reason attempts_exhausted
+--     (settle.redrive may re-open it as pending);
+--   * an attempt may have taken effect (it reported unknown, presented a mismatched success,
+--     or its lease lapsed without an observation): the status is raised to unknown if it was
+--     below, never to failed, reason needs_reconciliation. The effect must not run again until
+--     an operator reconciled it; a matching success of an attempt still settles it.
+create function settle_private._dead_letter(op settle_private.operations, as_of timestamptz, error jsonb)
+returns settle_private.operations
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_op settle_private.operations;
+begin
+  if settle_private._may_have_taken_effect(op.tenant, op.key) then
+    update settle_private.operations o
+       set status = case when settle_private._rank(op.status) < settle_private._rank('unknown')
+                         then 'unknown'::settle.status else op.status end,
+           lease_token = null, lease_expires_at = null, dead_lettered_at = as_of,
+           dead_letter_reason = 'needs_reconciliation', updated_at = as_of
+     where o.tenant = op.tenant and o.key = op.key
+    returning * into v_op;
+  else
+    update settle_private.operations o
+       set status = 'failed', lease_token = null, lease_expires_at = null, dead_lettered_at = as_of,
+           dead_letter_reason = 'attempts_exhausted', error = _dead_letter.error, updated_at = as_of
+     where o.tenant = op.tenant and o.key = op.key
+    returning * into v_op;
+  end if;
+  return v_op;
+end
+$$;
+
 -- Ends the lapsed lease of `op` (judged against `now`) and dead-letters the operation if
 -- its attempt budget is spent. Caller holds the row lock. Returns the updated row.
 create function settle_private._expire(op settle_private.operations, as_of timestamptz, actor text)
@@ -41,13 +77,8 @@ begin
       case when v_exhausted then 'exhausted' else 'lease_expired' end);
   end if;
   if v_exhausted then
-    update settle_private.operations o
-       set status = 'failed', lease_token = null, lease_expires_at = null, dead_lettered_at = as_of,
-           error = jsonb_build_object('code', 'attempts_exhausted', 'attempts', op.attempt,
-                                      'last_status', op.status::text),
-           updated_at = as_of
-     where o.tenant = op.tenant and o.key = op.key
-    returning * into v_op;
+    v_op := settle_private._dead_letter(op, as_of, jsonb_build_object('code', 'attempts_exhausted',
+      'attempts', op.attempt, 'last_status', op.status::text));
   else
     update settle_private.operations o
        set status = case when op.status = 'running' then 'pending'::settle.status else op.status end,
@@ -57,7 +88,8 @@ begin
   end if;
   v_writes := v_writes + settle_private._audit(op.tenant, op.key, as_of, 'expire',
     case when v_exhausted then 'dead_lettered' else 'expired' end, op.attempt, op.status, v_op.status, actor,
-    jsonb_build_object('lease_expires_at', op.lease_expires_at));
+    jsonb_strip_nulls(jsonb_build_object('lease_expires_at', op.lease_expires_at,
+                                         'dead_letter_reason', v_op.dead_letter_reason)));
   return v_op;
 end
 $$;
@@ -155,7 +187,8 @@ begin
   select * into v_op from settle_private.operations o
    where o.tenant = _expire_key.tenant and o.key = _expire_key.key
      and ((o.lease_token is not null and o.lease_expires_at <= _expire_key.as_of)
-          or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts))
+          or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts
+              and o.dead_lettered_at is null))
    for update skip locked;
   if not found then
     return 0;
@@ -188,7 +221,8 @@ begin
   for v_due in
     select o.tenant, o.key from settle_private.operations o
      where (o.lease_token is not null and o.lease_expires_at <= v_now)
-        or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts)
+        or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts
+            and o.dead_lettered_at is null)
      order by o.lease_expires_at nulls last
      limit batch_size
   loop

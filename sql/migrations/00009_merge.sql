@@ -22,10 +22,12 @@ create type settle.observation_result as (
   settled_attempt integer,
   result jsonb,
   error jsonb,
-  conflict_on text[]
+  conflict_on text[],
+  dead_lettered boolean,
+  dead_letter_reason text
 );
 comment on type settle.observation_result is
-  'Answer of settle.complete / fail / report_unknown. outcome: settled | recorded | duplicate | already_settled | fenced | conflict. status/result/error are the canonical state after the merge, disclosed only to the holder of a valid attempt token whose lock matched.';
+  'Answer of settle.complete / fail / report_unknown. outcome: settled | recorded | duplicate | already_settled | fenced | conflict. status/result/error/dead_lettered/dead_letter_reason are the canonical state after the merge, disclosed only to the holder of a valid attempt token whose lock matched (NULL for conflict and invalid_token).';
 
 create function settle_private._observe(
   kind text,
@@ -157,7 +159,7 @@ begin
       update settle_private.operations o
          set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
              settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
-             error = null, updated_at = v_now
+             dead_letter_reason = null, error = null, updated_at = v_now
        where o.tenant = _observe.tenant and o.key = _observe.key
       returning * into v_op;
       v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'completed', v_now,
@@ -183,14 +185,20 @@ begin
     v_exhausted := not _observe.retryable or v_op.attempt >= v_op.max_attempts;
     v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'failed', v_now,
       error => _observe.error, retryable => _observe.retryable);
-    if v_exhausted then
+    if v_exhausted and not _observe.retryable then
+      -- A final failure is a committed failure, whatever earlier attempts reported.
       update settle_private.operations o
          set status = 'failed', error = _observe.error, lease_token = null, lease_expires_at = null,
-             dead_lettered_at = case when _observe.retryable then v_now end, updated_at = v_now
+             updated_at = v_now
        where o.tenant = _observe.tenant and o.key = _observe.key
       returning * into v_op;
       v_res.outcome := 'settled';
-      v_res.reason := case when _observe.retryable then 'attempts_exhausted' else 'final_failure' end;
+      v_res.reason := 'final_failure';
+    elsif v_exhausted then
+      -- The last allowed attempt failed: failed only if every attempt failed (see _dead_letter).
+      v_op := settle_private._dead_letter(v_op, v_now, _observe.error);
+      v_res.outcome := case when v_op.status = 'failed' then 'settled' else 'recorded' end;
+      v_res.reason := v_op.dead_letter_reason;
     else
       update settle_private.operations o
          set status = case when v_op.status = 'running' then 'pending'::settle.status else v_op.status end,
@@ -209,6 +217,10 @@ begin
            lease_token = null, lease_expires_at = null, updated_at = v_now
      where o.tenant = _observe.tenant and o.key = _observe.key
     returning * into v_op;
+    if v_op.attempt >= v_op.max_attempts then
+      -- The last allowed attempt lost its response: dead-lettered, needs reconciliation.
+      v_op := settle_private._dead_letter(v_op, v_now, null);
+    end if;
     v_res.outcome := 'recorded';
     v_res.reason := 'outcome_unknown';
   end if;
@@ -222,6 +234,8 @@ begin
   v_res.settled_attempt := v_op.settled_attempt;
   v_res.result := v_op.result;
   v_res.error := v_op.error;
+  v_res.dead_lettered := v_op.dead_lettered_at is not null;
+  v_res.dead_letter_reason := v_op.dead_letter_reason;
   return v_res;
 end
 $$;
@@ -283,7 +297,7 @@ $$;
 comment on function settle.fail(text, text, integer, uuid, text, text, text[], bigint, jsonb, boolean) is
   'Report that this attempt''s effect definitely did not happen.
 Parameters: as settle.complete, with error jsonb (<= 64 KiB) instead of result, and retryable (default true).
-Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure: status failed with this error; reason attempts_exhausted: the last allowed attempt failed, status failed and dead-lettered) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves).
+Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure (retryable false): status failed with this error, a committed failure; reason attempts_exhausted: the last allowed attempt failed and every attempt recorded a failure: status failed, dead-lettered) | recorded (reason needs_reconciliation: the last allowed attempt failed but an earlier attempt may have taken effect (it reported unknown, conflicted, or its lease lapsed without an observation): status at least unknown, never failed; dead-lettered with dead_letter_reason needs_reconciliation) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves).
 A later matching success still upgrades failed to completed (completed outranks failed).
 SQLSTATEs: SE001-SE004, SE006 (error, retryable), SE008, SE010.
 Locking: the operation row (FOR UPDATE). Idempotency: repeating answers duplicate.';
@@ -313,7 +327,7 @@ $$;
 comment on function settle.report_unknown(text, text, integer, uuid, text, text, text[], bigint) is
   'Report that this attempt lost the response of its effect: it may or may not have happened. Timeout means unknown, never failure.
 Parameters: as settle.complete, without a result.
-Outcomes: recorded (reason outcome_unknown: status becomes unknown unless already higher, the lease is released; a later success of this same attempt still settles) | fenced (the attempt no longer holds the lease: nothing changes) | already_settled (the attempt already reported a terminal outcome, e.g. success then timeout: completed is kept) | conflict | fenced invalid_token.
+Outcomes: recorded (reason outcome_unknown: status becomes unknown unless already higher, the lease is released; a later success of this same attempt still settles; on the last allowed attempt the operation is also dead-lettered with dead_letter_reason needs_reconciliation: dead_lettered true in the answer) | fenced (the attempt no longer holds the lease: nothing changes) | already_settled (the attempt already reported a terminal outcome, e.g. success then timeout: completed is kept) | conflict | fenced invalid_token.
 SQLSTATEs: SE001-SE004, SE008, SE010.
 Locking: the operation row (FOR UPDATE). Idempotency: a repeated unknown is fenced (the lease is gone) and changes nothing.';
 

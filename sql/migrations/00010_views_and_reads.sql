@@ -16,7 +16,7 @@ create view settle.operations as
 select o.tenant, o.key, o.status, settle.status_rank(o.status) as status_rank, o.attempt, o.max_attempts,
        coalesce(o.lease_expires_at > clock_timestamp(), false) as in_flight,
        o.lease_expires_at, o.result, o.settled_attempt, o.settled_at, o.error, o.dead_lettered_at,
-       o.redrive_count, o.fingerprint, o.principal, o.scopes, o.binding_generation, o.request,
+       o.dead_letter_reason, o.redrive_count, o.fingerprint, o.principal, o.scopes, o.binding_generation, o.request,
        o.created_at, o.updated_at
   from settle_private.operations o
  where (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
@@ -176,13 +176,13 @@ comment on view settle.audit_log is
 
 create view settle.dead_letters as
 select o.tenant, o.key, o.attempt, o.max_attempts, o.error, o.dead_lettered_at, o.redrive_count,
-       o.created_at, o.updated_at
+       o.created_at, o.updated_at, o.dead_letter_reason as reason, o.status
   from settle_private.operations o
- where o.status = 'failed' and o.dead_lettered_at is not null
+ where o.dead_lettered_at is not null
    and ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
     or o.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]));
 comment on view settle.dead_letters is
-  'Operations that spent their attempt budget without a settled outcome. Inspect, then settle.redrive or leave for settle.purge.';
+  'Operations that spent their attempt budget without a settled outcome. reason attempts_exhausted: every attempt recorded a failure (status failed); settle.redrive re-opens it. reason needs_reconciliation: an attempt may have taken effect (status unknown or conflict): check the downstream system first; a matching success still settles it, settle.redrive re-opens it without lowering its status. Neither is purged while dead-lettered.';
 
 create view settle.settlements as
 select o.tenant, o.key, o.settled_attempt as attempt, o.result, o.settled_at
@@ -203,6 +203,7 @@ select o.tenant,
        count(*) filter (where o.status = 'failed') as failed,
        count(*) filter (where o.status = 'completed') as completed,
        count(*) filter (where o.dead_lettered_at is not null) as dead_lettered,
+       count(*) filter (where o.dead_letter_reason = 'needs_reconciliation') as needs_reconciliation,
        count(*) filter (where o.lease_expires_at > clock_timestamp()) as in_flight,
        count(*) filter (where o.lease_expires_at <= clock_timestamp()) as lapsed_leases,
        coalesce(sum(o.attempt), 0) as attempts
@@ -211,7 +212,7 @@ select o.tenant,
     or o.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[])
  group by o.tenant;
 comment on view settle.stats is
-  'Per-tenant counts by status, dead letters, live and lapsed leases, and attempts opened.';
+  'Per-tenant counts by status, dead letters (dead_lettered: all; needs_reconciliation: those where an attempt may have taken effect, counted under unknown or conflict, never under failed), live and lapsed leases, and attempts opened.';
 
 -- One row of gauges for monitoring systems (sql_exporter: deploy/sql_exporter/). Every count
 -- reads a partial index that holds only the rows it counts (leases, unknown/conflict, dead

@@ -3,7 +3,7 @@
 --
 -- Why: operators re-open dead letters and enforce retention; both are audited, both lock the
 -- operation rows they touch, and neither can break the lattice (the guard triggers of 00004
--- allow exactly one move down: redrive of a dead-lettered failure).
+-- allow exactly one move down: redrive of a failure every attempt recorded).
 
 set local role settle_owner;
 
@@ -23,6 +23,7 @@ declare
   v_writes integer := 0;
   v_now timestamptz := clock_timestamp();
   v_op settle_private.operations;
+  v_status settle.status;
 begin
   perform settle_private._check_operation_key(redrive.tenant, redrive.key);
   perform settle_private._check_count(additional_attempts, 'additional_attempts', settle_private._limit('max_attempts'));
@@ -37,21 +38,29 @@ begin
       jsonb_build_object('tenant', redrive.tenant, 'key', redrive.key),
       'A redrive re-runs the reserved request; a changed intent needs a new key.');
   end if;
-  if v_op.status <> 'failed' or v_op.dead_lettered_at is null then
+  if v_op.dead_lettered_at is null then
     perform settle_private._raise('SE011', format('only dead-lettered operations can be redriven (status %s)', v_op.status),
       jsonb_build_object('tenant', redrive.tenant, 'key', redrive.key, 'status', v_op.status,
                          'dead_lettered', v_op.dead_lettered_at is not null),
       'See settle.dead_letters.');
   end if;
 
+  -- A failure every attempt recorded (attempts_exhausted) re-opens as pending. An operation
+  -- that needs reconciliation keeps its status (unknown or conflict): redrive never lowers it,
+  -- so a later success of any attempt still settles it and the record keeps saying that an
+  -- effect may have happened.
   update settle_private.operations o
-     set status = 'pending', dead_lettered_at = null, error = null, redrive_count = v_op.redrive_count + 1,
+     set status = case when v_op.dead_letter_reason = 'attempts_exhausted' then 'pending'::settle.status
+                       else v_op.status end,
+         dead_lettered_at = null, dead_letter_reason = null, error = null, redrive_count = v_op.redrive_count + 1,
          max_attempts = v_op.attempt + redrive.additional_attempts, updated_at = v_now
-   where o.tenant = redrive.tenant and o.key = redrive.key;
+   where o.tenant = redrive.tenant and o.key = redrive.key
+  returning o.status into v_status;
   v_writes := v_writes + settle_private._audit(redrive.tenant, redrive.key, v_now, 'redrive', 'redriven', v_op.attempt,
-    v_op.status, 'pending', session_user::text,
+    v_op.status, v_status, session_user::text,
     jsonb_build_object('additional_attempts', additional_attempts, 'reason', reason,
-                       'previous_error', v_op.error, 'redrive_count', v_op.redrive_count + 1));
+                       'previous_error', v_op.error, 'dead_letter_reason', v_op.dead_letter_reason,
+                       'redrive_count', v_op.redrive_count + 1));
   return query select * from settle.operations v where v.tenant = redrive.tenant and v.key = redrive.key;
 end
 $$;
@@ -59,7 +68,7 @@ $$;
 comment on function settle.redrive(text, text, integer, jsonb, text) is
   'Re-open a dead-lettered operation for new attempt epochs, keeping its key, fingerprint and binding.
 Parameters: tenant, key; additional_attempts (1-1000, default 1) added to the spent budget; request (optional: if given, it must match the reservation, else SE012); reason (optional, <= 1024 bytes, kept in the audit row).
-Outcomes: the re-opened record (status pending, redrive_count + 1). The lattice allows this one move down, only from a dead-lettered failure, and the audit row keeps the previous error.
+Outcomes: the re-opened record (redrive_count + 1, budget raised). Dead letter reason attempts_exhausted: status pending (the lattice allows this one move down, only when every attempt recorded a failure; the audit row keeps the previous error). Reason needs_reconciliation: the status stays unknown (or conflict), never lower: redrive only after checking downstream that the effect did not happen (or that the downstream deduplicates it), since the next attempt runs it again.
 SQLSTATEs: SE001, SE002, SE008, SE010 (not found), SE011 (not dead-lettered: also what a second, concurrent redrive gets), SE012 (request differs).
 Locking: the operation row (FOR UPDATE): concurrent redrives never double-open.
 Idempotency: not idempotent by design; a repeat answers SE011 once the first has re-opened the operation.';

@@ -33,11 +33,16 @@ export async function countLapsedLeases(pool: DatabasePool): Promise<number> {
     select coalesce(sum(s.lapsed_leases), 0)::int as lapsed from settle.stats s`);
 }
 
-/** The dead letters a bulk redrive would re-open, oldest first (optionally of one tenant). */
+/**
+ * The dead letters a bulk redrive would re-open, oldest first (optionally of one tenant): only
+ * those where every attempt failed (reason attempts_exhausted). One that needs reconciliation
+ * (an attempt may have taken effect) is redriven one key at a time, after checking downstream.
+ */
 export async function deadLetterKeys(pool: DatabasePool, tenant: string | undefined, limit: number): Promise<{ tenant: string; key: string }[]> {
   const rows = await pool.any(sql.type(z.object({ tenant: z.string(), key: z.string() }))`
     select d.tenant, d.key from settle.dead_letters d
-     where ${tenant === undefined ? sql.fragment`true` : sql.fragment`d.tenant = ${tenant}`}
+     where d.reason = 'attempts_exhausted'
+       and ${tenant === undefined ? sql.fragment`true` : sql.fragment`d.tenant = ${tenant}`}
      order by d.dead_lettered_at, d.tenant, d.key
      limit ${limit}`);
   return rows.map((r) => ({ tenant: r.tenant, key: r.key }));

@@ -53,7 +53,21 @@ export function toClaimOutcome(row: ClaimRow, tenant: string, key: string, bindi
         outcome,
         error: row.error,
         deadLettered: required(row.dead_lettered, 'dead_lettered', outcome),
+        deadLetterReason: row.dead_letter_reason ?? null,
         attempt: required(row.attempt, 'attempt', outcome),
+      };
+    case 'unknown':
+      if (row.dead_letter_reason !== 'needs_reconciliation' || row.dead_lettered !== true) {
+        throw new SettleRowValidationError('outcome unknown arrived without dead_letter_reason needs_reconciliation', [
+          { path: ['dead_letter_reason'], message: 'required for outcome unknown' },
+        ]);
+      }
+      return {
+        outcome,
+        status: required(row.status, 'status', outcome),
+        attempt: required(row.attempt, 'attempt', outcome),
+        deadLettered: true,
+        deadLetterReason: 'needs_reconciliation',
       };
     case 'conflict':
       return { outcome, conflictOn: required(row.conflict_on, 'conflict_on', outcome) };
@@ -105,7 +119,7 @@ export function toHeartbeatOutcome(row: HeartbeatRow): HeartbeatOutcome {
 
 const REASONS = {
   settled: ['current_attempt', 'superseded_attempt', 'lease_released', 'final_failure', 'attempts_exhausted'],
-  recorded: ['retryable_failure', 'outcome_unknown'],
+  recorded: ['retryable_failure', 'outcome_unknown', 'needs_reconciliation'],
   already_settled: ['late_success', 'attempt_already_observed'],
   fenced: ['superseded', 'settled', 'lease_released'],
 } as const;
@@ -134,6 +148,8 @@ export function toObservation(row: ObservationRow): Observation {
     settledAttempt: row.settled_attempt,
     result: row.result,
     error: row.error,
+    deadLettered: row.dead_lettered ?? false,
+    deadLetterReason: row.dead_letter_reason ?? null,
   };
   switch (outcome) {
     case 'duplicate':

@@ -50,8 +50,10 @@ function requireUndisclosed(row: Record<string, unknown>, kept: readonly string[
   }
 }
 
+const deadLetterReason = z.enum(['attempts_exhausted', 'needs_reconciliation']);
+
 export const claimRow = z.object({
-  outcome: z.enum(['acquired', 'in_progress', 'replay', 'failed', 'conflict', 'refused']),
+  outcome: z.enum(['acquired', 'in_progress', 'replay', 'failed', 'unknown', 'conflict', 'refused']),
   status: status.nullable(),
   attempt: int4.nullable(),
   lease_token: z.string().nullable(),
@@ -64,6 +66,7 @@ export const claimRow = z.object({
   dead_lettered: z.boolean().nullable(),
   conflict_on: conflictFields.nullable(),
   reason: z.enum(['binding_revoked']).nullable(),
+  dead_letter_reason: deadLetterReason.nullish(),
 }).superRefine((row, ctx) => {
   if (row.outcome === 'conflict') requireUndisclosed(row, ['outcome', 'conflict_on'], ctx);
   if (row.outcome === 'refused') requireUndisclosed(row, ['outcome', 'reason'], ctx);
@@ -88,7 +91,7 @@ export const observationRow = z.object({
     .enum([
       'current_attempt', 'superseded_attempt', 'final_failure', 'attempts_exhausted', 'retryable_failure',
       'outcome_unknown', 'late_success', 'attempt_already_observed', 'invalid_token', 'superseded', 'settled',
-      'lease_released', 'lock_mismatch', 'binding_revoked',
+      'lease_released', 'lock_mismatch', 'binding_revoked', 'needs_reconciliation',
     ])
     .nullable(),
   status: status.nullable(),
@@ -97,6 +100,8 @@ export const observationRow = z.object({
   result: json,
   error: json,
   conflict_on: conflictFields.nullable(),
+  dead_lettered: z.boolean().nullish(),
+  dead_letter_reason: deadLetterReason.nullish(),
 }).superRefine((row, ctx) => {
   if (row.outcome === 'conflict') {
     requireUndisclosed(row, ['outcome', 'reason', 'conflict_on'], ctx);

@@ -121,6 +121,15 @@ export async function claimLoop<R>(
         return { outcome: 'refused', reason: claimed.reason };
       case 'failed':
         return { outcome: 'failed', error: claimed.error, final: true, deadLettered: claimed.deadLettered, attempt: claimed.attempt };
+      case 'unknown':
+        // Timeout means unknown: the budget is spent and an attempt may have taken effect.
+        return {
+          outcome: 'unknown',
+          attempt: claimed.attempt,
+          record: null,
+          reason: 'needs_reconciliation',
+          cause: new Error('the attempt budget is spent and an attempt may have taken effect: dead-lettered, needs reconciliation'),
+        };
       case 'in_progress': {
         const remaining = deadline - Date.now();
         if (remaining <= 0) {

@@ -113,10 +113,31 @@ export type ClaimOutcome =
       readonly retryAfterMs: number;
     }
   | { readonly outcome: 'replay'; readonly result: Json; readonly settledAttempt: number; readonly attempt: number }
-  | { readonly outcome: 'failed'; readonly error: Json; readonly deadLettered: boolean; readonly attempt: number }
+  | {
+      readonly outcome: 'failed';
+      readonly error: Json;
+      readonly deadLettered: boolean;
+      /** attempts_exhausted when dead-lettered (every attempt failed); null for a final failure. */
+      readonly deadLetterReason: DeadLetterReason | null;
+      readonly attempt: number;
+    }
+  /**
+   * The attempt budget is spent and an attempt may have taken effect (it reported unknown,
+   * conflicted, or its lease lapsed): dead-lettered, needs reconciliation. Do not run the effect.
+   */
+  | {
+      readonly outcome: 'unknown';
+      readonly status: Status;
+      readonly attempt: number;
+      readonly deadLettered: true;
+      readonly deadLetterReason: 'needs_reconciliation';
+    }
   | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] }
   /** The presented binding generation is revoked (settle.revoke_binding): nothing disclosed, nothing run. */
   | { readonly outcome: 'refused'; readonly reason: 'binding_revoked' };
+
+/** Why an operation is dead-lettered (docs/protocol.md): every attempt failed, or one may have taken effect. */
+export type DeadLetterReason = 'attempts_exhausted' | 'needs_reconciliation';
 
 export type HeartbeatFenceReason = 'invalid_token' | 'superseded' | 'settled' | 'lease_released' | 'binding_revoked';
 
@@ -132,6 +153,8 @@ export interface CanonicalState {
   readonly settledAttempt: number | null;
   readonly result: Json | null;
   readonly error: Json | null;
+  readonly deadLettered: boolean;
+  readonly deadLetterReason: DeadLetterReason | null;
 }
 
 /** Answer of complete / fail / reportUnknown: the outcome of merging one attempt's observation. */
@@ -140,7 +163,7 @@ export type Observation =
       readonly outcome: 'settled';
       readonly reason: 'current_attempt' | 'superseded_attempt' | 'lease_released' | 'final_failure' | 'attempts_exhausted';
     } & CanonicalState)
-  | ({ readonly outcome: 'recorded'; readonly reason: 'retryable_failure' | 'outcome_unknown' } & CanonicalState)
+  | ({ readonly outcome: 'recorded'; readonly reason: 'retryable_failure' | 'outcome_unknown' | 'needs_reconciliation' } & CanonicalState)
   | ({ readonly outcome: 'duplicate'; readonly reason: null } & CanonicalState)
   | ({ readonly outcome: 'already_settled'; readonly reason: 'late_success' | 'attempt_already_observed' } & CanonicalState)
   | ({ readonly outcome: 'fenced'; readonly reason: 'superseded' | 'settled' | 'lease_released' } & CanonicalState)

@@ -196,7 +196,7 @@ describe('docs/operations.md SQL blocks', () => {
     expect(stats?.rows).toEqual([
       {
         tenant: 'acme', operations: '7', pending: '0', running: '2', unknown: '1', conflict: '1', failed: '2', completed: '1',
-        dead_lettered: '2', in_flight: '1', lapsed_leases: '1', attempts: '8',
+        dead_lettered: '2', needs_reconciliation: '0', in_flight: '1', lapsed_leases: '1', attempts: '8',
       },
     ]);
   });

@@ -35,17 +35,19 @@ describe('attempt budget', () => {
     expect(stored.attempt).toBe(2);
   });
 
-  it('a lapsed lease of the last allowed attempt dead-letters on the next claim', async () => {
+  it('a lapsed lease of the last allowed attempt dead-letters on the next claim: unknown, needs_reconciliation (never failed)', async () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
     const op = newOperation('budget-lapse', { max_attempts: 1 });
     await acquire(app, op);
     await expireLease(admin, op.tenant as string, op.key as string);
     expect(await claim(app, op)).toMatchObject({
-      outcome: 'failed', status: 'failed', dead_lettered: true, attempt: 1,
-      error: { code: 'attempts_exhausted', attempts: 1, last_status: 'running' },
+      outcome: 'unknown', status: 'unknown', dead_lettered: true, attempt: 1, error: null,
+      dead_letter_reason: 'needs_reconciliation', lease_token: null,
     });
     const audit = await auditTrail(admin, op.tenant as string, op.key as string);
-    expect(audit).toContainEqual(expect.objectContaining({ event: 'expire', outcome: 'dead_lettered', status_after: 'failed' }));
+    expect(audit).toContainEqual(expect.objectContaining({
+      event: 'expire', outcome: 'dead_lettered', status_after: 'unknown', detail: expect.objectContaining({ dead_letter_reason: 'needs_reconciliation' }),
+    }));
   });
 
   it('settle.expire_leases dead-letters a lapsed last attempt', async () => {
@@ -60,7 +62,7 @@ describe('attempt budget', () => {
     expect(swept.expired).toBeGreaterThanOrEqual(swept.dead_lettered);
     const { rows } = await admin.query('select * from settle.dead_letters where tenant = $1 and key = $2', [op.tenant, op.key]);
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ attempt: 1, max_attempts: 1, error: { code: 'attempts_exhausted' } });
+    expect(rows[0]).toMatchObject({ attempt: 1, max_attempts: 1, error: null, reason: 'needs_reconciliation', status: 'unknown' });
   });
 });
 

@@ -83,6 +83,7 @@ describe('settle.claim outcomes', () => {
         error: null,
         dead_lettered: null,
         reason: null,
+        dead_letter_reason: null,
       });
       const after = await mustGetOperation(admin, ticket.tenant, ticket.key);
       expect(after.row_text).toBe(before.row_text);

@@ -103,6 +103,16 @@ async function checkInvariants(run: Run, before: StoredOperation | undefined, s:
     expect(settled, context).toEqual([]);
     expect(after.result, context).toBeNull();
   }
+  // Timeout means unknown: failed only for a committed failure (a final failure, or every
+  // attempt recorded a failure); a dead letter where an attempt may have taken effect stays
+  // unknown (or conflict) and says it needs reconciliation.
+  if (after.status === 'failed') {
+    const committed = attempts.some((a) => a.observation === 'failed' && a.retryable === false)
+      || attempts.every((a) => a.observation === 'failed');
+    expect(committed, context).toBe(true);
+  }
+  if (after.dead_letter_reason === 'needs_reconciliation') expect(['unknown', 'conflict'], context).toContain(after.status);
+  if (after.dead_letter_reason === 'attempts_exhausted') expect(after.status, context).toBe('failed');
   expect(after.fingerprint, context).toBe(run.tickets[0]?.fingerprint);
   expect(after.binding_generation, context).toBe('1');
 

@@ -112,7 +112,12 @@ describe('row rules of settle_private.operations', () => {
     { rule: 'running_is_leased', set: 'lease_token = null, lease_expires_at = null' },
     { rule: 'terminal_is_unleased', set: `status = 'failed', error = '{}'` },
     { rule: 'failed_has_error', set: `status = 'failed', lease_token = null, lease_expires_at = null` },
-    { rule: 'dead_lettered_only_when_failed', set: 'dead_lettered_at = now()' },
+    { rule: 'dead_letter_has_reason', set: 'dead_lettered_at = now()' },
+    { rule: 'dead_letter_is_unleased', set: `dead_lettered_at = now(), dead_letter_reason = 'needs_reconciliation'` },
+    {
+      rule: 'dead_letter_reason_fits_status',
+      set: `status = 'pending', lease_token = null, lease_expires_at = null, dead_lettered_at = now(), dead_letter_reason = 'needs_reconciliation'`,
+    },
     {
       rule: 'completed_has_result',
       set: `status = 'completed', lease_token = null, lease_expires_at = null, settled_attempt = 1, settled_at = now()`,

@@ -119,6 +119,8 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
         result: null,
         result_text: null,
         error: null,
+        dead_lettered: null,
+        dead_letter_reason: null,
       });
       const stored = await mustGetOperation(s.admin, op.tenant as string, op.key as string);
       expect(stored).toMatchObject({ status: 'conflict', result: null, settled_attempt: null, fingerprint: old.fingerprint });

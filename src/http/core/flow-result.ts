@@ -82,5 +82,12 @@ export function notAcquired(
           deadLettered: claimed.deadLettered,
         }),
       );
+    case 'unknown':
+      return answer(
+        problem('operation-needs-reconciliation', o.problemTypeBase,
+          'the attempts for this key ran out and one may have taken effect; nothing runs again until an operator reconciles it', {
+            deadLettered: true,
+          }),
+      );
   }
 }

@@ -10,6 +10,7 @@ export const PROBLEMS = {
   'idempotency-key-bound': { status: 422, title: 'Idempotency-Key belongs to another caller or authorization' },
   'request-in-progress': { status: 409, title: 'A request with this Idempotency-Key is still in progress' },
   'operation-failed': { status: 500, title: 'The operation of this Idempotency-Key failed for good' },
+  'operation-needs-reconciliation': { status: 500, title: 'The outcome of this Idempotency-Key is unknown and needs reconciliation' },
   'response-not-stored': { status: 410, title: 'The response of this Idempotency-Key was too large to store' },
   'outcome-unknown': { status: 500, title: 'An earlier request with this Idempotency-Key may have taken effect; it is not run again' },
   'handler-timeout': { status: 503, title: 'The handler did not answer in time; its outcome is unknown' },

@@ -67,7 +67,7 @@ export async function runInRequestTransaction(input: ClaimInput, o: Resolved<nev
       if (outcome.cause !== undefined) {
         return answer(problem('settlement-unavailable', o.problemTypeBase, 'the request transaction failed and was rolled back; retry with the same key', {}, { 'retry-after': '1' }));
       }
-      return notAcquired({ outcome: 'failed', error: outcome.error, deadLettered: outcome.deadLettered, attempt: outcome.attempt }, o);
+      return notAcquired({ outcome: 'failed', error: outcome.error, deadLettered: outcome.deadLettered, deadLetterReason: null, attempt: outcome.attempt }, o);
     case 'replay':
       return answer(replayAnswer(outcome.result, o));
     case 'conflict':

@@ -19,6 +19,7 @@ export interface StoredOperation {
   settled_attempt: number | null;
   error: unknown;
   dead_lettered_at: Date | null;
+  dead_letter_reason: string | null;
   redrive_count: number;
   /** The whole row as JSON text, for before/after comparisons. */
   row_text: string;

@@ -19,7 +19,7 @@ export interface ClaimArgs extends Binding {
 }
 
 export interface ClaimRow {
-  outcome: 'acquired' | 'in_progress' | 'replay' | 'failed' | 'conflict';
+  outcome: 'acquired' | 'in_progress' | 'replay' | 'failed' | 'unknown' | 'conflict';
   status: string | null;
   attempt: number | null;
   lease_token: string | null;
@@ -32,6 +32,7 @@ export interface ClaimRow {
   error: unknown;
   dead_lettered: boolean | null;
   conflict_on: string[] | null;
+  dead_letter_reason: string | null;
 }
 
 /** What an observation re-presents: the acquired attempt, its token and the reservation lock. */
@@ -53,6 +54,8 @@ export interface ObservationRow {
   result_text: string | null;
   error: unknown;
   conflict_on: string[] | null;
+  dead_lettered: boolean | null;
+  dead_letter_reason: string | null;
 }
 
 export interface HeartbeatRow {

@@ -1,6 +1,9 @@
 import { checkAuditTrail } from './audit-checks.js';
 import type { EngineState } from '../../../src/checker/engine-state.js';
-import { checkDisclosure, checkFencing, checkMonotonicAnswers, checkReplays, checkResults, checkRetryableFailures, checkRevocations, type KeyHistory } from './history-checks.js';
+import {
+  checkDisclosure, checkFencing, checkMonotonicAnswers, checkReplays, checkResults, checkRetryableFailures, checkRevocations,
+  checkTimeoutStaysUnknown, type KeyHistory,
+} from './history-checks.js';
 import type { CompletedOp } from './history.js';
 import { groupByKey, keyOf, ViolationLog, type Invariant, type Violation } from './invariants.js';
 
@@ -49,6 +52,7 @@ export function check(ops: readonly CompletedOp[], state: EngineState, options: 
     checkFencing(h, log, redriven);
     checkRetryableFailures(h, log, redriven);
     checkRevocations(h, revocations, log);
+    checkTimeoutStaysUnknown(h, state.attempts.filter((a) => keyOf(a) === k), log);
     if (!redriven) checkMonotonicAnswers(h, log);
   }
 

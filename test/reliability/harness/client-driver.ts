@@ -60,6 +60,8 @@ export function createClientDriver(client: SettleClient): SettleDriver {
           return { outcome: o.outcome, status: 'completed', result: o.result, settledAttempt: o.settledAttempt, attempt: o.attempt };
         case 'failed':
           return { outcome: o.outcome, error: o.error, deadLettered: o.deadLettered, attempt: o.attempt };
+        case 'unknown':
+          return { outcome: o.outcome, status: o.status, deadLettered: o.deadLettered, attempt: o.attempt };
         case 'conflict':
           return { outcome: o.outcome, conflictOn: o.conflictOn };
         case 'refused':

@@ -1,4 +1,5 @@
 import { sameJson } from './canonical-json.js';
+import type { AttemptRow } from '../../../src/checker/engine-state.js';
 import type { OperationRow } from '../../../src/checker/engine-state.js';
 import type { Answer, CompletedOp, OpArgs } from './history.js';
 import { rank, type ViolationLog } from './invariants.js';
@@ -235,5 +236,34 @@ export function checkRevocations(h: KeyHistory, revocations: readonly CompletedO
           [revoke.id, op.id]);
       }
     }
+  }
+}
+
+/**
+ * Timeout means unknown (issue 8 section 1): `failed` is a committed failure only. An answer
+ * saying failed (a claim outcome, or the status after an observation) with current attempt N is
+ * judged against attempts 1..N of the final state (attempt observations are immutable once
+ * terminal): one of them recorded a final failure, or all of them recorded a failure. The final
+ * state is judged against all its attempts.
+ */
+export function checkTimeoutStaysUnknown(h: KeyHistory, attempts: readonly AttemptRow[], log: ViolationLog): void {
+  const committedUpTo = (n: number): boolean => {
+    const upTo = attempts.filter((a) => a.attempt <= n);
+    return upTo.some((a) => a.observation === 'failed' && a.retryable === false)
+      || (upTo.length > 0 && upTo.every((a) => a.observation === 'failed'));
+  };
+  const open = (n: number): string => attempts.filter((a) => a.attempt <= n && a.observation !== 'failed').map((a) => a.attempt).join(', ');
+  for (const op of h.ops) {
+    const a = op.answer;
+    if (op.type !== 'ok' || a === undefined) continue;
+    const saysFailed = (op.op === 'claim' && a.outcome === 'failed') || (OBSERVATIONS.has(op.op) && a.status === 'failed');
+    if (!saysFailed || typeof a.attempt !== 'number') continue;
+    if (!committedUpTo(a.attempt)) {
+      log.add('timeout-stays-unknown', h.ref, `${op.op} answered failed at attempt ${a.attempt}, but attempts ${open(a.attempt)} may have taken effect and none recorded a final failure`, [op.id]);
+    }
+  }
+  const record = h.record;
+  if (record?.status === 'failed' && !committedUpTo(record.attempt)) {
+    log.add('timeout-stays-unknown', h.ref, `final status failed, but attempts ${open(record.attempt)} may have taken effect and none recorded a final failure`);
   }
 }

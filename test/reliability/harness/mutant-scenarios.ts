@@ -102,6 +102,15 @@ const SCENARIOS: Record<ScenarioName, Scenario> = {
     await c.p[0].complete(t1, { receipt: 'attempt-1' });
     await c.p[1].claim(call);
   },
+  // Issue 8 section 1: the only attempt loses its response; the budget is spent. The operation
+  // must stay unknown (dead letter needs_reconciliation), never failed.
+  async 'timeout-exhaustion'(c, claim) {
+    const call = { ...claim('timeout-exhaustion'), maxAttempts: 1 };
+    const t = acquiredTicket(await c.p[0].claim(call));
+    await c.p[0].reportUnknown(t);
+    await c.p[1].claim(call);
+    await c.p[2].get({ tenant: c.tenant, key: 'timeout-exhaustion', request: call.request, binding: call.binding });
+  },
   // The binding's scopes out of order (the engine stores them sorted): the holder settles,
   // a retry with the identical arguments replays.
   async 'reordered-scopes'(c, claim) {

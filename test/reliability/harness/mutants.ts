@@ -32,7 +32,8 @@ export type ScenarioName =
   | 'duplicate-claim'
   | 'reordered-scopes'
   | 'hostile-get'
-  | 'revoked-success';
+  | 'revoked-success'
+  | 'timeout-exhaustion';
 
 export interface Mutant {
   readonly name: string;
@@ -244,6 +245,30 @@ export const MUTANTS: readonly Mutant[] = [
     ],
     scenario: 'revoked-success',
     expected: ['revoked-never-settles'],
+  },
+  {
+    name: 'exhaustion-fails',
+    bug: 'a spent attempt budget always ends failed, also when an attempt reported unknown or lost its lease (the pre-issue-8 engine): timeout becomes failure',
+    replacements: [
+      {
+        file: LEASES,
+        find: '  if settle_private._may_have_taken_effect(op.tenant, op.key) then',
+        replace: '  if false then',
+      },
+      {
+        file: LEASES,
+        find: "dead_letter_reason = 'attempts_exhausted', error = _dead_letter.error, updated_at = as_of",
+        replace: `dead_letter_reason = 'attempts_exhausted', error = coalesce(_dead_letter.error, '{"code": "attempts_exhausted"}'), updated_at = as_of`,
+      },
+      {
+        file: GUARDS,
+        find: `  if not settle_private._has_final_failure(new.tenant, new.key)
+     and settle_private._may_have_taken_effect(new.tenant, new.key) then`,
+        replace: '  if false then',
+      },
+    ],
+    scenario: 'timeout-exhaustion',
+    expected: ['timeout-stays-unknown'],
   },
 ];
 
