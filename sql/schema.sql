@@ -400,7 +400,7 @@ ALTER FUNCTION settle.complete(tenant text, key text, attempt integer, lease_tok
 
 COMMENT ON FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) IS 'Report that this attempt''s effect committed, with its result: the binding-gated, monotonic success merge.
 Parameters: tenant, key, attempt, lease_token, fingerprint (all from the acquired claim), principal, scopes, binding_generation (the binding presented at claim), result jsonb (<= 1 MiB; immutable once settled).
-Outcomes: settled (this success is the one settlement: status completed, result stored, reason current_attempt; superseded_attempt: a later attempt exists but nothing had settled, and this effect really happened; lease_released: this is the latest attempt, its lease was released (it reported unknown, or its lapsed lease was expired) and nothing had settled) | already_settled (reason late_success: the operation was already completed; this success is recorded on its attempt, the result is not replaced; reason attempt_already_observed: this attempt already reported another outcome) | duplicate (this attempt already reported this exact success) | conflict (fingerprint or binding differ: conflict_on; nothing disclosed; the canonical status moves to conflict if it was below it, the result is never touched) | fenced (reason invalid_token: no such attempt or token).
+Outcomes: settled (this success is the one settlement: status completed, result stored, reason current_attempt; superseded_attempt: a later attempt exists but nothing had settled, and this effect really happened; lease_released: this is the latest attempt, its lease was released (it reported unknown, or its lapsed lease was expired) and nothing had settled) | already_settled (reason late_success: the operation was already completed; this success is recorded on its attempt, the result is not replaced; reason attempt_already_observed: this attempt already reported another outcome) | duplicate (this attempt already reported this exact success) | conflict (fingerprint or binding differ: conflict_on; nothing disclosed; the canonical status moves to conflict if it was below it, the result is never touched; the attempt records conflict and loses its lease) | fenced (reason invalid_token: no such attempt or token; reason attempt_conflicted: this attempt presented a mismatched lock before and is fenced for good, whatever it presents now).
 Canonical status, result and settled_attempt after the merge are returned except for conflict and invalid_token.
 SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found.
 Locking: the operation row (FOR UPDATE). Works inside the caller''s transaction: commit a same-database effect atomically with its settlement.
@@ -482,7 +482,7 @@ ALTER FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token u
 
 COMMENT ON FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, error jsonb, retryable boolean) IS 'Report that this attempt''s effect definitely did not happen.
 Parameters: as settle.complete, with error jsonb (<= 64 KiB) instead of result, and retryable (default true).
-Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure (retryable false): status failed with this error, a committed failure; reason attempts_exhausted: the last allowed attempt failed and every attempt recorded a failure: status failed, dead-lettered) | recorded (reason needs_reconciliation: the last allowed attempt failed but an earlier attempt may have taken effect (it reported unknown, conflicted, or its lease lapsed without an observation): status at least unknown, never failed; dead-lettered with dead_letter_reason needs_reconciliation) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves).
+Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure (retryable false): status failed with this error, a committed failure; reason attempts_exhausted: the last allowed attempt failed and every attempt recorded a failure: status failed, dead-lettered) | recorded (reason needs_reconciliation: the last allowed attempt failed but an earlier attempt may have taken effect (it reported unknown, conflicted, or its lease lapsed without an observation): status at least unknown, never failed; dead-lettered with dead_letter_reason needs_reconciliation) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves above running/pending; the attempt records conflict and loses its lease, and is fenced from then on: attempt_conflicted).
 A later matching success still upgrades failed to completed (completed outranks failed).
 SQLSTATEs: SE001-SE004, SE006 (error, retryable), SE008, SE010.
 Locking: the operation row (FOR UPDATE). Idempotency: repeating answers duplicate.';
@@ -1951,22 +1951,27 @@ begin
   -- Binding gate: an observation that does not re-present the reserved lock never
   -- upgrades the canonical state and never sees or touches the result. A mismatched
   -- success flags the operation `conflict` (an effect may have run for another intent).
+  -- Any mismatched observation is terminal for its attempt (issue 8 section 4): the attempt
+  -- records `conflict`, loses the lease if it held it, and is fenced from then on, so it can
+  -- never settle later by presenting the right lock with what it did for another one.
   v_diff := settle_private._lock_diff(v_op, _observe.fingerprint, _observe.principal, _observe.scopes,
     _observe.binding_generation);
   if cardinality(v_diff) > 0 then
     v_current := v_op.lease_token is not distinct from _observe.lease_token and v_op.attempt = _observe.attempt;
-    if kind = 'complete' and (v_current or settle_private._rank(v_op.status) < settle_private._rank('conflict')) then
-      -- The mismatched success ends its attempt: the lease goes with it.
+    if v_current or (kind = 'complete' and settle_private._rank(v_op.status) < settle_private._rank('conflict')) then
+      -- The mismatched observation ends its attempt: the lease goes with it.
       update settle_private.operations o
-         set status = case when settle_private._rank(v_op.status) < settle_private._rank('conflict')
-                           then 'conflict'::settle.status else v_op.status end,
+         set status = case when kind = 'complete' and settle_private._rank(v_op.status) < settle_private._rank('conflict')
+                           then 'conflict'::settle.status
+                           when v_current and v_op.status = 'running' then 'pending'::settle.status
+                           else v_op.status end,
              lease_token = case when v_current then null else o.lease_token end,
              lease_expires_at = case when v_current then null else o.lease_expires_at end,
              updated_at = v_now
        where o.tenant = _observe.tenant and o.key = _observe.key
       returning * into v_op;
     end if;
-    if kind = 'complete' and settle_private._rank(v_att.observation) < settle_private._rank('conflict') then
+    if settle_private._rank(v_att.observation) < settle_private._rank('conflict') then
       v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'conflict', v_now);
     end if;
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'conflict', _observe.attempt,
@@ -1980,8 +1985,13 @@ begin
   v_res.attempt := v_op.attempt;
   v_current := v_op.lease_token is not distinct from _observe.lease_token and v_op.attempt = _observe.attempt;
 
-  -- Attempt-scoped settlement lock: one terminal observation per attempt.
-  if v_att.observation in ('failed', 'completed') then
+  -- Attempt-scoped settlement lock: one terminal observation per attempt. An attempt that
+  -- presented a mismatched lock (observation conflict) is fenced for good, whatever it
+  -- presents now.
+  if v_att.observation = 'conflict' then
+    v_res.outcome := 'fenced';
+    v_res.reason := 'attempt_conflicted';
+  elsif v_att.observation in ('failed', 'completed') then
     if (kind = 'complete' and v_att.observation = 'completed'
           and (case when v_att.settled then v_op.result else v_att.late_result end) = _observe.result)
        or (kind = 'fail' and v_att.observation = 'failed' and v_att.error = _observe.error
@@ -2406,7 +2416,8 @@ begin
       detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
   end if;
 
-  if old.observation in ('failed', 'completed') and (new.observation is distinct from old.observation
+  -- conflict is terminal too: an attempt that presented a mismatched lock never settles.
+  if old.observation in ('conflict', 'failed', 'completed') and (new.observation is distinct from old.observation
      or new.error is distinct from old.error or new.retryable is distinct from old.retryable
      or new.late_result is distinct from old.late_result or new.observed_at is distinct from old.observed_at) then
     raise exception using

@@ -200,7 +200,8 @@ begin
       detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
   end if;
 
-  if old.observation in ('failed', 'completed') and (new.observation is distinct from old.observation
+  -- conflict is terminal too: an attempt that presented a mismatched lock never settles.
+  if old.observation in ('conflict', 'failed', 'completed') and (new.observation is distinct from old.observation
      or new.error is distinct from old.error or new.retryable is distinct from old.retryable
      or new.late_result is distinct from old.late_result or new.observed_at is distinct from old.observed_at) then
     raise exception using

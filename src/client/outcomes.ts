@@ -121,7 +121,7 @@ const REASONS = {
   settled: ['current_attempt', 'superseded_attempt', 'lease_released', 'final_failure', 'attempts_exhausted'],
   recorded: ['retryable_failure', 'outcome_unknown', 'needs_reconciliation'],
   already_settled: ['late_success', 'attempt_already_observed'],
-  fenced: ['superseded', 'settled', 'lease_released'],
+  fenced: ['superseded', 'settled', 'lease_released', 'attempt_conflicted'],
 } as const;
 
 function reasonOf<O extends keyof typeof REASONS>(row: ObservationRow, outcome: O): (typeof REASONS)[O][number] {

@@ -91,7 +91,7 @@ export const observationRow = z.object({
     .enum([
       'current_attempt', 'superseded_attempt', 'final_failure', 'attempts_exhausted', 'retryable_failure',
       'outcome_unknown', 'late_success', 'attempt_already_observed', 'invalid_token', 'superseded', 'settled',
-      'lease_released', 'lock_mismatch', 'binding_revoked', 'needs_reconciliation',
+      'lease_released', 'lock_mismatch', 'binding_revoked', 'needs_reconciliation', 'attempt_conflicted',
     ])
     .nullable(),
   status: status.nullable(),

@@ -139,7 +139,8 @@ export type ClaimOutcome =
 /** Why an operation is dead-lettered (docs/protocol.md): every attempt failed, or one may have taken effect. */
 export type DeadLetterReason = 'attempts_exhausted' | 'needs_reconciliation';
 
-export type HeartbeatFenceReason = 'invalid_token' | 'superseded' | 'settled' | 'lease_released' | 'binding_revoked';
+/** Why an attempt is fenced; attempt_conflicted (it presented a mismatched lock) comes from observations only. */
+export type HeartbeatFenceReason = 'invalid_token' | 'superseded' | 'settled' | 'lease_released' | 'binding_revoked' | 'attempt_conflicted';
 
 export type HeartbeatOutcome =
   | { readonly outcome: 'extended'; readonly status: Status; readonly leaseExpiresAt: Date }
@@ -166,7 +167,7 @@ export type Observation =
   | ({ readonly outcome: 'recorded'; readonly reason: 'retryable_failure' | 'outcome_unknown' | 'needs_reconciliation' } & CanonicalState)
   | ({ readonly outcome: 'duplicate'; readonly reason: null } & CanonicalState)
   | ({ readonly outcome: 'already_settled'; readonly reason: 'late_success' | 'attempt_already_observed' } & CanonicalState)
-  | ({ readonly outcome: 'fenced'; readonly reason: 'superseded' | 'settled' | 'lease_released' } & CanonicalState)
+  | ({ readonly outcome: 'fenced'; readonly reason: 'superseded' | 'settled' | 'lease_released' | 'attempt_conflicted' } & CanonicalState)
   | { readonly outcome: 'fenced'; readonly reason: 'invalid_token' }
   /** The binding generation of this attempt is revoked: the observation is kept as evidence only. */
   | { readonly outcome: 'fenced'; readonly reason: 'binding_revoked' }

@@ -61,7 +61,7 @@ describe('classification: the default table', () => {
 });
 
 describe('run(): a timeout is unknown, never a failure', () => {
-  it('an effect that throws ETIMEDOUT with maxAttempts 1 is reported unknown, not failed or dead-lettered', async () => {
+  it('an effect that throws ETIMEDOUT with maxAttempts 1 is reported unknown, never failed: the spent budget is a needs_reconciliation dead letter', async () => {
     const key = uniqueKey();
     const outcome = await t.app.run(input(key, { maxAttempts: 1 }), async () => {
       throw codeError('ETIMEDOUT', 'connect ETIMEDOUT 10.0.0.1:443');
@@ -69,7 +69,9 @@ describe('run(): a timeout is unknown, never a failure', () => {
     expect(outcome).toMatchObject({ outcome: 'unknown', reason: 'effect_outcome_unknown', attempt: 1 });
     if (outcome.outcome !== 'unknown') throw new Error('unreachable');
     expect(outcome.cause.message).toContain('ETIMEDOUT');
-    expect(await status(key)).toEqual({ status: 'unknown', attempt: 1, dead: false });
+    // Issue 8 section 1: the budget is spent and the attempt may have taken effect: the engine
+    // dead-letters it as needs_reconciliation, with status unknown (never failed).
+    expect(await status(key)).toEqual({ status: 'unknown', attempt: 1, dead: true });
   });
 
   it('the next run() without reconcile runs nothing and answers needs_reconciliation; with rerunAfterUnknown it runs', async () => {

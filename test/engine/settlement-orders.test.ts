@@ -144,8 +144,8 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
     const wrong = { ...ticket, fingerprint: await fingerprintOf(admin, OTHER_REQUEST) };
     expect(await complete(one, wrong, { receipt: 'other' })).toMatchObject({ outcome: 'conflict' });
     expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'conflict', lease_token: null });
-    expect(await fail(one, ticket, { code: 'e' }, false)).toMatchObject({ outcome: 'fenced', reason: 'lease_released' });
-    expect(await reportUnknown(one, ticket)).toMatchObject({ outcome: 'fenced', reason: 'lease_released' });
+    expect(await fail(one, ticket, { code: 'e' }, false)).toMatchObject({ outcome: 'fenced', reason: 'attempt_conflicted' });
+    expect(await reportUnknown(one, ticket)).toMatchObject({ outcome: 'fenced', reason: 'attempt_conflicted' });
     expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'conflict', result: null });
   });
 
@@ -163,8 +163,8 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
     expect(second.attempt).toBe(2);
     expect(await complete(one, { ...second, fingerprint: wrongFingerprint }, { receipt: 'other' })).toMatchObject({ outcome: 'conflict' });
     expect(await mustGetOperation(admin, second.tenant, second.key)).toMatchObject({ status: 'conflict', lease_token: null });
-    expect(await fail(one, second, { code: 'e' }, false)).toMatchObject({ outcome: 'fenced', reason: 'lease_released' });
-    expect(await reportUnknown(one, second)).toMatchObject({ outcome: 'fenced', reason: 'lease_released' });
+    expect(await fail(one, second, { code: 'e' }, false)).toMatchObject({ outcome: 'fenced', reason: 'attempt_conflicted' });
+    expect(await reportUnknown(one, second)).toMatchObject({ outcome: 'fenced', reason: 'attempt_conflicted' });
   });
 
   it('a mismatched late success after completion changes nothing: status, result and settlement stay', async () => {
