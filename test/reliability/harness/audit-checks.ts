@@ -83,7 +83,9 @@ function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
         if (row.attempt !== r.attempt + 1) log.add('lease-exclusive', row, `${what} opened after attempt ${r.attempt}`, [row.auditId]);
         r.attempt = row.attempt ?? r.attempt;
         r.lease = row.attempt;
-      } else if (row.outcome !== 'failed') {
+      } else if (row.outcome !== 'failed' && row.outcome !== 'unknown') {
+        // failed and unknown (a spent budget dead-lettered at this claim) repeat the transition
+        // of the expire row written just before them.
         unchanged();
       }
       return;
@@ -101,9 +103,12 @@ function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
       // its lease and live attempt end; the status rises to conflict or stays.
       r.lease = null;
       return;
-    case 'redrive':
-      if (before !== 'failed' || after !== 'pending') log.add('status-monotonic', row, `${what} moved ${before} -> ${after}`, [row.auditId]);
+    case 'redrive': {
+      // attempts_exhausted re-opens failed as pending; needs_reconciliation keeps unknown/conflict.
+      const kept = before === after && (before === 'unknown' || before === 'conflict');
+      if (!kept && (before !== 'failed' || after !== 'pending')) log.add('status-monotonic', row, `${what} moved ${before} -> ${after}`, [row.auditId]);
       return;
+    }
     case 'complete':
       checkComplete(row, r, what, log, unchanged);
       return;
@@ -114,6 +119,13 @@ function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
           log.add('superseded-no-effect', row, `${what} was merged while attempt ${r.lease} held the lease`, [row.auditId]);
         }
         r.lease = null;
+      } else if (row.outcome === 'conflict' && row.attempt !== null && row.attempt === r.lease) {
+        // A mismatched observation of the lease holder ends its attempt (issue 8 §4): the lease
+        // goes, running becomes pending, nothing else changes.
+        r.lease = null;
+        if (before !== after && !(before === 'running' && after === 'pending')) {
+          log.add('superseded-no-effect', row, `${what} changed the status ${before} -> ${after}`, [row.auditId]);
+        }
       } else {
         unchanged();
       }
