@@ -1120,11 +1120,15 @@ CREATE FUNCTION settle_private._audit(tenant text, key text, at timestamp with t
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+  v_seq bigint;
 begin
+  select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
+   where l.tenant = _audit.tenant and l.key = _audit.key;
   insert into settle_private.audit_log
-    (tenant, key, at, event, outcome, attempt, status_before, status_after, actor, detail)
+    (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
   values
-    (_audit.tenant, _audit.key, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
+    (_audit.tenant, _audit.key, v_seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
      _audit.status_before, _audit.status_after, _audit.actor, _audit.detail);
   return 1;
 end
@@ -1574,7 +1578,8 @@ begin
   select * into v_op from settle_private.operations o
    where o.tenant = _expire_key.tenant and o.key = _expire_key.key
      and ((o.lease_token is not null and o.lease_expires_at <= _expire_key.as_of)
-          or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts))
+          or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts
+              and o.dead_lettered_at is null))
    for update skip locked;
   if not found then
     return 0;
@@ -1630,10 +1635,13 @@ ALTER FUNCTION settle_private._fingerprint(request jsonb) OWNER TO settle_owner;
 --
 
 CREATE FUNCTION settle_private._floor(tenant text, principal text) RETURNS bigint
-    LANGUAGE sql STABLE PARALLEL SAFE
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  select coalesce((select f.below_generation from settle_private.binding_floors f
-                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0)
+begin
+  return coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0);
+end
 $$;
 
 ALTER FUNCTION settle_private._floor(tenant text, principal text) OWNER TO settle_owner;
@@ -1825,6 +1833,46 @@ CREATE FUNCTION settle_private._may_have_taken_effect(tenant text, key text) RET
 $$;
 
 ALTER FUNCTION settle_private._may_have_taken_effect(tenant text, key text) OWNER TO settle_owner;
+
+--
+-- Name: _metrics(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._metrics() RETURNS TABLE(operations_in_flight bigint, lapsed_leases bigint, operations_unknown bigint, oldest_unknown_age_seconds double precision, operations_conflict bigint, dead_letters_failed bigint, dead_letters_needs_reconciliation bigint, oldest_dead_letter_age_seconds double precision, conflicts_recent bigint, refused_observations_recent bigint, recent_window_seconds integer)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+select (select count(*) from settle_private.operations o
+         where o.lease_token is not null and o.lease_expires_at > w.now) as operations_in_flight,
+       (select count(*) from settle_private.operations o
+         where o.lease_token is not null and o.lease_expires_at <= w.now) as lapsed_leases,
+       (select count(*) from settle_private.operations o where o.status = 'unknown') as operations_unknown,
+       coalesce((select extract(epoch from w.now - min(o.updated_at))::float8
+                   from settle_private.operations o where o.status = 'unknown'), 0) as oldest_unknown_age_seconds,
+       (select count(*) from settle_private.operations o where o.status = 'conflict') as operations_conflict,
+       (select count(*) from settle_private.operations o
+         where o.dead_lettered_at is not null and o.status = 'failed') as dead_letters_failed,
+       (select count(*) from settle_private.operations o
+         where o.dead_lettered_at is not null and o.status <> 'failed') as dead_letters_needs_reconciliation,
+       coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
+                   from settle_private.operations o where o.dead_lettered_at is not null), 0) as oldest_dead_letter_age_seconds,
+       (select count(*) from settle_private.audit_log a
+         where a.outcome = 'conflict' and a.at > w.now - w.recent) as conflicts_recent,
+       (select count(*) from settle_private.audit_log a
+         where a.outcome in ('conflict', 'fenced') and a.at > w.now - w.recent
+           and a.event in ('complete', 'fail', 'report_unknown')) as refused_observations_recent,
+       extract(epoch from w.recent)::integer as recent_window_seconds
+  from (select clock_timestamp() as now, interval '5 minutes' as recent) w
+$$;
+
+ALTER FUNCTION settle_private._metrics() OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION _metrics(); Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle_private._metrics() IS 'The gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
 
 --
 -- Name: _name_ok(text, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -2367,10 +2415,13 @@ ALTER FUNCTION settle_private._scopes_ok(scopes text[]) OWNER TO settle_owner;
 --
 
 CREATE FUNCTION settle_private._tenant_ok(tenant text) RETURNS boolean
-    LANGUAGE sql STABLE PARALLEL SAFE
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  select not exists (select 1 from settle_private.tenant_bindings b
-                      where b.role_name = session_user::text and not (_tenant_ok.tenant = any (b.tenants)))
+begin
+  return not exists (select 1 from settle_private.tenant_bindings b
+                      where b.role_name = session_user::text and not (_tenant_ok.tenant = any (b.tenants)));
+end
 $$;
 
 ALTER FUNCTION settle_private._tenant_ok(tenant text) OWNER TO settle_owner;
@@ -2772,6 +2823,7 @@ COMMENT ON VIEW settle.attempts IS 'Every attempt epoch with its attempt-scoped 
 CREATE TABLE settle_private.audit_log (
     tenant text NOT NULL,
     key text NOT NULL,
+    seq bigint NOT NULL,
     audit_id bigint NOT NULL,
     at timestamp with time zone NOT NULL,
     event settle_private.audit_event NOT NULL,
@@ -2800,6 +2852,7 @@ COMMENT ON TABLE settle_private.audit_log IS 'Append-only audit trail, one row p
 CREATE VIEW settle.audit_log AS
  SELECT l.tenant,
     l.key,
+    l.seq,
     l.audit_id,
     l.at,
     (l.event)::text AS event,
@@ -2822,7 +2875,7 @@ ALTER TABLE settle.audit_log OWNER TO settle_owner;
 -- Name: VIEW audit_log; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by audit_id. Transitions are serialized by the operation row lock, so their rows are in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
+COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id): seq numbers an operation''s rows 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
 
 --
 -- Name: dead_letters; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -2860,39 +2913,18 @@ COMMENT ON VIEW settle.dead_letters IS 'Operations that spent their attempt budg
 --
 
 CREATE VIEW settle.metrics AS
- SELECT ( SELECT count(*) AS count
-           FROM settle_private.operations o
-          WHERE ((o.lease_token IS NOT NULL) AND (o.lease_expires_at > w.now))) AS operations_in_flight,
-    ( SELECT count(*) AS count
-           FROM settle_private.operations o
-          WHERE ((o.lease_token IS NOT NULL) AND (o.lease_expires_at <= w.now))) AS lapsed_leases,
-    ( SELECT count(*) AS count
-           FROM settle_private.operations o
-          WHERE (o.status = 'unknown'::settle.status)) AS operations_unknown,
-    COALESCE(( SELECT (EXTRACT(epoch FROM (w.now - min(o.updated_at))))::double precision AS "extract"
-           FROM settle_private.operations o
-          WHERE (o.status = 'unknown'::settle.status)), (0)::double precision) AS oldest_unknown_age_seconds,
-    ( SELECT count(*) AS count
-           FROM settle_private.operations o
-          WHERE (o.status = 'conflict'::settle.status)) AS operations_conflict,
-    ( SELECT count(*) AS count
-           FROM settle_private.operations o
-          WHERE ((o.dead_lettered_at IS NOT NULL) AND (o.status = 'failed'::settle.status))) AS dead_letters_failed,
-    ( SELECT count(*) AS count
-           FROM settle_private.operations o
-          WHERE ((o.dead_lettered_at IS NOT NULL) AND (o.status <> 'failed'::settle.status))) AS dead_letters_needs_reconciliation,
-    COALESCE(( SELECT (EXTRACT(epoch FROM (w.now - min(o.dead_lettered_at))))::double precision AS "extract"
-           FROM settle_private.operations o
-          WHERE (o.dead_lettered_at IS NOT NULL)), (0)::double precision) AS oldest_dead_letter_age_seconds,
-    ( SELECT count(*) AS count
-           FROM settle_private.audit_log a
-          WHERE ((a.outcome = 'conflict'::text) AND (a.at > (w.now - w.recent)))) AS conflicts_recent,
-    ( SELECT count(*) AS count
-           FROM settle_private.audit_log a
-          WHERE ((a.outcome = ANY (ARRAY['conflict'::text, 'fenced'::text])) AND (a.at > (w.now - w.recent)) AND ((a.event)::text = ANY (ARRAY['complete'::text, 'fail'::text, 'report_unknown'::text])))) AS refused_observations_recent,
-    (EXTRACT(epoch FROM w.recent))::integer AS recent_window_seconds
-   FROM ( SELECT clock_timestamp() AS now,
-            '00:05:00'::interval AS recent) w;
+ SELECT m.operations_in_flight,
+    m.lapsed_leases,
+    m.operations_unknown,
+    m.oldest_unknown_age_seconds,
+    m.operations_conflict,
+    m.dead_letters_failed,
+    m.dead_letters_needs_reconciliation,
+    m.oldest_dead_letter_age_seconds,
+    m.conflicts_recent,
+    m.refused_observations_recent,
+    m.recent_window_seconds
+   FROM settle_private._metrics() m(operations_in_flight, lapsed_leases, operations_unknown, oldest_unknown_age_seconds, operations_conflict, dead_letters_failed, dead_letters_needs_reconciliation, oldest_dead_letter_age_seconds, conflicts_recent, refused_observations_recent, recent_window_seconds);
 
 ALTER TABLE settle.metrics OWNER TO settle_owner;
 
@@ -3028,7 +3060,7 @@ ALTER TABLE ONLY settle_private.attempts
 --
 
 ALTER TABLE ONLY settle_private.audit_log
-    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (tenant, key, audit_id);
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (tenant, key, seq, audit_id);
 
 --
 -- Name: binding_floors binding_floors_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
@@ -3642,6 +3674,14 @@ REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text) FRO
 --
 
 REVOKE ALL ON FUNCTION settle_private._may_have_taken_effect(tenant text, key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _metrics(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._metrics() FROM PUBLIC;
+GRANT ALL ON FUNCTION settle_private._metrics() TO settle_readonly;
+GRANT ALL ON FUNCTION settle_private._metrics() TO settle_admin;
 
 --
 -- Name: FUNCTION _name_ok(value text, max_bytes integer); Type: ACL; Schema: settle_private; Owner: settle_owner
