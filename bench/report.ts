@@ -110,7 +110,7 @@ Durable commits everywhere (no \`synchronous_commit=off\`).
 ${markdownTable(TARGET_HEADER, targetRows(report.targets))}
 ${
   report.references.length > 0
-    ? `\n## Reference ratios (not targets of issue #5)\n\n${markdownTable(REFERENCE_HEADER, referenceRows(report.references))}\n`
+    ? `\n## Reference ratios (not targets)\n\n${markdownTable(REFERENCE_HEADER, referenceRows(report.references))}\n`
     : ''
 }
 ## Medians over rounds
