@@ -6,8 +6,11 @@
 #
 #   bench/ab-migrations.sh <label>=<migrations dir> <label>=<migrations dir> ...
 #   ROUNDS=3 SECONDS_PER_RUN=20 CLIENTS=8 SCRIPT=bench/scripts/cycle.sql bench/ab-migrations.sh ...
+#   CPU_LOOP=1 ROUNDS=7 bench/ab-migrations.sh ...   # server CPU instead: bench/sql/cycle-cpu-loop.sql
 #
-# Prints one line per run (label, round, tps) and the median tps per build. Needs the Debian
+# Prints one line per run (label, round, tps) and the median tps per build; with CPU_LOOP=1 the
+# milliseconds of 3000 claim + complete pairs in one backend (no commits, no client) and the
+# minimum per build (the least disturbed run on a shared machine). Needs the Debian
 # PostgreSQL 15 binaries (/usr/lib/postgresql/15/bin) and runs the server as user postgres when
 # started as root.
 set -euo pipefail
@@ -38,6 +41,21 @@ for spec in "$@"; do
 done
 
 declare -A results
+if [ "${CPU_LOOP:-0}" = 1 ]; then
+  LOOP=$(realpath bench/sql/cycle-cpu-loop.sql)
+  for round in $(seq 1 "$ROUNDS"); do
+    for label in "${labels[@]}"; do
+      ms=$("${PSQL[@]}" -d "ab_$label" -f "$LOOP" 2>&1 | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1)
+      echo "$label round=$round ms=$ms"
+      results[$label]="${results[$label]:-} $ms"
+    done
+  done
+  for label in "${labels[@]}"; do
+    min=$(tr ' ' '\n' <<<"${results[$label]}" | grep -v '^$' | sort -n | head -1)
+    echo "min $label ms=$min us_per_cycle=$(awk "BEGIN {printf \"%.1f\", $min * 1000 / 3000}") (runs:${results[$label]})"
+  done
+  exit 0
+fi
 for round in $(seq 1 "$ROUNDS"); do
   for label in "${labels[@]}"; do
     "${PSQL[@]}" -d "ab_$label" -c 'checkpoint' >/dev/null

@@ -206,7 +206,6 @@ declare
   v_detail jsonb;
   v_audit_attempt integer;
   v_res settle.claim_result;
-  v_tenant_ok boolean;
   v_floor bigint;
 begin
   if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
@@ -221,9 +220,8 @@ begin
   end if;
 
   -- Access (00012): the login role's tenant binding, then the revocation floor of the binding.
-  select settle_private._tenant_ok(claim.tenant), settle_private._floor(claim.tenant, claim.principal)
-    into v_tenant_ok, v_floor;
-  if not v_tenant_ok then
+  v_floor := settle_private._access(claim.tenant, claim.principal);
+  if v_floor < 0 then
     perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
   end if;
   if claim.binding_generation < v_floor then
@@ -373,8 +371,8 @@ ALTER FUNCTION settle.claim(tenant text, key text, request jsonb, principal text
 
 COMMENT ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) IS 'Reserve an operation on first call, or join it: the claim phase of locked reservation.
 Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim).
-Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes).
-SQLSTATEs: SE001 tenant, SE002 key, SE003 binding, SE004 request, SE007 lease, SE008 worker/max_attempts.
+Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes) | refused (reason binding_revoked: the presented binding generation is below the floor of settle.revoke_binding; nothing runs or is disclosed; the refusal is audited with what was presented).
+SQLSTATEs: SE001 tenant, SE002 key (no control, default-ignorable or bidirectional-control characters), SE003 binding, SE004 request, SE007 lease (an exact duration: no month or year part), SE008 worker/max_attempts, SE013 tenant not granted to this login role.
 Locking: answers that change nothing (conflict, replay, in_progress, failed, unknown) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
 Idempotency: retrying with the same request and binding joins the same operation. Every call writes one audit row except the read-only answers replay and in_progress, which write nothing (no WAL, no commit flush).';
 
@@ -402,7 +400,8 @@ COMMENT ON FUNCTION settle.complete(tenant text, key text, attempt integer, leas
 Parameters: tenant, key, attempt, lease_token, fingerprint (all from the acquired claim), principal, scopes, binding_generation (the binding presented at claim), result jsonb (<= 1 MiB; immutable once settled).
 Outcomes: settled (this success is the one settlement: status completed, result stored, reason current_attempt; superseded_attempt: a later attempt exists but nothing had settled, and this effect really happened; lease_released: this is the latest attempt, its lease was released (it reported unknown, or its lapsed lease was expired) and nothing had settled) | already_settled (reason late_success: the operation was already completed; this success is recorded on its attempt, the result is not replaced; reason attempt_already_observed: this attempt already reported another outcome) | duplicate (this attempt already reported this exact success) | conflict (fingerprint or binding differ: conflict_on; nothing disclosed; the canonical status moves to conflict if it was below it, the result is never touched; the attempt records conflict and loses its lease) | fenced (reason invalid_token: no such attempt or token; reason attempt_conflicted: this attempt presented a mismatched lock before and is fenced for good, whatever it presents now).
 Canonical status, result and settled_attempt after the merge are returned except for conflict and invalid_token.
-SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found.
+Also fenced with reason binding_revoked: the presented generation is below the floor of settle.revoke_binding; nothing merges, the presented result is kept in the audit log.
+SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found; SE013 tenant not granted to this login role.
 Locking: the operation row (FOR UPDATE). Works inside the caller''s transaction: commit a same-database effect atomically with its settlement.
 Idempotency: repeating the same call answers duplicate and changes nothing; every call writes one audit row.';
 
@@ -484,7 +483,8 @@ COMMENT ON FUNCTION settle.fail(tenant text, key text, attempt integer, lease_to
 Parameters: as settle.complete, with error jsonb (<= 64 KiB) instead of result, and retryable (default true).
 Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure (retryable false): status failed with this error, a committed failure; reason attempts_exhausted: the last allowed attempt failed and every attempt recorded a failure: status failed, dead-lettered) | recorded (reason needs_reconciliation: the last allowed attempt failed but an earlier attempt may have taken effect (it reported unknown, conflicted, or its lease lapsed without an observation): status at least unknown, never failed; dead-lettered with dead_letter_reason needs_reconciliation) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves above running/pending; the attempt records conflict and loses its lease, and is fenced from then on: attempt_conflicted).
 A later matching success still upgrades failed to completed (completed outranks failed).
-SQLSTATEs: SE001-SE004, SE006 (error, retryable), SE008, SE010.
+Fenced binding_revoked as for complete.
+SQLSTATEs: SE001-SE004, SE006 (error, retryable), SE008, SE010, SE013.
 Locking: the operation row (FOR UPDATE). Idempotency: repeating answers duplicate.';
 
 --
@@ -520,7 +520,6 @@ CREATE FUNCTION settle.get(tenant text, key text, request jsonb, principal text,
     AS $$
 declare
   v_now timestamptz := clock_timestamp();
-  v_tenant_ok boolean;
   v_floor bigint;
   v_fp text;
   v_op settle_private.operations;
@@ -535,9 +534,8 @@ begin
     perform settle_private._check_binding(get.principal, get.scopes, get.binding_generation);
     perform settle_private._check_json(get.request, 'request', settle_private._limit('request_bytes'), 'SE004');
   end if;
-  select settle_private._tenant_ok(get.tenant), settle_private._floor(get.tenant, get.principal)
-    into v_tenant_ok, v_floor;
-  if not v_tenant_ok then
+  v_floor := settle_private._access(get.tenant, get.principal);
+  if v_floor < 0 then
     perform settle_private._refuse_tenant(get.tenant, get.key, 'get');
   end if;
   v_fp := settle_private._fingerprint(get.request);
@@ -718,7 +716,8 @@ COMMENT ON FUNCTION settle.heartbeat(tenant text, key text, attempt integer, lea
 Parameters: tenant, key, attempt and lease_token as returned by settle.claim; lease interval (1 s - 1 day, default 30 s) from now, by the database clock.
 Outcomes: extended (lease_expires_at) | fenced with reason invalid_token (no such attempt/token; nothing disclosed), superseded (a later attempt owns the operation), settled (the operation is completed or failed: stop working), lease_released (this attempt already reported, or its lease was expired by the sweeper).
 A current attempt whose lease lapsed but was not yet taken over is extended.
-SQLSTATEs: SE001, SE002, SE007, SE008 (bad arguments), SE010 (operation not found).
+Also fenced with reason binding_revoked: the attempt''s reservation is under a revoked binding generation (settle.revoke_binding); the operation moves to conflict.
+SQLSTATEs: SE001, SE002, SE007, SE008 (bad arguments), SE010 (operation not found), SE013 (tenant not granted to this login role).
 Locking: the operation row (FOR UPDATE). Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
 
 --
@@ -1015,7 +1014,8 @@ ALTER FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lea
 COMMENT ON FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) IS 'Report that this attempt lost the response of its effect: it may or may not have happened. Timeout means unknown, never failure.
 Parameters: as settle.complete, without a result.
 Outcomes: recorded (reason outcome_unknown: status becomes unknown unless already higher, the lease is released; a later success of this same attempt still settles; on the last allowed attempt the operation is also dead-lettered with dead_letter_reason needs_reconciliation: dead_lettered true in the answer) | fenced (the attempt no longer holds the lease: nothing changes) | already_settled (the attempt already reported a terminal outcome, e.g. success then timeout: completed is kept) | conflict | fenced invalid_token.
-SQLSTATEs: SE001-SE004, SE008, SE010.
+Fenced binding_revoked as for complete.
+SQLSTATEs: SE001-SE004, SE008, SE010, SE013.
 Locking: the operation row (FOR UPDATE). Idempotency: a repeated unknown is fenced (the lease is gone) and changes nothing.';
 
 --
@@ -1111,6 +1111,29 @@ Outcomes: the tenants the role may reach now; an empty array when the last one w
 SQLSTATEs: SE001 (tenant), SE008 (role NULL), 42501 (not settle_admin).
 Locking: the role''s binding row. Logged in settle.admin_log. In force for every call that starts after the commit; a call already running finishes under the grants it read.
 Idempotency: revoking what the role does not hold changes nothing but the log.';
+
+--
+-- Name: _access(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._access(tenant text, principal text) RETURNS bigint
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_refused boolean;
+  v_floor bigint;
+begin
+  select exists (select 1 from settle_private.tenant_bindings b
+                  where b.role_name = session_user::text and not (_access.tenant = any (b.tenants))),
+         coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _access.tenant and f.principal = _access.principal), 0)
+    into v_refused, v_floor;
+  return case when v_refused then -1 else v_floor end;
+end
+$$;
+
+ALTER FUNCTION settle_private._access(tenant text, principal text) OWNER TO settle_owner;
 
 --
 -- Name: _audit(text, text, timestamp with time zone, text, text, integer, settle.status, settle.status, text, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1948,7 +1971,6 @@ declare
   v_current boolean;
   v_exhausted boolean;
   v_res settle.observation_result;
-  v_tenant_ok boolean;
   v_floor bigint;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
@@ -1967,9 +1989,8 @@ begin
   end if;
 
   -- Access (00012): the login role's tenant binding, then the revocation floor of the binding.
-  select settle_private._tenant_ok(_observe.tenant), settle_private._floor(_observe.tenant, _observe.principal)
-    into v_tenant_ok, v_floor;
-  if not v_tenant_ok then
+  v_floor := settle_private._access(_observe.tenant, _observe.principal);
+  if v_floor < 0 then
     perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
   end if;
 
@@ -2419,8 +2440,7 @@ CREATE FUNCTION settle_private._tenant_ok(tenant text) RETURNS boolean
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
-  return not exists (select 1 from settle_private.tenant_bindings b
-                      where b.role_name = session_user::text and not (_tenant_ok.tenant = any (b.tenants)));
+  return settle_private._access(_tenant_ok.tenant, null) >= 0;
 end
 $$;
 
@@ -3464,6 +3484,12 @@ GRANT ALL ON FUNCTION settle.revoke_binding(tenant text, principal text, below_g
 
 REVOKE ALL ON FUNCTION settle.revoke_tenant(role text, tenant text) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.revoke_tenant(role text, tenant text) TO settle_admin;
+
+--
+-- Name: FUNCTION _access(tenant text, principal text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._access(tenant text, principal text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _audit(tenant text, key text, at timestamp with time zone, event text, outcome text, attempt integer, status_before settle.status, status_after settle.status, actor text, detail jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner

@@ -144,12 +144,26 @@ begin
       from pg_catalog.pg_attribute a
      where a.attrelid = v_table::regclass and a.attnum > 0 and not a.attisdropped and a.attname <> 'lease_token';
     execute pg_catalog.format('grant select (%s) on %s to settle_readonly, settle_admin', v_columns, v_table);
+    -- The views keep a login role bound to tenants (settle.grant_tenant) to their rows; this
+    -- policy cannot (a shard query may not call a function that reads a reference table:
+    -- "cannot execute a distributed query from a query on a shard"), so on Citus a bound reader
+    -- querying these tables directly sees every tenant's rows (docs/protocol.md section 12).
     if not exists (select 1 from pg_catalog.pg_policy
                     where polrelid = v_table::regclass and polname = 'readers_of_views') then
       execute pg_catalog.format(
         'create policy readers_of_views on %s for select to settle_readonly, settle_admin using (true)', v_table);
     end if;
   end loop;
+end
+$$;
+-- settle.admin_log reads the admin log as the reader on Citus.
+grant select on settle_private.admin_log to settle_readonly, settle_admin;
+do $$
+begin
+  if not exists (select 1 from pg_catalog.pg_policy
+                  where polrelid = 'settle_private.admin_log'::regclass and polname = 'readers_of_views') then
+    create policy readers_of_views on settle_private.admin_log for select to settle_readonly, settle_admin using (true);
+  end if;
 end
 $$;
 

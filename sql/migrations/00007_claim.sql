@@ -60,7 +60,6 @@ declare
   v_detail jsonb;
   v_audit_attempt integer;
   v_res settle.claim_result;
-  v_tenant_ok boolean;
   v_floor bigint;
 begin
   if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
@@ -75,9 +74,8 @@ begin
   end if;
 
   -- Access (00012): the login role's tenant binding, then the revocation floor of the binding.
-  select settle_private._tenant_ok(claim.tenant), settle_private._floor(claim.tenant, claim.principal)
-    into v_tenant_ok, v_floor;
-  if not v_tenant_ok then
+  v_floor := settle_private._access(claim.tenant, claim.principal);
+  if v_floor < 0 then
     perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
   end if;
   if claim.binding_generation < v_floor then
@@ -222,8 +220,8 @@ $$;
 comment on function settle.claim(text, text, jsonb, text, text[], bigint, interval, text, integer) is
   'Reserve an operation on first call, or join it: the claim phase of locked reservation.
 Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim).
-Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes).
-SQLSTATEs: SE001 tenant, SE002 key, SE003 binding, SE004 request, SE007 lease, SE008 worker/max_attempts.
+Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes) | refused (reason binding_revoked: the presented binding generation is below the floor of settle.revoke_binding; nothing runs or is disclosed; the refusal is audited with what was presented).
+SQLSTATEs: SE001 tenant, SE002 key (no control, default-ignorable or bidirectional-control characters), SE003 binding, SE004 request, SE007 lease (an exact duration: no month or year part), SE008 worker/max_attempts, SE013 tenant not granted to this login role.
 Locking: answers that change nothing (conflict, replay, in_progress, failed, unknown) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
 Idempotency: retrying with the same request and binding joins the same operation. Every call writes one audit row except the read-only answers replay and in_progress, which write nothing (no WAL, no commit flush).';
 

@@ -168,7 +168,8 @@ comment on function settle.heartbeat(text, text, integer, uuid, interval) is
 Parameters: tenant, key, attempt and lease_token as returned by settle.claim; lease interval (1 s - 1 day, default 30 s) from now, by the database clock.
 Outcomes: extended (lease_expires_at) | fenced with reason invalid_token (no such attempt/token; nothing disclosed), superseded (a later attempt owns the operation), settled (the operation is completed or failed: stop working), lease_released (this attempt already reported, or its lease was expired by the sweeper).
 A current attempt whose lease lapsed but was not yet taken over is extended.
-SQLSTATEs: SE001, SE002, SE007, SE008 (bad arguments), SE010 (operation not found).
+Also fenced with reason binding_revoked: the attempt''s reservation is under a revoked binding generation (settle.revoke_binding); the operation moves to conflict.
+SQLSTATEs: SE001, SE002, SE007, SE008 (bad arguments), SE010 (operation not found), SE013 (tenant not granted to this login role).
 Locking: the operation row (FOR UPDATE). Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
 
 -- The sweeper's step for one operation found by its lock-free scan: lock the row without

@@ -56,7 +56,6 @@ declare
   v_current boolean;
   v_exhausted boolean;
   v_res settle.observation_result;
-  v_tenant_ok boolean;
   v_floor bigint;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
@@ -75,9 +74,8 @@ begin
   end if;
 
   -- Access (00012): the login role's tenant binding, then the revocation floor of the binding.
-  select settle_private._tenant_ok(_observe.tenant), settle_private._floor(_observe.tenant, _observe.principal)
-    into v_tenant_ok, v_floor;
-  if not v_tenant_ok then
+  v_floor := settle_private._access(_observe.tenant, _observe.principal);
+  if v_floor < 0 then
     perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
   end if;
 
@@ -277,7 +275,8 @@ comment on function settle.complete(text, text, integer, uuid, text, text, text[
 Parameters: tenant, key, attempt, lease_token, fingerprint (all from the acquired claim), principal, scopes, binding_generation (the binding presented at claim), result jsonb (<= 1 MiB; immutable once settled).
 Outcomes: settled (this success is the one settlement: status completed, result stored, reason current_attempt; superseded_attempt: a later attempt exists but nothing had settled, and this effect really happened; lease_released: this is the latest attempt, its lease was released (it reported unknown, or its lapsed lease was expired) and nothing had settled) | already_settled (reason late_success: the operation was already completed; this success is recorded on its attempt, the result is not replaced; reason attempt_already_observed: this attempt already reported another outcome) | duplicate (this attempt already reported this exact success) | conflict (fingerprint or binding differ: conflict_on; nothing disclosed; the canonical status moves to conflict if it was below it, the result is never touched; the attempt records conflict and loses its lease) | fenced (reason invalid_token: no such attempt or token; reason attempt_conflicted: this attempt presented a mismatched lock before and is fenced for good, whatever it presents now).
 Canonical status, result and settled_attempt after the merge are returned except for conflict and invalid_token.
-SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found.
+Also fenced with reason binding_revoked: the presented generation is below the floor of settle.revoke_binding; nothing merges, the presented result is kept in the audit log.
+SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found; SE013 tenant not granted to this login role.
 Locking: the operation row (FOR UPDATE). Works inside the caller''s transaction: commit a same-database effect atomically with its settlement.
 Idempotency: repeating the same call answers duplicate and changes nothing; every call writes one audit row.';
 
@@ -309,7 +308,8 @@ comment on function settle.fail(text, text, integer, uuid, text, text, text[], b
 Parameters: as settle.complete, with error jsonb (<= 64 KiB) instead of result, and retryable (default true).
 Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure (retryable false): status failed with this error, a committed failure; reason attempts_exhausted: the last allowed attempt failed and every attempt recorded a failure: status failed, dead-lettered) | recorded (reason needs_reconciliation: the last allowed attempt failed but an earlier attempt may have taken effect (it reported unknown, conflicted, or its lease lapsed without an observation): status at least unknown, never failed; dead-lettered with dead_letter_reason needs_reconciliation) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves above running/pending; the attempt records conflict and loses its lease, and is fenced from then on: attempt_conflicted).
 A later matching success still upgrades failed to completed (completed outranks failed).
-SQLSTATEs: SE001-SE004, SE006 (error, retryable), SE008, SE010.
+Fenced binding_revoked as for complete.
+SQLSTATEs: SE001-SE004, SE006 (error, retryable), SE008, SE010, SE013.
 Locking: the operation row (FOR UPDATE). Idempotency: repeating answers duplicate.';
 
 -- report_unknown(tenant, key, attempt, lease_token, fingerprint, principal, scopes, binding_generation)
@@ -338,7 +338,8 @@ comment on function settle.report_unknown(text, text, integer, uuid, text, text,
   'Report that this attempt lost the response of its effect: it may or may not have happened. Timeout means unknown, never failure.
 Parameters: as settle.complete, without a result.
 Outcomes: recorded (reason outcome_unknown: status becomes unknown unless already higher, the lease is released; a later success of this same attempt still settles; on the last allowed attempt the operation is also dead-lettered with dead_letter_reason needs_reconciliation: dead_lettered true in the answer) | fenced (the attempt no longer holds the lease: nothing changes) | already_settled (the attempt already reported a terminal outcome, e.g. success then timeout: completed is kept) | conflict | fenced invalid_token.
-SQLSTATEs: SE001-SE004, SE008, SE010.
+Fenced binding_revoked as for complete.
+SQLSTATEs: SE001-SE004, SE008, SE010, SE013.
 Locking: the operation row (FOR UPDATE). Idempotency: a repeated unknown is fenced (the lease is gone) and changes nothing.';
 
 reset role;

@@ -55,7 +55,6 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_now timestamptz := clock_timestamp();
-  v_tenant_ok boolean;
   v_floor bigint;
   v_fp text;
   v_op settle_private.operations;
@@ -70,9 +69,8 @@ begin
     perform settle_private._check_binding(get.principal, get.scopes, get.binding_generation);
     perform settle_private._check_json(get.request, 'request', settle_private._limit('request_bytes'), 'SE004');
   end if;
-  select settle_private._tenant_ok(get.tenant), settle_private._floor(get.tenant, get.principal)
-    into v_tenant_ok, v_floor;
-  if not v_tenant_ok then
+  v_floor := settle_private._access(get.tenant, get.principal);
+  if v_floor < 0 then
     perform settle_private._refuse_tenant(get.tenant, get.key, 'get');
   end if;
   v_fp := settle_private._fingerprint(get.request);

@@ -22,13 +22,37 @@
 set local role settle_owner;
 
 -- ---------------------------------------------------------------------------------------
--- The checks every call makes (inlinable SQL: one index probe each, planned once per session)
+-- The checks every call makes. PL/pgSQL, called as plain assignments: each keeps its index
+-- probes planned for the session. (As SQL functions they would not be inlined, since
+-- their bodies hold a subquery, and PostgreSQL would parse and plan them again in every
+-- transaction: measured at 15-20% of the claim + complete cycle, docs/performance.md.)
 -- ---------------------------------------------------------------------------------------
 
+-- The access verdict of one call, both checks in one query: -1 when the connected login role
+-- holds tenant grants and not `tenant`'s (the caller raises SE013: _refuse_tenant); otherwise
+-- the revocation floor of (tenant, principal) (0: nothing revoked; principal NULL: 0). One
+-- query for the two checks: claim and complete each pay one executor start, not two.
+create function settle_private._access(tenant text, principal text)
+returns bigint
+language plpgsql
+stable
+parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_refused boolean;
+  v_floor bigint;
+begin
+  select exists (select 1 from settle_private.tenant_bindings b
+                  where b.role_name = session_user::text and not (_access.tenant = any (b.tenants))),
+         coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _access.tenant and f.principal = _access.principal), 0)
+    into v_refused, v_floor;
+  return case when v_refused then -1 else v_floor end;
+end
+$$;
+
 -- May the connected login role reach `tenant`? True for a role without a binding.
--- PL/pgSQL, not SQL: a SQL function whose body holds a sub-select is never inlined, so
--- PostgreSQL parsed and planned its body again on every call (fmgr_sql: 57% of a replay
--- claim's server CPU, bench/perf-profile.ts); a PL/pgSQL body keeps its plan for the session.
 create function settle_private._tenant_ok(tenant text)
 returns boolean
 language plpgsql
@@ -37,8 +61,7 @@ parallel safe
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-  return not exists (select 1 from settle_private.tenant_bindings b
-                      where b.role_name = session_user::text and not (_tenant_ok.tenant = any (b.tenants)));
+  return settle_private._access(_tenant_ok.tenant, null) >= 0;
 end
 $$;
 

@@ -66,6 +66,36 @@ describe('tenant binding', () => {
     expect((await complete(trusted, theirs, { ok: 2 })).outcome).toBe('settled');
   });
 
+  it('an SE013 refusal is audited in the server log (an audit row would roll back with the error)', async (context) => {
+    const admin = await adminSession();
+    const superuser = await db.connect();
+    const role = await loginRole('logged', ['settle_app']);
+    await admin.query(`select settle.grant_tenant($1, 'acme')`, [role.name]);
+    const svc = await role.connect();
+    const op = newOperation('logged', { tenant: 'globex' });
+    expect(await sqlStateOf(claim(svc, op))).toBe('SE013');
+    const readLog = async (): Promise<string | null> => {
+      const { rows } = await superuser.query<{ text: string }>(
+        `select pg_read_file(f, greatest(0, (pg_stat_file(f)).size - 4000000), 4000000) as text
+           from (select current_setting('data_directory') || '/../server.log' as f) p`,
+      ).catch(() => ({ rows: [] as { text: string }[] }));
+      return rows[0]?.text ?? null;
+    };
+    if ((await readLog()) === null) context.skip('the server log is not readable here (not the local throwaway cluster)');
+    const line = `"key": "${op.key ?? ''}"`;
+    const deadline = Date.now() + 10_000;
+    let log = (await readLog()) ?? '';
+    while (!log.includes(line) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the logger writes asynchronously
+      log = (await readLog()) ?? '';
+    }
+    const entry = log.split('\n').find((l) => l.includes(line)) ?? '';
+    expect(entry).toContain('pg-settle audit:');
+    expect(entry).toContain('"event": "tenant_refused"');
+    expect(entry).toContain(`"role": "${role.name}"`);
+    expect(entry).toContain('"tenant": "globex"');
+  });
+
   it('a role without grants is a trusted multi-tenant service', async () => {
     const svc = await (await loginRole('multi', ['settle_app'])).connect();
     for (const tenant of ['acme', 'globex', 'initech']) {
@@ -101,7 +131,7 @@ describe('tenant binding', () => {
     ]);
   });
 
-  it('a grant committed while a bound call waits is in force for that call (racing sessions)', async () => {
+  it('an uncommitted revocation does not bind yet; once committed it binds the very next call (two sessions)', async () => {
     const admin = await adminSession();
     const role = await loginRole('racer', ['settle_app']);
     await admin.query(`select settle.grant_tenant($1, 'acme')`, [role.name]);

@@ -238,9 +238,15 @@ export const MUTANTS: readonly Mutant[] = [
     replacements: [
       {
         file: ACCESS,
-        find: `  select coalesce((select f.below_generation from settle_private.binding_floors f
-                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0)`,
-        replace: `  select 0::bigint`,
+        find: `         coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _access.tenant and f.principal = _access.principal), 0)`,
+        replace: `         0::bigint`,
+      },
+      {
+        file: ACCESS,
+        find: `  return coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _floor.tenant and f.principal = _floor.principal), 0);`,
+        replace: `  return 0;`,
       },
     ],
     scenario: 'revoked-success',
