@@ -669,7 +669,15 @@ begin
   if not settle_private._tenant_ok(heartbeat.tenant) then
     perform settle_private._refuse_tenant(heartbeat.tenant, heartbeat.key, 'heartbeat');
   end if;
-  v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key);
+  v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key, purged_ok => true);
+  if v_op.tenant is null then
+    -- The operation was purged: a straggler's heartbeat, audited, nothing disclosed.
+    v_writes := v_writes + settle_private._audit(heartbeat.tenant, heartbeat.key, v_now, 'heartbeat', 'fenced', heartbeat.attempt,
+      null, null, null, '{"reason": "operation_purged"}');
+    v_res.outcome := 'fenced';
+    v_res.reason := 'invalid_token';
+    return v_res;
+  end if;
   -- An attempt reserved under a revoked binding generation keeps no lease (00012).
   v_floor := settle_private._floor(heartbeat.tenant, v_op.principal);
   if v_op.binding_generation < v_floor then
@@ -885,6 +893,7 @@ declare
   -- Plain values as the per-key call's arguments (see settle.expire_leases).
   v_actor text := session_user::text;
   v_cutoff timestamptz;
+  v_min interval;
   v_due record;
   v_done integer;
   v_count integer := 0;
@@ -894,13 +903,21 @@ begin
       jsonb_build_object('field', 'older_than'), null);
   end if;
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  -- Retention never shorter than the configured minimum (default 24 hours): a typo such as
+  -- '1 minute' for '1 month' must not delete what callers may still retry.
+  select s.value into v_min from settle_private.settings s where s.name = 'purge_min_retention';
+  if older_than < coalesce(v_min, interval '24 hours') then
+    perform settle_private._raise('SE014', 'older_than is shorter than the minimum retention',
+      jsonb_build_object('older_than', older_than::text, 'purge_min_retention', coalesce(v_min, interval '24 hours')::text),
+      'Purge older rows, or lower the minimum explicitly as settle_admin: select settle.set_purge_min_retention(interval ''...'').');
+  end if;
   v_cutoff := v_now - older_than;
 
   -- A lock-free scan for candidates, then one locked, re-checked step per key
   -- (settle_private._purge_key), called in the FROM form so that Citus delegates it.
   for v_due in
     select o.tenant, o.key from settle_private.operations o
-     where o.status in ('completed', 'failed') and o.updated_at < v_cutoff
+     where o.status in ('completed', 'failed') and o.dead_lettered_at is null and o.updated_at < v_cutoff
      order by o.updated_at
      limit batch_size
   loop
@@ -1111,6 +1128,44 @@ Outcomes: the tenants the role may reach now; an empty array when the last one w
 SQLSTATEs: SE001 (tenant), SE008 (role NULL), 42501 (not settle_admin).
 Locking: the role''s binding row. Logged in settle.admin_log. In force for every call that starts after the commit; a call already running finishes under the grants it read.
 Idempotency: revoking what the role does not hold changes nothing but the log.';
+
+--
+-- Name: set_purge_min_retention(interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.set_purge_min_retention(min_retention interval) RETURNS interval
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_before interval;
+begin
+  if min_retention is null or min_retention < interval '0' or not settle_private._exact(min_retention) then
+    perform settle_private._raise('SE008', 'min_retention must be a non-negative exact duration (no month or year part)',
+      jsonb_build_object('field', 'min_retention'), null);
+  end if;
+  select s.value into v_before from settle_private.settings s where s.name = 'purge_min_retention' for update;
+  insert into settle_private.settings as s (name, value, updated_at)
+  values ('purge_min_retention', min_retention, v_now)
+  on conflict on constraint settings_pkey do update set value = excluded.value, updated_at = excluded.updated_at;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'set_purge_min_retention', session_user::text,
+          jsonb_build_object('before', v_before::text, 'after', min_retention::text));
+  return min_retention;
+end
+$$;
+
+ALTER FUNCTION settle.set_purge_min_retention(min_retention interval) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION set_purge_min_retention(min_retention interval); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.set_purge_min_retention(min_retention interval) IS 'Set the shortest retention settle.purge accepts (default 24 hours).
+Parameters: min_retention, a non-negative exact duration (no month or year part).
+Outcomes: the new minimum; the change is logged in settle.admin_log (event set_purge_min_retention, before and after). settle.purge with older_than below it raises SE014.
+SQLSTATEs: SE008 (bad min_retention). Locking: the settings row (FOR UPDATE). Idempotency: setting the same value again changes nothing but the log.';
 
 --
 -- Name: _access(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1819,10 +1874,10 @@ $$;
 ALTER FUNCTION settle_private._lock_diff(op settle_private.operations, fingerprint text, principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
 
 --
--- Name: _lock_operation(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+-- Name: _lock_operation(text, text, boolean); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private._lock_operation(tenant text, key text) RETURNS settle_private.operations
+CREATE FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean DEFAULT false) RETURNS settle_private.operations
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1832,6 +1887,11 @@ begin
   select * into v_op from settle_private.operations o
    where o.tenant = _lock_operation.tenant and o.key = _lock_operation.key
    for update;
+  if not found and purged_ok and exists (
+       select 1 from settle_private.audit_log l
+        where l.tenant = _lock_operation.tenant and l.key = _lock_operation.key and l.event = 'purge') then
+    return v_op;
+  end if;
   if not found then
     perform settle_private._raise('SE010', 'operation not found',
       jsonb_build_object('tenant', _lock_operation.tenant, 'key', _lock_operation.key),
@@ -1841,7 +1901,7 @@ begin
 end
 $$;
 
-ALTER FUNCTION settle_private._lock_operation(tenant text, key text) OWNER TO settle_owner;
+ALTER FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean) OWNER TO settle_owner;
 
 --
 -- Name: _may_have_taken_effect(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1994,7 +2054,17 @@ begin
     perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
   end if;
 
-  v_op := settle_private._lock_operation(_observe.tenant, _observe.key);
+  v_op := settle_private._lock_operation(_observe.tenant, _observe.key, purged_ok => true);
+  if v_op.tenant is null then
+    -- The operation was purged: a straggler. Nothing to disclose; its call is kept as evidence.
+    v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
+      null, null, null, jsonb_build_object('reason', 'operation_purged', 'presented', settle_private._presented(
+        _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
+        case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
+    v_res.outcome := 'fenced';
+    v_res.reason := 'invalid_token';
+    return v_res;
+  end if;
   if v_floor > 0 or v_op.principal <> _observe.principal then
     -- An operation reserved under a revoked generation is converted at this touch.
     v_op := settle_private._revoke_on_touch(v_op, _observe.principal, v_floor, v_now);
@@ -2011,7 +2081,9 @@ begin
    where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt;
   if not found or v_att.lease_token <> _observe.lease_token then
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
-      v_before, v_before, null, '{"reason": "invalid_token"}');
+      v_before, v_before, null, jsonb_build_object('reason', 'invalid_token', 'presented', settle_private._presented(
+        _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
+        case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
     v_res.outcome := 'fenced';
     v_res.reason := 'invalid_token';
     return v_res;
@@ -2044,7 +2116,9 @@ begin
       v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'conflict', v_now);
     end if;
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'conflict', _observe.attempt,
-      v_before, v_op.status, v_att.worker, jsonb_build_object('conflict_on', v_diff));
+      v_before, v_op.status, v_att.worker, jsonb_build_object('conflict_on', v_diff, 'presented', settle_private._presented(
+        _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
+        case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
     v_res.outcome := 'conflict';
     v_res.reason := 'lock_mismatch';
     v_res.conflict_on := v_diff;
@@ -2148,9 +2222,15 @@ begin
     v_res.reason := 'outcome_unknown';
   end if;
 
+  -- Refused and fenced observations keep what they presented (bounded by _presented); the
+  -- accepted ones are on the attempt row already.
   v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
     v_before, v_op.status, v_att.worker,
-    case when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
+    case when v_res.outcome in ('fenced', 'already_settled') then
+           jsonb_build_object('reason', v_res.reason, 'presented', settle_private._presented(
+             _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
+             case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error)))
+         when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
 
   v_res.status := v_op.status;
   v_res.attempt := v_op.attempt;
@@ -2200,7 +2280,7 @@ declare
 begin
   select o.tenant, o.key, o.status, o.attempt, o.updated_at into v_op from settle_private.operations o
    where o.tenant = _purge_key.tenant and o.key = _purge_key.key
-     and o.status in ('completed', 'failed') and o.updated_at < _purge_key.cutoff
+     and o.status in ('completed', 'failed') and o.dead_lettered_at is null and o.updated_at < _purge_key.cutoff
    for update skip locked;
   if not found then
     return 0;
@@ -2733,7 +2813,7 @@ CREATE TABLE settle_private.admin_log (
     event text NOT NULL,
     actor text NOT NULL,
     detail jsonb NOT NULL,
-    CONSTRAINT admin_event_is_known CHECK ((event = ANY (ARRAY['grant_tenant'::text, 'revoke_tenant'::text, 'revoke_binding'::text])))
+    CONSTRAINT admin_event_is_known CHECK ((event = ANY (ARRAY['grant_tenant'::text, 'revoke_tenant'::text, 'revoke_binding'::text, 'set_purge_min_retention'::text])))
 );
 
 ALTER TABLE ONLY settle_private.admin_log FORCE ROW LEVEL SECURITY;
@@ -3062,6 +3142,28 @@ ALTER TABLE settle_private.binding_floors OWNER TO settle_owner;
 COMMENT ON TABLE settle_private.binding_floors IS 'Revocation floor per (tenant, principal): binding generations below below_generation are revoked. Only rises. Private: use settle.revoke_binding.';
 
 --
+-- Name: settings; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.settings (
+    name text NOT NULL,
+    value interval NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT setting_is_known CHECK ((name = 'purge_min_retention'::text)),
+    CONSTRAINT setting_not_negative CHECK ((value >= '00:00:00'::interval))
+);
+
+ALTER TABLE ONLY settle_private.settings FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.settings OWNER TO settle_owner;
+
+--
+-- Name: TABLE settings; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.settings IS 'Engine settings: purge_min_retention (default 24 hours), the shortest older_than settle.purge accepts. Private: change it with settle.set_purge_min_retention (logged in admin_log).';
+
+--
 -- Name: admin_log admin_log_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3102,6 +3204,13 @@ ALTER TABLE ONLY settle_private.operations
 
 ALTER TABLE ONLY settle_private.operations
     ADD CONSTRAINT operations_settlement_key UNIQUE (tenant, key, settled_attempt);
+
+--
+-- Name: settings settings_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.settings
+    ADD CONSTRAINT settings_pkey PRIMARY KEY (name);
 
 --
 -- Name: tenant_bindings tenant_bindings_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
@@ -3349,10 +3458,22 @@ CREATE POLICY owner_only ON settle_private.binding_floors TO settle_owner USING 
 CREATE POLICY owner_only ON settle_private.operations TO settle_owner USING (true) WITH CHECK (true);
 
 --
+-- Name: settings owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.settings TO settle_owner USING (true) WITH CHECK (true);
+
+--
 -- Name: tenant_bindings owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
 --
 
 CREATE POLICY owner_only ON settle_private.tenant_bindings TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: settings; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.settings ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: tenant_bindings; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
@@ -3484,6 +3605,13 @@ GRANT ALL ON FUNCTION settle.revoke_binding(tenant text, principal text, below_g
 
 REVOKE ALL ON FUNCTION settle.revoke_tenant(role text, tenant text) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.revoke_tenant(role text, tenant text) TO settle_admin;
+
+--
+-- Name: FUNCTION set_purge_min_retention(min_retention interval); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.set_purge_min_retention(min_retention interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.set_purge_min_retention(min_retention interval) TO settle_admin;
 
 --
 -- Name: FUNCTION _access(tenant text, principal text); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -3690,10 +3818,10 @@ REVOKE ALL ON FUNCTION settle_private._limits() FROM PUBLIC;
 REVOKE ALL ON FUNCTION settle_private._lock_diff(op settle_private.operations, fingerprint text, principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
 
 --
--- Name: FUNCTION _lock_operation(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
+-- Name: FUNCTION _lock_operation(tenant text, key text, purged_ok boolean); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _may_have_taken_effect(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner

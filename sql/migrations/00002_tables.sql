@@ -186,10 +186,25 @@ create table settle_private.admin_log (
   actor text not null,
   detail jsonb not null,
   constraint admin_log_pkey primary key (log_id),
-  constraint admin_event_is_known check (event in ('grant_tenant', 'revoke_tenant', 'revoke_binding'))
+  constraint admin_event_is_known check (event in ('grant_tenant', 'revoke_tenant', 'revoke_binding',
+                                                 'set_purge_min_retention'))
 );
 comment on table settle_private.admin_log is
   'Append-only log of changes to access: tenant grants and revocations, binding revocations. UPDATE, DELETE and TRUNCATE are refused.';
+
+-- Engine settings an operator changes through the API (settle.set_purge_min_retention), read
+-- by the functions that need them: never session settings, which do not reach Citus workers and
+-- which a caller could set. One row per setting; a reference table on a sharded cluster.
+create table settle_private.settings (
+  name text not null,
+  value interval not null,
+  updated_at timestamptz not null,
+  constraint settings_pkey primary key (name),
+  constraint setting_is_known check (name in ('purge_min_retention')),
+  constraint setting_not_negative check (value >= interval '0')
+);
+comment on table settle_private.settings is
+  'Engine settings: purge_min_retention (default 24 hours), the shortest older_than settle.purge accepts. Private: change it with settle.set_purge_min_retention (logged in admin_log).';
 
 -- Row-level security, forced so that it binds the owner too: only the owner role (through
 -- the SECURITY DEFINER API) reaches rows. Superusers bypass RLS but not the guard triggers (00004).
@@ -206,6 +221,9 @@ alter table settle_private.tenant_bindings enable row level security;
 alter table settle_private.tenant_bindings force row level security;
 alter table settle_private.binding_floors enable row level security;
 alter table settle_private.binding_floors force row level security;
+alter table settle_private.settings enable row level security;
+alter table settle_private.settings force row level security;
+create policy owner_only on settle_private.settings to settle_owner using (true) with check (true);
 alter table settle_private.admin_log enable row level security;
 alter table settle_private.admin_log force row level security;
 create policy owner_only on settle_private.tenant_bindings to settle_owner using (true) with check (true);
@@ -213,5 +231,8 @@ create policy owner_only on settle_private.binding_floors to settle_owner using 
 create policy owner_only on settle_private.admin_log to settle_owner using (true) with check (true);
 
 revoke all on all tables in schema settle_private from public;
+
+insert into settle_private.settings (name, value, updated_at)
+values ('purge_min_retention', interval '24 hours', clock_timestamp());
 
 reset role;

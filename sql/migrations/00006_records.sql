@@ -20,7 +20,10 @@ set local role settle_owner;
 -- Lock the operation row of (tenant, key) for the rest of the transaction; SE010 if there is
 -- none (never claimed, or purged). Every writer of one operation goes through this lock, which
 -- serializes them without advisory locks (portable to a sharded cluster).
-create function settle_private._lock_operation(tenant text, key text)
+-- With purged_ok, a key that settle.purge removed (its tombstone audit row is there) returns
+-- an all-NULL row instead of raising: the caller answers without disclosing anything and
+-- audits the straggler's call (issue 8 §5: a call on a purged key leaves a trace).
+create function settle_private._lock_operation(tenant text, key text, purged_ok boolean default false)
 returns settle_private.operations
 language plpgsql
 set search_path = pg_catalog, pg_temp
@@ -31,6 +34,11 @@ begin
   select * into v_op from settle_private.operations o
    where o.tenant = _lock_operation.tenant and o.key = _lock_operation.key
    for update;
+  if not found and purged_ok and exists (
+       select 1 from settle_private.audit_log l
+        where l.tenant = _lock_operation.tenant and l.key = _lock_operation.key and l.event = 'purge') then
+    return v_op;
+  end if;
   if not found then
     perform settle_private._raise('SE010', 'operation not found',
       jsonb_build_object('tenant', _lock_operation.tenant, 'key', _lock_operation.key),

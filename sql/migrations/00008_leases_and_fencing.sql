@@ -126,7 +126,15 @@ begin
   if not settle_private._tenant_ok(heartbeat.tenant) then
     perform settle_private._refuse_tenant(heartbeat.tenant, heartbeat.key, 'heartbeat');
   end if;
-  v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key);
+  v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key, purged_ok => true);
+  if v_op.tenant is null then
+    -- The operation was purged: a straggler's heartbeat, audited, nothing disclosed.
+    v_writes := v_writes + settle_private._audit(heartbeat.tenant, heartbeat.key, v_now, 'heartbeat', 'fenced', heartbeat.attempt,
+      null, null, null, '{"reason": "operation_purged"}');
+    v_res.outcome := 'fenced';
+    v_res.reason := 'invalid_token';
+    return v_res;
+  end if;
   -- An attempt reserved under a revoked binding generation keeps no lease (00012).
   v_floor := settle_private._floor(heartbeat.tenant, v_op.principal);
   if v_op.binding_generation < v_floor then

@@ -79,7 +79,17 @@ begin
     perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
   end if;
 
-  v_op := settle_private._lock_operation(_observe.tenant, _observe.key);
+  v_op := settle_private._lock_operation(_observe.tenant, _observe.key, purged_ok => true);
+  if v_op.tenant is null then
+    -- The operation was purged: a straggler. Nothing to disclose; its call is kept as evidence.
+    v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
+      null, null, null, jsonb_build_object('reason', 'operation_purged', 'presented', settle_private._presented(
+        _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
+        case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
+    v_res.outcome := 'fenced';
+    v_res.reason := 'invalid_token';
+    return v_res;
+  end if;
   if v_floor > 0 or v_op.principal <> _observe.principal then
     -- An operation reserved under a revoked generation is converted at this touch.
     v_op := settle_private._revoke_on_touch(v_op, _observe.principal, v_floor, v_now);
@@ -96,7 +106,9 @@ begin
    where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt;
   if not found or v_att.lease_token <> _observe.lease_token then
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
-      v_before, v_before, null, '{"reason": "invalid_token"}');
+      v_before, v_before, null, jsonb_build_object('reason', 'invalid_token', 'presented', settle_private._presented(
+        _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
+        case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
     v_res.outcome := 'fenced';
     v_res.reason := 'invalid_token';
     return v_res;
@@ -129,7 +141,9 @@ begin
       v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'conflict', v_now);
     end if;
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'conflict', _observe.attempt,
-      v_before, v_op.status, v_att.worker, jsonb_build_object('conflict_on', v_diff));
+      v_before, v_op.status, v_att.worker, jsonb_build_object('conflict_on', v_diff, 'presented', settle_private._presented(
+        _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
+        case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
     v_res.outcome := 'conflict';
     v_res.reason := 'lock_mismatch';
     v_res.conflict_on := v_diff;
@@ -233,9 +247,15 @@ begin
     v_res.reason := 'outcome_unknown';
   end if;
 
+  -- Refused and fenced observations keep what they presented (bounded by _presented); the
+  -- accepted ones are on the attempt row already.
   v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
     v_before, v_op.status, v_att.worker,
-    case when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
+    case when v_res.outcome in ('fenced', 'already_settled') then
+           jsonb_build_object('reason', v_res.reason, 'presented', settle_private._presented(
+             _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
+             case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error)))
+         when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
 
   v_res.status := v_op.status;
   v_res.attempt := v_op.attempt;

@@ -93,7 +93,7 @@ declare
 begin
   select o.tenant, o.key, o.status, o.attempt, o.updated_at into v_op from settle_private.operations o
    where o.tenant = _purge_key.tenant and o.key = _purge_key.key
-     and o.status in ('completed', 'failed') and o.updated_at < _purge_key.cutoff
+     and o.status in ('completed', 'failed') and o.dead_lettered_at is null and o.updated_at < _purge_key.cutoff
    for update skip locked;
   if not found then
     return 0;
@@ -124,6 +124,7 @@ declare
   -- Plain values as the per-key call's arguments (see settle.expire_leases).
   v_actor text := session_user::text;
   v_cutoff timestamptz;
+  v_min interval;
   v_due record;
   v_done integer;
   v_count integer := 0;
@@ -133,13 +134,21 @@ begin
       jsonb_build_object('field', 'older_than'), null);
   end if;
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  -- Retention never shorter than the configured minimum (default 24 hours): a typo such as
+  -- '1 minute' for '1 month' must not delete what callers may still retry.
+  select s.value into v_min from settle_private.settings s where s.name = 'purge_min_retention';
+  if older_than < coalesce(v_min, interval '24 hours') then
+    perform settle_private._raise('SE014', 'older_than is shorter than the minimum retention',
+      jsonb_build_object('older_than', older_than::text, 'purge_min_retention', coalesce(v_min, interval '24 hours')::text),
+      'Purge older rows, or lower the minimum explicitly as settle_admin: select settle.set_purge_min_retention(interval ''...'').');
+  end if;
   v_cutoff := v_now - older_than;
 
   -- A lock-free scan for candidates, then one locked, re-checked step per key
   -- (settle_private._purge_key), called in the FROM form so that Citus delegates it.
   for v_due in
     select o.tenant, o.key from settle_private.operations o
-     where o.status in ('completed', 'failed') and o.updated_at < v_cutoff
+     where o.status in ('completed', 'failed') and o.dead_lettered_at is null and o.updated_at < v_cutoff
      order by o.updated_at
      limit batch_size
   loop
@@ -156,5 +165,37 @@ Parameters: older_than interval (>= 0), batch_size (1-100000, default 1000); cal
 Outcomes: the number of operations purged. A purged key can be claimed again as a new operation.
 SQLSTATEs: SE008. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: a busy row waits for the next call) and checks it again under the lock.
 Idempotency: safe to repeat and to run concurrently.';
+
+-- set_purge_min_retention(min_retention) -> the new minimum
+create function settle.set_purge_min_retention(min_retention interval)
+returns interval
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_before interval;
+begin
+  if min_retention is null or min_retention < interval '0' or not settle_private._exact(min_retention) then
+    perform settle_private._raise('SE008', 'min_retention must be a non-negative exact duration (no month or year part)',
+      jsonb_build_object('field', 'min_retention'), null);
+  end if;
+  select s.value into v_before from settle_private.settings s where s.name = 'purge_min_retention' for update;
+  insert into settle_private.settings as s (name, value, updated_at)
+  values ('purge_min_retention', min_retention, v_now)
+  on conflict on constraint settings_pkey do update set value = excluded.value, updated_at = excluded.updated_at;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'set_purge_min_retention', session_user::text,
+          jsonb_build_object('before', v_before::text, 'after', min_retention::text));
+  return min_retention;
+end
+$$;
+
+comment on function settle.set_purge_min_retention(interval) is
+  'Set the shortest retention settle.purge accepts (default 24 hours).
+Parameters: min_retention, a non-negative exact duration (no month or year part).
+Outcomes: the new minimum; the change is logged in settle.admin_log (event set_purge_min_retention, before and after). settle.purge with older_than below it raises SE014.
+SQLSTATEs: SE008 (bad min_retention). Locking: the settings row (FOR UPDATE). Idempotency: setting the same value again changes nothing but the log.';
 
 reset role;

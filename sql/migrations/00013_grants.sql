@@ -27,6 +27,7 @@ grant execute on function
   settle.expire_leases(integer),
   settle.redrive(text, text, integer, jsonb, text),
   settle.purge(interval, integer),
+  settle.set_purge_min_retention(interval),
   settle.grant_tenant(text, text),
   settle.revoke_tenant(text, text),
   settle.revoke_binding(text, text, bigint)

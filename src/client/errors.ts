@@ -70,6 +70,8 @@ export class NotDeadLetteredError extends SettleError {}
 export class RedriveRequestMismatchError extends SettleError {}
 /** SE013: this login role holds tenant grants (settle.grant_tenant) and not this tenant's. */
 export class TenantNotGrantedError extends SettleError {}
+/** SE014: purge refused: older_than is shorter than the configured minimum retention. */
+export class RetentionTooShortError extends SettleError {}
 
 /** SE02x: a write broke an invariant the schema enforces (lattice, immutability, append-only). */
 export class IntegrityViolationError extends SettleError {}
@@ -168,6 +170,7 @@ export const errorClasses = {
   SE011: NotDeadLetteredError,
   SE012: RedriveRequestMismatchError,
   SE013: TenantNotGrantedError,
+  SE014: RetentionTooShortError,
   SE020: ReservationLockImmutableError,
   SE021: StatusDowngradeError,
   SE022: ResultImmutableError,

@@ -24,6 +24,15 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await recreateTemplate(server.adminUrl);
     const dir = process.env.PG_SETTLE_MIGRATIONS_DIR;
     const { applied } = await migrate(withDatabase(server.adminUrl, TEMPLATE_DB), dir === undefined ? { log } : { log, dir });
+    // Tests purge rows they just wrote: the template lowers the minimum retention of
+    // settle.purge (24 hours in a real database) to 0. test/engine/retention.test.ts checks the
+    // default on a database migrated without this step.
+    await withPgClient(withDatabase(server.adminUrl, TEMPLATE_DB), (c) =>
+      c.query(`select settle.set_purge_min_retention(interval '0')`).catch((error: unknown) => {
+        // A migrations directory from before the setting existed (PG_SETTLE_MIGRATIONS_DIR).
+        if ((error as { code?: string }).code !== '42883') throw error;
+      }),
+    );
     await sealTemplate(server.adminUrl);
     log(`server (${server.kind}) and template ready in ${Date.now() - started} ms; applied ${applied.join(', ')}`);
   } catch (error) {

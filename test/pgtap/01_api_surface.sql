@@ -14,8 +14,8 @@ select plan(46);
 -- The functions, with their argument types (call them with named arguments).
 select functions_are('settle', array[
   'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'get', 'inspect', 'fingerprint', 'status_rank',
-  'expire_leases', 'redrive', 'purge', 'grant_tenant', 'revoke_tenant', 'revoke_binding'
-], 'schema settle has exactly the fifteen API functions');
+  'expire_leases', 'redrive', 'purge', 'set_purge_min_retention', 'grant_tenant', 'revoke_tenant', 'revoke_binding'
+], 'schema settle has exactly the sixteen API functions');
 
 select has_function('settle', 'claim',
   array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer'],
