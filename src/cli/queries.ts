@@ -12,17 +12,17 @@ export interface PurgeCounts {
   readonly total: number;
   readonly completed: number;
   readonly failed: number;
-  /** Of `failed`: dead letters (failed after spending their attempt budget). */
+  /** Dead letters past the cutoff that settle.purge keeps (never purged while dead-lettered). */
   readonly deadLettered: number;
 }
 
 export async function countPurgeable(pool: DatabasePool, olderThanMs: number): Promise<PurgeCounts> {
   const row = await pool.one(sql.type(purgeableRow)`
-    select count(*) filter (where o.status = 'completed')::int as completed,
-           count(*) filter (where o.status = 'failed')::int as failed,
-           count(*) filter (where o.status = 'failed' and o.dead_lettered_at is not null)::int as dead_lettered
+    select count(*) filter (where o.status = 'completed' and o.dead_lettered_at is null)::int as completed,
+           count(*) filter (where o.status = 'failed' and o.dead_lettered_at is null)::int as failed,
+           count(*) filter (where o.dead_lettered_at is not null)::int as dead_lettered
       from settle.operations o
-     where o.status in ('completed', 'failed')
+     where (o.status in ('completed', 'failed') or o.dead_lettered_at is not null)
        and o.updated_at < clock_timestamp() - make_interval(secs => ${olderThanMs}::float8 / 1000)`);
   return { total: row.completed + row.failed, completed: row.completed, failed: row.failed, deadLettered: row.dead_lettered };
 }

@@ -170,7 +170,7 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
     expect(await client.inspect({ tenant, key: 'c1' })).not.toBeNull();
 
     const dryText = await cli(['purge', '--older-than', '0s', '--dry-run']);
-    expect(dryText.stdout).toMatch(/^dry run: would purge \d+ operations \(completed \d+, failed \d+, of which dead-lettered \d+\)/);
+    expect(dryText.stdout).toMatch(/^dry run: would purge \d+ operations \(completed \d+, failed \d+; \d+ dead letters kept\)/);
 
     const refused = await cli(['purge', '--older-than', '0s']);
     expect(refused.code).toBe(2);

@@ -8,7 +8,7 @@ import { countPurgeable, viewQuery, type PurgeCounts } from '../queries.js';
 import { UsageError } from '../usage-error.js';
 
 const describeCounts = (c: PurgeCounts): string =>
-  `${c.total} operations (completed ${c.completed}, failed ${c.failed}, of which dead-lettered ${c.deadLettered})`;
+  `${c.total} operations (completed ${c.completed}, failed ${c.failed}; ${c.deadLettered} dead letters kept)`;
 
 export const purgeCommand: Command = {
   name: 'purge',
