@@ -38,6 +38,8 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     await migrate(coordinatorUrl, { log });
     await distribute(coordinatorUrl);
     await withPgClient(coordinatorUrl, async (c) => {
+      // As in the plain template (src/testing/global-setup.ts): tests purge rows they just wrote.
+      await c.query(`select settle.set_purge_min_retention(interval '0')`);
       for (const [login, role] of Object.entries(LOGIN_ROLES)) {
         await c.query(`do $$ begin
             if not exists (select 1 from pg_roles where rolname = '${login}') then
