@@ -82,23 +82,28 @@ export interface Ledger {
   readBack(tenantPrefix: string): Promise<PayoutRow[]>;
 }
 
+/**
+ * Runs the simulator's own DDL (settle_sim tables and functions) in one transaction under an
+ * advisory lock: concurrent installs (parallel test files) would race on CREATE ... IF NOT EXISTS.
+ */
+export async function installSimulatorSql(pool: pg.Pool, ddl: string): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    await client.query('select pg_advisory_xact_lock(5115)');
+    await client.query(ddl);
+    await client.query('commit');
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
 export function createLedger(pool: pg.Pool, options: { readonly idempotent: boolean }): Ledger {
   return {
-    async install() {
-      const client = await pool.connect();
-      try {
-        // Concurrent installs (parallel test files) would race on CREATE ... IF NOT EXISTS.
-        await client.query('begin');
-        await client.query('select pg_advisory_xact_lock(5115)');
-        await client.query(INSTALL_SQL);
-        await client.query('commit');
-      } catch (error) {
-        await client.query('rollback').catch(() => {});
-        throw error;
-      } finally {
-        client.release();
-      }
-    },
+    install: () => installSimulatorSql(pool, INSTALL_SQL),
 
     async pay(request) {
       const { rows } = await pool.query<{ payout_id: string; credited: boolean; credited_by_attempt: number }>(

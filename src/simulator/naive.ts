@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { SimulatorConfig } from './config.js';
-import type { Ledger, PayoutReceipt } from './ledger.js';
+import { installSimulatorSql, type Ledger, type PayoutReceipt } from './ledger.js';
 import type { OperationPlan } from './schedule.js';
 
 /**
@@ -154,18 +154,7 @@ export async function runNaive(options: {
   readonly tenantPrefix: string;
 }): Promise<NaiveTally> {
   const ctx: NaiveContext = { pool: options.pool, ledger: options.ledger, config: options.config, tenantPrefix: options.tenantPrefix, downgraded: 0, accepted: 0 };
-  const client = await options.pool.connect();
-  try {
-    await client.query('begin');
-    await client.query('select pg_advisory_xact_lock(5115)');
-    await client.query(INSTALL_SQL);
-    await client.query('commit');
-  } catch (error) {
-    await client.query('rollback').catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  await installSimulatorSql(options.pool, INSTALL_SQL);
   const started = performance.now();
   let next = 0;
   const worker = async (): Promise<void> => {
