@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { roleUrl } from './harness/app-url.js';
 import { waitForBackends } from './harness/backends.js';
@@ -12,7 +12,7 @@ import { recording } from './harness/recorder.js';
 import { countCalls, ScenarioTally, SETTLE_CALLS } from './harness/scenario-tally.js';
 import { createSqlDriver } from './harness/sql-driver.js';
 import { expireLease } from '../../src/testing/clock.js';
-import { useReliabilityDatabase } from './support/database.js';
+import { useFaultSessions, useReliabilityDatabase } from './support/database.js';
 
 // Races released all at once: every racer is parked behind a lock held by a superuser session
 // (a table lock for new keys, the operation row for existing ones) until pg_stat_activity
@@ -22,20 +22,8 @@ const db = useReliabilityDatabase('faults_concurrency');
 const TENANT = 'faults-race';
 const BINDING = { principal: 'alice', scopes: ['pay'], generation: '1' };
 const opened: { end(): Promise<void> }[] = [];
-let admin: pg.Client;
-let locker: pg.Client;
 let tally = new ScenarioTally('faults-concurrency');
-
-beforeAll(async () => {
-  admin = await db.connect();
-  locker = await db.connect({ applicationName: 'reliability-locker' });
-});
-afterEach(({ task }) => {
-  tally.record(task.result?.state === 'fail');
-});
-afterAll(async () => {
-  await Promise.all(opened.map((c) => c.end().catch(() => {})));
-});
+const sessions = useFaultSessions(db, opened, (failed) => tally.record(failed));
 
 async function pgClient(applicationName: string, role = 'settle_app'): Promise<pg.Client> {
   const c = new pg.Client({ connectionString: roleUrl(db.url, applicationName, role) });
@@ -50,11 +38,11 @@ async function pgClient(applicationName: string, role = 'settle_app'): Promise<p
 type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
 async function releaseWhenParked<T>(lockSql: string, params: unknown[], applicationName: string, racers: number, start: () => Promise<T>[]): Promise<Settled<T>[]> {
-  await locker.query('begin');
-  await locker.query(lockSql, params);
+  await sessions.locker.query('begin');
+  await sessions.locker.query(lockSql, params);
   const settled = start().map((p) => p.then((value): Settled<T> => ({ ok: true, value }), (error: unknown): Settled<T> => ({ ok: false, error })));
-  await waitForBackends(admin, applicationName, { count: racers, waitEventType: 'Lock' });
-  await locker.query('commit');
+  await waitForBackends(sessions.admin, applicationName, { count: racers, waitEventType: 'Lock' });
+  await sessions.locker.query('commit');
   tally.fault('racersReleasedAtOnce', racers);
   return Promise.all(settled);
 }
@@ -63,7 +51,7 @@ const LOCK_TABLE = 'lock table settle_private.operations in share mode';
 const LOCK_ROW = 'select 1 from settle_private.operations where tenant = $1 and key = $2 for update';
 
 async function expectCheckerClean(history: History, key: string): Promise<void> {
-  const state = await readEngineState(admin, { tenants: [TENANT] });
+  const state = await readEngineState(sessions.admin, { tenants: [TENANT] });
   const only = <T extends { key: string }>(rows: readonly T[]) => rows.filter((r) => r.key === key);
   const report = check(history.ops().filter((op) => op.key === key), { operations: only(state.operations), attempts: only(state.attempts), audit: only(state.audit) });
   tally.violations += report.violations.length;
@@ -128,7 +116,7 @@ describe('one key, many fingerprints', () => {
     for (const loser of answers.filter((a) => a.outcome !== 'acquired')) {
       expect(loser).toMatchObject({ outcome: 'conflict', conflictOn: ['request'], status: null, result: null, error: null, fingerprint: null, attempt: null, leaseToken: null });
     }
-    const stored = async () => (await admin.query('select fingerprint, request from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0];
+    const stored = async () => (await sessions.admin.query('select fingerprint, request from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0];
     const reservation = await stored();
     expect(reservation.fingerprint).toBe(winners[0]?.fingerprint);
     // The losers insist: still conflicts, and the reservation does not move.
@@ -142,7 +130,7 @@ describe('dead-letter redrive', () => {
   async function deadLetter(key: string, app: pg.Client): Promise<Ticket> {
     const driver = createSqlDriver(app);
     const first = await driver.claim({ tenant: TENANT, key, request: { key }, binding: BINDING, maxAttempts: 1 });
-    await expireLease(admin, TENANT, key);
+    await expireLease(sessions.admin, TENANT, key);
     tally.fault('leaseExpired');
     // The lapsed lease may have run the effect: a needs_reconciliation dead letter (issue 8 §1).
     expect(await driver.claim({ tenant: TENANT, key, request: { key }, binding: BINDING })).toMatchObject({ outcome: 'unknown', deadLettered: true });
@@ -154,7 +142,7 @@ describe('dead-letter redrive', () => {
   }
 
   const settledAttempts = async (key: string) =>
-    (await admin.query('select attempt from settle_private.attempts where tenant = $1 and key = $2 and settled', [TENANT, key])).rows;
+    (await sessions.admin.query('select attempt from settle_private.attempts where tenant = $1 and key = $2 and settled', [TENANT, key])).rows;
 
   it('a redrive racing the late success of the original attempt: exactly one settlement, whichever wins', async () => {
     const key = 'redrive-vs-late-success';
@@ -177,10 +165,10 @@ describe('dead-letter redrive', () => {
     tally = new ScenarioTally('faults-concurrency/redrive-modified-payload');
     const operator = await pgClient('reliability-redrive-modified', 'settle_admin');
     await deadLetter(key, await pgClient('reliability-redrive-modified-app'));
-    const before = (await admin.query('select * from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0];
+    const before = (await sessions.admin.query('select * from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0];
     tally.fault('modifiedPayloadRedrive');
     await expect(redrive(operator, key, { key, amount: 1 })).rejects.toMatchObject({ code: 'SE012' });
-    expect((await admin.query('select * from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0]).toEqual(before);
+    expect((await sessions.admin.query('select * from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0]).toEqual(before);
   });
 
   it('several operators redriving at once: exactly one re-opens, the others get SE011', async () => {
@@ -192,10 +180,10 @@ describe('dead-letter redrive', () => {
     const results = await releaseWhenParked(LOCK_ROW, [TENANT, key], app, operators.length, () => operators.map((o) => redrive(o, key)));
     expect(results.filter((r) => r.ok)).toHaveLength(1);
     expect(results.filter((r) => !r.ok).map((r) => (r.ok ? null : sqlState(r.error)))).toEqual(['SE011', 'SE011', 'SE011']);
-    const op = (await admin.query('select status::text, redrive_count, attempt, max_attempts from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0];
+    const op = (await sessions.admin.query('select status::text, redrive_count, attempt, max_attempts from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0];
     // Redrive never lowers a needs_reconciliation dead letter below unknown.
     expect(op).toEqual({ status: 'unknown', redrive_count: 1, attempt: 1, max_attempts: 2 });
-    const audit = await admin.query(`select count(*)::int as n from settle_private.audit_log where tenant = $1 and key = $2 and event = 'redrive'`, [TENANT, key]);
+    const audit = await sessions.admin.query(`select count(*)::int as n from settle_private.audit_log where tenant = $1 and key = $2 and event = 'redrive'`, [TENANT, key]);
     expect(audit.rows[0].n).toBe(1);
   });
 });

@@ -1,6 +1,5 @@
-import pg from 'pg';
 import { sql } from 'slonik';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { mapDatabaseError, SettleConnectionError, SettleTimeoutError } from '../../src/client/errors.js';
 import type { AttemptHandle } from '../../src/client/types.js';
@@ -9,7 +8,7 @@ import { gate, waitForBackends } from './harness/backends.js';
 import { classifyError } from './harness/history.js';
 import { countCalls, ScenarioTally, SETTLE_CALLS } from './harness/scenario-tally.js';
 import { expireLease } from '../../src/testing/clock.js';
-import { useReliabilityDatabase } from './support/database.js';
+import { useFaultSessions, useReliabilityDatabase } from './support/database.js';
 
 // Connection-level faults around settle and claim, through the typed client: a backend
 // terminated between `complete` and COMMIT, statement_timeout while blocked on the operation
@@ -21,20 +20,8 @@ const db = useReliabilityDatabase('faults_connection');
 const TENANT = 'faults-conn';
 const BINDING = { principal: 'alice', scopes: ['pay'], generation: 1 };
 const clients: SettleClient[] = [];
-let admin: pg.Client;
-let locker: pg.Client;
 let tally = new ScenarioTally('faults-connection');
-
-beforeAll(async () => {
-  admin = await db.connect();
-  locker = await db.connect({ applicationName: 'reliability-locker' });
-});
-afterEach(({ task }) => {
-  tally.record(task.result?.state === 'fail');
-});
-afterAll(async () => {
-  await Promise.all(clients.map((c) => c.end().catch(() => {})));
-});
+const sessions = useFaultSessions(db, clients, (failed) => tally.record(failed));
 
 function client(name: string, statementTimeoutMs?: number): SettleClient {
   const c = createSettleClient({
@@ -55,9 +42,9 @@ async function acquire(c: SettleClient, key: string): Promise<AttemptHandle> {
 }
 
 async function stored(key: string) {
-  const op = await admin.query(`select status::text, attempt, result, settled_attempt from settle_private.operations where tenant = $1 and key = $2`, [TENANT, key]);
-  const settled = await admin.query(`select count(*)::int as n from settle_private.attempts where tenant = $1 and key = $2 and settled`, [TENANT, key]);
-  const completes = await admin.query(`select count(*)::int as n from settle_private.audit_log where tenant = $1 and key = $2 and event = 'complete'`, [TENANT, key]);
+  const op = await sessions.admin.query(`select status::text, attempt, result, settled_attempt from settle_private.operations where tenant = $1 and key = $2`, [TENANT, key]);
+  const settled = await sessions.admin.query(`select count(*)::int as n from settle_private.attempts where tenant = $1 and key = $2 and settled`, [TENANT, key]);
+  const completes = await sessions.admin.query(`select count(*)::int as n from settle_private.audit_log where tenant = $1 and key = $2 and event = 'complete'`, [TENANT, key]);
   return { ...op.rows[0], settledAttempts: settled.rows[0].n as number, completeAudits: completes.rows[0].n as number };
 }
 
@@ -98,8 +85,8 @@ describe('connection faults around settle and claim', () => {
       expect(await c.complete(handle, { receipt: key }, { connection: t })).toMatchObject({ outcome: 'settled' });
       await hold.wait;
     }));
-    const [pid] = await waitForBackends(admin, 'reliability-terminated', { count: 1, state: 'idle in transaction' });
-    await admin.query('select pg_terminate_backend($1)', [pid]);
+    const [pid] = await waitForBackends(sessions.admin, 'reliability-terminated', { count: 1, state: 'idle in transaction' });
+    await sessions.admin.query('select pg_terminate_backend($1)', [pid]);
     tally.fault('pg_terminate_backend');
     hold.open();
     expectUnknownOutcome(await tx, SettleConnectionError);
@@ -113,13 +100,13 @@ describe('connection faults around settle and claim', () => {
     tally = new ScenarioTally('faults-connection/statement-timeout-settle');
     const c = client('reliability-timeout-settle', 1_000);
     const handle = await acquire(c, key);
-    await locker.query('begin');
-    await locker.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [TENANT, key]);
+    await sessions.locker.query('begin');
+    await sessions.locker.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [TENANT, key]);
     const error = rejection(c.complete(handle, { receipt: key }));
-    await waitForBackends(admin, 'reliability-timeout-settle', { count: 1, waitEventType: 'Lock' }, 900).catch(() => {});
+    await waitForBackends(sessions.admin, 'reliability-timeout-settle', { count: 1, waitEventType: 'Lock' }, 900).catch(() => {});
     expectUnknownOutcome(await error, SettleTimeoutError);
     tally.fault('statement_timeout');
-    await locker.query('rollback');
+    await sessions.locker.query('rollback');
 
     expect(await stored(key)).toMatchObject({ status: 'running', attempt: 1, settledAttempts: 0, completeAudits: 0 });
     expect(await c.claim(claimInput(key))).toMatchObject({ outcome: 'in_progress', attempt: 1 });
@@ -132,17 +119,17 @@ describe('connection faults around settle and claim', () => {
     const c = client('reliability-timeout-claim', 1_000);
     await acquire(c, key);
     // A lapsed lease: the next claim must lock the row to take over (live-lease answers are lock-free).
-    await expireLease(admin, TENANT, key);
+    await expireLease(sessions.admin, TENANT, key);
     tally.fault('leaseExpired');
-    await locker.query('begin');
-    await locker.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [TENANT, key]);
+    await sessions.locker.query('begin');
+    await sessions.locker.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [TENANT, key]);
     const error = rejection(c.claim(claimInput(key)));
-    await waitForBackends(admin, 'reliability-timeout-claim', { count: 1, waitEventType: 'Lock' }, 900).catch(() => {});
+    await waitForBackends(sessions.admin, 'reliability-timeout-claim', { count: 1, waitEventType: 'Lock' }, 900).catch(() => {});
     expectUnknownOutcome(await error, SettleTimeoutError);
     tally.fault('statement_timeout');
-    await locker.query('rollback');
+    await sessions.locker.query('rollback');
 
-    const claims = await admin.query(`select count(*)::int as n from settle_private.audit_log where tenant = $1 and key = $2 and event in ('claim', 'expire')`, [TENANT, key]);
+    const claims = await sessions.admin.query(`select count(*)::int as n from settle_private.audit_log where tenant = $1 and key = $2 and event in ('claim', 'expire')`, [TENANT, key]);
     expect(claims.rows[0].n).toBe(1);
     expect(await stored(key)).toMatchObject({ status: 'running', attempt: 1 });
     const retried = await acquire(c, key);
@@ -162,8 +149,8 @@ describe('connection faults around settle and claim', () => {
       expect(await c.complete(handle, { receipt: key }, { connection: t })).toMatchObject({ outcome: 'settled' });
       await hold.wait;
     }));
-    await waitForBackends(admin, 'reliability-idle-settle', { count: 1, state: 'idle in transaction' });
-    await waitForBackends(admin, 'reliability-idle-settle', { count: 0 });
+    await waitForBackends(sessions.admin, 'reliability-idle-settle', { count: 1, state: 'idle in transaction' });
+    await waitForBackends(sessions.admin, 'reliability-idle-settle', { count: 0 });
     tally.fault('idle_in_transaction_session_timeout');
     hold.open();
     expectUnknownOutcome(await tx, SettleConnectionError);
@@ -184,13 +171,13 @@ describe('connection faults around settle and claim', () => {
       expect(await c.claim(claimInput(key), { connection: t })).toMatchObject({ outcome: 'acquired' });
       await hold.wait;
     }));
-    await waitForBackends(admin, 'reliability-idle-claim', { count: 1, state: 'idle in transaction' });
-    await waitForBackends(admin, 'reliability-idle-claim', { count: 0 });
+    await waitForBackends(sessions.admin, 'reliability-idle-claim', { count: 1, state: 'idle in transaction' });
+    await waitForBackends(sessions.admin, 'reliability-idle-claim', { count: 0 });
     tally.fault('idle_in_transaction_session_timeout');
     hold.open();
     expectUnknownOutcome(await tx, SettleConnectionError);
 
-    expect((await admin.query('select count(*)::int as n from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0].n).toBe(0);
+    expect((await sessions.admin.query('select count(*)::int as n from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0].n).toBe(0);
     const handle = await acquire(other, key);
     expect(handle.attempt).toBe(1);
     await retrySettlesOnce(other, handle, key);

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { useTestDatabase } from '../../support/database.js';
 
 export interface ReliabilityDatabase {
@@ -28,4 +29,34 @@ export function useReliabilityDatabase(hint: string): ReliabilityDatabase {
       return client;
     },
   };
+}
+
+export interface FaultSessions {
+  /** Superuser session for inspecting state and waiting on backends. */
+  readonly admin: pg.Client;
+  /** Superuser session that holds the locks racers are parked behind. */
+  readonly locker: pg.Client;
+}
+
+/**
+ * The setup the fault suites share: an admin and a locker session opened before the file's tests,
+ * `record(failed)` after each test (the scenario tally), and `closeAfter` ended in afterAll.
+ */
+export function useFaultSessions(
+  db: ReliabilityDatabase,
+  closeAfter: readonly { end(): Promise<void> }[],
+  record: (failed: boolean) => void,
+): FaultSessions {
+  const sessions = {} as { admin: pg.Client; locker: pg.Client };
+  beforeAll(async () => {
+    sessions.admin = await db.connect();
+    sessions.locker = await db.connect({ applicationName: 'reliability-locker' });
+  });
+  afterEach(({ task }) => {
+    record(task.result?.state === 'fail');
+  });
+  afterAll(async () => {
+    await Promise.all(closeAfter.map((c) => c.end().catch(() => {})));
+  });
+  return sessions;
 }
