@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { createSettleClient, type SettleClient, type SettleClientOptions } from '../../src/index.js';
+import { createSettleClient, type RunInput, type RunOutcome, type SettleClient, type SettleClientOptions } from '../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
 import { usePerFile } from '../support/per-file.js';
 
@@ -100,4 +100,20 @@ export function gate<T = void>(): { promise: Promise<T>; open: (value: T) => voi
     open = resolve;
   });
   return { promise, open };
+}
+
+/**
+ * Starts `app.run(input)` with an effect that holds its lease until `release()` and answers
+ * `result`; resolves once the effect has begun (the operation is in flight).
+ */
+export async function holdRun(app: SettleClient, input: RunInput, result: string): Promise<{ run: Promise<RunOutcome<string>>; release: () => void }> {
+  const started = gate();
+  const released = gate();
+  const run = app.run(input, async () => {
+    started.open();
+    await released.promise;
+    return result;
+  });
+  await started.promise;
+  return { run, release: () => released.open() };
 }

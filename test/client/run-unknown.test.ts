@@ -14,7 +14,7 @@ import {
   settleTypeParsers,
   StoredResultMismatchError,
 } from '../../src/index.js';
-import { asRole, binding, gate, useClientTest, uniqueKey } from './helpers.js';
+import { asRole, binding, holdRun, useClientTest, uniqueKey } from './helpers.js';
 
 const t = useClientTest('client_run_unknown');
 
@@ -289,14 +289,7 @@ describe('run(): waiting for another worker', () => {
     const delays: number[] = [];
     for (let round = 0; round < 5; round += 1) {
       const key = uniqueKey();
-      const started = gate();
-      const release = gate();
-      const holder = t.app.run(input(key), async () => {
-        started.open();
-        await release.promise;
-        return 'done';
-      });
-      await started.promise;
+      const { run: holder, release } = await holdRun(t.app, input(key), 'done');
       let waiterDone = 0;
       const waiter = t.client().run(input(key, { waitForMs: 30_000 }), async () => 'never').then((outcome) => {
         waiterDone = performance.now();
@@ -304,7 +297,7 @@ describe('run(): waiting for another worker', () => {
       });
       // Let the waiter settle into its longest pause (50 ms) before the holder commits.
       await new Promise((resolve) => setTimeout(resolve, 300));
-      release.open();
+      release();
       expect(await holder).toMatchObject({ outcome: 'completed' });
       const committed = performance.now();
       expect(await waiter).toEqual({ outcome: 'replay', result: 'done', settledAttempt: 1 });
@@ -318,21 +311,14 @@ describe('run(): waiting for another worker', () => {
 
   it('an AbortSignal stops the wait; a caller abort during the effect aborts its signal and is unknown', async () => {
     const key = uniqueKey();
-    const started = gate();
-    const release = gate();
-    const holder = t.app.run(input(key), async () => {
-      started.open();
-      await release.promise;
-      return 'done';
-    });
-    await started.promise;
+    const { run: holder, release } = await holdRun(t.app, input(key), 'done');
     const controller = new AbortController();
     const waiting = t.client().run(input(key, { waitForMs: 60_000 }), async () => 'never', { signal: controller.signal });
     setTimeout(() => controller.abort(new DOMException('caller gave up', 'AbortError')), 100);
     const began = Date.now();
     await expect(waiting).rejects.toMatchObject({ name: 'AbortError' });
     expect(Date.now() - began).toBeLessThan(5_000);
-    release.open();
+    release();
     await holder;
 
     const other = uniqueKey();

@@ -2,7 +2,7 @@ import { sql } from 'slonik';
 import { describe, expect, it, vi } from 'vitest';
 import { type Classification, LeaseLostError, type RunInput, type RunOutcome, SettleTimeoutError } from '../../src/index.js';
 import { expireLease } from '../../src/testing/clock.js';
-import { binding, gate, useClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from './helpers.js';
+import { binding, gate, holdRun, useClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from './helpers.js';
 
 const t = useClientTest('client_run');
 
@@ -79,14 +79,7 @@ describe('run()', () => {
 
   it('waits for an in-flight attempt of another worker and replays its result', async () => {
     const key = uniqueKey();
-    const started = gate();
-    const release = gate();
-    const first = t.app.run(runInput(key), async () => {
-      started.open();
-      await release.promise;
-      return 'from the first worker';
-    });
-    await started.promise;
+    const { run: first, release } = await holdRun(t.app, runInput(key), 'from the first worker');
 
     // An in_progress answer writes nothing (docs/protocol.md): watch the claims run() makes.
     const claims = vi.spyOn(t.app, 'claim');
@@ -101,7 +94,7 @@ describe('run()', () => {
     } finally {
       claims.mockRestore();
     }
-    release.open();
+    release();
 
     expect(await first).toMatchObject({ outcome: 'completed', settledBy: 'this_attempt' });
     expect(await second).toEqual({ outcome: 'replay', result: 'from the first worker', settledAttempt: 1 });
@@ -110,17 +103,10 @@ describe('run()', () => {
 
   it('reports in_progress when the wait budget is spent', async () => {
     const key = uniqueKey();
-    const started = gate();
-    const release = gate();
-    const first = t.app.run(runInput(key), async () => {
-      started.open();
-      await release.promise;
-      return 'done';
-    });
-    await started.promise;
+    const { run: first, release } = await holdRun(t.app, runInput(key), 'done');
     const second = await t.app.run(runInput(key, { waitForMs: 0 }), async () => 'never');
     expect(second).toMatchObject({ outcome: 'in_progress', attempt: 1 });
-    release.open();
+    release();
     await first;
   });
 
@@ -165,17 +151,10 @@ describe('run()', () => {
 
   it('a late success after another attempt settled returns the canonical result, not ours', async () => {
     const key = uniqueKey();
-    const started = gate();
-    const release = gate();
-    const slow = t.app.run(runInput(key, { heartbeatIntervalMs: 3_600_000 }), async () => {
-      started.open();
-      await release.promise;
-      return 'slow result';
-    });
-    await started.promise;
+    const { run: slow, release } = await holdRun(t.app, runInput(key, { heartbeatIntervalMs: 3_600_000 }), 'slow result');
     await expireLease(t.su, tenant, key);
     expect(await t.app.run(runInput(key), async () => 'fast result')).toMatchObject({ outcome: 'completed', attempt: 2, settledBy: 'this_attempt' });
-    release.open();
+    release();
     expect(await slow).toEqual({ outcome: 'completed', result: 'fast result', attempt: 1, settledBy: 'other_attempt' });
   });
 
