@@ -85,20 +85,14 @@ export interface GetInput extends OperationRef {
  * revoked (settle.revoke_binding).
  */
 export type LockedRead =
-  | {
+  | (OperationState & {
       readonly outcome: 'found';
       /** `reauthenticated`: the same principal above a revocation floor reading its revoked operation. */
       readonly reason: 'reauthenticated' | null;
-      readonly status: Status;
-      readonly attempt: number;
-      readonly settledAttempt: number | null;
-      readonly result: Json | null;
-      readonly error: Json | null;
-      readonly deadLettered: boolean;
       readonly inFlight: boolean;
       /** When the reservation was made (its first claim), by the database clock. */
       readonly createdAt: Date;
-    }
+    })
   | { readonly outcome: 'not_found' }
   | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] }
   | { readonly outcome: 'refused'; readonly reason: 'binding_revoked' };
@@ -146,8 +140,8 @@ export type HeartbeatOutcome =
   | { readonly outcome: 'extended'; readonly status: Status; readonly leaseExpiresAt: Date }
   | { readonly outcome: 'fenced'; readonly reason: HeartbeatFenceReason; readonly status: Status | null };
 
-/** Canonical state after an observation merge (disclosed to a valid token whose lock matched). */
-export interface CanonicalState {
+/** An operation's state as the engine discloses it (a locked read, an observation's merge). */
+export interface OperationState {
   readonly status: Status;
   /** The operation's current attempt epoch (may be later than the handle's). */
   readonly attempt: number;
@@ -155,6 +149,10 @@ export interface CanonicalState {
   readonly result: Json | null;
   readonly error: Json | null;
   readonly deadLettered: boolean;
+}
+
+/** Canonical state after an observation merge (disclosed to a valid token whose lock matched). */
+export interface CanonicalState extends OperationState {
   readonly deadLetterReason: DeadLetterReason | null;
 }
 
