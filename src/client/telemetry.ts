@@ -97,6 +97,11 @@ const CALL_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10];
 /** Effects are calls to other systems: milliseconds to minutes. */
 const EFFECT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
 
+/** A duration histogram in seconds with explicit bucket boundaries. */
+function seconds(meter: otel.Meter, name: string, description: string, buckets: number[]): otel.Histogram {
+  return meter.createHistogram(name, { description, unit: 's', advice: { explicitBucketBoundaries: buckets } });
+}
+
 type Api = typeof otel;
 let api: Api | null | undefined;
 
@@ -149,11 +154,7 @@ class OtelTelemetry implements ClientTelemetry {
     const tracerProvider = (this.options.tracerProvider as otel.TracerProvider | undefined) ?? this.api.trace.getTracerProvider();
     const meter = meterProvider.getMeter(INSTRUMENTATION_SCOPE, SCOPE_VERSION);
     this.instruments = {
-      callDuration: meter.createHistogram(METRICS.callDuration, {
-        description: 'Duration of settle calls (one SQL function call, transparent retries included).',
-        unit: 's',
-        advice: { explicitBucketBoundaries: CALL_BUCKETS },
-      }),
+      callDuration: seconds(meter, METRICS.callDuration, 'Duration of settle calls (one SQL function call, transparent retries included).', CALL_BUCKETS),
       outcomes: meter.createCounter(METRICS.outcomes, {
         description: 'Answers of settle calls and of run()/runInTransaction(), by operation, outcome and reason.',
         unit: '{outcome}',
@@ -162,11 +163,12 @@ class OtelTelemetry implements ClientTelemetry {
         description: 'Transparent retries of settle calls after a transient error (40001, 40P01, 55P03), by SQLSTATE.',
         unit: '{retry}',
       }),
-      effectDuration: meter.createHistogram(METRICS.effectDuration, {
-        description: "Duration of run()'s effect, by what became of it (completed, failed, unknown, lease_lost, ...).",
-        unit: 's',
-        advice: { explicitBucketBoundaries: EFFECT_BUCKETS },
-      }),
+      effectDuration: seconds(
+        meter,
+        METRICS.effectDuration,
+        "Duration of run()'s effect, by what became of it (completed, failed, unknown, lease_lost, ...).",
+        EFFECT_BUCKETS,
+      ),
       httpRequests: meter.createCounter(METRICS.httpRequests, {
         description: 'Requests answered by the idempotency middleware, by result (first, replay, 400, 409, 422).',
         unit: '{request}',
