@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { holdUntilSecondWaits } from '../../engine/support/barrier.js';
 
 /**
  * Resolves once `count` backends on a worker are waiting on a heavyweight lock while running a
@@ -33,18 +34,5 @@ export async function secondWaitsForFirstOnWorker<A, B>(
   secondLike: string,
 ): Promise<[A, B]> {
   const { one, two, workerObserver } = sessions;
-  await one.query('begin');
-  let a: A;
-  let pending: Promise<B> | undefined;
-  try {
-    a = await first(one);
-    pending = second(two);
-    pending.catch(() => {});
-    await waitUntilBlockedOnWorker(workerObserver, secondLike, 1);
-    await one.query('commit');
-  } catch (error) {
-    await one.query('rollback').catch(() => {});
-    throw error;
-  }
-  return [a, await pending];
+  return holdUntilSecondWaits(one, two, first, second, () => waitUntilBlockedOnWorker(workerObserver, secondLike, 1));
 }

@@ -46,6 +46,21 @@ export async function secondWaitsForFirst<A, B>(
 ): Promise<[A, B]> {
   const { one, two, observer } = sessions;
   const pid = await backendPid(two);
+  return holdUntilSecondWaits(one, two, first, second, () => waitUntilBlocked(observer, pid));
+}
+
+/**
+ * The ordering both barriers share: `one` runs `first` inside BEGIN, `two` starts `second`;
+ * once `secondIsWaiting` resolves (it is seen queued behind one's lock), `one` commits (rolls
+ * back on any error). Returns both answers, in that order.
+ */
+export async function holdUntilSecondWaits<A, B>(
+  one: pg.ClientBase,
+  two: pg.ClientBase,
+  first: (one: pg.ClientBase) => Promise<A>,
+  second: (two: pg.ClientBase) => Promise<B>,
+  secondIsWaiting: () => Promise<void>,
+): Promise<[A, B]> {
   await one.query('begin');
   let a: A;
   let pending: Promise<B> | undefined;
@@ -53,7 +68,7 @@ export async function secondWaitsForFirst<A, B>(
     a = await first(one);
     pending = second(two);
     pending.catch(() => {}); // observed below; avoid an unhandled rejection while we wait
-    await waitUntilBlocked(observer, pid);
+    await secondIsWaiting();
     await one.query('commit');
   } catch (error) {
     await one.query('rollback').catch(() => {});
