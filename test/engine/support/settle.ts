@@ -44,8 +44,8 @@ export interface Ticket extends Binding {
   readonly fingerprint: string;
 }
 
-export interface ObservationRow {
-  outcome: 'settled' | 'recorded' | 'duplicate' | 'already_settled' | 'fenced' | 'conflict';
+/** The operation-state columns an observation and settle.get both answer (NULL when nothing is disclosed). */
+export interface StateColumns {
   reason: string | null;
   status: string | null;
   attempt: number | null;
@@ -55,6 +55,10 @@ export interface ObservationRow {
   error: unknown;
   conflict_on: string[] | null;
   dead_lettered: boolean | null;
+}
+
+export interface ObservationRow extends StateColumns {
+  outcome: 'settled' | 'recorded' | 'duplicate' | 'already_settled' | 'fenced' | 'conflict';
   dead_letter_reason: string | null;
 }
 
@@ -135,18 +139,9 @@ export async function expireLeases(client: pg.ClientBase): Promise<{ expired: nu
   return row;
 }
 
-export interface GetRow {
+export interface GetRow extends StateColumns {
   outcome: 'found' | 'not_found' | 'conflict' | 'refused';
-  reason: string | null;
-  status: string | null;
-  attempt: number | null;
-  settled_attempt: number | null;
-  result: unknown;
-  result_text: string | null;
-  error: unknown;
-  dead_lettered: boolean | null;
   in_flight: boolean | null;
-  conflict_on: string[] | null;
   created_at: Date | null;
 }
 
