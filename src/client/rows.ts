@@ -147,6 +147,7 @@ export const operationRow = z
     settled_at: timestamp.nullable(),
     error: json,
     dead_lettered_at: timestamp.nullable(),
+    dead_letter_reason: deadLetterReason.nullable(),
     redrive_count: int4,
     fingerprint: z.string(),
     principal: z.string(),
@@ -171,6 +172,7 @@ export const operationRow = z
       settledAt: row.settled_at,
       error: row.error,
       deadLetteredAt: row.dead_lettered_at,
+      deadLetterReason: row.dead_letter_reason,
       redriveCount: row.redrive_count,
       fingerprint: row.fingerprint,
       principal: row.principal,
@@ -250,6 +252,8 @@ export const deadLetterRow = z
   .object({
     tenant: z.string(),
     key: z.string(),
+    status,
+    reason: deadLetterReason,
     attempt: int4,
     max_attempts: int4,
     error: json,
@@ -262,6 +266,8 @@ export const deadLetterRow = z
     (row): DeadLetterRecord => ({
       tenant: row.tenant,
       key: row.key,
+      status: row.status,
+      reason: row.reason,
       attempt: row.attempt,
       maxAttempts: row.max_attempts,
       error: row.error,

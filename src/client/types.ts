@@ -184,6 +184,8 @@ export interface OperationRecord extends OperationRef {
   readonly settledAt: Date | null;
   readonly error: Json | null;
   readonly deadLetteredAt: Date | null;
+  /** Why it is dead-lettered (null when it is not): attempts_exhausted or needs_reconciliation. */
+  readonly deadLetterReason: DeadLetterReason | null;
   readonly redriveCount: number;
   readonly fingerprint: string;
   readonly principal: string;
@@ -221,6 +223,10 @@ export interface AuditRecord extends OperationRef {
 }
 
 export interface DeadLetterRecord extends OperationRef {
+  /** failed (reason attempts_exhausted), or unknown / conflict (reason needs_reconciliation). */
+  readonly status: Status;
+  /** attempts_exhausted: every attempt failed, redrive re-opens it; needs_reconciliation: an attempt may have taken effect, check the downstream first. */
+  readonly reason: DeadLetterReason;
   readonly attempt: number;
   readonly maxAttempts: number;
   readonly error: Json | null;

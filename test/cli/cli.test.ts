@@ -116,7 +116,9 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
   it('dead-letters --json lists the dead letter; redrive re-opens it once, then SE011 exits 1', async () => {
     const list = await cli(['dead-letters', '--json']);
     expect(list.code).toBe(0);
-    expect(list.json).toMatchObject({ ok: true, count: 1, deadLetters: [{ tenant: TENANT, key: 'dead-1', attempt: 1, maxAttempts: 1 }] });
+    expect(list.json).toMatchObject({ ok: true, count: 1, deadLetters: [{ tenant: TENANT, key: 'dead-1', status: 'failed', reason: 'attempts_exhausted', attempt: 1, maxAttempts: 1 }] });
+    expect((await cli(['dead-letters'])).stdout).toMatch(/dead-1\s+failed\s+attempts_exhausted/);
+    expect((await cli(['inspect', TENANT, 'dead-1'])).stdout).toMatch(/dead-lettered\s+\S+Z \(attempts_exhausted\)/);
     const redrive = await cli(['redrive', TENANT, 'dead-1', '--attempts', '2', '--reason', 'cli test', '--json']);
     expect(redrive.code).toBe(0);
     expect(redrive.json).toMatchObject({ ok: true, command: 'redrive', operation: { status: 'pending', redriveCount: 1, maxAttempts: 3 } });

@@ -7,8 +7,11 @@ export const deadLettersCommand: Command = {
   summary: 'list operations that spent their attempt budget',
   help: `Usage: pg-settle dead-letters [--limit N] [--database-url URL] [--json]
 
-Lists dead-lettered operations (failed after spending their attempt budget), oldest first.
-Re-open one with \`pg-settle redrive <tenant> <key>\`.
+Lists dead-lettered operations (they spent their attempt budget), oldest first, with why:
+  attempts_exhausted     every attempt recorded a failure (status failed)
+  needs_reconciliation   an attempt may have taken effect (status unknown or conflict):
+                         check the downstream system before anything else
+Re-open one with \`pg-settle redrive <tenant> <key>\` (never lowers an unknown operation).
 
   --limit N            at most N rows (1-10000, default 100)
 
@@ -26,8 +29,8 @@ ${COMMON_HELP}`,
       } else {
         printText(
           renderTable(
-            ['tenant', 'key', 'attempts', 'dead-lettered at', 'redrives', 'error'],
-            rows.map((r) => [r.tenant, r.key, `${r.attempt}/${r.maxAttempts}`, r.deadLetteredAt, r.redriveCount, r.error]),
+            ['tenant', 'key', 'status', 'reason', 'attempts', 'dead-lettered at', 'redrives', 'error'],
+            rows.map((r) => [r.tenant, r.key, r.status, r.reason, `${r.attempt}/${r.maxAttempts}`, r.deadLetteredAt, r.redriveCount, r.error]),
           ),
         );
       }
