@@ -392,7 +392,7 @@ async function reportUnknownOutcome<T>(
     throw error;
   }
   if (observation.outcome === 'recorded' || observation.outcome === 'already_settled' || observation.outcome === 'duplicate') {
-    if (observation.status === 'completed') return typed(await fromState(client, handle, observation, call, null, undefined), schema);
+    if (observation.status === 'completed') return typed(fromState(handle, observation, null, undefined), schema);
     return { outcome: 'unknown', reason, attempt: handle.attempt, record: null, cause };
   }
   return typed(await fromObservation(client, handle, observation, call, { cause, error: null }), schema);
@@ -428,17 +428,15 @@ export async function fromObservation(
   if (observation.outcome === 'settled' && observation.reason === 'attempts_exhausted') {
     return { outcome: 'failed', error: observation.error, final: true, deadLettered: true, attempt: handle.attempt, ...withCause };
   }
-  return fromState(client, handle, observation, call, observation.outcome === 'fenced' ? observation.reason : null, cause);
+  return fromState(handle, observation, observation.outcome === 'fenced' ? observation.reason : null, cause);
 }
 
-async function fromState(
-  client: SettleClient,
+function fromState(
   handle: AttemptHandle,
   state: CanonicalState,
-  call: CallOptions,
   fenceReason: HeartbeatFenceReason | null,
   cause: unknown,
-): Promise<RunOutcome> {
+): RunOutcome {
   const withCause = cause === undefined ? {} : { cause };
   if (state.status === 'completed') {
     return {
@@ -449,15 +447,8 @@ async function fromState(
     };
   }
   if (state.status === 'failed') {
-    const record = await readLocked(client, handle, call);
-    return {
-      outcome: 'failed',
-      error: state.error,
-      final: true,
-      deadLettered: record?.outcome === 'found' && record.deadLettered,
-      attempt: handle.attempt,
-      ...withCause,
-    };
+    // The observation row carries dead_lettered: no second round trip to learn it.
+    return { outcome: 'failed', error: state.error, final: true, deadLettered: state.deadLettered, attempt: handle.attempt, ...withCause };
   }
   return { outcome: 'fenced', reason: fenceReason ?? 'lease_released', attempt: handle.attempt, ...withCause };
 }
