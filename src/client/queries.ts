@@ -1,24 +1,44 @@
 import './polyfills.js';
-import { sql } from 'slonik';
+import { type PrimitiveValueExpression, type QuerySqlToken, sql } from 'slonik';
+import type { z } from 'zod';
 import * as rows from './rows.js';
 import type { Binding, Json } from './types.js';
 
 // Every statement is parameterized through slonik's `sql` tag and calls the API with named
 // arguments, the way a DBA would in psql. Nothing here touches settle_private.
 //
-// The hot path (claim, heartbeat, complete) is written as one flat template: every nested
-// fragment costs slonik a re-numbering pass, which tripled the cost of building a claim.
-// JSON goes in as text cast to jsonb: parseInput has already proved it plain JSON
-// (findJsonProblem), which is what sql.jsonb would re-check before the same JSON.stringify.
+// The per-operation statements (claim, heartbeat, complete, fail, report_unknown, get) have a
+// fixed text: the tag writes each once, at load, and a call binds only its values (`fixed`).
+// Building them per call cost the tag's walk of a ~600-character template, and gave slonik a new
+// string each time (its `$slonik_N` -> `$N` rewrite, and the prepared-statement name lookup,
+// then hashed it again). JSON goes in as text cast to jsonb: parseInput has already proved it
+// plain JSON (findJsonProblem), which is what sql.jsonb would re-check before the same
+// JSON.stringify.
 
 const jsonText = (value: Json): string => JSON.stringify(value);
 
 const interval = (ms: number) => sql.fragment`make_interval(secs => ${ms}::float8 / 1000)`;
 
-const bindingArgs = (binding: Binding) => sql.fragment`
-  principal => ${binding.principal},
-  scopes => ${sql.array(binding.scopes, 'text')},
-  binding_generation => ${binding.generation.toString()}::bigint`;
+/** A value of a fixed statement: what the tag binds (a text[] parameter takes the array). */
+type Value = PrimitiveValueExpression | readonly string[];
+
+/** The placeholder written in a fixed statement's template: its value is bound per call. */
+const P = '';
+const TEXT_ARRAY = sql.array([], 'text');
+
+/**
+ * A statement of fixed text: `template` is written once with the tag, with P (or TEXT_ARRAY) in
+ * place of each value; each call gives the values in the order of the template's placeholders.
+ * The text keeps PostgreSQL's `$N` placeholders, so slonik's rewrite leaves the same string.
+ */
+function fixed<S extends z.ZodType>(template: QuerySqlToken<S>): (values: readonly Value[]) => QuerySqlToken<S> {
+  const text = template.sql.replaceAll('$slonik_', '$');
+  const arity = template.values.length;
+  return (values) => {
+    if (values.length !== arity) throw new Error(`statement takes ${arity} values, got ${values.length}`);
+    return Object.freeze({ ...template, sql: text, values: values as readonly PrimitiveValueExpression[] });
+  };
+}
 
 export interface AttemptArgs {
   readonly tenant: string;
@@ -29,9 +49,11 @@ export interface AttemptArgs {
   readonly binding: Binding;
 }
 
-const attemptArgs = (a: AttemptArgs) => sql.fragment`
-  tenant => ${a.tenant}, key => ${a.key}, attempt => ${a.attempt}::integer,
-  lease_token => ${a.leaseToken}::uuid, fingerprint => ${a.fingerprint}, ${bindingArgs(a.binding)}`;
+const claimStatement = fixed(sql.type(rows.claimRow)`
+  select * from settle.claim(
+    tenant => ${P}, key => ${P}, request => ${P}::jsonb,
+    principal => ${P}, scopes => ${TEXT_ARRAY}, binding_generation => ${P}::bigint,
+    lease => make_interval(secs => ${P}::float8 / 1000), worker => ${P}::text, max_attempts => ${P}::integer)`);
 
 export const claimQuery = (input: {
   tenant: string;
@@ -41,38 +63,57 @@ export const claimQuery = (input: {
   leaseMs: number;
   worker?: string | undefined;
   maxAttempts: number;
-}) => sql.type(rows.claimRow)`
-  select * from settle.claim(
-    tenant => ${input.tenant}, key => ${input.key}, request => ${jsonText(input.request)}::jsonb,
-    principal => ${input.binding.principal}, scopes => ${sql.array(input.binding.scopes, 'text')},
-    binding_generation => ${input.binding.generation.toString()}::bigint,
-    lease => make_interval(secs => ${input.leaseMs}::float8 / 1000), worker => ${input.worker ?? null}::text,
-    max_attempts => ${input.maxAttempts}::integer)`;
+}) =>
+  claimStatement([
+    input.tenant, input.key, jsonText(input.request),
+    input.binding.principal, input.binding.scopes, input.binding.generation.toString(),
+    input.leaseMs, input.worker ?? null, input.maxAttempts,
+  ]);
+
+const heartbeatStatement = fixed(sql.type(rows.heartbeatRow)`
+  select * from settle.heartbeat(
+    tenant => ${P}, key => ${P}, attempt => ${P}::integer,
+    lease_token => ${P}::uuid, lease => make_interval(secs => ${P}::float8 / 1000))`);
 
 export const heartbeatQuery = (a: { tenant: string; key: string; attempt: number; leaseToken: string }, leaseMs: number) =>
-  sql.type(rows.heartbeatRow)`
-  select * from settle.heartbeat(
-    tenant => ${a.tenant}, key => ${a.key}, attempt => ${a.attempt}::integer,
-    lease_token => ${a.leaseToken}::uuid, lease => make_interval(secs => ${leaseMs}::float8 / 1000))`;
+  heartbeatStatement([a.tenant, a.key, a.attempt, a.leaseToken, leaseMs]);
 
-export const completeQuery = (a: AttemptArgs, result: Json) => sql.type(rows.observationRow)`
+// The arguments every observation takes, in this order: see attemptValues.
+const completeStatement = fixed(sql.type(rows.observationRow)`
   select * from settle.complete(
-    tenant => ${a.tenant}, key => ${a.key}, attempt => ${a.attempt}::integer,
-    lease_token => ${a.leaseToken}::uuid, fingerprint => ${a.fingerprint},
-    principal => ${a.binding.principal}, scopes => ${sql.array(a.binding.scopes, 'text')},
-    binding_generation => ${a.binding.generation.toString()}::bigint, result => ${jsonText(result)}::jsonb)`;
+    tenant => ${P}, key => ${P}, attempt => ${P}::integer, lease_token => ${P}::uuid, fingerprint => ${P},
+    principal => ${P}, scopes => ${TEXT_ARRAY}, binding_generation => ${P}::bigint,
+    result => ${P}::jsonb)`);
 
-export const failQuery = (a: AttemptArgs, error: Json, retryable: boolean) => sql.type(rows.observationRow)`
-  select * from settle.fail(${attemptArgs(a)}, error => ${sql.jsonb(error)}, retryable => ${retryable})`;
+const failStatement = fixed(sql.type(rows.observationRow)`
+  select * from settle.fail(
+    tenant => ${P}, key => ${P}, attempt => ${P}::integer, lease_token => ${P}::uuid, fingerprint => ${P},
+    principal => ${P}, scopes => ${TEXT_ARRAY}, binding_generation => ${P}::bigint,
+    error => ${P}::jsonb, retryable => ${P}::boolean)`);
 
-export const reportUnknownQuery = (a: AttemptArgs) => sql.type(rows.observationRow)`
-  select * from settle.report_unknown(${attemptArgs(a)})`;
+const reportUnknownStatement = fixed(sql.type(rows.observationRow)`
+  select * from settle.report_unknown(
+    tenant => ${P}, key => ${P}, attempt => ${P}::integer, lease_token => ${P}::uuid, fingerprint => ${P},
+    principal => ${P}, scopes => ${TEXT_ARRAY}, binding_generation => ${P}::bigint)`);
 
-export const getQuery = (input: { tenant: string; key: string; request: Json; binding: Binding }) => sql.type(rows.getRow)`
+const attemptValues = (a: AttemptArgs): Value[] => [
+  a.tenant, a.key, a.attempt, a.leaseToken, a.fingerprint,
+  a.binding.principal, a.binding.scopes, a.binding.generation.toString(),
+];
+
+export const completeQuery = (a: AttemptArgs, result: Json) => completeStatement([...attemptValues(a), jsonText(result)]);
+
+export const failQuery = (a: AttemptArgs, error: Json, retryable: boolean) => failStatement([...attemptValues(a), jsonText(error), retryable]);
+
+export const reportUnknownQuery = (a: AttemptArgs) => reportUnknownStatement(attemptValues(a));
+
+const getStatement = fixed(sql.type(rows.getRow)`
   select * from settle.get(
-    tenant => ${input.tenant}, key => ${input.key}, request => ${jsonText(input.request)}::jsonb,
-    principal => ${input.binding.principal}, scopes => ${sql.array(input.binding.scopes, 'text')},
-    binding_generation => ${input.binding.generation.toString()}::bigint)`;
+    tenant => ${P}, key => ${P}, request => ${P}::jsonb,
+    principal => ${P}, scopes => ${TEXT_ARRAY}, binding_generation => ${P}::bigint)`);
+
+export const getQuery = (input: { tenant: string; key: string; request: Json; binding: Binding }) =>
+  getStatement([input.tenant, input.key, jsonText(input.request), input.binding.principal, input.binding.scopes, input.binding.generation.toString()]);
 
 export const inspectQuery = (tenant: string, key: string) => sql.type(rows.operationRow)`
   select * from settle.inspect(tenant => ${tenant}, key => ${key})`;
