@@ -122,7 +122,7 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     getPool,
 
     async claim(input, options) {
-      const parsed = s.parseInput(s.claimInputSchema, input);
+      const parsed = s.parseClaimInput(input);
       const row = await one('claim', q.claimQuery(parsed), options, parsed.tenant);
       const outcome = toClaimOutcome(row, parsed.tenant, parsed.key, parsed.binding, parsed.request);
       if (outcome.outcome === 'acquired') issued.add(freezeHandle(outcome.attempt));
@@ -137,7 +137,7 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
 
     async complete(handle, result, options) {
       const args = attemptArgs(handle);
-      const value = s.parseInput(s.resultSchema, result, ['result']);
+      const value = s.parseResult(result);
       return toObservation(await one('complete', q.completeQuery(args, value), options, args.tenant));
     },
 
