@@ -52,6 +52,8 @@ export type { SettleClient } from './types.js';
 export function createSettleClient(options: SettleClientOptions): SettleClient {
   const ownsPool = !('pool' in options);
   let poolPromise: Promise<DatabasePool> | undefined;
+  // The pool once created: each call uses it without awaiting poolPromise again.
+  let pool: DatabasePool | undefined = 'pool' in options ? options.pool : undefined;
   // createPool is async: create it on first use so createSettleClient stays synchronous.
   const getPool = (): Promise<DatabasePool> =>
     (poolPromise ??=
@@ -72,10 +74,13 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
             // The client retries transient conflicts itself, with backoff and an onRetry hook.
             queryRetryLimit: 0,
             ...(options.statementTimeoutMs === undefined ? {} : { statementTimeout: options.statementTimeoutMs }),
-          }).catch((error: unknown) => {
-            poolPromise = undefined; // a database that was down at startup may come back
-            throw error;
-          }));
+          }).then(
+            (created) => (pool = created),
+            (error: unknown) => {
+              poolPromise = undefined; // a database that was down at startup may come back
+              throw error;
+            },
+          ));
 
   const telemetry = createClientTelemetry(options.telemetry);
   const onRetry = options.onRetry;
@@ -90,7 +95,7 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
         const given: Queryable | undefined = callOptions.connection;
         const retryable = given === undefined || !('transactionDepth' in given);
         const raw = await withRetry(operation, core.retry, retryable, async () => {
-          const result = await (given ?? (await getPool())).query(query);
+          const result = await (given ?? pool ?? (await getPool())).query(query);
           // Rows that come with a cancelled synchronous-replication wait are no acknowledgement.
           const unconfirmed = unconfirmedCommit(operation, result.notices);
           if (unconfirmed !== null) throw unconfirmed;
@@ -106,9 +111,10 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
   };
 
   const one = async <S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions, tenant?: string) => {
-    const [row, ...rest] = await core.rows(operation, query, options, tenant);
-    if (row === undefined || rest.length > 0) {
-      throw new SettleRowValidationError(`${operation} returned ${rest.length + (row === undefined ? 0 : 1)} rows, expected 1`, []);
+    const rows = await core.rows(operation, query, options, tenant);
+    const row = rows[0];
+    if (row === undefined || rows.length > 1) {
+      throw new SettleRowValidationError(`${operation} returned ${rows.length} rows, expected 1`, []);
     }
     return row;
   };
