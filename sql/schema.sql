@@ -176,6 +176,56 @@ ALTER TYPE settle.observation_result OWNER TO settle_owner;
 COMMENT ON TYPE settle.observation_result IS 'Answer of settle.complete / fail / report_unknown. outcome: settled | recorded | duplicate | already_settled | fenced | conflict. status/result/error/dead_lettered/dead_letter_reason are the canonical state after the merge, disclosed only to the holder of a valid attempt token whose lock matched (NULL for conflict and invalid_token).';
 
 --
+-- Name: operations; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.operations (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    fingerprint text NOT NULL,
+    request jsonb NOT NULL,
+    principal text NOT NULL,
+    scopes text[] NOT NULL,
+    binding_generation bigint NOT NULL,
+    status settle.status NOT NULL,
+    attempt integer NOT NULL,
+    max_attempts integer NOT NULL,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    result jsonb,
+    settled_attempt integer,
+    settled_at timestamp with time zone,
+    error jsonb,
+    dead_lettered_at timestamp with time zone,
+    dead_letter_reason text,
+    redrive_count integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL
+)
+WITH (fillfactor='80');
+
+ALTER TABLE ONLY settle_private.operations FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.operations OWNER TO settle_owner;
+
+--
+-- Name: TABLE operations; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.operations IS 'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
+
+--
+-- Name: access_and_operation; Type: TYPE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TYPE settle_private.access_and_operation AS (
+	verdict bigint,
+	op settle_private.operations
+);
+
+ALTER TYPE settle_private.access_and_operation OWNER TO settle_owner;
+
+--
 -- Name: audit_event; Type: DOMAIN; Schema: settle_private; Owner: settle_owner
 --
 
@@ -207,6 +257,7 @@ declare
   v_audit_attempt integer;
   v_res settle.claim_result;
   v_floor bigint;
+  v_seen settle_private.access_and_operation;
 begin
   if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(claim.key, settle_private._limit('key_bytes'))
@@ -219,8 +270,14 @@ begin
       claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
   end if;
 
-  -- Access (00012): the login role's tenant binding, then the revocation floor of the binding.
-  v_floor := settle_private._access(claim.tenant, claim.principal);
+  -- One statement reads the access verdict (00012: the login role's tenant binding, then the
+  -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
+  -- before the verdict is checked. Most claims of an existing key (replays, retries,
+  -- duplicates) are decided on this plain read; only a missing key tries the insert.
+  select a.verdict, o into v_seen
+    from settle_private._access_rows(claim.tenant, claim.principal) as a(verdict)
+    left join settle_private.operations o on o.tenant = claim.tenant and o.key = claim.key;
+  v_floor := v_seen.verdict;
   if v_floor < 0 then
     perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
   end if;
@@ -228,12 +285,8 @@ begin
     return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
       claim.binding_generation, v_floor, v_now, claim.worker);
   end if;
-
-  -- Most claims of an existing key (replays, retries, duplicates) are decided on this plain
-  -- read; only a missing key tries the insert.
-  select * into v_op from settle_private.operations o
-   where o.tenant = claim.tenant and o.key = claim.key;
-  v_fresh := found;
+  v_op := v_seen.op;
+  v_fresh := v_op.tenant is not null;
 
   -- A request jsonb-equal to the stored one has the stored fingerprint (jsonb equality compares
   -- numbers by value, as the canonical form does: 10.50 = 10.5), so a claim of an existing key
@@ -246,116 +299,124 @@ begin
 
   if not v_fresh then
     v_token := gen_random_uuid();
-    -- First claim: the reservation lock and attempt 1. Two sessions racing on a new key: the
-    -- loser waits here for the winner to commit, then joins below.
-    insert into settle_private.operations as o
-      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
-    values
-      (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
-       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-       claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
-    on conflict on constraint operations_pkey do nothing
-    returning * into v_op;
+    -- First claim: the reservation lock, attempt 1 and the audit row, in one statement. Two
+    -- sessions racing on a new key: the loser waits here for the winner to commit, inserts
+    -- nothing (no attempt, no audit row either), then joins below.
+    with op as (
+      insert into settle_private.operations as o
+        (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+         max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+      values
+        (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
+         settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
+         claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
+      on conflict on constraint operations_pkey do nothing
+      returning o.*
+    ), attempt as (
+      insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
+      select op.tenant, op.key, 1, op.lease_token, claim.worker, v_now from op
+    ), audit as (
+      insert into settle_private.audit_log
+        (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
+      select op.tenant, op.key, s.seq, v_now, 'claim', 'acquired', 1, null, op.status, claim.worker,
+             '{"reserved": true}'::jsonb
+        from op cross join settle_private._next_seq(op.tenant, op.key) as s(seq)
+    )
+    select * into v_op from op;
+    if v_op.tenant is not null then
+      return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
+                 null, null, null, null, null, null, null)::settle.claim_result;
+    end if;
   end if;
 
-  if not v_fresh and v_op.tenant is not null then
-    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-    values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now);
-    v_res := row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
-                 null, null, null, null, null, null, null);
-    v_audit_attempt := 1;
-    v_detail := '{"reserved": true}';
-  else
-    -- Answers that change nothing (conflict, replay, in_progress, failed, unknown) are decided on a
-    -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
-    -- Only a takeover or a new attempt locks the row, and then decides again.
-    loop
-      if v_locked then
-        select * into v_op from settle_private.operations o
-         where o.tenant = claim.tenant and o.key = claim.key
-         for update;
-      elsif not v_fresh then
-        select * into v_op from settle_private.operations o
-         where o.tenant = claim.tenant and o.key = claim.key;
-      end if;
-      v_fresh := false;
-      if v_op.tenant is null then
-        -- Purged by settle.purge since our insert: the key is free again.
-        return settle.claim(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
-          claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
-      end if;
-      v_before := v_op.status;
-
-      v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal, claim.scopes, claim.binding_generation);
-      if cardinality(v_diff) > 0 then
-        if v_op.principal = claim.principal and v_op.binding_generation < v_floor and v_op.status <> 'completed' then
-          -- The reservation's own generation is revoked: convert it at this touch (00012).
-          perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
-        end if;
-        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null, null);
-        v_detail := jsonb_build_object('conflict_on', v_diff);
-        exit;
-      end if;
-
-      -- Read-only answers (replay, in_progress) change nothing and write nothing: no audit row,
-      -- so no WAL and no commit flush (docs/protocol.md, "Which table proves what").
-      if v_op.status = 'completed' then
-        return row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
-                   v_op.settled_attempt, null, null, null, null, null)::settle.claim_result;
-      end if;
-
-      if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
-        return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
-                   greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
-                   v_fp, null, null, null, null, null, null, null)::settle.claim_result;
-      end if;
-
-      -- Open: neither failed nor dead-lettered, so a new attempt may be opened.
-      v_open := v_op.status <> 'failed' and v_op.dead_lettered_at is null;
-      if v_open and not v_locked then
-        v_locked := true;
-        continue;
-      end if;
-
-      -- Locked from here on. A lapsed lease is taken over without waiting for
-      -- settle.expire_leases; a spent attempt budget dead-letters the operation.
-      if v_open and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
-        v_op := settle_private._expire(v_op, v_now, claim.worker);
-      end if;
-
-      if v_op.status = 'failed' then
-        v_res := row('failed', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, v_op.error,
-                     v_op.dead_lettered_at is not null, null, null, v_op.dead_letter_reason);
-        v_audit_attempt := v_op.attempt;
-        exit;
-      end if;
-
-      -- The budget is spent and an attempt may have taken effect (it reported unknown,
-      -- conflicted, or its lease lapsed without an observation): timeout means unknown. The
-      -- effect must not run again; the operation waits for a matching success or an operator.
-      if v_op.dead_lettered_at is not null then
-        v_res := row('unknown', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, null,
-                     true, null, null, v_op.dead_letter_reason);
-        v_audit_attempt := v_op.attempt;
-        exit;
-      end if;
-
-      v_token := gen_random_uuid();
-      update settle_private.operations o
-         set attempt = v_op.attempt + 1,
-             status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
-             lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
+  -- Answers that change nothing (conflict, replay, in_progress, failed, unknown) are decided on a
+  -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
+  -- Only a takeover or a new attempt locks the row, and then decides again.
+  loop
+    if v_locked then
+      select * into v_op from settle_private.operations o
        where o.tenant = claim.tenant and o.key = claim.key
-      returning * into v_op;
-      insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-      values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
-      v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
-                   null, null, null, null, null, null, null);
+       for update;
+    elsif not v_fresh then
+      select * into v_op from settle_private.operations o
+       where o.tenant = claim.tenant and o.key = claim.key;
+    end if;
+    v_fresh := false;
+    if v_op.tenant is null then
+      -- Purged by settle.purge since our insert: the key is free again.
+      return settle.claim(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+        claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+    end if;
+    v_before := v_op.status;
+
+    v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal, claim.scopes, claim.binding_generation);
+    if cardinality(v_diff) > 0 then
+      if v_op.principal = claim.principal and v_op.binding_generation < v_floor and v_op.status <> 'completed' then
+        -- The reservation's own generation is revoked: convert it at this touch (00012).
+        perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
+      end if;
+      v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null, null);
+      v_detail := jsonb_build_object('conflict_on', v_diff);
+      exit;
+    end if;
+
+    -- Read-only answers (replay, in_progress) change nothing and write nothing: no audit row,
+    -- so no WAL and no commit flush (docs/protocol.md, "Which table proves what").
+    if v_op.status = 'completed' then
+      return row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
+                 v_op.settled_attempt, null, null, null, null, null)::settle.claim_result;
+    end if;
+
+    if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
+      return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
+                 greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
+                 v_fp, null, null, null, null, null, null, null)::settle.claim_result;
+    end if;
+
+    -- Open: neither failed nor dead-lettered, so a new attempt may be opened.
+    v_open := v_op.status <> 'failed' and v_op.dead_lettered_at is null;
+    if v_open and not v_locked then
+      v_locked := true;
+      continue;
+    end if;
+
+    -- Locked from here on. A lapsed lease is taken over without waiting for
+    -- settle.expire_leases; a spent attempt budget dead-letters the operation.
+    if v_open and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
+      v_op := settle_private._expire(v_op, v_now, claim.worker);
+    end if;
+
+    if v_op.status = 'failed' then
+      v_res := row('failed', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, v_op.error,
+                   v_op.dead_lettered_at is not null, null, null, v_op.dead_letter_reason);
       v_audit_attempt := v_op.attempt;
       exit;
-    end loop;
-  end if;
+    end if;
+
+    -- The budget is spent and an attempt may have taken effect (it reported unknown,
+    -- conflicted, or its lease lapsed without an observation): timeout means unknown. The
+    -- effect must not run again; the operation waits for a matching success or an operator.
+    if v_op.dead_lettered_at is not null then
+      v_res := row('unknown', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, null,
+                   true, null, null, v_op.dead_letter_reason);
+      v_audit_attempt := v_op.attempt;
+      exit;
+    end if;
+
+    v_token := gen_random_uuid();
+    update settle_private.operations o
+       set attempt = v_op.attempt + 1,
+           status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
+           lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
+     where o.tenant = claim.tenant and o.key = claim.key
+    returning * into v_op;
+    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
+    values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
+    v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
+                 null, null, null, null, null, null, null);
+    v_audit_attempt := v_op.attempt;
+    exit;
+  end loop;
 
   v_writes := v_writes + settle_private._audit(claim.tenant, claim.key, v_now, 'claim', v_res.outcome, v_audit_attempt, v_before,
     coalesce(v_op.status, v_before), claim.worker, v_detail);
@@ -751,45 +812,6 @@ Outcomes: a smallint; never raises.
 Locking: none. Idempotency: pure (IMMUTABLE).';
 
 --
--- Name: operations; Type: TABLE; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TABLE settle_private.operations (
-    tenant text NOT NULL,
-    key text NOT NULL,
-    fingerprint text NOT NULL,
-    request jsonb NOT NULL,
-    principal text NOT NULL,
-    scopes text[] NOT NULL,
-    binding_generation bigint NOT NULL,
-    status settle.status NOT NULL,
-    attempt integer NOT NULL,
-    max_attempts integer NOT NULL,
-    lease_token uuid,
-    lease_expires_at timestamp with time zone,
-    result jsonb,
-    settled_attempt integer,
-    settled_at timestamp with time zone,
-    error jsonb,
-    dead_lettered_at timestamp with time zone,
-    dead_letter_reason text,
-    redrive_count integer DEFAULT 0 NOT NULL,
-    created_at timestamp with time zone NOT NULL,
-    updated_at timestamp with time zone NOT NULL
-)
-WITH (fillfactor='80');
-
-ALTER TABLE ONLY settle_private.operations FORCE ROW LEVEL SECURITY;
-
-ALTER TABLE settle_private.operations OWNER TO settle_owner;
-
---
--- Name: TABLE operations; Type: COMMENT; Schema: settle_private; Owner: settle_owner
---
-
-COMMENT ON TABLE settle_private.operations IS 'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
-
---
 -- Name: tenant_bindings; Type: TABLE; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1176,19 +1198,94 @@ CREATE FUNCTION settle_private._access(tenant text, principal text) RETURNS bigi
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-  v_refused boolean;
-  v_floor bigint;
+  v_verdict bigint;
 begin
-  select exists (select 1 from settle_private.tenant_bindings b
-                  where b.role_name = session_user::text and not (_access.tenant = any (b.tenants))),
-         coalesce((select f.below_generation from settle_private.binding_floors f
-                    where f.tenant = _access.tenant and f.principal = _access.principal), 0)
-    into v_refused, v_floor;
-  return case when v_refused then -1 else v_floor end;
+  select a into v_verdict from settle_private._access_rows(_access.tenant, _access.principal) a;
+  return v_verdict;
 end
 $$;
 
 ALTER FUNCTION settle_private._access(tenant text, principal text) OWNER TO settle_owner;
+
+--
+-- Name: _access_rows(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._access_rows(tenant text, principal text) RETURNS SETOF bigint
+    LANGUAGE sql STABLE ROWS 1
+    AS $$
+  select case
+    when exists (select 1 from settle_private.tenant_bindings b
+                  where b.role_name = session_user::text and not (_access_rows.tenant = any (b.tenants)))
+      then -1::bigint
+    else coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _access_rows.tenant and f.principal = _access_rows.principal), 0)
+  end
+$$;
+
+ALTER FUNCTION settle_private._access_rows(tenant text, principal text) OWNER TO settle_owner;
+
+--
+-- Name: attempts; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.attempts (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    attempt integer NOT NULL,
+    lease_token uuid NOT NULL,
+    worker text,
+    claimed_at timestamp with time zone NOT NULL,
+    ended_at timestamp with time zone,
+    end_reason text,
+    observation settle.status,
+    observed_at timestamp with time zone,
+    retryable boolean,
+    error jsonb,
+    late_result jsonb,
+    settled boolean DEFAULT false NOT NULL,
+    settled_as integer GENERATED ALWAYS AS (
+CASE
+    WHEN settled THEN attempt
+    ELSE NULL::integer
+END) STORED
+)
+WITH (fillfactor='80');
+
+ALTER TABLE ONLY settle_private.attempts FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.attempts OWNER TO settle_owner;
+
+--
+-- Name: TABLE attempts; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.attempts IS 'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation). Private: use the settle API.';
+
+--
+-- Name: _attempt_rule(settle_private.attempts); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._attempt_rule(a settle_private.attempts) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select case
+    when not (a.attempt >= 1) then 'attempt_is_positive'
+    when not (a.observation is null or a.observation in ('unknown', 'conflict', 'failed', 'completed'))
+      then 'observation_is_an_outcome'
+    when not ((a.observation is null) = (a.observed_at is null)) then 'observed_iff_observation'
+    when not ((a.ended_at is null) = (a.end_reason is null)) then 'end_reason_iff_ended'
+    when not (a.end_reason is null or a.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted', 'binding_revoked'))
+      then 'end_reason_is_known'
+    when not (a.observation is distinct from 'failed' or (a.error is not null and a.retryable is not null))
+      then 'failure_has_error'
+    when not (not a.settled or a.observation = 'completed') then 'settled_requires_completion'
+    when not (a.late_result is null or (a.observation = 'completed' and not a.settled))
+      then 'late_result_only_when_not_settled'
+  end
+$$;
+
+ALTER FUNCTION settle_private._attempt_rule(a settle_private.attempts) OWNER TO settle_owner;
 
 --
 -- Name: _audit(text, text, timestamp with time zone, text, text, integer, settle.status, settle.status, text, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1198,16 +1295,12 @@ CREATE FUNCTION settle_private._audit(tenant text, key text, at timestamp with t
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-declare
-  v_seq bigint;
 begin
-  select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
-   where l.tenant = _audit.tenant and l.key = _audit.key;
   insert into settle_private.audit_log
     (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-  values
-    (_audit.tenant, _audit.key, v_seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
-     _audit.status_before, _audit.status_after, _audit.actor, _audit.detail);
+  select _audit.tenant, _audit.key, s.seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
+         _audit.status_before, _audit.status_after, _audit.actor, _audit.detail
+    from settle_private._next_seq(_audit.tenant, _audit.key) as s(seq);
   return 1;
 end
 $$;
@@ -1850,7 +1943,8 @@ CREATE FUNCTION settle_private._limits() RETURNS jsonb
     "min_lease_ms": 1000,
     "max_lease_ms": 86400000,
     "max_attempts": 1000,
-    "max_batch_size": 100000
+    "max_batch_size": 100000,
+    "evidence_bytes": 8192
   }'::jsonb
 $$;
 
@@ -1973,6 +2067,19 @@ $$;
 ALTER FUNCTION settle_private._name_ok(value text, max_bytes integer) OWNER TO settle_owner;
 
 --
+-- Name: _next_seq(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._next_seq(tenant text, key text) RETURNS SETOF bigint
+    LANGUAGE sql STABLE ROWS 1
+    AS $$
+  select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+   where l.tenant = _next_seq.tenant and l.key = _next_seq.key
+$$;
+
+ALTER FUNCTION settle_private._next_seq(tenant text, key text) OWNER TO settle_owner;
+
+--
 -- Name: _normalize_scopes(text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2032,6 +2139,8 @@ declare
   v_exhausted boolean;
   v_res settle.observation_result;
   v_floor bigint;
+  v_seen settle_private.access_and_operation;
+  v_audited boolean := false;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
@@ -2048,13 +2157,26 @@ begin
       _observe.binding_generation, _observe.result, _observe.error, _observe.retryable);
   end if;
 
-  -- Access (00012): the login role's tenant binding, then the revocation floor of the binding.
-  v_floor := settle_private._access(_observe.tenant, _observe.principal);
+  -- One statement checks access (00012: the login role's tenant binding, then the revocation
+  -- floor of the binding) and locks the operation row, only when access is granted: a refused
+  -- caller never holds a row lock of a tenant it may not reach.
+  with a as materialized (
+    select verdict from settle_private._access_rows(_observe.tenant, _observe.principal) as a(verdict)
+  )
+  select a.verdict, x.op into v_seen
+    from a left join lateral (
+      select o as op from settle_private.operations o
+       where o.tenant = _observe.tenant and o.key = _observe.key and a.verdict >= 0
+         for update) x on true;
+  v_floor := v_seen.verdict;
   if v_floor < 0 then
     perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
   end if;
-
-  v_op := settle_private._lock_operation(_observe.tenant, _observe.key, purged_ok => true);
+  v_op := v_seen.op;
+  if v_op.tenant is null then
+    -- Never claimed (SE010) or purged (an all-NULL row).
+    v_op := settle_private._lock_operation(_observe.tenant, _observe.key, purged_ok => true);
+  end if;
   if v_op.tenant is null then
     -- The operation was purged: a straggler. Nothing to disclose; its call is kept as evidence.
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
@@ -2153,26 +2275,41 @@ begin
       v_res.outcome := 'already_settled';
       v_res.reason := 'late_success';
     else
-      update settle_private.operations o
-         set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
-             settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
-             dead_letter_reason = null, error = null, updated_at = v_now
-       where o.tenant = _observe.tenant and o.key = _observe.key
-      returning * into v_op;
-      v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'completed', v_now,
-        settled => true);
-      if v_op.attempt > _observe.attempt then
-        -- A superseded attempt's success settled: the live attempt, if any, is over.
-        v_writes := v_writes + settle_private._end_attempt(_observe.tenant, _observe.key, v_op.attempt, v_now, 'settled_elsewhere');
-      end if;
+      -- Why this attempt settles: it holds the lease, or a later attempt exists but has not
+      -- settled, or it is the latest attempt but its lease was released (it reported unknown,
+      -- or its lapsed lease was expired) and nothing else settled.
       v_res.outcome := 'settled';
-      -- Why this attempt still settles: it holds the lease, or a later attempt exists but has
-      -- not settled, or it is the latest attempt but its lease was released (it reported
-      -- unknown, or its lapsed lease was expired) and nothing else settled.
       v_res.reason := case
         when v_current then 'current_attempt'
         when v_op.attempt > _observe.attempt then 'superseded_attempt'
         else 'lease_released' end;
+      -- The settlement, the attempt's observation and the audit row: one statement.
+      with op as (
+        update settle_private.operations o
+           set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
+               settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+               dead_letter_reason = null, error = null, updated_at = v_now
+         where o.tenant = _observe.tenant and o.key = _observe.key
+        returning o.*
+      ), observed as (
+        update settle_private.attempts a
+           set observation = 'completed', observed_at = v_now, error = null, retryable = null,
+               late_result = null, settled = true,
+               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed')
+         where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt
+      ), audit as (
+        insert into settle_private.audit_log
+          (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
+        select op.tenant, op.key, s.seq, v_now, kind, 'settled', _observe.attempt, v_before, op.status,
+               v_att.worker, jsonb_build_object('reason', v_res.reason)
+          from op cross join settle_private._next_seq(op.tenant, op.key) as s(seq)
+      )
+      select * into v_op from op;
+      v_audited := true;
+      if v_op.attempt > _observe.attempt then
+        -- A superseded attempt's success settled: the live attempt, if any, is over.
+        v_writes := v_writes + settle_private._end_attempt(_observe.tenant, _observe.key, v_op.attempt, v_now, 'settled_elsewhere');
+      end if;
     end if;
   elsif not v_current then
     -- Weaker observations of an attempt that no longer holds the lease are fenced.
@@ -2224,13 +2361,15 @@ begin
 
   -- Refused and fenced observations keep what they presented (bounded by _presented); the
   -- accepted ones are on the attempt row already.
-  v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
-    v_before, v_op.status, v_att.worker,
-    case when v_res.outcome in ('fenced', 'already_settled') then
-           jsonb_build_object('reason', v_res.reason, 'presented', settle_private._presented(
-             _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
-             case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error)))
-         when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
+  if not v_audited then
+    v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
+      v_before, v_op.status, v_att.worker,
+      case when v_res.outcome in ('fenced', 'already_settled') then
+             jsonb_build_object('reason', v_res.reason, 'presented', settle_private._presented(
+               _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
+               case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error)))
+           when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
+  end if;
 
   v_res.status := v_op.status;
   v_res.attempt := v_op.attempt;
@@ -2246,6 +2385,42 @@ $_$;
 ALTER FUNCTION settle_private._observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) OWNER TO settle_owner;
 
 --
+-- Name: _operation_rule(settle_private.operations); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._operation_rule(o settle_private.operations) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+  select case
+    when not (octet_length(o.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
+    when not (octet_length(o.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
+    when not (octet_length(o.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
+    when not (o.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
+    when not (o.binding_generation >= 0) then 'binding_generation_not_negative'
+    when not (o.attempt >= 0 and o.attempt <= o.max_attempts) then 'attempt_within_budget'
+    when not (o.max_attempts >= 1) then 'max_attempts_positive'
+    when not ((o.lease_token is null) = (o.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
+    when not (o.status <> 'pending' or o.lease_token is null) then 'pending_is_unleased'
+    when not (o.status <> 'running' or o.lease_token is not null) then 'running_is_leased'
+    when not (o.status not in ('failed', 'completed') or o.lease_token is null) then 'terminal_is_unleased'
+    when not ((o.status = 'completed') = (o.result is not null)) then 'completed_has_result'
+    when not ((o.status = 'completed') = (o.settled_attempt is not null and o.settled_at is not null))
+      then 'completed_has_settlement'
+    when not (o.settled_attempt is null or o.settled_attempt between 1 and o.attempt) then 'settled_attempt_was_opened'
+    when not (o.status <> 'failed' or o.error is not null) then 'failed_has_error'
+    when not ((o.dead_lettered_at is null) = (o.dead_letter_reason is null)) then 'dead_letter_has_reason'
+    when not (o.dead_lettered_at is null or o.lease_token is null) then 'dead_letter_is_unleased'
+    when not (o.dead_letter_reason is null
+              or (o.dead_letter_reason = 'attempts_exhausted' and o.status = 'failed')
+              or (o.dead_letter_reason = 'needs_reconciliation' and o.status in ('unknown', 'conflict')))
+      then 'dead_letter_reason_fits_status'
+    when not (o.redrive_count >= 0) then 'redrive_count_not_negative'
+  end
+$_$;
+
+ALTER FUNCTION settle_private._operation_rule(o settle_private.operations) OWNER TO settle_owner;
+
+--
 -- Name: _presented(text, text, text[], bigint, text, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2256,7 +2431,7 @@ CREATE FUNCTION settle_private._presented(fingerprint text, principal text, scop
     'fingerprint', fingerprint, 'principal', principal, 'scopes', to_jsonb(scopes),
     'binding_generation', binding_generation)) ||
     case when payload is null then '{}'::jsonb
-         when octet_length(payload::text) <= 8192 then jsonb_build_object(payload_name, payload)
+         when octet_length(payload::text) <= settle_private._limit('evidence_bytes') then jsonb_build_object(payload_name, payload)
          else jsonb_build_object(payload_name || '_truncated', jsonb_build_object(
            'bytes', octet_length(payload::text), 'sha256', encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')))
     end
@@ -2555,7 +2730,17 @@ CREATE FUNCTION settle_private.tg_attempts__guard_settlement() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+  v_rule text;
 begin
+  if tg_op = 'INSERT' then
+    v_rule := settle_private._attempt_rule(new);
+    if v_rule is not null then
+      perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
+    end if;
+    return new;
+  end if;
+
   if new.tenant is distinct from old.tenant or new.key is distinct from old.key
      or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
      or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
@@ -2588,45 +2773,15 @@ begin
       detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
   end if;
 
-  return new;
-end
-$$;
-
-ALTER FUNCTION settle_private.tg_attempts__guard_settlement() OWNER TO settle_owner;
-
---
--- Name: tg_attempts__row_rules(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private.tg_attempts__row_rules() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-  v_rule text;
-begin
-  v_rule := case
-    when not (new.attempt >= 1) then 'attempt_is_positive'
-    when not (new.observation is null or new.observation in ('unknown', 'conflict', 'failed', 'completed'))
-      then 'observation_is_an_outcome'
-    when not ((new.observation is null) = (new.observed_at is null)) then 'observed_iff_observation'
-    when not ((new.ended_at is null) = (new.end_reason is null)) then 'end_reason_iff_ended'
-    when not (new.end_reason is null or new.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted', 'binding_revoked'))
-      then 'end_reason_is_known'
-    when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
-      then 'failure_has_error'
-    when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
-    when not (new.late_result is null or (new.observation = 'completed' and not new.settled))
-      then 'late_result_only_when_not_settled'
-  end;
+  v_rule := settle_private._attempt_rule(new);
   if v_rule is not null then
-    perform settle_private._raise_row_rule(v_rule, tg_table_name, new.tenant, new.key);
+    perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
   end if;
   return new;
 end
 $$;
 
-ALTER FUNCTION settle_private.tg_attempts__row_rules() OWNER TO settle_owner;
+ALTER FUNCTION settle_private.tg_attempts__guard_settlement() OWNER TO settle_owner;
 
 --
 -- Name: tg_audit_log__refuse_change(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -2677,6 +2832,8 @@ CREATE FUNCTION settle_private.tg_operations__guard_insert() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+  v_rule text;
 begin
   if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
      or new.error is not null or new.dead_lettered_at is not null or new.dead_letter_reason is not null
@@ -2686,6 +2843,10 @@ begin
       message = 'a new operation must start unsettled (pending or running, no result, no error)',
       detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'status', new.status)::text,
       hint = 'Create operations with settle.claim.';
+  end if;
+  v_rule := settle_private._operation_rule(new);
+  if v_rule is not null then
+    perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
   end if;
   return new;
 end
@@ -2703,6 +2864,7 @@ CREATE FUNCTION settle_private.tg_operations__guard_lattice() RETURNS trigger
     AS $$
 declare
   v_redrive boolean;
+  v_rule text;
 begin
   if new.tenant is distinct from old.tenant or new.key is distinct from old.key
      or new.fingerprint is distinct from old.fingerprint or new.request is distinct from old.request
@@ -2752,56 +2914,15 @@ begin
       detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
   end if;
 
+  v_rule := settle_private._operation_rule(new);
+  if v_rule is not null then
+    perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
+  end if;
   return new;
 end
 $$;
 
 ALTER FUNCTION settle_private.tg_operations__guard_lattice() OWNER TO settle_owner;
-
---
--- Name: tg_operations__row_rules(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private.tg_operations__row_rules() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-declare
-  v_rule text;
-begin
-  v_rule := case
-    when not (octet_length(new.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
-    when not (octet_length(new.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
-    when not (octet_length(new.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
-    when not (new.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
-    when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
-    when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
-    when not (new.max_attempts >= 1) then 'max_attempts_positive'
-    when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
-    when not (new.status <> 'pending' or new.lease_token is null) then 'pending_is_unleased'
-    when not (new.status <> 'running' or new.lease_token is not null) then 'running_is_leased'
-    when not (new.status not in ('failed', 'completed') or new.lease_token is null) then 'terminal_is_unleased'
-    when not ((new.status = 'completed') = (new.result is not null)) then 'completed_has_result'
-    when not ((new.status = 'completed') = (new.settled_attempt is not null and new.settled_at is not null))
-      then 'completed_has_settlement'
-    when not (new.settled_attempt is null or new.settled_attempt between 1 and new.attempt) then 'settled_attempt_was_opened'
-    when not (new.status <> 'failed' or new.error is not null) then 'failed_has_error'
-    when not ((new.dead_lettered_at is null) = (new.dead_letter_reason is null)) then 'dead_letter_has_reason'
-    when not (new.dead_lettered_at is null or new.lease_token is null) then 'dead_letter_is_unleased'
-    when not (new.dead_letter_reason is null
-              or (new.dead_letter_reason = 'attempts_exhausted' and new.status = 'failed')
-              or (new.dead_letter_reason = 'needs_reconciliation' and new.status in ('unknown', 'conflict')))
-      then 'dead_letter_reason_fits_status'
-    when not (new.redrive_count >= 0) then 'redrive_count_not_negative'
-  end;
-  if v_rule is not null then
-    perform settle_private._raise_row_rule(v_rule, tg_table_name, new.tenant, new.key);
-  end if;
-  return new;
-end
-$_$;
-
-ALTER FUNCTION settle_private.tg_operations__row_rules() OWNER TO settle_owner;
 
 --
 -- Name: admin_log; Type: TABLE; Schema: settle_private; Owner: settle_owner
@@ -2845,43 +2966,6 @@ ALTER TABLE settle.admin_log OWNER TO settle_owner;
 --
 
 COMMENT ON VIEW settle.admin_log IS 'Append-only log of changes to access: tenant grants and revocations (settle.grant_tenant, settle.revoke_tenant) and binding revocations (settle.revoke_binding), with who made them.';
-
---
--- Name: attempts; Type: TABLE; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TABLE settle_private.attempts (
-    tenant text NOT NULL,
-    key text NOT NULL,
-    attempt integer NOT NULL,
-    lease_token uuid NOT NULL,
-    worker text,
-    claimed_at timestamp with time zone NOT NULL,
-    ended_at timestamp with time zone,
-    end_reason text,
-    observation settle.status,
-    observed_at timestamp with time zone,
-    retryable boolean,
-    error jsonb,
-    late_result jsonb,
-    settled boolean DEFAULT false NOT NULL,
-    settled_as integer GENERATED ALWAYS AS (
-CASE
-    WHEN settled THEN attempt
-    ELSE NULL::integer
-END) STORED
-)
-WITH (fillfactor='80');
-
-ALTER TABLE ONLY settle_private.attempts FORCE ROW LEVEL SECURITY;
-
-ALTER TABLE settle_private.attempts OWNER TO settle_owner;
-
---
--- Name: TABLE attempts; Type: COMMENT; Schema: settle_private; Owner: settle_owner
---
-
-COMMENT ON TABLE settle_private.attempts IS 'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation). Private: use the settle API.';
 
 --
 -- Name: attempts; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -3275,7 +3359,7 @@ ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _100_guard_lattice;
 -- Name: attempts _100_guard_settlement; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE TRIGGER _100_guard_settlement BEFORE UPDATE ON settle_private.attempts FOR EACH ROW EXECUTE FUNCTION settle_private.tg_attempts__guard_settlement();
+CREATE TRIGGER _100_guard_settlement BEFORE INSERT OR UPDATE ON settle_private.attempts FOR EACH ROW EXECUTE FUNCTION settle_private.tg_attempts__guard_settlement();
 
 ALTER TABLE settle_private.attempts ENABLE ALWAYS TRIGGER _100_guard_settlement;
 
@@ -3358,22 +3442,6 @@ ALTER TABLE settle_private.audit_log ENABLE ALWAYS TRIGGER _900_refuse_truncate;
 CREATE TRIGGER _900_refuse_truncate BEFORE TRUNCATE ON settle_private.operations FOR EACH STATEMENT EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
 
 ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _900_refuse_truncate;
-
---
--- Name: attempts _990_row_rules; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TRIGGER _990_row_rules BEFORE INSERT OR UPDATE ON settle_private.attempts FOR EACH ROW EXECUTE FUNCTION settle_private.tg_attempts__row_rules();
-
-ALTER TABLE settle_private.attempts ENABLE ALWAYS TRIGGER _990_row_rules;
-
---
--- Name: operations _990_row_rules; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TRIGGER _990_row_rules BEFORE INSERT OR UPDATE ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__row_rules();
-
-ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _990_row_rules;
 
 --
 -- Name: operations _995_guard_failure; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
@@ -3620,6 +3688,18 @@ GRANT ALL ON FUNCTION settle.set_purge_min_retention(min_retention interval) TO 
 REVOKE ALL ON FUNCTION settle_private._access(tenant text, principal text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _access_rows(tenant text, principal text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._access_rows(tenant text, principal text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _attempt_rule(a settle_private.attempts); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._attempt_rule(a settle_private.attempts) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _audit(tenant text, key text, at timestamp with time zone, event text, outcome text, attempt integer, status_before settle.status, status_after settle.status, actor text, detail jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3844,6 +3924,12 @@ GRANT ALL ON FUNCTION settle_private._metrics() TO settle_admin;
 REVOKE ALL ON FUNCTION settle_private._name_ok(value text, max_bytes integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _next_seq(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._next_seq(tenant text, key text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _normalize_scopes(scopes text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3860,6 +3946,12 @@ REVOKE ALL ON FUNCTION settle_private._observation_revoked(kind text, op settle_
 --
 
 REVOKE ALL ON FUNCTION settle_private._observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _operation_rule(o settle_private.operations); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._operation_rule(o settle_private.operations) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _presented(fingerprint text, principal text, scopes text[], binding_generation bigint, payload_name text, payload jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -3946,12 +4038,6 @@ REVOKE ALL ON FUNCTION settle_private.tg_any__refuse_delete() FROM PUBLIC;
 REVOKE ALL ON FUNCTION settle_private.tg_attempts__guard_settlement() FROM PUBLIC;
 
 --
--- Name: FUNCTION tg_attempts__row_rules(); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private.tg_attempts__row_rules() FROM PUBLIC;
-
---
 -- Name: FUNCTION tg_audit_log__refuse_change(); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3974,12 +4060,6 @@ REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_insert() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_lattice() FROM PUBLIC;
-
---
--- Name: FUNCTION tg_operations__row_rules(); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private.tg_operations__row_rules() FROM PUBLIC;
 
 --
 -- Name: TABLE admin_log; Type: ACL; Schema: settle; Owner: settle_owner

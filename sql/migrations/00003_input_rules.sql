@@ -17,7 +17,9 @@ set local role settle_owner;
 -- ---------------------------------------------------------------------------------------
 
 -- The engine's input limits, the one place they are written. Byte limits count UTF-8 bytes
--- (of the JSON text for jsonb values). Changing one is a change of the public contract:
+-- (of the JSON text for jsonb values). evidence_bytes bounds what the audit log keeps of a
+-- refused or fenced payload (larger ones are kept as size and SHA-256, 00012 _presented).
+-- Changing one is a change of the public contract:
 -- src/client's LIMITS is tested against it.
 create function settle_private._limits()
 returns jsonb
@@ -39,7 +41,8 @@ as $$
     "min_lease_ms": 1000,
     "max_lease_ms": 86400000,
     "max_attempts": 1000,
-    "max_batch_size": 100000
+    "max_batch_size": 100000,
+    "evidence_bytes": 8192
   }'::jsonb
 $$;
 

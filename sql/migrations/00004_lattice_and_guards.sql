@@ -86,6 +86,8 @@ returns trigger
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+  v_rule text;
 begin
   if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
      or new.error is not null or new.dead_lettered_at is not null or new.dead_letter_reason is not null
@@ -95,6 +97,10 @@ begin
       message = 'a new operation must start unsettled (pending or running, no result, no error)',
       detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'status', new.status)::text,
       hint = 'Create operations with settle.claim.';
+  end if;
+  v_rule := settle_private._operation_rule(new);
+  if v_rule is not null then
+    perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
   end if;
   return new;
 end
@@ -107,6 +113,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_redrive boolean;
+  v_rule text;
 begin
   if new.tenant is distinct from old.tenant or new.key is distinct from old.key
      or new.fingerprint is distinct from old.fingerprint or new.request is distinct from old.request
@@ -156,6 +163,10 @@ begin
       detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
   end if;
 
+  v_rule := settle_private._operation_rule(new);
+  if v_rule is not null then
+    perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
+  end if;
   return new;
 end
 $$;
@@ -188,7 +199,17 @@ returns trigger
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+  v_rule text;
 begin
+  if tg_op = 'INSERT' then
+    v_rule := settle_private._attempt_rule(new);
+    if v_rule is not null then
+      perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
+    end if;
+    return new;
+  end if;
+
   if new.tenant is distinct from old.tenant or new.key is distinct from old.key
      or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
      or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
@@ -221,6 +242,10 @@ begin
       detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
   end if;
 
+  v_rule := settle_private._attempt_rule(new);
+  if v_rule is not null then
+    perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
+  end if;
   return new;
 end
 $$;
@@ -259,13 +284,15 @@ $$;
 -- ---------------------------------------------------------------------------------------
 -- Row rules: what a single row of operations or attempts must satisfy, whoever writes it.
 -- They have the names, SQLSTATE (23514 check_violation) and message of CHECK constraints,
--- but live in one trigger per table, _990_row_rules, which fires after the guards (as CHECK
--- constraints are checked after BEFORE triggers). Why not CHECK constraints: PostgreSQL 15
+-- are checked by the guard trigger of each table (_100_guard_insert, _100_guard_lattice,
+-- _100_guard_settlement) after its own checks, as CHECK constraints are checked after BEFORE
+-- triggers: one trigger call per written row, not two (a PL/pgSQL trigger call has a set-up
+-- cost of its own, docs/performance.md). Why not CHECK constraints: PostgreSQL 15
 -- reads back and plans every CHECK expression of a table again for each INSERT or UPDATE
 -- statement (ExecRelCheck: stringToNode and ExecPrepareExpr per result relation), and the
 -- engine writes these tables four times per operation from PL/pgSQL. Measured on a
 -- claim + complete cycle: the 25 CHECK constraints took 41% of the engine's server CPU
--- (docs/performance.md); a PL/pgSQL trigger keeps its plan for the session.
+-- (docs/performance.md); an expression in a PL/pgSQL trigger keeps its plan for the session.
 -- A rule holds when its expression is true or NULL, exactly as a CHECK constraint.
 -- ---------------------------------------------------------------------------------------
 
@@ -286,81 +313,65 @@ begin
 end
 $$;
 
-create function settle_private.tg_operations__row_rules()
-returns trigger
-language plpgsql
-set search_path = pg_catalog, pg_temp
+-- The first row rule `o` breaks, or NULL. Inlined into the guard triggers' expressions.
+create function settle_private._operation_rule(o settle_private.operations)
+returns text
+language sql
+immutable
 as $$
-declare
-  v_rule text;
-begin
-  v_rule := case
-    when not (octet_length(new.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
-    when not (octet_length(new.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
-    when not (octet_length(new.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
-    when not (new.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
-    when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
-    when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
-    when not (new.max_attempts >= 1) then 'max_attempts_positive'
-    when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
-    when not (new.status <> 'pending' or new.lease_token is null) then 'pending_is_unleased'
-    when not (new.status <> 'running' or new.lease_token is not null) then 'running_is_leased'
-    when not (new.status not in ('failed', 'completed') or new.lease_token is null) then 'terminal_is_unleased'
-    when not ((new.status = 'completed') = (new.result is not null)) then 'completed_has_result'
-    when not ((new.status = 'completed') = (new.settled_attempt is not null and new.settled_at is not null))
+  select case
+    when not (octet_length(o.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
+    when not (octet_length(o.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
+    when not (octet_length(o.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
+    when not (o.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
+    when not (o.binding_generation >= 0) then 'binding_generation_not_negative'
+    when not (o.attempt >= 0 and o.attempt <= o.max_attempts) then 'attempt_within_budget'
+    when not (o.max_attempts >= 1) then 'max_attempts_positive'
+    when not ((o.lease_token is null) = (o.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
+    when not (o.status <> 'pending' or o.lease_token is null) then 'pending_is_unleased'
+    when not (o.status <> 'running' or o.lease_token is not null) then 'running_is_leased'
+    when not (o.status not in ('failed', 'completed') or o.lease_token is null) then 'terminal_is_unleased'
+    when not ((o.status = 'completed') = (o.result is not null)) then 'completed_has_result'
+    when not ((o.status = 'completed') = (o.settled_attempt is not null and o.settled_at is not null))
       then 'completed_has_settlement'
-    when not (new.settled_attempt is null or new.settled_attempt between 1 and new.attempt) then 'settled_attempt_was_opened'
-    when not (new.status <> 'failed' or new.error is not null) then 'failed_has_error'
-    when not ((new.dead_lettered_at is null) = (new.dead_letter_reason is null)) then 'dead_letter_has_reason'
-    when not (new.dead_lettered_at is null or new.lease_token is null) then 'dead_letter_is_unleased'
-    when not (new.dead_letter_reason is null
-              or (new.dead_letter_reason = 'attempts_exhausted' and new.status = 'failed')
-              or (new.dead_letter_reason = 'needs_reconciliation' and new.status in ('unknown', 'conflict')))
+    when not (o.settled_attempt is null or o.settled_attempt between 1 and o.attempt) then 'settled_attempt_was_opened'
+    when not (o.status <> 'failed' or o.error is not null) then 'failed_has_error'
+    when not ((o.dead_lettered_at is null) = (o.dead_letter_reason is null)) then 'dead_letter_has_reason'
+    when not (o.dead_lettered_at is null or o.lease_token is null) then 'dead_letter_is_unleased'
+    when not (o.dead_letter_reason is null
+              or (o.dead_letter_reason = 'attempts_exhausted' and o.status = 'failed')
+              or (o.dead_letter_reason = 'needs_reconciliation' and o.status in ('unknown', 'conflict')))
       then 'dead_letter_reason_fits_status'
-    when not (new.redrive_count >= 0) then 'redrive_count_not_negative'
-  end;
-  if v_rule is not null then
-    perform settle_private._raise_row_rule(v_rule, tg_table_name, new.tenant, new.key);
-  end if;
-  return new;
-end
+    when not (o.redrive_count >= 0) then 'redrive_count_not_negative'
+  end
 $$;
 
-create function settle_private.tg_attempts__row_rules()
-returns trigger
-language plpgsql
-set search_path = pg_catalog, pg_temp
+-- The first row rule `a` breaks, or NULL.
+create function settle_private._attempt_rule(a settle_private.attempts)
+returns text
+language sql
+immutable
 as $$
-declare
-  v_rule text;
-begin
-  v_rule := case
-    when not (new.attempt >= 1) then 'attempt_is_positive'
-    when not (new.observation is null or new.observation in ('unknown', 'conflict', 'failed', 'completed'))
+  select case
+    when not (a.attempt >= 1) then 'attempt_is_positive'
+    when not (a.observation is null or a.observation in ('unknown', 'conflict', 'failed', 'completed'))
       then 'observation_is_an_outcome'
-    when not ((new.observation is null) = (new.observed_at is null)) then 'observed_iff_observation'
-    when not ((new.ended_at is null) = (new.end_reason is null)) then 'end_reason_iff_ended'
-    when not (new.end_reason is null or new.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted', 'binding_revoked'))
+    when not ((a.observation is null) = (a.observed_at is null)) then 'observed_iff_observation'
+    when not ((a.ended_at is null) = (a.end_reason is null)) then 'end_reason_iff_ended'
+    when not (a.end_reason is null or a.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted', 'binding_revoked'))
       then 'end_reason_is_known'
-    when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
+    when not (a.observation is distinct from 'failed' or (a.error is not null and a.retryable is not null))
       then 'failure_has_error'
-    when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
-    when not (new.late_result is null or (new.observation = 'completed' and not new.settled))
+    when not (not a.settled or a.observation = 'completed') then 'settled_requires_completion'
+    when not (a.late_result is null or (a.observation = 'completed' and not a.settled))
       then 'late_result_only_when_not_settled'
-  end;
-  if v_rule is not null then
-    perform settle_private._raise_row_rule(v_rule, tg_table_name, new.tenant, new.key);
-  end if;
-  return new;
-end
+  end
 $$;
 
 create trigger _100_guard_insert before insert on settle_private.operations
   for each row execute function settle_private.tg_operations__guard_insert();
 create trigger _100_guard_lattice before update on settle_private.operations
   for each row execute function settle_private.tg_operations__guard_lattice();
-create trigger _990_row_rules before insert or update on settle_private.operations
-  for each row execute function settle_private.tg_operations__row_rules();
 create trigger _995_guard_failure before update on settle_private.operations
   for each row when (new.status = 'failed' and old.status <> 'failed')
   execute function settle_private.tg_operations__guard_failure();
@@ -369,10 +380,8 @@ create trigger _900_refuse_delete before delete on settle_private.operations
 create trigger _900_refuse_truncate before truncate on settle_private.operations
   for each statement execute function settle_private.tg_any__refuse_delete();
 
-create trigger _100_guard_settlement before update on settle_private.attempts
+create trigger _100_guard_settlement before insert or update on settle_private.attempts
   for each row execute function settle_private.tg_attempts__guard_settlement();
-create trigger _990_row_rules before insert or update on settle_private.attempts
-  for each row execute function settle_private.tg_attempts__row_rules();
 create trigger _900_refuse_delete before delete on settle_private.attempts
   for each row execute function settle_private.tg_any__refuse_delete();
 create trigger _900_refuse_truncate before truncate on settle_private.attempts
@@ -387,12 +396,10 @@ create trigger _900_refuse_truncate before truncate on settle_private.audit_log
 
 alter table settle_private.operations enable always trigger _100_guard_insert;
 alter table settle_private.operations enable always trigger _100_guard_lattice;
-alter table settle_private.operations enable always trigger _990_row_rules;
 alter table settle_private.operations enable always trigger _995_guard_failure;
 alter table settle_private.operations enable always trigger _900_refuse_delete;
 alter table settle_private.operations enable always trigger _900_refuse_truncate;
 alter table settle_private.attempts enable always trigger _100_guard_settlement;
-alter table settle_private.attempts enable always trigger _990_row_rules;
 alter table settle_private.attempts enable always trigger _900_refuse_delete;
 alter table settle_private.attempts enable always trigger _900_refuse_truncate;
 create trigger _100_refuse_update before update on settle_private.admin_log

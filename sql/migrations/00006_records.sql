@@ -17,6 +17,22 @@
 
 set local role settle_owner;
 
+-- What settle.claim and the observations read in their first statement: the access verdict of
+-- the call (settle_private._access_rows, 00012) and the operation row (all NULL: no such key).
+create type settle_private.access_and_operation as (verdict bigint, op settle_private.operations);
+
+-- The number of the next audit row of (tenant, key) (see settle_private.audit_log, 00002).
+-- Set-returning (one row) so that it is inlined into the statement that writes the row.
+create function settle_private._next_seq(tenant text, key text)
+returns setof bigint
+language sql
+stable
+rows 1
+as $$
+  select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+   where l.tenant = _next_seq.tenant and l.key = _next_seq.key
+$$;
+
 -- Lock the operation row of (tenant, key) for the rest of the transaction; SE010 if there is
 -- none (never claimed, or purged). Every writer of one operation goes through this lock, which
 -- serializes them without advisory locks (portable to a sharded cluster).
@@ -59,16 +75,12 @@ returns integer
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
-declare
-  v_seq bigint;
 begin
-  select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
-   where l.tenant = _audit.tenant and l.key = _audit.key;
   insert into settle_private.audit_log
     (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-  values
-    (_audit.tenant, _audit.key, v_seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
-     _audit.status_before, _audit.status_after, _audit.actor, _audit.detail);
+  select _audit.tenant, _audit.key, s.seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
+         _audit.status_before, _audit.status_after, _audit.actor, _audit.detail
+    from settle_private._next_seq(_audit.tenant, _audit.key) as s(seq);
   return 1;
 end
 $$;

@@ -61,6 +61,7 @@ declare
   v_audit_attempt integer;
   v_res settle.claim_result;
   v_floor bigint;
+  v_seen settle_private.access_and_operation;
 begin
   if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(claim.key, settle_private._limit('key_bytes'))
@@ -73,8 +74,14 @@ begin
       claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
   end if;
 
-  -- Access (00012): the login role's tenant binding, then the revocation floor of the binding.
-  v_floor := settle_private._access(claim.tenant, claim.principal);
+  -- One statement reads the access verdict (00012: the login role's tenant binding, then the
+  -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
+  -- before the verdict is checked. Most claims of an existing key (replays, retries,
+  -- duplicates) are decided on this plain read; only a missing key tries the insert.
+  select a.verdict, o into v_seen
+    from settle_private._access_rows(claim.tenant, claim.principal) as a(verdict)
+    left join settle_private.operations o on o.tenant = claim.tenant and o.key = claim.key;
+  v_floor := v_seen.verdict;
   if v_floor < 0 then
     perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
   end if;
@@ -82,12 +89,8 @@ begin
     return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
       claim.binding_generation, v_floor, v_now, claim.worker);
   end if;
-
-  -- Most claims of an existing key (replays, retries, duplicates) are decided on this plain
-  -- read; only a missing key tries the insert.
-  select * into v_op from settle_private.operations o
-   where o.tenant = claim.tenant and o.key = claim.key;
-  v_fresh := found;
+  v_op := v_seen.op;
+  v_fresh := v_op.tenant is not null;
 
   -- A request jsonb-equal to the stored one has the stored fingerprint (jsonb equality compares
   -- numbers by value, as the canonical form does: 10.50 = 10.5), so a claim of an existing key
@@ -100,116 +103,124 @@ begin
 
   if not v_fresh then
     v_token := gen_random_uuid();
-    -- First claim: the reservation lock and attempt 1. Two sessions racing on a new key: the
-    -- loser waits here for the winner to commit, then joins below.
-    insert into settle_private.operations as o
-      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
-    values
-      (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
-       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-       claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
-    on conflict on constraint operations_pkey do nothing
-    returning * into v_op;
+    -- First claim: the reservation lock, attempt 1 and the audit row, in one statement. Two
+    -- sessions racing on a new key: the loser waits here for the winner to commit, inserts
+    -- nothing (no attempt, no audit row either), then joins below.
+    with op as (
+      insert into settle_private.operations as o
+        (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+         max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+      values
+        (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
+         settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
+         claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
+      on conflict on constraint operations_pkey do nothing
+      returning o.*
+    ), attempt as (
+      insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
+      select op.tenant, op.key, 1, op.lease_token, claim.worker, v_now from op
+    ), audit as (
+      insert into settle_private.audit_log
+        (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
+      select op.tenant, op.key, s.seq, v_now, 'claim', 'acquired', 1, null, op.status, claim.worker,
+             '{"reserved": true}'::jsonb
+        from op cross join settle_private._next_seq(op.tenant, op.key) as s(seq)
+    )
+    select * into v_op from op;
+    if v_op.tenant is not null then
+      return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
+                 null, null, null, null, null, null, null)::settle.claim_result;
+    end if;
   end if;
 
-  if not v_fresh and v_op.tenant is not null then
-    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-    values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now);
-    v_res := row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
-                 null, null, null, null, null, null, null);
-    v_audit_attempt := 1;
-    v_detail := '{"reserved": true}';
-  else
-    -- Answers that change nothing (conflict, replay, in_progress, failed, unknown) are decided on a
-    -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
-    -- Only a takeover or a new attempt locks the row, and then decides again.
-    loop
-      if v_locked then
-        select * into v_op from settle_private.operations o
-         where o.tenant = claim.tenant and o.key = claim.key
-         for update;
-      elsif not v_fresh then
-        select * into v_op from settle_private.operations o
-         where o.tenant = claim.tenant and o.key = claim.key;
-      end if;
-      v_fresh := false;
-      if v_op.tenant is null then
-        -- Purged by settle.purge since our insert: the key is free again.
-        return settle.claim(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
-          claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
-      end if;
-      v_before := v_op.status;
-
-      v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal, claim.scopes, claim.binding_generation);
-      if cardinality(v_diff) > 0 then
-        if v_op.principal = claim.principal and v_op.binding_generation < v_floor and v_op.status <> 'completed' then
-          -- The reservation's own generation is revoked: convert it at this touch (00012).
-          perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
-        end if;
-        v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null, null);
-        v_detail := jsonb_build_object('conflict_on', v_diff);
-        exit;
-      end if;
-
-      -- Read-only answers (replay, in_progress) change nothing and write nothing: no audit row,
-      -- so no WAL and no commit flush (docs/protocol.md, "Which table proves what").
-      if v_op.status = 'completed' then
-        return row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
-                   v_op.settled_attempt, null, null, null, null, null)::settle.claim_result;
-      end if;
-
-      if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
-        return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
-                   greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
-                   v_fp, null, null, null, null, null, null, null)::settle.claim_result;
-      end if;
-
-      -- Open: neither failed nor dead-lettered, so a new attempt may be opened.
-      v_open := v_op.status <> 'failed' and v_op.dead_lettered_at is null;
-      if v_open and not v_locked then
-        v_locked := true;
-        continue;
-      end if;
-
-      -- Locked from here on. A lapsed lease is taken over without waiting for
-      -- settle.expire_leases; a spent attempt budget dead-letters the operation.
-      if v_open and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
-        v_op := settle_private._expire(v_op, v_now, claim.worker);
-      end if;
-
-      if v_op.status = 'failed' then
-        v_res := row('failed', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, v_op.error,
-                     v_op.dead_lettered_at is not null, null, null, v_op.dead_letter_reason);
-        v_audit_attempt := v_op.attempt;
-        exit;
-      end if;
-
-      -- The budget is spent and an attempt may have taken effect (it reported unknown,
-      -- conflicted, or its lease lapsed without an observation): timeout means unknown. The
-      -- effect must not run again; the operation waits for a matching success or an operator.
-      if v_op.dead_lettered_at is not null then
-        v_res := row('unknown', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, null,
-                     true, null, null, v_op.dead_letter_reason);
-        v_audit_attempt := v_op.attempt;
-        exit;
-      end if;
-
-      v_token := gen_random_uuid();
-      update settle_private.operations o
-         set attempt = v_op.attempt + 1,
-             status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
-             lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
+  -- Answers that change nothing (conflict, replay, in_progress, failed, unknown) are decided on a
+  -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
+  -- Only a takeover or a new attempt locks the row, and then decides again.
+  loop
+    if v_locked then
+      select * into v_op from settle_private.operations o
        where o.tenant = claim.tenant and o.key = claim.key
-      returning * into v_op;
-      insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-      values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
-      v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
-                   null, null, null, null, null, null, null);
+       for update;
+    elsif not v_fresh then
+      select * into v_op from settle_private.operations o
+       where o.tenant = claim.tenant and o.key = claim.key;
+    end if;
+    v_fresh := false;
+    if v_op.tenant is null then
+      -- Purged by settle.purge since our insert: the key is free again.
+      return settle.claim(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+        claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+    end if;
+    v_before := v_op.status;
+
+    v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal, claim.scopes, claim.binding_generation);
+    if cardinality(v_diff) > 0 then
+      if v_op.principal = claim.principal and v_op.binding_generation < v_floor and v_op.status <> 'completed' then
+        -- The reservation's own generation is revoked: convert it at this touch (00012).
+        perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
+      end if;
+      v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null, null);
+      v_detail := jsonb_build_object('conflict_on', v_diff);
+      exit;
+    end if;
+
+    -- Read-only answers (replay, in_progress) change nothing and write nothing: no audit row,
+    -- so no WAL and no commit flush (docs/protocol.md, "Which table proves what").
+    if v_op.status = 'completed' then
+      return row('replay', v_op.status, v_op.attempt, null, null, null, v_fp, v_op.result,
+                 v_op.settled_attempt, null, null, null, null, null)::settle.claim_result;
+    end if;
+
+    if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then
+      return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
+                 greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
+                 v_fp, null, null, null, null, null, null, null)::settle.claim_result;
+    end if;
+
+    -- Open: neither failed nor dead-lettered, so a new attempt may be opened.
+    v_open := v_op.status <> 'failed' and v_op.dead_lettered_at is null;
+    if v_open and not v_locked then
+      v_locked := true;
+      continue;
+    end if;
+
+    -- Locked from here on. A lapsed lease is taken over without waiting for
+    -- settle.expire_leases; a spent attempt budget dead-letters the operation.
+    if v_open and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
+      v_op := settle_private._expire(v_op, v_now, claim.worker);
+    end if;
+
+    if v_op.status = 'failed' then
+      v_res := row('failed', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, v_op.error,
+                   v_op.dead_lettered_at is not null, null, null, v_op.dead_letter_reason);
       v_audit_attempt := v_op.attempt;
       exit;
-    end loop;
-  end if;
+    end if;
+
+    -- The budget is spent and an attempt may have taken effect (it reported unknown,
+    -- conflicted, or its lease lapsed without an observation): timeout means unknown. The
+    -- effect must not run again; the operation waits for a matching success or an operator.
+    if v_op.dead_lettered_at is not null then
+      v_res := row('unknown', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, null,
+                   true, null, null, v_op.dead_letter_reason);
+      v_audit_attempt := v_op.attempt;
+      exit;
+    end if;
+
+    v_token := gen_random_uuid();
+    update settle_private.operations o
+       set attempt = v_op.attempt + 1,
+           status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
+           lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
+     where o.tenant = claim.tenant and o.key = claim.key
+    returning * into v_op;
+    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
+    values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
+    v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
+                 null, null, null, null, null, null, null);
+    v_audit_attempt := v_op.attempt;
+    exit;
+  end loop;
 
   v_writes := v_writes + settle_private._audit(claim.tenant, claim.key, v_now, 'claim', v_res.outcome, v_audit_attempt, v_before,
     coalesce(v_op.status, v_before), claim.worker, v_detail);

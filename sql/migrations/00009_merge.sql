@@ -57,6 +57,8 @@ declare
   v_exhausted boolean;
   v_res settle.observation_result;
   v_floor bigint;
+  v_seen settle_private.access_and_operation;
+  v_audited boolean := false;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
@@ -73,13 +75,26 @@ begin
       _observe.binding_generation, _observe.result, _observe.error, _observe.retryable);
   end if;
 
-  -- Access (00012): the login role's tenant binding, then the revocation floor of the binding.
-  v_floor := settle_private._access(_observe.tenant, _observe.principal);
+  -- One statement checks access (00012: the login role's tenant binding, then the revocation
+  -- floor of the binding) and locks the operation row, only when access is granted: a refused
+  -- caller never holds a row lock of a tenant it may not reach.
+  with a as materialized (
+    select verdict from settle_private._access_rows(_observe.tenant, _observe.principal) as a(verdict)
+  )
+  select a.verdict, x.op into v_seen
+    from a left join lateral (
+      select o as op from settle_private.operations o
+       where o.tenant = _observe.tenant and o.key = _observe.key and a.verdict >= 0
+         for update) x on true;
+  v_floor := v_seen.verdict;
   if v_floor < 0 then
     perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
   end if;
-
-  v_op := settle_private._lock_operation(_observe.tenant, _observe.key, purged_ok => true);
+  v_op := v_seen.op;
+  if v_op.tenant is null then
+    -- Never claimed (SE010) or purged (an all-NULL row).
+    v_op := settle_private._lock_operation(_observe.tenant, _observe.key, purged_ok => true);
+  end if;
   if v_op.tenant is null then
     -- The operation was purged: a straggler. Nothing to disclose; its call is kept as evidence.
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
@@ -178,26 +193,41 @@ begin
       v_res.outcome := 'already_settled';
       v_res.reason := 'late_success';
     else
-      update settle_private.operations o
-         set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
-             settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
-             dead_letter_reason = null, error = null, updated_at = v_now
-       where o.tenant = _observe.tenant and o.key = _observe.key
-      returning * into v_op;
-      v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'completed', v_now,
-        settled => true);
-      if v_op.attempt > _observe.attempt then
-        -- A superseded attempt's success settled: the live attempt, if any, is over.
-        v_writes := v_writes + settle_private._end_attempt(_observe.tenant, _observe.key, v_op.attempt, v_now, 'settled_elsewhere');
-      end if;
+      -- Why this attempt settles: it holds the lease, or a later attempt exists but has not
+      -- settled, or it is the latest attempt but its lease was released (it reported unknown,
+      -- or its lapsed lease was expired) and nothing else settled.
       v_res.outcome := 'settled';
-      -- Why this attempt still settles: it holds the lease, or a later attempt exists but has
-      -- not settled, or it is the latest attempt but its lease was released (it reported
-      -- unknown, or its lapsed lease was expired) and nothing else settled.
       v_res.reason := case
         when v_current then 'current_attempt'
         when v_op.attempt > _observe.attempt then 'superseded_attempt'
         else 'lease_released' end;
+      -- The settlement, the attempt's observation and the audit row: one statement.
+      with op as (
+        update settle_private.operations o
+           set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
+               settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+               dead_letter_reason = null, error = null, updated_at = v_now
+         where o.tenant = _observe.tenant and o.key = _observe.key
+        returning o.*
+      ), observed as (
+        update settle_private.attempts a
+           set observation = 'completed', observed_at = v_now, error = null, retryable = null,
+               late_result = null, settled = true,
+               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed')
+         where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt
+      ), audit as (
+        insert into settle_private.audit_log
+          (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
+        select op.tenant, op.key, s.seq, v_now, kind, 'settled', _observe.attempt, v_before, op.status,
+               v_att.worker, jsonb_build_object('reason', v_res.reason)
+          from op cross join settle_private._next_seq(op.tenant, op.key) as s(seq)
+      )
+      select * into v_op from op;
+      v_audited := true;
+      if v_op.attempt > _observe.attempt then
+        -- A superseded attempt's success settled: the live attempt, if any, is over.
+        v_writes := v_writes + settle_private._end_attempt(_observe.tenant, _observe.key, v_op.attempt, v_now, 'settled_elsewhere');
+      end if;
     end if;
   elsif not v_current then
     -- Weaker observations of an attempt that no longer holds the lease are fenced.
@@ -249,13 +279,15 @@ begin
 
   -- Refused and fenced observations keep what they presented (bounded by _presented); the
   -- accepted ones are on the attempt row already.
-  v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
-    v_before, v_op.status, v_att.worker,
-    case when v_res.outcome in ('fenced', 'already_settled') then
-           jsonb_build_object('reason', v_res.reason, 'presented', settle_private._presented(
-             _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
-             case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error)))
-         when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
+  if not v_audited then
+    v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
+      v_before, v_op.status, v_att.worker,
+      case when v_res.outcome in ('fenced', 'already_settled') then
+             jsonb_build_object('reason', v_res.reason, 'presented', settle_private._presented(
+               _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
+               case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error)))
+           when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
+  end if;
 
   v_res.status := v_op.status;
   v_res.attempt := v_op.attempt;

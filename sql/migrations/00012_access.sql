@@ -30,8 +30,27 @@ set local role settle_owner;
 
 -- The access verdict of one call, both checks in one query: -1 when the connected login role
 -- holds tenant grants and not `tenant`'s (the caller raises SE013: _refuse_tenant); otherwise
--- the revocation floor of (tenant, principal) (0: nothing revoked; principal NULL: 0). One
--- query for the two checks: claim and complete each pay one executor start, not two.
+-- the revocation floor of (tenant, principal) (0: nothing revoked; principal NULL: 0).
+-- A set-returning SQL function (one row) so that PostgreSQL inlines it into the statement that
+-- uses it: settle.claim and the observations read it in the same statement as their operation
+-- row, one executor start for both (docs/performance.md).
+create function settle_private._access_rows(tenant text, principal text)
+returns setof bigint
+language sql
+stable
+rows 1
+as $$
+  select case
+    when exists (select 1 from settle_private.tenant_bindings b
+                  where b.role_name = session_user::text and not (_access_rows.tenant = any (b.tenants)))
+      then -1::bigint
+    else coalesce((select f.below_generation from settle_private.binding_floors f
+                    where f.tenant = _access_rows.tenant and f.principal = _access_rows.principal), 0)
+  end
+$$;
+
+-- The same verdict for the calls that read it on its own (heartbeat, get, inspect, the
+-- maintenance functions). PL/pgSQL, called as a plain assignment, keeps the query planned.
 create function settle_private._access(tenant text, principal text)
 returns bigint
 language plpgsql
@@ -40,15 +59,10 @@ parallel safe
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-  v_refused boolean;
-  v_floor bigint;
+  v_verdict bigint;
 begin
-  select exists (select 1 from settle_private.tenant_bindings b
-                  where b.role_name = session_user::text and not (_access.tenant = any (b.tenants))),
-         coalesce((select f.below_generation from settle_private.binding_floors f
-                    where f.tenant = _access.tenant and f.principal = _access.principal), 0)
-    into v_refused, v_floor;
-  return case when v_refused then -1 else v_floor end;
+  select a into v_verdict from settle_private._access_rows(_access.tenant, _access.principal) a;
+  return v_verdict;
 end
 $$;
 
@@ -98,7 +112,7 @@ end
 $$;
 
 -- What an observation, claim or read presented, for the audit log (bounded: a value whose
--- JSON text exceeds 8 KiB is kept as its size and SHA-256, never whole).
+-- JSON text exceeds evidence_bytes, 8 KiB, is kept as its size and SHA-256, never whole).
 create function settle_private._presented(
   fingerprint text, principal text, scopes text[], binding_generation bigint, payload_name text, payload jsonb)
 returns jsonb
@@ -109,7 +123,7 @@ as $$
     'fingerprint', fingerprint, 'principal', principal, 'scopes', to_jsonb(scopes),
     'binding_generation', binding_generation)) ||
     case when payload is null then '{}'::jsonb
-         when octet_length(payload::text) <= 8192 then jsonb_build_object(payload_name, payload)
+         when octet_length(payload::text) <= settle_private._limit('evidence_bytes') then jsonb_build_object(payload_name, payload)
          else jsonb_build_object(payload_name || '_truncated', jsonb_build_object(
            'bytes', octet_length(payload::text), 'sha256', encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')))
     end

@@ -24,6 +24,8 @@ export const LIMITS = {
   maxLeaseMs: 86_400_000,
   maxAttempts: 1_000,
   maxBatchSize: 100_000,
+  /** What the audit log keeps of a refused or fenced payload; larger ones: size and SHA-256. */
+  evidenceBytes: 8_192,
 } as const;
 
 const INT8_MAX = 2n ** 63n - 1n;

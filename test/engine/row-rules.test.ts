@@ -5,8 +5,8 @@ import { newOperation } from './support/fixtures.js';
 import { mustGetOperation } from './support/inspect.js';
 import { acquire, type Ticket } from './support/settle.js';
 
-// The row rules of settle_private.operations and settle_private.attempts (trigger
-// _990_row_rules, 00004) hold for a superuser writing directly, like the CHECK constraints
+// The row rules of settle_private.operations and settle_private.attempts (checked by the guard
+// triggers _100_guard_*, 00004) hold for a superuser writing directly, like the CHECK constraints
 // they replace: SQLSTATE 23514, the rule's name as the constraint, nothing written.
 const db = useEngineDatabase('row_rules');
 

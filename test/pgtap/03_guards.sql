@@ -4,7 +4,7 @@
 -- Guard triggers on settle_private (ENABLE ALWAYS) refuse what a CHECK cannot: moving the status
 -- down the lattice (SE021), changing the reservation lock (SE020) or a stored result (SE022),
 -- changing the audit log (SE023), and DELETE anywhere outside settle.purge (SE025). The row
--- rules (trigger _990_row_rules) refuse a row that breaks a rule on its own, reported like a
+-- rules (checked by the same guard triggers) refuse a row that breaks a rule on its own, reported like a
 -- CHECK constraint (23514, the rule's name). This script
 -- runs as the connecting superuser on purpose; each refused statement runs in its own
 -- savepoint (throws_ok), and the whole script is rolled back.
