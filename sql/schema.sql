@@ -176,56 +176,6 @@ ALTER TYPE settle.observation_result OWNER TO settle_owner;
 COMMENT ON TYPE settle.observation_result IS 'Answer of settle.complete / fail / report_unknown. outcome: settled | recorded | duplicate | already_settled | fenced | conflict. status/result/error/dead_lettered/dead_letter_reason are the canonical state after the merge, disclosed only to the holder of a valid attempt token whose lock matched (NULL for conflict and invalid_token).';
 
 --
--- Name: operations; Type: TABLE; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TABLE settle_private.operations (
-    tenant text NOT NULL,
-    key text NOT NULL,
-    fingerprint text NOT NULL,
-    request jsonb NOT NULL,
-    principal text NOT NULL,
-    scopes text[] NOT NULL,
-    binding_generation bigint NOT NULL,
-    status settle.status NOT NULL,
-    attempt integer NOT NULL,
-    max_attempts integer NOT NULL,
-    lease_token uuid,
-    lease_expires_at timestamp with time zone,
-    result jsonb,
-    settled_attempt integer,
-    settled_at timestamp with time zone,
-    error jsonb,
-    dead_lettered_at timestamp with time zone,
-    dead_letter_reason text,
-    redrive_count integer DEFAULT 0 NOT NULL,
-    created_at timestamp with time zone NOT NULL,
-    updated_at timestamp with time zone NOT NULL
-)
-WITH (fillfactor='80');
-
-ALTER TABLE ONLY settle_private.operations FORCE ROW LEVEL SECURITY;
-
-ALTER TABLE settle_private.operations OWNER TO settle_owner;
-
---
--- Name: TABLE operations; Type: COMMENT; Schema: settle_private; Owner: settle_owner
---
-
-COMMENT ON TABLE settle_private.operations IS 'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
-
---
--- Name: access_and_operation; Type: TYPE; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TYPE settle_private.access_and_operation AS (
-	verdict bigint,
-	op settle_private.operations
-);
-
-ALTER TYPE settle_private.access_and_operation OWNER TO settle_owner;
-
---
 -- Name: audit_event; Type: DOMAIN; Schema: settle_private; Owner: settle_owner
 --
 
@@ -257,7 +207,10 @@ declare
   v_audit_attempt integer;
   v_res settle.claim_result;
   v_floor bigint;
-  v_seen settle_private.access_and_operation;
+  -- The first statement's row: the access verdict of the call (00012) and the operation row
+  -- (all NULL: no such key). A record, not a declared composite type: Citus propagates
+  -- functions to the workers but not a type that depends on a distributed table's row type.
+  v_seen record;
 begin
   if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(claim.key, settle_private._limit('key_bytes'))
@@ -274,7 +227,7 @@ begin
   -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
   -- before the verdict is checked. Most claims of an existing key (replays, retries,
   -- duplicates) are decided on this plain read; only a missing key tries the insert.
-  select a.verdict, o into v_seen
+  select a.verdict, o as op into v_seen
     from settle_private._access_rows(claim.tenant, claim.principal) as a(verdict)
     left join settle_private.operations o on o.tenant = claim.tenant and o.key = claim.key;
   v_floor := v_seen.verdict;
@@ -810,6 +763,45 @@ COMMENT ON FUNCTION settle.status_rank(status settle.status) IS 'Rank of a statu
 Parameters: status.
 Outcomes: a smallint; never raises.
 Locking: none. Idempotency: pure (IMMUTABLE).';
+
+--
+-- Name: operations; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.operations (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    fingerprint text NOT NULL,
+    request jsonb NOT NULL,
+    principal text NOT NULL,
+    scopes text[] NOT NULL,
+    binding_generation bigint NOT NULL,
+    status settle.status NOT NULL,
+    attempt integer NOT NULL,
+    max_attempts integer NOT NULL,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    result jsonb,
+    settled_attempt integer,
+    settled_at timestamp with time zone,
+    error jsonb,
+    dead_lettered_at timestamp with time zone,
+    dead_letter_reason text,
+    redrive_count integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL
+)
+WITH (fillfactor='80');
+
+ALTER TABLE ONLY settle_private.operations FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.operations OWNER TO settle_owner;
+
+--
+-- Name: TABLE operations; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.operations IS 'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
 
 --
 -- Name: tenant_bindings; Type: TABLE; Schema: settle_private; Owner: settle_owner
@@ -2057,14 +2049,29 @@ COMMENT ON FUNCTION settle_private._metrics() IS 'The gauges of settle.metrics (
 
 CREATE FUNCTION settle_private._name_ok(value text, max_bytes integer) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$
+    AS $_$
   select octet_length(value) <= max_bytes
-     and value !~ ('[[:cntrl:]' || settle_private._invisible() || ']')
-     and not settle_private._is_blank(value)
-     and value is nfc normalized
-$$;
+     and (value ~ '^[ -~]*[!-~][ -~]*$' or settle_private._name_ok_unicode(value))
+$_$;
 
 ALTER FUNCTION settle_private._name_ok(value text, max_bytes integer) OWNER TO settle_owner;
+
+--
+-- Name: _name_ok_unicode(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._name_ok_unicode(value text) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  return value !~ ('[[:cntrl:]' || settle_private._invisible() || ']')
+     and not settle_private._is_blank(value)
+     and value is nfc normalized;
+end
+$$;
+
+ALTER FUNCTION settle_private._name_ok_unicode(value text) OWNER TO settle_owner;
 
 --
 -- Name: _next_seq(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -2084,15 +2091,9 @@ ALTER FUNCTION settle_private._next_seq(tenant text, key text) OWNER TO settle_o
 --
 
 CREATE FUNCTION settle_private._normalize_scopes(scopes text[]) RETURNS text[]
-    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
-begin
-  if cardinality(scopes) < 2 then
-    return scopes;
-  end if;
-  return array(select distinct s collate "C" from unnest(scopes) as s order by 1);
-end
+  select case when cardinality(scopes) < 2 then scopes else settle_private._sort_scopes(scopes) end
 $$;
 
 ALTER FUNCTION settle_private._normalize_scopes(scopes text[]) OWNER TO settle_owner;
@@ -2139,7 +2140,7 @@ declare
   v_exhausted boolean;
   v_res settle.observation_result;
   v_floor bigint;
-  v_seen settle_private.access_and_operation;
+  v_seen record; -- verdict and op, as in settle.claim (00007)
   v_audited boolean := false;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
@@ -2371,14 +2372,8 @@ begin
            when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
   end if;
 
-  v_res.status := v_op.status;
-  v_res.attempt := v_op.attempt;
-  v_res.settled_attempt := v_op.settled_attempt;
-  v_res.result := v_op.result;
-  v_res.error := v_op.error;
-  v_res.dead_lettered := v_op.dead_lettered_at is not null;
-  v_res.dead_letter_reason := v_op.dead_letter_reason;
-  return v_res;
+  return row(v_res.outcome, v_res.reason, v_op.status, v_op.attempt, v_op.settled_attempt, v_op.result,
+             v_op.error, null, v_op.dead_lettered_at is not null, v_op.dead_letter_reason)::settle.observation_result;
 end
 $_$;
 
@@ -2685,6 +2680,21 @@ end
 $$;
 
 ALTER FUNCTION settle_private._scopes_ok(scopes text[]) OWNER TO settle_owner;
+
+--
+-- Name: _sort_scopes(text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._sort_scopes(scopes text[]) RETURNS text[]
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  return array(select distinct s collate "C" from unnest(scopes) as s order by 1);
+end
+$$;
+
+ALTER FUNCTION settle_private._sort_scopes(scopes text[]) OWNER TO settle_owner;
 
 --
 -- Name: _tenant_ok(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -3924,6 +3934,12 @@ GRANT ALL ON FUNCTION settle_private._metrics() TO settle_admin;
 REVOKE ALL ON FUNCTION settle_private._name_ok(value text, max_bytes integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _name_ok_unicode(value text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._name_ok_unicode(value text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _next_seq(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4018,6 +4034,12 @@ REVOKE ALL ON FUNCTION settle_private._revoke_touch(tenant text, key text, princ
 --
 
 REVOKE ALL ON FUNCTION settle_private._scopes_ok(scopes text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _sort_scopes(scopes text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._sort_scopes(scopes text[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _tenant_ok(tenant text); Type: ACL; Schema: settle_private; Owner: settle_owner

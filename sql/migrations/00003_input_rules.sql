@@ -103,6 +103,25 @@ as $$
   select '\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff'::text
 $$;
 
+-- A name that is not printable ASCII: no control, default-ignorable or bidi-control
+-- character, not blank, NFC. PL/pgSQL, so that its expression is set up only when a name
+-- needs it (_name_ok's fast path decides every printable ASCII name without it).
+create function settle_private._name_ok_unicode(value text)
+returns boolean
+language plpgsql
+immutable
+parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  return value !~ ('[[:cntrl:]' || settle_private._invisible() || ']')
+     and not settle_private._is_blank(value)
+     and value is nfc normalized;
+end
+$$;
+
+-- Printable ASCII with at least one non-space character passes every rule at once (no
+-- control or invisible character, not blank, already NFC); any other name is checked in full.
 create function settle_private._name_ok(value text, max_bytes integer)
 returns boolean
 language sql
@@ -110,9 +129,7 @@ immutable
 parallel safe
 as $$
   select octet_length(value) <= max_bytes
-     and value !~ ('[[:cntrl:]' || settle_private._invisible() || ']')
-     and not settle_private._is_blank(value)
-     and value is nfc normalized
+     and (value ~ '^[ -~]*[!-~][ -~]*$' or settle_private._name_ok_unicode(value))
 $$;
 
 -- The limit is on the JSON text, but a value whose binary form is 8 times the limit (far
@@ -394,7 +411,7 @@ end
 $$;
 
 -- Scopes are a set: stored and compared sorted (C collation) without duplicates.
-create function settle_private._normalize_scopes(scopes text[])
+create function settle_private._sort_scopes(scopes text[])
 returns text[]
 language plpgsql
 immutable
@@ -403,11 +420,18 @@ parallel safe
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-  if cardinality(scopes) < 2 then
-    return scopes;
-  end if;
   return array(select distinct s collate "C" from unnest(scopes) as s order by 1);
 end
+$$;
+
+-- Inlined where it is used: no function call for the usual zero or one scope.
+create function settle_private._normalize_scopes(scopes text[])
+returns text[]
+language sql
+immutable
+parallel safe
+as $$
+  select case when cardinality(scopes) < 2 then scopes else settle_private._sort_scopes(scopes) end
 $$;
 
 reset role;

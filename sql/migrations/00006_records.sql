@@ -17,10 +17,6 @@
 
 set local role settle_owner;
 
--- What settle.claim and the observations read in their first statement: the access verdict of
--- the call (settle_private._access_rows, 00012) and the operation row (all NULL: no such key).
-create type settle_private.access_and_operation as (verdict bigint, op settle_private.operations);
-
 -- The number of the next audit row of (tenant, key) (see settle_private.audit_log, 00002).
 -- Set-returning (one row) so that it is inlined into the statement that writes the row.
 create function settle_private._next_seq(tenant text, key text)

@@ -61,7 +61,10 @@ declare
   v_audit_attempt integer;
   v_res settle.claim_result;
   v_floor bigint;
-  v_seen settle_private.access_and_operation;
+  -- The first statement's row: the access verdict of the call (00012) and the operation row
+  -- (all NULL: no such key). A record, not a declared composite type: Citus propagates
+  -- functions to the workers but not a type that depends on a distributed table's row type.
+  v_seen record;
 begin
   if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(claim.key, settle_private._limit('key_bytes'))
@@ -78,7 +81,7 @@ begin
   -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
   -- before the verdict is checked. Most claims of an existing key (replays, retries,
   -- duplicates) are decided on this plain read; only a missing key tries the insert.
-  select a.verdict, o into v_seen
+  select a.verdict, o as op into v_seen
     from settle_private._access_rows(claim.tenant, claim.principal) as a(verdict)
     left join settle_private.operations o on o.tenant = claim.tenant and o.key = claim.key;
   v_floor := v_seen.verdict;

@@ -57,7 +57,7 @@ declare
   v_exhausted boolean;
   v_res settle.observation_result;
   v_floor bigint;
-  v_seen settle_private.access_and_operation;
+  v_seen record; -- verdict and op, as in settle.claim (00007)
   v_audited boolean := false;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
@@ -289,14 +289,8 @@ begin
            when v_res.reason is not null then jsonb_build_object('reason', v_res.reason) end);
   end if;
 
-  v_res.status := v_op.status;
-  v_res.attempt := v_op.attempt;
-  v_res.settled_attempt := v_op.settled_attempt;
-  v_res.result := v_op.result;
-  v_res.error := v_op.error;
-  v_res.dead_lettered := v_op.dead_lettered_at is not null;
-  v_res.dead_letter_reason := v_op.dead_letter_reason;
-  return v_res;
+  return row(v_res.outcome, v_res.reason, v_op.status, v_op.attempt, v_op.settled_attempt, v_op.result,
+             v_op.error, null, v_op.dead_lettered_at is not null, v_op.dead_letter_reason)::settle.observation_result;
 end
 $$;
 
