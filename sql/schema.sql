@@ -227,9 +227,16 @@ begin
   -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
   -- before the verdict is checked. Most claims of an existing key (replays, retries,
   -- duplicates) are decided on this plain read; only a missing key tries the insert.
-  select a.verdict, o as op into v_seen
-    from settle_private._access_rows(claim.tenant, claim.principal) as a(verdict)
-    left join settle_private.operations o on o.tenant = claim.tenant and o.key = claim.key;
+  select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+                            where b.role_name = session_user::text and not (claim.tenant = any (b.tenants))) then -1
+              else coalesce((select f.below_generation from settle_private.binding_floors f
+                              where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
+         (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op,
+         -- The number of a first claim's audit row (as settle_private._audit numbers it, 00006;
+         -- a purged key keeps its tombstone row).
+         (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+           where l.tenant = claim.tenant and l.key = claim.key) as seq
+    into v_seen;
   v_floor := v_seen.verdict;
   if v_floor < 0 then
     perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
@@ -252,31 +259,29 @@ begin
 
   if not v_fresh then
     v_token := gen_random_uuid();
-    -- First claim: the reservation lock, attempt 1 and the audit row, in one statement. Two
-    -- sessions racing on a new key: the loser waits here for the winner to commit, inserts
-    -- nothing (no attempt, no audit row either), then joins below.
-    with op as (
-      insert into settle_private.operations as o
-        (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-         max_attempts, lease_token, lease_expires_at, created_at, updated_at)
-      values
-        (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
-         settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-         claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
-      on conflict on constraint operations_pkey do nothing
-      returning o.*
-    ), attempt as (
-      insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-      select op.tenant, op.key, 1, op.lease_token, claim.worker, v_now from op
-    ), audit as (
+    -- First claim: the reservation lock, then attempt 1 and its audit row in one statement.
+    -- Two sessions racing on a new key: the loser waits here for the winner to commit, inserts
+    -- nothing, then joins below.
+    insert into settle_private.operations as o
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+    values
+      (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
+       claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
+    on conflict on constraint operations_pkey do nothing
+    returning * into v_op;
+    if v_op.tenant is not null then
+      -- Data-modifying WITH of VALUES: Citus routes it to the key's shard, also when the call is
+      -- not delegated.
+      with attempt as (
+        insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
+        values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now)
+      )
       insert into settle_private.audit_log
         (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-      select op.tenant, op.key, s.seq, v_now, 'claim', 'acquired', 1, null, op.status, claim.worker,
-             '{"reserved": true}'::jsonb
-        from op cross join settle_private._next_seq(op.tenant, op.key) as s(seq)
-    )
-    select * into v_op from op;
-    if v_op.tenant is not null then
+      values (claim.tenant, claim.key, v_seen.seq, v_now, 'claim', 'acquired', 1, null, 'running', claim.worker,
+              '{"reserved": true}');
       return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
@@ -1192,92 +1197,16 @@ CREATE FUNCTION settle_private._access(tenant text, principal text) RETURNS bigi
 declare
   v_verdict bigint;
 begin
-  select a into v_verdict from settle_private._access_rows(_access.tenant, _access.principal) a;
+  select case when exists (select 1 from settle_private.tenant_bindings b
+                            where b.role_name = session_user::text and not (_access.tenant = any (b.tenants))) then -1
+              else coalesce((select f.below_generation from settle_private.binding_floors f
+                              where f.tenant = _access.tenant and f.principal = _access.principal), 0) end
+    into v_verdict;
   return v_verdict;
 end
 $$;
 
 ALTER FUNCTION settle_private._access(tenant text, principal text) OWNER TO settle_owner;
-
---
--- Name: _access_rows(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private._access_rows(tenant text, principal text) RETURNS SETOF bigint
-    LANGUAGE sql STABLE ROWS 1
-    AS $$
-  select case
-    when exists (select 1 from settle_private.tenant_bindings b
-                  where b.role_name = session_user::text and not (_access_rows.tenant = any (b.tenants)))
-      then -1::bigint
-    else coalesce((select f.below_generation from settle_private.binding_floors f
-                    where f.tenant = _access_rows.tenant and f.principal = _access_rows.principal), 0)
-  end
-$$;
-
-ALTER FUNCTION settle_private._access_rows(tenant text, principal text) OWNER TO settle_owner;
-
---
--- Name: attempts; Type: TABLE; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TABLE settle_private.attempts (
-    tenant text NOT NULL,
-    key text NOT NULL,
-    attempt integer NOT NULL,
-    lease_token uuid NOT NULL,
-    worker text,
-    claimed_at timestamp with time zone NOT NULL,
-    ended_at timestamp with time zone,
-    end_reason text,
-    observation settle.status,
-    observed_at timestamp with time zone,
-    retryable boolean,
-    error jsonb,
-    late_result jsonb,
-    settled boolean DEFAULT false NOT NULL,
-    settled_as integer GENERATED ALWAYS AS (
-CASE
-    WHEN settled THEN attempt
-    ELSE NULL::integer
-END) STORED
-)
-WITH (fillfactor='80');
-
-ALTER TABLE ONLY settle_private.attempts FORCE ROW LEVEL SECURITY;
-
-ALTER TABLE settle_private.attempts OWNER TO settle_owner;
-
---
--- Name: TABLE attempts; Type: COMMENT; Schema: settle_private; Owner: settle_owner
---
-
-COMMENT ON TABLE settle_private.attempts IS 'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation). Private: use the settle API.';
-
---
--- Name: _attempt_rule(settle_private.attempts); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private._attempt_rule(a settle_private.attempts) RETURNS text
-    LANGUAGE sql IMMUTABLE
-    AS $$
-  select case
-    when not (a.attempt >= 1) then 'attempt_is_positive'
-    when not (a.observation is null or a.observation in ('unknown', 'conflict', 'failed', 'completed'))
-      then 'observation_is_an_outcome'
-    when not ((a.observation is null) = (a.observed_at is null)) then 'observed_iff_observation'
-    when not ((a.ended_at is null) = (a.end_reason is null)) then 'end_reason_iff_ended'
-    when not (a.end_reason is null or a.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted', 'binding_revoked'))
-      then 'end_reason_is_known'
-    when not (a.observation is distinct from 'failed' or (a.error is not null and a.retryable is not null))
-      then 'failure_has_error'
-    when not (not a.settled or a.observation = 'completed') then 'settled_requires_completion'
-    when not (a.late_result is null or (a.observation = 'completed' and not a.settled))
-      then 'late_result_only_when_not_settled'
-  end
-$$;
-
-ALTER FUNCTION settle_private._attempt_rule(a settle_private.attempts) OWNER TO settle_owner;
 
 --
 -- Name: _audit(text, text, timestamp with time zone, text, text, integer, settle.status, settle.status, text, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1287,12 +1216,19 @@ CREATE FUNCTION settle_private._audit(tenant text, key text, at timestamp with t
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+  v_seq bigint;
 begin
+  -- Two statements, not one INSERT ... SELECT: this helper also runs inside the maintenance
+  -- steps that Citus delegates from a query on a shard (_expire_key, _purge_key), where an
+  -- INSERT ... SELECT is a distributed query Citus refuses.
+  select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
+   where l.tenant = _audit.tenant and l.key = _audit.key;
   insert into settle_private.audit_log
     (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-  select _audit.tenant, _audit.key, s.seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
-         _audit.status_before, _audit.status_after, _audit.actor, _audit.detail
-    from settle_private._next_seq(_audit.tenant, _audit.key) as s(seq);
+  values
+    (_audit.tenant, _audit.key, v_seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
+     _audit.status_before, _audit.status_after, _audit.actor, _audit.detail);
   return 1;
 end
 $$;
@@ -2074,19 +2010,6 @@ $$;
 ALTER FUNCTION settle_private._name_ok_unicode(value text) OWNER TO settle_owner;
 
 --
--- Name: _next_seq(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private._next_seq(tenant text, key text) RETURNS SETOF bigint
-    LANGUAGE sql STABLE ROWS 1
-    AS $$
-  select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-   where l.tenant = _next_seq.tenant and l.key = _next_seq.key
-$$;
-
-ALTER FUNCTION settle_private._next_seq(tenant text, key text) OWNER TO settle_owner;
-
---
 -- Name: _normalize_scopes(text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2162,7 +2085,10 @@ begin
   -- floor of the binding) and locks the operation row, only when access is granted: a refused
   -- caller never holds a row lock of a tenant it may not reach.
   with a as materialized (
-    select verdict from settle_private._access_rows(_observe.tenant, _observe.principal) as a(verdict)
+    select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+                              where b.role_name = session_user::text and not (_observe.tenant = any (b.tenants))) then -1
+                else coalesce((select f.below_generation from settle_private.binding_floors f
+                                where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict
   )
   select a.verdict, x.op into v_seen
     from a left join lateral (
@@ -2200,9 +2126,15 @@ begin
   end if;
   v_before := v_op.status;
 
-  select * into v_att from settle_private.attempts a
-   where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt;
-  if not found or v_att.lease_token <> _observe.lease_token then
+  -- Under the row lock: the attempt, and the number of the next audit row (as
+  -- settle_private._audit numbers it, 00006) for the settlement's own row below.
+  select (select a from settle_private.attempts a
+           where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
+         (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+           where l.tenant = _observe.tenant and l.key = _observe.key) as seq
+    into v_seen;
+  v_att := v_seen.att;
+  if v_att.tenant is null or v_att.lease_token <> _observe.lease_token then
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
       v_before, v_before, null, jsonb_build_object('reason', 'invalid_token', 'presented', settle_private._presented(
         _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
@@ -2284,7 +2216,9 @@ begin
         when v_current then 'current_attempt'
         when v_op.attempt > _observe.attempt then 'superseded_attempt'
         else 'lease_released' end;
-      -- The settlement, the attempt's observation and the audit row: one statement.
+      -- The settlement, the attempt's observation and the audit row: one statement of VALUES
+      -- and single-key updates, which Citus routes to the key's shard also when the call is
+      -- not delegated.
       with op as (
         update settle_private.operations o
            set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
@@ -2301,9 +2235,8 @@ begin
       ), audit as (
         insert into settle_private.audit_log
           (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-        select op.tenant, op.key, s.seq, v_now, kind, 'settled', _observe.attempt, v_before, op.status,
-               v_att.worker, jsonb_build_object('reason', v_res.reason)
-          from op cross join settle_private._next_seq(op.tenant, op.key) as s(seq)
+        values (_observe.tenant, _observe.key, v_seen.seq, v_now, kind, 'settled', _observe.attempt, v_before,
+                'completed', v_att.worker, jsonb_build_object('reason', v_res.reason))
       )
       select * into v_op from op;
       v_audited := true;
@@ -2378,42 +2311,6 @@ end
 $_$;
 
 ALTER FUNCTION settle_private._observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) OWNER TO settle_owner;
-
---
--- Name: _operation_rule(settle_private.operations); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private._operation_rule(o settle_private.operations) RETURNS text
-    LANGUAGE sql IMMUTABLE
-    AS $_$
-  select case
-    when not (octet_length(o.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
-    when not (octet_length(o.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
-    when not (octet_length(o.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
-    when not (o.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
-    when not (o.binding_generation >= 0) then 'binding_generation_not_negative'
-    when not (o.attempt >= 0 and o.attempt <= o.max_attempts) then 'attempt_within_budget'
-    when not (o.max_attempts >= 1) then 'max_attempts_positive'
-    when not ((o.lease_token is null) = (o.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
-    when not (o.status <> 'pending' or o.lease_token is null) then 'pending_is_unleased'
-    when not (o.status <> 'running' or o.lease_token is not null) then 'running_is_leased'
-    when not (o.status not in ('failed', 'completed') or o.lease_token is null) then 'terminal_is_unleased'
-    when not ((o.status = 'completed') = (o.result is not null)) then 'completed_has_result'
-    when not ((o.status = 'completed') = (o.settled_attempt is not null and o.settled_at is not null))
-      then 'completed_has_settlement'
-    when not (o.settled_attempt is null or o.settled_attempt between 1 and o.attempt) then 'settled_attempt_was_opened'
-    when not (o.status <> 'failed' or o.error is not null) then 'failed_has_error'
-    when not ((o.dead_lettered_at is null) = (o.dead_letter_reason is null)) then 'dead_letter_has_reason'
-    when not (o.dead_lettered_at is null or o.lease_token is null) then 'dead_letter_is_unleased'
-    when not (o.dead_letter_reason is null
-              or (o.dead_letter_reason = 'attempts_exhausted' and o.status = 'failed')
-              or (o.dead_letter_reason = 'needs_reconciliation' and o.status in ('unknown', 'conflict')))
-      then 'dead_letter_reason_fits_status'
-    when not (o.redrive_count >= 0) then 'redrive_count_not_negative'
-  end
-$_$;
-
-ALTER FUNCTION settle_private._operation_rule(o settle_private.operations) OWNER TO settle_owner;
 
 --
 -- Name: _presented(text, text, text[], bigint, text, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -2743,47 +2640,54 @@ CREATE FUNCTION settle_private.tg_attempts__guard_settlement() RETURNS trigger
 declare
   v_rule text;
 begin
-  if tg_op = 'INSERT' then
-    v_rule := settle_private._attempt_rule(new);
-    if v_rule is not null then
-      perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
+  if tg_op = 'UPDATE' then
+    if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+       or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
+       or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
+       or (old.ended_at is not null and (new.ended_at is distinct from old.ended_at
+                                         or new.end_reason is distinct from old.end_reason)) then
+      raise exception using
+        errcode = 'SE024',
+        message = 'the identity and end of an attempt are immutable',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
     end if;
-    return new;
+
+    -- conflict is terminal too: an attempt that presented a mismatched lock never settles.
+    if old.observation in ('conflict', 'failed', 'completed') and (new.observation is distinct from old.observation
+       or new.error is distinct from old.error or new.retryable is distinct from old.retryable
+       or new.late_result is distinct from old.late_result or new.observed_at is distinct from old.observed_at) then
+      raise exception using
+        errcode = 'SE024',
+        message = 'an attempt holds at most one terminal observation',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
+        hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
+    end if;
+
+    -- That the settled attempt is the one the operation names is the foreign key
+    -- attempts_settlement_is_the_operations (00002): this trigger reads no other table.
+
+    if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
+      raise exception using
+        errcode = 'SE021',
+        message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+    end if;
   end if;
 
-  if new.tenant is distinct from old.tenant or new.key is distinct from old.key
-     or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
-     or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
-     or (old.ended_at is not null and (new.ended_at is distinct from old.ended_at
-                                       or new.end_reason is distinct from old.end_reason)) then
-    raise exception using
-      errcode = 'SE024',
-      message = 'the identity and end of an attempt are immutable',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
-  end if;
-
-  -- conflict is terminal too: an attempt that presented a mismatched lock never settles.
-  if old.observation in ('conflict', 'failed', 'completed') and (new.observation is distinct from old.observation
-     or new.error is distinct from old.error or new.retryable is distinct from old.retryable
-     or new.late_result is distinct from old.late_result or new.observed_at is distinct from old.observed_at) then
-    raise exception using
-      errcode = 'SE024',
-      message = 'an attempt holds at most one terminal observation',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
-      hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
-  end if;
-
-  -- That the settled attempt is the one the operation names is the foreign key
-  -- attempts_settlement_is_the_operations (00002): this trigger reads no other table.
-
-  if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
-    raise exception using
-      errcode = 'SE021',
-      message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
-  end if;
-
-  v_rule := settle_private._attempt_rule(new);
+  v_rule := case
+    when not (new.attempt >= 1) then 'attempt_is_positive'
+    when not (new.observation is null or new.observation in ('unknown', 'conflict', 'failed', 'completed'))
+      then 'observation_is_an_outcome'
+    when not ((new.observation is null) = (new.observed_at is null)) then 'observed_iff_observation'
+    when not ((new.ended_at is null) = (new.end_reason is null)) then 'end_reason_iff_ended'
+    when not (new.end_reason is null or new.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted', 'binding_revoked'))
+      then 'end_reason_is_known'
+    when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
+      then 'failure_has_error'
+    when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
+    when not (new.late_result is null or (new.observation = 'completed' and not new.settled))
+      then 'late_result_only_when_not_settled'
+  end;
   if v_rule is not null then
     perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
   end if;
@@ -2812,6 +2716,112 @@ $$;
 ALTER FUNCTION settle_private.tg_audit_log__refuse_change() OWNER TO settle_owner;
 
 --
+-- Name: tg_operations__guard(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_operations__guard() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+  v_redrive boolean;
+  v_rule text;
+begin
+  if tg_op = 'INSERT' then
+    if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
+       or new.error is not null or new.dead_lettered_at is not null or new.dead_letter_reason is not null
+       or new.redrive_count <> 0 then
+      raise exception using
+        errcode = 'SE021',
+        message = 'a new operation must start unsettled (pending or running, no result, no error)',
+        detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'status', new.status)::text,
+        hint = 'Create operations with settle.claim.';
+    end if;
+  else
+    if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+       or new.fingerprint is distinct from old.fingerprint or new.request is distinct from old.request
+       or new.principal is distinct from old.principal or new.scopes is distinct from old.scopes
+       or new.binding_generation is distinct from old.binding_generation
+       or new.created_at is distinct from old.created_at then
+      raise exception using
+        errcode = 'SE020',
+        message = 'the reservation lock of an operation is immutable',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key)::text,
+        hint = 'Tenant, key, request, fingerprint and authorization binding are fixed at first claim; use a new key for a new intent.';
+    end if;
+
+    if old.status = 'completed' and (new.result is distinct from old.result
+       or new.settled_attempt is distinct from old.settled_attempt
+       or new.settled_at is distinct from old.settled_at) then
+      raise exception using
+        errcode = 'SE022',
+        message = 'the result of a completed operation is immutable',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
+        hint = 'A completed result is written once, with the move to completed.';
+    end if;
+
+    -- The only permitted move down the lattice: settle.redrive re-opening a dead-lettered
+    -- failure as a new redrive generation, and only when every attempt recorded a failure
+    -- (attempts_exhausted). An operation where an attempt may have taken effect is never
+    -- lowered below unknown, by redrive or anything else.
+    v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
+      and new.status = 'pending' and new.dead_lettered_at is null
+      and new.redrive_count = old.redrive_count + 1;
+    if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key) then
+      v_redrive := false;
+    end if;
+
+    if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
+      raise exception using
+        errcode = 'SE021',
+        message = format('status may not move down the lattice from %s to %s', old.status, new.status),
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+        hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
+    end if;
+
+    if new.attempt < old.attempt or new.redrive_count < old.redrive_count then
+      raise exception using
+        errcode = 'SE021',
+        message = 'attempt epochs and redrive generations never go back',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
+    end if;
+  end if;
+
+  v_rule := case
+    when not (octet_length(new.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
+    when not (octet_length(new.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
+    when not (octet_length(new.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
+    when not (new.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
+    when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
+    when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
+    when not (new.max_attempts >= 1) then 'max_attempts_positive'
+    when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
+    when not (new.status <> 'pending' or new.lease_token is null) then 'pending_is_unleased'
+    when not (new.status <> 'running' or new.lease_token is not null) then 'running_is_leased'
+    when not (new.status not in ('failed', 'completed') or new.lease_token is null) then 'terminal_is_unleased'
+    when not ((new.status = 'completed') = (new.result is not null)) then 'completed_has_result'
+    when not ((new.status = 'completed') = (new.settled_attempt is not null and new.settled_at is not null))
+      then 'completed_has_settlement'
+    when not (new.settled_attempt is null or new.settled_attempt between 1 and new.attempt) then 'settled_attempt_was_opened'
+    when not (new.status <> 'failed' or new.error is not null) then 'failed_has_error'
+    when not ((new.dead_lettered_at is null) = (new.dead_letter_reason is null)) then 'dead_letter_has_reason'
+    when not (new.dead_lettered_at is null or new.lease_token is null) then 'dead_letter_is_unleased'
+    when not (new.dead_letter_reason is null
+              or (new.dead_letter_reason = 'attempts_exhausted' and new.status = 'failed')
+              or (new.dead_letter_reason = 'needs_reconciliation' and new.status in ('unknown', 'conflict')))
+      then 'dead_letter_reason_fits_status'
+    when not (new.redrive_count >= 0) then 'redrive_count_not_negative'
+  end;
+  if v_rule is not null then
+    perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
+  end if;
+  return new;
+end
+$_$;
+
+ALTER FUNCTION settle_private.tg_operations__guard() OWNER TO settle_owner;
+
+--
 -- Name: tg_operations__guard_failure(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2833,106 +2843,6 @@ end
 $$;
 
 ALTER FUNCTION settle_private.tg_operations__guard_failure() OWNER TO settle_owner;
-
---
--- Name: tg_operations__guard_insert(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private.tg_operations__guard_insert() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-  v_rule text;
-begin
-  if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
-     or new.error is not null or new.dead_lettered_at is not null or new.dead_letter_reason is not null
-     or new.redrive_count <> 0 then
-    raise exception using
-      errcode = 'SE021',
-      message = 'a new operation must start unsettled (pending or running, no result, no error)',
-      detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'status', new.status)::text,
-      hint = 'Create operations with settle.claim.';
-  end if;
-  v_rule := settle_private._operation_rule(new);
-  if v_rule is not null then
-    perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
-  end if;
-  return new;
-end
-$$;
-
-ALTER FUNCTION settle_private.tg_operations__guard_insert() OWNER TO settle_owner;
-
---
--- Name: tg_operations__guard_lattice(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private.tg_operations__guard_lattice() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-  v_redrive boolean;
-  v_rule text;
-begin
-  if new.tenant is distinct from old.tenant or new.key is distinct from old.key
-     or new.fingerprint is distinct from old.fingerprint or new.request is distinct from old.request
-     or new.principal is distinct from old.principal or new.scopes is distinct from old.scopes
-     or new.binding_generation is distinct from old.binding_generation
-     or new.created_at is distinct from old.created_at then
-    raise exception using
-      errcode = 'SE020',
-      message = 'the reservation lock of an operation is immutable',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key)::text,
-      hint = 'Tenant, key, request, fingerprint and authorization binding are fixed at first claim; use a new key for a new intent.';
-  end if;
-
-  if old.status = 'completed' and (new.result is distinct from old.result
-     or new.settled_attempt is distinct from old.settled_attempt
-     or new.settled_at is distinct from old.settled_at) then
-    raise exception using
-      errcode = 'SE022',
-      message = 'the result of a completed operation is immutable',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
-      hint = 'A completed result is written once, with the move to completed.';
-  end if;
-
-  -- The only permitted move down the lattice: settle.redrive re-opening a dead-lettered
-  -- failure as a new redrive generation, and only when every attempt recorded a failure
-  -- (attempts_exhausted). An operation where an attempt may have taken effect is never
-  -- lowered below unknown, by redrive or anything else.
-  v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
-    and new.status = 'pending' and new.dead_lettered_at is null
-    and new.redrive_count = old.redrive_count + 1;
-  if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key) then
-    v_redrive := false;
-  end if;
-
-  if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
-    raise exception using
-      errcode = 'SE021',
-      message = format('status may not move down the lattice from %s to %s', old.status, new.status),
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
-      hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
-  end if;
-
-  if new.attempt < old.attempt or new.redrive_count < old.redrive_count then
-    raise exception using
-      errcode = 'SE021',
-      message = 'attempt epochs and redrive generations never go back',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
-  end if;
-
-  v_rule := settle_private._operation_rule(new);
-  if v_rule is not null then
-    perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
-  end if;
-  return new;
-end
-$$;
-
-ALTER FUNCTION settle_private.tg_operations__guard_lattice() OWNER TO settle_owner;
 
 --
 -- Name: admin_log; Type: TABLE; Schema: settle_private; Owner: settle_owner
@@ -2976,6 +2886,43 @@ ALTER TABLE settle.admin_log OWNER TO settle_owner;
 --
 
 COMMENT ON VIEW settle.admin_log IS 'Append-only log of changes to access: tenant grants and revocations (settle.grant_tenant, settle.revoke_tenant) and binding revocations (settle.revoke_binding), with who made them.';
+
+--
+-- Name: attempts; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.attempts (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    attempt integer NOT NULL,
+    lease_token uuid NOT NULL,
+    worker text,
+    claimed_at timestamp with time zone NOT NULL,
+    ended_at timestamp with time zone,
+    end_reason text,
+    observation settle.status,
+    observed_at timestamp with time zone,
+    retryable boolean,
+    error jsonb,
+    late_result jsonb,
+    settled boolean DEFAULT false NOT NULL,
+    settled_as integer GENERATED ALWAYS AS (
+CASE
+    WHEN settled THEN attempt
+    ELSE NULL::integer
+END) STORED
+)
+WITH (fillfactor='80');
+
+ALTER TABLE ONLY settle_private.attempts FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.attempts OWNER TO settle_owner;
+
+--
+-- Name: TABLE attempts; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.attempts IS 'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation). Private: use the settle API.';
 
 --
 -- Name: attempts; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -3353,7 +3300,7 @@ CREATE INDEX operations_terminal_by_age_idx ON settle_private.operations USING b
 -- Name: operations _100_guard_insert; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE TRIGGER _100_guard_insert BEFORE INSERT ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__guard_insert();
+CREATE TRIGGER _100_guard_insert BEFORE INSERT ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__guard();
 
 ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _100_guard_insert;
 
@@ -3361,7 +3308,7 @@ ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _100_guard_insert;
 -- Name: operations _100_guard_lattice; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE TRIGGER _100_guard_lattice BEFORE UPDATE ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__guard_lattice();
+CREATE TRIGGER _100_guard_lattice BEFORE UPDATE ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__guard();
 
 ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _100_guard_lattice;
 
@@ -3698,18 +3645,6 @@ GRANT ALL ON FUNCTION settle.set_purge_min_retention(min_retention interval) TO 
 REVOKE ALL ON FUNCTION settle_private._access(tenant text, principal text) FROM PUBLIC;
 
 --
--- Name: FUNCTION _access_rows(tenant text, principal text); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private._access_rows(tenant text, principal text) FROM PUBLIC;
-
---
--- Name: FUNCTION _attempt_rule(a settle_private.attempts); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private._attempt_rule(a settle_private.attempts) FROM PUBLIC;
-
---
 -- Name: FUNCTION _audit(tenant text, key text, at timestamp with time zone, event text, outcome text, attempt integer, status_before settle.status, status_after settle.status, actor text, detail jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3940,12 +3875,6 @@ REVOKE ALL ON FUNCTION settle_private._name_ok(value text, max_bytes integer) FR
 REVOKE ALL ON FUNCTION settle_private._name_ok_unicode(value text) FROM PUBLIC;
 
 --
--- Name: FUNCTION _next_seq(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private._next_seq(tenant text, key text) FROM PUBLIC;
-
---
 -- Name: FUNCTION _normalize_scopes(scopes text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3962,12 +3891,6 @@ REVOKE ALL ON FUNCTION settle_private._observation_revoked(kind text, op settle_
 --
 
 REVOKE ALL ON FUNCTION settle_private._observe(kind text, tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb, error jsonb, retryable boolean) FROM PUBLIC;
-
---
--- Name: FUNCTION _operation_rule(o settle_private.operations); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private._operation_rule(o settle_private.operations) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _presented(fingerprint text, principal text, scopes text[], binding_generation bigint, payload_name text, payload jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -4066,22 +3989,16 @@ REVOKE ALL ON FUNCTION settle_private.tg_attempts__guard_settlement() FROM PUBLI
 REVOKE ALL ON FUNCTION settle_private.tg_audit_log__refuse_change() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_operations__guard(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_operations__guard() FROM PUBLIC;
+
+--
 -- Name: FUNCTION tg_operations__guard_failure(); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_failure() FROM PUBLIC;
-
---
--- Name: FUNCTION tg_operations__guard_insert(); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_insert() FROM PUBLIC;
-
---
--- Name: FUNCTION tg_operations__guard_lattice(); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_lattice() FROM PUBLIC;
 
 --
 -- Name: TABLE admin_log; Type: ACL; Schema: settle; Owner: settle_owner

@@ -81,32 +81,11 @@ as $$
                     and a.observation = 'failed' and a.retryable is false)
 $$;
 
-create function settle_private.tg_operations__guard_insert()
-returns trigger
-language plpgsql
-set search_path = pg_catalog, pg_temp
-as $$
-declare
-  v_rule text;
-begin
-  if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
-     or new.error is not null or new.dead_lettered_at is not null or new.dead_letter_reason is not null
-     or new.redrive_count <> 0 then
-    raise exception using
-      errcode = 'SE021',
-      message = 'a new operation must start unsettled (pending or running, no result, no error)',
-      detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'status', new.status)::text,
-      hint = 'Create operations with settle.claim.';
-  end if;
-  v_rule := settle_private._operation_rule(new);
-  if v_rule is not null then
-    perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
-  end if;
-  return new;
-end
-$$;
-
-create function settle_private.tg_operations__guard_lattice()
+-- The guard of settle_private.operations, for INSERT (trigger _100_guard_insert) and UPDATE
+-- (_100_guard_lattice), then the row rules (below). One function, so that the row rules are
+-- written once; the rules are written out here rather than in a function taking the row,
+-- because on Citus the trigger fires on a shard, whose row type is another type.
+create function settle_private.tg_operations__guard()
 returns trigger
 language plpgsql
 set search_path = pg_catalog, pg_temp
@@ -115,55 +94,91 @@ declare
   v_redrive boolean;
   v_rule text;
 begin
-  if new.tenant is distinct from old.tenant or new.key is distinct from old.key
-     or new.fingerprint is distinct from old.fingerprint or new.request is distinct from old.request
-     or new.principal is distinct from old.principal or new.scopes is distinct from old.scopes
-     or new.binding_generation is distinct from old.binding_generation
-     or new.created_at is distinct from old.created_at then
-    raise exception using
-      errcode = 'SE020',
-      message = 'the reservation lock of an operation is immutable',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key)::text,
-      hint = 'Tenant, key, request, fingerprint and authorization binding are fixed at first claim; use a new key for a new intent.';
+  if tg_op = 'INSERT' then
+    if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
+       or new.error is not null or new.dead_lettered_at is not null or new.dead_letter_reason is not null
+       or new.redrive_count <> 0 then
+      raise exception using
+        errcode = 'SE021',
+        message = 'a new operation must start unsettled (pending or running, no result, no error)',
+        detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'status', new.status)::text,
+        hint = 'Create operations with settle.claim.';
+    end if;
+  else
+    if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+       or new.fingerprint is distinct from old.fingerprint or new.request is distinct from old.request
+       or new.principal is distinct from old.principal or new.scopes is distinct from old.scopes
+       or new.binding_generation is distinct from old.binding_generation
+       or new.created_at is distinct from old.created_at then
+      raise exception using
+        errcode = 'SE020',
+        message = 'the reservation lock of an operation is immutable',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key)::text,
+        hint = 'Tenant, key, request, fingerprint and authorization binding are fixed at first claim; use a new key for a new intent.';
+    end if;
+
+    if old.status = 'completed' and (new.result is distinct from old.result
+       or new.settled_attempt is distinct from old.settled_attempt
+       or new.settled_at is distinct from old.settled_at) then
+      raise exception using
+        errcode = 'SE022',
+        message = 'the result of a completed operation is immutable',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
+        hint = 'A completed result is written once, with the move to completed.';
+    end if;
+
+    -- The only permitted move down the lattice: settle.redrive re-opening a dead-lettered
+    -- failure as a new redrive generation, and only when every attempt recorded a failure
+    -- (attempts_exhausted). An operation where an attempt may have taken effect is never
+    -- lowered below unknown, by redrive or anything else.
+    v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
+      and new.status = 'pending' and new.dead_lettered_at is null
+      and new.redrive_count = old.redrive_count + 1;
+    if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key) then
+      v_redrive := false;
+    end if;
+
+    if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
+      raise exception using
+        errcode = 'SE021',
+        message = format('status may not move down the lattice from %s to %s', old.status, new.status),
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+        hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
+    end if;
+
+    if new.attempt < old.attempt or new.redrive_count < old.redrive_count then
+      raise exception using
+        errcode = 'SE021',
+        message = 'attempt epochs and redrive generations never go back',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
+    end if;
   end if;
 
-  if old.status = 'completed' and (new.result is distinct from old.result
-     or new.settled_attempt is distinct from old.settled_attempt
-     or new.settled_at is distinct from old.settled_at) then
-    raise exception using
-      errcode = 'SE022',
-      message = 'the result of a completed operation is immutable',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
-      hint = 'A completed result is written once, with the move to completed.';
-  end if;
-
-  -- The only permitted move down the lattice: settle.redrive re-opening a dead-lettered
-  -- failure as a new redrive generation, and only when every attempt recorded a failure
-  -- (attempts_exhausted). An operation where an attempt may have taken effect is never
-  -- lowered below unknown, by redrive or anything else.
-  v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
-    and new.status = 'pending' and new.dead_lettered_at is null
-    and new.redrive_count = old.redrive_count + 1;
-  if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key) then
-    v_redrive := false;
-  end if;
-
-  if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
-    raise exception using
-      errcode = 'SE021',
-      message = format('status may not move down the lattice from %s to %s', old.status, new.status),
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
-      hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
-  end if;
-
-  if new.attempt < old.attempt or new.redrive_count < old.redrive_count then
-    raise exception using
-      errcode = 'SE021',
-      message = 'attempt epochs and redrive generations never go back',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
-  end if;
-
-  v_rule := settle_private._operation_rule(new);
+  v_rule := case
+    when not (octet_length(new.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
+    when not (octet_length(new.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
+    when not (octet_length(new.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
+    when not (new.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
+    when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
+    when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
+    when not (new.max_attempts >= 1) then 'max_attempts_positive'
+    when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
+    when not (new.status <> 'pending' or new.lease_token is null) then 'pending_is_unleased'
+    when not (new.status <> 'running' or new.lease_token is not null) then 'running_is_leased'
+    when not (new.status not in ('failed', 'completed') or new.lease_token is null) then 'terminal_is_unleased'
+    when not ((new.status = 'completed') = (new.result is not null)) then 'completed_has_result'
+    when not ((new.status = 'completed') = (new.settled_attempt is not null and new.settled_at is not null))
+      then 'completed_has_settlement'
+    when not (new.settled_attempt is null or new.settled_attempt between 1 and new.attempt) then 'settled_attempt_was_opened'
+    when not (new.status <> 'failed' or new.error is not null) then 'failed_has_error'
+    when not ((new.dead_lettered_at is null) = (new.dead_letter_reason is null)) then 'dead_letter_has_reason'
+    when not (new.dead_lettered_at is null or new.lease_token is null) then 'dead_letter_is_unleased'
+    when not (new.dead_letter_reason is null
+              or (new.dead_letter_reason = 'attempts_exhausted' and new.status = 'failed')
+              or (new.dead_letter_reason = 'needs_reconciliation' and new.status in ('unknown', 'conflict')))
+      then 'dead_letter_reason_fits_status'
+    when not (new.redrive_count >= 0) then 'redrive_count_not_negative'
+  end;
   if v_rule is not null then
     perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
   end if;
@@ -202,47 +217,54 @@ as $$
 declare
   v_rule text;
 begin
-  if tg_op = 'INSERT' then
-    v_rule := settle_private._attempt_rule(new);
-    if v_rule is not null then
-      perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
+  if tg_op = 'UPDATE' then
+    if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+       or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
+       or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
+       or (old.ended_at is not null and (new.ended_at is distinct from old.ended_at
+                                         or new.end_reason is distinct from old.end_reason)) then
+      raise exception using
+        errcode = 'SE024',
+        message = 'the identity and end of an attempt are immutable',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
     end if;
-    return new;
+
+    -- conflict is terminal too: an attempt that presented a mismatched lock never settles.
+    if old.observation in ('conflict', 'failed', 'completed') and (new.observation is distinct from old.observation
+       or new.error is distinct from old.error or new.retryable is distinct from old.retryable
+       or new.late_result is distinct from old.late_result or new.observed_at is distinct from old.observed_at) then
+      raise exception using
+        errcode = 'SE024',
+        message = 'an attempt holds at most one terminal observation',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
+        hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
+    end if;
+
+    -- That the settled attempt is the one the operation names is the foreign key
+    -- attempts_settlement_is_the_operations (00002): this trigger reads no other table.
+
+    if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
+      raise exception using
+        errcode = 'SE021',
+        message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+    end if;
   end if;
 
-  if new.tenant is distinct from old.tenant or new.key is distinct from old.key
-     or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
-     or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
-     or (old.ended_at is not null and (new.ended_at is distinct from old.ended_at
-                                       or new.end_reason is distinct from old.end_reason)) then
-    raise exception using
-      errcode = 'SE024',
-      message = 'the identity and end of an attempt are immutable',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
-  end if;
-
-  -- conflict is terminal too: an attempt that presented a mismatched lock never settles.
-  if old.observation in ('conflict', 'failed', 'completed') and (new.observation is distinct from old.observation
-     or new.error is distinct from old.error or new.retryable is distinct from old.retryable
-     or new.late_result is distinct from old.late_result or new.observed_at is distinct from old.observed_at) then
-    raise exception using
-      errcode = 'SE024',
-      message = 'an attempt holds at most one terminal observation',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
-      hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
-  end if;
-
-  -- That the settled attempt is the one the operation names is the foreign key
-  -- attempts_settlement_is_the_operations (00002): this trigger reads no other table.
-
-  if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
-    raise exception using
-      errcode = 'SE021',
-      message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
-  end if;
-
-  v_rule := settle_private._attempt_rule(new);
+  v_rule := case
+    when not (new.attempt >= 1) then 'attempt_is_positive'
+    when not (new.observation is null or new.observation in ('unknown', 'conflict', 'failed', 'completed'))
+      then 'observation_is_an_outcome'
+    when not ((new.observation is null) = (new.observed_at is null)) then 'observed_iff_observation'
+    when not ((new.ended_at is null) = (new.end_reason is null)) then 'end_reason_iff_ended'
+    when not (new.end_reason is null or new.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted', 'binding_revoked'))
+      then 'end_reason_is_known'
+    when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
+      then 'failure_has_error'
+    when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
+    when not (new.late_result is null or (new.observation = 'completed' and not new.settled))
+      then 'late_result_only_when_not_settled'
+  end;
   if v_rule is not null then
     perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
   end if;
@@ -313,65 +335,10 @@ begin
 end
 $$;
 
--- The first row rule `o` breaks, or NULL. Inlined into the guard triggers' expressions.
-create function settle_private._operation_rule(o settle_private.operations)
-returns text
-language sql
-immutable
-as $$
-  select case
-    when not (octet_length(o.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
-    when not (octet_length(o.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
-    when not (octet_length(o.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
-    when not (o.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
-    when not (o.binding_generation >= 0) then 'binding_generation_not_negative'
-    when not (o.attempt >= 0 and o.attempt <= o.max_attempts) then 'attempt_within_budget'
-    when not (o.max_attempts >= 1) then 'max_attempts_positive'
-    when not ((o.lease_token is null) = (o.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
-    when not (o.status <> 'pending' or o.lease_token is null) then 'pending_is_unleased'
-    when not (o.status <> 'running' or o.lease_token is not null) then 'running_is_leased'
-    when not (o.status not in ('failed', 'completed') or o.lease_token is null) then 'terminal_is_unleased'
-    when not ((o.status = 'completed') = (o.result is not null)) then 'completed_has_result'
-    when not ((o.status = 'completed') = (o.settled_attempt is not null and o.settled_at is not null))
-      then 'completed_has_settlement'
-    when not (o.settled_attempt is null or o.settled_attempt between 1 and o.attempt) then 'settled_attempt_was_opened'
-    when not (o.status <> 'failed' or o.error is not null) then 'failed_has_error'
-    when not ((o.dead_lettered_at is null) = (o.dead_letter_reason is null)) then 'dead_letter_has_reason'
-    when not (o.dead_lettered_at is null or o.lease_token is null) then 'dead_letter_is_unleased'
-    when not (o.dead_letter_reason is null
-              or (o.dead_letter_reason = 'attempts_exhausted' and o.status = 'failed')
-              or (o.dead_letter_reason = 'needs_reconciliation' and o.status in ('unknown', 'conflict')))
-      then 'dead_letter_reason_fits_status'
-    when not (o.redrive_count >= 0) then 'redrive_count_not_negative'
-  end
-$$;
-
--- The first row rule `a` breaks, or NULL.
-create function settle_private._attempt_rule(a settle_private.attempts)
-returns text
-language sql
-immutable
-as $$
-  select case
-    when not (a.attempt >= 1) then 'attempt_is_positive'
-    when not (a.observation is null or a.observation in ('unknown', 'conflict', 'failed', 'completed'))
-      then 'observation_is_an_outcome'
-    when not ((a.observation is null) = (a.observed_at is null)) then 'observed_iff_observation'
-    when not ((a.ended_at is null) = (a.end_reason is null)) then 'end_reason_iff_ended'
-    when not (a.end_reason is null or a.end_reason in ('observed', 'lease_expired', 'settled_elsewhere', 'exhausted', 'binding_revoked'))
-      then 'end_reason_is_known'
-    when not (a.observation is distinct from 'failed' or (a.error is not null and a.retryable is not null))
-      then 'failure_has_error'
-    when not (not a.settled or a.observation = 'completed') then 'settled_requires_completion'
-    when not (a.late_result is null or (a.observation = 'completed' and not a.settled))
-      then 'late_result_only_when_not_settled'
-  end
-$$;
-
 create trigger _100_guard_insert before insert on settle_private.operations
-  for each row execute function settle_private.tg_operations__guard_insert();
+  for each row execute function settle_private.tg_operations__guard();
 create trigger _100_guard_lattice before update on settle_private.operations
-  for each row execute function settle_private.tg_operations__guard_lattice();
+  for each row execute function settle_private.tg_operations__guard();
 create trigger _995_guard_failure before update on settle_private.operations
   for each row when (new.status = 'failed' and old.status <> 'failed')
   execute function settle_private.tg_operations__guard_failure();

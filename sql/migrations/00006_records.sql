@@ -17,18 +17,6 @@
 
 set local role settle_owner;
 
--- The number of the next audit row of (tenant, key) (see settle_private.audit_log, 00002).
--- Set-returning (one row) so that it is inlined into the statement that writes the row.
-create function settle_private._next_seq(tenant text, key text)
-returns setof bigint
-language sql
-stable
-rows 1
-as $$
-  select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-   where l.tenant = _next_seq.tenant and l.key = _next_seq.key
-$$;
-
 -- Lock the operation row of (tenant, key) for the rest of the transaction; SE010 if there is
 -- none (never claimed, or purged). Every writer of one operation goes through this lock, which
 -- serializes them without advisory locks (portable to a sharded cluster).
@@ -63,7 +51,10 @@ $$;
 -- Append one audit row (keyed like its operation, so it lives on the operation's shard),
 -- numbered next in its operation's history (seq: see settle_private.audit_log). The number is
 -- read from the operation's own rows, through the primary key: no global sequence, so the
--- order holds on Citus whichever node writes the row.
+-- order holds on Citus whichever node writes the row. settle.claim and settle.complete write
+-- their usual audit row inside the statement that writes the attempt, numbered the same way
+-- by an INSERT ... SELECT over the operation's own audit rows (an aggregate without GROUP BY:
+-- always one row), which Citus routes to the key's shard like a plain insert.
 create function settle_private._audit(
   tenant text, key text, at timestamptz, event text, outcome text, attempt integer,
   status_before settle.status, status_after settle.status, actor text, detail jsonb)
@@ -71,12 +62,19 @@ returns integer
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+  v_seq bigint;
 begin
+  -- Two statements, not one INSERT ... SELECT: this helper also runs inside the maintenance
+  -- steps that Citus delegates from a query on a shard (_expire_key, _purge_key), where an
+  -- INSERT ... SELECT is a distributed query Citus refuses.
+  select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
+   where l.tenant = _audit.tenant and l.key = _audit.key;
   insert into settle_private.audit_log
     (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-  select _audit.tenant, _audit.key, s.seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
-         _audit.status_before, _audit.status_after, _audit.actor, _audit.detail
-    from settle_private._next_seq(_audit.tenant, _audit.key) as s(seq);
+  values
+    (_audit.tenant, _audit.key, v_seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
+     _audit.status_before, _audit.status_after, _audit.actor, _audit.detail);
   return 1;
 end
 $$;

@@ -81,9 +81,16 @@ begin
   -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
   -- before the verdict is checked. Most claims of an existing key (replays, retries,
   -- duplicates) are decided on this plain read; only a missing key tries the insert.
-  select a.verdict, o as op into v_seen
-    from settle_private._access_rows(claim.tenant, claim.principal) as a(verdict)
-    left join settle_private.operations o on o.tenant = claim.tenant and o.key = claim.key;
+  select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+                            where b.role_name = session_user::text and not (claim.tenant = any (b.tenants))) then -1
+              else coalesce((select f.below_generation from settle_private.binding_floors f
+                              where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
+         (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op,
+         -- The number of a first claim's audit row (as settle_private._audit numbers it, 00006;
+         -- a purged key keeps its tombstone row).
+         (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+           where l.tenant = claim.tenant and l.key = claim.key) as seq
+    into v_seen;
   v_floor := v_seen.verdict;
   if v_floor < 0 then
     perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
@@ -106,31 +113,29 @@ begin
 
   if not v_fresh then
     v_token := gen_random_uuid();
-    -- First claim: the reservation lock, attempt 1 and the audit row, in one statement. Two
-    -- sessions racing on a new key: the loser waits here for the winner to commit, inserts
-    -- nothing (no attempt, no audit row either), then joins below.
-    with op as (
-      insert into settle_private.operations as o
-        (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-         max_attempts, lease_token, lease_expires_at, created_at, updated_at)
-      values
-        (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
-         settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-         claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
-      on conflict on constraint operations_pkey do nothing
-      returning o.*
-    ), attempt as (
-      insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-      select op.tenant, op.key, 1, op.lease_token, claim.worker, v_now from op
-    ), audit as (
+    -- First claim: the reservation lock, then attempt 1 and its audit row in one statement.
+    -- Two sessions racing on a new key: the loser waits here for the winner to commit, inserts
+    -- nothing, then joins below.
+    insert into settle_private.operations as o
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+    values
+      (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
+       claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
+    on conflict on constraint operations_pkey do nothing
+    returning * into v_op;
+    if v_op.tenant is not null then
+      -- Data-modifying WITH of VALUES: Citus routes it to the key's shard, also when the call is
+      -- not delegated.
+      with attempt as (
+        insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
+        values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now)
+      )
       insert into settle_private.audit_log
         (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-      select op.tenant, op.key, s.seq, v_now, 'claim', 'acquired', 1, null, op.status, claim.worker,
-             '{"reserved": true}'::jsonb
-        from op cross join settle_private._next_seq(op.tenant, op.key) as s(seq)
-    )
-    select * into v_op from op;
-    if v_op.tenant is not null then
+      values (claim.tenant, claim.key, v_seen.seq, v_now, 'claim', 'acquired', 1, null, 'running', claim.worker,
+              '{"reserved": true}');
       return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;

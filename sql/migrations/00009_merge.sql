@@ -79,7 +79,10 @@ begin
   -- floor of the binding) and locks the operation row, only when access is granted: a refused
   -- caller never holds a row lock of a tenant it may not reach.
   with a as materialized (
-    select verdict from settle_private._access_rows(_observe.tenant, _observe.principal) as a(verdict)
+    select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+                              where b.role_name = session_user::text and not (_observe.tenant = any (b.tenants))) then -1
+                else coalesce((select f.below_generation from settle_private.binding_floors f
+                                where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict
   )
   select a.verdict, x.op into v_seen
     from a left join lateral (
@@ -117,9 +120,15 @@ begin
   end if;
   v_before := v_op.status;
 
-  select * into v_att from settle_private.attempts a
-   where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt;
-  if not found or v_att.lease_token <> _observe.lease_token then
+  -- Under the row lock: the attempt, and the number of the next audit row (as
+  -- settle_private._audit numbers it, 00006) for the settlement's own row below.
+  select (select a from settle_private.attempts a
+           where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
+         (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+           where l.tenant = _observe.tenant and l.key = _observe.key) as seq
+    into v_seen;
+  v_att := v_seen.att;
+  if v_att.tenant is null or v_att.lease_token <> _observe.lease_token then
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
       v_before, v_before, null, jsonb_build_object('reason', 'invalid_token', 'presented', settle_private._presented(
         _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
@@ -201,7 +210,9 @@ begin
         when v_current then 'current_attempt'
         when v_op.attempt > _observe.attempt then 'superseded_attempt'
         else 'lease_released' end;
-      -- The settlement, the attempt's observation and the audit row: one statement.
+      -- The settlement, the attempt's observation and the audit row: one statement of VALUES
+      -- and single-key updates, which Citus routes to the key's shard also when the call is
+      -- not delegated.
       with op as (
         update settle_private.operations o
            set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
@@ -218,9 +229,8 @@ begin
       ), audit as (
         insert into settle_private.audit_log
           (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-        select op.tenant, op.key, s.seq, v_now, kind, 'settled', _observe.attempt, v_before, op.status,
-               v_att.worker, jsonb_build_object('reason', v_res.reason)
-          from op cross join settle_private._next_seq(op.tenant, op.key) as s(seq)
+        values (_observe.tenant, _observe.key, v_seen.seq, v_now, kind, 'settled', _observe.attempt, v_before,
+                'completed', v_att.worker, jsonb_build_object('reason', v_res.reason))
       )
       select * into v_op from op;
       v_audited := true;

@@ -31,26 +31,11 @@ set local role settle_owner;
 -- The access verdict of one call, both checks in one query: -1 when the connected login role
 -- holds tenant grants and not `tenant`'s (the caller raises SE013: _refuse_tenant); otherwise
 -- the revocation floor of (tenant, principal) (0: nothing revoked; principal NULL: 0).
--- A set-returning SQL function (one row) so that PostgreSQL inlines it into the statement that
--- uses it: settle.claim and the observations read it in the same statement as their operation
--- row, one executor start for both (docs/performance.md).
-create function settle_private._access_rows(tenant text, principal text)
-returns setof bigint
-language sql
-stable
-rows 1
-as $$
-  select case
-    when exists (select 1 from settle_private.tenant_bindings b
-                  where b.role_name = session_user::text and not (_access_rows.tenant = any (b.tenants)))
-      then -1::bigint
-    else coalesce((select f.below_generation from settle_private.binding_floors f
-                    where f.tenant = _access_rows.tenant and f.principal = _access_rows.principal), 0)
-  end
-$$;
-
--- The same verdict for the calls that read it on its own (heartbeat, get, inspect, the
--- maintenance functions). PL/pgSQL, called as a plain assignment, keeps the query planned.
+-- settle.claim (00007) and the observations (00009) evaluate the same expression inside their
+-- first statement, which also reads their operation row: one executor start for both
+-- (docs/performance.md). It is written out there rather than called as an inlinable SQL
+-- function because Citus refuses a parameterized query on a SQL function over distributed or
+-- reference tables; test/engine/access.test.ts holds the three copies equal.
 create function settle_private._access(tenant text, principal text)
 returns bigint
 language plpgsql
@@ -61,7 +46,11 @@ as $$
 declare
   v_verdict bigint;
 begin
-  select a into v_verdict from settle_private._access_rows(_access.tenant, _access.principal) a;
+  select case when exists (select 1 from settle_private.tenant_bindings b
+                            where b.role_name = session_user::text and not (_access.tenant = any (b.tenants))) then -1
+              else coalesce((select f.below_generation from settle_private.binding_floors f
+                              where f.tenant = _access.tenant and f.principal = _access.principal), 0) end
+    into v_verdict;
   return v_verdict;
 end
 $$;

@@ -59,7 +59,7 @@ const DROP_LATTICE_GUARD: readonly Replacement[] = [
   {
     file: GUARDS,
     find: `create trigger _100_guard_lattice before update on settle_private.operations
-  for each row execute function settle_private.tg_operations__guard_lattice();`,
+  for each row execute function settle_private.tg_operations__guard();`,
     replace: '-- mutant: lattice guard dropped',
   },
   {
@@ -238,9 +238,21 @@ export const MUTANTS: readonly Mutant[] = [
     replacements: [
       {
         file: ACCESS,
-        find: `         coalesce((select f.below_generation from settle_private.binding_floors f
-                    where f.tenant = _access.tenant and f.principal = _access.principal), 0)`,
-        replace: `         0::bigint`,
+        find: `              else coalesce((select f.below_generation from settle_private.binding_floors f
+                              where f.tenant = _access.tenant and f.principal = _access.principal), 0) end`,
+        replace: `              else 0 end`,
+      },
+      {
+        file: CLAIM,
+        find: `              else coalesce((select f.below_generation from settle_private.binding_floors f
+                              where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,`,
+        replace: `              else 0 end as verdict,`,
+      },
+      {
+        file: MERGE,
+        find: `                else coalesce((select f.below_generation from settle_private.binding_floors f
+                                where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict`,
+        replace: `                else 0 end as verdict`,
       },
       {
         file: ACCESS,
