@@ -35,7 +35,7 @@ set local role settle_owner;
 -- first statement, which also reads their operation row: one executor start for both
 -- (docs/performance.md). It is written out there rather than called as an inlinable SQL
 -- function because Citus refuses a parameterized query on a SQL function over distributed or
--- reference tables; test/engine/access.test.ts holds the three copies equal.
+-- reference tables; test/engine/access-copies.test.ts holds the three copies equal.
 create function settle_private._access(tenant text, principal text)
 returns bigint
 language plpgsql
