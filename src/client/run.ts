@@ -201,7 +201,7 @@ export async function runEffect<T>(
     mayHaveTakenEffect: handle.attempt > 1,
   };
 
-  const controller = new AbortController();
+  const controller = new LazyAbortController();
   const onCallerAbort = (): void => controller.abort(options?.signal?.reason);
   options?.signal?.addEventListener('abort', onCallerAbort, { once: true });
   const keeper = keepLease(client, handle, {
@@ -211,7 +211,15 @@ export async function runEffect<T>(
     controller,
     call,
   });
-  const context: RunContext = { attempt: handle, attemptNumber: handle.attempt, earlier, signal: controller.signal, heartbeat: keeper.beatNow };
+  const context: RunContext = {
+    attempt: handle,
+    attemptNumber: handle.attempt,
+    earlier,
+    get signal() {
+      return controller.signal;
+    },
+    heartbeat: keeper.beatNow,
+  };
   const stop = async (): Promise<void> => {
     options?.signal?.removeEventListener('abort', onCallerAbort);
     await keeper.stop();
@@ -251,6 +259,30 @@ export async function runEffect<T>(
   return settleSuccess(client, handle, result, call, schema, { ...input, leaseMs });
 }
 
+/**
+ * An AbortController made when its signal is first read: most effects never read
+ * `context.signal`, and making an AbortController (an EventTarget) cost more CPU than the rest
+ * of run()'s own work. An abort before that is kept and applied to the controller it then makes,
+ * so the signal answers exactly as an eager controller's would.
+ */
+class LazyAbortController {
+  private controller: AbortController | undefined;
+  private aborted: { readonly reason: unknown } | undefined;
+
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.aborted !== undefined) this.controller.abort(this.aborted.reason);
+    }
+    return this.controller.signal;
+  }
+
+  abort(reason?: unknown): void {
+    if (this.controller !== undefined) this.controller.abort(reason);
+    else this.aborted ??= { reason };
+  }
+}
+
 interface LeaseKeeper {
   beatNow(): Promise<HeartbeatOutcome>;
   stop(): Promise<void>;
@@ -259,7 +291,7 @@ interface LeaseKeeper {
 function keepLease(
   client: SettleClient,
   handle: AttemptHandle,
-  opts: { leaseMs: number; intervalMs: number; localDeadline: number; controller: AbortController; call: CallOptions },
+  opts: { leaseMs: number; intervalMs: number; localDeadline: number; controller: LazyAbortController; call: CallOptions },
 ): LeaseKeeper {
   let deadline = opts.localDeadline;
   let stopped = false;
