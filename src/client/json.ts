@@ -67,10 +67,27 @@ function walk(value: unknown, path: (string | number)[], ancestors: Set<object>)
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function checkString(value: string, path: (string | number)[], what: string): JsonProblem | null {
+  if (isPlainText(value)) return null;
   if (value.includes('\u0000')) return { path, message: `${what} must not contain U+0000 (jsonb cannot store it)` };
   if (LONE_SURROGATE.test(value)) return { path, message: `${what} must be well-formed Unicode (no lone surrogates)` };
   return null;
 }
+
+/**
+ * True when `value` is printable ASCII without `"` or `\`: no U+0000, no surrogates, and
+ * JSON.stringify only adds the two quotes. Most keys and values are; the checks above and
+ * below take the general path for the others.
+ */
+function isPlainText(value: string): boolean {
+  for (let i = 0; i < value.length; i += 1) {
+    const c = value.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return false;
+  }
+  return true;
+}
+
+/** Bytes of `value` as a JSON string (quotes and escapes included). */
+const jsonStringBytes = (value: string): number => (isPlainText(value) ? value.length + 2 : Buffer.byteLength(JSON.stringify(value)));
 
 /**
  * Byte length of `value` as PostgreSQL renders jsonb as text (`octet_length(value::text)`, the
@@ -80,7 +97,7 @@ function checkString(value: string, path: (string | number)[], what: string): Js
 export function jsonbTextLength(value: Json): number {
   switch (typeof value) {
     case 'string':
-      return Buffer.byteLength(JSON.stringify(value));
+      return jsonStringBytes(value);
     case 'number':
       return plainDecimal(value).length;
     case 'boolean':
@@ -90,20 +107,20 @@ export function jsonbTextLength(value: Json): number {
   }
   if (value === null) return 4;
   if (Array.isArray(value)) {
-    const items = value.reduce<number>((sum, item) => sum + jsonbTextLength(item), 0);
+    let items = 0;
+    for (const item of value) items += jsonbTextLength(item);
     return 2 + items + Math.max(0, value.length - 1) * 2;
   }
-  const entries = Object.entries(value);
-  const body = entries.reduce(
-    (sum, [key, item]) => sum + Buffer.byteLength(JSON.stringify(key)) + 2 + jsonbTextLength(item),
-    0,
-  );
-  return 2 + body + Math.max(0, entries.length - 1) * 2;
+  const keys = Object.keys(value);
+  let body = 0;
+  for (const key of keys) body += jsonStringBytes(key) + 2 + jsonbTextLength(value[key] as Json);
+  return 2 + body + Math.max(0, keys.length - 1) * 2;
 }
 
 /** 1e+21 -> "1000000000000000000000", 1.5e-7 -> "0.00000015", -0 -> "0" (as numeric prints). */
 function plainDecimal(n: number): string {
   const text = String(n === 0 ? 0 : n);
+  if (!text.includes('e')) return text;
   const match = /^(-?)(\d+)(?:\.(\d+))?e([+-]\d+)$/.exec(text);
   if (match === null) return text;
   const [, sign = '', whole = '', fraction = '', exponentText = '0'] = match;

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { findJsonProblem, jsonbTextLength } from '../../src/client/json.js';
 import { claimInputSchema, parseClaimInput, parseInput, parseResult, resultSchema } from '../../src/client/schemas.js';
 
 // parseClaimInput and parseResult check the common input by hand before falling back to the
@@ -64,6 +65,18 @@ describe('input fast paths', () => {
         expect(outcome(() => parseResult(result))).toEqual(outcome(() => parseInput(resultSchema, result, ['result'])));
       }),
       { numRuns: 2000 },
+    );
+  });
+
+  it('strings: the printable-ASCII shortcut measures and checks as JSON.stringify and the general checks do', () => {
+    const text = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.constantFrom('a"b', 'a\\b', 'a\u0000', '\u007f', '\ud800x', 'é'));
+    fc.assert(
+      fc.property(text, (value) => {
+        if (findJsonProblem(value) === null) expect(jsonbTextLength(value)).toBe(Buffer.byteLength(JSON.stringify(value)));
+        const loneSurrogate = /[\ud800-\udfff]/.test(value.replace(/[\ud800-\udbff][\udc00-\udfff]/g, ''));
+        expect(findJsonProblem(value) === null).toBe(!value.includes('\u0000') && !loneSurrogate);
+      }),
+      { numRuns: 3000 },
     );
   });
 
