@@ -138,9 +138,13 @@ interface Instruments {
 // registers the AsyncLocalStorage one). The client keeps no async context of its own: on Node 20
 // an AsyncLocalStorage in use slows every promise of the process.
 
+/** One level of the attribute cache: the next level by one part, or (last) the attribute set. */
+type AttributeLevel = Map<string | undefined, unknown>;
+
 class OtelTelemetry implements ClientTelemetry {
   private instruments: Instruments | undefined;
-  private readonly attributeCache = new Map<string, otel.Attributes>();
+  private readonly attributeCache: AttributeLevel = new Map();
+  private cachedAttributes = 0;
 
   constructor(
     private readonly api: Api,
@@ -178,14 +182,37 @@ class OtelTelemetry implements ClientTelemetry {
     return this.instruments;
   }
 
-  /** Attribute sets are cached: a handful of operations x outcomes (x tenants, if opted in). */
-  private attributes(cacheKey: string, build: () => otel.Attributes): otel.Attributes {
-    let attributes = this.attributeCache.get(cacheKey);
+  /**
+   * Attribute sets are cached: a handful of operations x outcomes (x tenants, if opted in), by
+   * their parts in nested maps (a key string built per call cost more than the lookups).
+   */
+  private attributes(
+    kind: string,
+    a: string | undefined,
+    b: string | undefined,
+    c: string | undefined,
+    d: string | undefined,
+    build: () => otel.Attributes,
+  ): otel.Attributes {
+    const level = this.level(this.level(this.level(this.level(this.attributeCache, kind), a), b), c);
+    let attributes = level.get(d) as otel.Attributes | undefined;
     if (attributes === undefined) {
       attributes = Object.freeze(build());
-      if (this.attributeCache.size < 10_000) this.attributeCache.set(cacheKey, attributes);
+      if (this.cachedAttributes < 10_000) {
+        level.set(d, attributes);
+        this.cachedAttributes += 1;
+      }
     }
     return attributes;
+  }
+
+  private level(map: AttributeLevel, part: string | undefined): AttributeLevel {
+    let next = map.get(part) as AttributeLevel | undefined;
+    if (next === undefined) {
+      next = new Map();
+      if (this.cachedAttributes < 10_000) map.set(part, next);
+    }
+    return next;
   }
 
   private tenant(tenant: string | undefined): string | undefined {
@@ -201,7 +228,11 @@ class OtelTelemetry implements ClientTelemetry {
       name,
       {
         kind: this.api.SpanKind.CLIENT,
-        attributes: { 'db.system.name': 'postgresql', 'db.operation.name': name, ...(shownTenant === undefined ? {} : { 'pg_settle.tenant': shownTenant }) },
+        attributes: this.attributes('s', name, shownTenant, undefined, undefined, () => ({
+          'db.system.name': 'postgresql',
+          'db.operation.name': name,
+          ...(shownTenant === undefined ? {} : { 'pg_settle.tenant': shownTenant }),
+        })),
       },
       parentContext,
     );
@@ -225,10 +256,9 @@ class OtelTelemetry implements ClientTelemetry {
       throw error;
     } finally {
       const seconds = (performance.now() - started) / 1000;
-      const t = shownTenant ?? '';
       i.callDuration.record(
         seconds,
-        this.attributes(`d|${name}|${outcome}|${errorType ?? ''}|${t}`, () => ({
+        this.attributes('d', name, outcome, errorType, shownTenant, () => ({
           'db.system.name': 'postgresql',
           'db.operation.name': name,
           'pg_settle.outcome': outcome,
@@ -249,7 +279,7 @@ class OtelTelemetry implements ClientTelemetry {
   }
 
   private outcomeAttributes(operation: string, outcome: string, reason: string | undefined, tenant: string | undefined): otel.Attributes {
-    return this.attributes(`o|${operation}|${outcome}|${reason ?? ''}|${tenant ?? ''}`, () => ({
+    return this.attributes('o', operation, outcome, reason, tenant, () => ({
       'pg_settle.operation': operation,
       'pg_settle.outcome': outcome,
       ...(reason === undefined ? {} : { 'pg_settle.reason': reason }),
@@ -262,7 +292,7 @@ class OtelTelemetry implements ClientTelemetry {
     const sqlstate = event.error instanceof SettleError && event.error.sqlstate !== null ? event.error.sqlstate : (event.error.name ?? 'Error');
     this.i.retries.add(
       1,
-      this.attributes(`r|${name}|${sqlstate}`, () => ({
+      this.attributes('r', name, sqlstate, undefined, undefined, () => ({
         'db.system.name': 'postgresql',
         'db.operation.name': name,
         'db.response.status_code': sqlstate,
@@ -316,7 +346,7 @@ class OtelTelemetry implements ClientTelemetry {
         const effectOutcome = EFFECT_OUTCOME[result] ?? result;
         i.effectDuration.record(
           effectSeconds,
-          this.attributes(`e|${kind}|${effectOutcome}|${shownTenant ?? ''}`, () => ({
+          this.attributes('e', kind, effectOutcome, shownTenant, undefined, () => ({
             'pg_settle.operation': name,
             'pg_settle.outcome': effectOutcome,
             ...(shownTenant === undefined ? {} : { 'pg_settle.tenant': shownTenant }),
@@ -338,7 +368,7 @@ class OtelTelemetry implements ClientTelemetry {
   }
 
   http(result: HttpRequestResult): void {
-    this.i.httpRequests.add(1, this.attributes(`h|${result}`, () => ({ 'pg_settle.http.result': result })));
+    this.i.httpRequests.add(1, this.attributes('h', result, undefined, undefined, undefined, () => ({ 'pg_settle.http.result': result })));
   }
 }
 
