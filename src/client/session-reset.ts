@@ -80,10 +80,10 @@ export function createSessionResetInterceptor(): Interceptor {
       if (!CLIENT_ROW_SCHEMAS.has(context.resultParser)) clean.delete(context.connectionId);
       return null;
     },
-    beforePoolConnectionRelease: async (context, connection) => {
+    // Synchronous for a clean connection (the common case): no promise per query.
+    beforePoolConnectionRelease: (context, connection) => {
       if (clean.delete(context.connectionId)) return null;
-      await connection.query(RESET_SESSION);
-      return null;
+      return connection.query(RESET_SESSION).then(() => null);
     },
   };
 }
