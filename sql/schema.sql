@@ -232,8 +232,9 @@ begin
               else coalesce((select f.below_generation from settle_private.binding_floors f
                               where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
          (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op,
-         -- The number of a first claim's audit row (as settle_private._audit numbers it, 00006;
-         -- a purged key keeps its tombstone row).
+         -- The place of a first claim in the key's history (as settle_private._next_seq
+         -- numbers it, 00006; a key without operation has no attempts, but may have audit rows:
+         -- a purge tombstone, refused calls).
          (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
            where l.tenant = claim.tenant and l.key = claim.key) as seq
     into v_seen;
@@ -272,16 +273,14 @@ begin
     on conflict on constraint operations_pkey do nothing
     returning * into v_op;
     if v_op.tenant is not null then
-      -- Data-modifying WITH of VALUES: Citus routes it to the key's shard, also when the call is
-      -- not delegated.
-      with attempt as (
-        insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-        values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now)
-      )
-      insert into settle_private.audit_log
-        (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-      values (claim.tenant, claim.key, v_seen.seq, v_now, 'claim', 'acquired', 1, null, 'running', claim.worker,
-              '{"reserved": true}');
+      -- Attempt 1, which is also the log of this claim (settle.audit_log shows it as
+      -- claim:acquired): no audit row.
+      insert into settle_private.attempts
+        (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
+         claim_status_after)
+      values
+        (claim.tenant, claim.key, 1, v_token, claim.worker, v_now, v_seen.seq,
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
       return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
@@ -368,14 +367,22 @@ begin
            lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
      where o.tenant = claim.tenant and o.key = claim.key
     returning * into v_op;
-    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-    values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
+    -- The new attempt is the log of this claim (claim:acquired in settle.audit_log).
+    insert into settle_private.attempts
+      (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
+       claim_status_after)
+    values
+      (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now,
+       settle_private._next_seq(claim.tenant, claim.key), nextval('settle_private.audit_log_audit_id_seq'),
+       v_before, v_op.status);
     v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null);
-    v_audit_attempt := v_op.attempt;
     exit;
   end loop;
 
+  if v_res.outcome = 'acquired' then
+    return v_res;
+  end if;
   v_writes := v_writes + settle_private._audit(claim.tenant, claim.key, v_now, 'claim', v_res.outcome, v_audit_attempt, v_before,
     coalesce(v_op.status, v_before), claim.worker, v_detail);
   return v_res;
@@ -1219,11 +1226,9 @@ CREATE FUNCTION settle_private._audit(tenant text, key text, at timestamp with t
 declare
   v_seq bigint;
 begin
-  -- Two statements, not one INSERT ... SELECT: this helper also runs inside the maintenance
-  -- steps that Citus delegates from a query on a shard (_expire_key, _purge_key), where an
-  -- INSERT ... SELECT is a distributed query Citus refuses.
-  select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
-   where l.tenant = _audit.tenant and l.key = _audit.key;
+  -- Two statements, not one INSERT ... SELECT: Citus refuses that inside the maintenance steps
+  -- it delegates from a query on a shard (_expire_key, _purge_key).
+  v_seq := settle_private._next_seq(_audit.tenant, _audit.key);
   insert into settle_private.audit_log
     (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
   values
@@ -2010,6 +2015,28 @@ $$;
 ALTER FUNCTION settle_private._name_ok_unicode(value text) OWNER TO settle_owner;
 
 --
+-- Name: _next_seq(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._next_seq(tenant text, key text) RETURNS bigint
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_seq bigint;
+begin
+  select coalesce(greatest(
+           (select max(l.seq) from settle_private.audit_log l where l.tenant = _next_seq.tenant and l.key = _next_seq.key),
+           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
+             where a.tenant = _next_seq.tenant and a.key = _next_seq.key)), 0) + 1
+    into v_seq;
+  return v_seq;
+end
+$$;
+
+ALTER FUNCTION settle_private._next_seq(tenant text, key text) OWNER TO settle_owner;
+
+--
 -- Name: _normalize_scopes(text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2064,7 +2091,7 @@ declare
   v_res settle.observation_result;
   v_floor bigint;
   v_seen record; -- verdict and op, as in settle.claim (00007)
-  v_audited boolean := false;
+  v_logged boolean := false;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
@@ -2126,12 +2153,14 @@ begin
   end if;
   v_before := v_op.status;
 
-  -- Under the row lock: the attempt, and the number of the next audit row (as
-  -- settle_private._audit numbers it, 00006) for the settlement's own row below.
+  -- Under the row lock: the attempt, and the place of this call in the key's history (as
+  -- settle_private._next_seq numbers it, 00006), for a settlement logged on the attempt below.
   select (select a from settle_private.attempts a
            where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
-         (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-           where l.tenant = _observe.tenant and l.key = _observe.key) as seq
+         coalesce(greatest(
+           (select max(l.seq) from settle_private.audit_log l where l.tenant = _observe.tenant and l.key = _observe.key),
+           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
+             where a.tenant = _observe.tenant and a.key = _observe.key)), 0) + 1 as seq
     into v_seen;
   v_att := v_seen.att;
   if v_att.tenant is null or v_att.lease_token <> _observe.lease_token then
@@ -2216,9 +2245,10 @@ begin
         when v_current then 'current_attempt'
         when v_op.attempt > _observe.attempt then 'superseded_attempt'
         else 'lease_released' end;
-      -- The settlement, the attempt's observation and the audit row: one statement of VALUES
-      -- and single-key updates, which Citus routes to the key's shard also when the call is
-      -- not delegated.
+      -- The settlement and the attempt's observation in one statement (single-key updates,
+      -- which Citus routes to the key's shard also when the call is not delegated). The
+      -- attempt row is also the log of this settlement (complete:settled in settle.audit_log):
+      -- no audit row.
       with op as (
         update settle_private.operations o
            set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
@@ -2230,16 +2260,13 @@ begin
         update settle_private.attempts a
            set observation = 'completed', observed_at = v_now, error = null, retryable = null,
                late_result = null, settled = true,
-               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed')
+               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
+               settled_seq = v_seen.seq, settled_audit_id = nextval('settle_private.audit_log_audit_id_seq'),
+               settled_status_before = v_before, settled_reason = v_res.reason
          where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt
-      ), audit as (
-        insert into settle_private.audit_log
-          (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-        values (_observe.tenant, _observe.key, v_seen.seq, v_now, kind, 'settled', _observe.attempt, v_before,
-                'completed', v_att.worker, jsonb_build_object('reason', v_res.reason))
       )
       select * into v_op from op;
-      v_audited := true;
+      v_logged := true;
       if v_op.attempt > _observe.attempt then
         -- A superseded attempt's success settled: the live attempt, if any, is over.
         v_writes := v_writes + settle_private._end_attempt(_observe.tenant, _observe.key, v_op.attempt, v_now, 'settled_elsewhere');
@@ -2295,7 +2322,7 @@ begin
 
   -- Refused and fenced observations keep what they presented (bounded by _presented); the
   -- accepted ones are on the attempt row already.
-  if not v_audited then
+  if not v_logged then
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
       v_before, v_op.status, v_att.worker,
       case when v_res.outcome in ('fenced', 'already_settled') then
@@ -2343,6 +2370,7 @@ declare
   v_writes integer := 0;
   v_op record;
   v_attempts integer;
+  v_logged integer;
   v_audit integer;
 begin
   select o.tenant, o.key, o.status, o.attempt, o.updated_at into v_op from settle_private.operations o
@@ -2352,16 +2380,20 @@ begin
   if not found then
     return 0;
   end if;
+  -- audit_rows in the tombstone counts the trail as settle.audit_log showed it: the rows of
+  -- audit_log and the events logged on the attempt rows.
+  select count(*), coalesce(sum((a.claim_seq is not null)::integer + (a.settled_seq is not null)::integer), 0)
+    into v_attempts, v_logged
+    from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
   perform set_config('settle.purging', 'on', true);
   delete from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
-  get diagnostics v_attempts = row_count;
   delete from settle_private.audit_log l where l.tenant = v_op.tenant and l.key = v_op.key;
   get diagnostics v_audit = row_count;
   delete from settle_private.operations o where o.tenant = v_op.tenant and o.key = v_op.key;
   perform set_config('settle.purging', 'off', true);
   v_writes := v_writes + settle_private._audit(v_op.tenant, v_op.key, _purge_key.as_of, 'purge', 'purged', v_op.attempt,
     v_op.status, null, _purge_key.actor,
-    jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit, 'last_updated_at', v_op.updated_at));
+    jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit + v_logged, 'last_updated_at', v_op.updated_at));
   return 1;
 end
 $$;
@@ -2645,10 +2677,17 @@ begin
        or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
        or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
        or (old.ended_at is not null and (new.ended_at is distinct from old.ended_at
-                                         or new.end_reason is distinct from old.end_reason)) then
+                                         or new.end_reason is distinct from old.end_reason))
+       or new.claim_seq is distinct from old.claim_seq or new.claim_audit_id is distinct from old.claim_audit_id
+       or new.claim_status_before is distinct from old.claim_status_before
+       or new.claim_status_after is distinct from old.claim_status_after
+       or (old.settled_seq is not null and (new.settled_seq is distinct from old.settled_seq
+             or new.settled_audit_id is distinct from old.settled_audit_id
+             or new.settled_status_before is distinct from old.settled_status_before
+             or new.settled_reason is distinct from old.settled_reason)) then
       raise exception using
         errcode = 'SE024',
-        message = 'the identity and end of an attempt are immutable',
+        message = 'the identity, end and log of an attempt are immutable',
         detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
     end if;
 
@@ -2685,6 +2724,10 @@ begin
     when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
       then 'failure_has_error'
     when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
+    when not ((new.claim_seq is null) = (new.claim_audit_id is null)
+              and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
+    when not (new.settled = (new.settled_seq is not null) and (new.settled_seq is null) = (new.settled_audit_id is null)
+              and (new.settled_seq is null) = (new.settled_reason is null)) then 'settlement_is_logged'
     when not (new.late_result is null or (new.observation = 'completed' and not new.settled))
       then 'late_result_only_when_not_settled'
   end;
@@ -2910,7 +2953,15 @@ CREATE TABLE settle_private.attempts (
 CASE
     WHEN settled THEN attempt
     ELSE NULL::integer
-END) STORED
+END) STORED,
+    claim_seq bigint,
+    claim_audit_id bigint,
+    claim_status_before settle.status,
+    claim_status_after settle.status,
+    settled_seq bigint,
+    settled_audit_id bigint,
+    settled_status_before settle.status,
+    settled_reason text
 )
 WITH (fillfactor='80');
 
@@ -2922,7 +2973,7 @@ ALTER TABLE settle_private.attempts OWNER TO settle_owner;
 -- Name: TABLE attempts; Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON TABLE settle_private.attempts IS 'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation). Private: use the settle API.';
+COMMENT ON TABLE settle_private.attempts IS 'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation), and the log of the claim that opened it (claim_*) and of the success that settled through it (settled_*), shown in settle.audit_log. Private: use the settle API.';
 
 --
 -- Name: attempts; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -2984,29 +3035,74 @@ ALTER TABLE settle_private.audit_log OWNER TO settle_owner;
 -- Name: TABLE audit_log; Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON TABLE settle_private.audit_log IS 'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress), observation, fence, conflict, expiry, redrive and purge, written in the same transaction. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
+COMMENT ON TABLE settle_private.audit_log IS 'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress, and none for a claim that opened an attempt: that one is logged on its attempt row), observation (but none for the success that settled: logged on its attempt row), fence, conflict, expiry, redrive and purge, written in the same transaction. settle.audit_log shows both in one order. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
 
 --
 -- Name: audit_log; Type: VIEW; Schema: settle; Owner: settle_owner
 --
 
 CREATE VIEW settle.audit_log AS
- SELECT l.tenant,
-    l.key,
-    l.seq,
-    l.audit_id,
-    l.at,
-    (l.event)::text AS event,
-    l.outcome,
-    l.attempt,
-    l.status_before,
-    l.status_after,
-    l.actor,
-    l.detail
-   FROM settle_private.audit_log l
+ SELECT e.tenant,
+    e.key,
+    e.seq,
+    e.audit_id,
+    e.at,
+    e.event,
+    e.outcome,
+    e.attempt,
+    e.status_before,
+    e.status_after,
+    e.actor,
+    e.detail
+   FROM ( SELECT l.tenant,
+            l.key,
+            l.seq,
+            l.audit_id,
+            l.at,
+            (l.event)::text AS event,
+            l.outcome,
+            l.attempt,
+            l.status_before,
+            l.status_after,
+            l.actor,
+            l.detail
+           FROM settle_private.audit_log l
+        UNION ALL
+         SELECT a.tenant,
+            a.key,
+            a.claim_seq,
+            a.claim_audit_id,
+            a.claimed_at,
+            'claim'::text,
+            'acquired'::text,
+            a.attempt,
+            a.claim_status_before,
+            a.claim_status_after,
+            a.worker,
+                CASE
+                    WHEN (a.claim_status_before IS NULL) THEN '{"reserved": true}'::jsonb
+                    ELSE NULL::jsonb
+                END AS "case"
+           FROM settle_private.attempts a
+          WHERE (a.claim_seq IS NOT NULL)
+        UNION ALL
+         SELECT a.tenant,
+            a.key,
+            a.settled_seq,
+            a.settled_audit_id,
+            a.observed_at,
+            'complete'::text,
+            'settled'::text,
+            a.attempt,
+            a.settled_status_before,
+            'completed'::settle.status AS status,
+            a.worker,
+            jsonb_build_object('reason', a.settled_reason) AS jsonb_build_object
+           FROM settle_private.attempts a
+          WHERE (a.settled_seq IS NOT NULL)) e
   WHERE ((( SELECT b.tenants
            FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (l.tenant = ANY (( SELECT b.tenants
+          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (e.tenant = ANY (( SELECT b.tenants
            FROM settle_private.tenant_bindings b
           WHERE (b.role_name = (SESSION_USER)::text))::text[])));
 
@@ -3016,7 +3112,7 @@ ALTER TABLE settle.audit_log OWNER TO settle_owner;
 -- Name: VIEW audit_log; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id): seq numbers an operation''s rows 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
+COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id). The rows claim:acquired and complete:settled come from the attempt rows that log them (settle_private.attempts claim_* and settled_*), the others from settle_private.audit_log. seq: seq numbers an operation''s rows 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
 
 --
 -- Name: dead_letters; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -3873,6 +3969,12 @@ REVOKE ALL ON FUNCTION settle_private._name_ok(value text, max_bytes integer) FR
 --
 
 REVOKE ALL ON FUNCTION settle_private._name_ok_unicode(value text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _next_seq(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._next_seq(tenant text, key text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _normalize_scopes(scopes text[]); Type: ACL; Schema: settle_private; Owner: settle_owner

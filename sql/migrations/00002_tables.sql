@@ -6,8 +6,10 @@
 --   operations  one canonical record per (tenant, key): the immutable reservation lock, the
 --               lattice status, the current attempt epoch and its lease, the immutable result;
 --   attempts    one row per attempt epoch: its lease token and its own terminal observation
---               (the attempt-scoped settlement lock);
---   audit_log   append-only evidence of every call, written in the caller's transaction.
+--               (the attempt-scoped settlement lock), and the log of the claim that opened it
+--               and of the success that settled through it;
+--   audit_log   append-only evidence of every other call (refusals, fences, conflicts,
+--               expiries, redrives, purges ...), written in the caller's transaction.
 --
 -- Every table that belongs to an operation carries (tenant, key) and its keys include them,
 -- so the engine can later be sharded by operation key (SCALE-OUT: primary keys, foreign keys
@@ -97,6 +99,19 @@ create table settle_private.attempts (
   settled boolean not null default false,
   -- This attempt's number while it is the settlement, else NULL (no check).
   settled_as integer generated always as (case when settled then attempt end) stored,
+  -- The attempt row is the log of the two events every settled operation has: the claim that
+  -- opened the attempt and the success that settled it. Each has its place in the operation's
+  -- history (seq, audit_id, as in audit_log) and the statuses around it; settle.audit_log
+  -- shows them as rows `claim:acquired` and `complete:settled` (00010). Written with the
+  -- event, never changed (guard trigger, 00004).
+  claim_seq bigint,
+  claim_audit_id bigint,
+  claim_status_before settle.status,
+  claim_status_after settle.status,
+  settled_seq bigint,
+  settled_audit_id bigint,
+  settled_status_before settle.status,
+  settled_reason text,
   constraint attempts_pkey primary key (tenant, key, attempt),
   constraint attempts_belong_to_operation foreign key (tenant, key)
     references settle_private.operations (tenant, key),
@@ -109,7 +124,7 @@ create table settle_private.attempts (
 ) with (fillfactor = 80);
 
 comment on table settle_private.attempts is
-  'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation). Private: use the settle API.';
+  'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation), and the log of the claim that opened it (claim_*) and of the success that settled through it (settled_*), shown in settle.audit_log. Private: use the settle API.';
 
 
 -- The events an audit row may record. A domain rather than a CHECK constraint on the table:
@@ -126,7 +141,8 @@ create table settle_private.audit_log (
   tenant text not null,
   key text not null,
   -- Position in the operation's history: the order of its audit rows is (seq, audit_id).
-  -- settle_private._audit numbers the rows of one operation 1, 2, 3 ... Rows written under the
+  -- settle_private._audit numbers the events of one operation 1, 2, 3 ..., counting those
+  -- logged on its attempt rows (claim_seq, settled_seq) with the rows here. Rows written under the
   -- operation's row lock (every change) get consecutive numbers in commit order; an answer
   -- that changed nothing and took no lock (a replaying, in_progress, conflict or failed claim)
   -- may share its number with the transition it raced, and audit_id breaks that tie.
@@ -153,7 +169,7 @@ create index audit_log_refusals_by_at_idx
   where outcome in ('conflict', 'fenced');
 
 comment on table settle_private.audit_log is
-  'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress), observation, fence, conflict, expiry, redrive and purge, written in the same transaction. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
+  'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress, and none for a claim that opened an attempt: that one is logged on its attempt row), observation (but none for the success that settled: logged on its attempt row), fence, conflict, expiry, redrive and purge, written in the same transaction. settle.audit_log shows both in one order. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
 
 -- Access (00012_access.sql): tenant bindings of login roles, revocation floors of binding
 -- generations, and the log of changes to both. Small, global and rarely written: on a sharded

@@ -222,10 +222,17 @@ begin
        or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
        or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
        or (old.ended_at is not null and (new.ended_at is distinct from old.ended_at
-                                         or new.end_reason is distinct from old.end_reason)) then
+                                         or new.end_reason is distinct from old.end_reason))
+       or new.claim_seq is distinct from old.claim_seq or new.claim_audit_id is distinct from old.claim_audit_id
+       or new.claim_status_before is distinct from old.claim_status_before
+       or new.claim_status_after is distinct from old.claim_status_after
+       or (old.settled_seq is not null and (new.settled_seq is distinct from old.settled_seq
+             or new.settled_audit_id is distinct from old.settled_audit_id
+             or new.settled_status_before is distinct from old.settled_status_before
+             or new.settled_reason is distinct from old.settled_reason)) then
       raise exception using
         errcode = 'SE024',
-        message = 'the identity and end of an attempt are immutable',
+        message = 'the identity, end and log of an attempt are immutable',
         detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
     end if;
 
@@ -262,6 +269,10 @@ begin
     when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
       then 'failure_has_error'
     when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
+    when not ((new.claim_seq is null) = (new.claim_audit_id is null)
+              and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
+    when not (new.settled = (new.settled_seq is not null) and (new.settled_seq is null) = (new.settled_audit_id is null)
+              and (new.settled_seq is null) = (new.settled_reason is null)) then 'settlement_is_logged'
     when not (new.late_result is null or (new.observation = 'completed' and not new.settled))
       then 'late_result_only_when_not_settled'
   end;

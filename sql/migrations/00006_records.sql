@@ -48,13 +48,31 @@ begin
 end
 $$;
 
+-- The number of the next event in the history of (tenant, key) (seq: see
+-- settle_private.audit_log): after its audit rows and the events logged on its attempt rows (a
+-- claim that opened an attempt, a success that settled). Read from the operation's own rows,
+-- through the primary keys: no global sequence, so the order holds on Citus whichever node
+-- writes. settle.complete reads the same number inside its attempt read (00009).
+create function settle_private._next_seq(tenant text, key text)
+returns bigint
+language plpgsql
+stable
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_seq bigint;
+begin
+  select coalesce(greatest(
+           (select max(l.seq) from settle_private.audit_log l where l.tenant = _next_seq.tenant and l.key = _next_seq.key),
+           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
+             where a.tenant = _next_seq.tenant and a.key = _next_seq.key)), 0) + 1
+    into v_seq;
+  return v_seq;
+end
+$$;
+
 -- Append one audit row (keyed like its operation, so it lives on the operation's shard),
--- numbered next in its operation's history (seq: see settle_private.audit_log). The number is
--- read from the operation's own rows, through the primary key: no global sequence, so the
--- order holds on Citus whichever node writes the row. settle.claim and settle.complete write
--- their usual audit row inside the statement that writes the attempt, numbered the same way
--- by an INSERT ... SELECT over the operation's own audit rows (an aggregate without GROUP BY:
--- always one row), which Citus routes to the key's shard like a plain insert.
+-- numbered next in its operation's history (_next_seq).
 create function settle_private._audit(
   tenant text, key text, at timestamptz, event text, outcome text, attempt integer,
   status_before settle.status, status_after settle.status, actor text, detail jsonb)
@@ -65,11 +83,9 @@ as $$
 declare
   v_seq bigint;
 begin
-  -- Two statements, not one INSERT ... SELECT: this helper also runs inside the maintenance
-  -- steps that Citus delegates from a query on a shard (_expire_key, _purge_key), where an
-  -- INSERT ... SELECT is a distributed query Citus refuses.
-  select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
-   where l.tenant = _audit.tenant and l.key = _audit.key;
+  -- Two statements, not one INSERT ... SELECT: Citus refuses that inside the maintenance steps
+  -- it delegates from a query on a shard (_expire_key, _purge_key).
+  v_seq := settle_private._next_seq(_audit.tenant, _audit.key);
   insert into settle_private.audit_log
     (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
   values

@@ -86,8 +86,9 @@ begin
               else coalesce((select f.below_generation from settle_private.binding_floors f
                               where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
          (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op,
-         -- The number of a first claim's audit row (as settle_private._audit numbers it, 00006;
-         -- a purged key keeps its tombstone row).
+         -- The place of a first claim in the key's history (as settle_private._next_seq
+         -- numbers it, 00006; a key without operation has no attempts, but may have audit rows:
+         -- a purge tombstone, refused calls).
          (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
            where l.tenant = claim.tenant and l.key = claim.key) as seq
     into v_seen;
@@ -126,16 +127,14 @@ begin
     on conflict on constraint operations_pkey do nothing
     returning * into v_op;
     if v_op.tenant is not null then
-      -- Data-modifying WITH of VALUES: Citus routes it to the key's shard, also when the call is
-      -- not delegated.
-      with attempt as (
-        insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-        values (claim.tenant, claim.key, 1, v_token, claim.worker, v_now)
-      )
-      insert into settle_private.audit_log
-        (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-      values (claim.tenant, claim.key, v_seen.seq, v_now, 'claim', 'acquired', 1, null, 'running', claim.worker,
-              '{"reserved": true}');
+      -- Attempt 1, which is also the log of this claim (settle.audit_log shows it as
+      -- claim:acquired): no audit row.
+      insert into settle_private.attempts
+        (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
+         claim_status_after)
+      values
+        (claim.tenant, claim.key, 1, v_token, claim.worker, v_now, v_seen.seq,
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
       return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
@@ -222,14 +221,22 @@ begin
            lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
      where o.tenant = claim.tenant and o.key = claim.key
     returning * into v_op;
-    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-    values (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now);
+    -- The new attempt is the log of this claim (claim:acquired in settle.audit_log).
+    insert into settle_private.attempts
+      (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
+       claim_status_after)
+    values
+      (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now,
+       settle_private._next_seq(claim.tenant, claim.key), nextval('settle_private.audit_log_audit_id_seq'),
+       v_before, v_op.status);
     v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null);
-    v_audit_attempt := v_op.attempt;
     exit;
   end loop;
 
+  if v_res.outcome = 'acquired' then
+    return v_res;
+  end if;
   v_writes := v_writes + settle_private._audit(claim.tenant, claim.key, v_now, 'claim', v_res.outcome, v_audit_attempt, v_before,
     coalesce(v_op.status, v_before), claim.worker, v_detail);
   return v_res;

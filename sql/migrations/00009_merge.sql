@@ -58,7 +58,7 @@ declare
   v_res settle.observation_result;
   v_floor bigint;
   v_seen record; -- verdict and op, as in settle.claim (00007)
-  v_audited boolean := false;
+  v_logged boolean := false;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
@@ -120,12 +120,14 @@ begin
   end if;
   v_before := v_op.status;
 
-  -- Under the row lock: the attempt, and the number of the next audit row (as
-  -- settle_private._audit numbers it, 00006) for the settlement's own row below.
+  -- Under the row lock: the attempt, and the place of this call in the key's history (as
+  -- settle_private._next_seq numbers it, 00006), for a settlement logged on the attempt below.
   select (select a from settle_private.attempts a
            where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
-         (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-           where l.tenant = _observe.tenant and l.key = _observe.key) as seq
+         coalesce(greatest(
+           (select max(l.seq) from settle_private.audit_log l where l.tenant = _observe.tenant and l.key = _observe.key),
+           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
+             where a.tenant = _observe.tenant and a.key = _observe.key)), 0) + 1 as seq
     into v_seen;
   v_att := v_seen.att;
   if v_att.tenant is null or v_att.lease_token <> _observe.lease_token then
@@ -210,9 +212,10 @@ begin
         when v_current then 'current_attempt'
         when v_op.attempt > _observe.attempt then 'superseded_attempt'
         else 'lease_released' end;
-      -- The settlement, the attempt's observation and the audit row: one statement of VALUES
-      -- and single-key updates, which Citus routes to the key's shard also when the call is
-      -- not delegated.
+      -- The settlement and the attempt's observation in one statement (single-key updates,
+      -- which Citus routes to the key's shard also when the call is not delegated). The
+      -- attempt row is also the log of this settlement (complete:settled in settle.audit_log):
+      -- no audit row.
       with op as (
         update settle_private.operations o
            set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
@@ -224,16 +227,13 @@ begin
         update settle_private.attempts a
            set observation = 'completed', observed_at = v_now, error = null, retryable = null,
                late_result = null, settled = true,
-               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed')
+               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
+               settled_seq = v_seen.seq, settled_audit_id = nextval('settle_private.audit_log_audit_id_seq'),
+               settled_status_before = v_before, settled_reason = v_res.reason
          where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt
-      ), audit as (
-        insert into settle_private.audit_log
-          (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-        values (_observe.tenant, _observe.key, v_seen.seq, v_now, kind, 'settled', _observe.attempt, v_before,
-                'completed', v_att.worker, jsonb_build_object('reason', v_res.reason))
       )
       select * into v_op from op;
-      v_audited := true;
+      v_logged := true;
       if v_op.attempt > _observe.attempt then
         -- A superseded attempt's success settled: the live attempt, if any, is over.
         v_writes := v_writes + settle_private._end_attempt(_observe.tenant, _observe.key, v_op.attempt, v_now, 'settled_elsewhere');
@@ -289,7 +289,7 @@ begin
 
   -- Refused and fenced observations keep what they presented (bounded by _presented); the
   -- accepted ones are on the attempt row already.
-  if not v_audited then
+  if not v_logged then
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
       v_before, v_op.status, v_att.worker,
       case when v_res.outcome in ('fenced', 'already_settled') then

@@ -163,14 +163,30 @@ select a.tenant, a.key, a.attempt, a.worker, a.claimed_at, a.ended_at, a.end_rea
 comment on view settle.attempts is
   'Every attempt epoch with its attempt-scoped settlement: observation (unknown/conflict/failed/completed), whether it was THE settlement (settled), and any late success (late_result). Lease tokens are never shown.';
 
+-- The audit rows, and the two events logged on attempt rows instead (a claim that opened the
+-- attempt: claim:acquired; the success that settled through it: complete:settled), in one
+-- order per key, (seq, audit_id).
 create view settle.audit_log as
-select l.tenant, l.key, l.seq, l.audit_id, l.at, l.event::text as event, l.outcome, l.attempt, l.status_before, l.status_after,
-       l.actor, l.detail
-  from settle_private.audit_log l
+select e.tenant, e.key, e.seq, e.audit_id, e.at, e.event, e.outcome, e.attempt, e.status_before, e.status_after,
+       e.actor, e.detail
+  from (select l.tenant, l.key, l.seq, l.audit_id, l.at, l.event::text as event, l.outcome, l.attempt, l.status_before,
+               l.status_after, l.actor, l.detail
+          from settle_private.audit_log l
+        union all
+        select a.tenant, a.key, a.claim_seq, a.claim_audit_id, a.claimed_at, 'claim', 'acquired', a.attempt,
+               a.claim_status_before, a.claim_status_after, a.worker,
+               case when a.claim_status_before is null then '{"reserved": true}'::jsonb end
+          from settle_private.attempts a
+         where a.claim_seq is not null
+        union all
+        select a.tenant, a.key, a.settled_seq, a.settled_audit_id, a.observed_at, 'complete', 'settled', a.attempt,
+               a.settled_status_before, 'completed'::settle.status, a.worker, jsonb_build_object('reason', a.settled_reason)
+          from settle_private.attempts a
+         where a.settled_seq is not null) e
  where (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
-    or l.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]);
+    or e.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]);
 comment on view settle.audit_log is
-  'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id): seq numbers an operation''s rows 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
+  'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id). The rows claim:acquired and complete:settled come from the attempt rows that log them (settle_private.attempts claim_* and settled_*), the others from settle_private.audit_log. seq: seq numbers an operation''s rows 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
 
 create view settle.dead_letters as
 select o.tenant, o.key, o.attempt, o.max_attempts, o.error, o.dead_lettered_at, o.redrive_count,

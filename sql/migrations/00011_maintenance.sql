@@ -89,6 +89,7 @@ declare
   v_writes integer := 0;
   v_op record;
   v_attempts integer;
+  v_logged integer;
   v_audit integer;
 begin
   select o.tenant, o.key, o.status, o.attempt, o.updated_at into v_op from settle_private.operations o
@@ -98,16 +99,20 @@ begin
   if not found then
     return 0;
   end if;
+  -- audit_rows in the tombstone counts the trail as settle.audit_log showed it: the rows of
+  -- audit_log and the events logged on the attempt rows.
+  select count(*), coalesce(sum((a.claim_seq is not null)::integer + (a.settled_seq is not null)::integer), 0)
+    into v_attempts, v_logged
+    from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
   perform set_config('settle.purging', 'on', true);
   delete from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
-  get diagnostics v_attempts = row_count;
   delete from settle_private.audit_log l where l.tenant = v_op.tenant and l.key = v_op.key;
   get diagnostics v_audit = row_count;
   delete from settle_private.operations o where o.tenant = v_op.tenant and o.key = v_op.key;
   perform set_config('settle.purging', 'off', true);
   v_writes := v_writes + settle_private._audit(v_op.tenant, v_op.key, _purge_key.as_of, 'purge', 'purged', v_op.attempt,
     v_op.status, null, _purge_key.actor,
-    jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit, 'last_updated_at', v_op.updated_at));
+    jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit + v_logged, 'last_updated_at', v_op.updated_at));
   return 1;
 end
 $$;

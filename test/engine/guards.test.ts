@@ -9,11 +9,16 @@ import { acquire, complete, type Ticket } from './support/settle.js';
 // The schema holds every writer to the lattice, the superuser in psql included.
 const db = useEngineDatabase('guards');
 
-/** A completed operation, and a superuser connection to poke at it. */
+/**
+ * A completed operation, and a superuser connection to poke at it. The success is reported
+ * twice: the claim and the settlement are logged on the attempt row, the repeat (duplicate)
+ * writes the operation's one row in settle_private.audit_log.
+ */
 async function completedOperation(prefix: string): Promise<{ admin: pg.Client; ticket: Ticket }> {
   const [app, admin] = await Promise.all([db.app(), db.connect()]);
   const ticket = await acquire(app, newOperation(prefix));
   await complete(app, ticket, { receipt: 'r-1' });
+  expect(await complete(app, ticket, { receipt: 'r-1' })).toMatchObject({ outcome: 'duplicate' });
   return { admin, ticket };
 }
 
@@ -43,7 +48,8 @@ describe('guard triggers hold for the superuser', () => {
   it('an attempt the operation does not name cannot be marked the settlement (foreign key, 23503)', async () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
     const ticket = await acquire(app, newOperation('guard-settled-as'));
-    const forge = `update settle_private.attempts set observation = 'completed', observed_at = now(), settled = true ${WHERE} and attempt = 1`;
+    const forge = `update settle_private.attempts set observation = 'completed', observed_at = now(), settled = true,
+                     settled_seq = 2, settled_audit_id = 0, settled_reason = 'forged' ${WHERE} and attempt = 1`;
     const error = await admin.query(forge, [ticket.tenant, ticket.key]).then(() => null, (e: { code?: string; constraint?: string }) => e);
     expect(error).toMatchObject({ code: '23503', constraint: 'attempts_settlement_is_the_operations' });
     expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'running', settled_attempt: null });
@@ -56,7 +62,7 @@ describe('guard triggers hold for the superuser', () => {
     expect(await sqlStateOf(admin.query(`delete from settle_private.audit_log ${WHERE}`, args))).toBe('SE025');
     expect(await sqlStateOf(admin.query('truncate settle_private.audit_log'))).toBe('SE025');
     const { rows } = await admin.query<{ n: number }>(`select count(*)::int as n from settle_private.audit_log ${WHERE}`, args);
-    expect(rows[0]?.n).toBe(2);
+    expect(rows[0]?.n).toBe(1);
   });
 
   it('DELETE from operations and attempts, TRUNCATE of attempts fail with SE025', async () => {
@@ -77,6 +83,12 @@ describe('guard triggers hold for the superuser', () => {
     expect(await sqlStateOf(admin.query(
       `update settle_private.attempts set late_result = '{"receipt":"forged"}' ${WHERE}`, args,
     ))).toBe('SE024');
+    // The attempt's log of its claim and of its settlement (settle.audit_log's claim:acquired and
+    // complete:settled rows) is as append-only as the audit log.
+    for (const set of ['claim_seq = claim_seq + 10', 'claim_status_before = \'pending\'', 'settled_reason = \'forged\'',
+      'settled_audit_id = settled_audit_id + 1']) {
+      expect(await sqlStateOf(admin.query(`update settle_private.attempts set ${set} ${WHERE}`, args)), set).toBe('SE024');
+    }
   });
 
   it('session_replication_role = replica does not disable them (ENABLE ALWAYS)', async () => {

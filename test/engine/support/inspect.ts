@@ -68,10 +68,11 @@ export interface AuditRow {
   detail: Record<string, unknown> | null;
 }
 
+/** The trail as settle.audit_log shows it: audit rows and the events logged on attempt rows. */
 export async function auditTrail(admin: pg.ClientBase, tenant: string, key: string): Promise<AuditRow[]> {
   const { rows } = await admin.query<AuditRow>(
     `select event, outcome, attempt, status_before::text, status_after::text, detail
-       from settle_private.audit_log where tenant = $1 and key = $2 order by seq, audit_id`,
+       from settle.audit_log where tenant = $1 and key = $2 order by seq, audit_id`,
     [tenant, key],
   );
   return rows;
