@@ -334,7 +334,7 @@ Canonical status, result and settled_attempt after the merge are returned except
 Also fenced with reason binding_revoked: the presented generation is below the floor of settle.revoke_binding; nothing merges, the presented result is kept in the audit log.
 SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found; SE013 tenant not granted to this login role.
 Locking: the operation row (FOR UPDATE). Works inside the caller''s transaction: commit a same-database effect atomically with its settlement.
-Idempotency: repeating the same call answers duplicate and changes nothing; every call writes one audit row.';
+Idempotency: repeating the same call answers duplicate and changes nothing; every call leaves one row in settle.audit_log (a settling success: on its attempt row).';
 
 -- fail(tenant, key, attempt, lease_token, fingerprint, principal, scopes, binding_generation, error, retryable)
 create function settle.fail(
