@@ -2092,6 +2092,7 @@ declare
   v_floor bigint;
   v_seen record; -- verdict and op, as in settle.claim (00007)
   v_logged boolean := false;
+  v_audit_id bigint;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
@@ -2248,7 +2249,9 @@ begin
       -- The settlement and the attempt's observation in one statement (single-key updates,
       -- which Citus routes to the key's shard also when the call is not delegated). The
       -- attempt row is also the log of this settlement (complete:settled in settle.audit_log):
-      -- no audit row.
+      -- no audit row. (The identity is drawn first: Citus refuses a volatile function in an
+      -- UPDATE of a distributed table.)
+      v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
       with op as (
         update settle_private.operations o
            set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
@@ -2261,7 +2264,7 @@ begin
            set observation = 'completed', observed_at = v_now, error = null, retryable = null,
                late_result = null, settled = true,
                ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
-               settled_seq = v_seen.seq, settled_audit_id = nextval('settle_private.audit_log_audit_id_seq'),
+               settled_seq = v_seen.seq, settled_audit_id = v_audit_id,
                settled_status_before = v_before, settled_reason = v_res.reason
          where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt
       )

@@ -82,8 +82,8 @@ describeCitus('the TypeScript client on the coordinator', () => {
       expect(await client.complete(claimed.attempt, { charged: true })).toMatchObject({ outcome: 'settled' });
       expect(await client.claim({ tenant: 'acme', key, request: { amount: '1.00' }, binding })).toMatchObject({ outcome: 'replay', result: { charged: true } });
       const { rows } = await admin.query<{ n: number }>(
-        `select count(*)::int as n from settle_private.audit_log where tenant = 'acme' and key = $1`, [key]);
-      expect(rows[0]?.n).toBe(2); // the claim and the complete (a replay writes no audit row)
+        `select count(*)::int as n from settle.audit_log where tenant = 'acme' and key = $1`, [key]);
+      expect(rows[0]?.n).toBe(2); // the claim and the complete, logged on the attempt row (a replay writes nothing)
     } finally {
       await client.end();
     }

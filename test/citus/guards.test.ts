@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { expect, it } from 'vitest';
 import { newOperation } from '../engine/support/fixtures.js';
-import { acquire, complete, type ClaimArgs } from '../engine/support/settle.js';
+import { acquire, claim, complete, type ClaimArgs } from '../engine/support/settle.js';
 import { describeCitus, useCitus } from './support/cluster.js';
 
 // The guard triggers fire on the shards: a superuser connected straight to the worker that
@@ -13,6 +13,9 @@ async function completedOnWorker(): Promise<{ op: ClaimArgs; w: pg.Client; shard
   const op = newOperation('guard');
   const ticket = await acquire(app, op);
   await complete(app, ticket, { done: true });
+  // The claim and the settlement are logged on the attempt row; the conflicting claim writes a
+  // row of the audit log's shard.
+  expect(await claim(app, { ...op, request: { other: true } })).toMatchObject({ outcome: 'conflict' });
   const { worker } = await citus.placementOf(op.key as string);
   const w = await citus.worker(worker);
   await w.query('set citus.enable_manual_changes_to_shards = on');
@@ -59,7 +62,8 @@ describeCitus('guards as a superuser on a worker shard', () => {
     const w = await citus.worker(worker);
     await w.query('set citus.enable_manual_changes_to_shards = on');
     const { rows } = await admin.query<{ id: string }>(`select get_shard_id_for_distribution_column('settle_private.attempts', $1::text)::text as id`, [op.key]);
-    await expect(w.query(`update settle_private.attempts_${rows[0]?.id} set observation = 'completed', observed_at = now(), settled = true
+    await expect(w.query(`update settle_private.attempts_${rows[0]?.id} set observation = 'completed', observed_at = now(), settled = true,
+                             settled_seq = 2, settled_audit_id = 0, settled_reason = 'forged'
                            where tenant = $1 and key = $2 and attempt = 1`, [op.tenant, op.key]))
       .rejects.toMatchObject({ code: '23503' });
   });

@@ -49,11 +49,16 @@ afterAll(async () => {
 
 const rejection = async (promise: Promise<unknown>): Promise<Error> => mapDatabaseError(await promise.then(() => null, (e: unknown) => e));
 
+/**
+ * A completed operation with one row in settle_private.audit_log: the claim and the settlement
+ * are logged on the attempt row, the conflicting claim writes the row.
+ */
 async function completedOperation(): Promise<{ tenant: string; key: string }> {
   const key = uniqueKey();
   const claimed = await t.app.claim({ tenant: 'acme', key, request: { a: 1 }, binding });
   if (claimed.outcome !== 'acquired') throw new Error('expected acquired');
   await t.app.complete(claimed.attempt, { ok: true });
+  expect(await t.app.claim({ tenant: 'acme', key, request: { a: 2 }, binding })).toMatchObject({ outcome: 'conflict' });
   return { tenant: 'acme', key };
 }
 

@@ -22,6 +22,11 @@ select * from settle.complete(
   binding_generation => 0, result => '{"payment_id": "pay_1"}'
 ) \gset done_
 select is(:'done_outcome'::text, 'settled', 'set-up: pgtap/guard-1 is settled through the API');
+-- A conflicting claim writes a row of settle_private.audit_log (the claim and the settlement
+-- above are logged on the attempt row).
+select outcome as conflict_outcome from settle.claim(
+  tenant => 'pgtap', key => 'guard-1', request => '{"amount": 11}', principal => 'svc-checkout'
+) \gset
 
 select throws_ok(
   $$update settle_private.operations set status = 'unknown' where tenant = 'pgtap' and key = 'guard-1'$$,

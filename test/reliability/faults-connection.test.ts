@@ -44,7 +44,7 @@ async function acquire(c: SettleClient, key: string): Promise<AttemptHandle> {
 async function stored(key: string) {
   const op = await sessions.admin.query(`select status::text, attempt, result, settled_attempt from settle_private.operations where tenant = $1 and key = $2`, [TENANT, key]);
   const settled = await sessions.admin.query(`select count(*)::int as n from settle_private.attempts where tenant = $1 and key = $2 and settled`, [TENANT, key]);
-  const completes = await sessions.admin.query(`select count(*)::int as n from settle_private.audit_log where tenant = $1 and key = $2 and event = 'complete'`, [TENANT, key]);
+  const completes = await sessions.admin.query(`select count(*)::int as n from settle.audit_log where tenant = $1 and key = $2 and event = 'complete'`, [TENANT, key]);
   return { ...op.rows[0], settledAttempts: settled.rows[0].n as number, completeAudits: completes.rows[0].n as number };
 }
 
@@ -129,7 +129,7 @@ describe('connection faults around settle and claim', () => {
     tally.fault('statement_timeout');
     await sessions.locker.query('rollback');
 
-    const claims = await sessions.admin.query(`select count(*)::int as n from settle_private.audit_log where tenant = $1 and key = $2 and event in ('claim', 'expire')`, [TENANT, key]);
+    const claims = await sessions.admin.query(`select count(*)::int as n from settle.audit_log where tenant = $1 and key = $2 and event in ('claim', 'expire')`, [TENANT, key]);
     expect(claims.rows[0].n).toBe(1);
     expect(await stored(key)).toMatchObject({ status: 'running', attempt: 1 });
     const retried = await acquire(c, key);

@@ -86,7 +86,7 @@ describe('worker process faults', () => {
       { attempt: 1, end_reason: 'lease_expired', settled: false },
       { attempt: 2, end_reason: 'observed', settled: true },
     ]);
-    const audit = await admin.query(`select event, outcome, attempt from settle_private.audit_log where tenant = $1 and key = $2 order by audit_id`, [TENANT, key]);
+    const audit = await admin.query(`select event, outcome, attempt from settle.audit_log where tenant = $1 and key = $2 order by seq, audit_id`, [TENANT, key]);
     expect(audit.rows).toEqual(expect.arrayContaining([
       { event: 'claim', outcome: 'acquired', attempt: 1 },
       { event: 'expire', outcome: 'expired', attempt: 1 },

@@ -205,7 +205,7 @@ export async function checkFailover(admin: pg.ClientBase, tenant: string, acked:
     `select key, audit_id::text, prev::text as from, status_after::text as to
        from (select key, audit_id, status_after,
                     lag(status_after) over (partition by key order by audit_id) as prev
-               from settle_private.audit_log where tenant = $1) s
+               from settle.audit_log where tenant = $1) s
       where prev is not null and status_after is not null
         and settle.status_rank(status_after) < settle.status_rank(prev)`,
     [tenant],
