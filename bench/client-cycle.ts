@@ -26,9 +26,10 @@ export async function runClientCycle(
   url: string,
   clients: number,
   length: RunLength,
-  options: { readonly preparedStatements?: boolean } = {},
+  options: { readonly preparedStatements?: boolean; readonly createClient?: typeof createSettleClient } = {},
 ): Promise<ClientCycleResult> {
-  const client = createSettleClient({ ...options, connectionString: url, poolSize: clients });
+  const { createClient = createSettleClient, ...clientOptions } = options;
+  const client = createClient({ ...clientOptions, connectionString: url, poolSize: clients });
   const latencies: number[] = [];
   try {
     // Open the pool's connections before the clock starts, as pgbench does.
