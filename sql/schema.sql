@@ -2262,7 +2262,7 @@ begin
       ), observed as (
         update settle_private.attempts a
            set observation = 'completed', observed_at = v_now, error = null, retryable = null,
-               late_result = null, settled = true,
+               late_result = null, settled = true, settled_as = _observe.attempt,
                ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
                settled_seq = v_seen.seq, settled_audit_id = v_audit_id,
                settled_status_before = v_before, settled_reason = v_res.reason
@@ -2727,6 +2727,7 @@ begin
     when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
       then 'failure_has_error'
     when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
+    when new.settled_as is distinct from case when new.settled then new.attempt end then 'settled_as_is_the_attempt'
     when not ((new.claim_seq is null) = (new.claim_audit_id is null)
               and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
     when not (new.settled = (new.settled_seq is not null) and (new.settled_seq is null) = (new.settled_audit_id is null)
@@ -2952,11 +2953,7 @@ CREATE TABLE settle_private.attempts (
     error jsonb,
     late_result jsonb,
     settled boolean DEFAULT false NOT NULL,
-    settled_as integer GENERATED ALWAYS AS (
-CASE
-    WHEN settled THEN attempt
-    ELSE NULL::integer
-END) STORED,
+    settled_as integer,
     claim_seq bigint,
     claim_audit_id bigint,
     claim_status_before settle.status,

@@ -269,6 +269,7 @@ begin
     when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
       then 'failure_has_error'
     when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
+    when new.settled_as is distinct from case when new.settled then new.attempt end then 'settled_as_is_the_attempt'
     when not ((new.claim_seq is null) = (new.claim_audit_id is null)
               and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
     when not (new.settled = (new.settled_seq is not null) and (new.settled_seq is null) = (new.settled_audit_id is null)

@@ -229,7 +229,7 @@ begin
       ), observed as (
         update settle_private.attempts a
            set observation = 'completed', observed_at = v_now, error = null, retryable = null,
-               late_result = null, settled = true,
+               late_result = null, settled = true, settled_as = _observe.attempt,
                ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
                settled_seq = v_seen.seq, settled_audit_id = v_audit_id,
                settled_status_before = v_before, settled_reason = v_res.reason

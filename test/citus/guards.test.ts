@@ -62,7 +62,7 @@ describeCitus('guards as a superuser on a worker shard', () => {
     const w = await citus.worker(worker);
     await w.query('set citus.enable_manual_changes_to_shards = on');
     const { rows } = await admin.query<{ id: string }>(`select get_shard_id_for_distribution_column('settle_private.attempts', $1::text)::text as id`, [op.key]);
-    await expect(w.query(`update settle_private.attempts_${rows[0]?.id} set observation = 'completed', observed_at = now(), settled = true,
+    await expect(w.query(`update settle_private.attempts_${rows[0]?.id} set observation = 'completed', observed_at = now(), settled = true, settled_as = 1,
                              settled_seq = 2, settled_audit_id = 0, settled_reason = 'forged'
                            where tenant = $1 and key = $2 and attempt = 1`, [op.tenant, op.key]))
       .rejects.toMatchObject({ code: '23503' });

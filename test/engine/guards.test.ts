@@ -48,7 +48,7 @@ describe('guard triggers hold for the superuser', () => {
   it('an attempt the operation does not name cannot be marked the settlement (foreign key, 23503)', async () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
     const ticket = await acquire(app, newOperation('guard-settled-as'));
-    const forge = `update settle_private.attempts set observation = 'completed', observed_at = now(), settled = true,
+    const forge = `update settle_private.attempts set observation = 'completed', observed_at = now(), settled = true, settled_as = 1,
                      settled_seq = 2, settled_audit_id = 0, settled_reason = 'forged' ${WHERE} and attempt = 1`;
     const error = await admin.query(forge, [ticket.tenant, ticket.key]).then(() => null, (e: { code?: string; constraint?: string }) => e);
     expect(error).toMatchObject({ code: '23503', constraint: 'attempts_settlement_is_the_operations' });

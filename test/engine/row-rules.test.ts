@@ -156,6 +156,7 @@ describe('row rules of settle_private.attempts', () => {
     { rule: 'failure_has_error', columns: { observation: `'failed'`, observed_at: 'now()', retryable: 'true' } },
     { rule: 'settled_requires_completion', columns: { observation: `'unknown'`, observed_at: 'now()', settled: 'true' } },
     { rule: 'late_result_only_when_not_settled', columns: { observation: `'unknown'`, observed_at: 'now()', late_result: `'{}'` } },
+    { rule: 'settled_as_is_the_attempt', columns: { settled_as: '1' } },
     { rule: 'claim_log_complete', columns: { claim_seq: '7' } },
     { rule: 'claim_log_complete', columns: { claim_seq: '7', claim_audit_id: '7' } },
     { rule: 'settlement_is_logged', columns: { observation: `'completed'`, observed_at: 'now()', settled: 'true' } },
