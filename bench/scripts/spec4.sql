@@ -3,11 +3,15 @@
 -- triggers and no validation, in two durable transactions like cycle.sql. Each transaction is
 -- ONE statement (data-modifying CTEs), so it costs one round trip, like the engine's
 -- settle.claim and settle.complete calls.
--- Transaction 1 (the claim): the operation row (running, leased, request and fingerprint), its
--- attempt 1 and the claim's audit row. Transaction 2 (the complete): the operation completed
--- with its result and settlement, the attempt's observation and settlement, the complete's
--- audit row. An audit insert depends on the rows before it; when they write nothing, the
--- statement returns no row and \gset aborts the run, as in cycle.sql.
+-- Transaction 1 (the claim): the operation row (running, leased, request and fingerprint) and
+-- its attempt 1, which is also the log of the claim (claim_seq 1, an audit id, the statuses
+-- before and after). Transaction 2 (the complete): the operation completed with its result
+-- and settlement, the attempt's observation and settlement, which is also the log of the
+-- settlement (settled_as, settled_seq 2, an audit id, the status before, the reason). As in
+-- the engine, a settled cycle writes no audit_log row. The audit ids come from the identity
+-- sequence of bench.spec4_audit_log, as the engine's come from audit_log's. Each attempt write
+-- depends on the operation write before it; when that writes nothing, the statement returns
+-- no row and \gset aborts the run, as in cycle.sql.
 \set k random(100000000000, 999999999999)
 WITH req AS (
   SELECT jsonb_build_object('amount', :k::bigint % 10000, 'currency', 'EUR') AS request
@@ -21,15 +25,13 @@ WITH req AS (
          gen_random_uuid(), now() + interval '30 seconds', now(), now()
     FROM req
   RETURNING tenant, key, lease_token
-), att AS (
-  INSERT INTO bench.spec4_attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-  SELECT op.tenant, op.key, 1, op.lease_token, 'pgbench', now() FROM op
-  RETURNING tenant, key, attempt, worker
 )
-INSERT INTO bench.spec4_audit_log (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-SELECT att.tenant, att.key, 1, now(), 'claim', 'acquired', att.attempt, NULL, 'running', att.worker,
-       jsonb_build_object('reserved', true)
-  FROM att
+INSERT INTO bench.spec4_attempts
+  (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
+   claim_status_after)
+SELECT op.tenant, op.key, 1, op.lease_token, 'pgbench', now(), 1, nextval('bench.spec4_audit_log_audit_id_seq'),
+       NULL, 'running'
+  FROM op
 RETURNING attempt \gset
 WITH op AS (
   UPDATE bench.spec4_operations o
@@ -38,15 +40,12 @@ WITH op AS (
          updated_at = now()
    WHERE o.tenant = 'bench' AND o.key = 'op-' || :k::text || '-' || :client_id::text AND o.status = 'running'
   RETURNING o.tenant, o.key, o.settled_attempt
-), att AS (
-  UPDATE bench.spec4_attempts a
-     SET observation = 'completed', observed_at = now(), settled = true, ended_at = now(), end_reason = 'observed'
-    FROM op
-   WHERE a.tenant = op.tenant AND a.key = op.key AND a.attempt = op.settled_attempt
-  RETURNING a.tenant, a.key, a.attempt, a.worker
 )
-INSERT INTO bench.spec4_audit_log (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-SELECT att.tenant, att.key, 2, now(), 'complete', 'settled', att.attempt, 'running', 'completed', att.worker,
-       jsonb_build_object('reason', 'current_attempt')
-  FROM att
-RETURNING outcome AS complete_outcome \gset
+UPDATE bench.spec4_attempts a
+   SET observation = 'completed', observed_at = now(), settled = true, settled_as = op.settled_attempt,
+       ended_at = now(), end_reason = 'observed', settled_seq = 2,
+       settled_audit_id = nextval('bench.spec4_audit_log_audit_id_seq'), settled_status_before = 'running',
+       settled_reason = 'current_attempt'
+  FROM op
+ WHERE a.tenant = op.tenant AND a.key = op.key AND a.attempt = op.settled_attempt
+RETURNING a.settled_reason AS complete_reason \gset

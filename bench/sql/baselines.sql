@@ -52,9 +52,13 @@ create table bench.ledger (
 -- settle_private.operations, attempts and audit_log (00002) with LIKE, so they follow the
 -- engine: same columns, types (settle.status included), NOT NULLs, defaults, identity, primary
 -- keys and the partial indexes of operations; the foreign keys and the fillfactors are added
--- here (LIKE copies neither). LIKE copies no trigger and no RLS; the audit event column is
--- plain text here (the engine's domain settle_private.audit_event carries the validation
--- `event_is_known`). What the engine spends over this baseline is its own overhead, not the
+-- here (LIKE copies neither). LIKE copies no trigger, no row rule and no RLS; the audit event
+-- column is plain text here (the engine's domain settle_private.audit_event carries the
+-- validation `event_is_known`). As in the engine, a settled cycle writes no audit_log row: the
+-- attempt row logs the claim that opened it (claim_*) and the success that settled through it
+-- (settled_*, with settled_as, a plain column the writer sets), their audit ids drawn from
+-- spec4_audit_log's identity sequence; spec4_audit_log stays, empty, so the shapes match the
+-- engine's. What the engine spends over this baseline is its own overhead, not the
 -- specification's.
 create table bench.spec4_operations (like settle_private.operations including defaults including identity including indexes)
   with (fillfactor = 80);

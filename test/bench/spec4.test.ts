@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BENCH_DIR } from '../../bench/database.js';
 import { scriptPath } from '../../bench/measure.js';
 import { locatePgbench, runPgbench } from '../../bench/pgbench.js';
+import { loadScript } from '../../bench/script-runner.js';
 import { verifySpec4 } from '../../bench/verify.js';
 import { withPgClient } from '../../src/db/with-pg-client.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
@@ -12,7 +13,8 @@ import { createTestDatabase, type TestDatabase } from '../../src/testing/index.j
 // The spec4 baseline (bench/sql/baselines.sql, bench/scripts/spec4.sql): the engine tables'
 // shapes (CREATE TABLE ... LIKE, plus the FK and fillfactors) without triggers, RLS or
 // validation, written by plain SQL; its script runs under pgbench exactly as the runner drives
-// it, and its correctness check sees what it wrote.
+// it, and its correctness check sees what it wrote: as in the engine, the attempt row logs the
+// claim and the settlement, and spec4_audit_log stays empty.
 
 const TABLES = ['operations', 'attempts', 'audit_log'] as const;
 const pgbench = locatePgbench();
@@ -103,7 +105,7 @@ describe('spec4 tables', () => {
 });
 
 describe.skipIf(pgbench === undefined)('spec4 script under pgbench', () => {
-  it('writes one completed operation, one settled attempt and two audit rows per transaction, and verifySpec4 agrees', async () => {
+  it('writes one completed operation and one settled attempt that logs the claim and the settlement per transaction, no audit row, and verifySpec4 agrees', async () => {
     const run = await runPgbench({
       pgbench: pgbench as string,
       url: db.url,
@@ -118,28 +120,59 @@ describe.skipIf(pgbench === undefined)('spec4 script under pgbench', () => {
     await withPgClient(db.url, async (c) => {
       const verification = await verifySpec4(c, { processed: 50, maxInFlight: 2 });
       expect(verification.checks.filter((check) => !check.ok)).toEqual([]);
-      expect(verification.counters).toMatchObject({ completed: 50, open: 0 });
-      const audit = await c.query<{ event: string; outcome: string; status_before: string | null; status_after: string; n: string }>(
-        `select event, outcome, status_before::text, status_after::text, count(*)::text as n
-           from bench.spec4_audit_log group by 1, 2, 3, 4 order by 1`,
+      expect(verification.counters).toMatchObject({ completed: 50, open: 0, auditRows: 0 });
+      // The attempt row logs both events of the cycle, as the engine's does (00007, 00009).
+      const logged = await c.query<Record<string, string | null>>(
+        `select claim_seq::text, claim_status_before::text, claim_status_after::text, settled_seq::text,
+                settled_status_before::text, settled_reason, settled_as::text,
+                count(*)::text as n, count(distinct claim_audit_id)::text as claim_ids,
+                count(distinct settled_audit_id)::text as settled_ids,
+                count(*) filter (where settled_audit_id > claim_audit_id)::text as settled_after_claim
+           from bench.spec4_attempts group by 1, 2, 3, 4, 5, 6, 7`,
       );
-      expect(audit.rows).toEqual([
-        { event: 'claim', outcome: 'acquired', status_before: null, status_after: 'running', n: '50' },
-        { event: 'complete', outcome: 'settled', status_before: 'running', status_after: 'completed', n: '50' },
+      expect(logged.rows).toEqual([
+        {
+          claim_seq: '1', claim_status_before: null, claim_status_after: 'running', settled_seq: '2',
+          settled_status_before: 'running', settled_reason: 'current_attempt', settled_as: '1',
+          n: '50', claim_ids: '50', settled_ids: '50', settled_after_claim: '50',
+        },
       ]);
+      const audit = await c.query<{ n: string }>(`select count(*)::text as n from bench.spec4_audit_log`);
+      expect(audit.rows).toEqual([{ n: '0' }]);
       const fingerprints = await c.query<{ ok: boolean }>(
         `select bool_and(fingerprint ~ '^v1:[0-9a-f]{64}$' and lease_token is null and settled_attempt = 1) as ok from bench.spec4_operations`,
       );
       expect(fingerprints.rows[0]?.ok).toBe(true);
 
-      // A broken invariant is reported: an attempt that lost its settlement, an audit row without an operation.
-      await c.query(`update bench.spec4_attempts set settled = false where (tenant, key) = (select tenant, key from bench.spec4_attempts limit 1)`);
+      // A broken invariant is reported: a settlement no longer logged on its attempt, an audit row.
+      await c.query(`update bench.spec4_attempts set settled_reason = null where (tenant, key) = (select tenant, key from bench.spec4_attempts limit 1)`);
       await c.query(`insert into bench.spec4_audit_log (tenant, key, seq, at, event, outcome) values ('bench', 'no-such-op', 1, now(), 'claim', 'acquired')`);
       const broken = await verifySpec4(c, { processed: 50, maxInFlight: 2 });
       expect(broken.checks.filter((check) => !check.ok).map((check) => check.name)).toEqual([
-        'every completed operation: one settled attempt, claim and complete audit rows',
-        'no audit row without its operation',
+        'every completed operation: one settled attempt whose claim and settlement are logged on it',
+        'nothing in spec4_audit_log',
       ]);
+    });
+  });
+
+  it('returns no row, so pgbench aborts, when a transaction writes nothing', async () => {
+    const script = await loadScript('spec4.sql');
+    expect(script.statements.map((st) => st.gset)).toEqual([true, true]);
+    const [claim, complete] = script.statements;
+    await withPgClient(db.url, async (c) => {
+      const values = (st: typeof claim, vars: Record<string, string>): string[] =>
+        (st?.params ?? []).map((p) => vars[p] ?? '');
+      // A complete of a key that was never claimed updates nothing and answers no row.
+      const vars = { k: '100000000001', client_id: '7', attempt: '1' };
+      const none = await c.query({ text: complete?.text ?? '', values: values(complete, vars) });
+      expect(none.rows).toEqual([]);
+      // Claimed and completed once: a second complete finds no running operation.
+      const claimed = await c.query({ text: claim?.text ?? '', values: values(claim, vars) });
+      expect(claimed.rows).toEqual([{ attempt: 1 }]);
+      const settled = await c.query({ text: complete?.text ?? '', values: values(complete, vars) });
+      expect(settled.rows).toEqual([{ complete_reason: 'current_attempt' }]);
+      const again = await c.query({ text: complete?.text ?? '', values: values(complete, vars) });
+      expect(again.rows).toEqual([]);
     });
   });
 });
