@@ -159,7 +159,7 @@ describe('row rules of settle_private.attempts', () => {
     { rule: 'settled_as_is_the_attempt', columns: { settled_as: '1' } },
     { rule: 'claim_log_complete', columns: { claim_seq: '7' } },
     { rule: 'claim_log_complete', columns: { claim_seq: '7', claim_audit_id: '7' } },
-    { rule: 'settlement_is_logged', columns: { observation: `'completed'`, observed_at: 'now()', settled: 'true' } },
+    { rule: 'settlement_is_logged', columns: { observation: `'completed'`, observed_at: 'now()', settled: 'true', settled_as: '2' } },
     { rule: 'settlement_is_logged', columns: { settled_seq: '7', settled_audit_id: '7', settled_reason: `'forged'` } },
   ];
   for (const { rule, columns } of inserts) {
