@@ -93,7 +93,7 @@ describe('Prometheus /metrics of the simulator', () => {
     } finally {
       await endpoint.stop();
     }
-  }, 120_000);
+  }, 240_000);
 
   it('`pg-settle simulate --metrics-port` serves /metrics while the simulator runs', async () => {
     const root = path.resolve(import.meta.dirname, '../..');
@@ -111,7 +111,8 @@ describe('Prometheus /metrics of the simulator', () => {
     child.stdout.resume();
     try {
       // The port is announced on stderr; then scrape until the first outcomes are counted.
-      const deadline = Date.now() + 60_000;
+      // Generous: on a loaded 2-core machine the CLI's start from source (tsx) alone can take tens of seconds.
+      const deadline = Date.now() + 150_000;
       let url: string | undefined;
       let seen: Exposition | undefined;
       while (Date.now() < deadline && seen === undefined) {
@@ -129,5 +130,5 @@ describe('Prometheus /metrics of the simulator', () => {
       child.kill('SIGTERM');
       await exited;
     }
-  }, 120_000);
+  }, 240_000);
 });
