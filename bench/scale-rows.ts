@@ -6,7 +6,7 @@ import pg from 'pg';
  * million settle.claim calls), yet holding every constraint and trigger of the engine:
  * the insert guard only admits unsettled rows, so each record is an operation whose first
  * attempt's lease lapsed (status `pending`, attempt 1, no lease), with its ended attempt
- * (`lease_expired`) and its two audit rows (claim acquired, expire expired) — a state the
+ * (`lease_expired`, which logs its acquiring claim) and its audit row (expire expired) — a state the
  * engine itself produces, reached without a single UPDATE. The foreign-key check of the attempts
  * is skipped during the load (session_replication_role = replica; it holds by construction).
  *
@@ -70,18 +70,16 @@ select 'bench', ${KEY}, f.fingerprint, f.request, 'bench-app', array['payments.w
 
 const INSERT_ATTEMPTS = `
 insert into settle_private.attempts
-  (tenant, key, attempt, lease_token, worker, claimed_at, ended_at, end_reason)
+  (tenant, key, attempt, lease_token, worker, claimed_at, ended_at, end_reason, claim_seq, claim_audit_id,
+   claim_status_before, claim_status_after)
 select 'bench', ${KEY}, 1, md5(i::text)::uuid, 'seed', now() - interval '1 day',
-       now() - interval '1 day' + interval '30 seconds', 'lease_expired'
+       now() - interval '1 day' + interval '30 seconds', 'lease_expired', 1,
+       nextval('settle_private.audit_log_audit_id_seq'), null, 'running'
   from ${SERIES}`;
 
 const INSERT_AUDIT = `
 insert into settle_private.audit_log
   (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
-select 'bench', ${KEY}, case when s.expired then 2 else 1 end, now() - interval '1 day' + case when s.expired then interval '30 seconds' else interval '0' end,
-       case when s.expired then 'expire' else 'claim' end, case when s.expired then 'expired' else 'acquired' end, 1,
-       case when s.expired then 'running'::settle.status end,
-       case when s.expired then 'pending'::settle.status else 'running'::settle.status end, 'seed',
-       case when s.expired then null else jsonb_build_object('reserved', true) end
-  from generate_series(2 * $1::bigint, 2 * $2::bigint + 1) as j,
-       lateral (select j / 2 as i, j % 2 = 1 as expired) as s`;
+select 'bench', ${KEY}, 2, now() - interval '1 day' + interval '30 seconds', 'expire', 'expired', 1,
+       'running', 'pending', 'seed', null
+  from ${SERIES}`;

@@ -13,10 +13,13 @@ export function check(name: string, ok: boolean, detail: string): Check {
   return { name, ok, detail };
 }
 
-/** Audit outcome counts for one tenant, keyed `event:outcome` (e.g. `claim:acquired`). */
+/**
+ * Audit outcome counts for one tenant, keyed `event:outcome` (e.g. `claim:acquired`), from the
+ * trail as settle.audit_log shows it (audit rows and the events logged on attempt rows).
+ */
 export async function auditOutcomes(db: pg.Client, tenant: string): Promise<Record<string, number>> {
   const rows = await db.query<{ event: string; outcome: string; n: string }>(
-    `select event, outcome, count(*)::text as n from settle_private.audit_log
+    `select event, outcome, count(*)::text as n from settle.audit_log
       where tenant = $1 and actor is distinct from 'seed' and actor is distinct from 'setup'
       group by 1, 2 order by 1, 2`,
     [tenant],
@@ -110,7 +113,7 @@ export async function verifyHotkey(db: pg.Client): Promise<{ counters: Record<st
          from settle_private.operations o,
               lateral (select count(*) as attempts, count(*) filter (where a.settled) as settled
                          from settle_private.attempts a where a.tenant = o.tenant and a.key = o.key) a,
-              lateral (select count(*) as acquired from settle_private.audit_log l
+              lateral (select count(*) as acquired from settle.audit_log l
                         where l.tenant = o.tenant and l.key = o.key and l.event = 'claim' and l.outcome = 'acquired') l
         where o.tenant = 'hot'`,
     )

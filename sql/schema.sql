@@ -227,17 +227,20 @@ begin
   -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
   -- before the verdict is checked. Most claims of an existing key (replays, retries,
   -- duplicates) are decided on this plain read; only a missing key tries the insert.
-  select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
-                            where b.role_name = session_user::text and not (claim.tenant = any (b.tenants))) then -1
-              else coalesce((select f.below_generation from settle_private.binding_floors f
-                              where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
-         (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op,
+  select s.verdict, s.op,
          -- The place of a first claim in the key's history (as settle_private._next_seq
          -- numbers it, 00006; a key without operation has no attempts, but may have audit rows:
-         -- a purge tombstone, refused calls).
-         (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-           where l.tenant = claim.tenant and l.key = claim.key) as seq
-    into v_seen;
+         -- a purge tombstone, refused calls). Read only for a missing key: a replay does not
+         -- pay for it.
+         case when s.op is null then (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+                                       where l.tenant = claim.tenant and l.key = claim.key) end as seq
+    into v_seen
+    from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+                                    where b.role_name = session_user::text and not (claim.tenant = any (b.tenants))) then -1
+                      else coalesce((select f.below_generation from settle_private.binding_floors f
+                                      where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
+                 (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op
+          offset 0) s;
   v_floor := v_seen.verdict;
   if v_floor < 0 then
     perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
@@ -260,9 +263,8 @@ begin
 
   if not v_fresh then
     v_token := gen_random_uuid();
-    -- First claim: the reservation lock, then attempt 1 and its audit row in one statement.
-    -- Two sessions racing on a new key: the loser waits here for the winner to commit, inserts
-    -- nothing, then joins below.
+    -- First claim: the reservation lock, then attempt 1. Two sessions racing on a new key: the
+    -- loser waits here for the winner to commit, inserts nothing, then joins below.
     insert into settle_private.operations as o
       (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
        max_attempts, lease_token, lease_expires_at, created_at, updated_at)
@@ -2466,10 +2468,10 @@ $$;
 ALTER FUNCTION settle_private._rank(status settle.status) OWNER TO settle_owner;
 
 --
--- Name: _record_observation(text, text, integer, settle.status, timestamp with time zone, jsonb, boolean, jsonb, boolean); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+-- Name: _record_observation(text, text, integer, settle.status, timestamp with time zone, jsonb, boolean, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb DEFAULT NULL::jsonb, retryable boolean DEFAULT NULL::boolean, late_result jsonb DEFAULT NULL::jsonb, settled boolean DEFAULT false) RETURNS integer
+CREATE FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb DEFAULT NULL::jsonb, retryable boolean DEFAULT NULL::boolean, late_result jsonb DEFAULT NULL::jsonb) RETURNS integer
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -2479,7 +2481,7 @@ begin
   update settle_private.attempts a
      set observation = _record_observation.observation, observed_at = _record_observation.at,
          error = _record_observation.error, retryable = _record_observation.retryable,
-         late_result = _record_observation.late_result, settled = _record_observation.settled,
+         late_result = _record_observation.late_result,
          ended_at = coalesce(a.ended_at, _record_observation.at), end_reason = coalesce(a.end_reason, 'observed')
    where a.tenant = _record_observation.tenant and a.key = _record_observation.key
      and a.attempt = _record_observation.attempt;
@@ -2488,7 +2490,7 @@ begin
 end
 $$;
 
-ALTER FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb, settled boolean) OWNER TO settle_owner;
+ALTER FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb) OWNER TO settle_owner;
 
 --
 -- Name: _refuse_tenant(text, text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -4029,10 +4031,10 @@ REVOKE ALL ON FUNCTION settle_private._raise_row_rule(rule text, relation text, 
 REVOKE ALL ON FUNCTION settle_private._rank(status settle.status) FROM PUBLIC;
 
 --
--- Name: FUNCTION _record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb, settled boolean); Type: ACL; Schema: settle_private; Owner: settle_owner
+-- Name: FUNCTION _record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb, settled boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _refuse_tenant(tenant text, key text, call text); Type: ACL; Schema: settle_private; Owner: settle_owner

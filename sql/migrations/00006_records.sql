@@ -6,7 +6,8 @@
 --   _audit              append one audit row, in the caller's transaction;
 --   _lock_diff          which parts of the reservation lock a caller presented differently;
 --   _fence_reason       why an attempt that no longer holds the lease is fenced;
---   _record_observation write an attempt's observation and stamp its end (once);
+--   _record_observation write an attempt's observation that does not settle, and stamp its
+--                       end (once);
 --   _end_attempt        end an attempt without an observation (expiry, exhaustion, settled
 --                       by another attempt).
 -- They are PL/pgSQL (plans cached per session) or inlinable SQL, never non-inlinable SQL
@@ -125,13 +126,13 @@ as $$
     else 'lease_released' end
 $$;
 
--- Write an attempt's observation (the guard trigger refuses a second terminal one) and stamp
--- its end with reason `observed` unless it already ended (expired or superseded before it
--- reported).
+-- Write an attempt's observation that does not settle (the guard trigger refuses a second
+-- terminal one) and stamp its end with reason `observed` unless it already ended (expired or
+-- superseded before it reported). The settling success is written by settle.complete's own
+-- statement (00009), with its log.
 create function settle_private._record_observation(
   tenant text, key text, attempt integer, observation settle.status, at timestamptz,
-  error jsonb default null, retryable boolean default null, late_result jsonb default null,
-  settled boolean default false)
+  error jsonb default null, retryable boolean default null, late_result jsonb default null)
 returns integer
 language plpgsql
 set search_path = pg_catalog, pg_temp
@@ -142,7 +143,7 @@ begin
   update settle_private.attempts a
      set observation = _record_observation.observation, observed_at = _record_observation.at,
          error = _record_observation.error, retryable = _record_observation.retryable,
-         late_result = _record_observation.late_result, settled = _record_observation.settled,
+         late_result = _record_observation.late_result,
          ended_at = coalesce(a.ended_at, _record_observation.at), end_reason = coalesce(a.end_reason, 'observed')
    where a.tenant = _record_observation.tenant and a.key = _record_observation.key
      and a.attempt = _record_observation.attempt;

@@ -81,17 +81,20 @@ begin
   -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
   -- before the verdict is checked. Most claims of an existing key (replays, retries,
   -- duplicates) are decided on this plain read; only a missing key tries the insert.
-  select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
-                            where b.role_name = session_user::text and not (claim.tenant = any (b.tenants))) then -1
-              else coalesce((select f.below_generation from settle_private.binding_floors f
-                              where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
-         (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op,
+  select s.verdict, s.op,
          -- The place of a first claim in the key's history (as settle_private._next_seq
          -- numbers it, 00006; a key without operation has no attempts, but may have audit rows:
-         -- a purge tombstone, refused calls).
-         (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-           where l.tenant = claim.tenant and l.key = claim.key) as seq
-    into v_seen;
+         -- a purge tombstone, refused calls). Read only for a missing key: a replay does not
+         -- pay for it.
+         case when s.op is null then (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+                                       where l.tenant = claim.tenant and l.key = claim.key) end as seq
+    into v_seen
+    from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+                                    where b.role_name = session_user::text and not (claim.tenant = any (b.tenants))) then -1
+                      else coalesce((select f.below_generation from settle_private.binding_floors f
+                                      where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
+                 (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op
+          offset 0) s;
   v_floor := v_seen.verdict;
   if v_floor < 0 then
     perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
@@ -114,9 +117,8 @@ begin
 
   if not v_fresh then
     v_token := gen_random_uuid();
-    -- First claim: the reservation lock, then attempt 1 and its audit row in one statement.
-    -- Two sessions racing on a new key: the loser waits here for the winner to commit, inserts
-    -- nothing, then joins below.
+    -- First claim: the reservation lock, then attempt 1. Two sessions racing on a new key: the
+    -- loser waits here for the winner to commit, inserts nothing, then joins below.
     insert into settle_private.operations as o
       (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
        max_attempts, lease_token, lease_expires_at, created_at, updated_at)
