@@ -244,9 +244,9 @@ export const MUTANTS: readonly Mutant[] = [
       },
       {
         file: CLAIM,
-        find: `              else coalesce((select f.below_generation from settle_private.binding_floors f
-                              where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,`,
-        replace: `              else 0 end as verdict,`,
+        find: `                      else coalesce((select f.below_generation from settle_private.binding_floors f
+                                      where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,`,
+        replace: `                      else 0 end as verdict,`,
       },
       {
         file: MERGE,
