@@ -55,6 +55,36 @@ async function migratedPair(synchronous: boolean): Promise<ReplicationPair> {
   return pair;
 }
 
+/**
+ * Cancels the client backend matching `match` once it waits for the standby (wait_event
+ * SyncRep). Fails, naming what every client backend of the primary was doing, when the call
+ * returned without waiting (`returned()`) or no such wait came within 60 s: never a silent hang.
+ */
+async function cancelOnceWaitingForStandby(
+  admin: pg.Client, match: { applicationName?: string; pid?: number }, returned: () => boolean, what: string,
+): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const { rows } = await admin.query<{ pid: number }>(
+      `select pid from pg_stat_activity where wait_event = 'SyncRep' and (application_name = $1 or pid = $2)`,
+      [match.applicationName ?? null, match.pid ?? null],
+    );
+    if (rows[0] !== undefined) {
+      await admin.query('select pg_cancel_backend($1)', [rows[0].pid]);
+      return;
+    }
+    if (returned() || Date.now() > deadline) {
+      const { rows: backends } = await admin.query(
+        `select pid, application_name, state, wait_event_type, wait_event, left(query, 160) as query
+           from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid()`,
+      );
+      throw new Error(`${what}: ${returned() ? 'returned before it waited for the standby' : 'no wait for the standby within 60 s'}; `
+        + `backends: ${JSON.stringify(backends)}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 async function connect(url: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: url });
   client.on('error', () => {});
@@ -190,16 +220,8 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
     // client must answer `unknown` with the local record, never `completed`.
     const typedKey = 'cancelled-commit-typed';
     const typed = createSettleClient({ connectionString: roleUrl(pair.primary.url(DB), 'failover-typed-client'), poolSize: 2 });
-    const cancelTyped = (async () => {
-      for (;;) {
-        const { rows } = await admin.query<{ pid: number }>(
-          `select pid from pg_stat_activity where application_name = 'failover-typed-client' and wait_event = 'SyncRep'`,
-        );
-        if (rows[0] !== undefined) return admin.query('select pg_cancel_backend($1)', [rows[0].pid]);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    })();
-    const typedOutcome = await typed.run(
+    let typedReturned = false;
+    const typedRun = typed.run(
       {
         tenant,
         key: typedKey,
@@ -211,15 +233,24 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
         await detachStandby(pair.standby);
         return { receipt: 'never-acknowledged-typed' };
       },
-    );
-    await cancelTyped;
-    await typed.end();
+    ).finally(() => {
+      typedReturned = true;
+    });
+    const [typedOutcome] = await Promise.all([
+      typedRun,
+      cancelOnceWaitingForStandby(admin, { applicationName: 'failover-typed-client' }, () => typedReturned, "the typed client's complete"),
+    ]);
+    await Promise.race([
+      typed.end(),
+      new Promise((_, reject) => setTimeout(() => reject(new Error("the typed client's pool did not end within 30 s (a connection still checked out?)")), 30_000).unref()),
+    ]);
     expect(typedOutcome).toMatchObject({ outcome: 'unknown', attempt: 1, record: { status: 'completed', settledAttempt: 1 } });
     expect(typedOutcome.outcome === 'unknown' ? typedOutcome.cause : undefined).toBeInstanceOf(SettleCommitUnconfirmedError);
 
     // No standby: the commit of complete waits for standby1 forever, until cancelled.
     await detachStandby(pair.standby);
     const appPid = (await app.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]?.pid;
+    let answered = false;
     const answer = settleCall<{ outcome: string; result_text: string }>(
       app,
       `select outcome, result::text as result_text from settle.complete(tenant => $1, key => $2, attempt => $3,
@@ -227,16 +258,10 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
          result => $9::jsonb)`,
       [tenant, key, ticket.attempt, ticket.lease_token, ticket.fingerprint, BINDING.principal, BINDING.scopes,
         BINDING.binding_generation, JSON.stringify({ receipt: 'never-acknowledged' })],
-    );
-    for (;;) {
-      const { rows } = await admin.query<{ n: number }>(
-        `select count(*)::int as n from pg_stat_activity where pid = $1 and wait_event = 'SyncRep'`,
-        [appPid],
-      );
-      if (rows[0]?.n === 1) break;
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    await admin.query('select pg_cancel_backend($1)', [appPid]);
+    ).finally(() => {
+      answered = true;
+    });
+    await cancelOnceWaitingForStandby(admin, { pid: appPid }, () => answered, 'settle.complete from psql');
     const cancelled = await answer;
 
     // PostgreSQL returns the row (the engine said `settled`) with a WARNING: committed locally only.
