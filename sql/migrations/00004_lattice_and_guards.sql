@@ -60,25 +60,31 @@ Locking: none. Idempotency: pure (IMMUTABLE).';
 -- failure (it reported unknown, presented a mismatched success, succeeded, or its lease lapsed
 -- or is still held without an observation). Read by the lattice guard when a status would move
 -- to `failed` or back down from it, and by the engine when an attempt budget is spent.
+-- PL/pgSQL, not SQL: on Citus a SQL function with parameters that reads a distributed table
+-- cannot be planned ("could not create distributed plan"), and these run in a shard's trigger.
 create function settle_private._may_have_taken_effect(tenant text, key text)
 returns boolean
-language sql
+language plpgsql
 stable
 as $$
-  select exists (select 1 from settle_private.attempts a
+begin
+  return exists (select 1 from settle_private.attempts a
                   where a.tenant = _may_have_taken_effect.tenant and a.key = _may_have_taken_effect.key
-                    and a.observation is distinct from 'failed')
+                    and a.observation is distinct from 'failed');
+end
 $$;
 
 -- Whether an attempt of (tenant, key) recorded a final (non-retryable) failure.
 create function settle_private._has_final_failure(tenant text, key text)
 returns boolean
-language sql
+language plpgsql
 stable
 as $$
-  select exists (select 1 from settle_private.attempts a
+begin
+  return exists (select 1 from settle_private.attempts a
                   where a.tenant = _has_final_failure.tenant and a.key = _has_final_failure.key
-                    and a.observation = 'failed' and a.retryable is false)
+                    and a.observation = 'failed' and a.retryable is false);
+end
 $$;
 
 -- The guard of settle_private.operations, for INSERT (trigger _100_guard_insert) and UPDATE

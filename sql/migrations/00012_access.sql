@@ -310,7 +310,8 @@ begin
   insert into settle_private.tenant_bindings as b (role_name, tenants, bound_at, updated_at)
   values (grant_tenant.role, array[grant_tenant.tenant], v_now, v_now)
   on conflict on constraint tenant_bindings_pkey do update
-     set tenants = array(select distinct t from unnest(b.tenants || excluded.tenants) as t order by 1),
+     -- A function, not a subquery: Citus refuses subqueries in an INSERT (a reference table there).
+     set tenants = settle_private._sort_scopes(b.tenants || excluded.tenants),
          updated_at = excluded.updated_at
   returning b.tenants into v_tenants;
   insert into settle_private.admin_log (at, event, actor, detail)

@@ -43,27 +43,31 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
     expect(reference.rows.map((r) => r.rel)).toEqual(['settle_private.admin_log', 'settle_private.binding_floors', 'settle_private.tenant_bindings']);
   });
 
-  it('distributes every engine function; each one with a key argument is delegated by it', async () => {
+  it('distributes every engine function; the STRICT hot path is delegated by key, every other function runs where it is called', async () => {
     const c = await citus.coordinator();
-    const { rows } = await c.query<{ fn: string; distributed: boolean; arg: string | null; keyed: boolean; colocated: boolean }>(`
+    const { rows } = await c.query<{ fn: string; distributed: boolean; arg: string | null; keyed: boolean; colocated: boolean; strict: boolean }>(`
       select p.oid::regprocedure::text as fn,
              o.objid is not null as distributed,
              p.proargnames[o.distribution_argument_index + 1] as arg,
              'key' = any (coalesce(p.proargnames, '{}')) as keyed,
              o.colocationid = (select colocationid from pg_dist_partition
-                                where logicalrelid = 'settle_private.operations'::regclass) as colocated
+                                where logicalrelid = 'settle_private.operations'::regclass) as colocated,
+             p.proisstrict as strict
         from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         left join pg_dist_object o on o.classid = 'pg_proc'::regclass and o.objid = p.oid
        where n.nspname in ('settle', 'settle_private') and p.prokind = 'f'
        order by 1`);
     expect(rows.length).toBeGreaterThan(20);
     expect(rows.filter((r) => !r.distributed).map((r) => r.fn)).toEqual([]);
-    for (const r of rows) {
-      if (r.keyed) expect({ fn: r.fn, arg: r.arg, colocated: r.colocated }).toEqual({ fn: r.fn, arg: 'key', colocated: true });
-      else expect({ fn: r.fn, arg: r.arg }).toEqual({ fn: r.fn, arg: null });
-    }
-    const api = rows.filter((r) => r.fn.startsWith('settle.') && r.keyed).map((r) => r.fn.replace(/\(.*/, ''));
-    expect(api).toEqual(expect.arrayContaining(['settle.claim', 'settle.heartbeat', 'settle.complete', 'settle.fail', 'settle.report_unknown', 'settle.get', 'settle.redrive']));
+    const delegated = rows.filter((r) => r.arg !== null);
+    expect(delegated.map((r) => r.fn.replace(/\(.*/, '')).sort()).toEqual([
+      'settle._claim', 'settle.complete', 'settle.fail', 'settle.get', 'settle.heartbeat', 'settle.report_unknown',
+      'settle_private._expire_key', 'settle_private._purge_key',
+    ]);
+    for (const r of delegated) expect({ fn: r.fn, arg: r.arg, colocated: r.colocated, strict: r.strict }).toEqual({ fn: r.fn, arg: 'key', colocated: true, strict: true });
+    // inspect, redrive and the private helpers keep their key argument but are never routed by it.
+    expect(rows.filter((r) => r.keyed && r.arg === null).map((r) => r.fn.replace(/\(.*/, ''))).toEqual(
+      expect.arrayContaining(['settle.claim', 'settle.inspect', 'settle.redrive', 'settle_private.claim']));
   });
 
   it("every worker's function ACLs equal the coordinator's, and PUBLIC executes nothing anywhere", async () => {
@@ -79,8 +83,8 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
         select p.oid::regprocedure::text as fn from pg_proc p join pg_namespace n on n.oid = p.pronamespace
          where n.nspname in ('settle', 'settle_private') and has_function_privilege('settle_citus_app', p.oid, 'execute')
          order by 1`);
-      expect(rows.map((r) => r.fn.replace(/\(.*/, ''))).toEqual([
-        'settle.claim', 'settle.complete', 'settle.fail', 'settle.fingerprint', 'settle.get', 'settle.heartbeat',
+      expect(rows.map((r) => r.fn.replace(/\(.*/, '')).sort()).toEqual([
+        'settle._claim', 'settle.claim', 'settle.complete', 'settle.fail', 'settle.fingerprint', 'settle.get', 'settle.heartbeat',
         'settle.report_unknown', 'settle.status_rank',
       ].filter((f) => expected.some((e) => e.fn.startsWith(`${f}(`))).sort());
     }
