@@ -290,6 +290,25 @@ begin
 end
 $$;
 
+-- Citus re-creates a replaced view on the workers without its grants: re-issue every view's
+-- grants from the coordinator (GRANT on a view reaches every node).
+do $$
+declare
+  v_grant record;
+begin
+  for v_grant in
+    select distinct c.relname, a.grantee::regrole::text as grantee
+      from pg_catalog.pg_class c
+      join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+      cross join lateral pg_catalog.aclexplode(c.relacl) a
+     where n.nspname = 'settle' and c.relkind = 'v' and a.grantee <> 0 and a.grantee <> c.relowner
+       and a.privilege_type = 'SELECT'
+  loop
+    execute pg_catalog.format('grant select on settle.%I to %I', v_grant.relname, v_grant.grantee);
+  end loop;
+end
+$$;
+
 -- Nothing on settle_private for the callers (earlier versions of this script granted the readers
 -- SELECT on the private tables with a permissive row policy: taken back).
 do $$

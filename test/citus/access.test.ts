@@ -60,7 +60,7 @@ describeCitus('tenant binding and isolation on Citus', () => {
       for (let i = 0; i < 6; i++) {
         const t = await acquire(app, newOperation(`iso-${i}`, { tenant, request: { iban: `DE${i}${tenant}` }, max_attempts: 1 }));
         if (i % 2 === 0) await complete(app, t, { paid: tenant });
-        else await fail(app, t, { code: 'declined' }, false);
+        else await fail(app, t, { code: 'declined' }, true); // retryable, but its only attempt: a dead letter
       }
     }
     await su.query('select settle.grant_tenant($1, $2)', [reader, mine]);
