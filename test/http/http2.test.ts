@@ -3,7 +3,7 @@
 // client. Express 5 does not serve HTTP/2 itself (docs/http.md, "Fastify").
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { idempotency } from '../../src/http/fastify.js';
 import { type HttpTestContext, newKey, setupHttpTest, until } from './support.js';
@@ -29,16 +29,18 @@ function post(session: http2.ClientHttp2Session, path: string, key: string, json
   });
 }
 
+const makeApp = () => Fastify({ http2: true });
+
 describe('fastify over HTTP/2', () => {
   let ctx: HttpTestContext;
-  let app: FastifyInstance;
+  let app: ReturnType<typeof makeApp>;
   let session: http2.ClientHttp2Session;
   const afterResponse: unknown[] = [];
   let orders = 0;
 
   beforeAll(async () => {
     ctx = await setupHttpTest('http_http2');
-    app = Fastify({ http2: true });
+    app = makeApp();
     await app.register(idempotency, {
       settle: ctx.settle,
       binding: () => ({ tenant: 'acme', principal: 'alice', generation: 1 }),
