@@ -614,12 +614,14 @@ begin
   if name is null then
     perform settle_private._raise('SE008', 'name must not be null', jsonb_build_object('field', 'name'), null);
   end if;
-  -- Wait for processes of this consumer that hold a lane in an open transaction.
-  perform 1 from settle_private.feed_lanes l where l.consumer = drop_consumer.name for update;
-  delete from settle_private.feed_consumers c where c.name = drop_consumer.name returning * into v_c;
+  select * into v_c from settle_private.feed_consumers c where c.name = drop_consumer.name for update;
   if not found then
     return false;
   end if;
+  perform settle_private._feed_check_admin('drop_consumer', v_c.tenants, v_c.name);
+  -- Wait for processes of this consumer that hold a lane in an open transaction.
+  perform 1 from settle_private.feed_lanes l where l.consumer = drop_consumer.name for update;
+  delete from settle_private.feed_consumers c where c.name = drop_consumer.name;
   insert into settle_private.admin_log (at, event, actor, detail)
   values (clock_timestamp(), 'drop_consumer', session_user::text,
           jsonb_build_object('consumer', v_c.name, 'tenants', v_c.tenants, 'lanes', v_c.lanes));
@@ -636,7 +638,7 @@ ALTER FUNCTION settle.drop_consumer(name text) OWNER TO settle_owner;
 COMMENT ON FUNCTION settle.drop_consumer(name text) IS 'Drop a feed consumer and its positions: the events only it had not acknowledged become trimmable (settle.trim_feed).
 Parameters: name.
 Outcomes: true when it existed, false otherwise. Logged in settle.admin_log.
-SQLSTATEs: SE008 (name NULL).
+SQLSTATEs: SE008 (name NULL), SE019 (a tenant-bound login and a consumer beyond its tenants).
 Locking: waits for its lanes (a process holding one in an open transaction). Idempotency: a repeat returns false.';
 
 --
@@ -1406,6 +1408,7 @@ begin
     end loop;
     tenants := array(select distinct u from unnest(tenants) u order by u);
   end if;
+  perform settle_private._feed_check_admin('register_consumer', register_consumer.tenants, register_consumer.name);
 
   select * into v_c from settle_private.feed_consumers c where c.name = register_consumer.name for update;
   if found then
@@ -1443,7 +1446,7 @@ ALTER FUNCTION settle.register_consumer(name text, tenants text[], lanes integer
 COMMENT ON FUNCTION settle.register_consumer(name text, tenants text[], lanes integer, start_at text) IS 'Register a named feed consumer with its own position per lane.
 Parameters: name (1-128 bytes, same rules as a key); tenants (NULL: every tenant; else the only tenants it receives: a tenant-bound login role may read only a consumer whose tenants it holds); lanes (1-64, default 1: the consumer''s processes share the work lane by lane, a key''s events stay in one lane); start_at latest (default: events from now on) or earliest (every event still retained).
 Outcomes: the consumer (created true), or the existing one when it is registered already with the same tenants and lanes (created false). Logged in settle.admin_log.
-SQLSTATEs: SE001 (a tenant), SE008 (name, lanes, start_at, empty tenants), SE041 (exists with another definition).
+SQLSTATEs: SE001 (a tenant), SE008 (name, lanes, start_at, empty tenants), SE019 (a tenant-bound login registering beyond its tenants), SE041 (exists with another definition).
 Locking: the consumer row. Idempotency: repeating the same registration returns the existing consumer.';
 
 --
@@ -1494,6 +1497,7 @@ begin
     perform settle_private._raise('SE008', 'dry_run must not be null', jsonb_build_object('field', 'dry_run'), null);
   end if;
   v_c := settle_private._feed_consumer(reset_consumer.name);
+  perform settle_private._feed_check_admin('reset_consumer', v_c.tenants, v_c.name);
   if to_time is null then
     v_xid := v_horizon;
     v_id := 0;
@@ -1543,7 +1547,7 @@ ALTER FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone
 COMMENT ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) IS 'Move every lane of a consumer to a new position: re-deliver retained events, or skip a backlog.
 Parameters: name; to_time (NULL, default: skip to now, everything committed is passed over; a time: deliver again every retained event from the first one written at or after it, in feed order; ''-infinity'': every retained event); dry_run (default false: only report).
 Outcomes: one row per lane (settle.feed_reset): positions before and after, events the lane will deliver, applied. Leases are cleared: a process still holding one is fenced at its next ack (SE042). Logged in settle.admin_log.
-SQLSTATEs: SE008 (dry_run NULL), SE040 (no such consumer).
+SQLSTATEs: SE008 (dry_run NULL), SE019 (a tenant-bound login and a consumer beyond its tenants), SE040 (no such consumer).
 Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction. Idempotency: repeating it moves to the same position (when no event was written in between).';
 
 --
@@ -1719,6 +1723,9 @@ declare
   v_count integer;
 begin
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('trim_feed', '{}'::jsonb);
+  end if;
   -- The lowest position of any lane of any consumer; with no consumer, the horizon. An event
   -- at or below it has been acknowledged by every registered consumer.
   select l.position_xid, l.position_id into v_floor from settle_private.feed_lanes l
@@ -1747,7 +1754,7 @@ ALTER FUNCTION settle.trim_feed(batch_size integer) OWNER TO settle_owner;
 COMMENT ON FUNCTION settle.trim_feed(batch_size integer) IS 'Feed retention: delete events every registered consumer has acknowledged (at or below the lowest lane position); with no consumer registered, every event below the horizon.
 Parameters: batch_size (1-100000, default 10000); call again while it returns a full batch.
 Outcomes: the number of events deleted. An event a registered consumer has not acknowledged is never deleted, by this or by settle.purge (which deletes operations, never feed events).
-SQLSTATEs: SE008 (batch_size).
+SQLSTATEs: SE008 (batch_size), SE019 (a tenant-bound login: retention is engine-wide).
 Locking: shares the lowest lane row while it deletes (a reset waits). Idempotency: safe to repeat and to run concurrently.';
 
 --
@@ -2317,6 +2324,25 @@ $$;
 ALTER FUNCTION settle_private._expiry(at timestamp with time zone, d interval) OWNER TO settle_owner;
 
 --
+-- Name: _feed_check_admin(text, text[], text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_check_admin(call text, tenants text[], consumer text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_bound text[] := settle_private._visible_tenants();
+begin
+  if v_bound is not null and (tenants is null or not (tenants <@ v_bound)) then
+    perform settle_private._refuse_bound(call, jsonb_build_object('consumer', consumer));
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._feed_check_admin(call text, tenants text[], consumer text) OWNER TO settle_owner;
+
+--
 -- Name: feed_consumers; Type: TABLE; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2348,10 +2374,9 @@ CREATE FUNCTION settle_private._feed_check_tenants(c settle_private.feed_consume
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-  v_bound text[];
+  v_bound text[] := settle_private._visible_tenants();
 begin
-  select b.tenants into v_bound from settle_private.tenant_bindings b where b.role_name = session_user::text;
-  if found and (c.tenants is null or not (c.tenants <@ v_bound)) then
+  if v_bound is not null and (c.tenants is null or not (c.tenants <@ v_bound)) then
     raise log 'pg-settle audit: %', jsonb_build_object('event', 'tenant_refused', 'call', 'feed',
       'role', session_user::text, 'consumer', c.name, 'at', clock_timestamp());
     perform settle_private._raise('SE013', 'tenant not granted to this role',
@@ -2436,8 +2461,8 @@ CREATE FUNCTION settle_private._feed_lag() RETURNS TABLE(consumer text, tenants 
        where (e.position_xid, e.event_id) > (l.position_xid, l.position_id)
          and settle_private._feed_in_lane(e.lane_hash, e.tenant, c.lanes, l.lane, c.tenants)
        order by e.position_xid, e.event_id limit 1) o on true
-   where (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
-      or c.tenants <@ (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)
+   where (select settle_private._visible_tenants()) is null
+      or c.tenants <@ (select settle_private._visible_tenants())
 $$;
 
 ALTER FUNCTION settle_private._feed_lag() OWNER TO settle_owner;
@@ -2457,10 +2482,13 @@ CREATE FUNCTION settle_private._feed_metrics() RETURNS TABLE(feed_consumers bigi
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET jit TO 'off'
     AS $$
-  select (select count(*) from settle_private.feed_consumers),
+  select (select count(*) from settle_private._feed_lag() f where f.lane = 0),
          coalesce((select max(f.lag_events) from settle_private._feed_lag() f), 0),
          coalesce((select max(f.lag_seconds) from settle_private._feed_lag() f), 0),
-         (select count(*) from (select 1 from settle_private.feed_events limit 1000000) n)
+         (select count(*) from (select 1 from settle_private.feed_events e
+                                 where (select settle_private._visible_tenants()) is null
+                                    or e.tenant = any ((select settle_private._visible_tenants())::text[])
+                                 limit 1000000) n)
 $$;
 
 ALTER FUNCTION settle_private._feed_metrics() OWNER TO settle_owner;
@@ -5008,6 +5036,12 @@ REVOKE ALL ON FUNCTION settle_private._expire_key(tenant text, key text, as_of t
 --
 
 REVOKE ALL ON FUNCTION settle_private._expiry(at timestamp with time zone, d interval) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_check_admin(call text, tenants text[], consumer text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_check_admin(call text, tenants text[], consumer text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _feed_check_tenants(c settle_private.feed_consumers); Type: ACL; Schema: settle_private; Owner: settle_owner
