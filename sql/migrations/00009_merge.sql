@@ -83,7 +83,9 @@ begin
   -- on the row or making the lease holder wait (issue 18 §3). An attempt's token never changes,
   -- so the snapshot this statement reads it from cannot be stale.
   with a as materialized (
-    select case when settle_private._tenant_ok(_observe.tenant) then 0 else -1 end as verdict,
+    select case when exists (select 1 from settle_private.tenant_bindings r
+                              where r.role_name = session_user::text and not (_observe.tenant = any (r.tenants))) then -1
+                else 0 end as verdict,
            exists (select 1 from settle_private.attempts t
                     where t.tenant = _observe.tenant and t.key = _observe.key and t.attempt = _observe.attempt
                       and t.lease_token = _observe.lease_token) as valid
@@ -117,7 +119,10 @@ begin
   -- revocation floor, the attempt, and the place of this call in the key's history (as
   -- settle_private._next_seq numbers it, 00006) for a settlement logged on the attempt below.
   v_now := clock_timestamp();
-  select settle_private._access(_observe.tenant, _observe.principal) as verdict,
+  select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+                            where b.role_name = session_user::text and not (_observe.tenant = any (b.tenants))) then -1
+              else coalesce((select f.below_generation from settle_private.binding_floors f
+                              where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict,
          (select a from settle_private.attempts a
            where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
          coalesce(greatest(
