@@ -84,7 +84,8 @@ begin
   -- so the snapshot this statement reads it from cannot be stale.
   with a as materialized (
     select case when exists (select 1 from settle_private.tenant_bindings r
-                              where r.role_name = session_user::text and not (_observe.tenant = any (r.tenants))) then -1
+                              where (r.role_oid = to_regrole(quote_ident(session_user::text))::oid or r.role_name = session_user::text)
+                                and not (_observe.tenant = any (r.tenants))) then -1
                 else 0 end as verdict,
            exists (select 1 from settle_private.attempts t
                     where t.tenant = _observe.tenant and t.key = _observe.key and t.attempt = _observe.attempt
@@ -120,7 +121,7 @@ begin
   -- settle_private._next_seq numbers it, 00006) for a settlement logged on the attempt below.
   v_now := clock_timestamp();
   select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
-                            where b.role_name = session_user::text and not (_observe.tenant = any (b.tenants))) then -1
+                            where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_observe.tenant = any (b.tenants))) then -1
               else coalesce((select f.below_generation from settle_private.binding_floors f
                               where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict,
          (select a from settle_private.attempts a

@@ -72,6 +72,8 @@ export class RedriveRequestMismatchError extends SettleError {}
 export class TenantNotGrantedError extends SettleError {}
 /** SE014: purge refused: older_than is shorter than the configured minimum retention. */
 export class RetentionTooShortError extends SettleError {}
+/** SE019: this login role is bound to tenants and the call reaches beyond them (engine-wide setting, unbinding, another tenant's role). */
+export class BindingScopeExceededError extends SettleError {}
 
 /** SE02x: a write broke an invariant the schema enforces (lattice, immutability, append-only). */
 export class IntegrityViolationError extends SettleError {}
@@ -171,6 +173,7 @@ export const errorClasses = {
   SE012: RedriveRequestMismatchError,
   SE013: TenantNotGrantedError,
   SE014: RetentionTooShortError,
+  SE019: BindingScopeExceededError,
   SE020: ReservationLockImmutableError,
   SE021: StatusDowngradeError,
   SE022: ResultImmutableError,
