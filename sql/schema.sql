@@ -1376,10 +1376,11 @@ CREATE FUNCTION settle_private._binding_ok(principal text, scopes text[], bindin
      and scopes is not null
      and cardinality(scopes) <= settle_private._limit('max_scopes')
      and (cardinality(scopes) = 0
-          -- One printable ASCII scope (the usual case) passes without the loop of _scopes_ok.
-          or (cardinality(scopes) = 1 and octet_length(scopes[1]) <= settle_private._limit('scope_bytes')
-              and scopes[1] ~ '^[ -~]*[!-~][ -~]*$')
-          or settle_private._scopes_ok(scopes))
+          or (array_ndims(scopes) = 1 and array_lower(scopes, 1) = 1
+              -- One printable ASCII scope (the usual case) passes without the loop of _scopes_ok.
+              and ((cardinality(scopes) = 1 and octet_length(scopes[1]) <= settle_private._limit('scope_bytes')
+                    and scopes[1] ~ '^[!-~]([ -~]*[!-~])?$')
+                   or settle_private._scopes_ok(scopes))))
 $_$;
 
 ALTER FUNCTION settle_private._binding_ok(principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
@@ -1473,6 +1474,13 @@ declare
   v_max_scopes integer := settle_private._limit('max_scopes');
 begin
   perform settle_private._check_name(principal, 'principal', settle_private._limit('principal_bytes'), 'SE003');
+  -- Scopes are a set of names: a one-dimensional array indexed from 1 ('{{a}}' or '[0:0]={a}'
+  -- would compare unequal to '{a}' as arrays; refused rather than flattened).
+  if scopes is not null and cardinality(scopes) > 0 and (array_ndims(scopes) <> 1 or array_lower(scopes, 1) <> 1) then
+    perform settle_private._raise('SE003', 'scopes must be a one-dimensional array indexed from 1',
+      jsonb_build_object('field', 'scopes', 'dimensions', array_ndims(scopes), 'lower_bound', array_lower(scopes, 1)),
+      'Pass a plain array such as ''{payments:write}''.');
+  end if;
   if scopes is null or cardinality(scopes) > v_max_scopes or array_position(scopes, null) is not null then
     perform settle_private._raise('SE003', format('scopes must be a non-null array of at most %s non-null scopes', v_max_scopes),
       jsonb_build_object('field', 'scopes', 'max_items', v_max_scopes), 'Pass ''{}'' for no scopes.');
@@ -1602,7 +1610,7 @@ ALTER FUNCTION settle_private._check_login_role(role text) OWNER TO settle_owner
 CREATE FUNCTION settle_private._check_name(value text, field text, max_bytes integer, code text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
   v_problem text;
 begin
@@ -1614,6 +1622,11 @@ begin
     v_problem := format('must be at most %s bytes (got %s)', max_bytes, octet_length(value));
   elsif value ~ '[[:cntrl:]]' then
     v_problem := 'must not contain control characters';
+  elsif value ~ '^[[:space:]]|[[:space:]]$' then
+    v_problem := 'must not begin or end with white space';
+  elsif value ~ ('[' || settle_private._lookalike_spaces() || ']') then
+    v_problem := format('must not contain a space other than U+0020 or a blank pattern (found U+%s)',
+      upper(lpad(to_hex(ascii(substring(value from '[' || settle_private._lookalike_spaces() || ']'))), 4, '0')));
   elsif value ~ ('[' || settle_private._invisible() || ']') then
     v_problem := format('must not contain default-ignorable or bidirectional-control code points (found U+%s)',
       upper(lpad(to_hex(ascii(substring(value from '[' || settle_private._invisible() || ']'))), 4, '0')));
@@ -1626,7 +1639,7 @@ begin
       'See the input limits in docs/sql-api.md.');
   end if;
 end
-$$;
+$_$;
 
 ALTER FUNCTION settle_private._check_name(value text, field text, max_bytes integer, code text) OWNER TO settle_owner;
 
@@ -2110,6 +2123,18 @@ $$;
 ALTER FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean, lock boolean) OWNER TO settle_owner;
 
 --
+-- Name: _lookalike_spaces(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._lookalike_spaces() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select '\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u2800\u3000'::text
+$$;
+
+ALTER FUNCTION settle_private._lookalike_spaces() OWNER TO settle_owner;
+
+--
 -- Name: _may_have_taken_effect(text, text, settle.status); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2183,7 +2208,7 @@ CREATE FUNCTION settle_private._name_ok(value text, max_bytes integer) RETURNS b
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $_$
   select octet_length(value) <= max_bytes
-     and (value ~ '^[ -~]*[!-~][ -~]*$' or settle_private._name_ok_unicode(value))
+     and (value ~ '^[!-~]([ -~]*[!-~])?$' or settle_private._name_ok_unicode(value))
 $_$;
 
 ALTER FUNCTION settle_private._name_ok(value text, max_bytes integer) OWNER TO settle_owner;
@@ -2195,13 +2220,14 @@ ALTER FUNCTION settle_private._name_ok(value text, max_bytes integer) OWNER TO s
 CREATE FUNCTION settle_private._name_ok_unicode(value text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 begin
-  return value !~ ('[[:cntrl:]' || settle_private._invisible() || ']')
+  return value !~ ('[[:cntrl:]' || settle_private._invisible() || settle_private._lookalike_spaces() || ']')
+     and value !~ '^[[:space:]]|[[:space:]]$'
      and not settle_private._is_blank(value)
      and value is nfc normalized;
 end
-$$;
+$_$;
 
 ALTER FUNCTION settle_private._name_ok_unicode(value text) OWNER TO settle_owner;
 
@@ -4199,6 +4225,12 @@ REVOKE ALL ON FUNCTION settle_private._lock_diff(op settle_private.operations, f
 --
 
 REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean, lock boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _lookalike_spaces(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._lookalike_spaces() FROM PUBLIC;
 
 --
 -- Name: FUNCTION _may_have_taken_effect(tenant text, key text, status settle.status); Type: ACL; Schema: settle_private; Owner: settle_owner
