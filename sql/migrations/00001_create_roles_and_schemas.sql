@@ -30,7 +30,10 @@ do $$
 declare
   v_role text;
 begin
-  foreach v_role in array array['settle_owner', 'settle_app', 'settle_readonly', 'settle_admin'] loop
+  -- settle_consumer (the settlement feed's readers) is granted its privileges by 00014; it is
+  -- created here so that it exists, committed, on every Citus node before then (a role created in
+  -- the transaction that grants to it as settle_owner is not seen over settle_owner's connections).
+  foreach v_role in array array['settle_owner', 'settle_app', 'settle_readonly', 'settle_admin', 'settle_consumer'] loop
     begin
       if not exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
         execute format('create role %I nologin', v_role);

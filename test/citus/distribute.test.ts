@@ -21,12 +21,12 @@ const FUNCTION_ACLS = `
    order by 1`;
 
 describeCitus('pg-settle distribute on a coordinator and two workers', () => {
-  it('distributes the three private tables by key, colocated, and is idempotent', async () => {
+  it('distributes the private tables of operations by key, colocated, the access and feed tables as reference tables, and is idempotent', async () => {
     const c = await citus.coordinator();
     const first = await distribute(urlOf(c));
     const again = await distribute(urlOf(c));
     expect(again).toEqual(first);
-    expect(first).toMatchObject({ tables: 3, workers: 2 });
+    expect(first).toMatchObject({ tables: 4, workers: 2 });
     const { rows } = await c.query<{ rel: string; column: string; colocationid: number }>(
       `select logicalrelid::regclass::text as rel, column_to_column_name(logicalrelid, partkey) as column, colocationid
          from pg_dist_partition where logicalrelid::regclass::text like 'settle\\_private.%' and partmethod = 'h' order by 1`,
@@ -34,13 +34,19 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
     expect(rows.map((r) => [r.rel, r.column])).toEqual([
       ['settle_private.attempts', 'key'],
       ['settle_private.audit_log', 'key'],
+      ['settle_private.feed_events', 'key'],
       ['settle_private.operations', 'key'],
     ]);
     expect(new Set(rows.map((r) => r.colocationid)).size).toBe(1);
     const reference = await c.query<{ rel: string }>(
       `select logicalrelid::regclass::text as rel from pg_dist_partition where partmethod = 'n' and logicalrelid::regclass::text like 'settle\\_private.%' order by 1`,
     );
-    expect(reference.rows.map((r) => r.rel)).toEqual(['settle_private.admin_log', 'settle_private.binding_floors', 'settle_private.tenant_bindings']);
+    expect(reference.rows.map((r) => r.rel)).toEqual(['settle_private.admin_log', 'settle_private.binding_floors',
+      'settle_private.feed_consumers', 'settle_private.feed_lanes', 'settle_private.feed_waiters', 'settle_private.tenant_bindings']);
+    // The feed is off on Citus (docs/scale-out.md): its trigger is disabled, so settling never touches it.
+    const { rows: trigger } = await c.query<{ enabled: string }>(
+      `select tgenabled as enabled from pg_trigger where tgrelid = 'settle_private.operations'::regclass and tgname = '_990_feed'`);
+    expect(trigger).toEqual([{ enabled: 'D' }]);
   });
 
   it('distributes every engine function; the STRICT hot path is delegated by key, every other function runs where it is called', async () => {
@@ -115,7 +121,7 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
         { cwd: ROOT, env, timeout: 50_000 }, (error, stdout) => resolve({ code: error === null ? 0 : Number(error.code ?? -1), stdout }));
     });
     expect(run.code).toBe(0);
-    expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, command: 'distribute', tables: 3, workers: 2 });
+    expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, command: 'distribute', tables: 4, workers: 2, problems: [] });
   }, 60_000);
 });
 
