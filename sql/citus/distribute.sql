@@ -69,14 +69,24 @@ do $$
 declare
   v_table text;
 begin
-  -- feed_events (00014) too, though the feed is off on Citus (below): its functions take its
-  -- row types, and Citus distributes a function only once the tables it depends on are.
-  foreach v_table in array array['settle_private.operations', 'settle_private.attempts', 'settle_private.audit_log',
-                                 'settle_private.feed_events'] loop
-    if pg_catalog.to_regclass(v_table) is not null and not exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = v_table::regclass) then
-      perform create_distributed_table(v_table, 'key',
-        colocate_with := case when v_table = 'settle_private.operations' then 'none' else 'settle_private.operations' end);
-    end if;
+  -- (feed_events (00014) too, though the feed is off on Citus (below): its functions take its
+  -- row types, and Citus distributes a function only once the tables it depends on are.)
+  -- Every other table of an operation's rows (a `key` column in its primary key: audit_overflow,
+  -- feed_events, any added later) is colocated with them the same way.
+  if not exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = 'settle_private.operations'::regclass) then
+    perform create_distributed_table('settle_private.operations', 'key', colocate_with := 'none');
+  end if;
+  for v_table in
+    select c.oid::regclass::text
+      from pg_catalog.pg_class c
+      join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+      join pg_catalog.pg_constraint k on k.conrelid = c.oid and k.contype = 'p'
+      join pg_catalog.pg_attribute a on a.attrelid = c.oid and a.attname = 'key' and a.attnum = any (k.conkey)
+     where n.nspname = 'settle_private' and c.relkind = 'r'
+       and not exists (select 1 from pg_catalog.pg_dist_partition d where d.logicalrelid = c.oid)
+     order by c.oid  -- creation order: a table before those whose foreign keys reference it
+  loop
+    perform create_distributed_table(v_table, 'key', colocate_with := 'settle_private.operations');
   end loop;
   -- Access (00012): small, global, rarely written, read by every call: reference tables, copied
   -- to every node, so that a delegated call reads them on its worker.
