@@ -1,5 +1,6 @@
 import type { DatabasePool, DatabasePoolConnection, DatabaseTransactionConnection } from 'slonik';
 import type { Classification } from './classify.js';
+import type { ConsumeOptions, ConsumeSummary, FeedHandler } from './feed.js';
 import type { TelemetryOptions } from './telemetry.js';
 
 /** A JSON value as stored in jsonb: finite numbers, plain objects and arrays only. */
@@ -510,6 +511,21 @@ export type TransactionOutcome = RunOutcome;
 export interface SettleClient {
   /** The slonik pool the client runs on (yours, or the one it created on first use). */
   getPool(): Promise<DatabasePool>;
+
+  /**
+   * Consume the settlement feed as the registered consumer `name` (docs/feed.md) until
+   * options.signal aborts: batches of final outcomes, read and acknowledged in one transaction
+   * with the handler (mode transaction, the default: exactly once for effects written through
+   * context.connection) or around it (mode external: at least once, deduplicate by eventId).
+   */
+  consume(
+    name: string,
+    handler: FeedHandler,
+    options?: ConsumeOptions & {
+      /** For the NOTIFY listener when the client was created over your own pool. */
+      readonly listenConnectionString?: string;
+    },
+  ): Promise<ConsumeSummary>;
 
   /** Reserve (tenant, key) on first call, or join it. Never throws for an outcome. */
   claim(input: ClaimInput, options?: CallOptions): Promise<ClaimOutcome>;
