@@ -3,6 +3,7 @@ import { parseCommandArgs, type Command } from './command.js';
 import { deadLettersCommand } from './commands/dead-letters.js';
 import { distributeCommand } from './commands/distribute.js';
 import { expireLeasesCommand } from './commands/expire-leases.js';
+import { feedCommand } from './commands/feed.js';
 import { inspectCommand } from './commands/inspect.js';
 import { migrateCommand } from './commands/migrate.js';
 import { purgeCommand } from './commands/purge.js';
@@ -25,6 +26,7 @@ export const COMMANDS: readonly Command[] = [
   expireLeasesCommand,
   purgeCommand,
   statsCommand,
+  feedCommand,
   simulateCommand,
 ];
 
