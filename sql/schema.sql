@@ -362,6 +362,7 @@ CREATE FUNCTION settle.claim(tenant text, key text, request jsonb, principal tex
 declare
   v_writes integer := 0;
   v_now timestamptz := clock_timestamp();
+  v_decided timestamptz;
   v_fp text;
   v_token uuid;
   v_op settle_private.operations;
@@ -442,6 +443,24 @@ begin
     on conflict on constraint operations_pkey do nothing
     returning * into v_op;
     if v_op.tenant is not null then
+      -- The insert waits only behind another session's uncommitted insert of the same key that
+      -- then rolled back. The decision is this moment, not the call's start (issue 18 §1-2):
+      -- access is judged again with what committed meanwhile (a revocation converts the new
+      -- operation before anything runs), and the lease is measured from now, so no answer
+      -- carries a lease that already lapsed. A claim that did not wait (the common case, within
+      -- the 5 ms allowed for scheduling) pays for neither.
+      v_decided := clock_timestamp();
+      if v_decided > v_now + interval '5 milliseconds' then
+        v_floor := settle_private._access(claim.tenant, claim.principal);
+        if v_floor < 0 then
+          perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
+        end if;
+        v_now := v_decided;
+        update settle_private.operations o
+           set lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
+         where o.tenant = claim.tenant and o.key = claim.key
+        returning * into v_op;
+      end if;
       -- Attempt 1, which is also the log of this claim (settle.audit_log shows it as
       -- claim:acquired): no audit row.
       insert into settle_private.attempts
@@ -450,6 +469,12 @@ begin
       values
         (claim.tenant, claim.key, 1, v_token, claim.worker, v_now, v_seen.seq,
          nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+      if claim.binding_generation < v_floor then
+        -- Revoked while this claim waited: nothing may run under it.
+        v_op := settle_private._revoke_operation(v_op, v_floor, v_now, claim.worker);
+        return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+          claim.binding_generation, v_floor, v_now, claim.worker);
+      end if;
       return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
@@ -463,6 +488,18 @@ begin
       select * into v_op from settle_private.operations o
        where o.tenant = claim.tenant and o.key = claim.key
        for update;
+      -- Locked: decide again with what committed while this call waited (issue 18 §1-2): the
+      -- time a lease is measured from (and whether the current one lapsed), the tenant binding
+      -- and the revocation floor.
+      v_now := clock_timestamp();
+      v_floor := settle_private._access(claim.tenant, claim.principal);
+      if v_floor < 0 then
+        perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
+      end if;
+      if claim.binding_generation < v_floor then
+        return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+          claim.binding_generation, v_floor, v_now, claim.worker);
+      end if;
     elsif not v_fresh then
       select * into v_op from settle_private.operations o
        where o.tenant = claim.tenant and o.key = claim.key;
@@ -481,8 +518,12 @@ begin
         -- The reservation's own generation is revoked: convert it at this touch (00012).
         perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
       end if;
-      v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null, null);
-      v_detail := jsonb_build_object('conflict_on', v_diff);
+      -- Only the holder of the same binding learns which part differs (issue 18 §9); the audit
+      -- row keeps the full list and what was presented, so an enumeration is visible.
+      v_res := row('conflict', null, null, null, null, null, null, null, null, null, null,
+                   settle_private._conflict_on(v_diff), null, null);
+      v_detail := jsonb_build_object('conflict_on', v_diff, 'presented', settle_private._presented(
+        v_fp, claim.principal, claim.scopes, claim.binding_generation, null, null));
       exit;
     end if;
 
@@ -720,7 +761,7 @@ ALTER FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token u
 
 COMMENT ON FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, error jsonb, retryable boolean) IS 'Report that this attempt''s effect definitely did not happen.
 Parameters: as settle.complete, with error jsonb (<= 64 KiB) instead of result, and retryable (default true).
-Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure (retryable false): status failed with this error, a committed failure; reason attempts_exhausted: the last allowed attempt failed and every attempt recorded a failure: status failed, dead-lettered) | recorded (reason needs_reconciliation: the last allowed attempt failed but an earlier attempt may have taken effect (it reported unknown, conflicted, or its lease lapsed without an observation): status at least unknown, never failed; dead-lettered with dead_letter_reason needs_reconciliation) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves above running/pending; the attempt records conflict and loses its lease, and is fenced from then on: attempt_conflicted).
+Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure (retryable false, and no attempt may have taken effect): status failed with this error, a committed failure; reason attempts_exhausted: the last allowed attempt failed and every attempt recorded a failure: status failed, dead-lettered) | recorded (reason needs_reconciliation: a final failure, or the last allowed attempt failed, but the operation may have taken effect (its status is unknown or conflict, or an earlier attempt reported unknown, conflicted, or its lease lapsed without an observation): status at least unknown, never failed; dead-lettered with dead_letter_reason needs_reconciliation) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves above running/pending; the attempt records conflict and loses its lease, and is fenced from then on: attempt_conflicted).
 A later matching success still upgrades failed to completed (completed outranks failed).
 Fenced binding_revoked as for complete.
 SQLSTATEs: SE001-SE004, SE006 (error, retryable), SE008, SE010, SE013.
@@ -780,8 +821,9 @@ begin
   v_fp := settle_private._fingerprint(get.request);
 
   if get.binding_generation < v_floor then
-    -- A revoked generation reads nothing; the operation it reserved, if any, is converted now.
-    v_op := settle_private._revoke_touch(get.tenant, get.key, get.principal, v_floor, v_now, null);
+    -- A revoked generation reads nothing, from a plain read (issue 18 §3: it must not wait on
+    -- the row); the operation it reserved is converted at the next touch by a caller that may wait.
+    select * into v_op from settle_private.operations o where o.tenant = get.tenant and o.key = get.key;
     perform settle_private._audit(get.tenant, get.key, v_now, 'get', 'refused', null, v_op.status, v_op.status, null,
       jsonb_build_object('reason', 'binding_revoked', 'below_generation', v_floor,
         'presented', settle_private._presented(v_fp, get.principal, get.scopes, get.binding_generation, null, null)));
@@ -810,7 +852,7 @@ begin
         'presented', settle_private._presented(v_fp, get.principal, get.scopes, get.binding_generation, null, null)));
     v_res.outcome := 'conflict';
     v_res.reason := 'lock_mismatch';
-    v_res.conflict_on := v_diff;
+    v_res.conflict_on := settle_private._conflict_on(v_diff);
     return v_res;
   end if;
 
@@ -911,9 +953,9 @@ declare
   v_writes integer := 0;
   v_now timestamptz := clock_timestamp();
   v_op settle_private.operations;
-  v_valid boolean;
   v_res settle.heartbeat_result;
   v_floor bigint;
+  v_seen record;
 begin
   if (settle_private._name_ok(heartbeat.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(heartbeat.key, settle_private._limit('key_bytes'))
@@ -924,17 +966,42 @@ begin
     perform settle_private._check_lease(heartbeat.lease);
   end if;
 
-  if not settle_private._tenant_ok(heartbeat.tenant) then
+  -- The tenant binding and the token are checked before the row lock: a caller without the
+  -- named attempt's token never waits on the row, so it cannot hold the lease holder up by
+  -- keeping its transaction open (issue 18 §3). An attempt's token never changes.
+  with a as materialized (
+    select settle_private._tenant_ok(heartbeat.tenant) as tenant_ok,
+           exists (select 1 from settle_private.attempts t
+                    where t.tenant = heartbeat.tenant and t.key = heartbeat.key and t.attempt = heartbeat.attempt
+                      and t.lease_token = heartbeat.lease_token) as valid
+  )
+  select a.tenant_ok, a.valid, x.op into v_seen
+    from a left join lateral (
+      select o as op from settle_private.operations o
+       where o.tenant = heartbeat.tenant and o.key = heartbeat.key and a.tenant_ok and a.valid
+         for update) x on true;
+  if not v_seen.tenant_ok then
     perform settle_private._refuse_tenant(heartbeat.tenant, heartbeat.key, 'heartbeat');
   end if;
-  v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key, purged_ok => true);
-  if v_op.tenant is null then
-    -- The operation was purged: a straggler's heartbeat, audited, nothing disclosed.
+  if not v_seen.valid or (v_seen.op).tenant is null then
+    -- (A valid token whose operation was purged while this call waited: a straggler too.)
+    v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key, purged_ok => true, lock => false);
+    -- No such attempt or not its token (a purged key: a straggler): audited, nothing disclosed.
     v_writes := v_writes + settle_private._audit(heartbeat.tenant, heartbeat.key, v_now, 'heartbeat', 'fenced', heartbeat.attempt,
-      null, null, null, '{"reason": "operation_purged"}');
+      v_op.status, v_op.status, null, jsonb_build_object(
+        'reason', case when v_op.tenant is null then 'operation_purged' else 'invalid_token' end));
     v_res.outcome := 'fenced';
     v_res.reason := 'invalid_token';
     return v_res;
+  end if;
+  v_op := v_seen.op;
+
+  -- Locked: decide again with what committed while this call waited (issue 18 §1-2). The new
+  -- lease is measured from now, the moment of the decision, never from the call's start: a
+  -- heartbeat that waited on the row never answers `extended` with an expiry in the past.
+  v_now := clock_timestamp();
+  if not settle_private._tenant_ok(heartbeat.tenant) then
+    perform settle_private._refuse_tenant(heartbeat.tenant, heartbeat.key, 'heartbeat');
   end if;
   -- An attempt reserved under a revoked binding generation keeps no lease (00012).
   v_floor := settle_private._floor(heartbeat.tenant, v_op.principal);
@@ -956,16 +1023,10 @@ begin
     return v_res;
   end if;
 
-  select exists (select 1 from settle_private.attempts a
-                  where a.tenant = heartbeat.tenant and a.key = heartbeat.key
-                    and a.attempt = heartbeat.attempt and a.lease_token = heartbeat.lease_token)
-    into v_valid;
+  -- A valid token of an attempt that no longer holds the lease: told why, audited.
   v_res.outcome := 'fenced';
-  v_res.reason := case when v_valid then settle_private._fence_reason(v_op, heartbeat.attempt)
-                       else 'invalid_token' end;
-  if v_valid then
-    v_res.status := v_op.status;
-  end if;
+  v_res.reason := settle_private._fence_reason(v_op, heartbeat.attempt);
+  v_res.status := v_op.status;
   v_writes := v_writes + settle_private._audit(heartbeat.tenant, heartbeat.key, v_now, 'heartbeat', 'fenced', heartbeat.attempt,
     v_op.status, v_op.status, null, jsonb_build_object('reason', v_res.reason));
   return v_res;
@@ -984,7 +1045,7 @@ Outcomes: extended (lease_expires_at) | fenced with reason invalid_token (no suc
 A current attempt whose lease lapsed but was not yet taken over is extended.
 Also fenced with reason binding_revoked: the attempt''s reservation is under a revoked binding generation (settle.revoke_binding); the operation moves to conflict.
 SQLSTATEs: SE001, SE002, SE007, SE008 (bad arguments), SE010 (operation not found), SE013 (tenant not granted to this login role).
-Locking: the operation row (FOR UPDATE). Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
+Locking: the operation row (FOR UPDATE), only for a caller presenting the attempt''s own token; an invalid token is answered from a plain read and never waits. The new lease is measured from the decision under the lock. Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
 
 --
 -- Name: status_rank(settle.status); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -2181,7 +2242,7 @@ declare
   v_op settle_private.operations;
   v_res settle.claim_result;
 begin
-  v_op := settle_private._revoke_touch(tenant, key, principal, below, as_of, worker);
+  select * into v_op from settle_private.operations o where o.tenant = _claim_refused.tenant and o.key = _claim_refused.key;
   perform settle_private._audit(tenant, key, as_of, 'claim', 'refused', null, v_op.status, v_op.status, worker,
     jsonb_build_object('reason', 'binding_revoked', 'below_generation', below,
       'presented', settle_private._presented(settle_private._fingerprint(request), principal, scopes,
@@ -2195,6 +2256,18 @@ $$;
 ALTER FUNCTION settle_private._claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text) OWNER TO settle_owner;
 
 --
+-- Name: _conflict_on(text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._conflict_on(diff text[]) RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select case when diff <@ array['request'] then diff else array['binding'] end
+$$;
+
+ALTER FUNCTION settle_private._conflict_on(diff text[]) OWNER TO settle_owner;
+
+--
 -- Name: _dead_letter(settle_private.operations, timestamp with time zone, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2205,7 +2278,7 @@ CREATE FUNCTION settle_private._dead_letter(op settle_private.operations, as_of 
 declare
   v_op settle_private.operations;
 begin
-  if settle_private._may_have_taken_effect(op.tenant, op.key) then
+  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status) then
     update settle_private.operations o
        set status = case when settle_private._rank(op.status) < settle_private._rank('unknown')
                          then 'unknown'::settle.status else op.status end,
@@ -2556,20 +2629,6 @@ $$;
 ALTER FUNCTION settle_private._floor(tenant text, principal text) OWNER TO settle_owner;
 
 --
--- Name: _has_final_failure(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private._has_final_failure(tenant text, key text) RETURNS boolean
-    LANGUAGE sql STABLE
-    AS $$
-  select exists (select 1 from settle_private.attempts a
-                  where a.tenant = _has_final_failure.tenant and a.key = _has_final_failure.key
-                    and a.observation = 'failed' and a.retryable is false)
-$$;
-
-ALTER FUNCTION settle_private._has_final_failure(tenant text, key text) OWNER TO settle_owner;
-
---
 -- Name: _heartbeat_revoked(settle_private.operations, integer, uuid, bigint, timestamp with time zone); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2706,19 +2765,24 @@ $$;
 ALTER FUNCTION settle_private._lock_diff(op settle_private.operations, fingerprint text, principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
 
 --
--- Name: _lock_operation(text, text, boolean); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+-- Name: _lock_operation(text, text, boolean, boolean); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean DEFAULT false) RETURNS settle_private.operations
+CREATE FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean DEFAULT false, lock boolean DEFAULT true) RETURNS settle_private.operations
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
   v_op settle_private.operations;
 begin
-  select * into v_op from settle_private.operations o
-   where o.tenant = _lock_operation.tenant and o.key = _lock_operation.key
-   for update;
+  if lock then
+    select * into v_op from settle_private.operations o
+     where o.tenant = _lock_operation.tenant and o.key = _lock_operation.key
+     for update;
+  else
+    select * into v_op from settle_private.operations o
+     where o.tenant = _lock_operation.tenant and o.key = _lock_operation.key;
+  end if;
   if not found and purged_ok and exists (
        select 1 from settle_private.audit_log l
         where l.tenant = _lock_operation.tenant and l.key = _lock_operation.key and l.event = 'purge') then
@@ -2733,7 +2797,7 @@ begin
 end
 $$;
 
-ALTER FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean) OWNER TO settle_owner;
+ALTER FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean, lock boolean) OWNER TO settle_owner;
 
 --
 -- Name: _lookalike_spaces(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -2748,18 +2812,19 @@ $$;
 ALTER FUNCTION settle_private._lookalike_spaces() OWNER TO settle_owner;
 
 --
--- Name: _may_have_taken_effect(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+-- Name: _may_have_taken_effect(text, text, settle.status); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private._may_have_taken_effect(tenant text, key text) RETURNS boolean
+CREATE FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status) RETURNS boolean
     LANGUAGE sql STABLE
     AS $$
-  select exists (select 1 from settle_private.attempts a
+  select _may_have_taken_effect.status in ('unknown', 'conflict')
+      or exists (select 1 from settle_private.attempts a
                   where a.tenant = _may_have_taken_effect.tenant and a.key = _may_have_taken_effect.key
                     and a.observation is distinct from 'failed')
 $$;
 
-ALTER FUNCTION settle_private._may_have_taken_effect(tenant text, key text) OWNER TO settle_owner;
+ALTER FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status) OWNER TO settle_owner;
 
 --
 -- Name: _metrics(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -2938,39 +3003,66 @@ begin
       _observe.binding_generation, _observe.result, _observe.error, _observe.retryable);
   end if;
 
-  -- One statement checks access (00012: the login role's tenant binding, then the revocation
-  -- floor of the binding) and locks the operation row, only when access is granted: a refused
-  -- caller never holds a row lock of a tenant it may not reach.
+  -- One statement checks access (00012: the login role's tenant binding) and the presented
+  -- token, and locks the operation row only when both pass: a refused caller never holds a row
+  -- lock of a tenant it may not reach, and a caller without the named attempt's token (a
+  -- guessed or stale token, a purged key) is answered from a plain read below, without waiting
+  -- on the row or making the lease holder wait (issue 18 §3). An attempt's token never changes,
+  -- so the snapshot this statement reads it from cannot be stale.
   with a as materialized (
-    select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
-                              where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_observe.tenant = any (b.tenants))) then -1
-                else coalesce((select f.below_generation from settle_private.binding_floors f
-                                where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict
+    select case when exists (select 1 from settle_private.tenant_bindings r
+                              where (r.role_oid = to_regrole(quote_ident(session_user::text))::oid or r.role_name = session_user::text)
+                                and not (_observe.tenant = any (r.tenants))) then -1
+                else 0 end as verdict,
+           exists (select 1 from settle_private.attempts t
+                    where t.tenant = _observe.tenant and t.key = _observe.key and t.attempt = _observe.attempt
+                      and t.lease_token = _observe.lease_token) as valid
   )
-  select a.verdict, x.op into v_seen
+  select a.verdict, a.valid, x.op into v_seen
     from a left join lateral (
       select o as op from settle_private.operations o
-       where o.tenant = _observe.tenant and o.key = _observe.key and a.verdict >= 0
+       where o.tenant = _observe.tenant and o.key = _observe.key and a.verdict >= 0 and a.valid
          for update) x on true;
-  v_floor := v_seen.verdict;
-  if v_floor < 0 then
+  if v_seen.verdict < 0 then
     perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
   end if;
   v_op := v_seen.op;
-  if v_op.tenant is null then
-    -- Never claimed (SE010) or purged (an all-NULL row).
-    v_op := settle_private._lock_operation(_observe.tenant, _observe.key, purged_ok => true);
-  end if;
-  if v_op.tenant is null then
-    -- The operation was purged: a straggler. Nothing to disclose; its call is kept as evidence.
+  if not v_seen.valid or v_op.tenant is null then
+    -- No such attempt or not its token: nothing is disclosed and nothing waits. Never claimed
+    -- raises SE010; a purged key (a straggler) is an all-NULL row.
+    v_op := settle_private._lock_operation(_observe.tenant, _observe.key, purged_ok => true, lock => false);
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
-      null, null, null, jsonb_build_object('reason', 'operation_purged', 'presented', settle_private._presented(
+      v_op.status, v_op.status, null, jsonb_build_object(
+        'reason', case when v_op.tenant is null then 'operation_purged' else 'invalid_token' end,
+        'presented', settle_private._presented(
         _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
         case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
     v_res.outcome := 'fenced';
     v_res.reason := 'invalid_token';
     return v_res;
   end if;
+
+  -- Locked. Everything is decided again from here with what committed while this call waited
+  -- (issue 18 §1-2): the time (settled_at, a lapsed lease), the tenant binding and the
+  -- revocation floor, the attempt, and the place of this call in the key's history (as
+  -- settle_private._next_seq numbers it, 00006) for a settlement logged on the attempt below.
+  v_now := clock_timestamp();
+  select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+                            where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_observe.tenant = any (b.tenants))) then -1
+              else coalesce((select f.below_generation from settle_private.binding_floors f
+                              where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict,
+         (select a from settle_private.attempts a
+           where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
+         coalesce(greatest(
+           (select max(l.seq) from settle_private.audit_log l where l.tenant = _observe.tenant and l.key = _observe.key),
+           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
+             where a.tenant = _observe.tenant and a.key = _observe.key)), 0) + 1 as seq
+    into v_seen;
+  v_floor := v_seen.verdict;
+  if v_floor < 0 then
+    perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
+  end if;
+  v_att := v_seen.att;
   if v_floor > 0 or v_op.principal <> _observe.principal then
     -- An operation reserved under a revoked generation is converted at this touch.
     v_op := settle_private._revoke_on_touch(v_op, _observe.principal, v_floor, v_now);
@@ -2982,26 +3074,6 @@ begin
       coalesce(_observe.result, _observe.error), v_floor, v_now);
   end if;
   v_before := v_op.status;
-
-  -- Under the row lock: the attempt, and the place of this call in the key's history (as
-  -- settle_private._next_seq numbers it, 00006), for a settlement logged on the attempt below.
-  select (select a from settle_private.attempts a
-           where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
-         coalesce(greatest(
-           (select max(l.seq) from settle_private.audit_log l where l.tenant = _observe.tenant and l.key = _observe.key),
-           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
-             where a.tenant = _observe.tenant and a.key = _observe.key)), 0) + 1 as seq
-    into v_seen;
-  v_att := v_seen.att;
-  if v_att.tenant is null or v_att.lease_token <> _observe.lease_token then
-    v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
-      v_before, v_before, null, jsonb_build_object('reason', 'invalid_token', 'presented', settle_private._presented(
-        _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
-        case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
-    v_res.outcome := 'fenced';
-    v_res.reason := 'invalid_token';
-    return v_res;
-  end if;
 
   -- Binding gate: an observation that does not re-present the reserved lock never
   -- upgrades the canonical state and never sees or touches the result. A mismatched
@@ -3035,7 +3107,7 @@ begin
         case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
     v_res.outcome := 'conflict';
     v_res.reason := 'lock_mismatch';
-    v_res.conflict_on := v_diff;
+    v_res.conflict_on := settle_private._conflict_on(v_diff);
     return v_res;
   end if;
 
@@ -3112,8 +3184,8 @@ begin
     v_exhausted := not _observe.retryable or v_op.attempt >= v_op.max_attempts;
     v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'failed', v_now,
       error => _observe.error, retryable => _observe.retryable);
-    if v_exhausted and not _observe.retryable then
-      -- A final failure is a committed failure, whatever earlier attempts reported.
+    if not _observe.retryable and not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status) then
+      -- A final failure is a committed failure when no attempt may have taken effect.
       update settle_private.operations o
          set status = 'failed', error = _observe.error, lease_token = null, lease_expires_at = null,
              updated_at = v_now
@@ -3122,7 +3194,10 @@ begin
       v_res.outcome := 'settled';
       v_res.reason := 'final_failure';
     elsif v_exhausted then
-      -- The last allowed attempt failed: failed only if every attempt failed (see _dead_letter).
+      -- The last allowed attempt failed, or a final failure arrived after an earlier attempt may
+      -- have taken effect (it reported unknown, conflicted, or lapsed: issue 18 §5): failed only
+      -- if every attempt failed, else unknown and needs_reconciliation (see _dead_letter). A
+      -- false `failed` would make the caller issue the effect again.
       v_op := settle_private._dead_letter(v_op, v_now, _observe.error);
       v_res.outcome := case when v_op.status = 'failed' then 'settled' else 'recorded' end;
       v_res.reason := v_op.dead_letter_reason;
@@ -3697,7 +3772,7 @@ begin
     v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
       and new.status = 'pending' and new.dead_lettered_at is null
       and new.redrive_count = old.redrive_count + 1;
-    if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key) then
+    if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
       v_redrive := false;
     end if;
 
@@ -3760,8 +3835,7 @@ CREATE FUNCTION settle_private.tg_operations__guard_failure() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
-  if not settle_private._has_final_failure(new.tenant, new.key)
-     and settle_private._may_have_taken_effect(new.tenant, new.key) then
+  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status) then
     raise exception using
       errcode = 'SE021',
       message = 'status may move to failed only on a committed failure',
@@ -5028,6 +5102,12 @@ REVOKE ALL ON FUNCTION settle_private._check_role_within(role text, mine text[],
 REVOKE ALL ON FUNCTION settle_private._claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _conflict_on(diff text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._conflict_on(diff text[]) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _dead_letter(op settle_private.operations, as_of timestamp with time zone, error jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -5129,12 +5209,6 @@ REVOKE ALL ON FUNCTION settle_private._fingerprint(request jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION settle_private._floor(tenant text, principal text) FROM PUBLIC;
 
 --
--- Name: FUNCTION _has_final_failure(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private._has_final_failure(tenant text, key text) FROM PUBLIC;
-
---
 -- Name: FUNCTION _heartbeat_revoked(op settle_private.operations, attempt integer, lease_token uuid, below bigint, as_of timestamp with time zone); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -5183,10 +5257,10 @@ REVOKE ALL ON FUNCTION settle_private._limits() FROM PUBLIC;
 REVOKE ALL ON FUNCTION settle_private._lock_diff(op settle_private.operations, fingerprint text, principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
 
 --
--- Name: FUNCTION _lock_operation(tenant text, key text, purged_ok boolean); Type: ACL; Schema: settle_private; Owner: settle_owner
+-- Name: FUNCTION _lock_operation(tenant text, key text, purged_ok boolean, lock boolean); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean, lock boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _lookalike_spaces(); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -5195,10 +5269,10 @@ REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text, pur
 REVOKE ALL ON FUNCTION settle_private._lookalike_spaces() FROM PUBLIC;
 
 --
--- Name: FUNCTION _may_have_taken_effect(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
+-- Name: FUNCTION _may_have_taken_effect(tenant text, key text, status settle.status); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle_private._may_have_taken_effect(tenant text, key text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _metrics(); Type: ACL; Schema: settle_private; Owner: settle_owner
