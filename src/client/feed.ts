@@ -1,12 +1,12 @@
 import './polyfills.js';
 import pg from 'pg';
-import { type DatabasePool, type DatabaseTransactionConnection, type QuerySqlToken, sql } from 'slonik';
+import { type DatabasePool, type QuerySqlToken, sql } from 'slonik';
 import { z } from 'zod';
 import { FeedLeaseLostError, mapDatabaseError, SettleInputError } from './errors.js';
 import { validateRow, wasValidated } from './interceptors.js';
 import { int8, status, timestamp } from './rows.js';
 import type { ClientTelemetry } from './telemetry.js';
-import type { Json, Status } from './types.js';
+import type { ConsumeOptions, ConsumeSummary, FeedEvent, FeedHandler, Json } from './types.js';
 
 // The settlement feed's consumer (docs/feed.md): read a batch of one lane (settle.read_feed),
 // hand it to the handler, acknowledge it (settle.ack_feed). In `transaction` mode the three run in
@@ -14,31 +14,6 @@ import type { Json, Status } from './types.js';
 // `external` mode the lease is committed and the handler runs outside any transaction (at least
 // once: deduplicate downstream by eventId). When a read finds nothing the consumer waits for
 // NOTIFY settle_feed (after settle.await_feed) or its backoff poll, whichever comes first.
-
-/** One final outcome of an operation, as the feed delivers it. */
-export interface FeedEvent {
-  /** The delivery id: unique and stable across re-deliveries. Use it as the downstream idempotency key. */
-  readonly eventId: bigint;
-  /** The event's position_xid (xid8, as text): with eventId, its place in the feed. */
-  readonly position: string;
-  readonly consumer: string;
-  readonly lane: number;
-  readonly leaseToken: string;
-  readonly leaseExpiresAt: Date;
-  readonly tenant: string;
-  readonly key: string;
-  readonly status: 'completed' | 'failed';
-  /** running/pending normally; unknown or conflict: a reconciliation was resolved; failed: a late success. */
-  readonly statusBefore: Status;
-  /** completed: the settled attempt; failed: the attempt epoch. */
-  readonly attempt: number;
-  readonly result: Json | null;
-  readonly error: Json | null;
-  readonly deadLetterReason: string | null;
-  readonly redriveCount: number;
-  /** When the outcome was written (not when it committed). */
-  readonly occurredAt: Date;
-}
 
 const json = z.custom<Json>((value) => value !== undefined);
 
@@ -84,46 +59,6 @@ export const feedEventRow = z
 
 const ackRow = z.object({ released: z.boolean() });
 
-export interface FeedBatchContext {
-  readonly consumer: string;
-  readonly lane: number;
-  /** transaction mode: the transaction that reads and acknowledges the batch; write your effect through it. null in external mode. */
-  readonly connection: DatabaseTransactionConnection | null;
-  /** Aborted when consume() is asked to stop (the batch may still finish). */
-  readonly signal: AbortSignal;
-}
-
-export type FeedHandler = (events: readonly FeedEvent[], context: FeedBatchContext) => Promise<void>;
-
-export interface ConsumeOptions {
-  /** Events per batch, 1-100 000. Default 100. */
-  readonly batchSize?: number;
-  /** `transaction` (default): exactly once for effects in this database. `external`: at least once. */
-  readonly mode?: 'transaction' | 'external';
-  /** Stop after the batch in flight when aborted; consume() then resolves. */
-  readonly signal?: AbortSignal;
-  /** Lease of a lane in external mode (1 s - 1 day). Default 30 000 ms: keep it above a batch's time. */
-  readonly leaseMs?: number;
-  /** First wait after an empty read, doubled up to maxIdleMs. Default 100 ms. */
-  readonly idleMs?: number;
-  /** Longest wait between polls when the feed is idle. Default 2 000 ms. */
-  readonly maxIdleMs?: number;
-  /** Wait after a failed batch, doubled per consecutive failure up to 30 s. Default 200 ms. */
-  readonly errorBackoffMs?: number;
-  /** Listen for NOTIFY settle_feed on a dedicated connection (default: true when the client has a connectionString). */
-  readonly wake?: boolean;
-  /** Sees every error (handler or database); consume() keeps going. Default: none. */
-  readonly onError?: (error: Error) => void;
-  /** After every acknowledged batch. */
-  readonly onBatch?: (events: readonly FeedEvent[]) => void;
-}
-
-export interface ConsumeSummary {
-  readonly batches: number;
-  readonly events: number;
-  readonly errors: number;
-}
-
 const consumeOptionsSchema = z.object({
   batchSize: z.number().int().min(1).max(100_000).default(100),
   mode: z.enum(['transaction', 'external']).default('transaction'),
@@ -134,6 +69,9 @@ const consumeOptionsSchema = z.object({
 });
 
 const nameSchema = z.string().min(1).max(128);
+
+/** The first wait after a notification whose read found nothing yet. */
+const NOTIFIED_RETRY_MS = 50;
 
 export interface FeedDependencies {
   readonly getPool: () => Promise<DatabasePool>;
@@ -194,8 +132,10 @@ export async function consumeFeed(
         idle = o.idleMs;
         continue;
       }
-      await (waker === null ? pause(idle, signal) : waker.wait(idle, signal));
-      idle = Math.min(idle * 2, o.maxIdleMs);
+      const notified = waker === null ? (await pause(idle, signal), false) : await waker.wait(idle, signal);
+      // A notification means an outcome committed; if the read still finds nothing, an older
+      // transaction holds the horizon back (docs/feed.md): look again soon, then back off.
+      idle = notified ? Math.min(o.idleMs, NOTIFIED_RETRY_MS) : Math.min(idle * 2, o.maxIdleMs);
     }
   } finally {
     await waker?.close();
@@ -309,7 +249,8 @@ class Waker {
     return this.connecting;
   }
 
-  async wait(ms: number, signal: AbortSignal): Promise<void> {
+  /** Waits up to `ms`; true when a notification ended the wait. */
+  async wait(ms: number, signal: AbortSignal): Promise<boolean> {
     const client = await this.connect();
     if (client !== null) {
       const seconds = Math.min(60, Math.max(1, Math.ceil((this.maxIdleMs * 2) / 1000)));
@@ -318,11 +259,16 @@ class Waker {
         void client.end().catch(() => {});
       });
     }
+    let notified = false;
     const woken = new Promise<void>((resolve) => {
-      this.wake = resolve;
+      this.wake = () => {
+        notified = true;
+        resolve();
+      };
     });
     await Promise.race([woken, pause(ms, signal)]);
     this.wake = null;
+    return notified;
   }
 
   async close(): Promise<void> {

@@ -9,7 +9,6 @@ export {
   settleTypeParsers,
 } from './interceptors.js';
 export { findJsonProblem, jsonbTextLength } from './json.js';
-export type { ConsumeOptions, ConsumeSummary, FeedBatchContext, FeedEvent, FeedHandler } from './feed.js';
 export { type Classification, defaultClassify, isOutcomeUnknownError } from './classify.js';
 export {
   defaultErrorToJson,

@@ -135,7 +135,7 @@ describe('client.consume', () => {
       async (events) => {
         for (const e of events) arrivals.set(e.key, Date.now());
       },
-      { signal: controller.signal, idleMs: 30_000, maxIdleMs: 30_000, onBatch: () => (reads += 1) },
+      { signal: controller.signal, idleMs: 60_000, maxIdleMs: 60_000, onBatch: () => (reads += 1) },
     );
     // Let it settle into its wait (registered as a waiter, listening).
     await waitFor(async () => {
@@ -148,9 +148,10 @@ describe('client.consume', () => {
     const latency = (arrivals.get(key) ?? 0) - started;
     controller.abort();
     await done;
-    // The poll would come after 30 s; the notification brings it in well under that (~100 ms
-    // on an idle machine; the bound leaves a loaded CI machine headroom).
-    expect(latency).toBeLessThan(10_000);
+    // The poll would come after 60 s; the notification brings it in well under that (~100 ms
+    // on an idle machine). The bound leaves headroom for a loaded CI machine and for another
+    // test file's open transaction holding the cluster-wide horizon back for a while.
+    expect(latency).toBeLessThan(30_000);
     expect(reads).toBeGreaterThan(0);
   });
 
