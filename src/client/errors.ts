@@ -73,6 +73,13 @@ export class TenantNotGrantedError extends SettleError {}
 /** SE014: purge refused: older_than is shorter than the configured minimum retention. */
 export class RetentionTooShortError extends SettleError {}
 
+/** SE040: resolve refused: the operation is pending or running (nothing lost its outcome yet). */
+export class NotReconcilableError extends SettleError {}
+/** SE041: a failed resolution refused while an attempt holds a lease (it may still take effect). */
+export class ResolveLeaseHeldError extends SettleError {}
+/** SE042: resolve refused: the fingerprint presented is not the reservation's. */
+export class ResolveFingerprintMismatchError extends SettleError {}
+
 /** SE02x: a write broke an invariant the schema enforces (lattice, immutability, append-only). */
 export class IntegrityViolationError extends SettleError {}
 /** SE020 */ export class ReservationLockImmutableError extends IntegrityViolationError {}
@@ -171,6 +178,9 @@ export const errorClasses = {
   SE012: RedriveRequestMismatchError,
   SE013: TenantNotGrantedError,
   SE014: RetentionTooShortError,
+  SE040: NotReconcilableError,
+  SE041: ResolveLeaseHeldError,
+  SE042: ResolveFingerprintMismatchError,
   SE020: ReservationLockImmutableError,
   SE021: StatusDowngradeError,
   SE022: ResultImmutableError,

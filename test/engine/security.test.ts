@@ -27,7 +27,7 @@ describe('privileges and hardening, from the catalog', () => {
                 'select, insert, update, delete, truncate, references, trigger') as any_privilege
          from (${PRIVATE_TABLES}) t`,
     );
-    expect(rows.map((r) => r.relname).sort()).toEqual(['admin_log', 'attempts', 'audit_log', 'binding_floors', 'operations', 'settings', 'tenant_bindings']);
+    expect(rows.map((r) => r.relname).sort()).toEqual(['admin_log', 'attempts', 'audit_log', 'binding_floors', 'operations', 'reconciliation_leases', 'settings', 'tenant_bindings', 'upkeep_jobs']);
     expect(rows.filter((r) => r.any_privilege)).toEqual([]);
   });
 
@@ -102,8 +102,10 @@ describe('privileges and hardening, from the catalog', () => {
       { relname: 'audit_log', enabled: true, forced: true },
       { relname: 'binding_floors', enabled: true, forced: true },
       { relname: 'operations', enabled: true, forced: true },
+      { relname: 'reconciliation_leases', enabled: true, forced: true },
       { relname: 'settings', enabled: true, forced: true },
       { relname: 'tenant_bindings', enabled: true, forced: true },
+      { relname: 'upkeep_jobs', enabled: true, forced: true },
     ]);
   });
 });
