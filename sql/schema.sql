@@ -236,7 +236,7 @@ begin
                                        where l.tenant = claim.tenant and l.key = claim.key) end as seq
     into v_seen
     from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
-                                    where b.role_name = session_user::text and not (claim.tenant = any (b.tenants))) then -1
+                                    where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (claim.tenant = any (b.tenants))) then -1
                       else coalesce((select f.below_generation from settle_private.binding_floors f
                                       where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
                  (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op
@@ -446,6 +446,8 @@ declare
   -- Arguments of the per-key call are plain values (variables): Citus refuses a forced
   -- delegation whose call carries an expression such as session_user.
   v_actor text := session_user::text;
+  -- A login bound to tenants sweeps only their operations (docs/protocol.md §12).
+  v_mine text[] := settle_private._visible_tenants();
   v_due record;
   v_done integer;
   v_res settle.expire_result := row(0, 0);
@@ -456,9 +458,10 @@ begin
   -- is in the FROM form so that Citus can delegate it from inside this function.
   for v_due in
     select o.tenant, o.key from settle_private.operations o
-     where (o.lease_token is not null and o.lease_expires_at <= v_now)
+     where ((o.lease_token is not null and o.lease_expires_at <= v_now)
         or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts
-            and o.dead_lettered_at is null)
+            and o.dead_lettered_at is null))
+       and (v_mine is null or o.tenant = any (v_mine))
      order by o.lease_expires_at nulls last
      limit batch_size
   loop
@@ -639,19 +642,38 @@ CREATE FUNCTION settle.grant_tenant(role text, tenant text) RETURNS text[]
     AS $$
 declare
   v_now timestamptz := clock_timestamp();
+  v_oid oid;
+  v_mine text[] := settle_private._visible_tenants();
+  v_dropped jsonb;
   v_tenants text[];
 begin
-  perform settle_private._check_login_role(grant_tenant.role);
+  v_oid := settle_private._check_login_role(grant_tenant.role);
   perform settle_private._check_name(grant_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
-  insert into settle_private.tenant_bindings as b (role_name, tenants, bound_at, updated_at)
-  values (grant_tenant.role, array[grant_tenant.tenant], v_now, v_now)
+  if v_mine is not null then
+    if not (grant_tenant.tenant = any (v_mine)) then
+      perform settle_private._refuse_tenant(grant_tenant.tenant, null, 'grant_tenant');
+    end if;
+    perform settle_private._check_role_within(grant_tenant.role, v_mine, 'grant_tenant');
+  end if;
+  -- Rows recorded under this name for a role that no longer exists belong to nobody who can
+  -- log in: the role granted now starts from its own binding (the dropped rows are logged).
+  with d as (
+    delete from settle_private.tenant_bindings b
+     where b.role_name = grant_tenant.role and b.role_oid <> v_oid
+       and not exists (select 1 from pg_catalog.pg_roles r where r.oid = b.role_oid)
+    returning b.role_oid, b.tenants)
+  select jsonb_agg(jsonb_build_object('role_oid', d.role_oid, 'tenants', d.tenants)) into v_dropped from d;
+  perform 1 from settle_private._binding_rows_of(grant_tenant.role);
+  insert into settle_private.tenant_bindings as b (role_oid, role_name, tenants, bound_at, updated_at)
+  values (v_oid, grant_tenant.role, array[grant_tenant.tenant], v_now, v_now)
   on conflict on constraint tenant_bindings_pkey do update
      set tenants = array(select distinct t from unnest(b.tenants || excluded.tenants) as t order by 1),
-         updated_at = excluded.updated_at
+         role_name = excluded.role_name, updated_at = excluded.updated_at
   returning b.tenants into v_tenants;
   insert into settle_private.admin_log (at, event, actor, detail)
   values (v_now, 'grant_tenant', session_user::text,
-          jsonb_build_object('role', grant_tenant.role, 'tenant', grant_tenant.tenant, 'tenants', v_tenants));
+          jsonb_build_object('role', grant_tenant.role, 'tenant', grant_tenant.tenant, 'tenants', v_tenants)
+          || case when v_dropped is not null then jsonb_build_object('dropped_role_bindings', v_dropped) else '{}'::jsonb end);
   return v_tenants;
 end
 $$;
@@ -662,10 +684,10 @@ ALTER FUNCTION settle.grant_tenant(role text, tenant text) OWNER TO settle_owner
 -- Name: FUNCTION grant_tenant(role text, tenant text); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.grant_tenant(role text, tenant text) IS 'Admin: bind a login role to a tenant. A login role that holds tenant grants can claim, observe, heartbeat and read only those tenants; any other tenant answers SE013 and discloses nothing. A role without grants is a trusted multi-tenant service.
+COMMENT ON FUNCTION settle.grant_tenant(role text, tenant text) IS 'Admin: bind a login role to a tenant. A login role that holds tenant grants can claim, observe, heartbeat and read only those tenants; any other tenant answers SE013 and discloses nothing. A role without grants is a trusted multi-tenant service. The binding follows the role (its OID) through a rename.
 Parameters: role (an existing login role: the role a service connects as, session_user), tenant (as settle.claim).
-Outcomes: the tenants the role may reach now (sorted).
-SQLSTATEs: SE001 (tenant), SE008 (role does not exist or cannot log in), 42501 (not settle_admin).
+Outcomes: the tenants the role may reach now (sorted). Bindings left under this name by a dropped role are removed (logged as dropped_role_bindings).
+SQLSTATEs: SE001 (tenant), SE008 (role does not exist or cannot log in), SE013 (the caller is bound and tenant is not one of its tenants), SE019 (the caller is bound and the role is unbound or reaches other tenants), 42501 (not settle_admin).
 Locking: the role''s binding row. Logged in settle.admin_log. In force for every call that starts after the commit.
 Idempotency: granting a held tenant changes nothing but the log.';
 
@@ -779,6 +801,34 @@ Outcomes: a smallint; never raises.
 Locking: none. Idempotency: pure (IMMUTABLE).';
 
 --
+-- Name: _visible_tenants(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._visible_tenants() RETURNS text[]
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_me oid := to_regrole(quote_ident(session_user::text))::oid;
+  v_rows integer;
+  v_tenants text[];
+begin
+  select count(*), array(select t from (select distinct u.t from settle_private.tenant_bindings b1, unnest(b1.tenants) as u(t)
+                                          where b1.role_oid = v_me or b1.role_name = session_user::text) d
+                          where not exists (select 1 from settle_private.tenant_bindings b2
+                                             where (b2.role_oid = v_me or b2.role_name = session_user::text)
+                                               and not (d.t = any (b2.tenants)))
+                          order by 1)
+    into v_rows, v_tenants
+    from settle_private.tenant_bindings b
+   where b.role_oid = v_me or b.role_name = session_user::text;
+  return case when v_rows > 0 then v_tenants end;
+end
+$$;
+
+ALTER FUNCTION settle_private._visible_tenants() OWNER TO settle_owner;
+
+--
 -- Name: operations; Type: TABLE; Schema: settle_private; Owner: settle_owner
 --
 
@@ -818,27 +868,6 @@ ALTER TABLE settle_private.operations OWNER TO settle_owner;
 COMMENT ON TABLE settle_private.operations IS 'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
 
 --
--- Name: tenant_bindings; Type: TABLE; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TABLE settle_private.tenant_bindings (
-    role_name text NOT NULL,
-    tenants text[] NOT NULL,
-    bound_at timestamp with time zone NOT NULL,
-    updated_at timestamp with time zone NOT NULL
-);
-
-ALTER TABLE ONLY settle_private.tenant_bindings FORCE ROW LEVEL SECURITY;
-
-ALTER TABLE settle_private.tenant_bindings OWNER TO settle_owner;
-
---
--- Name: TABLE tenant_bindings; Type: COMMENT; Schema: settle_private; Owner: settle_owner
---
-
-COMMENT ON TABLE settle_private.tenant_bindings IS 'Tenant binding of login roles (by name, as session_user reports it): a role with a row reaches only the tenants listed (none when empty). Private: use settle.grant_tenant / settle.revoke_tenant.';
-
---
 -- Name: operations; Type: VIEW; Schema: settle; Owner: settle_owner
 --
 
@@ -866,11 +895,7 @@ CREATE VIEW settle.operations AS
     o.created_at,
     o.updated_at
    FROM settle_private.operations o
-  WHERE ((( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text))::text[])));
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (o.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
 
 ALTER TABLE settle.operations OWNER TO settle_owner;
 
@@ -920,6 +945,8 @@ declare
   v_now timestamptz := clock_timestamp();
   -- Plain values as the per-key call's arguments (see settle.expire_leases).
   v_actor text := session_user::text;
+  -- A login bound to tenants purges only their operations (docs/protocol.md §12).
+  v_mine text[] := settle_private._visible_tenants();
   v_cutoff timestamptz;
   v_min interval;
   v_due record;
@@ -946,6 +973,7 @@ begin
   for v_due in
     select o.tenant, o.key from settle_private.operations o
      where o.status in ('completed', 'failed') and o.dead_lettered_at is null and o.updated_at < v_cutoff
+       and (v_mine is null or o.tenant = any (v_mine))
      order by o.updated_at
      limit batch_size
   loop
@@ -964,8 +992,8 @@ ALTER FUNCTION settle.purge(older_than interval, batch_size integer) OWNER TO se
 
 COMMENT ON FUNCTION settle.purge(older_than interval, batch_size integer) IS 'Retention: the only path that deletes. Removes terminal (completed or failed) operations last updated before now - older_than, with their attempts and audit rows, leaving one tombstone audit row (event purge) per purged key.
 Parameters: older_than interval (>= 0), batch_size (1-100000, default 1000); call again while it returns a full batch.
-Outcomes: the number of operations purged. A purged key can be claimed again as a new operation.
-SQLSTATEs: SE008. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: a busy row waits for the next call) and checks it again under the lock.
+Outcomes: the number of operations purged. A purged key can be claimed again as a new operation. A login bound to tenants purges only their operations.
+SQLSTATEs: SE008, SE014. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: a busy row waits for the next call) and checks it again under the lock.
 Idempotency: safe to repeat and to run concurrently.';
 
 --
@@ -989,6 +1017,11 @@ begin
       jsonb_build_object('field', 'reason'), null);
   end if;
 
+  -- A login bound to other tenants learns nothing of this one: refused before anything is read
+  -- (no SE010, SE011 or SE012 that would tell whether the key exists or what state it is in).
+  if not settle_private._tenant_ok(redrive.tenant) then
+    perform settle_private._refuse_tenant(redrive.tenant, redrive.key, 'redrive');
+  end if;
   v_op := settle_private._lock_operation(redrive.tenant, redrive.key);
   if redrive.request is not null and settle_private._fingerprint(redrive.request) <> v_op.fingerprint then
     perform settle_private._raise('SE012', 'redrive refused: the request differs from the reservation',
@@ -1031,7 +1064,7 @@ ALTER FUNCTION settle.redrive(tenant text, key text, additional_attempts integer
 COMMENT ON FUNCTION settle.redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text) IS 'Re-open a dead-lettered operation for new attempt epochs, keeping its key, fingerprint and binding.
 Parameters: tenant, key; additional_attempts (1-1000, default 1) added to the spent budget; request (optional: if given, it must match the reservation, else SE012); reason (optional, <= 1024 bytes, kept in the audit row).
 Outcomes: the re-opened record (redrive_count + 1, budget raised). Dead letter reason attempts_exhausted: status pending (the lattice allows this one move down, only when every attempt recorded a failure; the audit row keeps the previous error). Reason needs_reconciliation: the status stays unknown (or conflict), never lower: redrive only after checking downstream that the effect did not happen (or that the downstream deduplicates it), since the next attempt runs it again.
-SQLSTATEs: SE001, SE002, SE008, SE010 (not found), SE011 (not dead-lettered: also what a second, concurrent redrive gets), SE012 (request differs).
+SQLSTATEs: SE001, SE002, SE008, SE013 (the caller is bound to other tenants: raised before anything is read), SE010 (not found), SE011 (not dead-lettered: also what a second, concurrent redrive gets), SE012 (request differs).
 Locking: the operation row (FOR UPDATE): concurrent redrives never double-open.
 Idempotency: not idempotent by design; a repeat answers SE011 once the first has re-opened the operation.';
 
@@ -1078,6 +1111,9 @@ declare
 begin
   perform settle_private._check_name(revoke_binding.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
   perform settle_private._check_name(revoke_binding.principal, 'principal', settle_private._limit('principal_bytes'), 'SE003');
+  if not settle_private._tenant_ok(revoke_binding.tenant) then
+    perform settle_private._refuse_tenant(revoke_binding.tenant, null, 'revoke_binding');
+  end if;
   if revoke_binding.below_generation is null or revoke_binding.below_generation < 1 then
     perform settle_private._raise('SE008', 'below_generation must be a positive binding generation',
       jsonb_build_object('field', 'below_generation'),
@@ -1109,7 +1145,7 @@ ALTER FUNCTION settle.revoke_binding(tenant text, principal text, below_generati
 COMMENT ON FUNCTION settle.revoke_binding(tenant text, principal text, below_generation bigint) IS 'Admin: revoke every binding generation of a principal in a tenant below a floor, after re-authentication; the reservation locks stay immutable.
 Parameters: tenant, principal (as settle.claim), below_generation (>= 1: the first generation that stays valid).
 Outcomes: the floor in force (floors only rise: a lower value keeps the higher floor). From the commit on, a claim presenting a revoked generation answers refused (binding_revoked), an observation or heartbeat fenced (binding_revoked, its payload kept in the audit log), a get refused; an operation reserved under a revoked generation that is not completed can no longer complete and moves to conflict (error binding_revoked) at its next touch (claim, observation, heartbeat or get of its key).
-SQLSTATEs: SE001 (tenant), SE003 (principal), SE008 (below_generation), 42501 (not settle_admin).
+SQLSTATEs: SE001 (tenant), SE003 (principal), SE008 (below_generation), SE013 (the caller is bound to other tenants), 42501 (not settle_admin).
 Locking: the floor row. Logged in settle.admin_log. Idempotency: idempotent; the caller''s safe path is in docs/protocol.md section 13.';
 
 --
@@ -1122,20 +1158,41 @@ CREATE FUNCTION settle.revoke_tenant(role text, tenant text) RETURNS text[]
     AS $$
 declare
   v_now timestamptz := clock_timestamp();
+  v_mine text[] := settle_private._visible_tenants();
+  v_oids oid[];
   v_tenants text[];
 begin
   if revoke_tenant.role is null then
     perform settle_private._raise('SE008', 'role must not be null', jsonb_build_object('field', 'role'), null);
   end if;
+  if revoke_tenant.tenant is not null then
+    perform settle_private._check_name(revoke_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
+  end if;
+  if v_mine is not null then
+    if revoke_tenant.tenant is null then
+      perform settle_private._refuse_bound('revoke_tenant', jsonb_build_object('target_role', revoke_tenant.role));
+    elsif not (revoke_tenant.tenant = any (v_mine)) then
+      perform settle_private._refuse_tenant(revoke_tenant.tenant, null, 'revoke_tenant');
+    end if;
+    perform settle_private._check_role_within(revoke_tenant.role, v_mine, 'revoke_tenant');
+  end if;
+  select array_agg(r.role_oid) into v_oids from settle_private._binding_rows_of(revoke_tenant.role) r;
   if revoke_tenant.tenant is null then
-    delete from settle_private.tenant_bindings b where b.role_name = revoke_tenant.role;
+    delete from settle_private.tenant_bindings b where b.role_oid = any (v_oids);
     v_tenants := null;
   else
-    perform settle_private._check_name(revoke_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
     update settle_private.tenant_bindings b
        set tenants = array_remove(b.tenants, revoke_tenant.tenant), updated_at = v_now
-     where b.role_name = revoke_tenant.role
-    returning b.tenants into v_tenants;
+     where b.role_oid = any (v_oids);
+    -- What the role reaches now: the tenants every row of its lists (NULL: it has none).
+    select case when count(*) > 0 then
+             array(select distinct u.t from settle_private.tenant_bindings b1, unnest(b1.tenants) as u(t)
+                    where b1.role_oid = any (v_oids)
+                      and not exists (select 1 from settle_private.tenant_bindings b2
+                                       where b2.role_oid = any (v_oids) and not (u.t = any (b2.tenants)))
+                    order by 1) end
+      into v_tenants
+      from settle_private.tenant_bindings b where b.role_oid = any (v_oids);
   end if;
   insert into settle_private.admin_log (at, event, actor, detail)
   values (v_now, 'revoke_tenant', session_user::text,
@@ -1151,10 +1208,10 @@ ALTER FUNCTION settle.revoke_tenant(role text, tenant text) OWNER TO settle_owne
 --
 
 COMMENT ON FUNCTION settle.revoke_tenant(role text, tenant text) IS 'Admin: take a tenant away from a login role, or unbind the role.
-Parameters: role; tenant (NULL: remove the whole binding, which makes the role a trusted multi-tenant service again).
+Parameters: role (a login role, or the name of a dropped one whose binding is left); tenant (NULL: remove the whole binding, which makes the role a trusted multi-tenant service again).
 Outcomes: the tenants the role may reach now; an empty array when the last one was revoked: the role stays bound and is refused everywhere (fail closed, never widened by a revocation); NULL when the role is unbound (or never was bound).
-SQLSTATEs: SE001 (tenant), SE008 (role NULL), 42501 (not settle_admin).
-Locking: the role''s binding row. Logged in settle.admin_log. In force for every call that starts after the commit; a call already running finishes under the grants it read.
+SQLSTATEs: SE001 (tenant), SE008 (role NULL), SE013 (the caller is bound and tenant is not one of its tenants), SE019 (the caller is bound: unbinding, or a role that reaches other tenants), 42501 (not settle_admin).
+Locking: the role''s binding rows. Logged in settle.admin_log. In force for every call that starts after the commit; a call already running finishes under the grants it read.
 Idempotency: revoking what the role does not hold changes nothing but the log.';
 
 --
@@ -1172,6 +1229,10 @@ begin
   if min_retention is null or min_retention < interval '0' or not settle_private._exact(min_retention) then
     perform settle_private._raise('SE008', 'min_retention must be a non-negative exact duration (no month or year part)',
       jsonb_build_object('field', 'min_retention'), null);
+  end if;
+  -- An engine-wide setting: not for a login bound to tenants (SE019).
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('set_purge_min_retention', '{}'::jsonb);
   end if;
   select s.value into v_before from settle_private.settings s where s.name = 'purge_min_retention' for update;
   insert into settle_private.settings as s (name, value, updated_at)
@@ -1193,7 +1254,7 @@ ALTER FUNCTION settle.set_purge_min_retention(min_retention interval) OWNER TO s
 COMMENT ON FUNCTION settle.set_purge_min_retention(min_retention interval) IS 'Set the shortest retention settle.purge accepts (default 24 hours).
 Parameters: min_retention, a non-negative exact duration (no month or year part).
 Outcomes: the new minimum; the change is logged in settle.admin_log (event set_purge_min_retention, before and after). settle.purge with older_than below it raises SE014.
-SQLSTATEs: SE008 (bad min_retention). Locking: the settings row (FOR UPDATE). Idempotency: setting the same value again changes nothing but the log.';
+SQLSTATEs: SE008 (bad min_retention), SE019 (the caller is bound to tenants: engine-wide settings are for unbound admins). Locking: the settings row (FOR UPDATE). Idempotency: setting the same value again changes nothing but the log.';
 
 --
 -- Name: _access(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1207,7 +1268,7 @@ declare
   v_verdict bigint;
 begin
   select case when exists (select 1 from settle_private.tenant_bindings b
-                            where b.role_name = session_user::text and not (_access.tenant = any (b.tenants))) then -1
+                            where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_access.tenant = any (b.tenants))) then -1
               else coalesce((select f.below_generation from settle_private.binding_floors f
                               where f.tenant = _access.tenant and f.principal = _access.principal), 0) end
     into v_verdict;
@@ -1261,6 +1322,32 @@ CREATE FUNCTION settle_private._binding_ok(principal text, scopes text[], bindin
 $_$;
 
 ALTER FUNCTION settle_private._binding_ok(principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
+
+--
+-- Name: _binding_rows_of(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._binding_rows_of(role text) RETURNS TABLE(role_oid oid, tenants text[])
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_oid oid := (select r.oid from pg_catalog.pg_roles r where r.rolname = _binding_rows_of.role);
+begin
+  update settle_private.tenant_bindings b set role_name = r.rolname
+    from pg_catalog.pg_roles r
+   where r.oid = b.role_oid and b.role_name <> r.rolname;
+  return query
+    select b.role_oid, b.tenants from settle_private.tenant_bindings b
+     where b.role_oid = v_oid
+        or (b.role_name = _binding_rows_of.role
+            and not exists (select 1 from pg_catalog.pg_roles r where r.oid = b.role_oid))
+     order by b.role_oid
+     for update;
+end
+$$;
+
+ALTER FUNCTION settle_private._binding_rows_of(role text) OWNER TO settle_owner;
 
 --
 -- Name: _canonical_json(jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1428,16 +1515,20 @@ ALTER FUNCTION settle_private._check_lease(lease interval) OWNER TO settle_owner
 -- Name: _check_login_role(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private._check_login_role(role text) RETURNS void
+CREATE FUNCTION settle_private._check_login_role(role text) RETURNS oid
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+  v_oid oid;
 begin
-  if role is null or not exists (select 1 from pg_catalog.pg_roles r where r.rolname = _check_login_role.role and r.rolcanlogin) then
+  select r.oid into v_oid from pg_catalog.pg_roles r where r.rolname = _check_login_role.role and r.rolcanlogin;
+  if v_oid is null then
     perform settle_private._raise('SE008', 'role must be an existing login role',
       jsonb_build_object('field', 'role', 'role', role),
       'Tenant grants bind the login role a service connects as (session_user), not a group role such as settle_app.');
   end if;
+  return v_oid;
 end
 $$;
 
@@ -1545,6 +1636,24 @@ end
 $$;
 
 ALTER FUNCTION settle_private._check_operation_key(tenant text, key text) OWNER TO settle_owner;
+
+--
+-- Name: _check_role_within(text, text[], text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_role_within(role text, mine text[], call text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if not exists (select 1 from settle_private._binding_rows_of(_check_role_within.role))
+     or exists (select 1 from settle_private._binding_rows_of(_check_role_within.role) r where not (r.tenants <@ mine)) then
+    perform settle_private._refuse_bound(call, jsonb_build_object('target_role', role));
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._check_role_within(role text, mine text[], call text) OWNER TO settle_owner;
 
 --
 -- Name: _claim_refused(text, text, jsonb, text, text[], bigint, bigint, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1960,26 +2069,37 @@ CREATE FUNCTION settle_private._metrics() RETURNS TABLE(operations_in_flight big
     SET jit TO 'off'
     AS $$
 select (select count(*) from settle_private.operations o
-         where o.lease_token is not null and o.lease_expires_at > w.now) as operations_in_flight,
+         where o.lease_token is not null and o.lease_expires_at > w.now
+           and (w.tenants is null or o.tenant = any (w.tenants))) as operations_in_flight,
        (select count(*) from settle_private.operations o
-         where o.lease_token is not null and o.lease_expires_at <= w.now) as lapsed_leases,
-       (select count(*) from settle_private.operations o where o.status = 'unknown') as operations_unknown,
+         where o.lease_token is not null and o.lease_expires_at <= w.now
+           and (w.tenants is null or o.tenant = any (w.tenants))) as lapsed_leases,
+       (select count(*) from settle_private.operations o where o.status = 'unknown'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as operations_unknown,
        coalesce((select extract(epoch from w.now - min(o.updated_at))::float8
-                   from settle_private.operations o where o.status = 'unknown'), 0) as oldest_unknown_age_seconds,
-       (select count(*) from settle_private.operations o where o.status = 'conflict') as operations_conflict,
+                   from settle_private.operations o where o.status = 'unknown'
+           and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_unknown_age_seconds,
+       (select count(*) from settle_private.operations o where o.status = 'conflict'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as operations_conflict,
        (select count(*) from settle_private.operations o
-         where o.dead_lettered_at is not null and o.status = 'failed') as dead_letters_failed,
+         where o.dead_lettered_at is not null and o.status = 'failed'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_failed,
        (select count(*) from settle_private.operations o
-         where o.dead_lettered_at is not null and o.status <> 'failed') as dead_letters_needs_reconciliation,
+         where o.dead_lettered_at is not null and o.status <> 'failed'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_needs_reconciliation,
        coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
-                   from settle_private.operations o where o.dead_lettered_at is not null), 0) as oldest_dead_letter_age_seconds,
+                   from settle_private.operations o where o.dead_lettered_at is not null
+                    and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_dead_letter_age_seconds,
        (select count(*) from settle_private.audit_log a
-         where a.outcome = 'conflict' and a.at > w.now - w.recent) as conflicts_recent,
+         where a.outcome = 'conflict' and a.at > w.now - w.recent
+           and (w.tenants is null or a.tenant = any (w.tenants))) as conflicts_recent,
        (select count(*) from settle_private.audit_log a
          where a.outcome in ('conflict', 'fenced') and a.at > w.now - w.recent
-           and a.event in ('complete', 'fail', 'report_unknown')) as refused_observations_recent,
+           and a.event in ('complete', 'fail', 'report_unknown')
+           and (w.tenants is null or a.tenant = any (w.tenants))) as refused_observations_recent,
        extract(epoch from w.recent)::integer as recent_window_seconds
-  from (select clock_timestamp() as now, interval '5 minutes' as recent) w
+  from (select clock_timestamp() as now, interval '5 minutes' as recent,
+               settle_private._visible_tenants() as tenants) w
 $$;
 
 ALTER FUNCTION settle_private._metrics() OWNER TO settle_owner;
@@ -2120,7 +2240,7 @@ begin
   -- caller never holds a row lock of a tenant it may not reach.
   with a as materialized (
     select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
-                              where b.role_name = session_user::text and not (_observe.tenant = any (b.tenants))) then -1
+                              where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_observe.tenant = any (b.tenants))) then -1
                 else coalesce((select f.below_generation from settle_private.binding_floors f
                                 where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict
   )
@@ -2491,6 +2611,24 @@ end
 $$;
 
 ALTER FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb) OWNER TO settle_owner;
+
+--
+-- Name: _refuse_bound(text, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._refuse_bound(call text, detail jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  raise log 'pg-settle audit: %', jsonb_build_object('event', 'bound_refused', 'call', call,
+    'role', session_user::text, 'at', clock_timestamp()) || detail;
+  perform settle_private._raise('SE019', 'not allowed to a login bound to tenants', jsonb_build_object('call', call),
+    'A login bound to tenants acts on those tenants only; an unbound settle_admin login makes engine-wide changes (docs/protocol.md section 12).');
+end
+$$;
+
+ALTER FUNCTION settle_private._refuse_bound(call text, detail jsonb) OWNER TO settle_owner;
 
 --
 -- Name: _refuse_tenant(text, text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -2929,8 +3067,18 @@ CREATE VIEW settle.admin_log AS
     l.at,
     l.event,
     l.actor,
-    l.detail
-   FROM settle_private.admin_log l;
+        CASE
+            WHEN ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (NOT (l.detail ? 'tenants'::text))) THEN l.detail
+            ELSE (l.detail || jsonb_build_object('tenants', ( SELECT COALESCE(jsonb_agg(t.value), '[]'::jsonb) AS "coalesce"
+               FROM jsonb_array_elements_text(
+                    CASE jsonb_typeof((l.detail -> 'tenants'::text))
+                        WHEN 'array'::text THEN (l.detail -> 'tenants'::text)
+                        ELSE '[]'::jsonb
+                    END) t(value)
+              WHERE (t.value = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])))))
+        END AS detail
+   FROM settle_private.admin_log l
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR ((l.detail ->> 'tenant'::text) = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
 
 ALTER TABLE settle.admin_log OWNER TO settle_owner;
 
@@ -2938,7 +3086,7 @@ ALTER TABLE settle.admin_log OWNER TO settle_owner;
 -- Name: VIEW admin_log; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.admin_log IS 'Append-only log of changes to access: tenant grants and revocations (settle.grant_tenant, settle.revoke_tenant) and binding revocations (settle.revoke_binding), with who made them.';
+COMMENT ON VIEW settle.admin_log IS 'Append-only log of changes to access: tenant grants and revocations (settle.grant_tenant, settle.revoke_tenant), binding revocations (settle.revoke_binding) and the minimum retention (settle.set_purge_min_retention), with who made them. A login bound to tenants sees only the changes naming one of its tenants.';
 
 --
 -- Name: attempts; Type: TABLE; Schema: settle_private; Owner: settle_owner
@@ -3000,11 +3148,7 @@ CREATE VIEW settle.attempts AS
     a.late_result,
     a.settled
    FROM settle_private.attempts a
-  WHERE ((( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (a.tenant = ANY (( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text))::text[])));
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (a.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
 
 ALTER TABLE settle.attempts OWNER TO settle_owner;
 
@@ -3106,11 +3250,7 @@ CREATE VIEW settle.audit_log AS
             jsonb_build_object('reason', a.settled_reason) AS jsonb_build_object
            FROM settle_private.attempts a
           WHERE (a.settled_seq IS NOT NULL)) e
-  WHERE ((( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (e.tenant = ANY (( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text))::text[])));
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (e.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
 
 ALTER TABLE settle.audit_log OWNER TO settle_owner;
 
@@ -3137,11 +3277,7 @@ CREATE VIEW settle.dead_letters AS
     o.dead_letter_reason AS reason,
     o.status
    FROM settle_private.operations o
-  WHERE ((o.dead_lettered_at IS NOT NULL) AND ((( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text))::text[]))));
+  WHERE ((o.dead_lettered_at IS NOT NULL) AND ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (o.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[]))));
 
 ALTER TABLE settle.dead_letters OWNER TO settle_owner;
 
@@ -3188,11 +3324,7 @@ CREATE VIEW settle.settlements AS
     o.result,
     o.settled_at
    FROM settle_private.operations o
-  WHERE ((o.status = 'completed'::settle.status) AND ((( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text))::text[]))));
+  WHERE ((o.status = 'completed'::settle.status) AND ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (o.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[]))));
 
 ALTER TABLE settle.settlements OWNER TO settle_owner;
 
@@ -3221,11 +3353,7 @@ CREATE VIEW settle.stats AS
     count(*) FILTER (WHERE (o.lease_expires_at <= clock_timestamp())) AS lapsed_leases,
     COALESCE(sum(o.attempt), (0)::bigint) AS attempts
    FROM settle_private.operations o
-  WHERE ((( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text))::text[])))
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (o.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])))
   GROUP BY o.tenant;
 
 ALTER TABLE settle.stats OWNER TO settle_owner;
@@ -3307,6 +3435,28 @@ ALTER TABLE settle_private.settings OWNER TO settle_owner;
 COMMENT ON TABLE settle_private.settings IS 'Engine settings: purge_min_retention (default 24 hours), the shortest older_than settle.purge accepts. Private: change it with settle.set_purge_min_retention (logged in admin_log).';
 
 --
+-- Name: tenant_bindings; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.tenant_bindings (
+    role_oid oid NOT NULL,
+    role_name text NOT NULL,
+    tenants text[] NOT NULL,
+    bound_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY settle_private.tenant_bindings FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.tenant_bindings OWNER TO settle_owner;
+
+--
+-- Name: TABLE tenant_bindings; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.tenant_bindings IS 'Tenant binding of login roles, by role OID (a rename keeps it) and, fail closed, by the name recorded with it: a login matching a row by OID or by name reaches only the tenants every matching row lists (none when empty). Private: use settle.grant_tenant / settle.revoke_tenant.';
+
+--
 -- Name: admin_log admin_log_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3360,7 +3510,7 @@ ALTER TABLE ONLY settle_private.settings
 --
 
 ALTER TABLE ONLY settle_private.tenant_bindings
-    ADD CONSTRAINT tenant_bindings_pkey PRIMARY KEY (role_name);
+    ADD CONSTRAINT tenant_bindings_pkey PRIMARY KEY (role_oid);
 
 --
 -- Name: audit_log_refusals_by_at_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
@@ -3397,6 +3547,12 @@ CREATE INDEX operations_needing_attention_idx ON settle_private.operations USING
 --
 
 CREATE INDEX operations_terminal_by_age_idx ON settle_private.operations USING btree (updated_at) WHERE (status = ANY (ARRAY['failed'::settle.status, 'completed'::settle.status]));
+
+--
+-- Name: tenant_bindings_by_role_name_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX tenant_bindings_by_role_name_idx ON settle_private.tenant_bindings USING btree (role_name);
 
 --
 -- Name: operations _100_guard_insert; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
@@ -3684,6 +3840,14 @@ GRANT ALL ON FUNCTION settle.status_rank(status settle.status) TO settle_readonl
 GRANT ALL ON FUNCTION settle.status_rank(status settle.status) TO settle_admin;
 
 --
+-- Name: FUNCTION _visible_tenants(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._visible_tenants() FROM PUBLIC;
+GRANT ALL ON FUNCTION settle_private._visible_tenants() TO settle_readonly;
+GRANT ALL ON FUNCTION settle_private._visible_tenants() TO settle_admin;
+
+--
 -- Name: TABLE operations; Type: ACL; Schema: settle; Owner: settle_owner
 --
 
@@ -3759,6 +3923,12 @@ REVOKE ALL ON FUNCTION settle_private._audit(tenant text, key text, at timestamp
 REVOKE ALL ON FUNCTION settle_private._binding_ok(principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _binding_rows_of(role text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._binding_rows_of(role text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _canonical_json(value jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3829,6 +3999,12 @@ REVOKE ALL ON FUNCTION settle_private._check_observation_args(tenant text, key t
 --
 
 REVOKE ALL ON FUNCTION settle_private._check_operation_key(tenant text, key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _check_role_within(role text, mine text[], call text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_role_within(role text, mine text[], call text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -4035,6 +4211,12 @@ REVOKE ALL ON FUNCTION settle_private._rank(status settle.status) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _refuse_bound(call text, detail jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._refuse_bound(call text, detail jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _refuse_tenant(tenant text, key text, call text); Type: ACL; Schema: settle_private; Owner: settle_owner

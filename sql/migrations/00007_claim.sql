@@ -90,7 +90,7 @@ begin
                                        where l.tenant = claim.tenant and l.key = claim.key) end as seq
     into v_seen
     from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
-                                    where b.role_name = session_user::text and not (claim.tenant = any (b.tenants))) then -1
+                                    where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (claim.tenant = any (b.tenants))) then -1
                       else coalesce((select f.below_generation from settle_private.binding_floors f
                                       where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
                  (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op

@@ -219,6 +219,8 @@ declare
   -- Arguments of the per-key call are plain values (variables): Citus refuses a forced
   -- delegation whose call carries an expression such as session_user.
   v_actor text := session_user::text;
+  -- A login bound to tenants sweeps only their operations (docs/protocol.md §12).
+  v_mine text[] := settle_private._visible_tenants();
   v_due record;
   v_done integer;
   v_res settle.expire_result := row(0, 0);
@@ -229,9 +231,10 @@ begin
   -- is in the FROM form so that Citus can delegate it from inside this function.
   for v_due in
     select o.tenant, o.key from settle_private.operations o
-     where (o.lease_token is not null and o.lease_expires_at <= v_now)
+     where ((o.lease_token is not null and o.lease_expires_at <= v_now)
         or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts
-            and o.dead_lettered_at is null)
+            and o.dead_lettered_at is null))
+       and (v_mine is null or o.tenant = any (v_mine))
      order by o.lease_expires_at nulls last
      limit batch_size
   loop

@@ -81,7 +81,7 @@ begin
   -- caller never holds a row lock of a tenant it may not reach.
   with a as materialized (
     select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
-                              where b.role_name = session_user::text and not (_observe.tenant = any (b.tenants))) then -1
+                              where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_observe.tenant = any (b.tenants))) then -1
                 else coalesce((select f.below_generation from settle_private.binding_floors f
                                 where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict
   )

@@ -459,6 +459,10 @@ declare
   v_batch constant integer := 1000;
   v_max_rounds constant integer := 20;
 begin
+  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('run_upkeep', '{}'::jsonb);
+  end if;
   if run_upkeep.job is not null and run_upkeep.job not in ('expire_leases', 'purge') then
     perform settle_private._raise('SE008', 'job must be expire_leases or purge (or NULL for both)',
       jsonb_build_object('field', 'job'), null);
@@ -522,7 +526,7 @@ comment on function settle.run_upkeep(text, boolean) is
   'Run the upkeep jobs that are due: expire_leases (settle.expire_leases until a batch is not full, at most 20 batches of 1000) and purge (settle.purge with the stored retention, same bounds). What pg_cron or `pg-settle maintain` call (docs/operations.md "Upkeep").
 Parameters: job (expire_leases, purge, or NULL for both); force (run even if not due, default false).
 Outcomes: one row per job: ran (detail: counts) | failed (detail: sqlstate, error; the job''s work is rolled back, the failure recorded) | not_due (ran less than its interval ago) | busy (another caller holds the job: leader election by the job row''s lock, SKIP LOCKED). Each run is recorded in settle.upkeep.
-SQLSTATEs: SE008 (unknown job).
+SQLSTATEs: SE008 (unknown job), SE019 (a login bound to tenants: upkeep is engine-wide).
 Locking: the job''s row in settle_private.upkeep_jobs for the run (FOR UPDATE SKIP LOCKED), then the locks of expire_leases and purge. Idempotency: safe to call from several processes at once and repeatedly.';
 
 -- set_retention(older_than) -> the new retention
@@ -537,6 +541,10 @@ declare
   v_min interval;
   v_now timestamptz := clock_timestamp();
 begin
+  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('set_retention', '{}'::jsonb);
+  end if;
   if older_than is null or older_than < interval '0' or not settle_private._exact(older_than) then
     perform settle_private._raise('SE008', 'older_than must be a non-negative exact duration (no month or year part)',
       jsonb_build_object('field', 'older_than'), null);
@@ -561,7 +569,7 @@ comment on function settle.set_retention(interval) is
   'Set how long terminal (completed or failed, not dead-lettered) operations are kept before the purge upkeep job removes them (default 7 days). Unresolved operations are never purged.
 Parameters: older_than, an exact duration not shorter than purge_min_retention (default 24 hours).
 Outcomes: the new retention; logged in settle.admin_log (event set_retention, before and after).
-SQLSTATEs: SE008 (bad duration), SE014 (shorter than purge_min_retention). Locking: the settings row. Idempotency: setting the same value again changes nothing but the log.';
+SQLSTATEs: SE008 (bad duration), SE014 (shorter than purge_min_retention), SE019 (a login bound to tenants). Locking: the settings row. Idempotency: setting the same value again changes nothing but the log.';
 
 -- set_upkeep_interval(job, every) -> the new interval
 create function settle.set_upkeep_interval(job text, every interval)
@@ -573,6 +581,10 @@ as $$
 declare
   v_before interval;
 begin
+  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('set_upkeep_interval', '{}'::jsonb);
+  end if;
   if set_upkeep_interval.job is null or set_upkeep_interval.job not in ('expire_leases', 'purge') then
     perform settle_private._raise('SE008', 'job must be expire_leases or purge', jsonb_build_object('field', 'job'), null);
   end if;
@@ -593,7 +605,7 @@ comment on function settle.set_upkeep_interval(text, interval) is
   'Set how often an upkeep job is due (defaults: expire_leases 1 minute, purge 1 hour).
 Parameters: job (expire_leases or purge), every (1 second - 1 day, exact).
 Outcomes: the new interval; logged in settle.admin_log (event set_upkeep_interval).
-SQLSTATEs: SE008. Locking: the job row (waits for a running job). Idempotency: repeatable.';
+SQLSTATEs: SE008, SE019 (a login bound to tenants). Locking: the job row (waits for a running job). Idempotency: repeatable.';
 
 -- ---------------------------------------------------------------------------------------
 -- Grants

@@ -72,6 +72,8 @@ export class RedriveRequestMismatchError extends SettleError {}
 export class TenantNotGrantedError extends SettleError {}
 /** SE014: purge refused: older_than is shorter than the configured minimum retention. */
 export class RetentionTooShortError extends SettleError {}
+/** SE019: this login role is bound to tenants and the call reaches beyond them (engine-wide setting, unbinding, another tenant's role). */
+export class BindingScopeExceededError extends SettleError {}
 
 /** SE040: resolve refused: the operation is pending or running (nothing lost its outcome yet). */
 export class NotReconcilableError extends SettleError {}
@@ -178,6 +180,7 @@ export const errorClasses = {
   SE012: RedriveRequestMismatchError,
   SE013: TenantNotGrantedError,
   SE014: RetentionTooShortError,
+  SE019: BindingScopeExceededError,
   SE040: NotReconcilableError,
   SE041: ResolveLeaseHeldError,
   SE042: ResolveFingerprintMismatchError,
