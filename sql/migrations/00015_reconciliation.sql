@@ -152,7 +152,7 @@ begin
   v_op := settle_private._lock_operation(resolve.tenant, resolve.key);
   v_before := v_op.status;
   if v_op.fingerprint <> resolve.fingerprint then
-    perform settle_private._raise('SE042', 'resolve refused: the fingerprint is not the reservation''s',
+    perform settle_private._raise('SE052', 'resolve refused: the fingerprint is not the reservation''s',
       jsonb_build_object('tenant', resolve.tenant, 'key', resolve.key),
       'The key may have been purged and claimed again: read the operation again (settle.inspect) and check the downstream for that reservation.');
   end if;
@@ -175,12 +175,12 @@ begin
                v_op.error)::settle.resolve_result;
   end if;
   if v_op.status not in ('unknown', 'conflict') then
-    perform settle_private._raise('SE040', format('only an unknown or conflict operation can be resolved (status %s)', v_op.status),
+    perform settle_private._raise('SE050', format('only an unknown or conflict operation can be resolved (status %s)', v_op.status),
       jsonb_build_object('tenant', resolve.tenant, 'key', resolve.key, 'status', v_op.status),
       'A pending or running operation has not lost an outcome yet: let its attempt report, or its lease lapse (settle.expire_leases).');
   end if;
   if resolve.outcome = 'failed' and v_op.lease_token is not null then
-    perform settle_private._raise('SE041', 'a failed resolution is refused while an attempt holds a lease',
+    perform settle_private._raise('SE051', 'a failed resolution is refused while an attempt holds a lease',
       jsonb_build_object('tenant', resolve.tenant, 'key', resolve.key, 'attempt', v_op.attempt,
                          'lease_expires_at', v_op.lease_expires_at),
       'That attempt may still take effect: wait for it to report, or for its lease to lapse and settle.expire_leases to end it.');
@@ -246,7 +246,7 @@ comment on function settle.resolve(text, text, text, text, text, jsonb, jsonb, j
 Parameters: tenant, key; fingerprint (the reservation''s, from settle.inspect: a key purged and claimed again is refused); outcome completed (with result, <= 1 MiB: what the downstream reports) or failed (with error, <= 64 KiB: an explicit assertion that no attempt took effect); reason (required, 1-1024 bytes: why, the ticket); evidence (optional jsonb, <= 64 KiB).
 Outcomes: resolved (completed: settled through an attempt epoch of its own, N+1, worker resolve:<session_user>, settled_reason resolved; a held lease ends settled_elsewhere; failed: every attempt without a terminal observation records the verdict failed (not retryable), so a late success of one is already_settled and never a second final outcome) | already_final (completed or failed already, e.g. a late success came first: nothing changes; reason matches or differs; the assertion is kept in the audit log).
 Every call writes one settle.audit_log row (event resolve) with session_user, reason, evidence and the statuses; the dead letter is cleared, so retention applies again.
-SQLSTATEs: SE001, SE002, SE004 (fingerprint format), SE005 (result), SE006 (error), SE008 (outcome, reason, evidence, result with failed or error with completed); SE010 not found; SE013 tenant not granted to this login role; SE040 status pending or running; SE041 failed while an attempt holds a lease; SE042 fingerprint is not the reservation''s.
+SQLSTATEs: SE001, SE002, SE004 (fingerprint format), SE005 (result), SE006 (error), SE008 (outcome, reason, evidence, result with failed or error with completed); SE010 not found; SE013 tenant not granted to this login role; SE050 status pending or running; SE051 failed while an attempt holds a lease; SE052 fingerprint is not the reservation''s.
 Locking: the operation row (FOR UPDATE), as every writer: racing a late success or a redrive, exactly one goes first and the other sees its outcome.
 Idempotency: a repeat answers already_final (reason matches) and changes nothing but the audit log.';
 

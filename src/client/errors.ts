@@ -75,11 +75,11 @@ export class RetentionTooShortError extends SettleError {}
 /** SE019: this login role is bound to tenants and the call reaches beyond them (engine-wide setting, unbinding, another tenant's role). */
 export class BindingScopeExceededError extends SettleError {}
 
-/** SE040: resolve refused: the operation is pending or running (nothing lost its outcome yet). */
+/** SE050: resolve refused: the operation is pending or running (nothing lost its outcome yet). */
 export class NotReconcilableError extends SettleError {}
-/** SE041: a failed resolution refused while an attempt holds a lease (it may still take effect). */
+/** SE051: a failed resolution refused while an attempt holds a lease (it may still take effect). */
 export class ResolveLeaseHeldError extends SettleError {}
-/** SE042: resolve refused: the fingerprint presented is not the reservation's. */
+/** SE052: resolve refused: the fingerprint presented is not the reservation's. */
 export class ResolveFingerprintMismatchError extends SettleError {}
 
 /** SE02x: a write broke an invariant the schema enforces (lattice, immutability, append-only). */
@@ -181,9 +181,9 @@ export const errorClasses = {
   SE013: TenantNotGrantedError,
   SE014: RetentionTooShortError,
   SE019: BindingScopeExceededError,
-  SE040: NotReconcilableError,
-  SE041: ResolveLeaseHeldError,
-  SE042: ResolveFingerprintMismatchError,
+  SE050: NotReconcilableError,
+  SE051: ResolveLeaseHeldError,
+  SE052: ResolveFingerprintMismatchError,
   SE020: ReservationLockImmutableError,
   SE021: StatusDowngradeError,
   SE022: ResultImmutableError,

@@ -143,8 +143,8 @@ async function query<S extends z.ZodType>(db: Queryable | DatabasePool, token: Q
 
 /**
  * settle.resolve through the client's pool (or `options.connection`): needs a login role with
- * settle_reconciler or settle_admin. Refusals are typed errors (NotReconcilableError SE040,
- * ResolveLeaseHeldError SE041, ResolveFingerprintMismatchError SE042, TenantNotGrantedError, ...).
+ * settle_reconciler or settle_admin. Refusals are typed errors (NotReconcilableError SE050,
+ * ResolveLeaseHeldError SE051, ResolveFingerprintMismatchError SE052, TenantNotGrantedError, ...).
  */
 export async function resolveOperation(
   client: Pick<SettleClient, 'getPool'>,

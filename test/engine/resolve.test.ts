@@ -170,7 +170,7 @@ describe('settle.resolve', () => {
     const { client: reconciler } = await reconcilerSession();
 
     const running = await acquire(app, newOperation('running'));
-    expect(await sqlStateOf(resolve(reconciler, running, { outcome: 'completed', result: {} }))).toBe('SE040');
+    expect(await sqlStateOf(resolve(reconciler, running, { outcome: 'completed', result: {} }))).toBe('SE050');
     await reportUnknown(app, running); // unknown, budget left: resolvable, not dead-lettered
     const pendingArgs = newOperation('pending', { max_attempts: 2 });
     const pending = await acquire(app, pendingArgs);
@@ -178,10 +178,10 @@ describe('settle.resolve', () => {
       principal => $6, scopes => $7, binding_generation => 1, error => '{"x":1}', retryable => true)`,
       [pending.tenant, pending.key, pending.attempt, pending.lease_token, pending.fingerprint, pending.principal, pending.scopes]);
     expect((await state(superuser, pending)).op.status).toBe('pending');
-    expect(await sqlStateOf(resolve(reconciler, pending, { outcome: 'failed', error: {} }))).toBe('SE040');
+    expect(await sqlStateOf(resolve(reconciler, pending, { outcome: 'failed', error: {} }))).toBe('SE050');
 
     const unknown = await needsReconciliation(app, 'refusals');
-    expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'completed', result: {}, fingerprint: `v1:${'1'.repeat(64)}` }))).toBe('SE042');
+    expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'completed', result: {}, fingerprint: `v1:${'1'.repeat(64)}` }))).toBe('SE052');
     expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'completed', result: {}, reason: '  ' }))).toBe('SE008');
     expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'completed', result: {}, reason: null }))).toBe('SE008');
     expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'completed' }))).toBe('SE005');
@@ -194,7 +194,7 @@ describe('settle.resolve', () => {
     const args = newOperation('x');
     const again = await claim(app, { ...args, tenant: unknown.tenant, key: unknown.key, request: args.request });
     expect(again).toMatchObject({ outcome: 'acquired', status: 'unknown', attempt: 2 });
-    expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'failed', error: {} }))).toBe('SE041');
+    expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'failed', error: {} }))).toBe('SE051');
     // completed is allowed: the downstream says the effect happened; the live attempt is over.
     expect(await resolve(reconciler, unknown, { outcome: 'completed', result: { ok: 1 } })).toMatchObject({
       outcome: 'resolved',
