@@ -7,6 +7,8 @@ import { inspectCommand } from './commands/inspect.js';
 import { migrateCommand } from './commands/migrate.js';
 import { purgeCommand } from './commands/purge.js';
 import { redriveCommand } from './commands/redrive.js';
+import { resolveCommand } from './commands/resolve.js';
+import { maintainCommand, scheduleCommand } from './commands/maintain.js';
 import { simulateCommand } from './commands/simulate.js';
 import { statsCommand } from './commands/stats.js';
 import { reportError } from './errors.js';
@@ -22,8 +24,11 @@ export const COMMANDS: readonly Command[] = [
   inspectCommand,
   deadLettersCommand,
   redriveCommand,
+  resolveCommand,
   expireLeasesCommand,
   purgeCommand,
+  maintainCommand,
+  scheduleCommand,
   statsCommand,
   simulateCommand,
 ];
