@@ -106,6 +106,79 @@ ALTER TYPE settle.expire_result OWNER TO settle_owner;
 COMMENT ON TYPE settle.expire_result IS 'Answer of settle.expire_leases: leases expired and operations dead-lettered in this call.';
 
 --
+-- Name: feed_consumer; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.feed_consumer AS (
+	consumer text,
+	tenants text[],
+	lanes integer,
+	registered_at timestamp with time zone,
+	registered_by text,
+	created boolean
+);
+
+ALTER TYPE settle.feed_consumer OWNER TO settle_owner;
+
+--
+-- Name: TYPE feed_consumer; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.feed_consumer IS 'Answer of settle.register_consumer: the consumer as registered; created is false when it already existed with the same definition.';
+
+--
+-- Name: feed_event; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.feed_event AS (
+	consumer text,
+	lane integer,
+	lease_token uuid,
+	lease_expires_at timestamp with time zone,
+	event_id bigint,
+	position_xid xid8,
+	tenant text,
+	key text,
+	status settle.status,
+	status_before settle.status,
+	attempt integer,
+	result jsonb,
+	error jsonb,
+	dead_letter_reason text,
+	redrive_count integer,
+	occurred_at timestamp with time zone
+);
+
+ALTER TYPE settle.feed_event OWNER TO settle_owner;
+
+--
+-- Name: TYPE feed_event; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.feed_event IS 'One event of a batch from settle.read_feed: the lane and lease it was read under (pass lane, lease_token, position_xid and event_id of the last event handled to settle.ack_feed), the delivery id event_id (stable: a re-delivery carries the same id; use it as the downstream idempotency key), the operation (tenant, key), its final status and the status it moved from (unknown or conflict: a reconciliation was resolved), the attempt (the settled attempt for completed, the attempt epoch for failed), result or error, dead_letter_reason, redrive_count and when the outcome was written.';
+
+--
+-- Name: feed_reset; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.feed_reset AS (
+	consumer text,
+	lane integer,
+	position_before text,
+	position_after text,
+	events_to_deliver bigint,
+	applied boolean
+);
+
+ALTER TYPE settle.feed_reset OWNER TO settle_owner;
+
+--
+-- Name: TYPE feed_reset; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.feed_reset IS 'One lane of settle.reset_consumer: positions before and after (position_xid/event_id), how many retained events the lane will deliver from the new position, and whether the reset was applied (false for a dry run).';
+
+--
 -- Name: get_result; Type: TYPE; Schema: settle; Owner: settle_owner
 --
 
@@ -183,6 +256,100 @@ CREATE DOMAIN settle_private.audit_event AS text
 	CONSTRAINT event_is_known CHECK ((VALUE = ANY (ARRAY['claim'::text, 'heartbeat'::text, 'complete'::text, 'fail'::text, 'report_unknown'::text, 'expire'::text, 'redrive'::text, 'purge'::text, 'get'::text, 'revoke'::text])));
 
 ALTER DOMAIN settle_private.audit_event OWNER TO settle_owner;
+
+--
+-- Name: ack_feed(text, integer, uuid, xid8, bigint); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+  v_lane settle_private.feed_lanes;
+  v_done boolean;
+begin
+  v_c := settle_private._feed_consumer(ack_feed.consumer);
+  perform settle_private._feed_check_tenants(v_c);
+  if lane is null or lease_token is null or (ack_feed.position_xid is null) <> (ack_feed.event_id is null) then
+    perform settle_private._raise('SE008', 'lane and lease_token are required; position_xid and event_id go together',
+      jsonb_build_object('field', 'lane, lease_token, position_xid, event_id'), null);
+  end if;
+  select * into v_lane from settle_private.feed_lanes l
+   where l.consumer = v_c.name and l.lane = ack_feed.lane for update;
+  if not found or v_lane.lease_token is distinct from ack_feed.lease_token then
+    perform settle_private._raise('SE042', 'the lease on this lane is no longer held',
+      jsonb_build_object('consumer', v_c.name, 'lane', ack_feed.lane),
+      'Another process took the lane after the lease lapsed, or the consumer was reset: the events will be delivered (again) to the holder. Read a new batch.');
+  end if;
+  if ack_feed.position_xid is not null and (
+       (ack_feed.position_xid, ack_feed.event_id) <= (v_lane.position_xid, v_lane.position_id)
+       or (ack_feed.position_xid, ack_feed.event_id) > (v_lane.leased_through_xid, v_lane.leased_through_id)) then
+    perform settle_private._raise('SE008', 'the position is not one of the leased batch',
+      jsonb_build_object('consumer', v_c.name, 'lane', ack_feed.lane, 'position_xid', ack_feed.position_xid::text,
+                         'event_id', ack_feed.event_id),
+      'Acknowledge the position_xid and event_id of an event read under this lease.');
+  end if;
+  v_done := ack_feed.position_xid is null
+    or (ack_feed.position_xid, ack_feed.event_id) = (v_lane.leased_through_xid, v_lane.leased_through_id);
+  update settle_private.feed_lanes l
+     set position_xid = coalesce(ack_feed.position_xid, l.position_xid),
+         position_id = coalesce(ack_feed.event_id, l.position_id),
+         lease_token = case when v_done then null else l.lease_token end,
+         lease_expires_at = case when v_done then null else l.lease_expires_at end,
+         leased_through_xid = case when v_done then null else l.leased_through_xid end,
+         leased_through_id = case when v_done then null else l.leased_through_id end,
+         acked_at = case when ack_feed.position_xid is null then l.acked_at else clock_timestamp() end
+   where l.consumer = v_c.name and l.lane = ack_feed.lane;
+  return v_done;
+end
+$$;
+
+ALTER FUNCTION settle.ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint) IS 'Acknowledge a consumer''s events up to and including one event of the leased batch (all of it, or a prefix), moving the lane''s position.
+Parameters: consumer; lane and lease_token as read_feed returned them; position_xid and event_id of the last event handled (both NULL: acknowledge nothing, release the lease: the batch is delivered again).
+Outcomes: true when the lease is released (the whole batch is acknowledged, or nothing was), false when part of the batch is still leased.
+SQLSTATEs: SE008 (missing arguments, a position outside the leased batch), SE013 (tenant-bound role), SE040 (no such consumer), SE042 (the lease is no longer held: the lane was taken over after the lease lapsed, or the consumer was reset or dropped and registered again).
+Locking: the lane row (FOR UPDATE). Idempotency: an ack of a released lease is SE042; call it in the transaction that applied the events for exactly-once processing.';
+
+--
+-- Name: await_feed(text, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.await_feed(consumer text, seconds integer DEFAULT 5) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+begin
+  v_c := settle_private._feed_consumer(await_feed.consumer);
+  perform settle_private._feed_check_tenants(v_c);
+  perform settle_private._check_count(seconds, 'seconds', 60);
+  insert into settle_private.feed_waiters as w (pid, consumer, until)
+  values (pg_backend_pid(), v_c.name, clock_timestamp() + make_interval(secs => seconds))
+  on conflict on constraint feed_waiters_pkey do update set consumer = excluded.consumer, until = excluded.until;
+  return true;
+end
+$$;
+
+ALTER FUNCTION settle.await_feed(consumer text, seconds integer) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION await_feed(consumer text, seconds integer); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.await_feed(consumer text, seconds integer) IS 'Register the calling backend as waiting for the feed: for the next `seconds`, every final outcome sends NOTIFY settle_feed (LISTEN settle_feed on this connection first). A wake-up hint only: read_feed decides what is delivered.
+Parameters: consumer; seconds (1-60, default 5).
+Outcomes: true.
+SQLSTATEs: SE008 (seconds), SE013, SE040.
+Locking: none beyond its own waiter row. Idempotency: a repeat extends the wait.';
 
 --
 -- Name: claim(text, text, jsonb, text, text[], bigint, interval, text, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -432,6 +599,47 @@ Also fenced with reason binding_revoked: the presented generation is below the f
 SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found; SE013 tenant not granted to this login role.
 Locking: the operation row (FOR UPDATE). Works inside the caller''s transaction: commit a same-database effect atomically with its settlement.
 Idempotency: repeating the same call answers duplicate and changes nothing; every call leaves one row in settle.audit_log (a settling success: on its attempt row).';
+
+--
+-- Name: drop_consumer(text); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.drop_consumer(name text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+begin
+  if name is null then
+    perform settle_private._raise('SE008', 'name must not be null', jsonb_build_object('field', 'name'), null);
+  end if;
+  select * into v_c from settle_private.feed_consumers c where c.name = drop_consumer.name for update;
+  if not found then
+    return false;
+  end if;
+  perform settle_private._feed_check_admin('drop_consumer', v_c.tenants, v_c.name);
+  -- Wait for processes of this consumer that hold a lane in an open transaction.
+  perform 1 from settle_private.feed_lanes l where l.consumer = drop_consumer.name for update;
+  delete from settle_private.feed_consumers c where c.name = drop_consumer.name;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (clock_timestamp(), 'drop_consumer', session_user::text,
+          jsonb_build_object('consumer', v_c.name, 'tenants', v_c.tenants, 'lanes', v_c.lanes));
+  return true;
+end
+$$;
+
+ALTER FUNCTION settle.drop_consumer(name text) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION drop_consumer(name text); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.drop_consumer(name text) IS 'Drop a feed consumer and its positions: the events only it had not acknowledged become trimmable (settle.trim_feed).
+Parameters: name.
+Outcomes: true when it existed, false otherwise. Logged in settle.admin_log.
+SQLSTATEs: SE008 (name NULL), SE019 (a tenant-bound login and a consumer beyond its tenants).
+Locking: waits for its lanes (a process holding one in an open transaction). Idempotency: a repeat returns false.';
 
 --
 -- Name: expire_leases(integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -997,6 +1205,107 @@ SQLSTATEs: SE008, SE014. Locking: finds candidates without locks, then locks eac
 Idempotency: safe to repeat and to run concurrently.';
 
 --
+-- Name: read_feed(text, integer, interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.read_feed(consumer text, batch_size integer DEFAULT 100, lease interval DEFAULT '00:00:30'::interval) RETURNS SETOF settle.feed_event
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+  v_now timestamptz := clock_timestamp();
+  v_horizon xid8;
+  v_candidate record;
+  v_lane settle_private.feed_lanes;
+  v_token uuid;
+  v_last record;
+begin
+  v_c := settle_private._feed_consumer(read_feed.consumer);
+  perform settle_private._feed_check_tenants(v_c);
+  perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  perform settle_private._check_lease(lease);
+  v_horizon := settle_private._feed_horizon();
+
+  -- Lanes that are free (no lease, or a lapsed one), least recently acknowledged first, each
+  -- locked in turn (SKIP LOCKED: another process of this consumer holds it); the first that has
+  -- an event below the horizon is leased and its batch returned. The locks last until the end
+  -- of the caller's transaction.
+  for v_candidate in
+    select l.lane from settle_private.feed_lanes l
+     where l.consumer = v_c.name and (l.lease_token is null or l.lease_expires_at <= v_now)
+     order by l.acked_at nulls first, l.lane
+  loop
+    select * into v_lane from settle_private.feed_lanes l
+     where l.consumer = v_c.name and l.lane = v_candidate.lane
+       and (l.lease_token is null or l.lease_expires_at <= v_now)
+     for update skip locked;
+    continue when not found;
+    select e.position_xid, e.event_id into v_last
+      from settle_private.feed_events e
+     where (e.position_xid, e.event_id) > (v_lane.position_xid, v_lane.position_id)
+       and e.position_xid < v_horizon
+       and settle_private._feed_in_lane(e.lane_hash, e.tenant, v_c.lanes, v_lane.lane, v_c.tenants)
+     order by e.position_xid, e.event_id
+     limit 1 offset batch_size - 1;
+    if not found then
+      -- Fewer than batch_size: the batch ends at the last event below the horizon.
+      select e.position_xid, e.event_id into v_last
+        from settle_private.feed_events e
+       where (e.position_xid, e.event_id) > (v_lane.position_xid, v_lane.position_id)
+         and e.position_xid < v_horizon
+         and settle_private._feed_in_lane(e.lane_hash, e.tenant, v_c.lanes, v_lane.lane, v_c.tenants)
+       order by e.position_xid desc, e.event_id desc
+       limit 1;
+      if not found then
+        -- Nothing of this lane below the horizon: pass over the events of other lanes and
+        -- tenants up to the newest one below it (none of them is this lane's), so that the
+        -- next read does not scan them again and settle.trim_feed can remove them.
+        select e.position_xid, e.event_id into v_last from settle_private.feed_events e
+         where e.position_xid < v_horizon
+         order by e.position_xid desc, e.event_id desc limit 1;
+        if found and v_lane.lease_token is null
+           and (v_last.position_xid, v_last.event_id) > (v_lane.position_xid, v_lane.position_id) then
+          update settle_private.feed_lanes l
+             set position_xid = v_last.position_xid, position_id = v_last.event_id
+           where l.consumer = v_c.name and l.lane = v_lane.lane;
+        end if;
+        continue;
+      end if;
+    end if;
+    v_token := gen_random_uuid();
+    update settle_private.feed_lanes l
+       set lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, read_feed.lease),
+           leased_through_xid = v_last.position_xid, leased_through_id = v_last.event_id
+     where l.consumer = v_c.name and l.lane = v_lane.lane;
+    return query
+      select v_c.name, v_lane.lane, v_token, settle_private._expiry(v_now, read_feed.lease),
+             e.event_id, e.position_xid, e.tenant, e.key, e.status, e.status_before, e.attempt, e.result, e.error,
+             e.dead_letter_reason, e.redrive_count, e.occurred_at
+        from settle_private.feed_events e
+       where (e.position_xid, e.event_id) > (v_lane.position_xid, v_lane.position_id)
+         and (e.position_xid, e.event_id) <= (v_last.position_xid, v_last.event_id)
+         and settle_private._feed_in_lane(e.lane_hash, e.tenant, v_c.lanes, v_lane.lane, v_c.tenants)
+       order by e.position_xid, e.event_id;
+    return;
+  end loop;
+end
+$$;
+
+ALTER FUNCTION settle.read_feed(consumer text, batch_size integer, lease interval) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION read_feed(consumer text, batch_size integer, lease interval); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.read_feed(consumer text, batch_size integer, lease interval) IS 'Read the next batch of a consumer: up to batch_size events of one lane, in feed order, leased to the caller.
+Parameters: consumer; batch_size (1-100000, default 100); lease (1 second - 1 day, default 30 seconds): how long the lane stays with this caller without an ack.
+Outcomes: the events (settle.feed_event), all of one lane and one lease; no rows when every lane is leased to another process or has nothing committed below the horizon (the oldest running transaction: see docs/feed.md). Events are returned only once their writing transaction and every older one has ended (transaction-id fencing), so no event can appear later behind the position.
+Read, apply and settle.ack_feed in one transaction for exactly-once processing in this database: the lane stays locked until commit; a rollback (or a killed process) re-delivers the batch. Outside a transaction the lease is committed: a process that dies re-delivers after the lease lapses (at least once).
+SQLSTATEs: SE008 (consumer NULL, batch_size), SE007 (lease), SE013 (tenant-bound role, consumer not limited to its tenants), SE040 (no such consumer).
+Locking: the returned lane (FOR UPDATE SKIP LOCKED), until the end of the transaction. Idempotency: a repeat in the same transaction reads the next free lane; a repeat after a rollback reads the same batch.';
+
+--
 -- Name: redrive(text, text, integer, jsonb, text); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
@@ -1069,6 +1378,78 @@ Locking: the operation row (FOR UPDATE): concurrent redrives never double-open.
 Idempotency: not idempotent by design; a repeat answers SE011 once the first has re-opened the operation.';
 
 --
+-- Name: register_consumer(text, text[], integer, text); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.register_consumer(name text, tenants text[] DEFAULT NULL::text[], lanes integer DEFAULT 1, start_at text DEFAULT 'latest'::text) RETURNS settle.feed_consumer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+  v_t text;
+  v_now timestamptz := clock_timestamp();
+  v_res settle.feed_consumer;
+  v_xid xid8;
+begin
+  perform settle_private._check_name(register_consumer.name, 'name', 128, 'SE008');
+  perform settle_private._check_count(register_consumer.lanes, 'lanes', 64);
+  if start_at is null or start_at not in ('latest', 'earliest') then
+    perform settle_private._raise('SE008', 'start_at must be latest or earliest',
+      jsonb_build_object('field', 'start_at'), null);
+  end if;
+  if tenants is not null then
+    if cardinality(tenants) = 0 then
+      perform settle_private._raise('SE008', 'tenants must be NULL (every tenant) or a non-empty array',
+        jsonb_build_object('field', 'tenants'), null);
+    end if;
+    foreach v_t in array tenants loop
+      perform settle_private._check_name(v_t, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
+    end loop;
+    tenants := array(select distinct u from unnest(tenants) u order by u);
+  end if;
+  perform settle_private._feed_check_admin('register_consumer', register_consumer.tenants, register_consumer.name);
+
+  select * into v_c from settle_private.feed_consumers c where c.name = register_consumer.name for update;
+  if found then
+    if v_c.tenants is distinct from register_consumer.tenants or v_c.lanes <> register_consumer.lanes then
+      perform settle_private._raise('SE041', 'a feed consumer of this name exists with another definition',
+        jsonb_build_object('consumer', v_c.name, 'tenants', v_c.tenants, 'lanes', v_c.lanes),
+        'Drop it first (settle.drop_consumer), or register under another name.');
+    end if;
+    v_res := (v_c.name, v_c.tenants, v_c.lanes, v_c.registered_at, v_c.registered_by, false);
+    return v_res;
+  end if;
+
+  -- latest: from the horizon on (events of transactions still running are delivered);
+  -- earliest: every event still retained.
+  v_xid := case when start_at = 'latest' then settle_private._feed_horizon() else '0'::xid8 end;
+  insert into settle_private.feed_consumers (name, tenants, lanes, registered_at, registered_by)
+  values (register_consumer.name, register_consumer.tenants, register_consumer.lanes, v_now, session_user::text)
+  returning * into v_c;
+  insert into settle_private.feed_lanes (consumer, lane, position_xid, position_id)
+  select v_c.name, l, v_xid, 0 from generate_series(0, v_c.lanes - 1) l;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'register_consumer', session_user::text,
+          jsonb_build_object('consumer', v_c.name, 'tenants', v_c.tenants, 'lanes', v_c.lanes, 'start_at', start_at));
+  v_res := (v_c.name, v_c.tenants, v_c.lanes, v_c.registered_at, v_c.registered_by, true);
+  return v_res;
+end
+$$;
+
+ALTER FUNCTION settle.register_consumer(name text, tenants text[], lanes integer, start_at text) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION register_consumer(name text, tenants text[], lanes integer, start_at text); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.register_consumer(name text, tenants text[], lanes integer, start_at text) IS 'Register a named feed consumer with its own position per lane.
+Parameters: name (1-128 bytes, same rules as a key); tenants (NULL: every tenant; else the only tenants it receives: a tenant-bound login role may read only a consumer whose tenants it holds); lanes (1-64, default 1: the consumer''s processes share the work lane by lane, a key''s events stay in one lane); start_at latest (default: events from now on) or earliest (every event still retained).
+Outcomes: the consumer (created true), or the existing one when it is registered already with the same tenants and lanes (created false). Logged in settle.admin_log.
+SQLSTATEs: SE001 (a tenant), SE008 (name, lanes, start_at, empty tenants), SE019 (a tenant-bound login registering beyond its tenants), SE041 (exists with another definition).
+Locking: the consumer row. Idempotency: repeating the same registration returns the existing consumer.';
+
+--
 -- Name: report_unknown(text, text, integer, uuid, text, text, text[], bigint); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
@@ -1095,6 +1476,79 @@ Outcomes: recorded (reason outcome_unknown: status becomes unknown unless alread
 Fenced binding_revoked as for complete.
 SQLSTATEs: SE001-SE004, SE008, SE010, SE013.
 Locking: the operation row (FOR UPDATE). Idempotency: a repeated unknown is fenced (the lease is gone) and changes nothing.';
+
+--
+-- Name: reset_consumer(text, timestamp with time zone, boolean); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone DEFAULT NULL::timestamp with time zone, dry_run boolean DEFAULT false) RETURNS SETOF settle.feed_reset
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+  v_xid xid8;
+  v_id bigint;
+  v_lane settle_private.feed_lanes;
+  v_res settle.feed_reset;
+  v_horizon xid8 := settle_private._feed_horizon();
+begin
+  if dry_run is null then
+    perform settle_private._raise('SE008', 'dry_run must not be null', jsonb_build_object('field', 'dry_run'), null);
+  end if;
+  v_c := settle_private._feed_consumer(reset_consumer.name);
+  perform settle_private._feed_check_admin('reset_consumer', v_c.tenants, v_c.name);
+  if to_time is null then
+    v_xid := v_horizon;
+    v_id := 0;
+  else
+    -- Just before the first retained event (in feed order) written at or after to_time.
+    select e.position_xid, e.event_id - 1 into v_xid, v_id from settle_private.feed_events e
+     where e.occurred_at >= to_time
+     order by e.position_xid, e.event_id limit 1;
+    if not found then
+      v_xid := v_horizon;
+      v_id := 0;
+    end if;
+  end if;
+  for v_lane in
+    select * from settle_private.feed_lanes l where l.consumer = v_c.name order by l.lane for update
+  loop
+    v_res.consumer := v_c.name;
+    v_res.lane := v_lane.lane;
+    v_res.position_before := v_lane.position_xid::text || '/' || v_lane.position_id;
+    v_res.position_after := v_xid::text || '/' || v_id;
+    select count(*) into v_res.events_to_deliver from settle_private.feed_events e
+     where (e.position_xid, e.event_id) > (v_xid, v_id)
+       and settle_private._feed_in_lane(e.lane_hash, e.tenant, v_c.lanes, v_lane.lane, v_c.tenants);
+    v_res.applied := not dry_run;
+    if not dry_run then
+      update settle_private.feed_lanes l
+         set position_xid = v_xid, position_id = v_id, lease_token = null, lease_expires_at = null,
+             leased_through_xid = null, leased_through_id = null
+       where l.consumer = v_c.name and l.lane = v_lane.lane;
+    end if;
+    return next v_res;
+  end loop;
+  if not dry_run then
+    insert into settle_private.admin_log (at, event, actor, detail)
+    values (clock_timestamp(), 'reset_consumer', session_user::text,
+            jsonb_build_object('consumer', v_c.name, 'to_time', to_time, 'position', v_xid::text || '/' || v_id));
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION reset_consumer(name text, to_time timestamp with time zone, dry_run boolean); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) IS 'Move every lane of a consumer to a new position: re-deliver retained events, or skip a backlog.
+Parameters: name; to_time (NULL, default: skip to now, everything committed is passed over; a time: deliver again every retained event from the first one written at or after it, in feed order; ''-infinity'': every retained event); dry_run (default false: only report).
+Outcomes: one row per lane (settle.feed_reset): positions before and after, events the lane will deliver, applied. Leases are cleared: a process still holding one is fenced at its next ack (SE042). Logged in settle.admin_log.
+SQLSTATEs: SE008 (dry_run NULL), SE019 (a tenant-bound login and a consumer beyond its tenants), SE040 (no such consumer).
+Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction. Idempotency: repeating it moves to the same position (when no event was written in between).';
 
 --
 -- Name: revoke_binding(text, text, bigint); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -1257,6 +1711,53 @@ Outcomes: the new minimum; the change is logged in settle.admin_log (event set_p
 SQLSTATEs: SE008 (bad min_retention), SE019 (the caller is bound to tenants: engine-wide settings are for unbound admins). Locking: the settings row (FOR UPDATE). Idempotency: setting the same value again changes nothing but the log.';
 
 --
+-- Name: trim_feed(integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.trim_feed(batch_size integer DEFAULT 10000) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_floor record;
+  v_count integer;
+begin
+  perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('trim_feed', '{}'::jsonb);
+  end if;
+  -- The lowest position of any lane of any consumer; with no consumer, the horizon. An event
+  -- at or below it has been acknowledged by every registered consumer.
+  select l.position_xid, l.position_id into v_floor from settle_private.feed_lanes l
+   order by l.position_xid, l.position_id limit 1 for share;
+  if not found then
+    v_floor := row(settle_private._feed_horizon(), 0::bigint);
+  end if;
+  delete from settle_private.feed_events e
+   where (e.tenant, e.key, e.event_id) in (
+     select d.tenant, d.key, d.event_id from settle_private.feed_events d
+      where (d.position_xid, d.event_id) <= (v_floor.position_xid, v_floor.position_id)
+        and d.position_xid < settle_private._feed_horizon()
+      order by d.position_xid, d.event_id
+      limit batch_size);
+  get diagnostics v_count = row_count;
+  return v_count;
+end
+$$;
+
+ALTER FUNCTION settle.trim_feed(batch_size integer) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION trim_feed(batch_size integer); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.trim_feed(batch_size integer) IS 'Feed retention: delete events every registered consumer has acknowledged (at or below the lowest lane position); with no consumer registered, every event below the horizon.
+Parameters: batch_size (1-100000, default 10000); call again while it returns a full batch.
+Outcomes: the number of events deleted. An event a registered consumer has not acknowledged is never deleted, by this or by settle.purge (which deletes operations, never feed events).
+SQLSTATEs: SE008 (batch_size), SE019 (a tenant-bound login: retention is engine-wide).
+Locking: shares the lowest lane row while it deletes (a reset waits). Idempotency: safe to repeat and to run concurrently.';
+
+--
 -- Name: _access(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1315,10 +1816,11 @@ CREATE FUNCTION settle_private._binding_ok(principal text, scopes text[], bindin
      and scopes is not null
      and cardinality(scopes) <= settle_private._limit('max_scopes')
      and (cardinality(scopes) = 0
-          -- One printable ASCII scope (the usual case) passes without the loop of _scopes_ok.
-          or (cardinality(scopes) = 1 and octet_length(scopes[1]) <= settle_private._limit('scope_bytes')
-              and scopes[1] ~ '^[ -~]*[!-~][ -~]*$')
-          or settle_private._scopes_ok(scopes))
+          or (array_ndims(scopes) = 1 and array_lower(scopes, 1) = 1
+              -- One printable ASCII scope (the usual case) passes without the loop of _scopes_ok.
+              and ((cardinality(scopes) = 1 and octet_length(scopes[1]) <= settle_private._limit('scope_bytes')
+                    and scopes[1] ~ '^[!-~]([ -~]*[!-~])?$')
+                   or settle_private._scopes_ok(scopes))))
 $_$;
 
 ALTER FUNCTION settle_private._binding_ok(principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
@@ -1412,6 +1914,13 @@ declare
   v_max_scopes integer := settle_private._limit('max_scopes');
 begin
   perform settle_private._check_name(principal, 'principal', settle_private._limit('principal_bytes'), 'SE003');
+  -- Scopes are a set of names: a one-dimensional array indexed from 1 ('{{a}}' or '[0:0]={a}'
+  -- would compare unequal to '{a}' as arrays; refused rather than flattened).
+  if scopes is not null and cardinality(scopes) > 0 and (array_ndims(scopes) <> 1 or array_lower(scopes, 1) <> 1) then
+    perform settle_private._raise('SE003', 'scopes must be a one-dimensional array indexed from 1',
+      jsonb_build_object('field', 'scopes', 'dimensions', array_ndims(scopes), 'lower_bound', array_lower(scopes, 1)),
+      'Pass a plain array such as ''{payments:write}''.');
+  end if;
   if scopes is null or cardinality(scopes) > v_max_scopes or array_position(scopes, null) is not null then
     perform settle_private._raise('SE003', format('scopes must be a non-null array of at most %s non-null scopes', v_max_scopes),
       jsonb_build_object('field', 'scopes', 'max_items', v_max_scopes), 'Pass ''{}'' for no scopes.');
@@ -1541,7 +2050,7 @@ ALTER FUNCTION settle_private._check_login_role(role text) OWNER TO settle_owner
 CREATE FUNCTION settle_private._check_name(value text, field text, max_bytes integer, code text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
   v_problem text;
 begin
@@ -1553,6 +2062,11 @@ begin
     v_problem := format('must be at most %s bytes (got %s)', max_bytes, octet_length(value));
   elsif value ~ '[[:cntrl:]]' then
     v_problem := 'must not contain control characters';
+  elsif value ~ '^[[:space:]]|[[:space:]]$' then
+    v_problem := 'must not begin or end with white space';
+  elsif value ~ ('[' || settle_private._lookalike_spaces() || ']') then
+    v_problem := format('must not contain a space other than U+0020 or a blank pattern (found U+%s)',
+      upper(lpad(to_hex(ascii(substring(value from '[' || settle_private._lookalike_spaces() || ']'))), 4, '0')));
   elsif value ~ ('[' || settle_private._invisible() || ']') then
     v_problem := format('must not contain default-ignorable or bidirectional-control code points (found U+%s)',
       upper(lpad(to_hex(ascii(substring(value from '[' || settle_private._invisible() || ']'))), 4, '0')));
@@ -1565,7 +2079,7 @@ begin
       'See the input limits in docs/sql-api.md.');
   end if;
 end
-$$;
+$_$;
 
 ALTER FUNCTION settle_private._check_name(value text, field text, max_bytes integer, code text) OWNER TO settle_owner;
 
@@ -1823,6 +2337,182 @@ $$;
 ALTER FUNCTION settle_private._expiry(at timestamp with time zone, d interval) OWNER TO settle_owner;
 
 --
+-- Name: _feed_check_admin(text, text[], text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_check_admin(call text, tenants text[], consumer text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_bound text[] := settle_private._visible_tenants();
+begin
+  if v_bound is not null and (tenants is null or not (tenants <@ v_bound)) then
+    perform settle_private._refuse_bound(call, jsonb_build_object('consumer', consumer));
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._feed_check_admin(call text, tenants text[], consumer text) OWNER TO settle_owner;
+
+--
+-- Name: feed_consumers; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.feed_consumers (
+    name text NOT NULL,
+    tenants text[],
+    lanes integer NOT NULL,
+    registered_at timestamp with time zone NOT NULL,
+    registered_by text NOT NULL,
+    CONSTRAINT lanes_in_range CHECK (((lanes >= 1) AND (lanes <= 64)))
+);
+
+ALTER TABLE ONLY settle_private.feed_consumers FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.feed_consumers OWNER TO settle_owner;
+
+--
+-- Name: TABLE feed_consumers; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.feed_consumers IS 'Registered feed consumers: name, tenant set (NULL: every tenant) and number of lanes. Private: use settle.register_consumer / settle.drop_consumer.';
+
+--
+-- Name: _feed_check_tenants(settle_private.feed_consumers); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_check_tenants(c settle_private.feed_consumers) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_bound text[] := settle_private._visible_tenants();
+begin
+  if v_bound is not null and (c.tenants is null or not (c.tenants <@ v_bound)) then
+    raise log 'pg-settle audit: %', jsonb_build_object('event', 'tenant_refused', 'call', 'feed',
+      'role', session_user::text, 'consumer', c.name, 'at', clock_timestamp());
+    perform settle_private._raise('SE013', 'tenant not granted to this role',
+      jsonb_build_object('consumer', c.name),
+      'A tenant-bound role may read only a consumer registered for tenants it holds (settle.register_consumer tenants => ...).');
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._feed_check_tenants(c settle_private.feed_consumers) OWNER TO settle_owner;
+
+--
+-- Name: _feed_consumer(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_consumer(name text) RETURNS settle_private.feed_consumers
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+begin
+  if name is null then
+    perform settle_private._raise('SE008', 'consumer must not be null', jsonb_build_object('field', 'consumer'), null);
+  end if;
+  select * into v_c from settle_private.feed_consumers c where c.name = _feed_consumer.name;
+  if not found then
+    perform settle_private._raise('SE040', 'no feed consumer of this name',
+      jsonb_build_object('consumer', name), 'Register it first: settle.register_consumer (as settle_admin).');
+  end if;
+  return v_c;
+end
+$$;
+
+ALTER FUNCTION settle_private._feed_consumer(name text) OWNER TO settle_owner;
+
+--
+-- Name: _feed_horizon(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_horizon() RETURNS xid8
+    LANGUAGE sql STABLE
+    AS $$
+  select pg_snapshot_xmin(pg_current_snapshot())
+$$;
+
+ALTER FUNCTION settle_private._feed_horizon() OWNER TO settle_owner;
+
+--
+-- Name: _feed_in_lane(integer, text, integer, integer, text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select (lanes = 1 or (lane_hash & 2147483647) % lanes = lane) and (tenants is null or tenant = any (tenants))
+$$;
+
+ALTER FUNCTION settle_private._feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]) OWNER TO settle_owner;
+
+--
+-- Name: _feed_lag(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_lag() RETURNS TABLE(consumer text, tenants text[], lanes integer, lane integer, position_xid xid8, position_id bigint, leased boolean, lease_expires_at timestamp with time zone, acked_at timestamp with time zone, lag_events bigint, oldest_unacked_at timestamp with time zone, lag_seconds double precision)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+  select c.name, c.tenants, c.lanes, l.lane, l.position_xid, l.position_id,
+         l.lease_token is not null and l.lease_expires_at > clock_timestamp(), l.lease_expires_at, l.acked_at,
+         (select count(*) from (select 1 from settle_private.feed_events e
+                                 where (e.position_xid, e.event_id) > (l.position_xid, l.position_id)
+                                   and settle_private._feed_in_lane(e.lane_hash, e.tenant, c.lanes, l.lane, c.tenants)
+                                 limit 1000000) n),
+         o.occurred_at,
+         coalesce(extract(epoch from clock_timestamp() - o.occurred_at)::float8, 0)
+    from settle_private.feed_consumers c
+    join settle_private.feed_lanes l on l.consumer = c.name
+    left join lateral (
+      select e.occurred_at from settle_private.feed_events e
+       where (e.position_xid, e.event_id) > (l.position_xid, l.position_id)
+         and settle_private._feed_in_lane(e.lane_hash, e.tenant, c.lanes, l.lane, c.tenants)
+       order by e.position_xid, e.event_id limit 1) o on true
+   where (select settle_private._visible_tenants()) is null
+      or c.tenants <@ (select settle_private._visible_tenants())
+$$;
+
+ALTER FUNCTION settle_private._feed_lag() OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION _feed_lag(); Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle_private._feed_lag() IS 'Rows of settle.feed_consumers (position, lease and lag per lane). Internal: read the view.';
+
+--
+-- Name: _feed_metrics(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_metrics() RETURNS TABLE(feed_consumers bigint, feed_lag_events bigint, feed_lag_seconds double precision, feed_events_retained bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+  select (select count(*) from settle_private._feed_lag() f where f.lane = 0),
+         coalesce((select max(f.lag_events) from settle_private._feed_lag() f), 0),
+         coalesce((select max(f.lag_seconds) from settle_private._feed_lag() f), 0),
+         (select count(*) from (select 1 from settle_private.feed_events e
+                                 where (select settle_private._visible_tenants()) is null
+                                    or e.tenant = any ((select settle_private._visible_tenants())::text[])
+                                 limit 1000000) n)
+$$;
+
+ALTER FUNCTION settle_private._feed_metrics() OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION _feed_metrics(); Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle_private._feed_metrics() IS 'The feed gauges of settle.metrics (one row). Internal: read settle.metrics.';
+
+--
 -- Name: _fence_reason(settle_private.operations, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2046,6 +2736,18 @@ $$;
 ALTER FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean) OWNER TO settle_owner;
 
 --
+-- Name: _lookalike_spaces(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._lookalike_spaces() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select '\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u2800\u3000'::text
+$$;
+
+ALTER FUNCTION settle_private._lookalike_spaces() OWNER TO settle_owner;
+
+--
 -- Name: _may_have_taken_effect(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2118,7 +2820,7 @@ CREATE FUNCTION settle_private._name_ok(value text, max_bytes integer) RETURNS b
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $_$
   select octet_length(value) <= max_bytes
-     and (value ~ '^[ -~]*[!-~][ -~]*$' or settle_private._name_ok_unicode(value))
+     and (value ~ '^[!-~]([ -~]*[!-~])?$' or settle_private._name_ok_unicode(value))
 $_$;
 
 ALTER FUNCTION settle_private._name_ok(value text, max_bytes integer) OWNER TO settle_owner;
@@ -2130,13 +2832,14 @@ ALTER FUNCTION settle_private._name_ok(value text, max_bytes integer) OWNER TO s
 CREATE FUNCTION settle_private._name_ok_unicode(value text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 begin
-  return value !~ ('[[:cntrl:]' || settle_private._invisible() || ']')
+  return value !~ ('[[:cntrl:]' || settle_private._invisible() || settle_private._lookalike_spaces() || ']')
+     and value !~ '^[[:space:]]|[[:space:]]$'
      and not settle_private._is_blank(value)
      and value is nfc normalized;
 end
-$$;
+$_$;
 
 ALTER FUNCTION settle_private._name_ok_unicode(value text) OWNER TO settle_owner;
 
@@ -2907,6 +3610,42 @@ $$;
 ALTER FUNCTION settle_private.tg_audit_log__refuse_change() OWNER TO settle_owner;
 
 --
+-- Name: tg_operations__feed(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_operations__feed() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_xid xid8 := pg_current_xact_id();
+  v_position xid8 := v_xid;
+  v_previous xid8;
+begin
+  if old.status = 'failed' or new.redrive_count > 0 then
+    select e.position_xid into v_previous from settle_private.feed_events e
+     where e.tenant = new.tenant and e.key = new.key
+     order by e.event_id desc limit 1;
+    if v_previous > v_position then
+      v_position := v_previous;
+    end if;
+  end if;
+  insert into settle_private.feed_events
+    (tenant, key, position_xid, xid, lane_hash, status, status_before, attempt, result, error,
+     dead_letter_reason, redrive_count, occurred_at)
+  values (new.tenant, new.key, v_position, v_xid, hashtext(new.key), new.status, old.status,
+          coalesce(new.settled_attempt, new.attempt), new.result, new.error, new.dead_letter_reason,
+          new.redrive_count, new.updated_at);
+  if exists (select 1 from settle_private.feed_waiters w where w.until > now()) then
+    perform pg_notify('settle_feed', '');
+  end if;
+  return new;
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_operations__feed() OWNER TO settle_owner;
+
+--
 -- Name: tg_operations__guard(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3045,7 +3784,7 @@ CREATE TABLE settle_private.admin_log (
     event text NOT NULL,
     actor text NOT NULL,
     detail jsonb NOT NULL,
-    CONSTRAINT admin_event_is_known CHECK ((event = ANY (ARRAY['grant_tenant'::text, 'revoke_tenant'::text, 'revoke_binding'::text, 'set_purge_min_retention'::text])))
+    CONSTRAINT admin_event_is_known CHECK ((event = ANY ('{drop_consumer,grant_tenant,register_consumer,reset_consumer,revoke_binding,revoke_tenant,set_purge_min_retention}'::text[])))
 );
 
 ALTER TABLE ONLY settle_private.admin_log FORCE ROW LEVEL SECURITY;
@@ -3288,6 +4027,32 @@ ALTER TABLE settle.dead_letters OWNER TO settle_owner;
 COMMENT ON VIEW settle.dead_letters IS 'Operations that spent their attempt budget without a settled outcome. reason attempts_exhausted: every attempt recorded a failure (status failed); settle.redrive re-opens it. reason needs_reconciliation: an attempt may have taken effect (status unknown or conflict): check the downstream system first; a matching success still settles it, settle.redrive re-opens it without lowering its status. Neither is purged while dead-lettered.';
 
 --
+-- Name: feed_consumers; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.feed_consumers AS
+ SELECT f.consumer,
+    f.tenants,
+    f.lanes,
+    f.lane,
+    (((f.position_xid)::text || '/'::text) || f.position_id) AS "position",
+    f.leased,
+    f.lease_expires_at,
+    f.acked_at,
+    f.lag_events,
+    f.oldest_unacked_at,
+    f.lag_seconds
+   FROM settle_private._feed_lag() f(consumer, tenants, lanes, lane, position_xid, position_id, leased, lease_expires_at, acked_at, lag_events, oldest_unacked_at, lag_seconds);
+
+ALTER TABLE settle.feed_consumers OWNER TO settle_owner;
+
+--
+-- Name: VIEW feed_consumers; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.feed_consumers IS 'One row per lane of each registered feed consumer: its position (position_xid/event_id), whether a process holds its lease and until when, when it last acknowledged, and its lag: events written beyond the position (committed or not yet visible; counted up to 1,000,000) and the age of the oldest of them in seconds. A lag in seconds that grows while lag_events stays small means a long transaction holds the horizon back (docs/feed.md).';
+
+--
 -- Name: metrics; Type: VIEW; Schema: settle; Owner: settle_owner
 --
 
@@ -3302,8 +4067,13 @@ CREATE VIEW settle.metrics AS
     m.oldest_dead_letter_age_seconds,
     m.conflicts_recent,
     m.refused_observations_recent,
-    m.recent_window_seconds
-   FROM settle_private._metrics() m(operations_in_flight, lapsed_leases, operations_unknown, oldest_unknown_age_seconds, operations_conflict, dead_letters_failed, dead_letters_needs_reconciliation, oldest_dead_letter_age_seconds, conflicts_recent, refused_observations_recent, recent_window_seconds);
+    m.recent_window_seconds,
+    f.feed_consumers,
+    f.feed_lag_events,
+    f.feed_lag_seconds,
+    f.feed_events_retained
+   FROM settle_private._metrics() m(operations_in_flight, lapsed_leases, operations_unknown, oldest_unknown_age_seconds, operations_conflict, dead_letters_failed, dead_letters_needs_reconciliation, oldest_dead_letter_age_seconds, conflicts_recent, refused_observations_recent, recent_window_seconds),
+    settle_private._feed_metrics() f(feed_consumers, feed_lag_events, feed_lag_seconds, feed_events_retained);
 
 ALTER TABLE settle.metrics OWNER TO settle_owner;
 
@@ -3413,6 +4183,98 @@ ALTER TABLE settle_private.binding_floors OWNER TO settle_owner;
 COMMENT ON TABLE settle_private.binding_floors IS 'Revocation floor per (tenant, principal): binding generations below below_generation are revoked. Only rises. Private: use settle.revoke_binding.';
 
 --
+-- Name: feed_events; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.feed_events (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    event_id bigint NOT NULL,
+    position_xid xid8 NOT NULL,
+    xid xid8 NOT NULL,
+    lane_hash integer NOT NULL,
+    status settle.status NOT NULL,
+    status_before settle.status NOT NULL,
+    attempt integer NOT NULL,
+    result jsonb,
+    error jsonb,
+    dead_letter_reason text,
+    redrive_count integer NOT NULL,
+    occurred_at timestamp with time zone NOT NULL,
+    CONSTRAINT feed_event_is_final CHECK ((status = ANY (ARRAY['completed'::settle.status, 'failed'::settle.status])))
+);
+
+ALTER TABLE ONLY settle_private.feed_events FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.feed_events OWNER TO settle_owner;
+
+--
+-- Name: TABLE feed_events; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.feed_events IS 'The settlement feed: one row per move of an operation into completed or failed, written in the same transaction by trigger _990_feed. Ordered by (position_xid, event_id). Private: read it with settle.read_feed.';
+
+--
+-- Name: feed_events_event_id_seq; Type: SEQUENCE; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.feed_events ALTER COLUMN event_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME settle_private.feed_events_event_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: feed_lanes; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.feed_lanes (
+    consumer text NOT NULL,
+    lane integer NOT NULL,
+    position_xid xid8 NOT NULL,
+    position_id bigint NOT NULL,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_through_xid xid8,
+    leased_through_id bigint,
+    acked_at timestamp with time zone,
+    CONSTRAINT lease_is_whole CHECK ((((lease_token IS NULL) = (lease_expires_at IS NULL)) AND ((lease_token IS NULL) = (leased_through_xid IS NULL)) AND ((lease_token IS NULL) = (leased_through_id IS NULL))))
+);
+
+ALTER TABLE ONLY settle_private.feed_lanes FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.feed_lanes OWNER TO settle_owner;
+
+--
+-- Name: TABLE feed_lanes; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.feed_lanes IS 'Position and lease of each lane of each consumer. Private: moved by settle.read_feed, settle.ack_feed and settle.reset_consumer.';
+
+--
+-- Name: feed_waiters; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE UNLOGGED TABLE settle_private.feed_waiters (
+    pid integer NOT NULL,
+    consumer text NOT NULL,
+    until timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY settle_private.feed_waiters FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.feed_waiters OWNER TO settle_owner;
+
+--
+-- Name: TABLE feed_waiters; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.feed_waiters IS 'Consumer backends waiting for the next event (settle.await_feed); while one is registered the feed trigger sends NOTIFY settle_feed. A hint only.';
+
+--
 -- Name: settings; Type: TABLE; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3485,6 +4347,34 @@ ALTER TABLE ONLY settle_private.binding_floors
     ADD CONSTRAINT binding_floors_pkey PRIMARY KEY (tenant, principal);
 
 --
+-- Name: feed_consumers feed_consumers_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.feed_consumers
+    ADD CONSTRAINT feed_consumers_pkey PRIMARY KEY (name);
+
+--
+-- Name: feed_events feed_events_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.feed_events
+    ADD CONSTRAINT feed_events_pkey PRIMARY KEY (tenant, key, event_id);
+
+--
+-- Name: feed_lanes feed_lanes_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.feed_lanes
+    ADD CONSTRAINT feed_lanes_pkey PRIMARY KEY (consumer, lane);
+
+--
+-- Name: feed_waiters feed_waiters_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.feed_waiters
+    ADD CONSTRAINT feed_waiters_pkey PRIMARY KEY (pid);
+
+--
 -- Name: operations operations_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3517,6 +4407,18 @@ ALTER TABLE ONLY settle_private.tenant_bindings
 --
 
 CREATE INDEX audit_log_refusals_by_at_idx ON settle_private.audit_log USING btree (at, outcome, event) WHERE (outcome = ANY (ARRAY['conflict'::text, 'fenced'::text]));
+
+--
+-- Name: feed_events_by_position_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX feed_events_by_position_idx ON settle_private.feed_events USING btree (position_xid, event_id);
+
+--
+-- Name: feed_events_by_time_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX feed_events_by_time_idx ON settle_private.feed_events USING btree (occurred_at);
 
 --
 -- Name: operations_by_lease_expiry_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
@@ -3659,6 +4561,14 @@ CREATE TRIGGER _900_refuse_truncate BEFORE TRUNCATE ON settle_private.operations
 ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _900_refuse_truncate;
 
 --
+-- Name: operations _990_feed; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _990_feed BEFORE UPDATE ON settle_private.operations FOR EACH ROW WHEN (((new.status = ANY (ARRAY['completed'::settle.status, 'failed'::settle.status])) AND (new.status IS DISTINCT FROM old.status))) EXECUTE FUNCTION settle_private.tg_operations__feed();
+
+ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _990_feed;
+
+--
 -- Name: operations _995_guard_failure; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3679,6 +4589,13 @@ ALTER TABLE ONLY settle_private.attempts
 
 ALTER TABLE ONLY settle_private.attempts
     ADD CONSTRAINT attempts_settlement_is_the_operations FOREIGN KEY (tenant, key, settled_as) REFERENCES settle_private.operations(tenant, key, settled_attempt);
+
+--
+-- Name: feed_lanes feed_lanes_of_consumer; Type: FK CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.feed_lanes
+    ADD CONSTRAINT feed_lanes_of_consumer FOREIGN KEY (consumer) REFERENCES settle_private.feed_consumers(name) ON DELETE CASCADE;
 
 --
 -- Name: admin_log; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
@@ -3703,6 +4620,30 @@ ALTER TABLE settle_private.audit_log ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE settle_private.binding_floors ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: feed_consumers; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.feed_consumers ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: feed_events; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.feed_events ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: feed_lanes; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.feed_lanes ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: feed_waiters; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.feed_waiters ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: operations; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
@@ -3733,6 +4674,30 @@ CREATE POLICY owner_only ON settle_private.audit_log TO settle_owner USING (true
 --
 
 CREATE POLICY owner_only ON settle_private.binding_floors TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: feed_consumers owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.feed_consumers TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: feed_events owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.feed_events TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: feed_lanes owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.feed_lanes TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: feed_waiters owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.feed_waiters TO settle_owner USING (true) WITH CHECK (true);
 
 --
 -- Name: operations owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
@@ -3771,6 +4736,21 @@ ALTER TABLE settle_private.tenant_bindings ENABLE ROW LEVEL SECURITY;
 GRANT USAGE ON SCHEMA settle TO settle_app;
 GRANT USAGE ON SCHEMA settle TO settle_readonly;
 GRANT USAGE ON SCHEMA settle TO settle_admin;
+GRANT USAGE ON SCHEMA settle TO settle_consumer;
+
+--
+-- Name: FUNCTION ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint) TO settle_consumer;
+
+--
+-- Name: FUNCTION await_feed(consumer text, seconds integer); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.await_feed(consumer text, seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.await_feed(consumer text, seconds integer) TO settle_consumer;
 
 --
 -- Name: FUNCTION claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer); Type: ACL; Schema: settle; Owner: settle_owner
@@ -3785,6 +4765,13 @@ GRANT ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, princip
 
 REVOKE ALL ON FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) TO settle_app;
+
+--
+-- Name: FUNCTION drop_consumer(name text); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.drop_consumer(name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.drop_consumer(name text) TO settle_admin;
 
 --
 -- Name: FUNCTION expire_leases(batch_size integer); Type: ACL; Schema: settle; Owner: settle_owner
@@ -3870,6 +4857,13 @@ REVOKE ALL ON FUNCTION settle.purge(older_than interval, batch_size integer) FRO
 GRANT ALL ON FUNCTION settle.purge(older_than interval, batch_size integer) TO settle_admin;
 
 --
+-- Name: FUNCTION read_feed(consumer text, batch_size integer, lease interval); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.read_feed(consumer text, batch_size integer, lease interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.read_feed(consumer text, batch_size integer, lease interval) TO settle_consumer;
+
+--
 -- Name: FUNCTION redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
@@ -3877,11 +4871,25 @@ REVOKE ALL ON FUNCTION settle.redrive(tenant text, key text, additional_attempts
 GRANT ALL ON FUNCTION settle.redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text) TO settle_admin;
 
 --
+-- Name: FUNCTION register_consumer(name text, tenants text[], lanes integer, start_at text); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.register_consumer(name text, tenants text[], lanes integer, start_at text) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.register_consumer(name text, tenants text[], lanes integer, start_at text) TO settle_admin;
+
+--
 -- Name: FUNCTION report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) TO settle_app;
+
+--
+-- Name: FUNCTION reset_consumer(name text, to_time timestamp with time zone, dry_run boolean); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) TO settle_admin;
 
 --
 -- Name: FUNCTION revoke_binding(tenant text, principal text, below_generation bigint); Type: ACL; Schema: settle; Owner: settle_owner
@@ -3903,6 +4911,13 @@ GRANT ALL ON FUNCTION settle.revoke_tenant(role text, tenant text) TO settle_adm
 
 REVOKE ALL ON FUNCTION settle.set_purge_min_retention(min_retention interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.set_purge_min_retention(min_retention interval) TO settle_admin;
+
+--
+-- Name: FUNCTION trim_feed(batch_size integer); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.trim_feed(batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.trim_feed(batch_size integer) TO settle_admin;
 
 --
 -- Name: FUNCTION _access(tenant text, principal text); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -4049,6 +5064,53 @@ REVOKE ALL ON FUNCTION settle_private._expire_key(tenant text, key text, as_of t
 REVOKE ALL ON FUNCTION settle_private._expiry(at timestamp with time zone, d interval) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _feed_check_admin(call text, tenants text[], consumer text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_check_admin(call text, tenants text[], consumer text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_check_tenants(c settle_private.feed_consumers); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_check_tenants(c settle_private.feed_consumers) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_consumer(name text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_consumer(name text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_horizon(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_horizon() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_lag(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_lag() FROM PUBLIC;
+GRANT ALL ON FUNCTION settle_private._feed_lag() TO settle_consumer;
+GRANT ALL ON FUNCTION settle_private._feed_lag() TO settle_readonly;
+GRANT ALL ON FUNCTION settle_private._feed_lag() TO settle_admin;
+
+--
+-- Name: FUNCTION _feed_metrics(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_metrics() FROM PUBLIC;
+GRANT ALL ON FUNCTION settle_private._feed_metrics() TO settle_readonly;
+GRANT ALL ON FUNCTION settle_private._feed_metrics() TO settle_admin;
+
+--
 -- Name: FUNCTION _fence_reason(op settle_private.operations, attempt integer); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4125,6 +5187,12 @@ REVOKE ALL ON FUNCTION settle_private._lock_diff(op settle_private.operations, f
 --
 
 REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _lookalike_spaces(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._lookalike_spaces() FROM PUBLIC;
 
 --
 -- Name: FUNCTION _may_have_taken_effect(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -4279,6 +5347,12 @@ REVOKE ALL ON FUNCTION settle_private.tg_attempts__guard_settlement() FROM PUBLI
 REVOKE ALL ON FUNCTION settle_private.tg_audit_log__refuse_change() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_operations__feed(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_operations__feed() FROM PUBLIC;
+
+--
 -- Name: FUNCTION tg_operations__guard(); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4317,6 +5391,14 @@ GRANT SELECT ON TABLE settle.audit_log TO settle_admin;
 
 GRANT SELECT ON TABLE settle.dead_letters TO settle_readonly;
 GRANT SELECT ON TABLE settle.dead_letters TO settle_admin;
+
+--
+-- Name: TABLE feed_consumers; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.feed_consumers TO settle_consumer;
+GRANT SELECT ON TABLE settle.feed_consumers TO settle_readonly;
+GRANT SELECT ON TABLE settle.feed_consumers TO settle_admin;
 
 --
 -- Name: TABLE metrics; Type: ACL; Schema: settle; Owner: settle_owner

@@ -75,6 +75,12 @@ export class RetentionTooShortError extends SettleError {}
 /** SE019: this login role is bound to tenants and the call reaches beyond them (engine-wide setting, unbinding, another tenant's role). */
 export class BindingScopeExceededError extends SettleError {}
 
+/** SE040: no feed consumer of this name is registered. */
+export class FeedConsumerNotFoundError extends SettleError {}
+/** SE041: a feed consumer of this name exists with other tenants or lanes. */
+export class FeedConsumerExistsError extends SettleError {}
+/** SE042: the lease on a feed lane is no longer held (taken over after it lapsed, or a reset). */
+export class FeedLeaseLostError extends SettleError {}
 /** SE050: resolve refused: the operation is pending or running (nothing lost its outcome yet). */
 export class NotReconcilableError extends SettleError {}
 /** SE051: a failed resolution refused while an attempt holds a lease (it may still take effect). */
@@ -181,6 +187,9 @@ export const errorClasses = {
   SE013: TenantNotGrantedError,
   SE014: RetentionTooShortError,
   SE019: BindingScopeExceededError,
+  SE040: FeedConsumerNotFoundError,
+  SE041: FeedConsumerExistsError,
+  SE042: FeedLeaseLostError,
   SE050: NotReconcilableError,
   SE051: ResolveLeaseHeldError,
   SE052: ResolveFingerprintMismatchError,

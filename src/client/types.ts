@@ -366,7 +366,7 @@ export interface ResultSchema<T> {
   readonly '~standard': {
     readonly validate: (value: unknown) =>
       | { readonly value: T; readonly issues?: undefined }
-      | { readonly issues: readonly { readonly message: string; readonly path?: readonly unknown[] }[] }
+      | { readonly issues: readonly { readonly message: string; readonly path?: readonly unknown[] | undefined }[] }
       | Promise<unknown>;
   };
 }

@@ -58,6 +58,7 @@ describe('defect 6: every view a bound login can read is tenant-filtered', () =>
     await deadLetter(app, theirs);
     await complete(app, await acquire(app, newOperation('done', { tenant: theirs })), { paid: true });
     await admin.query(`select settle.revoke_binding($1, 'their-principal', 3)`, [theirs]);
+    await admin.query(`select settle.register_consumer(name => 'their-feed', tenants => array[$1])`, [theirs]);
     // Mine: one live lease, one settlement.
     await acquire(app, newOperation('live', { tenant: mine }));
     await complete(app, await acquire(app, newOperation('done', { tenant: mine })), { paid: true });
@@ -72,7 +73,9 @@ describe('defect 6: every view a bound login can read is tenant-filtered', () =>
     );
     expect(views.length).toBeGreaterThanOrEqual(8);
     // The views without a tenant column, each with its own check below; any other must have one.
-    const tenantFree = new Set(['admin_log', 'metrics']);
+    // settle.feed_consumers has `tenants` (a consumer's tenant set): a bound login sees only
+    // consumers limited to its tenants (their-feed must not show: the secrets check below).
+    const tenantFree = new Set(['admin_log', 'metrics', 'feed_consumers']);
     for (const view of views) expect(view.has_tenant || tenantFree.has(view.name), `settle.${view.name} has a tenant column`).toBe(true);
     const secrets = [theirs, theirService.name, 'their-principal'];
 

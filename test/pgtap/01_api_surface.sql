@@ -15,8 +15,9 @@ select plan(48);
 select functions_are('settle', array[
   'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'get', 'inspect', 'fingerprint', 'status_rank',
   'expire_leases', 'redrive', 'purge', 'set_purge_min_retention', 'grant_tenant', 'revoke_tenant', 'revoke_binding',
+  'register_consumer', 'drop_consumer', 'read_feed', 'ack_feed', 'await_feed', 'reset_consumer', 'trim_feed',
   'resolve', 'lease_reconciliation', 'release_reconciliation', 'run_upkeep', 'set_retention', 'set_upkeep_interval'
-], 'schema settle has exactly the twenty-two API functions');
+], 'schema settle has exactly the twenty-nine API functions');
 
 select has_function('settle', 'claim',
   array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer'],
@@ -108,8 +109,9 @@ select function_privs_are('settle', 'resolve', array['text', 'text', 'text', 'te
   'settle_reconciler', array['EXECUTE'], 'settle_reconciler can execute settle.resolve');
 
 -- The read-only views (granted to settle_readonly and settle_admin, not to settle_app).
-select views_are('settle', array['operations', 'attempts', 'audit_log', 'dead_letters', 'settlements', 'stats', 'admin_log', 'metrics', 'upkeep'],
-  'schema settle has exactly the nine views');
+select views_are('settle', array['operations', 'attempts', 'audit_log', 'dead_letters', 'settlements', 'stats', 'admin_log', 'metrics',
+  'feed_consumers', 'upkeep'],
+  'schema settle has exactly the ten views');
 select has_view('settle', 'operations', 'view settle.operations: the canonical record of each operation');
 select has_view('settle', 'attempts', 'view settle.attempts: every attempt epoch and its settlement');
 select has_view('settle', 'audit_log', 'view settle.audit_log: the append-only audit trail');
