@@ -35,8 +35,9 @@ Prints one line per job that ran or failed (--json: one JSON document per line).
 
   --interval D         how often to call it (1s-1h, default 30s)
   --once               call it once and exit (for cron or a CI step): exit 1 if a job failed
+                       (default: off)
   --count N            stop after N calls (1-1000000, default: until interrupted)
-  --force              run every job now, due or not (with --once)
+  --force              run every job now, due or not (with --once; default: off)
 
 ${COMMON_HELP}`,
   flags: { interval: { type: 'string' }, once: { type: 'boolean' }, count: { type: 'string' }, force: { type: 'boolean' } },
@@ -89,7 +90,7 @@ the role that scheduled it: connect as a login role that holds settle_admin and 
 database (then run \`pg-settle maintain\` instead). See docs/operations.md, "Upkeep".
 
   --cron EXPR          a cron expression, or pg_cron's '30 seconds' form (default '* * * * *')
-  --remove             remove this role's job instead
+  --remove             remove this role's job instead (default: off)
 
 ${COMMON_HELP}`,
   flags: { cron: { type: 'string' }, remove: { type: 'boolean' } },

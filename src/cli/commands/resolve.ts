@@ -35,16 +35,18 @@ a row the engine refuses (SE050 pending or running, SE051 lease held, SE052 fing
 not found) is reported and, unless --skip-refused, nothing is committed (exit 1). The summary
 counts resolved, skipped (already final) and refused rows.
 
-  --completed          the downstream confirms the effect (needs --result)
-  --failed             the downstream proves no effect happened (needs --error)
-  --result JSON        the result to settle, e.g. '{"charge":"ch_1"}'
-  --error JSON         the error to record, e.g. '{"code":"declined"}'
+  --completed          the downstream confirms the effect (needs --result; default: off)
+  --failed             the downstream proves no effect happened (needs --error; default: off)
+  --result JSON        the result to settle, e.g. '{"charge":"ch_1"}' (required with --completed)
+  --error JSON         the error to record, e.g. '{"code":"declined"}' (required with --failed)
   --reason TEXT        why, and the ticket (required; with --file: for rows without a reason)
   --evidence JSON      what you checked, kept in the audit row (default: none)
   --file PATH          resolve every row of this CSV or JSON file instead of one <tenant> <key>
-  --dry-run            show what would be resolved; change nothing
+                       (default: none)
+  --dry-run            show what would be resolved; change nothing (default: off)
   --yes                resolve without asking; required when stdin is not a terminal
   --skip-refused       with --file: commit the rows that resolved even if some were refused
+                       (default: off, nothing is committed)
 
 ${COMMON_HELP}`,
   flags: {
