@@ -8,8 +8,14 @@
 --                   report_unknown, get, fingerprint). It holds no table privilege at all.
 --   settle_readonly may read the `settle` views and call get/fingerprint.
 --   settle_admin    may call the maintenance API (expire_leases, redrive, purge) and read views.
+--   settle_consumer may read the settlement feed of the consumers it is given (00014).
+--   settle_reconciler may resolve operations that need reconciliation (00015): the
+--                   application's reconciler, least privilege.
 -- Grant the last three to your own login roles (`grant settle_app to my_service;`).
 --
+-- Every role is created here, in the first migration, and used only by later ones: on Citus a
+-- role created and granted in the same transaction is unknown to the workers' other
+-- connections (the feed's role, created in 00014, failed the Citus migration that way).
 -- Roles are cluster-wide, while migrations run per database: several databases in one
 -- cluster (test databases, staging) may migrate at the same moment, so role creation
 -- tolerates a concurrent creator instead of failing.
@@ -30,7 +36,7 @@ do $$
 declare
   v_role text;
 begin
-  foreach v_role in array array['settle_owner', 'settle_app', 'settle_readonly', 'settle_admin'] loop
+  foreach v_role in array array['settle_owner', 'settle_app', 'settle_readonly', 'settle_admin', 'settle_consumer', 'settle_reconciler'] loop
     begin
       if not exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
         execute format('create role %I nologin', v_role);
@@ -52,7 +58,8 @@ end
 $$;
 
 -- The migrating user must be able to act as the owner (a superuser always can; a
--- CREATEROLE deployment user needs the membership).
+-- CREATEROLE deployment user needs the membership). migrate() (src/db/migrate.ts) revokes it
+-- again when the migrations end: no login keeps the owner's rights (issue 18 §11).
 do $$
 begin
   if not pg_catalog.pg_has_role(current_user, 'settle_owner', 'MEMBER') then

@@ -108,8 +108,9 @@ begin
   v_fp := settle_private._fingerprint(get.request);
 
   if get.binding_generation < v_floor then
-    -- A revoked generation reads nothing; the operation it reserved, if any, is converted now.
-    v_op := settle_private._revoke_touch(get.tenant, get.key, get.principal, v_floor, v_now, null);
+    -- A revoked generation reads nothing, from a plain read (issue 18 §3: it must not wait on
+    -- the row); the operation it reserved is converted at the next touch by a caller that may wait.
+    select * into v_op from settle_private.operations o where o.tenant = get.tenant and o.key = get.key;
     perform settle_private._audit(get.tenant, get.key, v_now, 'get', 'refused', null, v_op.status, v_op.status, null,
       jsonb_build_object('reason', 'binding_revoked', 'below_generation', v_floor,
         'presented', settle_private._presented(v_fp, get.principal, get.scopes, get.binding_generation, null, null)));
@@ -138,7 +139,7 @@ begin
         'presented', settle_private._presented(v_fp, get.principal, get.scopes, get.binding_generation, null, null)));
     v_res.outcome := 'conflict';
     v_res.reason := 'lock_mismatch';
-    v_res.conflict_on := v_diff;
+    v_res.conflict_on := settle_private._conflict_on(v_diff);
     return v_res;
   end if;
 

@@ -35,7 +35,7 @@ set local role settle_owner;
 -- first statement, which also reads their operation row: one executor start for both
 -- (docs/performance.md). It is written out there rather than called as an inlinable SQL
 -- function because Citus refuses a parameterized query on a SQL function over distributed or
--- reference tables; test/engine/access-copies.test.ts holds the three copies equal.
+-- reference tables; test/engine/access-copies.test.ts holds the copies equal.
 create function settle_private._access(tenant text, principal text)
 returns bigint
 language plpgsql
@@ -216,8 +216,11 @@ begin
 end
 $$;
 
--- settle.claim presenting a revoked generation: nothing runs, nothing is disclosed; the
--- operation it reserved, if any, is converted now; the refusal is audited with what it presented.
+-- settle.claim presenting a revoked generation: nothing runs, nothing is disclosed; the refusal
+-- is audited with what it presented. Decided on a plain read, without the row lock: anyone who
+-- knows a principal's name can present its revoked generation, and must not make the operation's
+-- callers wait (issue 18 §3). The operation it reserved, if any, is converted at the next touch
+-- by a caller that may wait (a valid attempt token, or a claim or get above the floor).
 create function settle_private._claim_refused(
   tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint,
   below bigint, as_of timestamptz, worker text)
@@ -229,7 +232,7 @@ declare
   v_op settle_private.operations;
   v_res settle.claim_result;
 begin
-  v_op := settle_private._revoke_touch(tenant, key, principal, below, as_of, worker);
+  select * into v_op from settle_private.operations o where o.tenant = _claim_refused.tenant and o.key = _claim_refused.key;
   perform settle_private._audit(tenant, key, as_of, 'claim', 'refused', null, v_op.status, v_op.status, worker,
     jsonb_build_object('reason', 'binding_revoked', 'below_generation', below,
       'presented', settle_private._presented(settle_private._fingerprint(request), principal, scopes,

@@ -35,18 +35,9 @@
 -- `pg-settle maintain` loops) one caller runs a job at a time, and a job that ran recently is
 -- not run again. settle.upkeep shows when each job last ran and whether it is overdue.
 
--- settle_reconciler (NOLOGIN, like the roles of 00001): the role of a reconciler process, a
--- least-privilege alternative to settle_admin: resolve, lease operations needing reconciliation, read them.
-do $$
-begin
-  if not exists (select 1 from pg_catalog.pg_roles where rolname = 'settle_reconciler') then
-    create role settle_reconciler nologin;
-  end if;
-exception when duplicate_object or unique_violation then
-  null; -- another database of this cluster created it a moment ago
-end
-$$;
-
+-- settle_reconciler (created with the other roles in 00001): the role of a reconciler process, a
+-- least-privilege alternative to settle_admin: resolve, lease operations needing reconciliation,
+-- read them.
 set local role settle_owner;
 
 grant usage on schema settle to settle_reconciler;

@@ -155,6 +155,15 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     }
   });
 
+  test("a body over the parser's limit (Express 100 KB, Fastify 1 MiB by default): 413 before the middleware, nothing claimed", async () => {
+    const key = newKey();
+    const big = { blob: 'x'.repeat(1024 * 1024 + 1) };
+    const answer = await send(`${app.url}/orders`, { key, json: big });
+    expect(answer.status).toBe(413);
+    expect(await ctx.admin.inspect({ tenant: 'acme', key })).toBeNull();
+    expect((await send(`${app.url}/orders`, { key, json: big })).status).toBe(413);
+  });
+
   test('transaction mode: a handler may also query through settle.getPool() (outside the request transaction), the same on both', async () => {
     const key = newKey();
     const account = `pool-${key}`;

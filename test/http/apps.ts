@@ -206,8 +206,8 @@ async function startExpress(config: AppConfig): Promise<TestApp> {
     res.status(201).json({ entry: id.toString(), committedBefore: committed });
   });
   // An error handler that answers JSON, as most apps have one.
-  app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
-    res.status(500).json({ error: error.message });
+  app.use((error: Error & { status?: number }, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+    res.status(error.status ?? 500).json({ error: error.message });
   });
   const server: Server = await new Promise((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
