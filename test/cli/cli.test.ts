@@ -6,7 +6,7 @@ import pg from 'pg';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
-import { COMMANDS } from '../../src/cli/main.js';
+import { COMMANDS } from '../../src/cli/commands/index.js';
 import { quoteIdent, withDatabase } from '../../src/db/database-url.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
 
