@@ -37,6 +37,8 @@ export interface Command {
   readonly positionals: readonly string[];
   /** A boolean flag under which the command takes no positionals instead (redrive --all). */
   readonly positionalsOptionalWith?: string;
+  /** The command checks its positionals itself (feed, feed reset <consumer>). */
+  readonly variadicPositionals?: boolean;
   run(input: CommandInput): Promise<number>;
 }
 
@@ -54,7 +56,7 @@ export function parseCommandArgs(command: Command, argv: readonly string[]): Com
   if (alternative && parsed.positionals.length !== 0) {
     throw new UsageError(`${command.name} --${command.positionalsOptionalWith} takes no arguments (got ${parsed.positionals.length})`);
   }
-  if (!help && !alternative && parsed.positionals.length !== command.positionals.length) {
+  if (!help && !alternative && command.variadicPositionals !== true && parsed.positionals.length !== command.positionals.length) {
     const expected = command.positionals.length === 0 ? 'no arguments' : command.positionals.map((p) => `<${p}>`).join(' ');
     throw new UsageError(`${command.name} takes ${expected} (got ${parsed.positionals.length})`);
   }

@@ -217,7 +217,7 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
   it('without --database-url or DATABASE_URL every command but simulate exits 2 and starts nothing', async () => {
     const commands = [
       ['stats'], ['dead-letters'], ['inspect', 't', 'k'], ['expire-leases'], ['purge', '--older-than', '30d', '--yes'],
-      ['redrive', 't', 'k'], ['redrive', '--all', '--yes'], ['migrate'], ['distribute'],
+      ['redrive', 't', 'k'], ['redrive', '--all', '--yes'], ['migrate'], ['distribute'], ['feed'],
     ];
     expect(new Set(commands.map((c) => c[0]))).toEqual(new Set(COMMANDS.map((c) => c.name).filter((n) => n !== 'simulate')));
     for (const args of commands) {

@@ -3,6 +3,7 @@
 import { deadLettersCommand } from './dead-letters.js';
 import { distributeCommand } from './distribute.js';
 import { expireLeasesCommand } from './expire-leases.js';
+import { feedCommand } from './feed.js';
 import { inspectCommand } from './inspect.js';
 import { migrateCommand } from './migrate.js';
 import { purgeCommand } from './purge.js';
@@ -20,6 +21,7 @@ export const COMMANDS: readonly Command[] = [
   expireLeasesCommand,
   purgeCommand,
   statsCommand,
+  feedCommand,
   simulateCommand,
 ];
 
