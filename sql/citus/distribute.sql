@@ -207,7 +207,8 @@ declare
   v_fn record;
   v_delegated constant text[] := array['settle._claim', 'settle.heartbeat', 'settle.complete', 'settle.fail',
     'settle.report_unknown', 'settle.get'];
-  v_force constant text[] := array['settle_private._expire_key', 'settle_private._purge_key'];
+  v_force constant text[] := array['settle_private._expire_key', 'settle_private._purge_key',
+    'settle_private._purge_tombstone'];
 begin
   for v_fn in
     select p.oid::regprocedure as fn, n.nspname || '.' || p.proname as name, p.proretset, p.prorettype,

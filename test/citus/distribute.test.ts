@@ -69,7 +69,7 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
     const delegated = rows.filter((r) => r.arg !== null);
     expect(delegated.map((r) => r.fn.replace(/\(.*/, '')).sort()).toEqual([
       'settle._claim', 'settle.complete', 'settle.fail', 'settle.get', 'settle.heartbeat', 'settle.report_unknown',
-      'settle_private._expire_key', 'settle_private._purge_key',
+      'settle_private._expire_key', 'settle_private._purge_key', 'settle_private._purge_tombstone',
     ]);
     for (const r of delegated) expect({ fn: r.fn, arg: r.arg, colocated: r.colocated, strict: r.strict }).toEqual({ fn: r.fn, arg: 'key', colocated: true, strict: true });
     // inspect, redrive and the private helpers keep their key argument but are never routed by it.
