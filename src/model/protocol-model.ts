@@ -55,7 +55,7 @@ export interface Operation {
   readonly error: string | null;
   readonly deadLetter: DeadLetter | null;
   /** §13 Its generation is below the floor: converted to conflict (at its next touch). */
-  readonly revoked: { readonly mayHaveTakenEffect: boolean } | null;
+  readonly revoked: { readonly mayHaveTakenEffect: boolean; readonly statusBefore: Status } | null;
 }
 
 /** Everything the engine holds for the operations of one test sequence. */
@@ -188,7 +188,7 @@ function normalize(w: World): World {
     ops[id] = op;
     if (op.lock.generation >= floorOf(w, tenantOf(id), op.lock.principal)) continue;
     const terminal = op.status === 'completed' || op.status === 'failed';
-    const revoked = op.revoked ?? { mayHaveTakenEffect: mayHaveTakenEffect(op) };
+    const revoked = op.revoked ?? { mayHaveTakenEffect: mayHaveTakenEffect(op), statusBefore: op.status };
     const status: Status = terminal ? op.status : 'conflict';
     const lease = terminal ? op.lease : null;
     if (revoked === op.revoked && status === op.status && lease === op.lease) continue;
@@ -263,8 +263,8 @@ const plus = (win: Window, us: number): Window => ({ lo: win.lo + us, hi: win.hi
 function heartbeat(w: World, c: Extract<Call, { kind: 'heartbeat' }>, win: Window): Branch[] {
   const op = w.ops[c.id];
   const gate = tokenGate(w, c.id, c.attempt, c.token);
-  if (gate !== undefined || op === undefined) return gate ?? [];
   const fenced = (reason: string | readonly string[]): Branch[] => [{ expect: { outcome: 'fenced', reason }, next: stay(w) }];
+  if (gate !== undefined || op === undefined) return op?.revoked ? [...(gate ?? []), ...fenced('binding_revoked')] : gate ?? [];
   if (op.revoked !== null) return fenced(op.status === 'completed' ? ['binding_revoked', 'settled'] : 'binding_revoked');
   if (op.status === 'completed' || op.status === 'failed') return fenced('settled');
   const n = op.attempts.length;
@@ -313,9 +313,17 @@ type Observation = Extract<Call, { kind: 'complete' | 'fail' | 'report_unknown' 
 function observe(w: World, c: Observation): Branch[] {
   const gate = tokenGate(w, c.id, c.attempt, c.token);
   const op = w.ops[c.id];
-  if (gate !== undefined || op === undefined) return gate ?? [];
-  if (c.lock.generation < floorOf(w, tenantOf(c.id), c.lock.principal)) {
-    return [{ expect: { outcome: 'fenced', reason: 'binding_revoked' }, next: stay(w) }];
+  const revoked: Branch = { expect: { outcome: 'fenced', reason: 'binding_revoked', ...nothingDisclosed }, next: stay(w) };
+  const presentsRevoked = c.lock.generation < floorOf(w, tenantOf(c.id), c.lock.principal);
+  // R3 answers both from a plain read; which of the two refusals comes first is not specified.
+  if (gate !== undefined || op === undefined) return presentsRevoked && w.ops[c.id] !== undefined ? [...(gate ?? []), revoked] : gate ?? [];
+  if (presentsRevoked) {
+    // Whether an attempt that already reported hears of that first or of the revocation is not
+    // specified: both tell the worker nothing it did not know.
+    const me = op.attempts[c.attempt - 1];
+    if (me?.observed === null || me?.observed === 'unknown') return [revoked];
+    const unrevoked = observe({ ...w, floors: {} }, c).filter((b) => ['duplicate', 'already_settled', 'fenced'].includes(b.expect.outcome as string));
+    return [revoked, ...unrevoked.map((b) => ({ expect: b.expect, next: stay(w) }))];
   }
   const n = op.attempts.length;
   const me = op.attempts[c.attempt - 1] as Attempt;
@@ -446,7 +454,10 @@ function get(w: World, c: Extract<Call, { kind: 'get' }>, win: Window): Branch[]
     const reauth = op.revoked !== null && op.lock.principal === c.lock.principal && op.lock.request === c.lock.request
       && sameSet(op.lock.scopes, c.lock.scopes) && c.lock.generation > op.lock.generation;
     if (reauth) {
-      const extra: Expect = op.status === 'conflict' ? { mayHaveTakenEffect: op.revoked?.mayHaveTakenEffect ?? null } : {};
+      // §13: a conversion to conflict records whether an attempt may have taken effect (an
+      // operation already in conflict keeps its status; then the status says it).
+      const extra: Expect = op.status === 'conflict' && op.revoked?.statusBefore !== 'conflict'
+        ? { mayHaveTakenEffect: op.revoked?.mayHaveTakenEffect ?? null } : {};
       return found('reauthenticated', { ...extra, deadLettered: undefined, inFlight: false });
     }
     return [{ expect: { outcome: 'conflict', conflictOn: diff, ...nothingDisclosed }, next: stay(w) }];

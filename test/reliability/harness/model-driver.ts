@@ -232,7 +232,7 @@ export class ModelRun {
     if (r < 0.09) return { t: 'expire' };
     if (r < 0.11) return { t: 'purge' };
     if (r < 0.14) return { t: 'redrive', op };
-    if (r < 0.15) return { t: 'revoke', op };
+    if (r < 0.15 && process.env.MODEL_DEV_LEGACY !== '1') return { t: 'revoke', op };
     return { t: 'call', conn: rng.int(0, 2), call: this.randomCall(rng, op, false) };
   }
 
@@ -245,7 +245,7 @@ export class ModelRun {
     const others = [0, 1, 2].filter((c) => c !== holder);
     const waiters = rng.int(0, 2);
     for (let i = 0; i < waiters; i++) steps.push({ t: 'call', conn: others[i] as number, call: this.randomCall(rng, rng.chance(0.85) ? op : 1 - op, false) });
-    if (rng.chance(0.12)) steps.push({ t: 'revoke', op });
+    if (rng.chance(0.12) && process.env.MODEL_DEV_LEGACY !== '1') steps.push({ t: 'revoke', op });
     if (rng.chance(0.1)) steps.push({ t: 'expire' });
     steps.push({ t: 'end', commit: rng.chance(0.6), longWait: rng.chance(0.25) });
     return steps;
@@ -731,6 +731,8 @@ class Ledger {
     rank: number; failedSeen: boolean; result: string | null; settled: number | null;
   }>();
   private txEffects: (() => void)[] = [];
+  /** Leases the open transaction released (`id#attempt`): gone for its own later calls. */
+  private txReleased = new Set<string>();
 
   private of(id: string) {
     let e = this.byId.get(id);
@@ -744,6 +746,7 @@ class Ledger {
   endTx(commit: boolean): void {
     if (commit) for (const f of this.txEffects) f();
     this.txEffects = [];
+    this.txReleased.clear();
   }
 
   lapsed(id: string, e: number): void {
@@ -774,7 +777,7 @@ class Ledger {
       if (attempt === 1) later(() => this.byId.delete(id));
       // Never two valid leases: every other attempt's lease told to its holder has lapsed by now.
       for (const [other, told] of attempt === 1 ? [] : led.leases) {
-        if (other !== attempt && told > run.clockUs) {
+        if (other !== attempt && told > run.clockUs && !this.txReleased.has(`${id}#${other}`)) {
           run.fail('two-leases', `${id}: attempt ${attempt} acquired while attempt ${other} holds a lease told to end at ${told} (now <= ${run.clockUs})`);
         }
       }
@@ -790,6 +793,7 @@ class Ledger {
     }
     const released = a.outcome === 'recorded' || a.outcome === 'settled' || a.outcome === 'conflict' || (a.outcome === 'fenced' && a.reason !== 'invalid_token');
     if ('attempt' in call && released) {
+      if (!committed) this.txReleased.add(`${id}#${call.attempt}`);
       later(() => this.of(id).leases.delete(call.attempt));
     }
     if (call.kind === 'fail' && (a.outcome === 'recorded' || (a.outcome === 'settled' && a.status === 'failed'))) {
@@ -801,7 +805,13 @@ class Ledger {
       });
     }
     if (a.status === 'completed') later(() => this.of(id).leases.clear());
-    if (a.status != null && committed) this.onState(run, id, a.status as Status, a.deadLetterReason ?? null, a.status === 'completed' ? a.result ?? null : null, a.settledAttempt ?? null);
+    // A plain read inside the open transaction reports the committed state of its time: only
+    // answers that changed the record count at commit (the stored state is read after each step).
+    const changes = ['acquired', 'settled', 'recorded', 'conflict', 'already_settled', 'extended'].includes(a.outcome);
+    if (a.status != null && (committed || changes)) {
+      const status = a.status as Status;
+      later(() => this.onState(run, id, status, a.deadLetterReason ?? null, status === 'completed' ? a.result ?? null : null, a.settledAttempt ?? null));
+    }
   }
 
   onState(run: ModelRun, id: string, status: Status, deadLetter: string | null, result: string | null, settled: number | null): void {
