@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// pg-settle launcher: the compiled CLI (dist/, built by `npm install` in a checkout through the
-// prepare script, and shipped in the package), else the TypeScript sources through tsx (a dev
+// pg-settle launcher: the compiled CLI (dist/, built by `npm pack` / `npm publish` through the
+// prepack script, and shipped in the package), else the TypeScript sources through tsx (a dev
 // dependency). PG_SETTLE_CLI_FROM_SOURCE=1 forces the sources (the CLI tests, while editing).
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

@@ -106,6 +106,79 @@ ALTER TYPE settle.expire_result OWNER TO settle_owner;
 COMMENT ON TYPE settle.expire_result IS 'Answer of settle.expire_leases: leases expired and operations dead-lettered in this call.';
 
 --
+-- Name: feed_consumer; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.feed_consumer AS (
+	consumer text,
+	tenants text[],
+	lanes integer,
+	registered_at timestamp with time zone,
+	registered_by text,
+	created boolean
+);
+
+ALTER TYPE settle.feed_consumer OWNER TO settle_owner;
+
+--
+-- Name: TYPE feed_consumer; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.feed_consumer IS 'Answer of settle.register_consumer: the consumer as registered; created is false when it already existed with the same definition.';
+
+--
+-- Name: feed_event; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.feed_event AS (
+	consumer text,
+	lane integer,
+	lease_token uuid,
+	lease_expires_at timestamp with time zone,
+	event_id bigint,
+	position_xid xid8,
+	tenant text,
+	key text,
+	status settle.status,
+	status_before settle.status,
+	attempt integer,
+	result jsonb,
+	error jsonb,
+	dead_letter_reason text,
+	redrive_count integer,
+	occurred_at timestamp with time zone
+);
+
+ALTER TYPE settle.feed_event OWNER TO settle_owner;
+
+--
+-- Name: TYPE feed_event; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.feed_event IS 'One event of a batch from settle.read_feed: the lane and lease it was read under (pass lane, lease_token, position_xid and event_id of the last event handled to settle.ack_feed), the delivery id event_id (stable: a re-delivery carries the same id; use it as the downstream idempotency key), the operation (tenant, key), its final status and the status it moved from (unknown or conflict: a reconciliation was resolved), the attempt (the settled attempt for completed, the attempt epoch for failed), result or error, dead_letter_reason, redrive_count and when the outcome was written.';
+
+--
+-- Name: feed_reset; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.feed_reset AS (
+	consumer text,
+	lane integer,
+	position_before text,
+	position_after text,
+	events_to_deliver bigint,
+	applied boolean
+);
+
+ALTER TYPE settle.feed_reset OWNER TO settle_owner;
+
+--
+-- Name: TYPE feed_reset; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.feed_reset IS 'One lane of settle.reset_consumer: positions before and after (position_xid/event_id), how many retained events the lane will deliver from the new position, and whether the reset was applied (false for a dry run).';
+
+--
 -- Name: get_result; Type: TYPE; Schema: settle; Owner: settle_owner
 --
 
@@ -185,6 +258,100 @@ CREATE DOMAIN settle_private.audit_event AS text
 ALTER DOMAIN settle_private.audit_event OWNER TO settle_owner;
 
 --
+-- Name: ack_feed(text, integer, uuid, xid8, bigint); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+  v_lane settle_private.feed_lanes;
+  v_done boolean;
+begin
+  v_c := settle_private._feed_consumer(ack_feed.consumer);
+  perform settle_private._feed_check_tenants(v_c);
+  if lane is null or lease_token is null or (ack_feed.position_xid is null) <> (ack_feed.event_id is null) then
+    perform settle_private._raise('SE008', 'lane and lease_token are required; position_xid and event_id go together',
+      jsonb_build_object('field', 'lane, lease_token, position_xid, event_id'), null);
+  end if;
+  select * into v_lane from settle_private.feed_lanes l
+   where l.consumer = v_c.name and l.lane = ack_feed.lane for update;
+  if not found or v_lane.lease_token is distinct from ack_feed.lease_token then
+    perform settle_private._raise('SE042', 'the lease on this lane is no longer held',
+      jsonb_build_object('consumer', v_c.name, 'lane', ack_feed.lane),
+      'Another process took the lane after the lease lapsed, or the consumer was reset: the events will be delivered (again) to the holder. Read a new batch.');
+  end if;
+  if ack_feed.position_xid is not null and (
+       (ack_feed.position_xid, ack_feed.event_id) <= (v_lane.position_xid, v_lane.position_id)
+       or (ack_feed.position_xid, ack_feed.event_id) > (v_lane.leased_through_xid, v_lane.leased_through_id)) then
+    perform settle_private._raise('SE008', 'the position is not one of the leased batch',
+      jsonb_build_object('consumer', v_c.name, 'lane', ack_feed.lane, 'position_xid', ack_feed.position_xid::text,
+                         'event_id', ack_feed.event_id),
+      'Acknowledge the position_xid and event_id of an event read under this lease.');
+  end if;
+  v_done := ack_feed.position_xid is null
+    or (ack_feed.position_xid, ack_feed.event_id) = (v_lane.leased_through_xid, v_lane.leased_through_id);
+  update settle_private.feed_lanes l
+     set position_xid = coalesce(ack_feed.position_xid, l.position_xid),
+         position_id = coalesce(ack_feed.event_id, l.position_id),
+         lease_token = case when v_done then null else l.lease_token end,
+         lease_expires_at = case when v_done then null else l.lease_expires_at end,
+         leased_through_xid = case when v_done then null else l.leased_through_xid end,
+         leased_through_id = case when v_done then null else l.leased_through_id end,
+         acked_at = case when ack_feed.position_xid is null then l.acked_at else clock_timestamp() end
+   where l.consumer = v_c.name and l.lane = ack_feed.lane;
+  return v_done;
+end
+$$;
+
+ALTER FUNCTION settle.ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint) IS 'Acknowledge a consumer''s events up to and including one event of the leased batch (all of it, or a prefix), moving the lane''s position.
+Parameters: consumer; lane and lease_token as read_feed returned them; position_xid and event_id of the last event handled (both NULL: acknowledge nothing, release the lease: the batch is delivered again).
+Outcomes: true when the lease is released (the whole batch is acknowledged, or nothing was), false when part of the batch is still leased.
+SQLSTATEs: SE008 (missing arguments, a position outside the leased batch), SE013 (tenant-bound role), SE040 (no such consumer), SE042 (the lease is no longer held: the lane was taken over after the lease lapsed, or the consumer was reset or dropped and registered again).
+Locking: the lane row (FOR UPDATE). Idempotency: an ack of a released lease is SE042; call it in the transaction that applied the events for exactly-once processing.';
+
+--
+-- Name: await_feed(text, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.await_feed(consumer text, seconds integer DEFAULT 5) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+begin
+  v_c := settle_private._feed_consumer(await_feed.consumer);
+  perform settle_private._feed_check_tenants(v_c);
+  perform settle_private._check_count(seconds, 'seconds', 60);
+  insert into settle_private.feed_waiters as w (pid, consumer, until)
+  values (pg_backend_pid(), v_c.name, clock_timestamp() + make_interval(secs => seconds))
+  on conflict on constraint feed_waiters_pkey do update set consumer = excluded.consumer, until = excluded.until;
+  return true;
+end
+$$;
+
+ALTER FUNCTION settle.await_feed(consumer text, seconds integer) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION await_feed(consumer text, seconds integer); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.await_feed(consumer text, seconds integer) IS 'Register the calling backend as waiting for the feed: for the next `seconds`, every final outcome sends NOTIFY settle_feed (LISTEN settle_feed on this connection first). A wake-up hint only: read_feed decides what is delivered.
+Parameters: consumer; seconds (1-60, default 5).
+Outcomes: true.
+SQLSTATEs: SE008 (seconds), SE013, SE040.
+Locking: none beyond its own waiter row. Idempotency: a repeat extends the wait.';
+
+--
 -- Name: claim(text, text, jsonb, text, text[], bigint, interval, text, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
@@ -195,6 +362,7 @@ CREATE FUNCTION settle.claim(tenant text, key text, request jsonb, principal tex
 declare
   v_writes integer := 0;
   v_now timestamptz := clock_timestamp();
+  v_decided timestamptz;
   v_fp text;
   v_token uuid;
   v_op settle_private.operations;
@@ -236,7 +404,7 @@ begin
                                        where l.tenant = claim.tenant and l.key = claim.key) end as seq
     into v_seen
     from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
-                                    where b.role_name = session_user::text and not (claim.tenant = any (b.tenants))) then -1
+                                    where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (claim.tenant = any (b.tenants))) then -1
                       else coalesce((select f.below_generation from settle_private.binding_floors f
                                       where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
                  (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op
@@ -275,6 +443,24 @@ begin
     on conflict on constraint operations_pkey do nothing
     returning * into v_op;
     if v_op.tenant is not null then
+      -- The insert waits only behind another session's uncommitted insert of the same key that
+      -- then rolled back. The decision is this moment, not the call's start (issue 18 §1-2):
+      -- access is judged again with what committed meanwhile (a revocation converts the new
+      -- operation before anything runs), and the lease is measured from now, so no answer
+      -- carries a lease that already lapsed. A claim that did not wait (the common case, within
+      -- the 5 ms allowed for scheduling) pays for neither.
+      v_decided := clock_timestamp();
+      if v_decided > v_now + interval '5 milliseconds' then
+        v_floor := settle_private._access(claim.tenant, claim.principal);
+        if v_floor < 0 then
+          perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
+        end if;
+        v_now := v_decided;
+        update settle_private.operations o
+           set lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
+         where o.tenant = claim.tenant and o.key = claim.key
+        returning * into v_op;
+      end if;
       -- Attempt 1, which is also the log of this claim (settle.audit_log shows it as
       -- claim:acquired): no audit row.
       insert into settle_private.attempts
@@ -283,6 +469,12 @@ begin
       values
         (claim.tenant, claim.key, 1, v_token, claim.worker, v_now, v_seen.seq,
          nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+      if claim.binding_generation < v_floor then
+        -- Revoked while this claim waited: nothing may run under it.
+        v_op := settle_private._revoke_operation(v_op, v_floor, v_now, claim.worker);
+        return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+          claim.binding_generation, v_floor, v_now, claim.worker);
+      end if;
       return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
@@ -296,6 +488,18 @@ begin
       select * into v_op from settle_private.operations o
        where o.tenant = claim.tenant and o.key = claim.key
        for update;
+      -- Locked: decide again with what committed while this call waited (issue 18 §1-2): the
+      -- time a lease is measured from (and whether the current one lapsed), the tenant binding
+      -- and the revocation floor.
+      v_now := clock_timestamp();
+      v_floor := settle_private._access(claim.tenant, claim.principal);
+      if v_floor < 0 then
+        perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
+      end if;
+      if claim.binding_generation < v_floor then
+        return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+          claim.binding_generation, v_floor, v_now, claim.worker);
+      end if;
     elsif not v_fresh then
       select * into v_op from settle_private.operations o
        where o.tenant = claim.tenant and o.key = claim.key;
@@ -314,8 +518,12 @@ begin
         -- The reservation's own generation is revoked: convert it at this touch (00012).
         perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
       end if;
-      v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null, null);
-      v_detail := jsonb_build_object('conflict_on', v_diff);
+      -- Only the holder of the same binding learns which part differs (issue 18 §9); the audit
+      -- row keeps the full list and what was presented, so an enumeration is visible.
+      v_res := row('conflict', null, null, null, null, null, null, null, null, null, null,
+                   settle_private._conflict_on(v_diff), null, null);
+      v_detail := jsonb_build_object('conflict_on', v_diff, 'presented', settle_private._presented(
+        v_fp, claim.principal, claim.scopes, claim.binding_generation, null, null));
       exit;
     end if;
 
@@ -434,6 +642,47 @@ Locking: the operation row (FOR UPDATE). Works inside the caller''s transaction:
 Idempotency: repeating the same call answers duplicate and changes nothing; every call leaves one row in settle.audit_log (a settling success: on its attempt row).';
 
 --
+-- Name: drop_consumer(text); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.drop_consumer(name text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+begin
+  if name is null then
+    perform settle_private._raise('SE008', 'name must not be null', jsonb_build_object('field', 'name'), null);
+  end if;
+  select * into v_c from settle_private.feed_consumers c where c.name = drop_consumer.name for update;
+  if not found then
+    return false;
+  end if;
+  perform settle_private._feed_check_admin('drop_consumer', v_c.tenants, v_c.name);
+  -- Wait for processes of this consumer that hold a lane in an open transaction.
+  perform 1 from settle_private.feed_lanes l where l.consumer = drop_consumer.name for update;
+  delete from settle_private.feed_consumers c where c.name = drop_consumer.name;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (clock_timestamp(), 'drop_consumer', session_user::text,
+          jsonb_build_object('consumer', v_c.name, 'tenants', v_c.tenants, 'lanes', v_c.lanes));
+  return true;
+end
+$$;
+
+ALTER FUNCTION settle.drop_consumer(name text) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION drop_consumer(name text); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.drop_consumer(name text) IS 'Drop a feed consumer and its positions: the events only it had not acknowledged become trimmable (settle.trim_feed).
+Parameters: name.
+Outcomes: true when it existed, false otherwise. Logged in settle.admin_log.
+SQLSTATEs: SE008 (name NULL), SE019 (a tenant-bound login and a consumer beyond its tenants).
+Locking: waits for its lanes (a process holding one in an open transaction). Idempotency: a repeat returns false.';
+
+--
 -- Name: expire_leases(integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
@@ -446,6 +695,8 @@ declare
   -- Arguments of the per-key call are plain values (variables): Citus refuses a forced
   -- delegation whose call carries an expression such as session_user.
   v_actor text := session_user::text;
+  -- A login bound to tenants sweeps only their operations (docs/protocol.md §12).
+  v_mine text[] := settle_private._visible_tenants();
   v_due record;
   v_done integer;
   v_res settle.expire_result := row(0, 0);
@@ -456,9 +707,10 @@ begin
   -- is in the FROM form so that Citus can delegate it from inside this function.
   for v_due in
     select o.tenant, o.key from settle_private.operations o
-     where (o.lease_token is not null and o.lease_expires_at <= v_now)
+     where ((o.lease_token is not null and o.lease_expires_at <= v_now)
         or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts
-            and o.dead_lettered_at is null)
+            and o.dead_lettered_at is null))
+       and (v_mine is null or o.tenant = any (v_mine))
      order by o.lease_expires_at nulls last
      limit batch_size
   loop
@@ -569,8 +821,9 @@ begin
   v_fp := settle_private._fingerprint(get.request);
 
   if get.binding_generation < v_floor then
-    -- A revoked generation reads nothing; the operation it reserved, if any, is converted now.
-    v_op := settle_private._revoke_touch(get.tenant, get.key, get.principal, v_floor, v_now, null);
+    -- A revoked generation reads nothing, from a plain read (issue 18 §3: it must not wait on
+    -- the row); the operation it reserved is converted at the next touch by a caller that may wait.
+    select * into v_op from settle_private.operations o where o.tenant = get.tenant and o.key = get.key;
     perform settle_private._audit(get.tenant, get.key, v_now, 'get', 'refused', null, v_op.status, v_op.status, null,
       jsonb_build_object('reason', 'binding_revoked', 'below_generation', v_floor,
         'presented', settle_private._presented(v_fp, get.principal, get.scopes, get.binding_generation, null, null)));
@@ -599,7 +852,7 @@ begin
         'presented', settle_private._presented(v_fp, get.principal, get.scopes, get.binding_generation, null, null)));
     v_res.outcome := 'conflict';
     v_res.reason := 'lock_mismatch';
-    v_res.conflict_on := v_diff;
+    v_res.conflict_on := settle_private._conflict_on(v_diff);
     return v_res;
   end if;
 
@@ -639,19 +892,38 @@ CREATE FUNCTION settle.grant_tenant(role text, tenant text) RETURNS text[]
     AS $$
 declare
   v_now timestamptz := clock_timestamp();
+  v_oid oid;
+  v_mine text[] := settle_private._visible_tenants();
+  v_dropped jsonb;
   v_tenants text[];
 begin
-  perform settle_private._check_login_role(grant_tenant.role);
+  v_oid := settle_private._check_login_role(grant_tenant.role);
   perform settle_private._check_name(grant_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
-  insert into settle_private.tenant_bindings as b (role_name, tenants, bound_at, updated_at)
-  values (grant_tenant.role, array[grant_tenant.tenant], v_now, v_now)
+  if v_mine is not null then
+    if not (grant_tenant.tenant = any (v_mine)) then
+      perform settle_private._refuse_tenant(grant_tenant.tenant, null, 'grant_tenant');
+    end if;
+    perform settle_private._check_role_within(grant_tenant.role, v_mine, 'grant_tenant');
+  end if;
+  -- Rows recorded under this name for a role that no longer exists belong to nobody who can
+  -- log in: the role granted now starts from its own binding (the dropped rows are logged).
+  with d as (
+    delete from settle_private.tenant_bindings b
+     where b.role_name = grant_tenant.role and b.role_oid <> v_oid
+       and not exists (select 1 from pg_catalog.pg_roles r where r.oid = b.role_oid)
+    returning b.role_oid, b.tenants)
+  select jsonb_agg(jsonb_build_object('role_oid', d.role_oid, 'tenants', d.tenants)) into v_dropped from d;
+  perform 1 from settle_private._binding_rows_of(grant_tenant.role);
+  insert into settle_private.tenant_bindings as b (role_oid, role_name, tenants, bound_at, updated_at)
+  values (v_oid, grant_tenant.role, array[grant_tenant.tenant], v_now, v_now)
   on conflict on constraint tenant_bindings_pkey do update
      set tenants = array(select distinct t from unnest(b.tenants || excluded.tenants) as t order by 1),
-         updated_at = excluded.updated_at
+         role_name = excluded.role_name, updated_at = excluded.updated_at
   returning b.tenants into v_tenants;
   insert into settle_private.admin_log (at, event, actor, detail)
   values (v_now, 'grant_tenant', session_user::text,
-          jsonb_build_object('role', grant_tenant.role, 'tenant', grant_tenant.tenant, 'tenants', v_tenants));
+          jsonb_build_object('role', grant_tenant.role, 'tenant', grant_tenant.tenant, 'tenants', v_tenants)
+          || case when v_dropped is not null then jsonb_build_object('dropped_role_bindings', v_dropped) else '{}'::jsonb end);
   return v_tenants;
 end
 $$;
@@ -662,10 +934,10 @@ ALTER FUNCTION settle.grant_tenant(role text, tenant text) OWNER TO settle_owner
 -- Name: FUNCTION grant_tenant(role text, tenant text); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.grant_tenant(role text, tenant text) IS 'Admin: bind a login role to a tenant. A login role that holds tenant grants can claim, observe, heartbeat and read only those tenants; any other tenant answers SE013 and discloses nothing. A role without grants is a trusted multi-tenant service.
+COMMENT ON FUNCTION settle.grant_tenant(role text, tenant text) IS 'Admin: bind a login role to a tenant. A login role that holds tenant grants can claim, observe, heartbeat and read only those tenants; any other tenant answers SE013 and discloses nothing. A role without grants is a trusted multi-tenant service. The binding follows the role (its OID) through a rename.
 Parameters: role (an existing login role: the role a service connects as, session_user), tenant (as settle.claim).
-Outcomes: the tenants the role may reach now (sorted).
-SQLSTATEs: SE001 (tenant), SE008 (role does not exist or cannot log in), 42501 (not settle_admin).
+Outcomes: the tenants the role may reach now (sorted). Bindings left under this name by a dropped role are removed (logged as dropped_role_bindings).
+SQLSTATEs: SE001 (tenant), SE008 (role does not exist or cannot log in), SE013 (the caller is bound and tenant is not one of its tenants), SE019 (the caller is bound and the role is unbound or reaches other tenants), 42501 (not settle_admin).
 Locking: the role''s binding row. Logged in settle.admin_log. In force for every call that starts after the commit.
 Idempotency: granting a held tenant changes nothing but the log.';
 
@@ -681,9 +953,9 @@ declare
   v_writes integer := 0;
   v_now timestamptz := clock_timestamp();
   v_op settle_private.operations;
-  v_valid boolean;
   v_res settle.heartbeat_result;
   v_floor bigint;
+  v_seen record;
 begin
   if (settle_private._name_ok(heartbeat.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(heartbeat.key, settle_private._limit('key_bytes'))
@@ -694,17 +966,42 @@ begin
     perform settle_private._check_lease(heartbeat.lease);
   end if;
 
-  if not settle_private._tenant_ok(heartbeat.tenant) then
+  -- The tenant binding and the token are checked before the row lock: a caller without the
+  -- named attempt's token never waits on the row, so it cannot hold the lease holder up by
+  -- keeping its transaction open (issue 18 §3). An attempt's token never changes.
+  with a as materialized (
+    select settle_private._tenant_ok(heartbeat.tenant) as tenant_ok,
+           exists (select 1 from settle_private.attempts t
+                    where t.tenant = heartbeat.tenant and t.key = heartbeat.key and t.attempt = heartbeat.attempt
+                      and t.lease_token = heartbeat.lease_token) as valid
+  )
+  select a.tenant_ok, a.valid, x.op into v_seen
+    from a left join lateral (
+      select o as op from settle_private.operations o
+       where o.tenant = heartbeat.tenant and o.key = heartbeat.key and a.tenant_ok and a.valid
+         for update) x on true;
+  if not v_seen.tenant_ok then
     perform settle_private._refuse_tenant(heartbeat.tenant, heartbeat.key, 'heartbeat');
   end if;
-  v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key, purged_ok => true);
-  if v_op.tenant is null then
-    -- The operation was purged: a straggler's heartbeat, audited, nothing disclosed.
+  if not v_seen.valid or (v_seen.op).tenant is null then
+    -- (A valid token whose operation was purged while this call waited: a straggler too.)
+    v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key, purged_ok => true, lock => false);
+    -- No such attempt or not its token (a purged key: a straggler): audited, nothing disclosed.
     v_writes := v_writes + settle_private._audit(heartbeat.tenant, heartbeat.key, v_now, 'heartbeat', 'fenced', heartbeat.attempt,
-      null, null, null, '{"reason": "operation_purged"}');
+      v_op.status, v_op.status, null, jsonb_build_object(
+        'reason', case when v_op.tenant is null then 'operation_purged' else 'invalid_token' end));
     v_res.outcome := 'fenced';
     v_res.reason := 'invalid_token';
     return v_res;
+  end if;
+  v_op := v_seen.op;
+
+  -- Locked: decide again with what committed while this call waited (issue 18 §1-2). The new
+  -- lease is measured from now, the moment of the decision, never from the call's start: a
+  -- heartbeat that waited on the row never answers `extended` with an expiry in the past.
+  v_now := clock_timestamp();
+  if not settle_private._tenant_ok(heartbeat.tenant) then
+    perform settle_private._refuse_tenant(heartbeat.tenant, heartbeat.key, 'heartbeat');
   end if;
   -- An attempt reserved under a revoked binding generation keeps no lease (00012).
   v_floor := settle_private._floor(heartbeat.tenant, v_op.principal);
@@ -726,16 +1023,10 @@ begin
     return v_res;
   end if;
 
-  select exists (select 1 from settle_private.attempts a
-                  where a.tenant = heartbeat.tenant and a.key = heartbeat.key
-                    and a.attempt = heartbeat.attempt and a.lease_token = heartbeat.lease_token)
-    into v_valid;
+  -- A valid token of an attempt that no longer holds the lease: told why, audited.
   v_res.outcome := 'fenced';
-  v_res.reason := case when v_valid then settle_private._fence_reason(v_op, heartbeat.attempt)
-                       else 'invalid_token' end;
-  if v_valid then
-    v_res.status := v_op.status;
-  end if;
+  v_res.reason := settle_private._fence_reason(v_op, heartbeat.attempt);
+  v_res.status := v_op.status;
   v_writes := v_writes + settle_private._audit(heartbeat.tenant, heartbeat.key, v_now, 'heartbeat', 'fenced', heartbeat.attempt,
     v_op.status, v_op.status, null, jsonb_build_object('reason', v_res.reason));
   return v_res;
@@ -779,6 +1070,34 @@ Outcomes: a smallint; never raises.
 Locking: none. Idempotency: pure (IMMUTABLE).';
 
 --
+-- Name: _visible_tenants(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._visible_tenants() RETURNS text[]
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_me oid := to_regrole(quote_ident(session_user::text))::oid;
+  v_rows integer;
+  v_tenants text[];
+begin
+  select count(*), array(select t from (select distinct u.t from settle_private.tenant_bindings b1, unnest(b1.tenants) as u(t)
+                                          where b1.role_oid = v_me or b1.role_name = session_user::text) d
+                          where not exists (select 1 from settle_private.tenant_bindings b2
+                                             where (b2.role_oid = v_me or b2.role_name = session_user::text)
+                                               and not (d.t = any (b2.tenants)))
+                          order by 1)
+    into v_rows, v_tenants
+    from settle_private.tenant_bindings b
+   where b.role_oid = v_me or b.role_name = session_user::text;
+  return case when v_rows > 0 then v_tenants end;
+end
+$$;
+
+ALTER FUNCTION settle_private._visible_tenants() OWNER TO settle_owner;
+
+--
 -- Name: operations; Type: TABLE; Schema: settle_private; Owner: settle_owner
 --
 
@@ -818,27 +1137,6 @@ ALTER TABLE settle_private.operations OWNER TO settle_owner;
 COMMENT ON TABLE settle_private.operations IS 'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
 
 --
--- Name: tenant_bindings; Type: TABLE; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TABLE settle_private.tenant_bindings (
-    role_name text NOT NULL,
-    tenants text[] NOT NULL,
-    bound_at timestamp with time zone NOT NULL,
-    updated_at timestamp with time zone NOT NULL
-);
-
-ALTER TABLE ONLY settle_private.tenant_bindings FORCE ROW LEVEL SECURITY;
-
-ALTER TABLE settle_private.tenant_bindings OWNER TO settle_owner;
-
---
--- Name: TABLE tenant_bindings; Type: COMMENT; Schema: settle_private; Owner: settle_owner
---
-
-COMMENT ON TABLE settle_private.tenant_bindings IS 'Tenant binding of login roles (by name, as session_user reports it): a role with a row reaches only the tenants listed (none when empty). Private: use settle.grant_tenant / settle.revoke_tenant.';
-
---
 -- Name: operations; Type: VIEW; Schema: settle; Owner: settle_owner
 --
 
@@ -866,11 +1164,7 @@ CREATE VIEW settle.operations AS
     o.created_at,
     o.updated_at
    FROM settle_private.operations o
-  WHERE ((( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text))::text[])));
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (o.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
 
 ALTER TABLE settle.operations OWNER TO settle_owner;
 
@@ -920,6 +1214,8 @@ declare
   v_now timestamptz := clock_timestamp();
   -- Plain values as the per-key call's arguments (see settle.expire_leases).
   v_actor text := session_user::text;
+  -- A login bound to tenants purges only their operations (docs/protocol.md §12).
+  v_mine text[] := settle_private._visible_tenants();
   v_cutoff timestamptz;
   v_min interval;
   v_due record;
@@ -946,6 +1242,7 @@ begin
   for v_due in
     select o.tenant, o.key from settle_private.operations o
      where o.status in ('completed', 'failed') and o.dead_lettered_at is null and o.updated_at < v_cutoff
+       and (v_mine is null or o.tenant = any (v_mine))
      order by o.updated_at
      limit batch_size
   loop
@@ -964,9 +1261,110 @@ ALTER FUNCTION settle.purge(older_than interval, batch_size integer) OWNER TO se
 
 COMMENT ON FUNCTION settle.purge(older_than interval, batch_size integer) IS 'Retention: the only path that deletes. Removes terminal (completed or failed) operations last updated before now - older_than, with their attempts and audit rows, leaving one tombstone audit row (event purge) per purged key.
 Parameters: older_than interval (>= 0), batch_size (1-100000, default 1000); call again while it returns a full batch.
-Outcomes: the number of operations purged. A purged key can be claimed again as a new operation.
-SQLSTATEs: SE008. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: a busy row waits for the next call) and checks it again under the lock.
+Outcomes: the number of operations purged. A purged key can be claimed again as a new operation. A login bound to tenants purges only their operations.
+SQLSTATEs: SE008, SE014. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: a busy row waits for the next call) and checks it again under the lock.
 Idempotency: safe to repeat and to run concurrently.';
+
+--
+-- Name: read_feed(text, integer, interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.read_feed(consumer text, batch_size integer DEFAULT 100, lease interval DEFAULT '00:00:30'::interval) RETURNS SETOF settle.feed_event
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+  v_now timestamptz := clock_timestamp();
+  v_horizon xid8;
+  v_candidate record;
+  v_lane settle_private.feed_lanes;
+  v_token uuid;
+  v_last record;
+begin
+  v_c := settle_private._feed_consumer(read_feed.consumer);
+  perform settle_private._feed_check_tenants(v_c);
+  perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  perform settle_private._check_lease(lease);
+  v_horizon := settle_private._feed_horizon();
+
+  -- Lanes that are free (no lease, or a lapsed one), least recently acknowledged first, each
+  -- locked in turn (SKIP LOCKED: another process of this consumer holds it); the first that has
+  -- an event below the horizon is leased and its batch returned. The locks last until the end
+  -- of the caller's transaction.
+  for v_candidate in
+    select l.lane from settle_private.feed_lanes l
+     where l.consumer = v_c.name and (l.lease_token is null or l.lease_expires_at <= v_now)
+     order by l.acked_at nulls first, l.lane
+  loop
+    select * into v_lane from settle_private.feed_lanes l
+     where l.consumer = v_c.name and l.lane = v_candidate.lane
+       and (l.lease_token is null or l.lease_expires_at <= v_now)
+     for update skip locked;
+    continue when not found;
+    select e.position_xid, e.event_id into v_last
+      from settle_private.feed_events e
+     where (e.position_xid, e.event_id) > (v_lane.position_xid, v_lane.position_id)
+       and e.position_xid < v_horizon
+       and settle_private._feed_in_lane(e.lane_hash, e.tenant, v_c.lanes, v_lane.lane, v_c.tenants)
+     order by e.position_xid, e.event_id
+     limit 1 offset batch_size - 1;
+    if not found then
+      -- Fewer than batch_size: the batch ends at the last event below the horizon.
+      select e.position_xid, e.event_id into v_last
+        from settle_private.feed_events e
+       where (e.position_xid, e.event_id) > (v_lane.position_xid, v_lane.position_id)
+         and e.position_xid < v_horizon
+         and settle_private._feed_in_lane(e.lane_hash, e.tenant, v_c.lanes, v_lane.lane, v_c.tenants)
+       order by e.position_xid desc, e.event_id desc
+       limit 1;
+      if not found then
+        -- Nothing of this lane below the horizon: pass over the events of other lanes and
+        -- tenants up to the newest one below it (none of them is this lane's), so that the
+        -- next read does not scan them again and settle.trim_feed can remove them.
+        select e.position_xid, e.event_id into v_last from settle_private.feed_events e
+         where e.position_xid < v_horizon
+         order by e.position_xid desc, e.event_id desc limit 1;
+        if found and v_lane.lease_token is null
+           and (v_last.position_xid, v_last.event_id) > (v_lane.position_xid, v_lane.position_id) then
+          update settle_private.feed_lanes l
+             set position_xid = v_last.position_xid, position_id = v_last.event_id
+           where l.consumer = v_c.name and l.lane = v_lane.lane;
+        end if;
+        continue;
+      end if;
+    end if;
+    v_token := gen_random_uuid();
+    update settle_private.feed_lanes l
+       set lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, read_feed.lease),
+           leased_through_xid = v_last.position_xid, leased_through_id = v_last.event_id
+     where l.consumer = v_c.name and l.lane = v_lane.lane;
+    return query
+      select v_c.name, v_lane.lane, v_token, settle_private._expiry(v_now, read_feed.lease),
+             e.event_id, e.position_xid, e.tenant, e.key, e.status, e.status_before, e.attempt, e.result, e.error,
+             e.dead_letter_reason, e.redrive_count, e.occurred_at
+        from settle_private.feed_events e
+       where (e.position_xid, e.event_id) > (v_lane.position_xid, v_lane.position_id)
+         and (e.position_xid, e.event_id) <= (v_last.position_xid, v_last.event_id)
+         and settle_private._feed_in_lane(e.lane_hash, e.tenant, v_c.lanes, v_lane.lane, v_c.tenants)
+       order by e.position_xid, e.event_id;
+    return;
+  end loop;
+end
+$$;
+
+ALTER FUNCTION settle.read_feed(consumer text, batch_size integer, lease interval) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION read_feed(consumer text, batch_size integer, lease interval); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.read_feed(consumer text, batch_size integer, lease interval) IS 'Read the next batch of a consumer: up to batch_size events of one lane, in feed order, leased to the caller.
+Parameters: consumer; batch_size (1-100000, default 100); lease (1 second - 1 day, default 30 seconds): how long the lane stays with this caller without an ack.
+Outcomes: the events (settle.feed_event), all of one lane and one lease; no rows when every lane is leased to another process or has nothing committed below the horizon (the oldest running transaction: see docs/feed.md). Events are returned only once their writing transaction and every older one has ended (transaction-id fencing), so no event can appear later behind the position.
+Read, apply and settle.ack_feed in one transaction for exactly-once processing in this database: the lane stays locked until commit; a rollback (or a killed process) re-delivers the batch. Outside a transaction the lease is committed: a process that dies re-delivers after the lease lapses (at least once).
+SQLSTATEs: SE008 (consumer NULL, batch_size), SE007 (lease), SE013 (tenant-bound role, consumer not limited to its tenants), SE040 (no such consumer).
+Locking: the returned lane (FOR UPDATE SKIP LOCKED), until the end of the transaction. Idempotency: a repeat in the same transaction reads the next free lane; a repeat after a rollback reads the same batch.';
 
 --
 -- Name: redrive(text, text, integer, jsonb, text); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -989,6 +1387,11 @@ begin
       jsonb_build_object('field', 'reason'), null);
   end if;
 
+  -- A login bound to other tenants learns nothing of this one: refused before anything is read
+  -- (no SE010, SE011 or SE012 that would tell whether the key exists or what state it is in).
+  if not settle_private._tenant_ok(redrive.tenant) then
+    perform settle_private._refuse_tenant(redrive.tenant, redrive.key, 'redrive');
+  end if;
   v_op := settle_private._lock_operation(redrive.tenant, redrive.key);
   if redrive.request is not null and settle_private._fingerprint(redrive.request) <> v_op.fingerprint then
     perform settle_private._raise('SE012', 'redrive refused: the request differs from the reservation',
@@ -1031,9 +1434,81 @@ ALTER FUNCTION settle.redrive(tenant text, key text, additional_attempts integer
 COMMENT ON FUNCTION settle.redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text) IS 'Re-open a dead-lettered operation for new attempt epochs, keeping its key, fingerprint and binding.
 Parameters: tenant, key; additional_attempts (1-1000, default 1) added to the spent budget; request (optional: if given, it must match the reservation, else SE012); reason (optional, <= 1024 bytes, kept in the audit row).
 Outcomes: the re-opened record (redrive_count + 1, budget raised). Dead letter reason attempts_exhausted: status pending (the lattice allows this one move down, only when every attempt recorded a failure; the audit row keeps the previous error). Reason needs_reconciliation: the status stays unknown (or conflict), never lower: redrive only after checking downstream that the effect did not happen (or that the downstream deduplicates it), since the next attempt runs it again.
-SQLSTATEs: SE001, SE002, SE008, SE010 (not found), SE011 (not dead-lettered: also what a second, concurrent redrive gets), SE012 (request differs).
+SQLSTATEs: SE001, SE002, SE008, SE013 (the caller is bound to other tenants: raised before anything is read), SE010 (not found), SE011 (not dead-lettered: also what a second, concurrent redrive gets), SE012 (request differs).
 Locking: the operation row (FOR UPDATE): concurrent redrives never double-open.
 Idempotency: not idempotent by design; a repeat answers SE011 once the first has re-opened the operation.';
+
+--
+-- Name: register_consumer(text, text[], integer, text); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.register_consumer(name text, tenants text[] DEFAULT NULL::text[], lanes integer DEFAULT 1, start_at text DEFAULT 'latest'::text) RETURNS settle.feed_consumer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+  v_t text;
+  v_now timestamptz := clock_timestamp();
+  v_res settle.feed_consumer;
+  v_xid xid8;
+begin
+  perform settle_private._check_name(register_consumer.name, 'name', 128, 'SE008');
+  perform settle_private._check_count(register_consumer.lanes, 'lanes', 64);
+  if start_at is null or start_at not in ('latest', 'earliest') then
+    perform settle_private._raise('SE008', 'start_at must be latest or earliest',
+      jsonb_build_object('field', 'start_at'), null);
+  end if;
+  if tenants is not null then
+    if cardinality(tenants) = 0 then
+      perform settle_private._raise('SE008', 'tenants must be NULL (every tenant) or a non-empty array',
+        jsonb_build_object('field', 'tenants'), null);
+    end if;
+    foreach v_t in array tenants loop
+      perform settle_private._check_name(v_t, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
+    end loop;
+    tenants := array(select distinct u from unnest(tenants) u order by u);
+  end if;
+  perform settle_private._feed_check_admin('register_consumer', register_consumer.tenants, register_consumer.name);
+
+  select * into v_c from settle_private.feed_consumers c where c.name = register_consumer.name for update;
+  if found then
+    if v_c.tenants is distinct from register_consumer.tenants or v_c.lanes <> register_consumer.lanes then
+      perform settle_private._raise('SE041', 'a feed consumer of this name exists with another definition',
+        jsonb_build_object('consumer', v_c.name, 'tenants', v_c.tenants, 'lanes', v_c.lanes),
+        'Drop it first (settle.drop_consumer), or register under another name.');
+    end if;
+    v_res := (v_c.name, v_c.tenants, v_c.lanes, v_c.registered_at, v_c.registered_by, false);
+    return v_res;
+  end if;
+
+  -- latest: from the horizon on (events of transactions still running are delivered);
+  -- earliest: every event still retained.
+  v_xid := case when start_at = 'latest' then settle_private._feed_horizon() else '0'::xid8 end;
+  insert into settle_private.feed_consumers (name, tenants, lanes, registered_at, registered_by)
+  values (register_consumer.name, register_consumer.tenants, register_consumer.lanes, v_now, session_user::text)
+  returning * into v_c;
+  insert into settle_private.feed_lanes (consumer, lane, position_xid, position_id)
+  select v_c.name, l, v_xid, 0 from generate_series(0, v_c.lanes - 1) l;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'register_consumer', session_user::text,
+          jsonb_build_object('consumer', v_c.name, 'tenants', v_c.tenants, 'lanes', v_c.lanes, 'start_at', start_at));
+  v_res := (v_c.name, v_c.tenants, v_c.lanes, v_c.registered_at, v_c.registered_by, true);
+  return v_res;
+end
+$$;
+
+ALTER FUNCTION settle.register_consumer(name text, tenants text[], lanes integer, start_at text) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION register_consumer(name text, tenants text[], lanes integer, start_at text); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.register_consumer(name text, tenants text[], lanes integer, start_at text) IS 'Register a named feed consumer with its own position per lane.
+Parameters: name (1-128 bytes, same rules as a key); tenants (NULL: every tenant; else the only tenants it receives: a tenant-bound login role may read only a consumer whose tenants it holds); lanes (1-64, default 1: the consumer''s processes share the work lane by lane, a key''s events stay in one lane); start_at latest (default: events from now on) or earliest (every event still retained).
+Outcomes: the consumer (created true), or the existing one when it is registered already with the same tenants and lanes (created false). Logged in settle.admin_log.
+SQLSTATEs: SE001 (a tenant), SE008 (name, lanes, start_at, empty tenants), SE019 (a tenant-bound login registering beyond its tenants), SE041 (exists with another definition).
+Locking: the consumer row. Idempotency: repeating the same registration returns the existing consumer.';
 
 --
 -- Name: report_unknown(text, text, integer, uuid, text, text, text[], bigint); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -1064,6 +1539,79 @@ SQLSTATEs: SE001-SE004, SE008, SE010, SE013.
 Locking: the operation row (FOR UPDATE). Idempotency: a repeated unknown is fenced (the lease is gone) and changes nothing.';
 
 --
+-- Name: reset_consumer(text, timestamp with time zone, boolean); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone DEFAULT NULL::timestamp with time zone, dry_run boolean DEFAULT false) RETURNS SETOF settle.feed_reset
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+  v_xid xid8;
+  v_id bigint;
+  v_lane settle_private.feed_lanes;
+  v_res settle.feed_reset;
+  v_horizon xid8 := settle_private._feed_horizon();
+begin
+  if dry_run is null then
+    perform settle_private._raise('SE008', 'dry_run must not be null', jsonb_build_object('field', 'dry_run'), null);
+  end if;
+  v_c := settle_private._feed_consumer(reset_consumer.name);
+  perform settle_private._feed_check_admin('reset_consumer', v_c.tenants, v_c.name);
+  if to_time is null then
+    v_xid := v_horizon;
+    v_id := 0;
+  else
+    -- Just before the first retained event (in feed order) written at or after to_time.
+    select e.position_xid, e.event_id - 1 into v_xid, v_id from settle_private.feed_events e
+     where e.occurred_at >= to_time
+     order by e.position_xid, e.event_id limit 1;
+    if not found then
+      v_xid := v_horizon;
+      v_id := 0;
+    end if;
+  end if;
+  for v_lane in
+    select * from settle_private.feed_lanes l where l.consumer = v_c.name order by l.lane for update
+  loop
+    v_res.consumer := v_c.name;
+    v_res.lane := v_lane.lane;
+    v_res.position_before := v_lane.position_xid::text || '/' || v_lane.position_id;
+    v_res.position_after := v_xid::text || '/' || v_id;
+    select count(*) into v_res.events_to_deliver from settle_private.feed_events e
+     where (e.position_xid, e.event_id) > (v_xid, v_id)
+       and settle_private._feed_in_lane(e.lane_hash, e.tenant, v_c.lanes, v_lane.lane, v_c.tenants);
+    v_res.applied := not dry_run;
+    if not dry_run then
+      update settle_private.feed_lanes l
+         set position_xid = v_xid, position_id = v_id, lease_token = null, lease_expires_at = null,
+             leased_through_xid = null, leased_through_id = null
+       where l.consumer = v_c.name and l.lane = v_lane.lane;
+    end if;
+    return next v_res;
+  end loop;
+  if not dry_run then
+    insert into settle_private.admin_log (at, event, actor, detail)
+    values (clock_timestamp(), 'reset_consumer', session_user::text,
+            jsonb_build_object('consumer', v_c.name, 'to_time', to_time, 'position', v_xid::text || '/' || v_id));
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION reset_consumer(name text, to_time timestamp with time zone, dry_run boolean); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) IS 'Move every lane of a consumer to a new position: re-deliver retained events, or skip a backlog.
+Parameters: name; to_time (NULL, default: skip to now, everything committed is passed over; a time: deliver again every retained event from the first one written at or after it, in feed order; ''-infinity'': every retained event); dry_run (default false: only report).
+Outcomes: one row per lane (settle.feed_reset): positions before and after, events the lane will deliver, applied. Leases are cleared: a process still holding one is fenced at its next ack (SE042). Logged in settle.admin_log.
+SQLSTATEs: SE008 (dry_run NULL), SE019 (a tenant-bound login and a consumer beyond its tenants), SE040 (no such consumer).
+Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction. Idempotency: repeating it moves to the same position (when no event was written in between).';
+
+--
 -- Name: revoke_binding(text, text, bigint); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
@@ -1078,6 +1626,9 @@ declare
 begin
   perform settle_private._check_name(revoke_binding.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
   perform settle_private._check_name(revoke_binding.principal, 'principal', settle_private._limit('principal_bytes'), 'SE003');
+  if not settle_private._tenant_ok(revoke_binding.tenant) then
+    perform settle_private._refuse_tenant(revoke_binding.tenant, null, 'revoke_binding');
+  end if;
   if revoke_binding.below_generation is null or revoke_binding.below_generation < 1 then
     perform settle_private._raise('SE008', 'below_generation must be a positive binding generation',
       jsonb_build_object('field', 'below_generation'),
@@ -1109,7 +1660,7 @@ ALTER FUNCTION settle.revoke_binding(tenant text, principal text, below_generati
 COMMENT ON FUNCTION settle.revoke_binding(tenant text, principal text, below_generation bigint) IS 'Admin: revoke every binding generation of a principal in a tenant below a floor, after re-authentication; the reservation locks stay immutable.
 Parameters: tenant, principal (as settle.claim), below_generation (>= 1: the first generation that stays valid).
 Outcomes: the floor in force (floors only rise: a lower value keeps the higher floor). From the commit on, a claim presenting a revoked generation answers refused (binding_revoked), an observation or heartbeat fenced (binding_revoked, its payload kept in the audit log), a get refused; an operation reserved under a revoked generation that is not completed can no longer complete and moves to conflict (error binding_revoked) at its next touch (claim, observation, heartbeat or get of its key).
-SQLSTATEs: SE001 (tenant), SE003 (principal), SE008 (below_generation), 42501 (not settle_admin).
+SQLSTATEs: SE001 (tenant), SE003 (principal), SE008 (below_generation), SE013 (the caller is bound to other tenants), 42501 (not settle_admin).
 Locking: the floor row. Logged in settle.admin_log. Idempotency: idempotent; the caller''s safe path is in docs/protocol.md section 13.';
 
 --
@@ -1122,20 +1673,41 @@ CREATE FUNCTION settle.revoke_tenant(role text, tenant text) RETURNS text[]
     AS $$
 declare
   v_now timestamptz := clock_timestamp();
+  v_mine text[] := settle_private._visible_tenants();
+  v_oids oid[];
   v_tenants text[];
 begin
   if revoke_tenant.role is null then
     perform settle_private._raise('SE008', 'role must not be null', jsonb_build_object('field', 'role'), null);
   end if;
+  if revoke_tenant.tenant is not null then
+    perform settle_private._check_name(revoke_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
+  end if;
+  if v_mine is not null then
+    if revoke_tenant.tenant is null then
+      perform settle_private._refuse_bound('revoke_tenant', jsonb_build_object('target_role', revoke_tenant.role));
+    elsif not (revoke_tenant.tenant = any (v_mine)) then
+      perform settle_private._refuse_tenant(revoke_tenant.tenant, null, 'revoke_tenant');
+    end if;
+    perform settle_private._check_role_within(revoke_tenant.role, v_mine, 'revoke_tenant');
+  end if;
+  select array_agg(r.role_oid) into v_oids from settle_private._binding_rows_of(revoke_tenant.role) r;
   if revoke_tenant.tenant is null then
-    delete from settle_private.tenant_bindings b where b.role_name = revoke_tenant.role;
+    delete from settle_private.tenant_bindings b where b.role_oid = any (v_oids);
     v_tenants := null;
   else
-    perform settle_private._check_name(revoke_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
     update settle_private.tenant_bindings b
        set tenants = array_remove(b.tenants, revoke_tenant.tenant), updated_at = v_now
-     where b.role_name = revoke_tenant.role
-    returning b.tenants into v_tenants;
+     where b.role_oid = any (v_oids);
+    -- What the role reaches now: the tenants every row of its lists (NULL: it has none).
+    select case when count(*) > 0 then
+             array(select distinct u.t from settle_private.tenant_bindings b1, unnest(b1.tenants) as u(t)
+                    where b1.role_oid = any (v_oids)
+                      and not exists (select 1 from settle_private.tenant_bindings b2
+                                       where b2.role_oid = any (v_oids) and not (u.t = any (b2.tenants)))
+                    order by 1) end
+      into v_tenants
+      from settle_private.tenant_bindings b where b.role_oid = any (v_oids);
   end if;
   insert into settle_private.admin_log (at, event, actor, detail)
   values (v_now, 'revoke_tenant', session_user::text,
@@ -1151,10 +1723,10 @@ ALTER FUNCTION settle.revoke_tenant(role text, tenant text) OWNER TO settle_owne
 --
 
 COMMENT ON FUNCTION settle.revoke_tenant(role text, tenant text) IS 'Admin: take a tenant away from a login role, or unbind the role.
-Parameters: role; tenant (NULL: remove the whole binding, which makes the role a trusted multi-tenant service again).
+Parameters: role (a login role, or the name of a dropped one whose binding is left); tenant (NULL: remove the whole binding, which makes the role a trusted multi-tenant service again).
 Outcomes: the tenants the role may reach now; an empty array when the last one was revoked: the role stays bound and is refused everywhere (fail closed, never widened by a revocation); NULL when the role is unbound (or never was bound).
-SQLSTATEs: SE001 (tenant), SE008 (role NULL), 42501 (not settle_admin).
-Locking: the role''s binding row. Logged in settle.admin_log. In force for every call that starts after the commit; a call already running finishes under the grants it read.
+SQLSTATEs: SE001 (tenant), SE008 (role NULL), SE013 (the caller is bound and tenant is not one of its tenants), SE019 (the caller is bound: unbinding, or a role that reaches other tenants), 42501 (not settle_admin).
+Locking: the role''s binding rows. Logged in settle.admin_log. In force for every call that starts after the commit; a call already running finishes under the grants it read.
 Idempotency: revoking what the role does not hold changes nothing but the log.';
 
 --
@@ -1172,6 +1744,10 @@ begin
   if min_retention is null or min_retention < interval '0' or not settle_private._exact(min_retention) then
     perform settle_private._raise('SE008', 'min_retention must be a non-negative exact duration (no month or year part)',
       jsonb_build_object('field', 'min_retention'), null);
+  end if;
+  -- An engine-wide setting: not for a login bound to tenants (SE019).
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('set_purge_min_retention', '{}'::jsonb);
   end if;
   select s.value into v_before from settle_private.settings s where s.name = 'purge_min_retention' for update;
   insert into settle_private.settings as s (name, value, updated_at)
@@ -1193,7 +1769,54 @@ ALTER FUNCTION settle.set_purge_min_retention(min_retention interval) OWNER TO s
 COMMENT ON FUNCTION settle.set_purge_min_retention(min_retention interval) IS 'Set the shortest retention settle.purge accepts (default 24 hours).
 Parameters: min_retention, a non-negative exact duration (no month or year part).
 Outcomes: the new minimum; the change is logged in settle.admin_log (event set_purge_min_retention, before and after). settle.purge with older_than below it raises SE014.
-SQLSTATEs: SE008 (bad min_retention). Locking: the settings row (FOR UPDATE). Idempotency: setting the same value again changes nothing but the log.';
+SQLSTATEs: SE008 (bad min_retention), SE019 (the caller is bound to tenants: engine-wide settings are for unbound admins). Locking: the settings row (FOR UPDATE). Idempotency: setting the same value again changes nothing but the log.';
+
+--
+-- Name: trim_feed(integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.trim_feed(batch_size integer DEFAULT 10000) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_floor record;
+  v_count integer;
+begin
+  perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('trim_feed', '{}'::jsonb);
+  end if;
+  -- The lowest position of any lane of any consumer; with no consumer, the horizon. An event
+  -- at or below it has been acknowledged by every registered consumer.
+  select l.position_xid, l.position_id into v_floor from settle_private.feed_lanes l
+   order by l.position_xid, l.position_id limit 1 for share;
+  if not found then
+    v_floor := row(settle_private._feed_horizon(), 0::bigint);
+  end if;
+  delete from settle_private.feed_events e
+   where (e.tenant, e.key, e.event_id) in (
+     select d.tenant, d.key, d.event_id from settle_private.feed_events d
+      where (d.position_xid, d.event_id) <= (v_floor.position_xid, v_floor.position_id)
+        and d.position_xid < settle_private._feed_horizon()
+      order by d.position_xid, d.event_id
+      limit batch_size);
+  get diagnostics v_count = row_count;
+  return v_count;
+end
+$$;
+
+ALTER FUNCTION settle.trim_feed(batch_size integer) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION trim_feed(batch_size integer); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.trim_feed(batch_size integer) IS 'Feed retention: delete events every registered consumer has acknowledged (at or below the lowest lane position); with no consumer registered, every event below the horizon.
+Parameters: batch_size (1-100000, default 10000); call again while it returns a full batch.
+Outcomes: the number of events deleted. An event a registered consumer has not acknowledged is never deleted, by this or by settle.purge (which deletes operations, never feed events).
+SQLSTATEs: SE008 (batch_size), SE019 (a tenant-bound login: retention is engine-wide).
+Locking: shares the lowest lane row while it deletes (a reset waits). Idempotency: safe to repeat and to run concurrently.';
 
 --
 -- Name: _access(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1207,7 +1830,7 @@ declare
   v_verdict bigint;
 begin
   select case when exists (select 1 from settle_private.tenant_bindings b
-                            where b.role_name = session_user::text and not (_access.tenant = any (b.tenants))) then -1
+                            where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_access.tenant = any (b.tenants))) then -1
               else coalesce((select f.below_generation from settle_private.binding_floors f
                               where f.tenant = _access.tenant and f.principal = _access.principal), 0) end
     into v_verdict;
@@ -1254,13 +1877,40 @@ CREATE FUNCTION settle_private._binding_ok(principal text, scopes text[], bindin
      and scopes is not null
      and cardinality(scopes) <= settle_private._limit('max_scopes')
      and (cardinality(scopes) = 0
-          -- One printable ASCII scope (the usual case) passes without the loop of _scopes_ok.
-          or (cardinality(scopes) = 1 and octet_length(scopes[1]) <= settle_private._limit('scope_bytes')
-              and scopes[1] ~ '^[ -~]*[!-~][ -~]*$')
-          or settle_private._scopes_ok(scopes))
+          or (array_ndims(scopes) = 1 and array_lower(scopes, 1) = 1
+              -- One printable ASCII scope (the usual case) passes without the loop of _scopes_ok.
+              and ((cardinality(scopes) = 1 and octet_length(scopes[1]) <= settle_private._limit('scope_bytes')
+                    and scopes[1] ~ '^[!-~]([ -~]*[!-~])?$')
+                   or settle_private._scopes_ok(scopes))))
 $_$;
 
 ALTER FUNCTION settle_private._binding_ok(principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
+
+--
+-- Name: _binding_rows_of(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._binding_rows_of(role text) RETURNS TABLE(role_oid oid, tenants text[])
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_oid oid := (select r.oid from pg_catalog.pg_roles r where r.rolname = _binding_rows_of.role);
+begin
+  update settle_private.tenant_bindings b set role_name = r.rolname
+    from pg_catalog.pg_roles r
+   where r.oid = b.role_oid and b.role_name <> r.rolname;
+  return query
+    select b.role_oid, b.tenants from settle_private.tenant_bindings b
+     where b.role_oid = v_oid
+        or (b.role_name = _binding_rows_of.role
+            and not exists (select 1 from pg_catalog.pg_roles r where r.oid = b.role_oid))
+     order by b.role_oid
+     for update;
+end
+$$;
+
+ALTER FUNCTION settle_private._binding_rows_of(role text) OWNER TO settle_owner;
 
 --
 -- Name: _canonical_json(jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1325,6 +1975,13 @@ declare
   v_max_scopes integer := settle_private._limit('max_scopes');
 begin
   perform settle_private._check_name(principal, 'principal', settle_private._limit('principal_bytes'), 'SE003');
+  -- Scopes are a set of names: a one-dimensional array indexed from 1 ('{{a}}' or '[0:0]={a}'
+  -- would compare unequal to '{a}' as arrays; refused rather than flattened).
+  if scopes is not null and cardinality(scopes) > 0 and (array_ndims(scopes) <> 1 or array_lower(scopes, 1) <> 1) then
+    perform settle_private._raise('SE003', 'scopes must be a one-dimensional array indexed from 1',
+      jsonb_build_object('field', 'scopes', 'dimensions', array_ndims(scopes), 'lower_bound', array_lower(scopes, 1)),
+      'Pass a plain array such as ''{payments:write}''.');
+  end if;
   if scopes is null or cardinality(scopes) > v_max_scopes or array_position(scopes, null) is not null then
     perform settle_private._raise('SE003', format('scopes must be a non-null array of at most %s non-null scopes', v_max_scopes),
       jsonb_build_object('field', 'scopes', 'max_items', v_max_scopes), 'Pass ''{}'' for no scopes.');
@@ -1428,16 +2085,20 @@ ALTER FUNCTION settle_private._check_lease(lease interval) OWNER TO settle_owner
 -- Name: _check_login_role(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private._check_login_role(role text) RETURNS void
+CREATE FUNCTION settle_private._check_login_role(role text) RETURNS oid
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+  v_oid oid;
 begin
-  if role is null or not exists (select 1 from pg_catalog.pg_roles r where r.rolname = _check_login_role.role and r.rolcanlogin) then
+  select r.oid into v_oid from pg_catalog.pg_roles r where r.rolname = _check_login_role.role and r.rolcanlogin;
+  if v_oid is null then
     perform settle_private._raise('SE008', 'role must be an existing login role',
       jsonb_build_object('field', 'role', 'role', role),
       'Tenant grants bind the login role a service connects as (session_user), not a group role such as settle_app.');
   end if;
+  return v_oid;
 end
 $$;
 
@@ -1450,7 +2111,7 @@ ALTER FUNCTION settle_private._check_login_role(role text) OWNER TO settle_owner
 CREATE FUNCTION settle_private._check_name(value text, field text, max_bytes integer, code text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
   v_problem text;
 begin
@@ -1462,6 +2123,11 @@ begin
     v_problem := format('must be at most %s bytes (got %s)', max_bytes, octet_length(value));
   elsif value ~ '[[:cntrl:]]' then
     v_problem := 'must not contain control characters';
+  elsif value ~ '^[[:space:]]|[[:space:]]$' then
+    v_problem := 'must not begin or end with white space';
+  elsif value ~ ('[' || settle_private._lookalike_spaces() || ']') then
+    v_problem := format('must not contain a space other than U+0020 or a blank pattern (found U+%s)',
+      upper(lpad(to_hex(ascii(substring(value from '[' || settle_private._lookalike_spaces() || ']'))), 4, '0')));
   elsif value ~ ('[' || settle_private._invisible() || ']') then
     v_problem := format('must not contain default-ignorable or bidirectional-control code points (found U+%s)',
       upper(lpad(to_hex(ascii(substring(value from '[' || settle_private._invisible() || ']'))), 4, '0')));
@@ -1474,7 +2140,7 @@ begin
       'See the input limits in docs/sql-api.md.');
   end if;
 end
-$$;
+$_$;
 
 ALTER FUNCTION settle_private._check_name(value text, field text, max_bytes integer, code text) OWNER TO settle_owner;
 
@@ -1547,6 +2213,24 @@ $$;
 ALTER FUNCTION settle_private._check_operation_key(tenant text, key text) OWNER TO settle_owner;
 
 --
+-- Name: _check_role_within(text, text[], text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_role_within(role text, mine text[], call text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if not exists (select 1 from settle_private._binding_rows_of(_check_role_within.role))
+     or exists (select 1 from settle_private._binding_rows_of(_check_role_within.role) r where not (r.tenants <@ mine)) then
+    perform settle_private._refuse_bound(call, jsonb_build_object('target_role', role));
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._check_role_within(role text, mine text[], call text) OWNER TO settle_owner;
+
+--
 -- Name: _claim_refused(text, text, jsonb, text, text[], bigint, bigint, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1558,7 +2242,7 @@ declare
   v_op settle_private.operations;
   v_res settle.claim_result;
 begin
-  v_op := settle_private._revoke_touch(tenant, key, principal, below, as_of, worker);
+  select * into v_op from settle_private.operations o where o.tenant = _claim_refused.tenant and o.key = _claim_refused.key;
   perform settle_private._audit(tenant, key, as_of, 'claim', 'refused', null, v_op.status, v_op.status, worker,
     jsonb_build_object('reason', 'binding_revoked', 'below_generation', below,
       'presented', settle_private._presented(settle_private._fingerprint(request), principal, scopes,
@@ -1572,6 +2256,18 @@ $$;
 ALTER FUNCTION settle_private._claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text) OWNER TO settle_owner;
 
 --
+-- Name: _conflict_on(text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._conflict_on(diff text[]) RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select case when diff <@ array['request'] then diff else array['binding'] end
+$$;
+
+ALTER FUNCTION settle_private._conflict_on(diff text[]) OWNER TO settle_owner;
+
+--
 -- Name: _dead_letter(settle_private.operations, timestamp with time zone, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1582,7 +2278,7 @@ CREATE FUNCTION settle_private._dead_letter(op settle_private.operations, as_of 
 declare
   v_op settle_private.operations;
 begin
-  if settle_private._may_have_taken_effect(op.tenant, op.key) then
+  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status) then
     update settle_private.operations o
        set status = case when settle_private._rank(op.status) < settle_private._rank('unknown')
                          then 'unknown'::settle.status else op.status end,
@@ -1714,6 +2410,182 @@ $$;
 ALTER FUNCTION settle_private._expiry(at timestamp with time zone, d interval) OWNER TO settle_owner;
 
 --
+-- Name: _feed_check_admin(text, text[], text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_check_admin(call text, tenants text[], consumer text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_bound text[] := settle_private._visible_tenants();
+begin
+  if v_bound is not null and (tenants is null or not (tenants <@ v_bound)) then
+    perform settle_private._refuse_bound(call, jsonb_build_object('consumer', consumer));
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._feed_check_admin(call text, tenants text[], consumer text) OWNER TO settle_owner;
+
+--
+-- Name: feed_consumers; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.feed_consumers (
+    name text NOT NULL,
+    tenants text[],
+    lanes integer NOT NULL,
+    registered_at timestamp with time zone NOT NULL,
+    registered_by text NOT NULL,
+    CONSTRAINT lanes_in_range CHECK (((lanes >= 1) AND (lanes <= 64)))
+);
+
+ALTER TABLE ONLY settle_private.feed_consumers FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.feed_consumers OWNER TO settle_owner;
+
+--
+-- Name: TABLE feed_consumers; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.feed_consumers IS 'Registered feed consumers: name, tenant set (NULL: every tenant) and number of lanes. Private: use settle.register_consumer / settle.drop_consumer.';
+
+--
+-- Name: _feed_check_tenants(settle_private.feed_consumers); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_check_tenants(c settle_private.feed_consumers) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_bound text[] := settle_private._visible_tenants();
+begin
+  if v_bound is not null and (c.tenants is null or not (c.tenants <@ v_bound)) then
+    raise log 'pg-settle audit: %', jsonb_build_object('event', 'tenant_refused', 'call', 'feed',
+      'role', session_user::text, 'consumer', c.name, 'at', clock_timestamp());
+    perform settle_private._raise('SE013', 'tenant not granted to this role',
+      jsonb_build_object('consumer', c.name),
+      'A tenant-bound role may read only a consumer registered for tenants it holds (settle.register_consumer tenants => ...).');
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._feed_check_tenants(c settle_private.feed_consumers) OWNER TO settle_owner;
+
+--
+-- Name: _feed_consumer(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_consumer(name text) RETURNS settle_private.feed_consumers
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_c settle_private.feed_consumers;
+begin
+  if name is null then
+    perform settle_private._raise('SE008', 'consumer must not be null', jsonb_build_object('field', 'consumer'), null);
+  end if;
+  select * into v_c from settle_private.feed_consumers c where c.name = _feed_consumer.name;
+  if not found then
+    perform settle_private._raise('SE040', 'no feed consumer of this name',
+      jsonb_build_object('consumer', name), 'Register it first: settle.register_consumer (as settle_admin).');
+  end if;
+  return v_c;
+end
+$$;
+
+ALTER FUNCTION settle_private._feed_consumer(name text) OWNER TO settle_owner;
+
+--
+-- Name: _feed_horizon(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_horizon() RETURNS xid8
+    LANGUAGE sql STABLE
+    AS $$
+  select pg_snapshot_xmin(pg_current_snapshot())
+$$;
+
+ALTER FUNCTION settle_private._feed_horizon() OWNER TO settle_owner;
+
+--
+-- Name: _feed_in_lane(integer, text, integer, integer, text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select (lanes = 1 or (lane_hash & 2147483647) % lanes = lane) and (tenants is null or tenant = any (tenants))
+$$;
+
+ALTER FUNCTION settle_private._feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]) OWNER TO settle_owner;
+
+--
+-- Name: _feed_lag(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_lag() RETURNS TABLE(consumer text, tenants text[], lanes integer, lane integer, position_xid xid8, position_id bigint, leased boolean, lease_expires_at timestamp with time zone, acked_at timestamp with time zone, lag_events bigint, oldest_unacked_at timestamp with time zone, lag_seconds double precision)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+  select c.name, c.tenants, c.lanes, l.lane, l.position_xid, l.position_id,
+         l.lease_token is not null and l.lease_expires_at > clock_timestamp(), l.lease_expires_at, l.acked_at,
+         (select count(*) from (select 1 from settle_private.feed_events e
+                                 where (e.position_xid, e.event_id) > (l.position_xid, l.position_id)
+                                   and settle_private._feed_in_lane(e.lane_hash, e.tenant, c.lanes, l.lane, c.tenants)
+                                 limit 1000000) n),
+         o.occurred_at,
+         coalesce(extract(epoch from clock_timestamp() - o.occurred_at)::float8, 0)
+    from settle_private.feed_consumers c
+    join settle_private.feed_lanes l on l.consumer = c.name
+    left join lateral (
+      select e.occurred_at from settle_private.feed_events e
+       where (e.position_xid, e.event_id) > (l.position_xid, l.position_id)
+         and settle_private._feed_in_lane(e.lane_hash, e.tenant, c.lanes, l.lane, c.tenants)
+       order by e.position_xid, e.event_id limit 1) o on true
+   where (select settle_private._visible_tenants()) is null
+      or c.tenants <@ (select settle_private._visible_tenants())
+$$;
+
+ALTER FUNCTION settle_private._feed_lag() OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION _feed_lag(); Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle_private._feed_lag() IS 'Rows of settle.feed_consumers (position, lease and lag per lane). Internal: read the view.';
+
+--
+-- Name: _feed_metrics(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_metrics() RETURNS TABLE(feed_consumers bigint, feed_lag_events bigint, feed_lag_seconds double precision, feed_events_retained bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+  select (select count(*) from settle_private._feed_lag() f where f.lane = 0),
+         coalesce((select max(f.lag_events) from settle_private._feed_lag() f), 0),
+         coalesce((select max(f.lag_seconds) from settle_private._feed_lag() f), 0),
+         (select count(*) from (select 1 from settle_private.feed_events e
+                                 where (select settle_private._visible_tenants()) is null
+                                    or e.tenant = any ((select settle_private._visible_tenants())::text[])
+                                 limit 1000000) n)
+$$;
+
+ALTER FUNCTION settle_private._feed_metrics() OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION _feed_metrics(); Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle_private._feed_metrics() IS 'The feed gauges of settle.metrics (one row). Internal: read settle.metrics.';
+
+--
 -- Name: _fence_reason(settle_private.operations, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -1755,20 +2627,6 @@ end
 $$;
 
 ALTER FUNCTION settle_private._floor(tenant text, principal text) OWNER TO settle_owner;
-
---
--- Name: _has_final_failure(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private._has_final_failure(tenant text, key text) RETURNS boolean
-    LANGUAGE sql STABLE
-    AS $$
-  select exists (select 1 from settle_private.attempts a
-                  where a.tenant = _has_final_failure.tenant and a.key = _has_final_failure.key
-                    and a.observation = 'failed' and a.retryable is false)
-$$;
-
-ALTER FUNCTION settle_private._has_final_failure(tenant text, key text) OWNER TO settle_owner;
 
 --
 -- Name: _heartbeat_revoked(settle_private.operations, integer, uuid, bigint, timestamp with time zone); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1907,19 +2765,24 @@ $$;
 ALTER FUNCTION settle_private._lock_diff(op settle_private.operations, fingerprint text, principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
 
 --
--- Name: _lock_operation(text, text, boolean); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+-- Name: _lock_operation(text, text, boolean, boolean); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean DEFAULT false) RETURNS settle_private.operations
+CREATE FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean DEFAULT false, lock boolean DEFAULT true) RETURNS settle_private.operations
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
   v_op settle_private.operations;
 begin
-  select * into v_op from settle_private.operations o
-   where o.tenant = _lock_operation.tenant and o.key = _lock_operation.key
-   for update;
+  if lock then
+    select * into v_op from settle_private.operations o
+     where o.tenant = _lock_operation.tenant and o.key = _lock_operation.key
+     for update;
+  else
+    select * into v_op from settle_private.operations o
+     where o.tenant = _lock_operation.tenant and o.key = _lock_operation.key;
+  end if;
   if not found and purged_ok and exists (
        select 1 from settle_private.audit_log l
         where l.tenant = _lock_operation.tenant and l.key = _lock_operation.key and l.event = 'purge') then
@@ -1934,21 +2797,34 @@ begin
 end
 $$;
 
-ALTER FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean) OWNER TO settle_owner;
+ALTER FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean, lock boolean) OWNER TO settle_owner;
 
 --
--- Name: _may_have_taken_effect(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+-- Name: _lookalike_spaces(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private._may_have_taken_effect(tenant text, key text) RETURNS boolean
+CREATE FUNCTION settle_private._lookalike_spaces() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select '\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u2800\u3000'::text
+$$;
+
+ALTER FUNCTION settle_private._lookalike_spaces() OWNER TO settle_owner;
+
+--
+-- Name: _may_have_taken_effect(text, text, settle.status); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status) RETURNS boolean
     LANGUAGE sql STABLE
     AS $$
-  select exists (select 1 from settle_private.attempts a
+  select _may_have_taken_effect.status in ('unknown', 'conflict')
+      or exists (select 1 from settle_private.attempts a
                   where a.tenant = _may_have_taken_effect.tenant and a.key = _may_have_taken_effect.key
                     and a.observation is distinct from 'failed')
 $$;
 
-ALTER FUNCTION settle_private._may_have_taken_effect(tenant text, key text) OWNER TO settle_owner;
+ALTER FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status) OWNER TO settle_owner;
 
 --
 -- Name: _metrics(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -1960,26 +2836,37 @@ CREATE FUNCTION settle_private._metrics() RETURNS TABLE(operations_in_flight big
     SET jit TO 'off'
     AS $$
 select (select count(*) from settle_private.operations o
-         where o.lease_token is not null and o.lease_expires_at > w.now) as operations_in_flight,
+         where o.lease_token is not null and o.lease_expires_at > w.now
+           and (w.tenants is null or o.tenant = any (w.tenants))) as operations_in_flight,
        (select count(*) from settle_private.operations o
-         where o.lease_token is not null and o.lease_expires_at <= w.now) as lapsed_leases,
-       (select count(*) from settle_private.operations o where o.status = 'unknown') as operations_unknown,
+         where o.lease_token is not null and o.lease_expires_at <= w.now
+           and (w.tenants is null or o.tenant = any (w.tenants))) as lapsed_leases,
+       (select count(*) from settle_private.operations o where o.status = 'unknown'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as operations_unknown,
        coalesce((select extract(epoch from w.now - min(o.updated_at))::float8
-                   from settle_private.operations o where o.status = 'unknown'), 0) as oldest_unknown_age_seconds,
-       (select count(*) from settle_private.operations o where o.status = 'conflict') as operations_conflict,
+                   from settle_private.operations o where o.status = 'unknown'
+           and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_unknown_age_seconds,
+       (select count(*) from settle_private.operations o where o.status = 'conflict'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as operations_conflict,
        (select count(*) from settle_private.operations o
-         where o.dead_lettered_at is not null and o.status = 'failed') as dead_letters_failed,
+         where o.dead_lettered_at is not null and o.status = 'failed'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_failed,
        (select count(*) from settle_private.operations o
-         where o.dead_lettered_at is not null and o.status <> 'failed') as dead_letters_needs_reconciliation,
+         where o.dead_lettered_at is not null and o.status <> 'failed'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_needs_reconciliation,
        coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
-                   from settle_private.operations o where o.dead_lettered_at is not null), 0) as oldest_dead_letter_age_seconds,
+                   from settle_private.operations o where o.dead_lettered_at is not null
+                    and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_dead_letter_age_seconds,
        (select count(*) from settle_private.audit_log a
-         where a.outcome = 'conflict' and a.at > w.now - w.recent) as conflicts_recent,
+         where a.outcome = 'conflict' and a.at > w.now - w.recent
+           and (w.tenants is null or a.tenant = any (w.tenants))) as conflicts_recent,
        (select count(*) from settle_private.audit_log a
          where a.outcome in ('conflict', 'fenced') and a.at > w.now - w.recent
-           and a.event in ('complete', 'fail', 'report_unknown')) as refused_observations_recent,
+           and a.event in ('complete', 'fail', 'report_unknown')
+           and (w.tenants is null or a.tenant = any (w.tenants))) as refused_observations_recent,
        extract(epoch from w.recent)::integer as recent_window_seconds
-  from (select clock_timestamp() as now, interval '5 minutes' as recent) w
+  from (select clock_timestamp() as now, interval '5 minutes' as recent,
+               settle_private._visible_tenants() as tenants) w
 $$;
 
 ALTER FUNCTION settle_private._metrics() OWNER TO settle_owner;
@@ -1998,7 +2885,7 @@ CREATE FUNCTION settle_private._name_ok(value text, max_bytes integer) RETURNS b
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $_$
   select octet_length(value) <= max_bytes
-     and (value ~ '^[ -~]*[!-~][ -~]*$' or settle_private._name_ok_unicode(value))
+     and (value ~ '^[!-~]([ -~]*[!-~])?$' or settle_private._name_ok_unicode(value))
 $_$;
 
 ALTER FUNCTION settle_private._name_ok(value text, max_bytes integer) OWNER TO settle_owner;
@@ -2010,13 +2897,14 @@ ALTER FUNCTION settle_private._name_ok(value text, max_bytes integer) OWNER TO s
 CREATE FUNCTION settle_private._name_ok_unicode(value text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 begin
-  return value !~ ('[[:cntrl:]' || settle_private._invisible() || ']')
+  return value !~ ('[[:cntrl:]' || settle_private._invisible() || settle_private._lookalike_spaces() || ']')
+     and value !~ '^[[:space:]]|[[:space:]]$'
      and not settle_private._is_blank(value)
      and value is nfc normalized;
 end
-$$;
+$_$;
 
 ALTER FUNCTION settle_private._name_ok_unicode(value text) OWNER TO settle_owner;
 
@@ -2115,39 +3003,66 @@ begin
       _observe.binding_generation, _observe.result, _observe.error, _observe.retryable);
   end if;
 
-  -- One statement checks access (00012: the login role's tenant binding, then the revocation
-  -- floor of the binding) and locks the operation row, only when access is granted: a refused
-  -- caller never holds a row lock of a tenant it may not reach.
+  -- One statement checks access (00012: the login role's tenant binding) and the presented
+  -- token, and locks the operation row only when both pass: a refused caller never holds a row
+  -- lock of a tenant it may not reach, and a caller without the named attempt's token (a
+  -- guessed or stale token, a purged key) is answered from a plain read below, without waiting
+  -- on the row or making the lease holder wait (issue 18 §3). An attempt's token never changes,
+  -- so the snapshot this statement reads it from cannot be stale.
   with a as materialized (
-    select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
-                              where b.role_name = session_user::text and not (_observe.tenant = any (b.tenants))) then -1
-                else coalesce((select f.below_generation from settle_private.binding_floors f
-                                where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict
+    select case when exists (select 1 from settle_private.tenant_bindings r
+                              where (r.role_oid = to_regrole(quote_ident(session_user::text))::oid or r.role_name = session_user::text)
+                                and not (_observe.tenant = any (r.tenants))) then -1
+                else 0 end as verdict,
+           exists (select 1 from settle_private.attempts t
+                    where t.tenant = _observe.tenant and t.key = _observe.key and t.attempt = _observe.attempt
+                      and t.lease_token = _observe.lease_token) as valid
   )
-  select a.verdict, x.op into v_seen
+  select a.verdict, a.valid, x.op into v_seen
     from a left join lateral (
       select o as op from settle_private.operations o
-       where o.tenant = _observe.tenant and o.key = _observe.key and a.verdict >= 0
+       where o.tenant = _observe.tenant and o.key = _observe.key and a.verdict >= 0 and a.valid
          for update) x on true;
-  v_floor := v_seen.verdict;
-  if v_floor < 0 then
+  if v_seen.verdict < 0 then
     perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
   end if;
   v_op := v_seen.op;
-  if v_op.tenant is null then
-    -- Never claimed (SE010) or purged (an all-NULL row).
-    v_op := settle_private._lock_operation(_observe.tenant, _observe.key, purged_ok => true);
-  end if;
-  if v_op.tenant is null then
-    -- The operation was purged: a straggler. Nothing to disclose; its call is kept as evidence.
+  if not v_seen.valid or v_op.tenant is null then
+    -- No such attempt or not its token: nothing is disclosed and nothing waits. Never claimed
+    -- raises SE010; a purged key (a straggler) is an all-NULL row.
+    v_op := settle_private._lock_operation(_observe.tenant, _observe.key, purged_ok => true, lock => false);
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
-      null, null, null, jsonb_build_object('reason', 'operation_purged', 'presented', settle_private._presented(
+      v_op.status, v_op.status, null, jsonb_build_object(
+        'reason', case when v_op.tenant is null then 'operation_purged' else 'invalid_token' end,
+        'presented', settle_private._presented(
         _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
         case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
     v_res.outcome := 'fenced';
     v_res.reason := 'invalid_token';
     return v_res;
   end if;
+
+  -- Locked. Everything is decided again from here with what committed while this call waited
+  -- (issue 18 §1-2): the time (settled_at, a lapsed lease), the tenant binding and the
+  -- revocation floor, the attempt, and the place of this call in the key's history (as
+  -- settle_private._next_seq numbers it, 00006) for a settlement logged on the attempt below.
+  v_now := clock_timestamp();
+  select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+                            where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_observe.tenant = any (b.tenants))) then -1
+              else coalesce((select f.below_generation from settle_private.binding_floors f
+                              where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict,
+         (select a from settle_private.attempts a
+           where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
+         coalesce(greatest(
+           (select max(l.seq) from settle_private.audit_log l where l.tenant = _observe.tenant and l.key = _observe.key),
+           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
+             where a.tenant = _observe.tenant and a.key = _observe.key)), 0) + 1 as seq
+    into v_seen;
+  v_floor := v_seen.verdict;
+  if v_floor < 0 then
+    perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
+  end if;
+  v_att := v_seen.att;
   if v_floor > 0 or v_op.principal <> _observe.principal then
     -- An operation reserved under a revoked generation is converted at this touch.
     v_op := settle_private._revoke_on_touch(v_op, _observe.principal, v_floor, v_now);
@@ -2159,26 +3074,6 @@ begin
       coalesce(_observe.result, _observe.error), v_floor, v_now);
   end if;
   v_before := v_op.status;
-
-  -- Under the row lock: the attempt, and the place of this call in the key's history (as
-  -- settle_private._next_seq numbers it, 00006), for a settlement logged on the attempt below.
-  select (select a from settle_private.attempts a
-           where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
-         coalesce(greatest(
-           (select max(l.seq) from settle_private.audit_log l where l.tenant = _observe.tenant and l.key = _observe.key),
-           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
-             where a.tenant = _observe.tenant and a.key = _observe.key)), 0) + 1 as seq
-    into v_seen;
-  v_att := v_seen.att;
-  if v_att.tenant is null or v_att.lease_token <> _observe.lease_token then
-    v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
-      v_before, v_before, null, jsonb_build_object('reason', 'invalid_token', 'presented', settle_private._presented(
-        _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
-        case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
-    v_res.outcome := 'fenced';
-    v_res.reason := 'invalid_token';
-    return v_res;
-  end if;
 
   -- Binding gate: an observation that does not re-present the reserved lock never
   -- upgrades the canonical state and never sees or touches the result. A mismatched
@@ -2212,7 +3107,7 @@ begin
         case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
     v_res.outcome := 'conflict';
     v_res.reason := 'lock_mismatch';
-    v_res.conflict_on := v_diff;
+    v_res.conflict_on := settle_private._conflict_on(v_diff);
     return v_res;
   end if;
 
@@ -2289,8 +3184,8 @@ begin
     v_exhausted := not _observe.retryable or v_op.attempt >= v_op.max_attempts;
     v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'failed', v_now,
       error => _observe.error, retryable => _observe.retryable);
-    if v_exhausted and not _observe.retryable then
-      -- A final failure is a committed failure, whatever earlier attempts reported.
+    if not _observe.retryable and not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status) then
+      -- A final failure is a committed failure when no attempt may have taken effect.
       update settle_private.operations o
          set status = 'failed', error = _observe.error, lease_token = null, lease_expires_at = null,
              updated_at = v_now
@@ -2299,7 +3194,10 @@ begin
       v_res.outcome := 'settled';
       v_res.reason := 'final_failure';
     elsif v_exhausted then
-      -- The last allowed attempt failed: failed only if every attempt failed (see _dead_letter).
+      -- The last allowed attempt failed, or a final failure arrived after an earlier attempt may
+      -- have taken effect (it reported unknown, conflicted, or lapsed: issue 18 §5): failed only
+      -- if every attempt failed, else unknown and needs_reconciliation (see _dead_letter). A
+      -- false `failed` would make the caller issue the effect again.
       v_op := settle_private._dead_letter(v_op, v_now, _observe.error);
       v_res.outcome := case when v_op.status = 'failed' then 'settled' else 'recorded' end;
       v_res.reason := v_op.dead_letter_reason;
@@ -2491,6 +3389,24 @@ end
 $$;
 
 ALTER FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb) OWNER TO settle_owner;
+
+--
+-- Name: _refuse_bound(text, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._refuse_bound(call text, detail jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  raise log 'pg-settle audit: %', jsonb_build_object('event', 'bound_refused', 'call', call,
+    'role', session_user::text, 'at', clock_timestamp()) || detail;
+  perform settle_private._raise('SE019', 'not allowed to a login bound to tenants', jsonb_build_object('call', call),
+    'A login bound to tenants acts on those tenants only; an unbound settle_admin login makes engine-wide changes (docs/protocol.md section 12).');
+end
+$$;
+
+ALTER FUNCTION settle_private._refuse_bound(call text, detail jsonb) OWNER TO settle_owner;
 
 --
 -- Name: _refuse_tenant(text, text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -2769,6 +3685,42 @@ $$;
 ALTER FUNCTION settle_private.tg_audit_log__refuse_change() OWNER TO settle_owner;
 
 --
+-- Name: tg_operations__feed(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_operations__feed() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_xid xid8 := pg_current_xact_id();
+  v_position xid8 := v_xid;
+  v_previous xid8;
+begin
+  if old.status = 'failed' or new.redrive_count > 0 then
+    select e.position_xid into v_previous from settle_private.feed_events e
+     where e.tenant = new.tenant and e.key = new.key
+     order by e.event_id desc limit 1;
+    if v_previous > v_position then
+      v_position := v_previous;
+    end if;
+  end if;
+  insert into settle_private.feed_events
+    (tenant, key, position_xid, xid, lane_hash, status, status_before, attempt, result, error,
+     dead_letter_reason, redrive_count, occurred_at)
+  values (new.tenant, new.key, v_position, v_xid, hashtext(new.key), new.status, old.status,
+          coalesce(new.settled_attempt, new.attempt), new.result, new.error, new.dead_letter_reason,
+          new.redrive_count, new.updated_at);
+  if exists (select 1 from settle_private.feed_waiters w where w.until > now()) then
+    perform pg_notify('settle_feed', '');
+  end if;
+  return new;
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_operations__feed() OWNER TO settle_owner;
+
+--
 -- Name: tg_operations__guard(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -2820,7 +3772,7 @@ begin
     v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
       and new.status = 'pending' and new.dead_lettered_at is null
       and new.redrive_count = old.redrive_count + 1;
-    if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key) then
+    if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
       v_redrive := false;
     end if;
 
@@ -2883,8 +3835,7 @@ CREATE FUNCTION settle_private.tg_operations__guard_failure() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
-  if not settle_private._has_final_failure(new.tenant, new.key)
-     and settle_private._may_have_taken_effect(new.tenant, new.key) then
+  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status) then
     raise exception using
       errcode = 'SE021',
       message = 'status may move to failed only on a committed failure',
@@ -2907,7 +3858,7 @@ CREATE TABLE settle_private.admin_log (
     event text NOT NULL,
     actor text NOT NULL,
     detail jsonb NOT NULL,
-    CONSTRAINT admin_event_is_known CHECK ((event = ANY (ARRAY['grant_tenant'::text, 'revoke_tenant'::text, 'revoke_binding'::text, 'set_purge_min_retention'::text])))
+    CONSTRAINT admin_event_is_known CHECK ((event = ANY ('{drop_consumer,grant_tenant,register_consumer,reset_consumer,revoke_binding,revoke_tenant,set_purge_min_retention}'::text[])))
 );
 
 ALTER TABLE ONLY settle_private.admin_log FORCE ROW LEVEL SECURITY;
@@ -2929,8 +3880,18 @@ CREATE VIEW settle.admin_log AS
     l.at,
     l.event,
     l.actor,
-    l.detail
-   FROM settle_private.admin_log l;
+        CASE
+            WHEN ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (NOT (l.detail ? 'tenants'::text))) THEN l.detail
+            ELSE (l.detail || jsonb_build_object('tenants', ( SELECT COALESCE(jsonb_agg(t.value), '[]'::jsonb) AS "coalesce"
+               FROM jsonb_array_elements_text(
+                    CASE jsonb_typeof((l.detail -> 'tenants'::text))
+                        WHEN 'array'::text THEN (l.detail -> 'tenants'::text)
+                        ELSE '[]'::jsonb
+                    END) t(value)
+              WHERE (t.value = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])))))
+        END AS detail
+   FROM settle_private.admin_log l
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR ((l.detail ->> 'tenant'::text) = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
 
 ALTER TABLE settle.admin_log OWNER TO settle_owner;
 
@@ -2938,7 +3899,7 @@ ALTER TABLE settle.admin_log OWNER TO settle_owner;
 -- Name: VIEW admin_log; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.admin_log IS 'Append-only log of changes to access: tenant grants and revocations (settle.grant_tenant, settle.revoke_tenant) and binding revocations (settle.revoke_binding), with who made them.';
+COMMENT ON VIEW settle.admin_log IS 'Append-only log of changes to access: tenant grants and revocations (settle.grant_tenant, settle.revoke_tenant), binding revocations (settle.revoke_binding) and the minimum retention (settle.set_purge_min_retention), with who made them. A login bound to tenants sees only the changes naming one of its tenants.';
 
 --
 -- Name: attempts; Type: TABLE; Schema: settle_private; Owner: settle_owner
@@ -3000,11 +3961,7 @@ CREATE VIEW settle.attempts AS
     a.late_result,
     a.settled
    FROM settle_private.attempts a
-  WHERE ((( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (a.tenant = ANY (( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text))::text[])));
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (a.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
 
 ALTER TABLE settle.attempts OWNER TO settle_owner;
 
@@ -3106,11 +4063,7 @@ CREATE VIEW settle.audit_log AS
             jsonb_build_object('reason', a.settled_reason) AS jsonb_build_object
            FROM settle_private.attempts a
           WHERE (a.settled_seq IS NOT NULL)) e
-  WHERE ((( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (e.tenant = ANY (( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text))::text[])));
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (e.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
 
 ALTER TABLE settle.audit_log OWNER TO settle_owner;
 
@@ -3137,11 +4090,7 @@ CREATE VIEW settle.dead_letters AS
     o.dead_letter_reason AS reason,
     o.status
    FROM settle_private.operations o
-  WHERE ((o.dead_lettered_at IS NOT NULL) AND ((( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text))::text[]))));
+  WHERE ((o.dead_lettered_at IS NOT NULL) AND ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (o.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[]))));
 
 ALTER TABLE settle.dead_letters OWNER TO settle_owner;
 
@@ -3150,6 +4099,32 @@ ALTER TABLE settle.dead_letters OWNER TO settle_owner;
 --
 
 COMMENT ON VIEW settle.dead_letters IS 'Operations that spent their attempt budget without a settled outcome. reason attempts_exhausted: every attempt recorded a failure (status failed); settle.redrive re-opens it. reason needs_reconciliation: an attempt may have taken effect (status unknown or conflict): check the downstream system first; a matching success still settles it, settle.redrive re-opens it without lowering its status. Neither is purged while dead-lettered.';
+
+--
+-- Name: feed_consumers; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.feed_consumers AS
+ SELECT f.consumer,
+    f.tenants,
+    f.lanes,
+    f.lane,
+    (((f.position_xid)::text || '/'::text) || f.position_id) AS "position",
+    f.leased,
+    f.lease_expires_at,
+    f.acked_at,
+    f.lag_events,
+    f.oldest_unacked_at,
+    f.lag_seconds
+   FROM settle_private._feed_lag() f(consumer, tenants, lanes, lane, position_xid, position_id, leased, lease_expires_at, acked_at, lag_events, oldest_unacked_at, lag_seconds);
+
+ALTER TABLE settle.feed_consumers OWNER TO settle_owner;
+
+--
+-- Name: VIEW feed_consumers; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.feed_consumers IS 'One row per lane of each registered feed consumer: its position (position_xid/event_id), whether a process holds its lease and until when, when it last acknowledged, and its lag: events written beyond the position (committed or not yet visible; counted up to 1,000,000) and the age of the oldest of them in seconds. A lag in seconds that grows while lag_events stays small means a long transaction holds the horizon back (docs/feed.md).';
 
 --
 -- Name: metrics; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -3166,8 +4141,13 @@ CREATE VIEW settle.metrics AS
     m.oldest_dead_letter_age_seconds,
     m.conflicts_recent,
     m.refused_observations_recent,
-    m.recent_window_seconds
-   FROM settle_private._metrics() m(operations_in_flight, lapsed_leases, operations_unknown, oldest_unknown_age_seconds, operations_conflict, dead_letters_failed, dead_letters_needs_reconciliation, oldest_dead_letter_age_seconds, conflicts_recent, refused_observations_recent, recent_window_seconds);
+    m.recent_window_seconds,
+    f.feed_consumers,
+    f.feed_lag_events,
+    f.feed_lag_seconds,
+    f.feed_events_retained
+   FROM settle_private._metrics() m(operations_in_flight, lapsed_leases, operations_unknown, oldest_unknown_age_seconds, operations_conflict, dead_letters_failed, dead_letters_needs_reconciliation, oldest_dead_letter_age_seconds, conflicts_recent, refused_observations_recent, recent_window_seconds),
+    settle_private._feed_metrics() f(feed_consumers, feed_lag_events, feed_lag_seconds, feed_events_retained);
 
 ALTER TABLE settle.metrics OWNER TO settle_owner;
 
@@ -3188,11 +4168,7 @@ CREATE VIEW settle.settlements AS
     o.result,
     o.settled_at
    FROM settle_private.operations o
-  WHERE ((o.status = 'completed'::settle.status) AND ((( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text))::text[]))));
+  WHERE ((o.status = 'completed'::settle.status) AND ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (o.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[]))));
 
 ALTER TABLE settle.settlements OWNER TO settle_owner;
 
@@ -3221,11 +4197,7 @@ CREATE VIEW settle.stats AS
     count(*) FILTER (WHERE (o.lease_expires_at <= clock_timestamp())) AS lapsed_leases,
     COALESCE(sum(o.attempt), (0)::bigint) AS attempts
    FROM settle_private.operations o
-  WHERE ((( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text)) IS NULL) OR (o.tenant = ANY (( SELECT b.tenants
-           FROM settle_private.tenant_bindings b
-          WHERE (b.role_name = (SESSION_USER)::text))::text[])))
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (o.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])))
   GROUP BY o.tenant;
 
 ALTER TABLE settle.stats OWNER TO settle_owner;
@@ -3285,6 +4257,98 @@ ALTER TABLE settle_private.binding_floors OWNER TO settle_owner;
 COMMENT ON TABLE settle_private.binding_floors IS 'Revocation floor per (tenant, principal): binding generations below below_generation are revoked. Only rises. Private: use settle.revoke_binding.';
 
 --
+-- Name: feed_events; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.feed_events (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    event_id bigint NOT NULL,
+    position_xid xid8 NOT NULL,
+    xid xid8 NOT NULL,
+    lane_hash integer NOT NULL,
+    status settle.status NOT NULL,
+    status_before settle.status NOT NULL,
+    attempt integer NOT NULL,
+    result jsonb,
+    error jsonb,
+    dead_letter_reason text,
+    redrive_count integer NOT NULL,
+    occurred_at timestamp with time zone NOT NULL,
+    CONSTRAINT feed_event_is_final CHECK ((status = ANY (ARRAY['completed'::settle.status, 'failed'::settle.status])))
+);
+
+ALTER TABLE ONLY settle_private.feed_events FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.feed_events OWNER TO settle_owner;
+
+--
+-- Name: TABLE feed_events; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.feed_events IS 'The settlement feed: one row per move of an operation into completed or failed, written in the same transaction by trigger _990_feed. Ordered by (position_xid, event_id). Private: read it with settle.read_feed.';
+
+--
+-- Name: feed_events_event_id_seq; Type: SEQUENCE; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.feed_events ALTER COLUMN event_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME settle_private.feed_events_event_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: feed_lanes; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.feed_lanes (
+    consumer text NOT NULL,
+    lane integer NOT NULL,
+    position_xid xid8 NOT NULL,
+    position_id bigint NOT NULL,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_through_xid xid8,
+    leased_through_id bigint,
+    acked_at timestamp with time zone,
+    CONSTRAINT lease_is_whole CHECK ((((lease_token IS NULL) = (lease_expires_at IS NULL)) AND ((lease_token IS NULL) = (leased_through_xid IS NULL)) AND ((lease_token IS NULL) = (leased_through_id IS NULL))))
+);
+
+ALTER TABLE ONLY settle_private.feed_lanes FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.feed_lanes OWNER TO settle_owner;
+
+--
+-- Name: TABLE feed_lanes; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.feed_lanes IS 'Position and lease of each lane of each consumer. Private: moved by settle.read_feed, settle.ack_feed and settle.reset_consumer.';
+
+--
+-- Name: feed_waiters; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE UNLOGGED TABLE settle_private.feed_waiters (
+    pid integer NOT NULL,
+    consumer text NOT NULL,
+    until timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY settle_private.feed_waiters FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.feed_waiters OWNER TO settle_owner;
+
+--
+-- Name: TABLE feed_waiters; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.feed_waiters IS 'Consumer backends waiting for the next event (settle.await_feed); while one is registered the feed trigger sends NOTIFY settle_feed. A hint only.';
+
+--
 -- Name: settings; Type: TABLE; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3305,6 +4369,28 @@ ALTER TABLE settle_private.settings OWNER TO settle_owner;
 --
 
 COMMENT ON TABLE settle_private.settings IS 'Engine settings: purge_min_retention (default 24 hours), the shortest older_than settle.purge accepts. Private: change it with settle.set_purge_min_retention (logged in admin_log).';
+
+--
+-- Name: tenant_bindings; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.tenant_bindings (
+    role_oid oid NOT NULL,
+    role_name text NOT NULL,
+    tenants text[] NOT NULL,
+    bound_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY settle_private.tenant_bindings FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.tenant_bindings OWNER TO settle_owner;
+
+--
+-- Name: TABLE tenant_bindings; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.tenant_bindings IS 'Tenant binding of login roles, by role OID (a rename keeps it) and, fail closed, by the name recorded with it: a login matching a row by OID or by name reaches only the tenants every matching row lists (none when empty). Private: use settle.grant_tenant / settle.revoke_tenant.';
 
 --
 -- Name: admin_log admin_log_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
@@ -3335,6 +4421,34 @@ ALTER TABLE ONLY settle_private.binding_floors
     ADD CONSTRAINT binding_floors_pkey PRIMARY KEY (tenant, principal);
 
 --
+-- Name: feed_consumers feed_consumers_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.feed_consumers
+    ADD CONSTRAINT feed_consumers_pkey PRIMARY KEY (name);
+
+--
+-- Name: feed_events feed_events_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.feed_events
+    ADD CONSTRAINT feed_events_pkey PRIMARY KEY (tenant, key, event_id);
+
+--
+-- Name: feed_lanes feed_lanes_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.feed_lanes
+    ADD CONSTRAINT feed_lanes_pkey PRIMARY KEY (consumer, lane);
+
+--
+-- Name: feed_waiters feed_waiters_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.feed_waiters
+    ADD CONSTRAINT feed_waiters_pkey PRIMARY KEY (pid);
+
+--
 -- Name: operations operations_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3360,13 +4474,25 @@ ALTER TABLE ONLY settle_private.settings
 --
 
 ALTER TABLE ONLY settle_private.tenant_bindings
-    ADD CONSTRAINT tenant_bindings_pkey PRIMARY KEY (role_name);
+    ADD CONSTRAINT tenant_bindings_pkey PRIMARY KEY (role_oid);
 
 --
 -- Name: audit_log_refusals_by_at_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
 --
 
 CREATE INDEX audit_log_refusals_by_at_idx ON settle_private.audit_log USING btree (at, outcome, event) WHERE (outcome = ANY (ARRAY['conflict'::text, 'fenced'::text]));
+
+--
+-- Name: feed_events_by_position_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX feed_events_by_position_idx ON settle_private.feed_events USING btree (position_xid, event_id);
+
+--
+-- Name: feed_events_by_time_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX feed_events_by_time_idx ON settle_private.feed_events USING btree (occurred_at);
 
 --
 -- Name: operations_by_lease_expiry_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
@@ -3397,6 +4523,12 @@ CREATE INDEX operations_needing_attention_idx ON settle_private.operations USING
 --
 
 CREATE INDEX operations_terminal_by_age_idx ON settle_private.operations USING btree (updated_at) WHERE (status = ANY (ARRAY['failed'::settle.status, 'completed'::settle.status]));
+
+--
+-- Name: tenant_bindings_by_role_name_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX tenant_bindings_by_role_name_idx ON settle_private.tenant_bindings USING btree (role_name);
 
 --
 -- Name: operations _100_guard_insert; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
@@ -3503,6 +4635,14 @@ CREATE TRIGGER _900_refuse_truncate BEFORE TRUNCATE ON settle_private.operations
 ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _900_refuse_truncate;
 
 --
+-- Name: operations _990_feed; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _990_feed BEFORE UPDATE ON settle_private.operations FOR EACH ROW WHEN (((new.status = ANY (ARRAY['completed'::settle.status, 'failed'::settle.status])) AND (new.status IS DISTINCT FROM old.status))) EXECUTE FUNCTION settle_private.tg_operations__feed();
+
+ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _990_feed;
+
+--
 -- Name: operations _995_guard_failure; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3523,6 +4663,13 @@ ALTER TABLE ONLY settle_private.attempts
 
 ALTER TABLE ONLY settle_private.attempts
     ADD CONSTRAINT attempts_settlement_is_the_operations FOREIGN KEY (tenant, key, settled_as) REFERENCES settle_private.operations(tenant, key, settled_attempt);
+
+--
+-- Name: feed_lanes feed_lanes_of_consumer; Type: FK CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.feed_lanes
+    ADD CONSTRAINT feed_lanes_of_consumer FOREIGN KEY (consumer) REFERENCES settle_private.feed_consumers(name) ON DELETE CASCADE;
 
 --
 -- Name: admin_log; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
@@ -3547,6 +4694,30 @@ ALTER TABLE settle_private.audit_log ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE settle_private.binding_floors ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: feed_consumers; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.feed_consumers ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: feed_events; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.feed_events ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: feed_lanes; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.feed_lanes ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: feed_waiters; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.feed_waiters ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: operations; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
@@ -3577,6 +4748,30 @@ CREATE POLICY owner_only ON settle_private.audit_log TO settle_owner USING (true
 --
 
 CREATE POLICY owner_only ON settle_private.binding_floors TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: feed_consumers owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.feed_consumers TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: feed_events owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.feed_events TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: feed_lanes owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.feed_lanes TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: feed_waiters owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.feed_waiters TO settle_owner USING (true) WITH CHECK (true);
 
 --
 -- Name: operations owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
@@ -3615,6 +4810,21 @@ ALTER TABLE settle_private.tenant_bindings ENABLE ROW LEVEL SECURITY;
 GRANT USAGE ON SCHEMA settle TO settle_app;
 GRANT USAGE ON SCHEMA settle TO settle_readonly;
 GRANT USAGE ON SCHEMA settle TO settle_admin;
+GRANT USAGE ON SCHEMA settle TO settle_consumer;
+
+--
+-- Name: FUNCTION ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint) TO settle_consumer;
+
+--
+-- Name: FUNCTION await_feed(consumer text, seconds integer); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.await_feed(consumer text, seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.await_feed(consumer text, seconds integer) TO settle_consumer;
 
 --
 -- Name: FUNCTION claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer); Type: ACL; Schema: settle; Owner: settle_owner
@@ -3629,6 +4839,13 @@ GRANT ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, princip
 
 REVOKE ALL ON FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) TO settle_app;
+
+--
+-- Name: FUNCTION drop_consumer(name text); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.drop_consumer(name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.drop_consumer(name text) TO settle_admin;
 
 --
 -- Name: FUNCTION expire_leases(batch_size integer); Type: ACL; Schema: settle; Owner: settle_owner
@@ -3684,6 +4901,14 @@ GRANT ALL ON FUNCTION settle.status_rank(status settle.status) TO settle_readonl
 GRANT ALL ON FUNCTION settle.status_rank(status settle.status) TO settle_admin;
 
 --
+-- Name: FUNCTION _visible_tenants(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._visible_tenants() FROM PUBLIC;
+GRANT ALL ON FUNCTION settle_private._visible_tenants() TO settle_readonly;
+GRANT ALL ON FUNCTION settle_private._visible_tenants() TO settle_admin;
+
+--
 -- Name: TABLE operations; Type: ACL; Schema: settle; Owner: settle_owner
 --
 
@@ -3706,6 +4931,13 @@ REVOKE ALL ON FUNCTION settle.purge(older_than interval, batch_size integer) FRO
 GRANT ALL ON FUNCTION settle.purge(older_than interval, batch_size integer) TO settle_admin;
 
 --
+-- Name: FUNCTION read_feed(consumer text, batch_size integer, lease interval); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.read_feed(consumer text, batch_size integer, lease interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.read_feed(consumer text, batch_size integer, lease interval) TO settle_consumer;
+
+--
 -- Name: FUNCTION redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
@@ -3713,11 +4945,25 @@ REVOKE ALL ON FUNCTION settle.redrive(tenant text, key text, additional_attempts
 GRANT ALL ON FUNCTION settle.redrive(tenant text, key text, additional_attempts integer, request jsonb, reason text) TO settle_admin;
 
 --
+-- Name: FUNCTION register_consumer(name text, tenants text[], lanes integer, start_at text); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.register_consumer(name text, tenants text[], lanes integer, start_at text) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.register_consumer(name text, tenants text[], lanes integer, start_at text) TO settle_admin;
+
+--
 -- Name: FUNCTION report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint) TO settle_app;
+
+--
+-- Name: FUNCTION reset_consumer(name text, to_time timestamp with time zone, dry_run boolean); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) TO settle_admin;
 
 --
 -- Name: FUNCTION revoke_binding(tenant text, principal text, below_generation bigint); Type: ACL; Schema: settle; Owner: settle_owner
@@ -3741,6 +4987,13 @@ REVOKE ALL ON FUNCTION settle.set_purge_min_retention(min_retention interval) FR
 GRANT ALL ON FUNCTION settle.set_purge_min_retention(min_retention interval) TO settle_admin;
 
 --
+-- Name: FUNCTION trim_feed(batch_size integer); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.trim_feed(batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.trim_feed(batch_size integer) TO settle_admin;
+
+--
 -- Name: FUNCTION _access(tenant text, principal text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3757,6 +5010,12 @@ REVOKE ALL ON FUNCTION settle_private._audit(tenant text, key text, at timestamp
 --
 
 REVOKE ALL ON FUNCTION settle_private._binding_ok(principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _binding_rows_of(role text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._binding_rows_of(role text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _canonical_json(value jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -3831,10 +5090,22 @@ REVOKE ALL ON FUNCTION settle_private._check_observation_args(tenant text, key t
 REVOKE ALL ON FUNCTION settle_private._check_operation_key(tenant text, key text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _check_role_within(role text, mine text[], call text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_role_within(role text, mine text[], call text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle_private._claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _conflict_on(diff text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._conflict_on(diff text[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _dead_letter(op settle_private.operations, as_of timestamp with time zone, error jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -3873,6 +5144,53 @@ REVOKE ALL ON FUNCTION settle_private._expire_key(tenant text, key text, as_of t
 REVOKE ALL ON FUNCTION settle_private._expiry(at timestamp with time zone, d interval) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _feed_check_admin(call text, tenants text[], consumer text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_check_admin(call text, tenants text[], consumer text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_check_tenants(c settle_private.feed_consumers); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_check_tenants(c settle_private.feed_consumers) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_consumer(name text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_consumer(name text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_horizon(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_horizon() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_lag(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_lag() FROM PUBLIC;
+GRANT ALL ON FUNCTION settle_private._feed_lag() TO settle_consumer;
+GRANT ALL ON FUNCTION settle_private._feed_lag() TO settle_readonly;
+GRANT ALL ON FUNCTION settle_private._feed_lag() TO settle_admin;
+
+--
+-- Name: FUNCTION _feed_metrics(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_metrics() FROM PUBLIC;
+GRANT ALL ON FUNCTION settle_private._feed_metrics() TO settle_readonly;
+GRANT ALL ON FUNCTION settle_private._feed_metrics() TO settle_admin;
+
+--
 -- Name: FUNCTION _fence_reason(op settle_private.operations, attempt integer); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3889,12 +5207,6 @@ REVOKE ALL ON FUNCTION settle_private._fingerprint(request jsonb) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private._floor(tenant text, principal text) FROM PUBLIC;
-
---
--- Name: FUNCTION _has_final_failure(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private._has_final_failure(tenant text, key text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _heartbeat_revoked(op settle_private.operations, attempt integer, lease_token uuid, below bigint, as_of timestamp with time zone); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -3945,16 +5257,22 @@ REVOKE ALL ON FUNCTION settle_private._limits() FROM PUBLIC;
 REVOKE ALL ON FUNCTION settle_private._lock_diff(op settle_private.operations, fingerprint text, principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
 
 --
--- Name: FUNCTION _lock_operation(tenant text, key text, purged_ok boolean); Type: ACL; Schema: settle_private; Owner: settle_owner
+-- Name: FUNCTION _lock_operation(tenant text, key text, purged_ok boolean, lock boolean); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text, purged_ok boolean, lock boolean) FROM PUBLIC;
 
 --
--- Name: FUNCTION _may_have_taken_effect(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
+-- Name: FUNCTION _lookalike_spaces(); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle_private._may_have_taken_effect(tenant text, key text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION settle_private._lookalike_spaces() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _may_have_taken_effect(tenant text, key text, status settle.status); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _metrics(); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -4037,6 +5355,12 @@ REVOKE ALL ON FUNCTION settle_private._rank(status settle.status) FROM PUBLIC;
 REVOKE ALL ON FUNCTION settle_private._record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _refuse_bound(call text, detail jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._refuse_bound(call text, detail jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _refuse_tenant(tenant text, key text, call text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4097,6 +5421,12 @@ REVOKE ALL ON FUNCTION settle_private.tg_attempts__guard_settlement() FROM PUBLI
 REVOKE ALL ON FUNCTION settle_private.tg_audit_log__refuse_change() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_operations__feed(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_operations__feed() FROM PUBLIC;
+
+--
 -- Name: FUNCTION tg_operations__guard(); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4135,6 +5465,14 @@ GRANT SELECT ON TABLE settle.audit_log TO settle_admin;
 
 GRANT SELECT ON TABLE settle.dead_letters TO settle_readonly;
 GRANT SELECT ON TABLE settle.dead_letters TO settle_admin;
+
+--
+-- Name: TABLE feed_consumers; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.feed_consumers TO settle_consumer;
+GRANT SELECT ON TABLE settle.feed_consumers TO settle_readonly;
+GRANT SELECT ON TABLE settle.feed_consumers TO settle_admin;
 
 --
 -- Name: TABLE metrics; Type: ACL; Schema: settle; Owner: settle_owner

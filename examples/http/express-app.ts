@@ -1,7 +1,8 @@
 // A complete Express 5 app behind pg-settle's Idempotency-Key middleware. In your code the
-// imports are 'pg-settle' and 'pg-settle/express'.
+// imports are 'pg-settle' and 'pg-settle/express'. Run it: docs/http.md, "Run the examples".
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import express from 'express';
 import { sql } from 'slonik';
 import { z } from 'zod';
@@ -45,7 +46,7 @@ export function createApp(settle: SettleClient, options: { idempotent?: boolean 
   app.post('/transfers', idempotency({ settlement: 'transaction' }), async (req, res) => {
     const { account, amount } = z.object({ account: z.string(), amount: z.string() }).parse(req.body);
     const id = await req.idempotency!.transaction!.oneFirst(sql.type(z.object({ id: z.bigint() }))`
-      insert into example_transfers (account, amount) values (${account}, ${amount}) returning id`);
+      insert into shop.transfers (account, amount) values (${account}, ${amount}) returning id`);
     res.status(201).json({ transfer: id.toString(), account, amount });
   });
 
@@ -58,9 +59,10 @@ export function createApp(settle: SettleClient, options: { idempotent?: boolean 
 export async function main(databaseUrl: string): Promise<string[]> {
   const settle = createSettleClient({ connectionString: databaseUrl });
   const pool = await settle.getPool();
+  // The app's own table lives in a schema the app's login owns (`shop`), never in public.
   await pool.query(sql.unsafe`
-    create table if not exists example_transfers (id bigint generated always as identity primary key,
-                                                  account text not null, amount numeric not null)`);
+    create table if not exists shop.transfers (id bigint generated always as identity primary key,
+                                               account text not null, amount numeric not null)`);
   const server = createApp(settle).listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -84,10 +86,16 @@ export async function main(databaseUrl: string): Promise<string[]> {
     const transfer = await post('/transfers', randomUUID(), { account: 'acct-1', amount: '5.00' });
     seen.push(`${transfer.status}`); // 201
     seen.push(`charges=${charges()}`); // charges=1
-    console.log(seen);
+    for (const line of seen) console.log(line);
     return seen;
   } finally {
     await new Promise((resolve) => server.close(resolve));
     await settle.end();
   }
+}
+
+// Run as a program (not when imported by the tests or the bench).
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  if (process.env.DATABASE_URL === undefined) throw new Error('set DATABASE_URL (docs/http.md, "Run the examples")');
+  await main(process.env.DATABASE_URL);
 }

@@ -1,6 +1,8 @@
 // The same idea with Fastify 5: a plugin whose hooks cover the instance, options per route in
 // `config.idempotency`. In your code the imports are 'pg-settle' and 'pg-settle/fastify'.
+// Run it: docs/http.md, "Run the examples".
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import { createSettleClient } from '../../src/index.js';
 import { idempotency } from '../../src/http/fastify.js';
@@ -36,10 +38,16 @@ export async function main(databaseUrl: string): Promise<string[]> {
     seen.push(`${first.status} ${retry.status} replayed=${retry.headers.get('idempotent-replayed')} orders=${orders}`); // 201 201 replayed=true orders=1
     seen.push(`${(await post('/orders', null, { sku: 'A-1' })).status}`); // 400: the key is required
     seen.push(`${(await post('/search', null, {})).status}`); // 200: turned off for this route
-    console.log(seen);
+    for (const line of seen) console.log(line);
     return seen;
   } finally {
     await app.close();
     await settle.end();
   }
+}
+
+// Run as a program (not when imported by the tests).
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  if (process.env.DATABASE_URL === undefined) throw new Error('set DATABASE_URL (docs/http.md, "Run the examples")');
+  await main(process.env.DATABASE_URL);
 }

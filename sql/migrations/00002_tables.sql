@@ -178,14 +178,22 @@ comment on table settle_private.audit_log is
 -- generations, and the log of changes to both. Small, global and rarely written: on a sharded
 -- cluster they are reference tables (copied to every node, read locally by every call).
 create table settle_private.tenant_bindings (
+  -- The role itself: a binding follows its role through a rename (ALTER ROLE ... RENAME).
+  role_oid oid not null,
+  -- The role's name when the binding was last written (every settle.grant_tenant and
+  -- settle.revoke_tenant refreshes the names of all bindings). A second key, fail closed: a
+  -- login whose name is recorded here under another OID (the bound role was dropped and a new
+  -- one created with its name, or a name passed to another role by a rename) is held to this
+  -- binding too, never widened, until an administrator rebinds it (docs/protocol.md §12).
   role_name text not null,
   tenants text[] not null,
   bound_at timestamptz not null,
   updated_at timestamptz not null,
-  constraint tenant_bindings_pkey primary key (role_name)
+  constraint tenant_bindings_pkey primary key (role_oid)
 );
+create index tenant_bindings_by_role_name_idx on settle_private.tenant_bindings (role_name);
 comment on table settle_private.tenant_bindings is
-  'Tenant binding of login roles (by name, as session_user reports it): a role with a row reaches only the tenants listed (none when empty). Private: use settle.grant_tenant / settle.revoke_tenant.';
+  'Tenant binding of login roles, by role OID (a rename keeps it) and, fail closed, by the name recorded with it: a login matching a row by OID or by name reaches only the tenants every matching row lists (none when empty). Private: use settle.grant_tenant / settle.revoke_tenant.';
 
 create table settle_private.binding_floors (
   tenant text not null,

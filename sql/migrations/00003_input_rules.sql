@@ -103,8 +103,24 @@ as $$
   select '\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff'::text
 $$;
 
--- A name that is not printable ASCII: no control, default-ignorable or bidi-control
--- character, not blank, NFC. PL/pgSQL, so that its expression is set up only when a name
+-- The code points that render as a space or as nothing visible without being default-ignorable:
+-- the Unicode space separators other than U+0020 (Zs: U+00A0 NO-BREAK SPACE, U+1680,
+-- U+2000-U+200A, U+202F, U+205F, U+3000 IDEOGRAPHIC SPACE), the line and paragraph separators
+-- (U+2028, U+2029) and U+2800 BRAILLE PATTERN BLANK. No name may contain one anywhere (issue 18
+-- §10): 'k' and 'k' + U+3000, or 'a b' and 'a' + U+00A0 + 'b', would be two operations, two
+-- principals, that render the same. (The Hangul fillers U+115F, U+1160, U+3164, U+FFA0 are in
+-- _invisible.) Listed in docs/sql-api.md ("Input limits").
+create function settle_private._lookalike_spaces()
+returns text
+language sql
+immutable
+parallel safe
+as $$
+  select '\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u2800\u3000'::text
+$$;
+
+-- A name that is not printable ASCII: no control, default-ignorable, bidi-control or
+-- look-alike space character, no white space at either end, not blank, NFC. PL/pgSQL, so that its expression is set up only when a name
 -- needs it (_name_ok's fast path decides every printable ASCII name without it).
 create function settle_private._name_ok_unicode(value text)
 returns boolean
@@ -114,14 +130,16 @@ parallel safe
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-  return value !~ ('[[:cntrl:]' || settle_private._invisible() || ']')
+  return value !~ ('[[:cntrl:]' || settle_private._invisible() || settle_private._lookalike_spaces() || ']')
+     and value !~ '^[[:space:]]|[[:space:]]$'
      and not settle_private._is_blank(value)
      and value is nfc normalized;
 end
 $$;
 
--- Printable ASCII with at least one non-space character passes every rule at once (no
--- control or invisible character, not blank, already NFC); any other name is checked in full.
+-- Printable ASCII that begins and ends with a non-space character passes every rule at once
+-- (no control, invisible or look-alike space character, no white space at either end, not
+-- blank, already NFC); any other name is checked in full.
 create function settle_private._name_ok(value text, max_bytes integer)
 returns boolean
 language sql
@@ -129,7 +147,7 @@ immutable
 parallel safe
 as $$
   select octet_length(value) <= max_bytes
-     and (value ~ '^[ -~]*[!-~][ -~]*$' or settle_private._name_ok_unicode(value))
+     and (value ~ '^[!-~]([ -~]*[!-~])?$' or settle_private._name_ok_unicode(value))
 $$;
 
 -- The limit is on the JSON text, but a value whose binary form is 8 times the limit (far
@@ -179,10 +197,11 @@ as $$
      and scopes is not null
      and cardinality(scopes) <= settle_private._limit('max_scopes')
      and (cardinality(scopes) = 0
-          -- One printable ASCII scope (the usual case) passes without the loop of _scopes_ok.
-          or (cardinality(scopes) = 1 and octet_length(scopes[1]) <= settle_private._limit('scope_bytes')
-              and scopes[1] ~ '^[ -~]*[!-~][ -~]*$')
-          or settle_private._scopes_ok(scopes))
+          or (array_ndims(scopes) = 1 and array_lower(scopes, 1) = 1
+              -- One printable ASCII scope (the usual case) passes without the loop of _scopes_ok.
+              and ((cardinality(scopes) = 1 and octet_length(scopes[1]) <= settle_private._limit('scope_bytes')
+                    and scopes[1] ~ '^[!-~]([ -~]*[!-~])?$')
+                   or settle_private._scopes_ok(scopes))))
 $$;
 
 -- A lease (claim, heartbeat) between min_lease_ms and max_lease_ms.
@@ -226,7 +245,8 @@ $$;
 -- ---------------------------------------------------------------------------------------
 
 -- A tenant, key, principal, scope or worker name: present, not blank, within its byte
--- limit, no control characters, Unicode NFC (so visually identical keys are identical).
+-- limit, no control characters, no white space at either end, no look-alike space or blank
+-- pattern, no default-ignorable code point, Unicode NFC (so visually identical keys are identical).
 create function settle_private._check_name(value text, field text, max_bytes integer, code text)
 returns void
 language plpgsql
@@ -244,6 +264,11 @@ begin
     v_problem := format('must be at most %s bytes (got %s)', max_bytes, octet_length(value));
   elsif value ~ '[[:cntrl:]]' then
     v_problem := 'must not contain control characters';
+  elsif value ~ '^[[:space:]]|[[:space:]]$' then
+    v_problem := 'must not begin or end with white space';
+  elsif value ~ ('[' || settle_private._lookalike_spaces() || ']') then
+    v_problem := format('must not contain a space other than U+0020 or a blank pattern (found U+%s)',
+      upper(lpad(to_hex(ascii(substring(value from '[' || settle_private._lookalike_spaces() || ']'))), 4, '0')));
   elsif value ~ ('[' || settle_private._invisible() || ']') then
     v_problem := format('must not contain default-ignorable or bidirectional-control code points (found U+%s)',
       upper(lpad(to_hex(ascii(substring(value from '[' || settle_private._invisible() || ']'))), 4, '0')));
@@ -300,6 +325,13 @@ declare
   v_max_scopes integer := settle_private._limit('max_scopes');
 begin
   perform settle_private._check_name(principal, 'principal', settle_private._limit('principal_bytes'), 'SE003');
+  -- Scopes are a set of names: a one-dimensional array indexed from 1 ('{{a}}' or '[0:0]={a}'
+  -- would compare unequal to '{a}' as arrays; refused rather than flattened).
+  if scopes is not null and cardinality(scopes) > 0 and (array_ndims(scopes) <> 1 or array_lower(scopes, 1) <> 1) then
+    perform settle_private._raise('SE003', 'scopes must be a one-dimensional array indexed from 1',
+      jsonb_build_object('field', 'scopes', 'dimensions', array_ndims(scopes), 'lower_bound', array_lower(scopes, 1)),
+      'Pass a plain array such as ''{payments:write}''.');
+  end if;
   if scopes is null or cardinality(scopes) > v_max_scopes or array_position(scopes, null) is not null then
     perform settle_private._raise('SE003', format('scopes must be a non-null array of at most %s non-null scopes', v_max_scopes),
       jsonb_build_object('field', 'scopes', 'max_items', v_max_scopes), 'Pass ''{}'' for no scopes.');

@@ -56,29 +56,22 @@ Locking: none. Idempotency: pure (IMMUTABLE).';
 -- ENABLE ALWAYS keeps them firing under session_replication_role = replica.
 -- ---------------------------------------------------------------------------------------
 
--- Whether an attempt of (tenant, key) may have taken effect: one that did not record a
--- failure (it reported unknown, presented a mismatched success, succeeded, or its lease lapsed
--- or is still held without an observation). Read by the lattice guard when a status would move
--- to `failed` or back down from it, and by the engine when an attempt budget is spent.
-create function settle_private._may_have_taken_effect(tenant text, key text)
+-- Whether operation (tenant, key), now at `status`, may have taken effect (issue 18 §4-5): its
+-- status is unknown or conflict (a caller lost a response, or a success was reported under a
+-- mismatched lock: that stays true whatever its attempts record later), or an attempt did not
+-- record a failure (it reported unknown, presented a mismatched observation, succeeded, or its
+-- lease lapsed or is still held without an observation). Such an operation is never `failed`.
+-- Read by the lattice guard when a status would move to `failed` or back down from it, and by
+-- the engine when a failure would end the operation.
+create function settle_private._may_have_taken_effect(tenant text, key text, status settle.status)
 returns boolean
 language sql
 stable
 as $$
-  select exists (select 1 from settle_private.attempts a
+  select _may_have_taken_effect.status in ('unknown', 'conflict')
+      or exists (select 1 from settle_private.attempts a
                   where a.tenant = _may_have_taken_effect.tenant and a.key = _may_have_taken_effect.key
                     and a.observation is distinct from 'failed')
-$$;
-
--- Whether an attempt of (tenant, key) recorded a final (non-retryable) failure.
-create function settle_private._has_final_failure(tenant text, key text)
-returns boolean
-language sql
-stable
-as $$
-  select exists (select 1 from settle_private.attempts a
-                  where a.tenant = _has_final_failure.tenant and a.key = _has_final_failure.key
-                    and a.observation = 'failed' and a.retryable is false)
 $$;
 
 -- The guard of settle_private.operations, for INSERT (trigger _100_guard_insert) and UPDATE
@@ -134,7 +127,7 @@ begin
     v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
       and new.status = 'pending' and new.dead_lettered_at is null
       and new.redrive_count = old.redrive_count + 1;
-    if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key) then
+    if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
       v_redrive := false;
     end if;
 
@@ -186,10 +179,11 @@ begin
 end
 $$;
 
--- `failed` means a committed failure: a final (non-retryable) failure was recorded, or every
--- attempt recorded a failure. A spent budget where an attempt may have taken effect (it
--- reported unknown, conflicted, or its lease lapsed without an observation) is a dead letter
--- that needs reconciliation, never `failed`. It reads the attempts, so it fires after the row
+-- `failed` means a committed failure: no attempt may have taken effect (every attempt recorded
+-- a failure, and the operation never reached unknown or conflict). A final failure or a spent
+-- budget after an attempt that may have taken effect (it reported unknown, conflicted, or its
+-- lease lapsed without an observation) is a dead letter that needs reconciliation, never
+-- `failed` (issue 18 §4-5). It reads the attempts, so it fires after the row
 -- rules, and only on a move to failed (the trigger's WHEN clause, evaluated without a call).
 create function settle_private.tg_operations__guard_failure()
 returns trigger
@@ -197,8 +191,7 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-  if not settle_private._has_final_failure(new.tenant, new.key)
-     and settle_private._may_have_taken_effect(new.tenant, new.key) then
+  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status) then
     raise exception using
       errcode = 'SE021',
       message = 'status may move to failed only on a committed failure',

@@ -24,7 +24,10 @@ set local role settle_owner;
 -- With purged_ok, a key that settle.purge removed (its tombstone audit row is there) returns
 -- an all-NULL row instead of raising: the caller answers without disclosing anything and
 -- audits the straggler's call (issue 8 §5: a call on a purged key leaves a trace).
-create function settle_private._lock_operation(tenant text, key text, purged_ok boolean default false)
+-- With lock => false it is the same look-up as a plain read, for the answers that change
+-- nothing and so must not wait on the row (issue 18 §3: an invalid token takes no lock).
+create function settle_private._lock_operation(tenant text, key text, purged_ok boolean default false,
+  lock boolean default true)
 returns settle_private.operations
 language plpgsql
 set search_path = pg_catalog, pg_temp
@@ -32,9 +35,14 @@ as $$
 declare
   v_op settle_private.operations;
 begin
-  select * into v_op from settle_private.operations o
-   where o.tenant = _lock_operation.tenant and o.key = _lock_operation.key
-   for update;
+  if lock then
+    select * into v_op from settle_private.operations o
+     where o.tenant = _lock_operation.tenant and o.key = _lock_operation.key
+     for update;
+  else
+    select * into v_op from settle_private.operations o
+     where o.tenant = _lock_operation.tenant and o.key = _lock_operation.key;
+  end if;
   if not found and purged_ok and exists (
        select 1 from settle_private.audit_log l
         where l.tenant = _lock_operation.tenant and l.key = _lock_operation.key and l.event = 'purge') then
@@ -110,6 +118,19 @@ as $$
     case when op.scopes is distinct from settle_private._normalize_scopes(_lock_diff.scopes) then 'scopes' end,
     case when op.binding_generation is distinct from _lock_diff.binding_generation then 'binding_generation' end
   ], null)
+$$;
+
+-- What a conflicting caller is told of `diff` (settle_private._lock_diff): the parts only to the
+-- holder of the same binding, who can then tell "you changed the request" ({request}); anyone
+-- whose principal, scopes or binding generation differ learns only {binding}, never whether the
+-- request matched too (issue 18 §9: a per-part answer let a stranger recover a lock one part at
+-- a time). The audit log keeps the full list for operators.
+create function settle_private._conflict_on(diff text[])
+returns text[]
+language sql
+immutable
+as $$
+  select case when diff <@ array['request'] then diff else array['binding'] end
 $$;
 
 -- Why `attempt` of `op` no longer holds the lease: the operation is settled (completed or

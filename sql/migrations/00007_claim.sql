@@ -49,6 +49,7 @@ as $$
 declare
   v_writes integer := 0;
   v_now timestamptz := clock_timestamp();
+  v_decided timestamptz;
   v_fp text;
   v_token uuid;
   v_op settle_private.operations;
@@ -90,7 +91,7 @@ begin
                                        where l.tenant = claim.tenant and l.key = claim.key) end as seq
     into v_seen
     from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
-                                    where b.role_name = session_user::text and not (claim.tenant = any (b.tenants))) then -1
+                                    where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (claim.tenant = any (b.tenants))) then -1
                       else coalesce((select f.below_generation from settle_private.binding_floors f
                                       where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
                  (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op
@@ -129,6 +130,24 @@ begin
     on conflict on constraint operations_pkey do nothing
     returning * into v_op;
     if v_op.tenant is not null then
+      -- The insert waits only behind another session's uncommitted insert of the same key that
+      -- then rolled back. The decision is this moment, not the call's start (issue 18 §1-2):
+      -- access is judged again with what committed meanwhile (a revocation converts the new
+      -- operation before anything runs), and the lease is measured from now, so no answer
+      -- carries a lease that already lapsed. A claim that did not wait (the common case, within
+      -- the 5 ms allowed for scheduling) pays for neither.
+      v_decided := clock_timestamp();
+      if v_decided > v_now + interval '5 milliseconds' then
+        v_floor := settle_private._access(claim.tenant, claim.principal);
+        if v_floor < 0 then
+          perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
+        end if;
+        v_now := v_decided;
+        update settle_private.operations o
+           set lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
+         where o.tenant = claim.tenant and o.key = claim.key
+        returning * into v_op;
+      end if;
       -- Attempt 1, which is also the log of this claim (settle.audit_log shows it as
       -- claim:acquired): no audit row.
       insert into settle_private.attempts
@@ -137,6 +156,12 @@ begin
       values
         (claim.tenant, claim.key, 1, v_token, claim.worker, v_now, v_seen.seq,
          nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+      if claim.binding_generation < v_floor then
+        -- Revoked while this claim waited: nothing may run under it.
+        v_op := settle_private._revoke_operation(v_op, v_floor, v_now, claim.worker);
+        return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+          claim.binding_generation, v_floor, v_now, claim.worker);
+      end if;
       return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
@@ -150,6 +175,18 @@ begin
       select * into v_op from settle_private.operations o
        where o.tenant = claim.tenant and o.key = claim.key
        for update;
+      -- Locked: decide again with what committed while this call waited (issue 18 §1-2): the
+      -- time a lease is measured from (and whether the current one lapsed), the tenant binding
+      -- and the revocation floor.
+      v_now := clock_timestamp();
+      v_floor := settle_private._access(claim.tenant, claim.principal);
+      if v_floor < 0 then
+        perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
+      end if;
+      if claim.binding_generation < v_floor then
+        return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+          claim.binding_generation, v_floor, v_now, claim.worker);
+      end if;
     elsif not v_fresh then
       select * into v_op from settle_private.operations o
        where o.tenant = claim.tenant and o.key = claim.key;
@@ -168,8 +205,12 @@ begin
         -- The reservation's own generation is revoked: convert it at this touch (00012).
         perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
       end if;
-      v_res := row('conflict', null, null, null, null, null, null, null, null, null, null, v_diff, null, null);
-      v_detail := jsonb_build_object('conflict_on', v_diff);
+      -- Only the holder of the same binding learns which part differs (issue 18 §9); the audit
+      -- row keeps the full list and what was presented, so an enumeration is visible.
+      v_res := row('conflict', null, null, null, null, null, null, null, null, null, null,
+                   settle_private._conflict_on(v_diff), null, null);
+      v_detail := jsonb_build_object('conflict_on', v_diff, 'presented', settle_private._presented(
+        v_fp, claim.principal, claim.scopes, claim.binding_generation, null, null));
       exit;
     end if;
 

@@ -41,7 +41,7 @@ as $$
 declare
   v_op settle_private.operations;
 begin
-  if settle_private._may_have_taken_effect(op.tenant, op.key) then
+  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status) then
     update settle_private.operations o
        set status = case when settle_private._rank(op.status) < settle_private._rank('unknown')
                          then 'unknown'::settle.status else op.status end,
@@ -110,9 +110,9 @@ declare
   v_writes integer := 0;
   v_now timestamptz := clock_timestamp();
   v_op settle_private.operations;
-  v_valid boolean;
   v_res settle.heartbeat_result;
   v_floor bigint;
+  v_seen record;
 begin
   if (settle_private._name_ok(heartbeat.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(heartbeat.key, settle_private._limit('key_bytes'))
@@ -123,17 +123,42 @@ begin
     perform settle_private._check_lease(heartbeat.lease);
   end if;
 
-  if not settle_private._tenant_ok(heartbeat.tenant) then
+  -- The tenant binding and the token are checked before the row lock: a caller without the
+  -- named attempt's token never waits on the row, so it cannot hold the lease holder up by
+  -- keeping its transaction open (issue 18 §3). An attempt's token never changes.
+  with a as materialized (
+    select settle_private._tenant_ok(heartbeat.tenant) as tenant_ok,
+           exists (select 1 from settle_private.attempts t
+                    where t.tenant = heartbeat.tenant and t.key = heartbeat.key and t.attempt = heartbeat.attempt
+                      and t.lease_token = heartbeat.lease_token) as valid
+  )
+  select a.tenant_ok, a.valid, x.op into v_seen
+    from a left join lateral (
+      select o as op from settle_private.operations o
+       where o.tenant = heartbeat.tenant and o.key = heartbeat.key and a.tenant_ok and a.valid
+         for update) x on true;
+  if not v_seen.tenant_ok then
     perform settle_private._refuse_tenant(heartbeat.tenant, heartbeat.key, 'heartbeat');
   end if;
-  v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key, purged_ok => true);
-  if v_op.tenant is null then
-    -- The operation was purged: a straggler's heartbeat, audited, nothing disclosed.
+  if not v_seen.valid or (v_seen.op).tenant is null then
+    -- (A valid token whose operation was purged while this call waited: a straggler too.)
+    v_op := settle_private._lock_operation(heartbeat.tenant, heartbeat.key, purged_ok => true, lock => false);
+    -- No such attempt or not its token (a purged key: a straggler): audited, nothing disclosed.
     v_writes := v_writes + settle_private._audit(heartbeat.tenant, heartbeat.key, v_now, 'heartbeat', 'fenced', heartbeat.attempt,
-      null, null, null, '{"reason": "operation_purged"}');
+      v_op.status, v_op.status, null, jsonb_build_object(
+        'reason', case when v_op.tenant is null then 'operation_purged' else 'invalid_token' end));
     v_res.outcome := 'fenced';
     v_res.reason := 'invalid_token';
     return v_res;
+  end if;
+  v_op := v_seen.op;
+
+  -- Locked: decide again with what committed while this call waited (issue 18 §1-2). The new
+  -- lease is measured from now, the moment of the decision, never from the call's start: a
+  -- heartbeat that waited on the row never answers `extended` with an expiry in the past.
+  v_now := clock_timestamp();
+  if not settle_private._tenant_ok(heartbeat.tenant) then
+    perform settle_private._refuse_tenant(heartbeat.tenant, heartbeat.key, 'heartbeat');
   end if;
   -- An attempt reserved under a revoked binding generation keeps no lease (00012).
   v_floor := settle_private._floor(heartbeat.tenant, v_op.principal);
@@ -155,16 +180,10 @@ begin
     return v_res;
   end if;
 
-  select exists (select 1 from settle_private.attempts a
-                  where a.tenant = heartbeat.tenant and a.key = heartbeat.key
-                    and a.attempt = heartbeat.attempt and a.lease_token = heartbeat.lease_token)
-    into v_valid;
+  -- A valid token of an attempt that no longer holds the lease: told why, audited.
   v_res.outcome := 'fenced';
-  v_res.reason := case when v_valid then settle_private._fence_reason(v_op, heartbeat.attempt)
-                       else 'invalid_token' end;
-  if v_valid then
-    v_res.status := v_op.status;
-  end if;
+  v_res.reason := settle_private._fence_reason(v_op, heartbeat.attempt);
+  v_res.status := v_op.status;
   v_writes := v_writes + settle_private._audit(heartbeat.tenant, heartbeat.key, v_now, 'heartbeat', 'fenced', heartbeat.attempt,
     v_op.status, v_op.status, null, jsonb_build_object('reason', v_res.reason));
   return v_res;
@@ -219,6 +238,8 @@ declare
   -- Arguments of the per-key call are plain values (variables): Citus refuses a forced
   -- delegation whose call carries an expression such as session_user.
   v_actor text := session_user::text;
+  -- A login bound to tenants sweeps only their operations (docs/protocol.md §12).
+  v_mine text[] := settle_private._visible_tenants();
   v_due record;
   v_done integer;
   v_res settle.expire_result := row(0, 0);
@@ -229,9 +250,10 @@ begin
   -- is in the FROM form so that Citus can delegate it from inside this function.
   for v_due in
     select o.tenant, o.key from settle_private.operations o
-     where (o.lease_token is not null and o.lease_expires_at <= v_now)
+     where ((o.lease_token is not null and o.lease_expires_at <= v_now)
         or (o.lease_token is null and o.status in ('pending', 'unknown', 'conflict') and o.attempt >= o.max_attempts
-            and o.dead_lettered_at is null)
+            and o.dead_lettered_at is null))
+       and (v_mine is null or o.tenant = any (v_mine))
      order by o.lease_expires_at nulls last
      limit batch_size
   loop

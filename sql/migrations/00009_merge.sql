@@ -76,39 +76,66 @@ begin
       _observe.binding_generation, _observe.result, _observe.error, _observe.retryable);
   end if;
 
-  -- One statement checks access (00012: the login role's tenant binding, then the revocation
-  -- floor of the binding) and locks the operation row, only when access is granted: a refused
-  -- caller never holds a row lock of a tenant it may not reach.
+  -- One statement checks access (00012: the login role's tenant binding) and the presented
+  -- token, and locks the operation row only when both pass: a refused caller never holds a row
+  -- lock of a tenant it may not reach, and a caller without the named attempt's token (a
+  -- guessed or stale token, a purged key) is answered from a plain read below, without waiting
+  -- on the row or making the lease holder wait (issue 18 §3). An attempt's token never changes,
+  -- so the snapshot this statement reads it from cannot be stale.
   with a as materialized (
-    select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
-                              where b.role_name = session_user::text and not (_observe.tenant = any (b.tenants))) then -1
-                else coalesce((select f.below_generation from settle_private.binding_floors f
-                                where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict
+    select case when exists (select 1 from settle_private.tenant_bindings r
+                              where (r.role_oid = to_regrole(quote_ident(session_user::text))::oid or r.role_name = session_user::text)
+                                and not (_observe.tenant = any (r.tenants))) then -1
+                else 0 end as verdict,
+           exists (select 1 from settle_private.attempts t
+                    where t.tenant = _observe.tenant and t.key = _observe.key and t.attempt = _observe.attempt
+                      and t.lease_token = _observe.lease_token) as valid
   )
-  select a.verdict, x.op into v_seen
+  select a.verdict, a.valid, x.op into v_seen
     from a left join lateral (
       select o as op from settle_private.operations o
-       where o.tenant = _observe.tenant and o.key = _observe.key and a.verdict >= 0
+       where o.tenant = _observe.tenant and o.key = _observe.key and a.verdict >= 0 and a.valid
          for update) x on true;
-  v_floor := v_seen.verdict;
-  if v_floor < 0 then
+  if v_seen.verdict < 0 then
     perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
   end if;
   v_op := v_seen.op;
-  if v_op.tenant is null then
-    -- Never claimed (SE010) or purged (an all-NULL row).
-    v_op := settle_private._lock_operation(_observe.tenant, _observe.key, purged_ok => true);
-  end if;
-  if v_op.tenant is null then
-    -- The operation was purged: a straggler. Nothing to disclose; its call is kept as evidence.
+  if not v_seen.valid or v_op.tenant is null then
+    -- No such attempt or not its token: nothing is disclosed and nothing waits. Never claimed
+    -- raises SE010; a purged key (a straggler) is an all-NULL row.
+    v_op := settle_private._lock_operation(_observe.tenant, _observe.key, purged_ok => true, lock => false);
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
-      null, null, null, jsonb_build_object('reason', 'operation_purged', 'presented', settle_private._presented(
+      v_op.status, v_op.status, null, jsonb_build_object(
+        'reason', case when v_op.tenant is null then 'operation_purged' else 'invalid_token' end,
+        'presented', settle_private._presented(
         _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
         case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
     v_res.outcome := 'fenced';
     v_res.reason := 'invalid_token';
     return v_res;
   end if;
+
+  -- Locked. Everything is decided again from here with what committed while this call waited
+  -- (issue 18 §1-2): the time (settled_at, a lapsed lease), the tenant binding and the
+  -- revocation floor, the attempt, and the place of this call in the key's history (as
+  -- settle_private._next_seq numbers it, 00006) for a settlement logged on the attempt below.
+  v_now := clock_timestamp();
+  select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+                            where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_observe.tenant = any (b.tenants))) then -1
+              else coalesce((select f.below_generation from settle_private.binding_floors f
+                              where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict,
+         (select a from settle_private.attempts a
+           where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
+         coalesce(greatest(
+           (select max(l.seq) from settle_private.audit_log l where l.tenant = _observe.tenant and l.key = _observe.key),
+           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
+             where a.tenant = _observe.tenant and a.key = _observe.key)), 0) + 1 as seq
+    into v_seen;
+  v_floor := v_seen.verdict;
+  if v_floor < 0 then
+    perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
+  end if;
+  v_att := v_seen.att;
   if v_floor > 0 or v_op.principal <> _observe.principal then
     -- An operation reserved under a revoked generation is converted at this touch.
     v_op := settle_private._revoke_on_touch(v_op, _observe.principal, v_floor, v_now);
@@ -120,26 +147,6 @@ begin
       coalesce(_observe.result, _observe.error), v_floor, v_now);
   end if;
   v_before := v_op.status;
-
-  -- Under the row lock: the attempt, and the place of this call in the key's history (as
-  -- settle_private._next_seq numbers it, 00006), for a settlement logged on the attempt below.
-  select (select a from settle_private.attempts a
-           where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
-         coalesce(greatest(
-           (select max(l.seq) from settle_private.audit_log l where l.tenant = _observe.tenant and l.key = _observe.key),
-           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
-             where a.tenant = _observe.tenant and a.key = _observe.key)), 0) + 1 as seq
-    into v_seen;
-  v_att := v_seen.att;
-  if v_att.tenant is null or v_att.lease_token <> _observe.lease_token then
-    v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, 'fenced', _observe.attempt,
-      v_before, v_before, null, jsonb_build_object('reason', 'invalid_token', 'presented', settle_private._presented(
-        _observe.fingerprint, _observe.principal, _observe.scopes, _observe.binding_generation,
-        case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
-    v_res.outcome := 'fenced';
-    v_res.reason := 'invalid_token';
-    return v_res;
-  end if;
 
   -- Binding gate: an observation that does not re-present the reserved lock never
   -- upgrades the canonical state and never sees or touches the result. A mismatched
@@ -173,7 +180,7 @@ begin
         case kind when 'complete' then 'result' when 'fail' then 'error' end, coalesce(_observe.result, _observe.error))));
     v_res.outcome := 'conflict';
     v_res.reason := 'lock_mismatch';
-    v_res.conflict_on := v_diff;
+    v_res.conflict_on := settle_private._conflict_on(v_diff);
     return v_res;
   end if;
 
@@ -250,8 +257,8 @@ begin
     v_exhausted := not _observe.retryable or v_op.attempt >= v_op.max_attempts;
     v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'failed', v_now,
       error => _observe.error, retryable => _observe.retryable);
-    if v_exhausted and not _observe.retryable then
-      -- A final failure is a committed failure, whatever earlier attempts reported.
+    if not _observe.retryable and not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status) then
+      -- A final failure is a committed failure when no attempt may have taken effect.
       update settle_private.operations o
          set status = 'failed', error = _observe.error, lease_token = null, lease_expires_at = null,
              updated_at = v_now
@@ -260,7 +267,10 @@ begin
       v_res.outcome := 'settled';
       v_res.reason := 'final_failure';
     elsif v_exhausted then
-      -- The last allowed attempt failed: failed only if every attempt failed (see _dead_letter).
+      -- The last allowed attempt failed, or a final failure arrived after an earlier attempt may
+      -- have taken effect (it reported unknown, conflicted, or lapsed: issue 18 §5): failed only
+      -- if every attempt failed, else unknown and needs_reconciliation (see _dead_letter). A
+      -- false `failed` would make the caller issue the effect again.
       v_op := settle_private._dead_letter(v_op, v_now, _observe.error);
       v_res.outcome := case when v_op.status = 'failed' then 'settled' else 'recorded' end;
       v_res.reason := v_op.dead_letter_reason;

@@ -7,10 +7,42 @@
 -- caller, the readers' column grants can leave lease_token out (sql/citus/distribute.sql).
 -- settle.get is the one read granted to settle_app: it answers the holder of the reservation
 -- lock only; settle.inspect is the unrestricted read, for settle_readonly and settle_admin. A
--- login role bound to tenants (00012) sees only their rows in every view but settle.metrics
--- (tenant-free gauges).
+-- login role bound to tenants (00012) sees only their rows in every view, settle.admin_log
+-- included, and settle.metrics counts only their rows (settle_private._visible_tenants).
 
 set local role settle_owner;
+
+-- The tenants the connected login may reach: NULL for a login without a binding (a trusted
+-- multi-tenant service), else the tenants every binding row matching it lists (by OID, or by
+-- the recorded name: see settle_private.tenant_bindings; empty when bound to none). The one
+-- rule the views, settle.metrics and the maintenance calls apply (docs/protocol.md §12); settle_private._access (00012)
+-- matches the login to its bindings the same way.
+-- SECURITY DEFINER: the views call it as their reader, who cannot read the bindings.
+create function settle_private._visible_tenants()
+returns text[]
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_me oid := to_regrole(quote_ident(session_user::text))::oid;
+  v_rows integer;
+  v_tenants text[];
+begin
+  select count(*), array(select t from (select distinct u.t from settle_private.tenant_bindings b1, unnest(b1.tenants) as u(t)
+                                          where b1.role_oid = v_me or b1.role_name = session_user::text) d
+                          where not exists (select 1 from settle_private.tenant_bindings b2
+                                             where (b2.role_oid = v_me or b2.role_name = session_user::text)
+                                               and not (d.t = any (b2.tenants)))
+                          order by 1)
+    into v_rows, v_tenants
+    from settle_private.tenant_bindings b
+   where b.role_oid = v_me or b.role_name = session_user::text;
+  return case when v_rows > 0 then v_tenants end;
+end
+$$;
+
 
 create view settle.operations as
 select o.tenant, o.key, o.status, settle.status_rank(o.status) as status_rank, o.attempt, o.max_attempts,
@@ -19,8 +51,8 @@ select o.tenant, o.key, o.status, settle.status_rank(o.status) as status_rank, o
        o.dead_letter_reason, o.redrive_count, o.fingerprint, o.principal, o.scopes, o.binding_generation, o.request,
        o.created_at, o.updated_at
   from settle_private.operations o
- where (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
-    or o.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]);
+ where (select settle_private._visible_tenants()) is null
+    or o.tenant = any ((select settle_private._visible_tenants())::text[]);
 comment on view settle.operations is
   'Canonical record of every operation (read-only). in_flight: a lease is held and has not lapsed by the database clock. The lease token itself is never shown.';
 
@@ -76,8 +108,9 @@ begin
   v_fp := settle_private._fingerprint(get.request);
 
   if get.binding_generation < v_floor then
-    -- A revoked generation reads nothing; the operation it reserved, if any, is converted now.
-    v_op := settle_private._revoke_touch(get.tenant, get.key, get.principal, v_floor, v_now, null);
+    -- A revoked generation reads nothing, from a plain read (issue 18 §3: it must not wait on
+    -- the row); the operation it reserved is converted at the next touch by a caller that may wait.
+    select * into v_op from settle_private.operations o where o.tenant = get.tenant and o.key = get.key;
     perform settle_private._audit(get.tenant, get.key, v_now, 'get', 'refused', null, v_op.status, v_op.status, null,
       jsonb_build_object('reason', 'binding_revoked', 'below_generation', v_floor,
         'presented', settle_private._presented(v_fp, get.principal, get.scopes, get.binding_generation, null, null)));
@@ -106,7 +139,7 @@ begin
         'presented', settle_private._presented(v_fp, get.principal, get.scopes, get.binding_generation, null, null)));
     v_res.outcome := 'conflict';
     v_res.reason := 'lock_mismatch';
-    v_res.conflict_on := v_diff;
+    v_res.conflict_on := settle_private._conflict_on(v_diff);
     return v_res;
   end if;
 
@@ -158,8 +191,8 @@ create view settle.attempts as
 select a.tenant, a.key, a.attempt, a.worker, a.claimed_at, a.ended_at, a.end_reason, a.observation,
        a.observed_at, a.retryable, a.error, a.late_result, a.settled
   from settle_private.attempts a
- where (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
-    or a.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]);
+ where (select settle_private._visible_tenants()) is null
+    or a.tenant = any ((select settle_private._visible_tenants())::text[]);
 comment on view settle.attempts is
   'Every attempt epoch with its attempt-scoped settlement: observation (unknown/conflict/failed/completed), whether it was THE settlement (settled), and any late success (late_result). Lease tokens are never shown.';
 
@@ -183,8 +216,8 @@ select e.tenant, e.key, e.seq, e.audit_id, e.at, e.event, e.outcome, e.attempt, 
                a.settled_status_before, 'completed'::settle.status, a.worker, jsonb_build_object('reason', a.settled_reason)
           from settle_private.attempts a
          where a.settled_seq is not null) e
- where (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
-    or e.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]);
+ where (select settle_private._visible_tenants()) is null
+    or e.tenant = any ((select settle_private._visible_tenants())::text[]);
 comment on view settle.audit_log is
   'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id). The rows claim:acquired and complete:settled come from the attempt rows that log them (settle_private.attempts claim_* and settled_*), the others from settle_private.audit_log. seq numbers an operation''s events 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
 
@@ -193,8 +226,8 @@ select o.tenant, o.key, o.attempt, o.max_attempts, o.error, o.dead_lettered_at, 
        o.created_at, o.updated_at, o.dead_letter_reason as reason, o.status
   from settle_private.operations o
  where o.dead_lettered_at is not null
-   and ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
-    or o.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]));
+   and ((select settle_private._visible_tenants()) is null
+    or o.tenant = any ((select settle_private._visible_tenants())::text[]));
 comment on view settle.dead_letters is
   'Operations that spent their attempt budget without a settled outcome. reason attempts_exhausted: every attempt recorded a failure (status failed); settle.redrive re-opens it. reason needs_reconciliation: an attempt may have taken effect (status unknown or conflict): check the downstream system first; a matching success still settles it, settle.redrive re-opens it without lowering its status. Neither is purged while dead-lettered.';
 
@@ -202,8 +235,8 @@ create view settle.settlements as
 select o.tenant, o.key, o.settled_attempt as attempt, o.result, o.settled_at
   from settle_private.operations o
  where o.status = 'completed'
-   and ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
-    or o.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[]));
+   and ((select settle_private._visible_tenants()) is null
+    or o.tenant = any ((select settle_private._visible_tenants())::text[]));
 comment on view settle.settlements is
   'Exactly one row per completed operation: the final settlement, written in the same transaction as the move to completed.';
 
@@ -222,8 +255,8 @@ select o.tenant,
        count(*) filter (where o.lease_expires_at <= clock_timestamp()) as lapsed_leases,
        coalesce(sum(o.attempt), 0) as attempts
   from settle_private.operations o
- where (select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text) is null
-    or o.tenant = any ((select b.tenants from settle_private.tenant_bindings b where b.role_name = session_user::text)::text[])
+ where (select settle_private._visible_tenants()) is null
+    or o.tenant = any ((select settle_private._visible_tenants())::text[])
  group by o.tenant;
 comment on view settle.stats is
   'Per-tenant counts by status, dead letters (dead_lettered: all; needs_reconciliation: those where an attempt may have taken effect, counted under unknown or conflict, never under failed), live and lapsed leases, and attempts opened.';
@@ -238,6 +271,8 @@ comment on view settle.stats is
 -- partial indexes grows with the table (a third of 10 million rows for status = 'unknown'), which
 -- crossed jit_above_cost and spent ~60 ms compiling a query that reads ~170 index pages in under
 -- a millisecond. SECURITY DEFINER like the API: only the owner reads the private tables.
+-- A login bound to tenants counts only their rows (w.tenants; NULL for an unbound login, which
+-- leaves every partial-index read as it was).
 create function settle_private._metrics()
 returns table (operations_in_flight bigint, lapsed_leases bigint, operations_unknown bigint,
                oldest_unknown_age_seconds double precision, operations_conflict bigint,
@@ -251,26 +286,37 @@ set search_path = pg_catalog, pg_temp
 set jit = off
 as $$
 select (select count(*) from settle_private.operations o
-         where o.lease_token is not null and o.lease_expires_at > w.now) as operations_in_flight,
+         where o.lease_token is not null and o.lease_expires_at > w.now
+           and (w.tenants is null or o.tenant = any (w.tenants))) as operations_in_flight,
        (select count(*) from settle_private.operations o
-         where o.lease_token is not null and o.lease_expires_at <= w.now) as lapsed_leases,
-       (select count(*) from settle_private.operations o where o.status = 'unknown') as operations_unknown,
+         where o.lease_token is not null and o.lease_expires_at <= w.now
+           and (w.tenants is null or o.tenant = any (w.tenants))) as lapsed_leases,
+       (select count(*) from settle_private.operations o where o.status = 'unknown'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as operations_unknown,
        coalesce((select extract(epoch from w.now - min(o.updated_at))::float8
-                   from settle_private.operations o where o.status = 'unknown'), 0) as oldest_unknown_age_seconds,
-       (select count(*) from settle_private.operations o where o.status = 'conflict') as operations_conflict,
+                   from settle_private.operations o where o.status = 'unknown'
+           and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_unknown_age_seconds,
+       (select count(*) from settle_private.operations o where o.status = 'conflict'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as operations_conflict,
        (select count(*) from settle_private.operations o
-         where o.dead_lettered_at is not null and o.status = 'failed') as dead_letters_failed,
+         where o.dead_lettered_at is not null and o.status = 'failed'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_failed,
        (select count(*) from settle_private.operations o
-         where o.dead_lettered_at is not null and o.status <> 'failed') as dead_letters_needs_reconciliation,
+         where o.dead_lettered_at is not null and o.status <> 'failed'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_needs_reconciliation,
        coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
-                   from settle_private.operations o where o.dead_lettered_at is not null), 0) as oldest_dead_letter_age_seconds,
+                   from settle_private.operations o where o.dead_lettered_at is not null
+                    and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_dead_letter_age_seconds,
        (select count(*) from settle_private.audit_log a
-         where a.outcome = 'conflict' and a.at > w.now - w.recent) as conflicts_recent,
+         where a.outcome = 'conflict' and a.at > w.now - w.recent
+           and (w.tenants is null or a.tenant = any (w.tenants))) as conflicts_recent,
        (select count(*) from settle_private.audit_log a
          where a.outcome in ('conflict', 'fenced') and a.at > w.now - w.recent
-           and a.event in ('complete', 'fail', 'report_unknown')) as refused_observations_recent,
+           and a.event in ('complete', 'fail', 'report_unknown')
+           and (w.tenants is null or a.tenant = any (w.tenants))) as refused_observations_recent,
        extract(epoch from w.recent)::integer as recent_window_seconds
-  from (select clock_timestamp() as now, interval '5 minutes' as recent) w
+  from (select clock_timestamp() as now, interval '5 minutes' as recent,
+               settle_private._visible_tenants() as tenants) w
 $$;
 comment on function settle_private._metrics() is
   'The gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
@@ -284,10 +330,21 @@ select m.operations_in_flight, m.lapsed_leases, m.operations_unknown, m.oldest_u
 comment on view settle.metrics is
   'Gauges for monitoring, one row, each read from a partial index (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts (claims and observations refused for a different request or binding) and refused observations (complete, fail, report_unknown answered fenced or conflict).';
 
+-- A login bound to tenants sees the changes that name one of its tenants (grants and revocations
+-- of its tenants, floors of its principals), with the list of a role's tenants cut to its own;
+-- engine-wide changes (set_purge_min_retention) and unbindings (revoke_tenant with tenant NULL)
+-- name no tenant and are shown to unbound readers only.
 create view settle.admin_log as
-select l.log_id, l.at, l.event, l.actor, l.detail
-  from settle_private.admin_log l;
+select l.log_id, l.at, l.event, l.actor,
+       case when (select settle_private._visible_tenants()) is null or not (l.detail ? 'tenants') then l.detail
+            else l.detail || jsonb_build_object('tenants', (
+                   select coalesce(jsonb_agg(t), '[]'::jsonb) from jsonb_array_elements_text(
+                     case jsonb_typeof(l.detail->'tenants') when 'array' then l.detail->'tenants' else '[]'::jsonb end) as t
+                    where t = any ((select settle_private._visible_tenants())::text[]))) end as detail
+  from settle_private.admin_log l
+ where (select settle_private._visible_tenants()) is null
+    or l.detail->>'tenant' = any ((select settle_private._visible_tenants())::text[]);
 comment on view settle.admin_log is
-  'Append-only log of changes to access: tenant grants and revocations (settle.grant_tenant, settle.revoke_tenant) and binding revocations (settle.revoke_binding), with who made them.';
+  'Append-only log of changes to access: tenant grants and revocations (settle.grant_tenant, settle.revoke_tenant), binding revocations (settle.revoke_binding) and the minimum retention (settle.set_purge_min_retention), with who made them. A login bound to tenants sees only the changes naming one of its tenants.';
 
 reset role;

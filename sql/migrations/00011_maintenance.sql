@@ -32,6 +32,11 @@ begin
       jsonb_build_object('field', 'reason'), null);
   end if;
 
+  -- A login bound to other tenants learns nothing of this one: refused before anything is read
+  -- (no SE010, SE011 or SE012 that would tell whether the key exists or what state it is in).
+  if not settle_private._tenant_ok(redrive.tenant) then
+    perform settle_private._refuse_tenant(redrive.tenant, redrive.key, 'redrive');
+  end if;
   v_op := settle_private._lock_operation(redrive.tenant, redrive.key);
   if redrive.request is not null and settle_private._fingerprint(redrive.request) <> v_op.fingerprint then
     perform settle_private._raise('SE012', 'redrive refused: the request differs from the reservation',
@@ -69,7 +74,7 @@ comment on function settle.redrive(text, text, integer, jsonb, text) is
   'Re-open a dead-lettered operation for new attempt epochs, keeping its key, fingerprint and binding.
 Parameters: tenant, key; additional_attempts (1-1000, default 1) added to the spent budget; request (optional: if given, it must match the reservation, else SE012); reason (optional, <= 1024 bytes, kept in the audit row).
 Outcomes: the re-opened record (redrive_count + 1, budget raised). Dead letter reason attempts_exhausted: status pending (the lattice allows this one move down, only when every attempt recorded a failure; the audit row keeps the previous error). Reason needs_reconciliation: the status stays unknown (or conflict), never lower: redrive only after checking downstream that the effect did not happen (or that the downstream deduplicates it), since the next attempt runs it again.
-SQLSTATEs: SE001, SE002, SE008, SE010 (not found), SE011 (not dead-lettered: also what a second, concurrent redrive gets), SE012 (request differs).
+SQLSTATEs: SE001, SE002, SE008, SE013 (the caller is bound to other tenants: raised before anything is read), SE010 (not found), SE011 (not dead-lettered: also what a second, concurrent redrive gets), SE012 (request differs).
 Locking: the operation row (FOR UPDATE): concurrent redrives never double-open.
 Idempotency: not idempotent by design; a repeat answers SE011 once the first has re-opened the operation.';
 
@@ -128,6 +133,8 @@ declare
   v_now timestamptz := clock_timestamp();
   -- Plain values as the per-key call's arguments (see settle.expire_leases).
   v_actor text := session_user::text;
+  -- A login bound to tenants purges only their operations (docs/protocol.md §12).
+  v_mine text[] := settle_private._visible_tenants();
   v_cutoff timestamptz;
   v_min interval;
   v_due record;
@@ -154,6 +161,7 @@ begin
   for v_due in
     select o.tenant, o.key from settle_private.operations o
      where o.status in ('completed', 'failed') and o.dead_lettered_at is null and o.updated_at < v_cutoff
+       and (v_mine is null or o.tenant = any (v_mine))
      order by o.updated_at
      limit batch_size
   loop
@@ -167,8 +175,8 @@ $$;
 comment on function settle.purge(interval, integer) is
   'Retention: the only path that deletes. Removes terminal (completed or failed) operations last updated before now - older_than, with their attempts and audit rows, leaving one tombstone audit row (event purge) per purged key.
 Parameters: older_than interval (>= 0), batch_size (1-100000, default 1000); call again while it returns a full batch.
-Outcomes: the number of operations purged. A purged key can be claimed again as a new operation.
-SQLSTATEs: SE008. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: a busy row waits for the next call) and checks it again under the lock.
+Outcomes: the number of operations purged. A purged key can be claimed again as a new operation. A login bound to tenants purges only their operations.
+SQLSTATEs: SE008, SE014. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: a busy row waits for the next call) and checks it again under the lock.
 Idempotency: safe to repeat and to run concurrently.';
 
 -- set_purge_min_retention(min_retention) -> the new minimum
@@ -186,6 +194,10 @@ begin
     perform settle_private._raise('SE008', 'min_retention must be a non-negative exact duration (no month or year part)',
       jsonb_build_object('field', 'min_retention'), null);
   end if;
+  -- An engine-wide setting: not for a login bound to tenants (SE019).
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('set_purge_min_retention', '{}'::jsonb);
+  end if;
   select s.value into v_before from settle_private.settings s where s.name = 'purge_min_retention' for update;
   insert into settle_private.settings as s (name, value, updated_at)
   values ('purge_min_retention', min_retention, v_now)
@@ -201,6 +213,6 @@ comment on function settle.set_purge_min_retention(interval) is
   'Set the shortest retention settle.purge accepts (default 24 hours).
 Parameters: min_retention, a non-negative exact duration (no month or year part).
 Outcomes: the new minimum; the change is logged in settle.admin_log (event set_purge_min_retention, before and after). settle.purge with older_than below it raises SE014.
-SQLSTATEs: SE008 (bad min_retention). Locking: the settings row (FOR UPDATE). Idempotency: setting the same value again changes nothing but the log.';
+SQLSTATEs: SE008 (bad min_retention), SE019 (the caller is bound to tenants: engine-wide settings are for unbound admins). Locking: the settings row (FOR UPDATE). Idempotency: setting the same value again changes nothing but the log.';
 
 reset role;

@@ -35,7 +35,7 @@ set local role settle_owner;
 -- first statement, which also reads their operation row: one executor start for both
 -- (docs/performance.md). It is written out there rather than called as an inlinable SQL
 -- function because Citus refuses a parameterized query on a SQL function over distributed or
--- reference tables; test/engine/access-copies.test.ts holds the three copies equal.
+-- reference tables; test/engine/access-copies.test.ts holds the copies equal.
 create function settle_private._access(tenant text, principal text)
 returns bigint
 language plpgsql
@@ -47,7 +47,7 @@ declare
   v_verdict bigint;
 begin
   select case when exists (select 1 from settle_private.tenant_bindings b
-                            where b.role_name = session_user::text and not (_access.tenant = any (b.tenants))) then -1
+                            where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_access.tenant = any (b.tenants))) then -1
               else coalesce((select f.below_generation from settle_private.binding_floors f
                               where f.tenant = _access.tenant and f.principal = _access.principal), 0) end
     into v_verdict;
@@ -80,6 +80,22 @@ as $$
 begin
   return coalesce((select f.below_generation from settle_private.binding_floors f
                     where f.tenant = _floor.tenant and f.principal = _floor.principal), 0);
+end
+$$;
+
+-- A bound login (settle_private._visible_tenants() not NULL) asked for something beyond its
+-- tenants that names no tenant of its own (an engine-wide setting, unbinding a role, the
+-- binding of a role that reaches other tenants): SE019, before anything is read or written.
+create function settle_private._refuse_bound(call text, detail jsonb)
+returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  raise log 'pg-settle audit: %', jsonb_build_object('event', 'bound_refused', 'call', call,
+    'role', session_user::text, 'at', clock_timestamp()) || detail;
+  perform settle_private._raise('SE019', 'not allowed to a login bound to tenants', jsonb_build_object('call', call),
+    'A login bound to tenants acts on those tenants only; an unbound settle_admin login makes engine-wide changes (docs/protocol.md section 12).');
 end
 $$;
 
@@ -200,8 +216,11 @@ begin
 end
 $$;
 
--- settle.claim presenting a revoked generation: nothing runs, nothing is disclosed; the
--- operation it reserved, if any, is converted now; the refusal is audited with what it presented.
+-- settle.claim presenting a revoked generation: nothing runs, nothing is disclosed; the refusal
+-- is audited with what it presented. Decided on a plain read, without the row lock: anyone who
+-- knows a principal's name can present its revoked generation, and must not make the operation's
+-- callers wait (issue 18 §3). The operation it reserved, if any, is converted at the next touch
+-- by a caller that may wait (a valid attempt token, or a claim or get above the floor).
 create function settle_private._claim_refused(
   tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint,
   below bigint, as_of timestamptz, worker text)
@@ -213,7 +232,7 @@ declare
   v_op settle_private.operations;
   v_res settle.claim_result;
 begin
-  v_op := settle_private._revoke_touch(tenant, key, principal, below, as_of, worker);
+  select * into v_op from settle_private.operations o where o.tenant = _claim_refused.tenant and o.key = _claim_refused.key;
   perform settle_private._audit(tenant, key, as_of, 'claim', 'refused', null, v_op.status, v_op.status, worker,
     jsonb_build_object('reason', 'binding_revoked', 'below_generation', below,
       'presented', settle_private._presented(settle_private._fingerprint(request), principal, scopes,
@@ -280,16 +299,61 @@ $$;
 -- ---------------------------------------------------------------------------------------
 
 create function settle_private._check_login_role(role text)
-returns void
+returns oid
 language plpgsql
 stable
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+  v_oid oid;
 begin
-  if role is null or not exists (select 1 from pg_catalog.pg_roles r where r.rolname = _check_login_role.role and r.rolcanlogin) then
+  select r.oid into v_oid from pg_catalog.pg_roles r where r.rolname = _check_login_role.role and r.rolcanlogin;
+  if v_oid is null then
     perform settle_private._raise('SE008', 'role must be an existing login role',
       jsonb_build_object('field', 'role', 'role', role),
       'Tenant grants bind the login role a service connects as (session_user), not a group role such as settle_app.');
+  end if;
+  return v_oid;
+end
+$$;
+
+-- The binding rows of `role` (named as an administrator names it): the row of its OID, and the
+-- rows recorded under its name whose role no longer exists (a dropped role: the name is the
+-- only key left). Before it, every row's recorded name is refreshed from the catalog, so that
+-- a rename is followed and a name a rename set free binds nobody any more.
+create function settle_private._binding_rows_of(role text)
+returns table (role_oid oid, tenants text[])
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_oid oid := (select r.oid from pg_catalog.pg_roles r where r.rolname = _binding_rows_of.role);
+begin
+  update settle_private.tenant_bindings b set role_name = r.rolname
+    from pg_catalog.pg_roles r
+   where r.oid = b.role_oid and b.role_name <> r.rolname;
+  return query
+    select b.role_oid, b.tenants from settle_private.tenant_bindings b
+     where b.role_oid = v_oid
+        or (b.role_name = _binding_rows_of.role
+            and not exists (select 1 from pg_catalog.pg_roles r where r.oid = b.role_oid))
+     order by b.role_oid
+     for update;
+end
+$$;
+
+-- A bound administrator (`mine`: its tenants) may change the binding of `role` only when the
+-- role is bound already and reaches none but its tenants: binding a multi-tenant service or
+-- unbinding a role would act on other tenants' traffic (SE019).
+create function settle_private._check_role_within(role text, mine text[], call text)
+returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  if not exists (select 1 from settle_private._binding_rows_of(_check_role_within.role))
+     or exists (select 1 from settle_private._binding_rows_of(_check_role_within.role) r where not (r.tenants <@ mine)) then
+    perform settle_private._refuse_bound(call, jsonb_build_object('target_role', role));
   end if;
 end
 $$;
@@ -303,28 +367,47 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_now timestamptz := clock_timestamp();
+  v_oid oid;
+  v_mine text[] := settle_private._visible_tenants();
+  v_dropped jsonb;
   v_tenants text[];
 begin
-  perform settle_private._check_login_role(grant_tenant.role);
+  v_oid := settle_private._check_login_role(grant_tenant.role);
   perform settle_private._check_name(grant_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
-  insert into settle_private.tenant_bindings as b (role_name, tenants, bound_at, updated_at)
-  values (grant_tenant.role, array[grant_tenant.tenant], v_now, v_now)
+  if v_mine is not null then
+    if not (grant_tenant.tenant = any (v_mine)) then
+      perform settle_private._refuse_tenant(grant_tenant.tenant, null, 'grant_tenant');
+    end if;
+    perform settle_private._check_role_within(grant_tenant.role, v_mine, 'grant_tenant');
+  end if;
+  -- Rows recorded under this name for a role that no longer exists belong to nobody who can
+  -- log in: the role granted now starts from its own binding (the dropped rows are logged).
+  with d as (
+    delete from settle_private.tenant_bindings b
+     where b.role_name = grant_tenant.role and b.role_oid <> v_oid
+       and not exists (select 1 from pg_catalog.pg_roles r where r.oid = b.role_oid)
+    returning b.role_oid, b.tenants)
+  select jsonb_agg(jsonb_build_object('role_oid', d.role_oid, 'tenants', d.tenants)) into v_dropped from d;
+  perform 1 from settle_private._binding_rows_of(grant_tenant.role);
+  insert into settle_private.tenant_bindings as b (role_oid, role_name, tenants, bound_at, updated_at)
+  values (v_oid, grant_tenant.role, array[grant_tenant.tenant], v_now, v_now)
   on conflict on constraint tenant_bindings_pkey do update
      set tenants = array(select distinct t from unnest(b.tenants || excluded.tenants) as t order by 1),
-         updated_at = excluded.updated_at
+         role_name = excluded.role_name, updated_at = excluded.updated_at
   returning b.tenants into v_tenants;
   insert into settle_private.admin_log (at, event, actor, detail)
   values (v_now, 'grant_tenant', session_user::text,
-          jsonb_build_object('role', grant_tenant.role, 'tenant', grant_tenant.tenant, 'tenants', v_tenants));
+          jsonb_build_object('role', grant_tenant.role, 'tenant', grant_tenant.tenant, 'tenants', v_tenants)
+          || case when v_dropped is not null then jsonb_build_object('dropped_role_bindings', v_dropped) else '{}'::jsonb end);
   return v_tenants;
 end
 $$;
 
 comment on function settle.grant_tenant(text, text) is
-  'Admin: bind a login role to a tenant. A login role that holds tenant grants can claim, observe, heartbeat and read only those tenants; any other tenant answers SE013 and discloses nothing. A role without grants is a trusted multi-tenant service.
+  'Admin: bind a login role to a tenant. A login role that holds tenant grants can claim, observe, heartbeat and read only those tenants; any other tenant answers SE013 and discloses nothing. A role without grants is a trusted multi-tenant service. The binding follows the role (its OID) through a rename.
 Parameters: role (an existing login role: the role a service connects as, session_user), tenant (as settle.claim).
-Outcomes: the tenants the role may reach now (sorted).
-SQLSTATEs: SE001 (tenant), SE008 (role does not exist or cannot log in), 42501 (not settle_admin).
+Outcomes: the tenants the role may reach now (sorted). Bindings left under this name by a dropped role are removed (logged as dropped_role_bindings).
+SQLSTATEs: SE001 (tenant), SE008 (role does not exist or cannot log in), SE013 (the caller is bound and tenant is not one of its tenants), SE019 (the caller is bound and the role is unbound or reaches other tenants), 42501 (not settle_admin).
 Locking: the role''s binding row. Logged in settle.admin_log. In force for every call that starts after the commit.
 Idempotency: granting a held tenant changes nothing but the log.';
 
@@ -337,20 +420,41 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_now timestamptz := clock_timestamp();
+  v_mine text[] := settle_private._visible_tenants();
+  v_oids oid[];
   v_tenants text[];
 begin
   if revoke_tenant.role is null then
     perform settle_private._raise('SE008', 'role must not be null', jsonb_build_object('field', 'role'), null);
   end if;
+  if revoke_tenant.tenant is not null then
+    perform settle_private._check_name(revoke_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
+  end if;
+  if v_mine is not null then
+    if revoke_tenant.tenant is null then
+      perform settle_private._refuse_bound('revoke_tenant', jsonb_build_object('target_role', revoke_tenant.role));
+    elsif not (revoke_tenant.tenant = any (v_mine)) then
+      perform settle_private._refuse_tenant(revoke_tenant.tenant, null, 'revoke_tenant');
+    end if;
+    perform settle_private._check_role_within(revoke_tenant.role, v_mine, 'revoke_tenant');
+  end if;
+  select array_agg(r.role_oid) into v_oids from settle_private._binding_rows_of(revoke_tenant.role) r;
   if revoke_tenant.tenant is null then
-    delete from settle_private.tenant_bindings b where b.role_name = revoke_tenant.role;
+    delete from settle_private.tenant_bindings b where b.role_oid = any (v_oids);
     v_tenants := null;
   else
-    perform settle_private._check_name(revoke_tenant.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
     update settle_private.tenant_bindings b
        set tenants = array_remove(b.tenants, revoke_tenant.tenant), updated_at = v_now
-     where b.role_name = revoke_tenant.role
-    returning b.tenants into v_tenants;
+     where b.role_oid = any (v_oids);
+    -- What the role reaches now: the tenants every row of its lists (NULL: it has none).
+    select case when count(*) > 0 then
+             array(select distinct u.t from settle_private.tenant_bindings b1, unnest(b1.tenants) as u(t)
+                    where b1.role_oid = any (v_oids)
+                      and not exists (select 1 from settle_private.tenant_bindings b2
+                                       where b2.role_oid = any (v_oids) and not (u.t = any (b2.tenants)))
+                    order by 1) end
+      into v_tenants
+      from settle_private.tenant_bindings b where b.role_oid = any (v_oids);
   end if;
   insert into settle_private.admin_log (at, event, actor, detail)
   values (v_now, 'revoke_tenant', session_user::text,
@@ -361,10 +465,10 @@ $$;
 
 comment on function settle.revoke_tenant(text, text) is
   'Admin: take a tenant away from a login role, or unbind the role.
-Parameters: role; tenant (NULL: remove the whole binding, which makes the role a trusted multi-tenant service again).
+Parameters: role (a login role, or the name of a dropped one whose binding is left); tenant (NULL: remove the whole binding, which makes the role a trusted multi-tenant service again).
 Outcomes: the tenants the role may reach now; an empty array when the last one was revoked: the role stays bound and is refused everywhere (fail closed, never widened by a revocation); NULL when the role is unbound (or never was bound).
-SQLSTATEs: SE001 (tenant), SE008 (role NULL), 42501 (not settle_admin).
-Locking: the role''s binding row. Logged in settle.admin_log. In force for every call that starts after the commit; a call already running finishes under the grants it read.
+SQLSTATEs: SE001 (tenant), SE008 (role NULL), SE013 (the caller is bound and tenant is not one of its tenants), SE019 (the caller is bound: unbinding, or a role that reaches other tenants), 42501 (not settle_admin).
+Locking: the role''s binding rows. Logged in settle.admin_log. In force for every call that starts after the commit; a call already running finishes under the grants it read.
 Idempotency: revoking what the role does not hold changes nothing but the log.';
 
 -- ---------------------------------------------------------------------------------------
@@ -385,6 +489,9 @@ declare
 begin
   perform settle_private._check_name(revoke_binding.tenant, 'tenant', settle_private._limit('tenant_bytes'), 'SE001');
   perform settle_private._check_name(revoke_binding.principal, 'principal', settle_private._limit('principal_bytes'), 'SE003');
+  if not settle_private._tenant_ok(revoke_binding.tenant) then
+    perform settle_private._refuse_tenant(revoke_binding.tenant, null, 'revoke_binding');
+  end if;
   if revoke_binding.below_generation is null or revoke_binding.below_generation < 1 then
     perform settle_private._raise('SE008', 'below_generation must be a positive binding generation',
       jsonb_build_object('field', 'below_generation'),
@@ -411,7 +518,7 @@ comment on function settle.revoke_binding(text, text, bigint) is
   'Admin: revoke every binding generation of a principal in a tenant below a floor, after re-authentication; the reservation locks stay immutable.
 Parameters: tenant, principal (as settle.claim), below_generation (>= 1: the first generation that stays valid).
 Outcomes: the floor in force (floors only rise: a lower value keeps the higher floor). From the commit on, a claim presenting a revoked generation answers refused (binding_revoked), an observation or heartbeat fenced (binding_revoked, its payload kept in the audit log), a get refused; an operation reserved under a revoked generation that is not completed can no longer complete and moves to conflict (error binding_revoked) at its next touch (claim, observation, heartbeat or get of its key).
-SQLSTATEs: SE001 (tenant), SE003 (principal), SE008 (below_generation), 42501 (not settle_admin).
+SQLSTATEs: SE001 (tenant), SE003 (principal), SE008 (below_generation), SE013 (the caller is bound to other tenants), 42501 (not settle_admin).
 Locking: the floor row. Logged in settle.admin_log. Idempotency: idempotent; the caller''s safe path is in docs/protocol.md section 13.';
 
 reset role;

@@ -37,5 +37,8 @@ grant select on settle.operations, settle.attempts, settle.audit_log, settle.dea
   settle.settlements, settle.stats, settle.metrics, settle.admin_log to settle_readonly, settle_admin;
 -- settle.metrics reads its row from this function (SECURITY DEFINER): its readers execute it.
 grant execute on function settle_private._metrics() to settle_readonly, settle_admin;
+-- Every view filters its rows by the reader's tenant binding through this function (SECURITY
+-- DEFINER: it reads the bindings for them).
+grant execute on function settle_private._visible_tenants() to settle_readonly, settle_admin;
 
 reset role;

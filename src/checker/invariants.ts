@@ -23,7 +23,7 @@ export const ENGINE_INVARIANTS = {
   'stale-fenced': 'a superseded or released attempt is fenced: no lease extension, no weaker observation merged',
   'read-gated-by-lock': 'a read (settle.get) presenting another request or binding than the reservation sees no stored state',
   'revoked-never-settles': 'after settle.revoke_binding, no call presenting a generation below the floor acquires, extends, settles, replays or reads',
-  'timeout-stays-unknown': 'failed only for a committed failure (a final failure, or every attempt failed): while an attempt may have taken effect (it reported unknown, conflicted, or lost its lease without an observation) no answer and no final state says failed',
+  'timeout-stays-unknown': 'failed only for a committed failure (every attempt recorded a failure): while an attempt may have taken effect (it reported unknown, conflicted, or lost its lease without an observation), also after a later final failure, and once the status was unknown or conflict, no answer and no final state says failed',
   'retryable-failure-reopens': 'a retryable failure of an attempt with budget left never ends the operation: another attempt can still acquire and settle',
   'every-operation-final': 'a run that drives every operation to its end leaves each completed or failed, with no lease left',
 } as const;

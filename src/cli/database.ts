@@ -1,6 +1,6 @@
 import { redactPassword } from '../db/database-url.js';
 import { migrate } from '../db/migrate.js';
-import { provisionPostgres, type ProvisionedPostgres } from '../dev-server/provision.js';
+import { NoPostgresServerError, provisionPostgres, type ProvisionedPostgres } from '../dev-server/provision.js';
 import { DatabaseUnavailableError, MissingDatabaseError } from './errors.js';
 
 /** The database a command runs against. */
@@ -45,6 +45,7 @@ export async function openDatabase(
   try {
     server = await provisionPostgres();
   } catch (error) {
+    if (error instanceof NoPostgresServerError) throw new DatabaseUnavailableError(`${error.message} (--database-url URL --write-to-database)`, { cause: error });
     throw new DatabaseUnavailableError(`could not start a throwaway PostgreSQL: ${(error as Error).message}`, { cause: error });
   }
   try {

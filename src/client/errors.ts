@@ -72,6 +72,15 @@ export class RedriveRequestMismatchError extends SettleError {}
 export class TenantNotGrantedError extends SettleError {}
 /** SE014: purge refused: older_than is shorter than the configured minimum retention. */
 export class RetentionTooShortError extends SettleError {}
+/** SE019: this login role is bound to tenants and the call reaches beyond them (engine-wide setting, unbinding, another tenant's role). */
+export class BindingScopeExceededError extends SettleError {}
+
+/** SE040: no feed consumer of this name is registered. */
+export class FeedConsumerNotFoundError extends SettleError {}
+/** SE041: a feed consumer of this name exists with other tenants or lanes. */
+export class FeedConsumerExistsError extends SettleError {}
+/** SE042: the lease on a feed lane is no longer held (taken over after it lapsed, or a reset). */
+export class FeedLeaseLostError extends SettleError {}
 
 /** SE02x: a write broke an invariant the schema enforces (lattice, immutability, append-only). */
 export class IntegrityViolationError extends SettleError {}
@@ -171,6 +180,10 @@ export const errorClasses = {
   SE012: RedriveRequestMismatchError,
   SE013: TenantNotGrantedError,
   SE014: RetentionTooShortError,
+  SE019: BindingScopeExceededError,
+  SE040: FeedConsumerNotFoundError,
+  SE041: FeedConsumerExistsError,
+  SE042: FeedLeaseLostError,
   SE020: ReservationLockImmutableError,
   SE021: StatusDowngradeError,
   SE022: ResultImmutableError,

@@ -35,7 +35,7 @@ const int4 = z.number().int();
 /** A jsonb column: already parsed JSON (SQL NULL arrives as null too). */
 const json = z.custom<Json>((value) => value !== undefined);
 export const status = z.enum(['pending', 'running', 'unknown', 'conflict', 'failed', 'completed']) satisfies z.ZodType<Status>;
-const conflictFields = z.array(z.enum(['request', 'principal', 'scopes', 'binding_generation']) satisfies z.ZodType<ConflictField>);
+const conflictFields = z.array(z.enum(['request', 'binding']) satisfies z.ZodType<ConflictField>);
 
 /**
  * Outcomes that disclose nothing (a conflict, an invalid token) carry only the columns listed:

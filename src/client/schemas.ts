@@ -35,8 +35,12 @@ const BLANK = /^[\s\u180e\u200b-\u200d\u2060]*$/u;
 
 // Printable ASCII: one byte per character, no control characters, already NFC.
 const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+// The same set as settle_private._lookalike_spaces: spaces other than U+0020 and U+2800 BRAILLE
+// PATTERN BLANK, refused anywhere in a name (issue 18 §10).
+const LOOKALIKE_SPACE = /[\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u2800\u3000]/u;
+const EDGE_SPACE = /^\s|\s$/u;
 
-/** Mirrors settle_private._check_name: present, not blank, <= maxBytes UTF-8, no controls, NFC. */
+/** Mirrors settle_private._check_name: present, not blank, <= maxBytes UTF-8, no controls, no white space at either end, no look-alike space, NFC. */
 export function nameSchema(field: string, maxBytes: number) {
   return z.string({ error: `${field} must be a string` }).superRefine((value, ctx) => {
     const problem = nameProblem(value, maxBytes);
@@ -48,7 +52,8 @@ function nameProblem(value: string, maxBytes: number): string | null {
   if (PRINTABLE_ASCII.test(value)) {
     // The same verdicts as below, without encoding or normalizing: blank means spaces only.
     if (value.trim() === '') return 'must not be empty or whitespace only';
-    return value.length > maxBytes ? `must be at most ${maxBytes} bytes of UTF-8 (got ${value.length})` : null;
+    if (value.length > maxBytes) return `must be at most ${maxBytes} bytes of UTF-8 (got ${value.length})`;
+    return value.startsWith(' ') || value.endsWith(' ') ? 'must not begin or end with white space' : null;
   }
   const bytes = Buffer.byteLength(value, 'utf8');
   return BLANK.test(value)
@@ -57,9 +62,13 @@ function nameProblem(value: string, maxBytes: number): string | null {
       ? `must be at most ${maxBytes} bytes of UTF-8 (got ${bytes})`
       : CONTROL_CHARACTER.test(value)
         ? 'must not contain control characters'
-        : value.normalize('NFC') !== value
-          ? 'must be in Unicode normalization form NFC (use value.normalize("NFC"))'
-          : null;
+        : EDGE_SPACE.test(value)
+          ? 'must not begin or end with white space'
+          : LOOKALIKE_SPACE.test(value)
+            ? 'must not contain a space other than U+0020 or a blank pattern'
+            : value.normalize('NFC') !== value
+              ? 'must be in Unicode normalization form NFC (use value.normalize("NFC"))'
+              : null;
 }
 
 /** A finite, plain JSON value whose jsonb text is at most maxBytes (the engine's measure). */

@@ -71,6 +71,8 @@ export interface ClientTelemetry {
   run<O extends RunOutcomeLike>(kind: RunKind, tenant: string, execute: (timed: EffectTimer) => Promise<O>): Promise<O>;
   /** One request answered by the HTTP middleware. */
   http(result: HttpRequestResult): void;
+  /** A handler failed after its response was complete (the response stands; the error is not sent). */
+  httpErrorAfterResponse(): void;
 }
 
 export const NOOP_TELEMETRY: ClientTelemetry = {
@@ -78,6 +80,7 @@ export const NOOP_TELEMETRY: ClientTelemetry = {
   retry: () => {},
   run: (_kind, _tenant, execute) => execute((effect) => effect),
   http: () => {},
+  httpErrorAfterResponse: () => {},
 };
 
 export const INSTRUMENTATION_SCOPE = 'pg-settle';
@@ -90,6 +93,7 @@ export const METRICS = {
   retries: 'pg_settle.client.retries',
   effectDuration: 'pg_settle.run.effect.duration',
   httpRequests: 'pg_settle.http.requests',
+  httpErrorsAfterResponse: 'pg_settle.http.errors_after_response',
 } as const;
 
 /** OpenTelemetry's recommended buckets for db.client.operation.duration (seconds). */
@@ -129,6 +133,7 @@ interface Instruments {
   readonly retries: otel.Counter;
   readonly effectDuration: otel.Histogram;
   readonly httpRequests: otel.Counter;
+  readonly httpErrorsAfterResponse: otel.Counter;
   readonly tracer: otel.Tracer;
 }
 
@@ -176,6 +181,10 @@ class OtelTelemetry implements ClientTelemetry {
       httpRequests: meter.createCounter(METRICS.httpRequests, {
         description: 'Requests answered by the idempotency middleware, by result (first, replay, 400, 409, 422).',
         unit: '{request}',
+      }),
+      httpErrorsAfterResponse: meter.createCounter(METRICS.httpErrorsAfterResponse, {
+        description: 'Handlers of the idempotency middleware that failed after their response was complete (the response stood; the error was not sent).',
+        unit: '{error}',
       }),
       tracer: tracerProvider.getTracer(INSTRUMENTATION_SCOPE, SCOPE_VERSION),
     };
@@ -370,6 +379,10 @@ class OtelTelemetry implements ClientTelemetry {
   http(result: HttpRequestResult): void {
     this.i.httpRequests.add(1, this.attributes('h', result, undefined, undefined, undefined, () => ({ 'pg_settle.http.result': result })));
   }
+
+  httpErrorAfterResponse(): void {
+    this.i.httpErrorsAfterResponse.add(1);
+  }
 }
 
 /** What became of the effect, by run()'s outcome: a fenced attempt lost its lease. */
@@ -409,6 +422,11 @@ const byClient = new WeakMap<object, ClientTelemetry>();
 /** Internal: remembers which telemetry a client records into. */
 export function registerClientTelemetry(client: object, telemetry: ClientTelemetry): void {
   byClient.set(client, telemetry);
+}
+
+/** Counts a handler that failed after its response was complete, in the metrics of `client`. */
+export function recordHttpErrorAfterResponse(client: object): void {
+  (byClient.get(client) ?? NOOP_TELEMETRY).httpErrorAfterResponse();
 }
 
 /** Counts one request answered by the HTTP middleware, in the metrics of `client`. */

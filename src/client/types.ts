@@ -9,7 +9,7 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 export type Status = 'pending' | 'running' | 'unknown' | 'conflict' | 'failed' | 'completed';
 
 /** The parts of a reservation lock a claim or settlement can disagree on. */
-export type ConflictField = 'request' | 'principal' | 'scopes' | 'binding_generation';
+export type ConflictField = 'request' | 'binding';
 
 /** A slonik pool, pool connection or transaction: any of them can run a client call. */
 export type Queryable = DatabasePool | DatabasePoolConnection | DatabaseTransactionConnection;
@@ -366,7 +366,7 @@ export interface ResultSchema<T> {
   readonly '~standard': {
     readonly validate: (value: unknown) =>
       | { readonly value: T; readonly issues?: undefined }
-      | { readonly issues: readonly { readonly message: string; readonly path?: readonly unknown[] }[] }
+      | { readonly issues: readonly { readonly message: string; readonly path?: readonly unknown[] | undefined }[] }
       | Promise<unknown>;
   };
 }

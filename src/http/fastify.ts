@@ -1,6 +1,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
+import { errorAfterResponse } from './core/after-response.js';
 import type { IdempotencyContext } from './core/context.js';
 import { type FlowResult, handleRequest } from './core/flow.js';
 import type { RequestView } from './core/fingerprint.js';
@@ -50,12 +51,39 @@ export const idempotency: FastifyPluginAsync<IdempotencyOptions<FastifyRequest>>
 
   app.decorateRequest('idempotency', null);
 
+  // A handler that fails after it answered (code after reply.send() throws, or its promise
+  // rejects): its response is the one sent and stored; the error is counted and logged, never
+  // sent. Without this, Fastify would answer the error while onSend still settles the key.
+  app.addHook('onRoute', (route) => {
+    const handler = route.handler as (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => unknown;
+    route.handler = function handleAfterResponse(this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) {
+      const late = (error: unknown): undefined => {
+        const pending = pendingByRequest.get(request);
+        if (pending === undefined || !pending.finished) throw error;
+        errorAfterResponse(pending.resolved, request, error, (e) => request.log.error({ err: e }, 'pg-settle: the handler failed after its response was complete; the response stands'));
+        return undefined;
+      };
+      let result: unknown;
+      try {
+        result = handler.call(this, request, reply);
+      } catch (error) {
+        return late(error);
+      }
+      if (result !== null && typeof result === 'object' && typeof (result as Promise<unknown>).then === 'function' && result !== reply) {
+        return (result as Promise<unknown>).then(undefined, late);
+      }
+      return result;
+    } as RouteHandlerMethod;
+  });
+
   app.addHook('preHandler', async (request, reply) => {
     const route = request.routeOptions.config.idempotency;
     if (route === false) return;
     const o = resolvedFor(route);
     const view: RequestView = {
       method: request.method.toUpperCase(),
+      // As the client sent it, wherever the plugin and the route are registered (prefixes included).
+      url: request.originalUrl,
       route: request.routeOptions.url ?? request.url.split('?')[0] ?? '/',
       headers: request.headers,
       body: request.body,
@@ -98,6 +126,10 @@ export const idempotency: FastifyPluginAsync<IdempotencyOptions<FastifyRequest>>
     const pending = pendingByRequest.get(request);
     if (pending === undefined || pending.finished) return payload;
     pending.finished = true;
+    // The handler's response is complete: from here Fastify treats the reply as sent, so a later
+    // throw or rejection of the handler is not answered in its place (and a handler that called
+    // reply.send() without returning it does not send twice). The payload still goes out below.
+    reply.hijack();
     const o = pending.resolved;
     const read = await readPayload(payload, o.maxBodyBytes);
     pending.capture({ status: reply.statusCode, headers: reply.getHeaders() as OutgoingHttpHeaders, body: read.body, overflowed: read.rest !== null || read.body.length > o.maxBodyBytes });

@@ -14,12 +14,22 @@ export interface ResponseCapture {
 
 type Callback = (error?: Error | null) => void;
 /**
- * capturing -> overflowed -> passthrough (release after an overflow), capturing -> passthrough
- * (release), capturing|overflowed -> sending -> late (answer: the middleware answered instead,
- * e.g. a handler timeout; what the handler writes from then on is captured against shadow
- * headers, never sent, and still resolves `done` when it ends).
+ * capturing -> overflowed -> passthrough (release after an overflow), capturing -> complete (the
+ * handler ended its response) -> sent (release), capturing|overflowed|complete -> sending -> late
+ * (answer: the middleware answered instead, e.g. a handler timeout; what the handler writes from
+ * then on is captured against shadow headers, never sent, and still resolves `done` when it ends).
+ * In `complete` and `sent`, anything written afterwards (an error handler reached by a throw that
+ * came after res.json()) is discarded and reported through `onLate`: the handler's complete
+ * response is the one the caller receives, as it is the one stored.
  */
-type State = 'capturing' | 'overflowed' | 'sending' | 'passthrough' | 'late';
+type State = 'capturing' | 'overflowed' | 'complete' | 'sent' | 'sending' | 'passthrough' | 'late';
+
+/** Status, status message and headers of the handler's response when it ended. */
+interface Frozen {
+  readonly status: number;
+  readonly message: string;
+  readonly headers: OutgoingHttpHeaders;
+}
 
 const toBuffer = (chunk: unknown, encoding?: unknown): Buffer =>
   Buffer.isBuffer(chunk)
@@ -34,8 +44,16 @@ const toBuffer = (chunk: unknown, encoding?: unknown): Buffer =>
  * end(), or as soon as the body exceeds `maxBytes` (the overflow: the caller settles, then
  * release() flushes and the rest streams straight through).
  */
-export function captureResponse(res: ServerResponse, maxBytes: number): ResponseCapture {
+export function captureResponse(res: ServerResponse, maxBytes: number, onLate: (sentStatus: number, discardedStatus: number) => void = () => {}): ResponseCapture {
   const original = { writeHead: res.writeHead, write: res.write, end: res.end };
+  let frozen: Frozen | null = null;
+  let lateReported = false;
+  /** Something wrote after the handler's response was complete: discard it, report it once. */
+  const discardLate = (): void => {
+    if (lateReported || frozen === null) return;
+    lateReported = true;
+    onLate(frozen.status, res.statusCode);
+  };
   const chunks: Buffer[] = [];
   let size = 0;
   let ended = false;
@@ -51,7 +69,7 @@ export function captureResponse(res: ServerResponse, maxBytes: number): Response
     body: Buffer.concat(chunks),
     overflowed,
   });
-  const holding = (): boolean => state === 'capturing' || state === 'overflowed';
+  const holding = (): boolean => state === 'capturing' || state === 'overflowed' || state === 'complete';
   const append = (chunk: unknown, encoding?: unknown): void => {
     if (chunk === undefined || chunk === null || typeof chunk === 'function') return;
     const buffer = toBuffer(chunk, encoding);
@@ -67,6 +85,11 @@ export function captureResponse(res: ServerResponse, maxBytes: number): Response
   };
 
   res.writeHead = function writeHead(this: ServerResponse, status: number, ...rest: unknown[]) {
+    if (state === 'complete' || state === 'sent') {
+      if (state === 'complete') this.statusCode = status;
+      discardLate();
+      return this;
+    }
     if (!holding() && state !== 'late') return (original.writeHead as (...args: unknown[]) => ServerResponse).call(this, status, ...rest);
     this.statusCode = status;
     const [first, second] = rest;
@@ -86,6 +109,11 @@ export function captureResponse(res: ServerResponse, maxBytes: number): Response
 
   res.write = function write(this: ServerResponse, chunk: unknown, encoding?: unknown, callback?: unknown) {
     if (state === 'passthrough') return (original.write as (...args: unknown[]) => boolean).call(this, chunk, encoding, callback);
+    if (state === 'complete' || state === 'sent') {
+      discardLate();
+      later(typeof encoding === 'function' ? encoding : callback);
+      return true;
+    }
     append(chunk, encoding);
     later(typeof encoding === 'function' ? encoding : callback);
     return true;
@@ -93,11 +121,20 @@ export function captureResponse(res: ServerResponse, maxBytes: number): Response
 
   res.end = function end(this: ServerResponse, chunk?: unknown, encoding?: unknown, callback?: unknown) {
     if (state === 'passthrough' || state === 'sending') return (original.end as (...args: unknown[]) => ServerResponse).call(this, chunk, encoding, callback);
+    if (state === 'complete' || state === 'sent') {
+      discardLate();
+      later(typeof chunk === 'function' ? chunk : typeof encoding === 'function' ? encoding : callback);
+      return this;
+    }
     if (ended) return this;
     append(chunk, encoding);
     ended = true;
     later(typeof chunk === 'function' ? chunk : typeof encoding === 'function' ? encoding : callback);
+    if (state === 'capturing' || state === 'overflowed') {
+      frozen = { status: this.statusCode, message: this.statusMessage, headers: { ...this.getHeaders() } };
+    }
     if (state === 'capturing' || state === 'late') resolveDone(snapshot(false));
+    if (state === 'capturing') state = 'complete';
     return this;
   } as ServerResponse['end'];
 
@@ -113,6 +150,21 @@ export function captureResponse(res: ServerResponse, maxBytes: number): Response
       if (!holding()) return;
       const body = Buffer.concat(chunks);
       chunks.length = 0;
+      if (ended && frozen !== null) {
+        // Exactly what the handler answered, whatever ran after it (an error handler may have
+        // changed the status and headers before its own end() was discarded).
+        for (const name of res.getHeaderNames()) if (!(name in frozen.headers)) res.removeHeader(name);
+        for (const [name, value] of Object.entries(frozen.headers)) if (value !== undefined) res.setHeader(name, value);
+        res.statusCode = frozen.status;
+        res.statusMessage = frozen.message;
+        state = 'passthrough'; // Node's end() calls writeHead() itself for the implicit head
+        (original.end as (chunk: Buffer) => void).call(res, body);
+        state = 'sent';
+        // From now on writes are discarded and reported (not ERR_STREAM_WRITE_AFTER_END), and
+        // header calls work on a private map (Node would throw ERR_HTTP_HEADERS_SENT).
+        shadowHeaders(res, new Map());
+        return;
+      }
       state = 'passthrough';
       restore();
       if (ended) res.end(body);

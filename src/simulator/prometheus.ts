@@ -38,7 +38,7 @@ export async function startMetricsEndpoint(options: { readonly port: number; rea
     [sdk, prometheus] = await Promise.all([import('@opentelemetry/sdk-metrics'), import('@opentelemetry/exporter-prometheus')]);
   } catch (error) {
     throw new MetricsEndpointUnavailableError(
-      'a metrics endpoint needs @opentelemetry/sdk-metrics and @opentelemetry/exporter-prometheus: npm install them next to pg-settle',
+      'a metrics endpoint needs @opentelemetry/sdk-metrics and @opentelemetry/exporter-prometheus: npm install @opentelemetry/sdk-metrics@^2 @opentelemetry/exporter-prometheus@^0.223 next to pg-settle',
       { cause: error },
     );
   }

@@ -111,7 +111,7 @@ describeCitus('guarantees on a coordinator and two workers', () => {
     const op = newOperation('order-c');
     const ticket = await acquire(app, op);
     expect(await claim(app, { ...op, request: { amount: '999.00' } })).toMatchObject({ outcome: 'conflict', conflict_on: ['request'] });
-    expect(await claim(app, { ...op, binding_generation: 2 })).toMatchObject({ outcome: 'conflict', conflict_on: ['binding_generation'] });
+    expect(await claim(app, { ...op, binding_generation: 2 })).toMatchObject({ outcome: 'conflict', conflict_on: ['binding'] });
     const mismatched = await complete(app, { ...ticket, binding_generation: 2 }, RESULT);
     expect(mismatched).toMatchObject({ outcome: 'conflict', reason: 'lock_mismatch', result: null });
     expect(await mustGetOperation(admin, op.tenant as string, op.key as string)).toMatchObject({ status: 'conflict', result: null, settled_attempt: null });

@@ -90,7 +90,7 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
   it('migrate --json: the harness database is up to date', async () => {
     const run = await cli(['migrate', '--json']);
     expect(run.code).toBe(0);
-    expect(run.json).toEqual({ ok: true, command: 'migrate', throwaway: false, applied: [] });
+    expect(run.json).toEqual({ ok: true, command: 'migrate', throwaway: false, applied: [], ownerMembers: [] });
   });
 
   it('stats --json: per-tenant counts', async () => {

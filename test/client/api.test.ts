@@ -58,11 +58,12 @@ describe('claim()', () => {
   });
 
   it.each([
-    ['request', { request: { amount: '99' } }],
-    ['principal', { binding: { ...binding, principal: 'mallory' } }],
-    ['scopes', { binding: { ...binding, scopes: ['admin'] } }],
-    ['binding_generation', { binding: { ...binding, generation: 8n } }],
-  ] as const)('conflict on %s', async (field, change) => {
+    ['request', 'request', { request: { amount: '99' } }],
+    // Another binding learns only that it differs (issue 18 §9).
+    ['principal', 'binding', { binding: { ...binding, principal: 'mallory' } }],
+    ['scopes', 'binding', { binding: { ...binding, scopes: ['admin'] } }],
+    ['binding_generation', 'binding', { binding: { ...binding, generation: 8n } }],
+  ] as const)('conflict on %s', async (_part, field, change) => {
     const key = uniqueKey();
     acquired(await t.app.claim(input(key)));
     expect(await t.app.claim(input(key, change))).toEqual({ outcome: 'conflict', conflictOn: [field] });
@@ -141,7 +142,7 @@ describe('complete()', () => {
   it('conflict when the handle presents another binding; fenced invalid_token with a forged token', async () => {
     const handle = acquired(await t.app.claim(input(uniqueKey())));
     const other = { ...handle, binding: { ...handle.binding, generation: 99n } };
-    expect(await t.app.complete(other, 'x')).toEqual({ outcome: 'conflict', reason: 'lock_mismatch', conflictOn: ['binding_generation'] });
+    expect(await t.app.complete(other, 'x')).toEqual({ outcome: 'conflict', reason: 'lock_mismatch', conflictOn: ['binding'] });
     expect((await t.admin.inspect(handle))?.status).toBe('conflict');
     const forged = { ...handle, leaseToken: '00000000-0000-4000-8000-000000000000' };
     expect(await t.app.complete(forged, 'x')).toEqual({ outcome: 'fenced', reason: 'invalid_token' });
@@ -203,7 +204,7 @@ describe('get() and inspect()', () => {
     const handle = acquired(await t.app.claim(input(key)));
     expect(await t.app.get(input(key))).toMatchObject({ outcome: 'found', reason: null, status: 'running', attempt: 1, inFlight: true, result: null });
     const stranger = { ...input(key), binding: { ...input(key).binding, principal: 'mallory' } };
-    expect(await t.app.get(stranger)).toEqual({ outcome: 'conflict', conflictOn: ['principal'] });
+    expect(await t.app.get(stranger)).toEqual({ outcome: 'conflict', conflictOn: ['binding'] });
     await t.app.complete(handle, { ok: 1 });
     expect(await t.app.get(input(key))).toMatchObject({ outcome: 'found', status: 'completed', result: { ok: 1 }, settledAttempt: 1 });
   });

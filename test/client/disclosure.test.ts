@@ -44,7 +44,7 @@ describe('row parser: conflict and invalid_token disclose nothing', () => {
   });
 
   it('an observation conflict must say lock_mismatch and nothing else', () => {
-    const conflict = { ...observationNulls, outcome: 'conflict', reason: 'lock_mismatch', conflict_on: ['binding_generation'] };
+    const conflict = { ...observationNulls, outcome: 'conflict', reason: 'lock_mismatch', conflict_on: ['binding'] };
     expect(validateRow(observationRow, conflict, 'x')).toEqual(conflict);
     expect(refusal(observationRow, { ...conflict, result: 'the stored result' }).issues[0]?.path).toEqual(['result']);
     expect(refusal(observationRow, { ...conflict, status: 'completed', settled_attempt: 1 }).issues.map((i) => i.path)).toEqual([
@@ -89,7 +89,7 @@ describe('engine answers of conflict and invalid_token pass the stricter rows', 
     expect(await t.app.heartbeat(forged)).toEqual({ outcome: 'fenced', reason: 'invalid_token', status: null });
     expect(await t.app.complete(forged, 'x')).toEqual({ outcome: 'fenced', reason: 'invalid_token' });
     const otherBinding = { ...claimed.attempt, binding: { ...binding, generation: 8n } };
-    expect(await t.app.complete(otherBinding, 'x')).toEqual({ outcome: 'conflict', reason: 'lock_mismatch', conflictOn: ['binding_generation'] });
+    expect(await t.app.complete(otherBinding, 'x')).toEqual({ outcome: 'conflict', reason: 'lock_mismatch', conflictOn: ['binding'] });
   });
 
   it('the raw rows of a settled operation answered with conflict and invalid_token are all NULL but the contract columns', async () => {

@@ -4,10 +4,11 @@ import { describe, expect, it } from 'vitest';
 import { defaultMigrationsDir } from '../../src/db/migrations-dir.js';
 
 // The access verdict (tenant binding of the login role, then the revocation floor) is one
-// expression, settle_private._access (00012). settle.claim (00007) and the observations
-// (00009) write it out inside their first statement, which also reads the operation row:
+// expression, settle_private._access (00012). settle.claim (00007) writes it out inside its
+// first statement, which also reads the operation row, and the observations (00009) inside the
+// statement that reads the attempt after taking the row lock (issue 18 §2):
 // Citus refuses the inlinable SQL function that would have kept it in one place
-// (docs/performance.md). The three copies must stay the same expression.
+// (docs/performance.md). The copies must stay the same expression.
 
 const COPIES = [
   { file: '00012_access.sql', fn: '_access' },

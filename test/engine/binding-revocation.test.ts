@@ -154,8 +154,12 @@ describe('settle.revoke_binding', () => {
     await expireLease(superuser, lapsed.tenant ?? '', lapsed.key ?? '');
     await revoke(admin, lapsed, 2);
     expect(await claim(app, lapsed)).toMatchObject({ outcome: 'refused', reason: 'binding_revoked' });
-    expect(await mustGetOperation(superuser, lapsed.tenant ?? '', lapsed.key ?? '')).toMatchObject({ status: 'conflict', lease_token: null });
+    // Issue 18 §3: a claim presenting a revoked generation is answered from a plain read and
+    // converts nothing (anyone who knows the principal's name could present it).
+    expect(await mustGetOperation(superuser, lapsed.tenant ?? '', lapsed.key ?? '')).toMatchObject({ status: 'running' });
+    // The attempt's own token holder may wait on the row: it is fenced and the operation converted.
     expect((await complete(app, ticket, { paid: true })).outcome).toBe('fenced');
+    expect(await mustGetOperation(superuser, lapsed.tenant ?? '', lapsed.key ?? '')).toMatchObject({ status: 'conflict', lease_token: null });
   });
 
   it('only settle_admin revokes, with typed errors for bad arguments, and every revocation is in settle.admin_log', async () => {

@@ -70,7 +70,7 @@ describe('settle.claim outcomes', () => {
       const row = await claim(app, { ...op, ...change });
       expect(row).toEqual({
         outcome: 'conflict',
-        conflict_on: [part],
+        conflict_on: [part === 'request' ? 'request' : 'binding'],
         status: null,
         attempt: null,
         lease_token: null,
@@ -93,14 +93,16 @@ describe('settle.claim outcomes', () => {
     });
   }
 
-  it('conflict while in flight lists every differing part and never opens an attempt', async () => {
+  it('conflict while in flight discloses no part to another binding and never opens an attempt', async () => {
     const app = await db.app();
     const admin = await db.connect();
     const op = newOperation('conflict-all');
     await acquire(app, op);
     const row = await claim(app, { ...op, request: { other: true }, principal: 'p2', scopes: [], binding_generation: 7 });
     expect(row.outcome).toBe('conflict');
-    expect(row.conflict_on).toEqual(['request', 'principal', 'scopes', 'binding_generation']);
+    expect(row.conflict_on).toEqual(['binding']);
+    // The same binding learns that its request changed.
+    expect((await claim(app, { ...op, request: { other: true } })).conflict_on).toEqual(['request']);
     expect((await mustGetOperation(admin, op.tenant as string, op.key as string)).attempt).toBe(1);
   });
 
@@ -133,6 +135,6 @@ describe('settle.claim outcomes', () => {
     expect((await claim(app, op)).outcome).toBe('acquired');
     expect((await claim(app, { ...op, scopes: ['a', 'b'] })).outcome).toBe('in_progress');
     expect((await claim(app, { ...op, scopes: ['b', 'a', 'b', 'a'] })).outcome).toBe('in_progress');
-    expect((await claim(app, { ...op, scopes: ['a'] })).conflict_on).toEqual(['scopes']);
+    expect((await claim(app, { ...op, scopes: ['a'] })).conflict_on).toEqual(['binding']);
   });
 });

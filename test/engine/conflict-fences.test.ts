@@ -47,7 +47,7 @@ describe('a mismatched observation fences its attempt', () => {
       const ticket = await acquire(app, op);
       const stale: Ticket = { ...ticket, binding_generation: 2 };
       const answer = kind === 'fail' ? await fail(app, stale, { code: 'x' }, true) : await reportUnknown(app, stale);
-      expect(answer).toMatchObject({ outcome: 'conflict', conflict_on: ['binding_generation'] });
+      expect(answer).toMatchObject({ outcome: 'conflict', conflict_on: ['binding'] });
       const after = await mustGetOperation(admin, ticket.tenant, ticket.key);
       expect(after).toMatchObject({ status: 'pending', lease_token: null });
       expect(await complete(app, ticket, { receipt: 'late' })).toMatchObject({ outcome: 'fenced', reason: 'attempt_conflicted' });

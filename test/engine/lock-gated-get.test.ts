@@ -28,7 +28,7 @@ describe('settle.get is gated by the reservation lock', () => {
     expect(read).toEqual({
       outcome: 'conflict', reason: 'lock_mismatch', status: null, attempt: null, settled_attempt: null, result: null,
       result_text: null, error: null, dead_lettered: null, in_flight: null,
-      conflict_on: ['principal', 'binding_generation'], created_at: null,
+      conflict_on: ['binding'], created_at: null,
     });
     expect(JSON.stringify([claimed, read])).not.toContain(SECRET);
     // The old unrestricted read is gone for settle_app: the two-argument form does not exist,
@@ -53,9 +53,12 @@ describe('settle.get is gated by the reservation lock', () => {
     await complete(app, await acquire(app, op), { ok: true });
     const cases: [Partial<typeof op>, string[]][] = [
       [{ request: { amount: '99.00', currency: 'EUR', to: 'acct-42' } }, ['request']],
-      [{ principal: 'someone-else' }, ['principal']],
-      [{ scopes: ['payments:admin'] }, ['scopes']],
-      [{ binding_generation: 2 }, ['binding_generation']],
+      // Issue 18 §9: another binding learns only that it differs, never which part, nor
+      // whether the request matched too (no oracle for recovering a lock part by part).
+      [{ principal: 'someone-else' }, ['binding']],
+      [{ scopes: ['payments:admin'] }, ['binding']],
+      [{ binding_generation: 2 }, ['binding']],
+      [{ principal: 'someone-else', request: { amount: '99.00', currency: 'EUR', to: 'acct-42' } }, ['binding']],
     ];
     for (const [change, conflictOn] of cases) {
       const read = await get(app, { ...op, ...change });

@@ -50,6 +50,10 @@ describe('settle.metrics', () => {
       conflicts_recent: '0',
       refused_observations_recent: '0',
       recent_window_seconds: 300,
+      feed_consumers: '0',
+      feed_lag_events: '0',
+      feed_lag_seconds: 0,
+      feed_events_retained: '0',
     });
   });
 

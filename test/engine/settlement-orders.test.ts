@@ -84,7 +84,7 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
     const byRequest = await claim(one, { ...op, request: OTHER_REQUEST });
     const byGeneration = await claim(one, { ...op, binding_generation: 2 });
     expect(byRequest).toMatchObject({ outcome: 'conflict', conflict_on: ['request'], status: null, result: null, fingerprint: null });
-    expect(byGeneration).toMatchObject({ outcome: 'conflict', conflict_on: ['binding_generation'], status: null, result: null });
+    expect(byGeneration).toMatchObject({ outcome: 'conflict', conflict_on: ['binding'], status: null, result: null });
     expect(await storedAttempts(admin, ticket.tenant, ticket.key)).toHaveLength(1);
     expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'unknown', attempt: 1 });
   });
@@ -112,7 +112,7 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
       expect(late).toEqual({
         outcome: 'conflict',
         reason: 'lock_mismatch',
-        conflict_on: [part],
+        conflict_on: [part === 'request' ? 'request' : 'binding'],
         status: null,
         attempt: null,
         settled_attempt: null,
@@ -176,7 +176,7 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
 
     const byGeneration = await complete(one, { ...ticket, binding_generation: 9 }, { receipt: 'stale-binding' });
     const byRequest = await complete(one, { ...ticket, fingerprint: await fingerprintOf(admin, OTHER_REQUEST) }, { receipt: 'x' });
-    expect(byGeneration).toMatchObject({ outcome: 'conflict', conflict_on: ['binding_generation'], result: null, status: null });
+    expect(byGeneration).toMatchObject({ outcome: 'conflict', conflict_on: ['binding'], result: null, status: null });
     expect(byRequest).toMatchObject({ outcome: 'conflict', conflict_on: ['request'], result: null, status: null });
     const after = await mustGetOperation(admin, ticket.tenant, ticket.key);
     expect(after.row_text).toBe(before.row_text);

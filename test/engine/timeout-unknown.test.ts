@@ -67,10 +67,35 @@ describe('an attempt budget spent on timeouts stays unknown', () => {
     expect(await claim(app, op)).toMatchObject({ outcome: 'failed', dead_letter_reason: 'attempts_exhausted', error: { code: 'e2' } });
   });
 
-  it('a final failure is a committed failure even after an unknown attempt', async () => {
+  it('issue 18 §5: a final failure after an unknown attempt is recorded, the operation stays unknown until a matching success', async () => {
     const app = await db.app();
     const op = newOperation('final-after-unknown', { max_attempts: 3 });
-    await reportUnknown(app, await acquire(app, op));
+    const first = await acquire(app, op);
+    await reportUnknown(app, first);
+    expect(await fail(app, await acquire(app, op), { code: 'card_closed' }, false)).toMatchObject({
+      outcome: 'recorded', reason: 'needs_reconciliation', status: 'unknown', dead_lettered: true, dead_letter_reason: 'needs_reconciliation',
+    });
+    // Claims and reads never say `failed`: the caller must not issue the effect again.
+    expect(await claim(app, op)).toMatchObject({ outcome: 'unknown', dead_lettered: true, dead_letter_reason: 'needs_reconciliation' });
+    // The first attempt did charge: its success is the truth.
+    expect(await complete(app, first, { charge: 'ch_1' })).toMatchObject({ outcome: 'settled', status: 'completed' });
+    expect(await claim(app, op)).toMatchObject({ outcome: 'replay', result: { charge: 'ch_1' } });
+  });
+
+  it('issue 18 §5: a final failure after a lapsed attempt (a crashed worker may have charged) is not `failed`', async () => {
+    const [app, admin] = await Promise.all([db.app(), db.connect()]);
+    const op = newOperation('final-after-lapse', { max_attempts: 3 });
+    const first = await acquire(app, op);
+    await expireLease(admin, first.tenant, first.key);
+    expect(await fail(app, await acquire(app, op), { code: 'card_closed' }, false)).toMatchObject({
+      outcome: 'recorded', reason: 'needs_reconciliation', status: 'unknown', dead_letter_reason: 'needs_reconciliation',
+    });
+  });
+
+  it('a final failure when every earlier attempt recorded a failure is a committed failure', async () => {
+    const app = await db.app();
+    const op = newOperation('final-after-failures', { max_attempts: 3 });
+    await fail(app, await acquire(app, op), { code: 'timeout_before_send' }, true);
     expect(await fail(app, await acquire(app, op), { code: 'card_closed' }, false)).toMatchObject({
       outcome: 'settled', reason: 'final_failure', status: 'failed', dead_lettered: false, dead_letter_reason: null,
     });

@@ -47,6 +47,8 @@ export interface AppConfig {
   readonly charge?: (downstreamKey: string) => Promise<void>;
   /** handlerTimeoutMs of /slow (held like /orders). */
   readonly slowTimeoutMs?: number;
+  /** Errors after a complete response (/throws-after, /rejects-after) are handed here. */
+  readonly onErrorAfterResponse?: (error: unknown) => void;
 }
 
 const binding = (headers: Record<string, string | string[] | undefined>): IdempotencyBinding => ({
@@ -84,6 +86,8 @@ const streamChunks = (chunks: number, size: number): Buffer[] =>
 
 const ledgerInsert = (account: string) => sql.type(z.object({ id: z.bigint() }))`
   insert into http_ledger (account, amount) values (${account}, 100) returning id`;
+const ledgerCount = (account: string) => sql.type(z.object({ count: z.number() }))`
+  select count(*)::int as count from http_ledger where account = ${account}`;
 
 export async function startApp(framework: Framework, config: AppConfig): Promise<TestApp> {
   return framework === 'express' ? startExpress(config) : startFastify(config);
@@ -97,6 +101,7 @@ async function startExpress(config: AppConfig): Promise<TestApp> {
     binding: (req) => binding(req.headers),
     ...(config.maxBodyBytes === undefined ? {} : { maxBodyBytes: config.maxBodyBytes }),
     ...(config.waitForMs === undefined ? {} : { waitForMs: config.waitForMs }),
+    ...(config.onErrorAfterResponse === undefined ? {} : { onErrorAfterResponse: config.onErrorAfterResponse }),
   });
   app.use(express.json());
   app.use(express.text());
@@ -166,6 +171,44 @@ async function startExpress(config: AppConfig): Promise<TestApp> {
     if (config.chargeBlocks === true) await new Promise(() => {});
     res.status(201).json({ charged: n, attempt: req.idempotency?.attempt });
   });
+  // Code after the response throws (an audit or metrics call): synchronously, or later.
+  app.post('/throws-after', idem(), (_req, res) => {
+    res.status(201).json({ thrown: count(hooks, 'throws-after') });
+    throw new Error('audit failed after the response');
+  });
+  app.post('/rejects-after', idem(), async (_req, res) => {
+    const n = count(hooks, 'rejects-after');
+    res.status(201).json({ rejected: n });
+    const hold = hooks.take();
+    if (hold !== undefined) {
+      hold.entered(n);
+      await hold.released;
+    }
+    throw new Error('metrics failed after the response');
+  });
+  // The same resource route, mounted on a route and, under /v2, by router.use() (the concrete
+  // path and query string are fingerprinted either way).
+  const payouts = (req: express.Request, res: express.Response): void => {
+    res.status(201).json({ payout: count(hooks, 'payouts'), account: req.params.id, currency: req.query.currency ?? null });
+  };
+  app.post('/accounts/:id/payouts', idem(), payouts);
+  const v2 = express.Router();
+  v2.use(idem());
+  v2.post('/accounts/:id/payouts', payouts);
+  app.use('/v2', v2);
+  app.post('/narrow/accounts/:id/payouts', idem({ fingerprintTarget: 'route' }), payouts);
+  // Transaction mode, a handler that also reads through the client's own pool.
+  app.post('/ledger-pool', idem({ settlement: 'transaction' }), async (req, res) => {
+    const tx = req.idempotency!.transaction!;
+    const account = String((req.body as { account: string }).account);
+    const id = await tx.oneFirst(ledgerInsert(account));
+    const committed = await (await config.settle.getPool()).oneFirst(ledgerCount(account));
+    res.status(201).json({ entry: id.toString(), committedBefore: committed });
+  });
+  // An error handler that answers JSON, as most apps have one.
+  app.use((error: Error & { status?: number }, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+    res.status(error.status ?? 500).json({ error: error.message });
+  });
   const server: Server = await new Promise((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
   });
@@ -189,6 +232,7 @@ async function startFastify(config: AppConfig): Promise<TestApp> {
     binding: (req) => binding(req.headers),
     ...(config.maxBodyBytes === undefined ? {} : { maxBodyBytes: config.maxBodyBytes }),
     ...(config.waitForMs === undefined ? {} : { waitForMs: config.waitForMs }),
+    ...(config.onErrorAfterResponse === undefined ? {} : { onErrorAfterResponse: config.onErrorAfterResponse }),
   });
   const orders = async (req: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply) => {
     const n = count(hooks, 'orders');
@@ -260,6 +304,42 @@ async function startFastify(config: AppConfig): Promise<TestApp> {
     if (config.chargeBlocks === true) await new Promise(() => {});
     reply.code(201);
     return { charged: n, attempt: req.idempotency?.attempt };
+  });
+  // Code after the response throws (an audit or metrics call): synchronously, or later.
+  app.post('/throws-after', (_req, reply) => {
+    reply.code(201).send({ thrown: count(hooks, 'throws-after') });
+    throw new Error('audit failed after the response');
+  });
+  app.post('/rejects-after', async (_req, reply) => {
+    const n = count(hooks, 'rejects-after');
+    reply.code(201).send({ rejected: n });
+    const hold = hooks.take();
+    if (hold !== undefined) {
+      hold.entered(n);
+      await hold.released;
+    }
+    throw new Error('metrics failed after the response');
+  });
+  // The same resource route at the root and in a plugin under the /v2 prefix.
+  const payouts = async (req: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply) => {
+    reply.code(201);
+    return { payout: count(hooks, 'payouts'), account: (req.params as { id: string }).id, currency: (req.query as { currency?: string }).currency ?? null };
+  };
+  app.post('/accounts/:id/payouts', payouts);
+  await app.register(
+    async (v2) => {
+      v2.post('/accounts/:id/payouts', payouts);
+    },
+    { prefix: '/v2' },
+  );
+  app.post('/narrow/accounts/:id/payouts', { config: { idempotency: { fingerprintTarget: 'route' } } }, payouts);
+  app.post('/ledger-pool', { config: { idempotency: { settlement: 'transaction' } } }, async (req, reply) => {
+    const tx = req.idempotency!.transaction!;
+    const account = String((req.body as { account: string }).account);
+    const id = await tx.oneFirst(ledgerInsert(account));
+    const committed = await (await config.settle.getPool()).oneFirst(ledgerCount(account));
+    reply.code(201);
+    return { entry: id.toString(), committedBefore: committed };
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const { port } = app.server.address() as AddressInfo;

@@ -40,7 +40,7 @@ describe('parseIdempotencyKey', () => {
 });
 
 describe('fingerprint', () => {
-  const view = (body: unknown): RequestView => ({ method: 'POST', route: '/orders', headers: { 'x-a': '1' }, body, hasBody: true });
+  const view = (body: unknown): RequestView => ({ method: 'POST', url: '/orders', route: '/orders', headers: { 'x-a': '1' }, body, hasBody: true });
 
   it('does not depend on the order of JSON object keys, and does depend on every value', () => {
     const json = fc.jsonValue({ maxDepth: 3 });
@@ -62,10 +62,21 @@ describe('fingerprint', () => {
     expect(defaultFingerprint(view({ a: 1 }), [])).not.toEqual(defaultFingerprint(view({ a: 2 }), []));
   });
 
-  it('covers method, route, raw bytes and the selected headers', () => {
+  it('covers the concrete path and query string by default; fingerprintTarget narrows it to the path or the route pattern', () => {
+    const at = (url: string): RequestView => ({ ...view({ amount: 1 }), url, route: '/accounts/:id/payouts' });
+    const a = at('/accounts/acct_A/payouts?currency=EUR');
+    for (const other of ['/accounts/acct_B/payouts?currency=EUR', '/accounts/acct_A/payouts?currency=USD', '/accounts/acct_A/payouts']) {
+      expect(defaultFingerprint(at(other), []), other).not.toEqual(defaultFingerprint(a, []));
+    }
+    expect(defaultFingerprint(at('/accounts/acct_A/payouts?currency=USD'), [], 'path')).toEqual(defaultFingerprint(a, [], 'path'));
+    expect(defaultFingerprint(at('/accounts/acct_B/payouts'), [], 'path')).not.toEqual(defaultFingerprint(a, [], 'path'));
+    expect(defaultFingerprint(at('/accounts/acct_B/payouts?currency=USD'), [], 'route')).toEqual(defaultFingerprint(a, [], 'route'));
+  });
+
+  it('covers method, target, raw bytes and the selected headers', () => {
     const base = defaultFingerprint(view(Buffer.from('abc')), ['x-a']);
     expect(defaultFingerprint({ ...view(Buffer.from('abc')), method: 'PATCH' }, ['x-a'])).not.toEqual(base);
-    expect(defaultFingerprint({ ...view(Buffer.from('abc')), route: '/other' }, ['x-a'])).not.toEqual(base);
+    expect(defaultFingerprint({ ...view(Buffer.from('abc')), url: '/other' }, ['x-a'])).not.toEqual(base);
     expect(defaultFingerprint(view(Buffer.from('abd')), ['x-a'])).not.toEqual(base);
     expect(defaultFingerprint({ ...view(Buffer.from('abc')), headers: { 'x-a': '2' } }, ['x-a'])).not.toEqual(base);
     expect(defaultFingerprint({ ...view(Buffer.from('abc')), headers: { 'x-a': '2' } }, [])).toEqual(defaultFingerprint(view(Buffer.from('abc')), []));

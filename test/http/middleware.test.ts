@@ -201,7 +201,7 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     expect(first.status).toBe(504);
     const retry = await send(`${app.url}/gateway`, { key, json: {} });
     expect(retry.status).toBe(500);
-    expect(retry.json()).toMatchObject({ type: 'urn:pg-settle:problem:outcome-unknown', attempt: 2 });
+    expect(retry.json()).toMatchObject({ type: 'urn:pg-settle:problem:outcome-unknown', deadLettered: false });
     expect(app.hooks.calls.gateway).toBe(1);
     expect((await ctx.admin.inspect({ tenant: 'acme', key }))?.status).toBe('unknown');
   });

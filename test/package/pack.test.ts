@@ -17,7 +17,7 @@ let files: string[];
 
 beforeAll(async () => {
   packDir = await mkdtemp(path.join(os.tmpdir(), 'pg-settle-pack-'));
-  for (const entry of ['package.json', 'README.md', 'CHANGELOG.md', 'bin', 'sql']) {
+  for (const entry of ['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE', 'bin', 'sql', 'docs']) {
     await cp(path.join(ROOT, entry), path.join(packDir, entry), { recursive: true });
   }
   const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -33,7 +33,7 @@ afterAll(async () => {
 
 describe('npm pack --dry-run', () => {
   it('lists the product: client, CLI, migrate, SQL, testing helpers', () => {
-    for (const expected of ['bin/pg-settle.js', 'dist/src/index.js', 'dist/src/testing/index.js', 'dist/src/cli/main.js', 'dist/src/db/migrate.js', 'package.json']) {
+    for (const expected of ['bin/pg-settle.js', 'dist/src/index.js', 'dist/src/testing/index.js', 'dist/src/cli/main.js', 'dist/src/db/migrate.js', 'package.json', 'LICENSE', 'docs/client.md']) {
       expect(files).toContain(expected);
     }
     expect(files.some((f) => f.startsWith('sql/migrations/'))).toBe(true);

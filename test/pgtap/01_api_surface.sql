@@ -14,8 +14,9 @@ select plan(46);
 -- The functions, with their argument types (call them with named arguments).
 select functions_are('settle', array[
   'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'get', 'inspect', 'fingerprint', 'status_rank',
-  'expire_leases', 'redrive', 'purge', 'set_purge_min_retention', 'grant_tenant', 'revoke_tenant', 'revoke_binding'
-], 'schema settle has exactly the sixteen API functions');
+  'expire_leases', 'redrive', 'purge', 'set_purge_min_retention', 'grant_tenant', 'revoke_tenant', 'revoke_binding',
+  'register_consumer', 'drop_consumer', 'read_feed', 'ack_feed', 'await_feed', 'reset_consumer', 'trim_feed'
+], 'schema settle has exactly the twenty-three API functions');
 
 select has_function('settle', 'claim',
   array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer'],
@@ -103,8 +104,9 @@ select function_privs_are('settle', 'purge', array['interval', 'integer'],
   'settle_app', array[]::text[], 'settle_app cannot execute settle.purge');
 
 -- The read-only views (granted to settle_readonly and settle_admin, not to settle_app).
-select views_are('settle', array['operations', 'attempts', 'audit_log', 'dead_letters', 'settlements', 'stats', 'admin_log', 'metrics'],
-  'schema settle has exactly the eight views');
+select views_are('settle', array['operations', 'attempts', 'audit_log', 'dead_letters', 'settlements', 'stats', 'admin_log', 'metrics',
+  'feed_consumers'],
+  'schema settle has exactly the nine views');
 select has_view('settle', 'operations', 'view settle.operations: the canonical record of each operation');
 select has_view('settle', 'attempts', 'view settle.attempts: every attempt epoch and its settlement');
 select has_view('settle', 'audit_log', 'view settle.audit_log: the append-only audit trail');

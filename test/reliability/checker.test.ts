@@ -195,7 +195,7 @@ describe('the history checker', () => {
   });
 
   it('catches a call presenting the reserved lock answered conflict', () => {
-    const conflict = plantAnswer(firstOp('complete', 'c', 'duplicate'), () => ({ outcome: 'conflict', reason: null, conflictOn: ['scopes'] }));
+    const conflict = plantAnswer(firstOp('complete', 'c', 'duplicate'), () => ({ outcome: 'conflict', reason: null, conflictOn: ['binding'] }));
     expectCaughtAlone(check(conflict, state), 'spurious-conflict');
   });
 });

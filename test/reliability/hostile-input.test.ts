@@ -221,7 +221,7 @@ describe('a different binding than the reservation', () => {
     const rows = await appQuery<Record<string, unknown>>(CLAIM, claimArgs({ key: 'seed', request: JSON.stringify({ secret: SECRET_REQUEST }), generation: 2 }));
     hostileCalls++;
     expect(rows[0]).toMatchObject({
-      outcome: 'conflict', conflict_on: ['binding_generation'], status: null, result: null, fingerprint: null,
+      outcome: 'conflict', conflict_on: ['binding'], status: null, result: null, fingerprint: null,
       error: null, lease_token: null, attempt: null, settled_attempt: null,
     });
     const after: StoredCounts = await storedCounts(admin);
@@ -238,8 +238,8 @@ describe('a different binding than the reservation', () => {
     const doneRows = await appQuery<Record<string, unknown>>(COMPLETE, [TENANT, 'open', open.attempt, open.lease_token,
       open.fingerprint, BINDING.principal, BINDING.scopes, 2, '{"paid":true}']);
     hostileCalls += 2;
-    expect(failRows[0]).toMatchObject({ outcome: 'conflict', conflict_on: ['binding_generation'], status: null, result: null });
-    expect(doneRows[0]).toMatchObject({ outcome: 'conflict', conflict_on: ['binding_generation'], status: null, result: null });
+    expect(failRows[0]).toMatchObject({ outcome: 'conflict', conflict_on: ['binding'], status: null, result: null });
+    expect(doneRows[0]).toMatchObject({ outcome: 'conflict', conflict_on: ['binding'], status: null, result: null });
     const { rows } = await admin.query(`select status::text, result, settled_attempt from settle_private.operations where tenant = $1 and key = 'open'`, [TENANT]);
     // Order C of the protocol: flagged conflict, never completed, no result stored.
     expect(rows).toEqual([{ status: 'conflict', result: null, settled_attempt: null }]);

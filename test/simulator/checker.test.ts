@@ -176,7 +176,7 @@ describe('checkHistory', () => {
           outcome: 'conflict',
           submission: 'binding-bump',
           fault: 'binding-bump',
-          answer: { outcome: 'conflict', conflictOn: ['binding_generation'], status: 'completed', result: RESULT },
+          answer: { outcome: 'conflict', conflictOn: ['binding'], status: 'completed', result: RESULT },
         }),
       ],
     };

@@ -1,7 +1,7 @@
 import { configFromFlags, DEFAULT_CONFIG, FAULTS, SIMULATOR_FLAGS } from '../../simulator/config.js';
 import { formatReport } from '../../simulator/report.js';
 import { runSimulation } from '../../simulator/run.js';
-import { startMetricsEndpoint } from '../../simulator/prometheus.js';
+import { MetricsEndpointUnavailableError, startMetricsEndpoint } from '../../simulator/prometheus.js';
 import { intFlag, stringFlag, type Command, type CommandInput } from '../command.js';
 import { openDatabase } from '../database.js';
 import { EXIT } from '../exit-codes.js';
@@ -52,7 +52,6 @@ docs/simulator.md). Exit code 0 when every invariant holds, 1 when one fails.
 ${faultHelp}
   --unsafe-downstream               the payout ledger forgets idempotency (default: off): the checker catches double pay
   --skip-baseline                   do not also run the naive last-write-wins baseline (default: off, it runs)
-  --skip-baseline                   do not also run the naive last-write-wins baseline (default: off, it runs)
   --metrics-port N                  serve the client's metrics at http://127.0.0.1:N/metrics while it runs
                                     (0-65535, 0: a free port, printed on stderr; default: off; docs/observability.md)
 
@@ -74,9 +73,15 @@ Common flags:
   async run(input) {
     const config = configFromFlags(input.values);
     const metricsPort = input.values['metrics-port'] === undefined ? null : intFlag(input, 'metrics-port', 0, 0, 65_535);
-    const db = await openDatabase(simulationDatabaseUrl(input), { migrateAlways: true, provision: true, ignoreEnvironment: true });
-    const metrics = metricsPort === null ? null : await startMetricsEndpoint({ port: metricsPort }).catch(async (error: unknown) => {
-      await db.close();
+    const databaseUrl = simulationDatabaseUrl(input);
+    // The endpoint first: without the OpenTelemetry SDK (an app's install) it fails at once, as a
+    // usage error (exit 2), before a server is started; exit 1 is kept for invariant failures.
+    const metrics = metricsPort === null ? null : await startMetricsEndpoint({ port: metricsPort }).catch((error: unknown) => {
+      if (error instanceof MetricsEndpointUnavailableError) throw new UsageError(error.message, { cause: error });
+      throw error;
+    });
+    const db = await openDatabase(databaseUrl, { migrateAlways: true, provision: true, ignoreEnvironment: true }).catch(async (error: unknown) => {
+      await metrics?.stop();
       throw error;
     });
     if (metrics !== null) process.stderr.write(`pg-settle: serving metrics at ${metrics.url}\n`);

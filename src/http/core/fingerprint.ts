@@ -6,7 +6,9 @@ import type { Json } from '../../client/types.js';
 export interface RequestView {
   /** Upper-case method. */
   readonly method: string;
-  /** The route pattern (`/orders/:id`), not the concrete path, when the framework knows it. */
+  /** The request target as the client sent it: concrete path and query string (`/orders/7?x=1`). */
+  readonly url: string;
+  /** The route pattern (`/orders/:id`) when the framework knows it, else the concrete path. */
   readonly route: string;
   readonly headers: IncomingHttpHeaders;
   /** The parsed body (object for JSON, Buffer for raw parsers, string for text), or undefined. */
@@ -41,14 +43,31 @@ export function bodyDigest(view: RequestView): string {
 }
 
 /**
- * The default request description handed to claim(): method, route pattern, body digest and the
- * selected request headers (lower-cased names, values as sent). The engine fingerprints it.
+ * What the fingerprint covers of the request target: `url` (default) the concrete path and query
+ * string as sent; `path` the concrete path only; `route` the route pattern only.
  */
-export function defaultFingerprint(view: RequestView, headerNames: readonly string[]): Json {
+export type FingerprintTarget = 'url' | 'path' | 'route';
+
+/** The part of the target the fingerprint covers (paths and queries byte for byte as sent). */
+export function targetOf(view: RequestView, target: FingerprintTarget): string {
+  if (target === 'route') return view.route;
+  if (target === 'path') {
+    const q = view.url.indexOf('?');
+    return q === -1 ? view.url : view.url.slice(0, q);
+  }
+  return view.url;
+}
+
+/**
+ * The default request description handed to claim(): method, request target (by default the
+ * concrete path and query string), body digest and the selected request headers (lower-cased
+ * names, values as sent). The engine fingerprints it.
+ */
+export function defaultFingerprint(view: RequestView, headerNames: readonly string[], target: FingerprintTarget = 'url'): Json {
   const headers: Record<string, string> = {};
   for (const name of headerNames) {
     const value = view.headers[name.toLowerCase()];
     if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : value;
   }
-  return { v: 1, method: view.method, route: view.route, body: bodyDigest(view), headers };
+  return { v: 2, method: view.method, [target]: targetOf(view, target), body: bodyDigest(view), headers };
 }

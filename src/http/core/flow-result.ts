@@ -1,8 +1,11 @@
 import {
   SettleCommitUnconfirmedError,
   SettleConnectionError,
+  SettleDatabaseError,
   SettleInputError,
+  SettleNotMigratedError,
   SettleTimeoutError,
+  TenantNotGrantedError,
 } from '../../client/errors.js';
 import type { ClaimOutcome, ConflictField } from '../../client/types.js';
 import { replayAnswer, retryAfterSeconds } from './answers.js';
@@ -47,10 +50,28 @@ export function storeError(error: unknown, o: Resolved<never>): FlowResult {
   if (isAmbiguous(error)) {
     return answer(problem('settlement-unavailable', o.problemTypeBase, 'the idempotency store did not answer; nothing was executed', {}, { 'retry-after': '1' }));
   }
-  if (error instanceof SettleInputError) {
-    return answer(problem('idempotency-misconfigured', o.problemTypeBase, `the key, binding or request was refused: ${error.message}`));
-  }
+  const misconfigured = misconfiguration(error);
+  if (misconfigured !== null) return answer(problem('idempotency-misconfigured', o.problemTypeBase, misconfigured));
   throw error;
+}
+
+/**
+ * Errors that say the server is set up wrong, not that the request is: the login role is not
+ * granted the binding's tenant (SE013), lacks settle_app (42501), the database is not migrated,
+ * or the engine refused the key, binding or request the middleware built. 500 without
+ * Retry-After: retrying cannot help until an operator fixes the deployment (docs/http.md).
+ * Nothing is disclosed beyond the class of the problem: the SQLSTATE, not the message.
+ */
+function misconfiguration(error: unknown): string | null {
+  if (error instanceof TenantNotGrantedError) {
+    return "the server's database login is not granted this tenant (SE013, settle.grant_tenant); nothing was executed";
+  }
+  if (error instanceof SettleNotMigratedError) return 'the idempotency store is not migrated; nothing was executed';
+  if (error instanceof SettleDatabaseError && error.sqlstate === '42501') {
+    return "the server's database login may not call the idempotency store (42501: grant settle_app); nothing was executed";
+  }
+  if (error instanceof SettleInputError) return `the key, binding or request was refused (${error.code}); nothing was executed`;
+  return null;
 }
 
 /** The answer to a claim (or run) outcome that did not run the handler here. */
@@ -66,7 +87,7 @@ export function notAcquired(
       return answer(replayAnswer(claimed.result, o));
     case 'conflict':
       return claimed.conflictOn.includes('request')
-        ? answer(problem('idempotency-key-reused', o.problemTypeBase, 'this key was first used with a different request (method, route, body or fingerprinted headers)'))
+        ? answer(problem('idempotency-key-reused', o.problemTypeBase, 'this key was first used with a different request (method, path, query string, body or fingerprinted headers)'))
         : answer(problem('idempotency-key-bound', o.problemTypeBase, 'this key is reserved for another caller or authorization; use a new key'));
     case 'refused':
       return answer(problem('idempotency-key-bound', o.problemTypeBase, 'the authorization generation presented was revoked; re-authenticate and read the operation before issuing it again'));
@@ -83,11 +104,20 @@ export function notAcquired(
         }),
       );
     case 'unknown':
-      return answer(
-        problem('operation-needs-reconciliation', o.problemTypeBase,
-          'the attempts for this key ran out and one may have taken effect; nothing runs again until an operator reconciles it', {
-            deadLettered: true,
-          }),
-      );
+      return outcomeUnknown(o, true);
   }
+}
+
+/**
+ * An earlier attempt may have taken effect and this route does not run the handler again: the
+ * same answer for every retry (Stripe replays an in-doubt request's 500 to every retry with the
+ * key), 500 without Retry-After, since retrying the key cannot change it; `deadLettered` says
+ * whether the key is already in the operators' queue (needs_reconciliation).
+ */
+export function outcomeUnknown(o: Resolved<never>, deadLettered: boolean): FlowResult {
+  return answer(
+    problem('outcome-unknown', o.problemTypeBase, 'an earlier request with this key may have taken effect and its outcome is unknown; it is not run again until it is reconciled', {
+      deadLettered,
+    }),
+  );
 }

@@ -1,7 +1,7 @@
 import type { SettleClient } from '../../client/client.js';
 import type { Isolation } from '../../client/transaction.js';
 import type { Json } from '../../client/types.js';
-import type { RequestView } from './fingerprint.js';
+import type { FingerprintTarget, RequestView } from './fingerprint.js';
 import { DEFAULT_PROBLEM_TYPE_BASE } from './problem.js';
 import { DEFAULT_REPLAY_HEADERS } from './stored-response.js';
 
@@ -42,7 +42,15 @@ export interface RouteOptions<Req> {
   readonly maxKeyLength?: number;
   /** Request headers that are part of the fingerprint (default none). */
   readonly fingerprintHeaders?: readonly string[];
-  /** Replace the request description that is fingerprinted (default: method, route, body digest, headers). */
+  /**
+   * Which part of the request target the fingerprint covers (default `url`: the concrete path and
+   * the query string as sent, so a key reused against another resource is refused with 422).
+   * `path` drops the query string; `route` keeps only the route pattern (`/accounts/:id/payouts`):
+   * the same key and body then replay one account's response to a request for another account.
+   * Narrow it only when the path or query carries nothing that selects the resource.
+   */
+  readonly fingerprintTarget?: FingerprintTarget;
+  /** Replace the request description that is fingerprinted (default: method, target, body digest, headers). */
   readonly fingerprint?: (view: RequestView, req: Req) => Json;
   /** Response headers replayed besides content-type, location and etag (set-cookie never is). */
   readonly replayHeaders?: readonly string[];
@@ -75,6 +83,13 @@ export interface RouteOptions<Req> {
   readonly isolation?: Isolation;
   /** Prefix of the problem `type` URIs (default `urn:pg-settle:problem:`). */
   readonly problemTypeBase?: string;
+  /**
+   * Called when the handler fails (throws, rejects, or an error handler tries to answer) after its
+   * response was complete: that response is the one sent and stored; this is never sent. Default:
+   * logged (Express: console.error; Fastify: request.log.error). Counted either way
+   * (`pg_settle.http.errors_after_response`).
+   */
+  readonly onErrorAfterResponse?: (error: unknown, req: Req) => void;
 }
 
 export interface IdempotencyOptions<Req> extends RouteOptions<Req> {
@@ -100,6 +115,7 @@ export interface Resolved<Req> {
   readonly strict: boolean;
   readonly maxKeyLength: number;
   readonly fingerprintHeaders: readonly string[];
+  readonly fingerprintTarget: FingerprintTarget;
   readonly fingerprint: ((view: RequestView, req: Req) => Json) | undefined;
   readonly replayHeaders: ReadonlySet<string>;
   readonly replayedHeader: string | null;
@@ -114,6 +130,7 @@ export interface Resolved<Req> {
   readonly settlement: 'lease' | 'transaction';
   readonly isolation: Isolation | undefined;
   readonly problemTypeBase: string;
+  readonly onErrorAfterResponse: ((error: unknown, req: Req) => void) | undefined;
 }
 
 /** The binding used without a resolver: one shared keyspace (documented loudly in docs/http.md). */
@@ -145,6 +162,7 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>, route: Rou
     strict: o.strict ?? false,
     maxKeyLength: o.maxKeyLength ?? 255,
     fingerprintHeaders: o.fingerprintHeaders ?? [],
+    fingerprintTarget: fingerprintTargetOf(o.fingerprintTarget),
     fingerprint: o.fingerprint,
     replayHeaders: new Set([...DEFAULT_REPLAY_HEADERS, ...(o.replayHeaders ?? []).map((h) => h.toLowerCase())]),
     replayedHeader: o.replayedHeader === undefined ? 'Idempotent-Replayed' : o.replayedHeader,
@@ -159,5 +177,14 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>, route: Rou
     settlement: o.settlement ?? 'lease',
     isolation: o.isolation,
     problemTypeBase: o.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE,
+    onErrorAfterResponse: o.onErrorAfterResponse,
   };
+}
+
+const FINGERPRINT_TARGETS: readonly FingerprintTarget[] = ['url', 'path', 'route'];
+
+function fingerprintTargetOf(value: FingerprintTarget | undefined): FingerprintTarget {
+  if (value === undefined) return 'url';
+  if (!FINGERPRINT_TARGETS.includes(value)) throw new RangeError(`fingerprintTarget must be one of ${FINGERPRINT_TARGETS.join(', ')}`);
+  return value;
 }

@@ -240,30 +240,38 @@ export function checkRevocations(h: KeyHistory, revocations: readonly CompletedO
 }
 
 /**
- * Timeout means unknown (issue 8 section 1): `failed` is a committed failure only. An answer
- * saying failed (a claim outcome, or the status after an observation) with current attempt N is
- * judged against attempts 1..N of the final state (attempt observations are immutable once
- * terminal): one of them recorded a final failure, or all of them recorded a failure. The final
- * state is judged against all its attempts.
+ * Timeout means unknown (issue 8 section 1, issue 18 §4-5): `failed` is a committed failure
+ * only, answered while no attempt may have taken effect. An answer saying failed (a claim
+ * outcome, or the status after an observation) with current attempt N is judged against
+ * attempts 1..N of the final state (attempt observations are immutable once terminal): every one
+ * of them recorded a failure — a final failure after an attempt that reported unknown, lapsed or
+ * conflicted does not make it failed — and no earlier answer showed the status unknown or
+ * conflict (the lattice never goes back below them). The final state is judged the same way.
  */
 export function checkTimeoutStaysUnknown(h: KeyHistory, attempts: readonly AttemptRow[], log: ViolationLog): void {
   const committedUpTo = (n: number): boolean => {
     const upTo = attempts.filter((a) => a.attempt <= n);
-    return upTo.some((a) => a.observation === 'failed' && a.retryable === false)
-      || (upTo.length > 0 && upTo.every((a) => a.observation === 'failed'));
+    return upTo.length > 0 && upTo.every((a) => a.observation === 'failed');
   };
   const open = (n: number): string => attempts.filter((a) => a.attempt <= n && a.observation !== 'failed').map((a) => a.attempt).join(', ');
-  for (const op of h.ops) {
+  // The first answer that showed unknown or conflict: a call invoked after it returned is
+  // ordered after it, and the status can no longer be failed.
+  let possibleEffect: { id: number; completedAt: number } | undefined;
+  for (const op of [...h.ops].sort((x, y) => x.completedAt - y.completedAt)) {
     const a = op.answer;
     if (op.type !== 'ok' || a === undefined) continue;
     const saysFailed = (op.op === 'claim' && a.outcome === 'failed') || (OBSERVATIONS.has(op.op) && a.status === 'failed');
-    if (!saysFailed || typeof a.attempt !== 'number') continue;
-    if (!committedUpTo(a.attempt)) {
-      log.add('timeout-stays-unknown', h.ref, `${op.op} answered failed at attempt ${a.attempt}, but attempts ${open(a.attempt)} may have taken effect and none recorded a final failure`, [op.id]);
+    if (saysFailed && typeof a.attempt === 'number') {
+      if (!committedUpTo(a.attempt)) {
+        log.add('timeout-stays-unknown', h.ref, `${op.op} answered failed at attempt ${a.attempt}, but attempts ${open(a.attempt)} may have taken effect`, [op.id]);
+      } else if (possibleEffect !== undefined && op.invokedAt > possibleEffect.completedAt) {
+        log.add('timeout-stays-unknown', h.ref, `${op.op} answered failed after #${possibleEffect.id} showed the status unknown or conflict`, [possibleEffect.id, op.id]);
+      }
     }
+    if (a.status === 'unknown' || a.status === 'conflict') possibleEffect ??= { id: op.id, completedAt: op.completedAt };
   }
   const record = h.record;
   if (record?.status === 'failed' && !committedUpTo(record.attempt)) {
-    log.add('timeout-stays-unknown', h.ref, `final status failed, but attempts ${open(record.attempt)} may have taken effect and none recorded a final failure`);
+    log.add('timeout-stays-unknown', h.ref, `final status failed, but attempts ${open(record.attempt)} may have taken effect`);
   }
 }
