@@ -207,10 +207,20 @@ const stay = (w: World) => (): World => w;
 /** §3 Locked reservation, R1 (lease from decision time), R2 (floor judged at decision). */
 function claim(w: World, c: Extract<Call, { kind: 'claim' }>, win: Window): Branch[] {
   const tenant = tenantOf(c.id);
-  if (c.lock.generation < floorOf(w, tenant, c.lock.principal)) {
-    return [{ expect: { outcome: 'refused', reason: 'binding_revoked', ...nothingDisclosed }, next: stay(w) }];
-  }
   const op = w.ops[c.id];
+  if (c.lock.generation < floorOf(w, tenant, c.lock.principal)) {
+    const refused = { outcome: 'refused', reason: 'binding_revoked', ...nothingDisclosed } as const;
+    if (op !== undefined) return [{ expect: refused, next: stay(w) }];
+    // A claim that waited behind another session's first claim of the key, which then rolled
+    // back, inserts the reservation itself; refused after the wait, it leaves that reservation
+    // converted (§13: conflict, attempt 1 ended before anything ran) — or nothing at all.
+    const leftover: Operation = {
+      lock: c.lock, status: 'running', maxAttempts: c.maxAttempts,
+      attempts: [{ token: '', observed: null, payload: null, mismatchedSuccess: false }], lease: null,
+      result: null, settledAttempt: null, error: null, deadLetter: null, revoked: null,
+    };
+    return [{ expect: refused, next: stay(w) }, { expect: refused, next: () => withOp(w, c.id, leftover) }];
+  }
   if (op === undefined) {
     return [{
       expect: { outcome: 'acquired', status: 'running', attempt: 1, newLeaseWithin: plus(win, c.leaseUs) },
@@ -298,7 +308,9 @@ export function mustNotWait(w: World, c: Call): boolean {
     case 'complete':
     case 'fail':
     case 'report_unknown':
-      return tokenGate(w, c.id, c.attempt, c.token) !== undefined || c.lock.generation < floorOf(w, tenantOf(c.id), c.lock.principal);
+      // The holder of the attempt's own token may wait even under a revoked generation: it is
+      // the "valid-token holder" whose touch converts the revoked operation (R3, last sentence).
+      return tokenGate(w, c.id, c.attempt, c.token) !== undefined;
     case 'claim':
     case 'get':
       return c.lock.generation < floorOf(w, tenantOf(c.id), c.lock.principal);

