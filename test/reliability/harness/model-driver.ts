@@ -254,7 +254,7 @@ export class ModelRun {
     for (let i = 0; i < waiters; i++) steps.push({ t: 'call', conn: others[i] as number, call: this.randomCall(rng, rng.chance(0.85) ? op : 1 - op, false) });
     if (rng.chance(0.12)) steps.push({ t: 'revoke', op });
     if (rng.chance(0.1)) steps.push({ t: 'expire' });
-    steps.push({ t: 'end', commit: rng.chance(0.6), longWait: rng.chance(0.25) });
+    steps.push({ t: 'end', commit: rng.chance(0.6), longWait: rng.chance(0.35) });
     return steps;
   }
 
