@@ -743,7 +743,7 @@ Idempotency: safe to run concurrently and repeatedly.';
 -- Name: fail(text, text, integer, uuid, text, text, text[], bigint, jsonb, boolean); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
-CREATE FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, error jsonb, retryable boolean DEFAULT true) RETURNS settle.observation_result
+CREATE FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[] DEFAULT '{}'::text[], binding_generation bigint DEFAULT 0, error jsonb DEFAULT '{}'::jsonb, retryable boolean DEFAULT true) RETURNS settle.observation_result
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -760,8 +760,8 @@ ALTER FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token u
 --
 
 COMMENT ON FUNCTION settle.fail(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, error jsonb, retryable boolean) IS 'Report that this attempt''s effect definitely did not happen.
-Parameters: as settle.complete, with error jsonb (<= 64 KiB) instead of result, and retryable (default true).
-Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure (retryable false): status failed with this error, a committed failure; reason attempts_exhausted: the last allowed attempt failed and every attempt recorded a failure: status failed, dead-lettered) | recorded (reason needs_reconciliation: the last allowed attempt failed but an earlier attempt may have taken effect (it reported unknown, conflicted, or its lease lapsed without an observation): status at least unknown, never failed; dead-lettered with dead_letter_reason needs_reconciliation) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves above running/pending; the attempt records conflict and loses its lease, and is fenced from then on: attempt_conflicted).
+Parameters: as settle.complete, with error jsonb (<= 64 KiB; default {}, a failure without details) instead of result, and retryable (default true); scopes and binding_generation default as in settle.claim (''{}'', 0).
+Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure (retryable false, and no attempt may have taken effect): status failed with this error, a committed failure; reason attempts_exhausted: the last allowed attempt failed and every attempt recorded a failure: status failed, dead-lettered) | recorded (reason needs_reconciliation: a final failure, or the last allowed attempt failed, but the operation may have taken effect (its status is unknown or conflict, or an earlier attempt reported unknown, conflicted, or its lease lapsed without an observation): status at least unknown, never failed; dead-lettered with dead_letter_reason needs_reconciliation) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves above running/pending; the attempt records conflict and loses its lease, and is fenced from then on: attempt_conflicted).
 A later matching success still upgrades failed to completed (completed outranks failed).
 Fenced binding_revoked as for complete.
 SQLSTATEs: SE001-SE004, SE006 (error, retryable), SE008, SE010, SE013.
@@ -1045,7 +1045,7 @@ Outcomes: extended (lease_expires_at) | fenced with reason invalid_token (no suc
 A current attempt whose lease lapsed but was not yet taken over is extended.
 Also fenced with reason binding_revoked: the attempt''s reservation is under a revoked binding generation (settle.revoke_binding); the operation moves to conflict.
 SQLSTATEs: SE001, SE002, SE007, SE008 (bad arguments), SE010 (operation not found), SE013 (tenant not granted to this login role).
-Locking: the operation row (FOR UPDATE). Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
+Locking: the operation row (FOR UPDATE), only for a caller presenting the attempt''s own token; an invalid token is answered from a plain read and never waits. The new lease is measured from the decision under the lock. Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
 
 --
 -- Name: status_rank(settle.status); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -1249,6 +1249,20 @@ begin
     select r into v_done from settle_private._purge_key(v_due.tenant, v_due.key, v_cutoff, v_now, v_actor) r;
     v_count := v_count + v_done;
   end loop;
+
+  -- Then the tombstones older than the cutoff, with what hangs off them (_purge_tombstone), in
+  -- what is left of the batch. They are not counted: purge answers the operations it purged.
+  if v_count < batch_size then
+    for v_due in
+      select l.tenant, l.key from settle_private.audit_log l
+       where l.event = 'purge' and l.at < v_cutoff
+         and (v_mine is null or l.tenant = any (v_mine))
+       order by l.at
+       limit batch_size - v_count
+    loop
+      select r into v_done from settle_private._purge_tombstone(v_due.tenant, v_due.key, v_cutoff) r;
+    end loop;
+  end if;
   return v_count;
 end
 $$;
@@ -1259,7 +1273,7 @@ ALTER FUNCTION settle.purge(older_than interval, batch_size integer) OWNER TO se
 -- Name: FUNCTION purge(older_than interval, batch_size integer); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.purge(older_than interval, batch_size integer) IS 'Retention: the only path that deletes. Removes terminal (completed or failed) operations last updated before now - older_than, with their attempts and audit rows, leaving one tombstone audit row (event purge) per purged key.
+COMMENT ON FUNCTION settle.purge(older_than interval, batch_size integer) IS 'Retention: the only path that deletes. Removes terminal (completed or failed) operations last updated before now - older_than, with their attempts and audit rows, leaving one tombstone audit row (event purge) per purged key. A tombstone older than the cutoff is removed in a later call, with the rows of calls made on the purged key after it (and their overflow count), once the key has no operation and none of those rows is younger than the cutoff.
 Parameters: older_than interval (>= 0), batch_size (1-100000, default 1000); call again while it returns a full batch.
 Outcomes: the number of operations purged. A purged key can be claimed again as a new operation. A login bound to tenants purges only their operations.
 SQLSTATEs: SE008, SE014. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: a busy row waits for the next call) and checks it again under the lock.
@@ -1850,15 +1864,34 @@ CREATE FUNCTION settle_private._audit(tenant text, key text, at timestamp with t
     AS $$
 declare
   v_seq bigint;
+  v_digest bytea;
 begin
+  if _audit.outcome in ('refused', 'fenced', 'conflict')
+     and (exists (select 1 from settle_private.audit_overflow x where x.tenant = _audit.tenant and x.key = _audit.key)
+          or (select count(*) from (select 1 from settle_private.audit_log l
+                                     where l.tenant = _audit.tenant and l.key = _audit.key
+                                       and l.outcome in ('refused', 'fenced', 'conflict')
+                                     limit settle_private._limit('refusal_rows')) r) >= settle_private._limit('refusal_rows')) then
+    -- Computed first: Citus allows only IMMUTABLE functions in ON CONFLICT DO UPDATE.
+    v_digest := sha256(convert_to(coalesce(_audit.detail::text, ''), 'UTF8'));
+    insert into settle_private.audit_overflow as x
+      (tenant, key, refusals, first_at, last_at, last_event, last_outcome, last_login, last_actor, digest)
+    values
+      (_audit.tenant, _audit.key, 1, _audit.at, _audit.at, _audit.event, _audit.outcome, session_user::text, _audit.actor, v_digest)
+    on conflict on constraint audit_overflow_pkey do update
+       set refusals = x.refusals + 1, last_at = greatest(x.last_at, excluded.last_at), last_event = excluded.last_event,
+           last_outcome = excluded.last_outcome, last_login = excluded.last_login, last_actor = excluded.last_actor,
+           digest = sha256(x.digest || excluded.digest);
+    return 1;
+  end if;
   -- Two statements, not one INSERT ... SELECT: Citus refuses that inside the maintenance steps
   -- it delegates from a query on a shard (_expire_key, _purge_key).
   v_seq := settle_private._next_seq(_audit.tenant, _audit.key);
   insert into settle_private.audit_log
-    (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
+    (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail, login)
   values
     (_audit.tenant, _audit.key, v_seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
-     _audit.status_before, _audit.status_after, _audit.actor, _audit.detail);
+     _audit.status_before, _audit.status_after, _audit.actor, _audit.detail, session_user::text);
   return 1;
 end
 $$;
@@ -2741,7 +2774,8 @@ CREATE FUNCTION settle_private._limits() RETURNS jsonb
     "max_lease_ms": 86400000,
     "max_attempts": 1000,
     "max_batch_size": 100000,
-    "evidence_bytes": 8192
+    "evidence_bytes": 8192,
+    "refusal_rows": 20
   }'::jsonb
 $$;
 
@@ -3251,16 +3285,39 @@ ALTER FUNCTION settle_private._observe(kind text, tenant text, key text, attempt
 --
 
 CREATE FUNCTION settle_private._presented(fingerprint text, principal text, scopes text[], binding_generation bigint, payload_name text, payload jsonb) RETURNS jsonb
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  select jsonb_strip_nulls(jsonb_build_object(
+declare
+  v_full jsonb := jsonb_strip_nulls(jsonb_build_object(
     'fingerprint', fingerprint, 'principal', principal, 'scopes', to_jsonb(scopes),
-    'binding_generation', binding_generation)) ||
-    case when payload is null then '{}'::jsonb
-         when octet_length(payload::text) <= settle_private._limit('evidence_bytes') then jsonb_build_object(payload_name, payload)
-         else jsonb_build_object(payload_name || '_truncated', jsonb_build_object(
-           'bytes', octet_length(payload::text), 'sha256', encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')))
-    end
+    'binding_generation', binding_generation));
+  v_digest constant text := 'sha256';
+begin
+  if payload is not null then
+    if pg_column_size(payload) <= 8 * settle_private._limit('evidence_bytes')
+       and octet_length(payload::text) <= settle_private._limit('evidence_bytes') then
+      v_full := v_full || jsonb_build_object(payload_name, payload);
+    else
+      v_full := v_full || jsonb_build_object(payload_name || '_truncated', jsonb_build_object(
+        'bytes', octet_length(payload::text), v_digest, encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')));
+    end if;
+  end if;
+  if octet_length(v_full::text) <= settle_private._limit('evidence_bytes') then
+    return v_full;
+  end if;
+  v_full := v_full - 'scopes' - payload_name;
+  if scopes is not null then
+    v_full := v_full || jsonb_build_object('scopes_truncated', jsonb_build_object(
+      'count', cardinality(scopes), 'bytes', octet_length(to_jsonb(scopes)::text),
+      v_digest, encode(sha256(convert_to(to_jsonb(scopes)::text, 'UTF8')), 'hex')));
+  end if;
+  if payload is not null and not (v_full ? (payload_name || '_truncated')) then
+    v_full := v_full || jsonb_build_object(payload_name || '_truncated', jsonb_build_object(
+      'bytes', octet_length(payload::text), v_digest, encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')));
+  end if;
+  return v_full;
+end
 $$;
 
 ALTER FUNCTION settle_private._presented(fingerprint text, principal text, scopes text[], binding_generation bigint, payload_name text, payload jsonb) OWNER TO settle_owner;
@@ -3279,6 +3336,7 @@ declare
   v_attempts integer;
   v_logged integer;
   v_audit integer;
+  v_overflow bigint;
 begin
   select o.tenant, o.key, o.status, o.attempt, o.updated_at into v_op from settle_private.operations o
    where o.tenant = _purge_key.tenant and o.key = _purge_key.key
@@ -3296,16 +3354,45 @@ begin
   delete from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
   delete from settle_private.audit_log l where l.tenant = v_op.tenant and l.key = v_op.key;
   get diagnostics v_audit = row_count;
+  delete from settle_private.audit_overflow x where x.tenant = v_op.tenant and x.key = v_op.key
+  returning x.refusals into v_overflow;
   delete from settle_private.operations o where o.tenant = v_op.tenant and o.key = v_op.key;
   perform set_config('settle.purging', 'off', true);
   v_writes := v_writes + settle_private._audit(v_op.tenant, v_op.key, _purge_key.as_of, 'purge', 'purged', v_op.attempt,
     v_op.status, null, _purge_key.actor,
-    jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit + v_logged, 'last_updated_at', v_op.updated_at));
+    jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit + v_logged, 'last_updated_at', v_op.updated_at)
+    || case when v_overflow is not null then jsonb_build_object('overflow_refusals', v_overflow) else '{}'::jsonb end);
   return 1;
 end
 $$;
 
 ALTER FUNCTION settle_private._purge_key(tenant text, key text, cutoff timestamp with time zone, as_of timestamp with time zone, actor text) OWNER TO settle_owner;
+
+--
+-- Name: _purge_tombstone(text, text, timestamp with time zone); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._purge_tombstone(tenant text, key text, cutoff timestamp with time zone) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if exists (select 1 from settle_private.operations o where o.tenant = _purge_tombstone.tenant and o.key = _purge_tombstone.key)
+     or exists (select 1 from settle_private.audit_log l
+                 where l.tenant = _purge_tombstone.tenant and l.key = _purge_tombstone.key and l.at >= _purge_tombstone.cutoff)
+     or exists (select 1 from settle_private.audit_overflow x
+                 where x.tenant = _purge_tombstone.tenant and x.key = _purge_tombstone.key and x.last_at >= _purge_tombstone.cutoff) then
+    return 0;
+  end if;
+  perform set_config('settle.purging', 'on', true);
+  delete from settle_private.audit_log l where l.tenant = _purge_tombstone.tenant and l.key = _purge_tombstone.key;
+  delete from settle_private.audit_overflow x where x.tenant = _purge_tombstone.tenant and x.key = _purge_tombstone.key;
+  perform set_config('settle.purging', 'off', true);
+  return 1;
+end
+$$;
+
+ALTER FUNCTION settle_private._purge_tombstone(tenant text, key text, cutoff timestamp with time zone) OWNER TO settle_owner;
 
 --
 -- Name: _raise(text, text, jsonb, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -3597,8 +3684,16 @@ CREATE FUNCTION settle_private.tg_attempts__guard_settlement() RETURNS trigger
 declare
   v_rule text;
 begin
+  -- Who made the claim and the settling success: the authenticated login, never the writer's word.
+  if tg_op = 'INSERT' then
+    new.claimed_by := session_user::text;
+  elsif old.settled_seq is null and new.settled_seq is not null then
+    new.settled_by := session_user::text;
+  end if;
   if tg_op = 'UPDATE' then
     if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+       or new.claimed_by is distinct from old.claimed_by
+       or (old.settled_seq is not null and new.settled_by is distinct from old.settled_by)
        or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
        or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
        or (old.ended_at is not null and (new.ended_at is distinct from old.ended_at
@@ -3928,7 +4023,9 @@ CREATE TABLE settle_private.attempts (
     settled_seq bigint,
     settled_audit_id bigint,
     settled_status_before settle.status,
-    settled_reason text
+    settled_reason text,
+    claimed_by text,
+    settled_by text
 )
 WITH (fillfactor='80');
 
@@ -3987,7 +4084,8 @@ CREATE TABLE settle_private.audit_log (
     status_before settle.status,
     status_after settle.status,
     actor text,
-    detail jsonb
+    detail jsonb,
+    login text
 );
 
 ALTER TABLE ONLY settle_private.audit_log FORCE ROW LEVEL SECURITY;
@@ -4016,7 +4114,8 @@ CREATE VIEW settle.audit_log AS
     e.status_before,
     e.status_after,
     e.actor,
-    e.detail
+    e.detail,
+    e.login
    FROM ( SELECT l.tenant,
             l.key,
             l.seq,
@@ -4028,7 +4127,8 @@ CREATE VIEW settle.audit_log AS
             l.status_before,
             l.status_after,
             l.actor,
-            l.detail
+            l.detail,
+            l.login
            FROM settle_private.audit_log l
         UNION ALL
          SELECT a.tenant,
@@ -4045,7 +4145,8 @@ CREATE VIEW settle.audit_log AS
                 CASE
                     WHEN (a.claim_status_before IS NULL) THEN '{"reserved": true}'::jsonb
                     ELSE NULL::jsonb
-                END AS "case"
+                END AS "case",
+            a.claimed_by
            FROM settle_private.attempts a
           WHERE (a.claim_seq IS NOT NULL)
         UNION ALL
@@ -4060,7 +4161,8 @@ CREATE VIEW settle.audit_log AS
             a.settled_status_before,
             'completed'::settle.status AS status,
             a.worker,
-            jsonb_build_object('reason', a.settled_reason) AS jsonb_build_object
+            jsonb_build_object('reason', a.settled_reason) AS jsonb_build_object,
+            a.settled_by
            FROM settle_private.attempts a
           WHERE (a.settled_seq IS NOT NULL)) e
   WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (e.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
@@ -4071,7 +4173,60 @@ ALTER TABLE settle.audit_log OWNER TO settle_owner;
 -- Name: VIEW audit_log; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id). The rows claim:acquired and complete:settled come from the attempt rows that log them (settle_private.attempts claim_* and settled_*), the others from settle_private.audit_log. seq numbers an operation''s events 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
+COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id). The rows claim:acquired and complete:settled come from the attempt rows that log them (settle_private.attempts claim_* and settled_*), the others from settle_private.audit_log. seq numbers an operation''s events 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition. actor is what the caller supplied (a claim''s worker) or the admin login; login is always the authenticated login role (session_user) of the call. Of the refused, fenced and conflicting calls, a key keeps the first 20 here in full; the rest are counted in settle.audit_overflow.';
+
+--
+-- Name: audit_overflow; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.audit_overflow (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    refusals bigint NOT NULL,
+    first_at timestamp with time zone NOT NULL,
+    last_at timestamp with time zone NOT NULL,
+    last_event text NOT NULL,
+    last_outcome text NOT NULL,
+    last_login text,
+    last_actor text,
+    digest bytea NOT NULL
+);
+
+ALTER TABLE ONLY settle_private.audit_overflow FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.audit_overflow OWNER TO settle_owner;
+
+--
+-- Name: TABLE audit_overflow; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.audit_overflow IS 'Per key, the refused, fenced and conflicting calls beyond the first 20 kept in full in audit_log: their count, first and last time, the last one''s event, outcome, login and actor, and a chained SHA-256 of their details. Private: read settle.audit_overflow.';
+
+--
+-- Name: audit_overflow; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.audit_overflow AS
+ SELECT x.tenant,
+    x.key,
+    x.refusals,
+    x.first_at,
+    x.last_at,
+    x.last_event,
+    x.last_outcome,
+    x.last_login,
+    x.last_actor,
+    encode(x.digest, 'hex'::text) AS digest
+   FROM settle_private.audit_overflow x
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (x.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
+
+ALTER TABLE settle.audit_overflow OWNER TO settle_owner;
+
+--
+-- Name: VIEW audit_overflow; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.audit_overflow IS 'Evidence beyond the bound: per key, the refused, fenced and conflicting calls after the first 20 kept in full in settle.audit_log, counted (refusals), with the first and last time, the last call''s event, outcome, authenticated login and caller-supplied actor, and digest, a SHA-256 chained over each folded row''s detail (sha256(previous || sha256(detail))). Removed with its key by settle.purge.';
 
 --
 -- Name: dead_letters; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -4414,6 +4569,13 @@ ALTER TABLE ONLY settle_private.audit_log
     ADD CONSTRAINT audit_log_pkey PRIMARY KEY (tenant, key, seq, audit_id);
 
 --
+-- Name: audit_overflow audit_overflow_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.audit_overflow
+    ADD CONSTRAINT audit_overflow_pkey PRIMARY KEY (tenant, key);
+
+--
 -- Name: binding_floors binding_floors_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4481,6 +4643,12 @@ ALTER TABLE ONLY settle_private.tenant_bindings
 --
 
 CREATE INDEX audit_log_refusals_by_at_idx ON settle_private.audit_log USING btree (at, outcome, event) WHERE (outcome = ANY (ARRAY['conflict'::text, 'fenced'::text]));
+
+--
+-- Name: audit_log_tombstones_by_at_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX audit_log_tombstones_by_at_idx ON settle_private.audit_log USING btree (at) WHERE ((event)::text = 'purge'::text);
 
 --
 -- Name: feed_events_by_position_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
@@ -4595,6 +4763,14 @@ CREATE TRIGGER _900_refuse_delete BEFORE DELETE ON settle_private.audit_log FOR 
 ALTER TABLE settle_private.audit_log ENABLE ALWAYS TRIGGER _900_refuse_delete;
 
 --
+-- Name: audit_overflow _900_refuse_delete; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _900_refuse_delete BEFORE DELETE ON settle_private.audit_overflow FOR EACH ROW EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
+
+ALTER TABLE settle_private.audit_overflow ENABLE ALWAYS TRIGGER _900_refuse_delete;
+
+--
 -- Name: operations _900_refuse_delete; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4625,6 +4801,14 @@ ALTER TABLE settle_private.attempts ENABLE ALWAYS TRIGGER _900_refuse_truncate;
 CREATE TRIGGER _900_refuse_truncate BEFORE TRUNCATE ON settle_private.audit_log FOR EACH STATEMENT EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
 
 ALTER TABLE settle_private.audit_log ENABLE ALWAYS TRIGGER _900_refuse_truncate;
+
+--
+-- Name: audit_overflow _900_refuse_truncate; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _900_refuse_truncate BEFORE TRUNCATE ON settle_private.audit_overflow FOR EACH STATEMENT EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
+
+ALTER TABLE settle_private.audit_overflow ENABLE ALWAYS TRIGGER _900_refuse_truncate;
 
 --
 -- Name: operations _900_refuse_truncate; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
@@ -4690,6 +4874,12 @@ ALTER TABLE settle_private.attempts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE settle_private.audit_log ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: audit_overflow; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.audit_overflow ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: binding_floors; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4742,6 +4932,12 @@ CREATE POLICY owner_only ON settle_private.attempts TO settle_owner USING (true)
 --
 
 CREATE POLICY owner_only ON settle_private.audit_log TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: audit_overflow owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.audit_overflow TO settle_owner USING (true) WITH CHECK (true);
 
 --
 -- Name: binding_floors owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
@@ -5331,6 +5527,12 @@ REVOKE ALL ON FUNCTION settle_private._presented(fingerprint text, principal tex
 REVOKE ALL ON FUNCTION settle_private._purge_key(tenant text, key text, cutoff timestamp with time zone, as_of timestamp with time zone, actor text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _purge_tombstone(tenant text, key text, cutoff timestamp with time zone); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._purge_tombstone(tenant text, key text, cutoff timestamp with time zone) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _raise(code text, message text, detail jsonb, hint text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -5458,6 +5660,13 @@ GRANT SELECT ON TABLE settle.attempts TO settle_admin;
 
 GRANT SELECT ON TABLE settle.audit_log TO settle_readonly;
 GRANT SELECT ON TABLE settle.audit_log TO settle_admin;
+
+--
+-- Name: TABLE audit_overflow; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.audit_overflow TO settle_readonly;
+GRANT SELECT ON TABLE settle.audit_overflow TO settle_admin;
 
 --
 -- Name: TABLE dead_letters; Type: ACL; Schema: settle; Owner: settle_owner

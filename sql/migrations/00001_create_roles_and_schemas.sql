@@ -8,8 +8,12 @@
 --                   report_unknown, get, fingerprint). It holds no table privilege at all.
 --   settle_readonly may read the `settle` views and call get/fingerprint.
 --   settle_admin    may call the maintenance API (expire_leases, redrive, purge) and read views.
+--   settle_consumer may read the settlement feed of the consumers it is given (00014).
 -- Grant the last three to your own login roles (`grant settle_app to my_service;`).
 --
+-- Every role is created here, in the first migration, and used only by later ones: on Citus a
+-- role created and granted in the same transaction is unknown to the workers' other
+-- connections (the feed's role, created in 00014, failed the Citus migration that way).
 -- Roles are cluster-wide, while migrations run per database: several databases in one
 -- cluster (test databases, staging) may migrate at the same moment, so role creation
 -- tolerates a concurrent creator instead of failing.
@@ -30,7 +34,7 @@ do $$
 declare
   v_role text;
 begin
-  foreach v_role in array array['settle_owner', 'settle_app', 'settle_readonly', 'settle_admin'] loop
+  foreach v_role in array array['settle_owner', 'settle_app', 'settle_readonly', 'settle_admin', 'settle_consumer'] loop
     begin
       if not exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
         execute format('create role %I nologin', v_role);

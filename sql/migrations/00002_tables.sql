@@ -115,6 +115,10 @@ create table settle_private.attempts (
   settled_audit_id bigint,
   settled_status_before settle.status,
   settled_reason text,
+  -- The authenticated login (session_user) that made the claim and the settling success, set by
+  -- the guard trigger (00004) whatever the writer passes: `worker` is the caller's own word.
+  claimed_by text,
+  settled_by text,
   constraint attempts_pkey primary key (tenant, key, attempt),
   constraint attempts_belong_to_operation foreign key (tenant, key)
     references settle_private.operations (tenant, key),
@@ -160,8 +164,11 @@ create table settle_private.audit_log (
   attempt integer,
   status_before settle.status,
   status_after settle.status,
+  -- The caller-supplied name (a claim's worker) or the admin login that acted; `login` is
+  -- always the authenticated login role (session_user) of the call that wrote the row.
   actor text,
   detail jsonb,
+  login text,
   constraint audit_log_pkey primary key (tenant, key, seq, audit_id)
 );
 
@@ -170,6 +177,32 @@ create table settle_private.audit_log (
 create index audit_log_refusals_by_at_idx
   on settle_private.audit_log (at, outcome, event)
   where outcome in ('conflict', 'fenced');
+
+-- Retention of purged keys (settle.purge, 00011) finds the tombstones by age through this
+-- index: it holds one row per purged key.
+create index audit_log_tombstones_by_at_idx
+  on settle_private.audit_log (at)
+  where event = 'purge';
+
+-- Evidence beyond the first refusal_rows (20) refused, fenced or conflicting rows of one key
+-- (settle_private._audit, 00006): one row per key that counts them, with the first and last
+-- time, the last call's event, outcome, login and actor, and a chained SHA-256 of every folded
+-- row's detail. A flood of calls on one key writes a bounded amount (issue 18 §8).
+create table settle_private.audit_overflow (
+  tenant text not null,
+  key text not null,
+  refusals bigint not null,
+  first_at timestamptz not null,
+  last_at timestamptz not null,
+  last_event text not null,
+  last_outcome text not null,
+  last_login text,
+  last_actor text,
+  digest bytea not null,
+  constraint audit_overflow_pkey primary key (tenant, key)
+);
+comment on table settle_private.audit_overflow is
+  'Per key, the refused, fenced and conflicting calls beyond the first 20 kept in full in audit_log: their count, first and last time, the last one''s event, outcome, login and actor, and a chained SHA-256 of their details. Private: read settle.audit_overflow.';
 
 comment on table settle_private.audit_log is
   'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress, and none for a claim that opened an attempt: that one is logged on its attempt row), observation (but none for the success that settled: logged on its attempt row), fence, conflict, expiry, redrive and purge, written in the same transaction. settle.audit_log shows both in one order. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
@@ -241,6 +274,9 @@ alter table settle_private.attempts enable row level security;
 alter table settle_private.attempts force row level security;
 alter table settle_private.audit_log enable row level security;
 alter table settle_private.audit_log force row level security;
+alter table settle_private.audit_overflow enable row level security;
+alter table settle_private.audit_overflow force row level security;
+create policy owner_only on settle_private.audit_overflow to settle_owner using (true) with check (true);
 create policy owner_only on settle_private.operations to settle_owner using (true) with check (true);
 create policy owner_only on settle_private.attempts to settle_owner using (true) with check (true);
 create policy owner_only on settle_private.audit_log to settle_owner using (true) with check (true);

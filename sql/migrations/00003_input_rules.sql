@@ -18,7 +18,9 @@ set local role settle_owner;
 
 -- The engine's input limits, the one place they are written. Byte limits count UTF-8 bytes
 -- (of the JSON text for jsonb values). evidence_bytes bounds what the audit log keeps of a
--- refused or fenced payload (larger ones are kept as size and SHA-256, 00012 _presented).
+-- refused or fenced call's presented values, payload, principal and scopes together (larger
+-- ones are kept as sizes and SHA-256, 00012 _presented); refusal_rows is how many refused,
+-- fenced or conflicting audit rows one key keeps in full (the rest are counted, 00006 _audit).
 -- Changing one is a change of the public contract:
 -- src/client's LIMITS is tested against it.
 create function settle_private._limits()
@@ -42,7 +44,8 @@ as $$
     "max_lease_ms": 86400000,
     "max_attempts": 1000,
     "max_batch_size": 100000,
-    "evidence_bytes": 8192
+    "evidence_bytes": 8192,
+    "refusal_rows": 20
   }'::jsonb
 $$;
 

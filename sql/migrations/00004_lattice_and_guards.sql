@@ -210,8 +210,16 @@ as $$
 declare
   v_rule text;
 begin
+  -- Who made the claim and the settling success: the authenticated login, never the writer's word.
+  if tg_op = 'INSERT' then
+    new.claimed_by := session_user::text;
+  elsif old.settled_seq is null and new.settled_seq is not null then
+    new.settled_by := session_user::text;
+  end if;
   if tg_op = 'UPDATE' then
     if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+       or new.claimed_by is distinct from old.claimed_by
+       or (old.settled_seq is not null and new.settled_by is distinct from old.settled_by)
        or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
        or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
        or (old.ended_at is not null and (new.ended_at is distinct from old.ended_at
@@ -383,6 +391,12 @@ create trigger _900_refuse_truncate before truncate on settle_private.admin_log
 alter table settle_private.admin_log enable always trigger _100_refuse_update;
 alter table settle_private.admin_log enable always trigger _900_refuse_delete;
 alter table settle_private.admin_log enable always trigger _900_refuse_truncate;
+create trigger _900_refuse_delete before delete on settle_private.audit_overflow
+  for each row execute function settle_private.tg_any__refuse_delete();
+create trigger _900_refuse_truncate before truncate on settle_private.audit_overflow
+  for each statement execute function settle_private.tg_any__refuse_delete();
+alter table settle_private.audit_overflow enable always trigger _900_refuse_delete;
+alter table settle_private.audit_overflow enable always trigger _900_refuse_truncate;
 alter table settle_private.audit_log enable always trigger _100_refuse_update;
 alter table settle_private.audit_log enable always trigger _900_refuse_delete;
 alter table settle_private.audit_log enable always trigger _900_refuse_truncate;

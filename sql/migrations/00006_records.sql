@@ -81,7 +81,15 @@ end
 $$;
 
 -- Append one audit row (keyed like its operation, so it lives on the operation's shard),
--- numbered next in its operation's history (_next_seq).
+-- numbered next in its operation's history (_next_seq), with the authenticated login
+-- (session_user) beside the caller-supplied actor.
+--
+-- Evidence is bounded per key (issue 18 §8): of the rows a caller can cause without holding
+-- the lease or the lock (outcome refused, fenced or conflict), a key keeps the first
+-- refusal_rows (20) in full; every later one is folded into its settle_private.audit_overflow
+-- row (count, first and last time, the last call's event, outcome, login and actor, and a chained
+-- SHA-256 of each folded detail), so a flood of calls with random tokens writes a bounded
+-- amount. Each full row's detail is bounded too (settle_private._presented, 00012).
 create function settle_private._audit(
   tenant text, key text, at timestamptz, event text, outcome text, attempt integer,
   status_before settle.status, status_after settle.status, actor text, detail jsonb)
@@ -91,15 +99,34 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_seq bigint;
+  v_digest bytea;
 begin
+  if _audit.outcome in ('refused', 'fenced', 'conflict')
+     and (exists (select 1 from settle_private.audit_overflow x where x.tenant = _audit.tenant and x.key = _audit.key)
+          or (select count(*) from (select 1 from settle_private.audit_log l
+                                     where l.tenant = _audit.tenant and l.key = _audit.key
+                                       and l.outcome in ('refused', 'fenced', 'conflict')
+                                     limit settle_private._limit('refusal_rows')) r) >= settle_private._limit('refusal_rows')) then
+    -- Computed first: Citus allows only IMMUTABLE functions in ON CONFLICT DO UPDATE.
+    v_digest := sha256(convert_to(coalesce(_audit.detail::text, ''), 'UTF8'));
+    insert into settle_private.audit_overflow as x
+      (tenant, key, refusals, first_at, last_at, last_event, last_outcome, last_login, last_actor, digest)
+    values
+      (_audit.tenant, _audit.key, 1, _audit.at, _audit.at, _audit.event, _audit.outcome, session_user::text, _audit.actor, v_digest)
+    on conflict on constraint audit_overflow_pkey do update
+       set refusals = x.refusals + 1, last_at = greatest(x.last_at, excluded.last_at), last_event = excluded.last_event,
+           last_outcome = excluded.last_outcome, last_login = excluded.last_login, last_actor = excluded.last_actor,
+           digest = sha256(x.digest || excluded.digest);
+    return 1;
+  end if;
   -- Two statements, not one INSERT ... SELECT: Citus refuses that inside the maintenance steps
   -- it delegates from a query on a shard (_expire_key, _purge_key).
   v_seq := settle_private._next_seq(_audit.tenant, _audit.key);
   insert into settle_private.audit_log
-    (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail)
+    (tenant, key, seq, at, event, outcome, attempt, status_before, status_after, actor, detail, login)
   values
     (_audit.tenant, _audit.key, v_seq, _audit.at, _audit.event, _audit.outcome, _audit.attempt,
-     _audit.status_before, _audit.status_after, _audit.actor, _audit.detail);
+     _audit.status_before, _audit.status_after, _audit.actor, _audit.detail, session_user::text);
   return 1;
 end
 $$;

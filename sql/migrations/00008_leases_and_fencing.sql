@@ -197,7 +197,7 @@ Outcomes: extended (lease_expires_at) | fenced with reason invalid_token (no suc
 A current attempt whose lease lapsed but was not yet taken over is extended.
 Also fenced with reason binding_revoked: the attempt''s reservation is under a revoked binding generation (settle.revoke_binding); the operation moves to conflict.
 SQLSTATEs: SE001, SE002, SE007, SE008 (bad arguments), SE010 (operation not found), SE013 (tenant not granted to this login role).
-Locking: the operation row (FOR UPDATE). Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
+Locking: the operation row (FOR UPDATE), only for a caller presenting the attempt''s own token; an invalid token is answered from a plain read and never waits. The new lease is measured from the decision under the lock. Idempotency: repeating extends again; fenced calls change nothing but write an audit row.';
 
 -- The sweeper's step for one operation found by its lock-free scan: lock the row without
 -- waiting (a busy row is left for the next sweep), decide again under the lock, and end the

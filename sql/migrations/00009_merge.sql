@@ -357,9 +357,11 @@ create function settle.fail(
   lease_token uuid,
   fingerprint text,
   principal text,
-  scopes text[],
-  binding_generation bigint,
-  error jsonb,
+  -- The binding's defaults are claim's: a caller that claimed without scopes or a generation
+  -- fails the same way. error must then have a default too: {} (a failure without details).
+  scopes text[] default '{}',
+  binding_generation bigint default 0,
+  error jsonb default '{}',
   retryable boolean default true)
 returns settle.observation_result
 language plpgsql
@@ -374,8 +376,8 @@ $$;
 
 comment on function settle.fail(text, text, integer, uuid, text, text, text[], bigint, jsonb, boolean) is
   'Report that this attempt''s effect definitely did not happen.
-Parameters: as settle.complete, with error jsonb (<= 64 KiB) instead of result, and retryable (default true).
-Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure (retryable false): status failed with this error, a committed failure; reason attempts_exhausted: the last allowed attempt failed and every attempt recorded a failure: status failed, dead-lettered) | recorded (reason needs_reconciliation: the last allowed attempt failed but an earlier attempt may have taken effect (it reported unknown, conflicted, or its lease lapsed without an observation): status at least unknown, never failed; dead-lettered with dead_letter_reason needs_reconciliation) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves above running/pending; the attempt records conflict and loses its lease, and is fenced from then on: attempt_conflicted).
+Parameters: as settle.complete, with error jsonb (<= 64 KiB; default {}, a failure without details) instead of result, and retryable (default true); scopes and binding_generation default as in settle.claim (''{}'', 0).
+Outcomes: recorded (reason retryable_failure: the attempt is settled as failed, the lease is released and the next claim opens attempt N+1; the canonical status does not move) | settled (reason final_failure (retryable false, and no attempt may have taken effect): status failed with this error, a committed failure; reason attempts_exhausted: the last allowed attempt failed and every attempt recorded a failure: status failed, dead-lettered) | recorded (reason needs_reconciliation: a final failure, or the last allowed attempt failed, but the operation may have taken effect (its status is unknown or conflict, or an earlier attempt reported unknown, conflicted, or its lease lapsed without an observation): status at least unknown, never failed; dead-lettered with dead_letter_reason needs_reconciliation) | fenced (reason superseded / settled / lease_released / invalid_token: a failure of an attempt that no longer holds the lease never changes the canonical record) | duplicate | already_settled | conflict (as for complete, but the status never moves above running/pending; the attempt records conflict and loses its lease, and is fenced from then on: attempt_conflicted).
 A later matching success still upgrades failed to completed (completed outranks failed).
 Fenced binding_revoked as for complete.
 SQLSTATEs: SE001-SE004, SE006 (error, retryable), SE008, SE010, SE013.

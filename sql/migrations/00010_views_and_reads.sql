@@ -201,25 +201,37 @@ comment on view settle.attempts is
 -- order per key, (seq, audit_id).
 create view settle.audit_log as
 select e.tenant, e.key, e.seq, e.audit_id, e.at, e.event, e.outcome, e.attempt, e.status_before, e.status_after,
-       e.actor, e.detail
+       e.actor, e.detail, e.login
   from (select l.tenant, l.key, l.seq, l.audit_id, l.at, l.event::text as event, l.outcome, l.attempt, l.status_before,
-               l.status_after, l.actor, l.detail
+               l.status_after, l.actor, l.detail, l.login
           from settle_private.audit_log l
         union all
         select a.tenant, a.key, a.claim_seq, a.claim_audit_id, a.claimed_at, 'claim', 'acquired', a.attempt,
                a.claim_status_before, a.claim_status_after, a.worker,
-               case when a.claim_status_before is null then '{"reserved": true}'::jsonb end
+               case when a.claim_status_before is null then '{"reserved": true}'::jsonb end, a.claimed_by
           from settle_private.attempts a
          where a.claim_seq is not null
         union all
         select a.tenant, a.key, a.settled_seq, a.settled_audit_id, a.observed_at, 'complete', 'settled', a.attempt,
-               a.settled_status_before, 'completed'::settle.status, a.worker, jsonb_build_object('reason', a.settled_reason)
+               a.settled_status_before, 'completed'::settle.status, a.worker, jsonb_build_object('reason', a.settled_reason),
+               a.settled_by
           from settle_private.attempts a
          where a.settled_seq is not null) e
  where (select settle_private._visible_tenants()) is null
     or e.tenant = any ((select settle_private._visible_tenants())::text[]);
 comment on view settle.audit_log is
-  'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id). The rows claim:acquired and complete:settled come from the attempt rows that log them (settle_private.attempts claim_* and settled_*), the others from settle_private.audit_log. seq numbers an operation''s events 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition.';
+  'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id). The rows claim:acquired and complete:settled come from the attempt rows that log them (settle_private.attempts claim_* and settled_*), the others from settle_private.audit_log. seq numbers an operation''s events 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition. actor is what the caller supplied (a claim''s worker) or the admin login; login is always the authenticated login role (session_user) of the call. Of the refused, fenced and conflicting calls, a key keeps the first 20 here in full; the rest are counted in settle.audit_overflow.';
+
+-- Per key, the refused, fenced and conflicting calls beyond the first 20 that settle.audit_log
+-- keeps in full (settle_private._audit, 00006).
+create view settle.audit_overflow as
+select x.tenant, x.key, x.refusals, x.first_at, x.last_at, x.last_event, x.last_outcome, x.last_login, x.last_actor,
+       encode(x.digest, 'hex') as digest
+  from settle_private.audit_overflow x
+ where (select settle_private._visible_tenants()) is null
+    or x.tenant = any ((select settle_private._visible_tenants())::text[]);
+comment on view settle.audit_overflow is
+  'Evidence beyond the bound: per key, the refused, fenced and conflicting calls after the first 20 kept in full in settle.audit_log, counted (refusals), with the first and last time, the last call''s event, outcome, authenticated login and caller-supplied actor, and digest, a SHA-256 chained over each folded row''s detail (sha256(previous || sha256(detail))). Removed with its key by settle.purge.';
 
 create view settle.dead_letters as
 select o.tenant, o.key, o.attempt, o.max_attempts, o.error, o.dead_lettered_at, o.redrive_count,

@@ -96,6 +96,7 @@ declare
   v_attempts integer;
   v_logged integer;
   v_audit integer;
+  v_overflow bigint;
 begin
   select o.tenant, o.key, o.status, o.attempt, o.updated_at into v_op from settle_private.operations o
    where o.tenant = _purge_key.tenant and o.key = _purge_key.key
@@ -113,11 +114,40 @@ begin
   delete from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
   delete from settle_private.audit_log l where l.tenant = v_op.tenant and l.key = v_op.key;
   get diagnostics v_audit = row_count;
+  delete from settle_private.audit_overflow x where x.tenant = v_op.tenant and x.key = v_op.key
+  returning x.refusals into v_overflow;
   delete from settle_private.operations o where o.tenant = v_op.tenant and o.key = v_op.key;
   perform set_config('settle.purging', 'off', true);
   v_writes := v_writes + settle_private._audit(v_op.tenant, v_op.key, _purge_key.as_of, 'purge', 'purged', v_op.attempt,
     v_op.status, null, _purge_key.actor,
-    jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit + v_logged, 'last_updated_at', v_op.updated_at));
+    jsonb_build_object('attempts', v_attempts, 'audit_rows', v_audit + v_logged, 'last_updated_at', v_op.updated_at)
+    || case when v_overflow is not null then jsonb_build_object('overflow_refusals', v_overflow) else '{}'::jsonb end);
+  return 1;
+end
+$$;
+
+-- Retention's step for a purged key (issue 18 §8): its tombstone and the rows written after it
+-- (calls on the purged key, refused and audited, and their overflow row) are deleted once the
+-- key has no operation and none of its rows is as recent as `cutoff`. A key claimed again keeps
+-- its tombstone with its new operation (deleted with it, by _purge_key); a key still called
+-- keeps its rows until the calls stop for a whole retention period. Returns 1 (deleted) or 0.
+create function settle_private._purge_tombstone(tenant text, key text, cutoff timestamptz)
+returns integer
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  if exists (select 1 from settle_private.operations o where o.tenant = _purge_tombstone.tenant and o.key = _purge_tombstone.key)
+     or exists (select 1 from settle_private.audit_log l
+                 where l.tenant = _purge_tombstone.tenant and l.key = _purge_tombstone.key and l.at >= _purge_tombstone.cutoff)
+     or exists (select 1 from settle_private.audit_overflow x
+                 where x.tenant = _purge_tombstone.tenant and x.key = _purge_tombstone.key and x.last_at >= _purge_tombstone.cutoff) then
+    return 0;
+  end if;
+  perform set_config('settle.purging', 'on', true);
+  delete from settle_private.audit_log l where l.tenant = _purge_tombstone.tenant and l.key = _purge_tombstone.key;
+  delete from settle_private.audit_overflow x where x.tenant = _purge_tombstone.tenant and x.key = _purge_tombstone.key;
+  perform set_config('settle.purging', 'off', true);
   return 1;
 end
 $$;
@@ -168,12 +198,26 @@ begin
     select r into v_done from settle_private._purge_key(v_due.tenant, v_due.key, v_cutoff, v_now, v_actor) r;
     v_count := v_count + v_done;
   end loop;
+
+  -- Then the tombstones older than the cutoff, with what hangs off them (_purge_tombstone), in
+  -- what is left of the batch. They are not counted: purge answers the operations it purged.
+  if v_count < batch_size then
+    for v_due in
+      select l.tenant, l.key from settle_private.audit_log l
+       where l.event = 'purge' and l.at < v_cutoff
+         and (v_mine is null or l.tenant = any (v_mine))
+       order by l.at
+       limit batch_size - v_count
+    loop
+      select r into v_done from settle_private._purge_tombstone(v_due.tenant, v_due.key, v_cutoff) r;
+    end loop;
+  end if;
   return v_count;
 end
 $$;
 
 comment on function settle.purge(interval, integer) is
-  'Retention: the only path that deletes. Removes terminal (completed or failed) operations last updated before now - older_than, with their attempts and audit rows, leaving one tombstone audit row (event purge) per purged key.
+  'Retention: the only path that deletes. Removes terminal (completed or failed) operations last updated before now - older_than, with their attempts and audit rows, leaving one tombstone audit row (event purge) per purged key. A tombstone older than the cutoff is removed in a later call, with the rows of calls made on the purged key after it (and their overflow count), once the key has no operation and none of those rows is younger than the cutoff.
 Parameters: older_than interval (>= 0), batch_size (1-100000, default 1000); call again while it returns a full batch.
 Outcomes: the number of operations purged. A purged key can be claimed again as a new operation. A login bound to tenants purges only their operations.
 SQLSTATEs: SE008, SE014. Locking: finds candidates without locks, then locks each one (FOR UPDATE SKIP LOCKED: a busy row waits for the next call) and checks it again under the lock.

@@ -116,22 +116,48 @@ begin
 end
 $$;
 
--- What an observation, claim or read presented, for the audit log (bounded: a value whose
--- JSON text exceeds evidence_bytes, 8 KiB, is kept as its size and SHA-256, never whole).
+-- What an observation, claim or read presented, for the audit log, bounded as a whole: when
+-- the JSON text of fingerprint, principal, scopes, generation and payload together exceeds
+-- evidence_bytes (8 KiB), the scopes and the payload are kept as their size and SHA-256 (the
+-- fingerprint, principal and generation, at most ~400 bytes, stay readable). Issue 18 §8: 64
+-- scopes of 128 bytes are 8 KiB on their own, and were not covered by the payload's cap.
 create function settle_private._presented(
   fingerprint text, principal text, scopes text[], binding_generation bigint, payload_name text, payload jsonb)
 returns jsonb
-language sql
+language plpgsql
 stable
+set search_path = pg_catalog, pg_temp
 as $$
-  select jsonb_strip_nulls(jsonb_build_object(
+declare
+  v_full jsonb := jsonb_strip_nulls(jsonb_build_object(
     'fingerprint', fingerprint, 'principal', principal, 'scopes', to_jsonb(scopes),
-    'binding_generation', binding_generation)) ||
-    case when payload is null then '{}'::jsonb
-         when octet_length(payload::text) <= settle_private._limit('evidence_bytes') then jsonb_build_object(payload_name, payload)
-         else jsonb_build_object(payload_name || '_truncated', jsonb_build_object(
-           'bytes', octet_length(payload::text), 'sha256', encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')))
-    end
+    'binding_generation', binding_generation));
+  v_digest constant text := 'sha256';
+begin
+  if payload is not null then
+    if pg_column_size(payload) <= 8 * settle_private._limit('evidence_bytes')
+       and octet_length(payload::text) <= settle_private._limit('evidence_bytes') then
+      v_full := v_full || jsonb_build_object(payload_name, payload);
+    else
+      v_full := v_full || jsonb_build_object(payload_name || '_truncated', jsonb_build_object(
+        'bytes', octet_length(payload::text), v_digest, encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')));
+    end if;
+  end if;
+  if octet_length(v_full::text) <= settle_private._limit('evidence_bytes') then
+    return v_full;
+  end if;
+  v_full := v_full - 'scopes' - payload_name;
+  if scopes is not null then
+    v_full := v_full || jsonb_build_object('scopes_truncated', jsonb_build_object(
+      'count', cardinality(scopes), 'bytes', octet_length(to_jsonb(scopes)::text),
+      v_digest, encode(sha256(convert_to(to_jsonb(scopes)::text, 'UTF8')), 'hex')));
+  end if;
+  if payload is not null and not (v_full ? (payload_name || '_truncated')) then
+    v_full := v_full || jsonb_build_object(payload_name || '_truncated', jsonb_build_object(
+      'bytes', octet_length(payload::text), v_digest, encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')));
+  end if;
+  return v_full;
+end
 $$;
 
 -- An operation reserved under a revoked generation (op.binding_generation < floor) that is not

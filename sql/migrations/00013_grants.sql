@@ -34,7 +34,7 @@ grant execute on function
   to settle_admin;
 
 grant select on settle.operations, settle.attempts, settle.audit_log, settle.dead_letters,
-  settle.settlements, settle.stats, settle.metrics, settle.admin_log to settle_readonly, settle_admin;
+  settle.settlements, settle.stats, settle.metrics, settle.admin_log, settle.audit_overflow to settle_readonly, settle_admin;
 -- settle.metrics reads its row from this function (SECURITY DEFINER): its readers execute it.
 grant execute on function settle_private._metrics() to settle_readonly, settle_admin;
 -- Every view filters its rows by the reader's tenant binding through this function (SECURITY

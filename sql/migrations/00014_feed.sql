@@ -32,17 +32,9 @@
 --                   a waiter is registered, the trigger sends NOTIFY settle_feed. Correctness
 --                   never depends on it (consumers poll with backoff).
 
--- The consumer role: reads the feed of the consumers it is given, nothing else (no table, no
--- view of operations). Tenant binding (settle.grant_tenant) applies to its login roles.
-do $$
-begin
-  if not exists (select 1 from pg_catalog.pg_roles where rolname = 'settle_consumer') then
-    create role settle_consumer nologin;
-  end if;
-exception when duplicate_object or unique_violation then
-  null; -- another database of this cluster created it a moment ago
-end
-$$;
+-- The consumer role (created in 00001): reads the feed of the consumers it is given, nothing
+-- else (no table, no view of operations). Tenant binding (settle.grant_tenant) applies to its
+-- login roles.
 set local role settle_owner;
 
 grant usage on schema settle to settle_consumer;

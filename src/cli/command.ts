@@ -3,7 +3,7 @@ import type { SettleClient } from '../client/client.js';
 import { createSettleClient } from '../client/client.js';
 import { openDatabase, type CommandDatabase } from './database.js';
 import { nearest } from './suggest.js';
-import { UsageError } from './usage-error.js';
+import { UnknownFlagError, UsageError } from './usage-error.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -37,6 +37,8 @@ export interface Command {
   readonly positionals: readonly string[];
   /** A boolean flag under which the command takes no positionals instead (redrive --all). */
   readonly positionalsOptionalWith?: string;
+  /** The command checks its positionals itself (feed, feed reset <consumer>). */
+  readonly variadicPositionals?: boolean;
   run(input: CommandInput): Promise<number>;
 }
 
@@ -46,7 +48,7 @@ export function parseCommandArgs(command: Command, argv: readonly string[]): Com
   try {
     parsed = parseArgs({ args: [...argv], options, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new UsageError(withFlagSuggestion((error as Error).message, Object.keys(options)));
+    throw flagError((error as Error).message, command.name, Object.keys(options));
   }
   const values = parsed.values as Record<string, string | boolean | undefined>;
   const help = values.help === true;
@@ -54,7 +56,7 @@ export function parseCommandArgs(command: Command, argv: readonly string[]): Com
   if (alternative && parsed.positionals.length !== 0) {
     throw new UsageError(`${command.name} --${command.positionalsOptionalWith} takes no arguments (got ${parsed.positionals.length})`);
   }
-  if (!help && !alternative && parsed.positionals.length !== command.positionals.length) {
+  if (!help && !alternative && command.variadicPositionals !== true && parsed.positionals.length !== command.positionals.length) {
     const expected = command.positionals.length === 0 ? 'no arguments' : command.positionals.map((p) => `<${p}>`).join(' ');
     throw new UsageError(`${command.name} takes ${expected} (got ${parsed.positionals.length})`);
   }
@@ -76,12 +78,16 @@ export function stringFlag(input: CommandInput, name: string): string | undefine
   return typeof value === 'string' ? value : undefined;
 }
 
-/** Node's "Unknown option '--olderthan'" message, with the nearest known flag if one is close. */
-function withFlagSuggestion(message: string, flags: readonly string[]): string {
-  const unknown = /Unknown option '--([^'=]+)'/.exec(message)?.[1];
-  if (unknown === undefined) return message;
-  const suggestion = nearest(unknown, flags);
-  return suggestion === undefined ? message : `${message} - did you mean --${suggestion}?`;
+/**
+ * Node's parser error as one line: "Unknown option '--older-then'. To specify a positional
+ * argument ..." becomes "purge has no flag --older-then - did you mean --older-than?".
+ */
+function flagError(message: string, command: string, flags: readonly string[]): UsageError {
+  const unknown = /Unknown option '(-{1,2}[^'=]+)'/.exec(message)?.[1];
+  if (unknown === undefined) return new UsageError(message);
+  const suggestion = nearest(unknown.replace(/^-+/, ''), flags);
+  const hint = suggestion === undefined ? ` (\`pg-settle ${command} --help\` lists its flags)` : ` - did you mean --${suggestion}?`;
+  return new UnknownFlagError(`${command} has no flag ${unknown}${hint}`);
 }
 
 /** A boolean flag (`--yes`, `--dry-run`): true only when given. */

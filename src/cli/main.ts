@@ -1,57 +1,32 @@
 import { pathToFileURL } from 'node:url';
-import { parseCommandArgs, type Command } from './command.js';
-import { deadLettersCommand } from './commands/dead-letters.js';
-import { distributeCommand } from './commands/distribute.js';
-import { expireLeasesCommand } from './commands/expire-leases.js';
-import { inspectCommand } from './commands/inspect.js';
-import { migrateCommand } from './commands/migrate.js';
-import { purgeCommand } from './commands/purge.js';
-import { redriveCommand } from './commands/redrive.js';
-import { simulateCommand } from './commands/simulate.js';
-import { statsCommand } from './commands/stats.js';
-import { reportError } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { printJson } from './output.js';
-import { nearest } from './suggest.js';
-import { UsageError } from './usage-error.js';
 import { packageVersion } from './version.js';
 
-export const COMMANDS: readonly Command[] = [
-  migrateCommand,
-  distributeCommand,
-  inspectCommand,
-  deadLettersCommand,
-  redriveCommand,
-  expireLeasesCommand,
-  purgeCommand,
-  statsCommand,
-  simulateCommand,
-];
-
-export const USAGE = `pg-settle: exactly-once settlement inside PostgreSQL - operator CLI and simulator
-
-Usage: pg-settle <command> [arguments] [flags]
-
-Commands:
-${COMMANDS.map((c) => `  ${c.name.padEnd(15)}${c.summary}`).join('\n')}
-
-Run \`pg-settle <command> --help\` for a command's flags, \`pg-settle --version\` for the version.
-Every command but simulate needs --database-url URL or DATABASE_URL.
-Exit codes: 0 ok, 1 invariant or operation failure, 2 usage error, 3 database or connection error.`;
+// Only what `--version` needs is imported up front; the commands (and through them slonik, zod,
+// pg) are imported when one is run, so `pg-settle --version` starts in about the time Node takes
+// (test/cli/startup.test.ts checks that it loads nothing from node_modules).
 
 /** Runs the CLI with `argv` (without node and script) and resolves to the exit code. */
 export async function main(argv: readonly string[]): Promise<number> {
   const [name, ...rest] = argv;
   const json = rest.includes('--json');
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    const out = name === undefined ? process.stderr : process.stdout;
-    out.write(`${USAGE}\n`);
-    return name === undefined ? EXIT.usage : EXIT.ok;
-  }
   if (name === '--version' || name === '-v' || name === 'version') {
     if (json) printJson({ ok: true, command: 'version', version: packageVersion() });
     else process.stdout.write(`pg-settle ${packageVersion()}\n`);
     return EXIT.ok;
+  }
+  const [{ COMMANDS, USAGE }, { parseCommandArgs }, { reportError }, { nearest }, { UsageError }] = await Promise.all([
+    import('./commands/index.js'),
+    import('./command.js'),
+    import('./errors.js'),
+    import('./suggest.js'),
+    import('./usage-error.js'),
+  ]);
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    const out = name === undefined ? process.stderr : process.stdout;
+    out.write(`${USAGE}\n`);
+    return name === undefined ? EXIT.usage : EXIT.ok;
   }
   const command = COMMANDS.find((c) => c.name === name);
   if (command === undefined) {

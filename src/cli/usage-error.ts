@@ -2,3 +2,8 @@
 export class UsageError extends Error {
   override readonly name: string = 'UsageError';
 }
+
+/** A flag the command does not have: one line, with the nearest flag if one is close (no usage dump). */
+export class UnknownFlagError extends UsageError {
+  override readonly name: string = 'UnknownFlagError';
+}

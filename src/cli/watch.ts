@@ -111,16 +111,18 @@ function renderWatch(at: Date, m: SettleMetrics, census: Census, rates: Record<k
       : `rates /s: new operations ${rates.operations}, completed ${rates.completed}, failed ${rates.failed}, attempts ${rates.attempts}`,
     '',
   ];
+  // The census is up to --census-interval old, the gauges are fresh: a lease that lapsed in
+  // between would show as in flight in one and lapsed in the other on the same screen. So lease
+  // counts appear once, in the gauges; the table carries what a lapse does not change, and says
+  // how old it is.
+  lines.push(`per tenant (settle.stats, read ${formatAge((at.getTime() - census.at) / 1000)} ago; live and lapsed leases: the gauges above)`);
   if (census.tenants.length === 0) {
     lines.push('no operations');
   } else {
     lines.push(
       renderTable(
-        ['tenant', 'operations', 'pending', 'running', 'unknown', 'conflict', 'failed', 'completed', 'dead', 'in flight', 'lapsed', 'attempts'],
-        census.tenants.map((r) => [
-          r.tenant, r.operations, r.pending, r.running, r.unknown, r.conflict, r.failed, r.completed,
-          r.deadLettered, r.inFlight, r.lapsedLeases, r.attempts,
-        ]),
+        ['tenant', 'operations', 'pending', 'running', 'unknown', 'conflict', 'failed', 'completed', 'dead', 'attempts'],
+        census.tenants.map((r) => [r.tenant, r.operations, r.pending, r.running, r.unknown, r.conflict, r.failed, r.completed, r.deadLettered, r.attempts]),
       ),
     );
   }

@@ -26,6 +26,8 @@ export const LIMITS = {
   maxBatchSize: 100_000,
   /** What the audit log keeps of a refused or fenced payload; larger ones: size and SHA-256. */
   evidenceBytes: 8_192,
+  /** Refused, fenced or conflicting audit rows one key keeps in full; the rest are counted (settle.audit_overflow). */
+  refusalRows: 20,
 } as const;
 
 const INT8_MAX = 2n ** 63n - 1n;

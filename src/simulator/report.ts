@@ -115,5 +115,38 @@ export function formatReport(report: SimulationReport): string {
   }
   lines.push('');
   lines.push(report.ok ? 'RESULT: GREEN - every invariant holds' : 'RESULT: RED - see the failures above');
-  return lines.join('\n');
+  return wrapLines(lines.join('\n'), REPORT_WIDTH);
+}
+
+/** The report's widest line: a terminal, a CI log or a docs page shows it without scrolling. */
+export const REPORT_WIDTH = 120;
+
+/**
+ * Wraps every line wider than `width` at spaces. A continuation lines up under the line's last
+ * column gap (two or more spaces) in its first half, so a table row's description wraps under
+ * the description, and a plain line under its own indent.
+ */
+export function wrapLines(text: string, width: number): string {
+  return text
+    .split('\n')
+    .flatMap((line) => {
+      if (line.length <= width) return [line];
+      let indent = /^ */.exec(line)?.[0].length ?? 0;
+      for (const gap of line.slice(0, Math.floor(width / 2)).matchAll(/ {2,}(?=\S)/g)) indent = (gap.index ?? 0) + gap[0].length;
+      const out: string[] = [];
+      let rest = line;
+      let prefix = '';
+      while (prefix.length + rest.length > width) {
+        const room = width - prefix.length;
+        let cut = rest.lastIndexOf(' ', room);
+        if (cut <= (prefix === '' ? indent : 0)) cut = rest.indexOf(' ', room);
+        if (cut === -1) break;
+        out.push(`${prefix}${rest.slice(0, cut)}`.trimEnd());
+        rest = rest.slice(cut + 1).trimStart();
+        prefix = ' '.repeat(indent);
+      }
+      out.push(`${prefix}${rest}`);
+      return out;
+    })
+    .join('\n');
 }

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
-import { COMMANDS } from '../../src/cli/main.js';
+import { COMMANDS } from '../../src/cli/commands/index.js';
 import { quoteIdent, withDatabase } from '../../src/db/database-url.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
 
@@ -217,7 +217,7 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
   it('without --database-url or DATABASE_URL every command but simulate exits 2 and starts nothing', async () => {
     const commands = [
       ['stats'], ['dead-letters'], ['inspect', 't', 'k'], ['expire-leases'], ['purge', '--older-than', '30d', '--yes'],
-      ['redrive', 't', 'k'], ['redrive', '--all', '--yes'], ['migrate'], ['distribute'],
+      ['redrive', 't', 'k'], ['redrive', '--all', '--yes'], ['migrate'], ['distribute'], ['feed'],
     ];
     expect(new Set(commands.map((c) => c[0]))).toEqual(new Set(COMMANDS.map((c) => c.name).filter((n) => n !== 'simulate')));
     for (const args of commands) {

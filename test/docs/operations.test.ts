@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMMON_FLAGS } from '../../src/cli/command.js';
-import { COMMANDS } from '../../src/cli/main.js';
+import { COMMANDS } from '../../src/cli/commands/index.js';
 import { expireLease } from '../../src/testing/clock.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
 import { fencedBlocks, inlineCodeSpans } from './markdown.js';

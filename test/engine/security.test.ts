@@ -27,7 +27,7 @@ describe('privileges and hardening, from the catalog', () => {
                 'select, insert, update, delete, truncate, references, trigger') as any_privilege
          from (${PRIVATE_TABLES}) t`,
     );
-    expect(rows.map((r) => r.relname).sort()).toEqual(['admin_log', 'attempts', 'audit_log', 'binding_floors', 'feed_consumers', 'feed_events', 'feed_lanes', 'feed_waiters', 'operations', 'settings', 'tenant_bindings']);
+    expect(rows.map((r) => r.relname).sort()).toEqual(['admin_log', 'attempts', 'audit_log', 'audit_overflow', 'binding_floors', 'feed_consumers', 'feed_events', 'feed_lanes', 'feed_waiters', 'operations', 'settings', 'tenant_bindings']);
     expect(rows.filter((r) => r.any_privilege)).toEqual([]);
   });
 
@@ -100,6 +100,7 @@ describe('privileges and hardening, from the catalog', () => {
       { relname: 'admin_log', enabled: true, forced: true },
       { relname: 'attempts', enabled: true, forced: true },
       { relname: 'audit_log', enabled: true, forced: true },
+      { relname: 'audit_overflow', enabled: true, forced: true },
       { relname: 'binding_floors', enabled: true, forced: true },
       { relname: 'feed_consumers', enabled: true, forced: true },
       { relname: 'feed_events', enabled: true, forced: true },

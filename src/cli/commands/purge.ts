@@ -38,6 +38,19 @@ ${COMMON_HELP}`,
     const dryRun = boolFlag(input, 'dry-run');
     return withClient(input, async (client) => {
       const pool = await client.getPool();
+      // Before counting, the engine's own rules (minimum retention SE014, input checks): one
+      // real settle.purge call of batch 1 in a transaction that is always rolled back. So the
+      // dry run refuses whatever the real run refuses, with the same error and exit code, and
+      // "nothing to purge" is never said for an age the engine would refuse.
+      const rollback = new Error('purge: rules checked, rolled back');
+      await pool
+        .transaction(async (transaction) => {
+          await client.purge({ olderThanMs, batchSize: 1 }, { connection: transaction });
+          throw rollback;
+        })
+        .catch((error: unknown) => {
+          if (error !== rollback) throw error;
+        });
       const counts = await viewQuery(pool, (p) => countPurgeable(p, olderThanMs));
       if (dryRun) {
         if (input.json) printJson({ ok: true, command: 'purge', dryRun: true, olderThanMs, wouldPurge: counts });
