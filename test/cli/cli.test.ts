@@ -214,12 +214,12 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
     expect(rows[0]).toMatchObject({ n: 30 }); // only the earlier, asked-for run wrote here
   });
 
-  it('without --database-url or DATABASE_URL every command but simulate exits 2 and starts nothing', async () => {
+  it('without --database-url or DATABASE_URL every command but simulate and dev exits 2 and starts nothing', async () => {
     const commands = [
       ['stats'], ['dead-letters'], ['inspect', 't', 'k'], ['expire-leases'], ['purge', '--older-than', '30d', '--yes'],
       ['redrive', 't', 'k'], ['redrive', '--all', '--yes'], ['migrate'], ['distribute'],
     ];
-    expect(new Set(commands.map((c) => c[0]))).toEqual(new Set(COMMANDS.map((c) => c.name).filter((n) => n !== 'simulate')));
+    expect(new Set(commands.map((c) => c[0]))).toEqual(new Set(COMMANDS.map((c) => c.name).filter((n) => n !== 'simulate' && n !== 'dev')));
     for (const args of commands) {
       const run = await cli([...args, '--json'], { withDb: false });
       expect(run.code, args.join(' ')).toBe(2);
