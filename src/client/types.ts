@@ -622,6 +622,7 @@ export interface FeedEvent {
   readonly occurredAt: Date;
 }
 
+/** What consume() passes to the handler with each batch: the consumer, its lane, the transaction (transaction mode) and a signal that fires on stop. */
 export interface FeedBatchContext {
   readonly consumer: string;
   readonly lane: number;
@@ -631,8 +632,10 @@ export interface FeedBatchContext {
   readonly signal: AbortSignal;
 }
 
+/** A feed consumer's handler: called with each batch of settlement events, in order; the batch is acknowledged when it resolves. */
 export type FeedHandler = (events: readonly FeedEvent[], context: FeedBatchContext) => Promise<void>;
 
+/** Options of consume(): batch size, delivery mode and pacing (docs/feed.md). */
 export interface ConsumeOptions {
   /** Events per batch, 1-100 000. Default 100. */
   readonly batchSize?: number;
@@ -656,6 +659,7 @@ export interface ConsumeOptions {
   readonly onBatch?: (events: readonly FeedEvent[]) => void;
 }
 
+/** What consume() did until it stopped: batches and events handled, handler errors. */
 export interface ConsumeSummary {
   readonly batches: number;
   readonly events: number;

