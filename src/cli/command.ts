@@ -37,6 +37,8 @@ export interface Command {
   readonly positionals: readonly string[];
   /** A boolean flag under which the command takes no positionals instead (redrive --all). */
   readonly positionalsOptionalWith?: string;
+  /** The command checks its positionals itself (feed, feed reset <consumer>). */
+  readonly variadicPositionals?: boolean;
   run(input: CommandInput): Promise<number>;
 }
 
@@ -50,11 +52,13 @@ export function parseCommandArgs(command: Command, argv: readonly string[]): Com
   }
   const values = parsed.values as Record<string, string | boolean | undefined>;
   const help = values.help === true;
-  const alternative = command.positionalsOptionalWith !== undefined && values[command.positionalsOptionalWith] === true;
+  // The flag that stands for the positionals: a boolean (redrive --all) or a value (resolve --file).
+  const alternativeValue = command.positionalsOptionalWith === undefined ? undefined : values[command.positionalsOptionalWith];
+  const alternative = alternativeValue !== undefined && alternativeValue !== false;
   if (alternative && parsed.positionals.length !== 0) {
     throw new UsageError(`${command.name} --${command.positionalsOptionalWith} takes no arguments (got ${parsed.positionals.length})`);
   }
-  if (!help && !alternative && parsed.positionals.length !== command.positionals.length) {
+  if (!help && !alternative && command.variadicPositionals !== true && parsed.positionals.length !== command.positionals.length) {
     const expected = command.positionals.length === 0 ? 'no arguments' : command.positionals.map((p) => `<${p}>`).join(' ');
     throw new UsageError(`${command.name} takes ${expected} (got ${parsed.positionals.length})`);
   }

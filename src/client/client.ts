@@ -13,6 +13,7 @@ import { createSessionResetInterceptor } from './session-reset.js';
 import type { ClientCore } from './core.js';
 import { runEffect } from './run.js';
 import * as s from './schemas.js';
+import { consumeFeed } from './feed.js';
 import { createClientTelemetry, registerClientTelemetry } from './telemetry.js';
 import { runInTransaction } from './transaction.js';
 import type {
@@ -210,6 +211,14 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
       const { tenant, key } = s.parseInput(s.refSchema, ref);
       return core.rows('auditLog', q.auditLogQuery(tenant, key), options);
     },
+
+    consume: (name, handler, consumeOptions) =>
+      consumeFeed(
+        { getPool, telemetry, connectionString: 'connectionString' in options ? options.connectionString : consumeOptions?.listenConnectionString },
+        name,
+        handler,
+        consumeOptions,
+      ),
 
     async end() {
       if (ownsPool && poolPromise !== undefined) await (await poolPromise).end();

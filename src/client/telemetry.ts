@@ -73,6 +73,8 @@ export interface ClientTelemetry {
   http(result: HttpRequestResult): void;
   /** A handler failed after its response was complete (the response stands; the error is not sent). */
   httpErrorAfterResponse(): void;
+  /** Wraps one batch of the feed consumer's handler: span, events counter, lag histogram. */
+  feedBatch<R>(consumer: string, events: readonly { readonly occurredAt: Date }[], execute: () => Promise<R>): Promise<R>;
 }
 
 export const NOOP_TELEMETRY: ClientTelemetry = {
@@ -81,6 +83,7 @@ export const NOOP_TELEMETRY: ClientTelemetry = {
   run: (_kind, _tenant, execute) => execute((effect) => effect),
   http: () => {},
   httpErrorAfterResponse: () => {},
+  feedBatch: (_consumer, _events, execute) => execute(),
 };
 
 export const INSTRUMENTATION_SCOPE = 'pg-settle';
@@ -94,6 +97,8 @@ export const METRICS = {
   effectDuration: 'pg_settle.run.effect.duration',
   httpRequests: 'pg_settle.http.requests',
   httpErrorsAfterResponse: 'pg_settle.http.errors_after_response',
+  feedEvents: 'pg_settle.feed.events',
+  feedLag: 'pg_settle.feed.lag',
 } as const;
 
 /** OpenTelemetry's recommended buckets for db.client.operation.duration (seconds). */
@@ -134,6 +139,8 @@ interface Instruments {
   readonly effectDuration: otel.Histogram;
   readonly httpRequests: otel.Counter;
   readonly httpErrorsAfterResponse: otel.Counter;
+  readonly feedEvents: otel.Counter;
+  readonly feedLag: otel.Histogram;
   readonly tracer: otel.Tracer;
 }
 
@@ -186,6 +193,16 @@ class OtelTelemetry implements ClientTelemetry {
         description: 'Handlers of the idempotency middleware that failed after their response was complete (the response stood; the error was not sent).',
         unit: '{error}',
       }),
+      feedEvents: meter.createCounter(METRICS.feedEvents, {
+        description: 'Feed events handed to a consumer handler, by consumer and result (acknowledged as part of a batch that completed, or error).',
+        unit: '{event}',
+      }),
+      feedLag: seconds(
+        meter,
+        METRICS.feedLag,
+        'Seconds from an outcome being written to its delivery to a consumer handler (the feed lag), per event.',
+        EFFECT_BUCKETS,
+      ),
       tracer: tracerProvider.getTracer(INSTRUMENTATION_SCOPE, SCOPE_VERSION),
     };
     return this.instruments;
@@ -294,6 +311,34 @@ class OtelTelemetry implements ClientTelemetry {
       ...(reason === undefined ? {} : { 'pg_settle.reason': reason }),
       ...(tenant === undefined ? {} : { 'pg_settle.tenant': tenant }),
     }));
+  }
+
+  async feedBatch<R>(consumer: string, events: readonly { readonly occurredAt: Date }[], execute: () => Promise<R>): Promise<R> {
+    const i = this.i;
+    const now = Date.now();
+    const attributes = this.attributes('f', consumer, undefined, undefined, undefined, () => ({ 'pg_settle.consumer': consumer }));
+    for (const event of events) i.feedLag.record(Math.max(0, (now - event.occurredAt.getTime()) / 1000), attributes);
+    const parentContext = this.api.context.active();
+    const span = i.tracer.startSpan(
+      'pg_settle.feed.batch',
+      { kind: this.api.SpanKind.CONSUMER, attributes: { 'pg_settle.consumer': consumer, 'messaging.batch.message_count': events.length } },
+      parentContext,
+    );
+    let result = 'ok';
+    try {
+      return span.isRecording() ? await this.api.context.with(this.api.trace.setSpan(parentContext, span), execute) : await execute();
+    } catch (error) {
+      result = 'error';
+      span.recordException(error instanceof Error ? error : String(error));
+      span.setStatus({ code: this.api.SpanStatusCode.ERROR });
+      throw error;
+    } finally {
+      i.feedEvents.add(
+        events.length,
+        this.attributes('fe', consumer, result, undefined, undefined, () => ({ 'pg_settle.consumer': consumer, 'pg_settle.result': result })),
+      );
+      span.end();
+    }
   }
 
   retry(event: RetryEventLike): void {

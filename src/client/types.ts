@@ -511,6 +511,21 @@ export interface SettleClient {
   /** The slonik pool the client runs on (yours, or the one it created on first use). */
   getPool(): Promise<DatabasePool>;
 
+  /**
+   * Consume the settlement feed as the registered consumer `name` (docs/feed.md) until
+   * options.signal aborts: batches of final outcomes, read and acknowledged in one transaction
+   * with the handler (mode transaction, the default: exactly once for effects written through
+   * context.connection) or around it (mode external: at least once, deduplicate by eventId).
+   */
+  consume(
+    name: string,
+    handler: FeedHandler,
+    options?: ConsumeOptions & {
+      /** For the NOTIFY listener when the client was created over your own pool. */
+      readonly listenConnectionString?: string;
+    },
+  ): Promise<ConsumeSummary>;
+
   /** Reserve (tenant, key) on first call, or join it. Never throws for an outcome. */
   claim(input: ClaimInput, options?: CallOptions): Promise<ClaimOutcome>;
   /** Extend the lease of the attempt (default 30 s from now, by the database clock). */
@@ -558,3 +573,73 @@ export interface SettleClient {
   /** Ends the pool if the client created it; a pool you passed in stays open. */
   end(): Promise<void>;
 }
+
+// ---------------------------------------------------------------------------------------------
+// The settlement feed (client.consume, src/client/feed.ts, docs/feed.md)
+// ---------------------------------------------------------------------------------------------
+
+/** One final outcome of an operation, as the feed delivers it. */
+export interface FeedEvent {
+  /** The delivery id: unique and stable across re-deliveries. Use it as the downstream idempotency key. */
+  readonly eventId: bigint;
+  /** The event's position_xid (xid8, as text): with eventId, its place in the feed. */
+  readonly position: string;
+  readonly consumer: string;
+  readonly lane: number;
+  readonly leaseToken: string;
+  readonly leaseExpiresAt: Date;
+  readonly tenant: string;
+  readonly key: string;
+  readonly status: 'completed' | 'failed';
+  /** running/pending normally; unknown or conflict: a reconciliation was resolved; failed: a late success. */
+  readonly statusBefore: Status;
+  /** completed: the settled attempt; failed: the attempt epoch. */
+  readonly attempt: number;
+  readonly result: Json | null;
+  readonly error: Json | null;
+  readonly deadLetterReason: string | null;
+  readonly redriveCount: number;
+  /** When the outcome was written (not when it committed). */
+  readonly occurredAt: Date;
+}
+
+export interface FeedBatchContext {
+  readonly consumer: string;
+  readonly lane: number;
+  /** transaction mode: the transaction that reads and acknowledges the batch; write your effect through it. null in external mode. */
+  readonly connection: DatabaseTransactionConnection | null;
+  /** Aborted when consume() is asked to stop (the batch may still finish). */
+  readonly signal: AbortSignal;
+}
+
+export type FeedHandler = (events: readonly FeedEvent[], context: FeedBatchContext) => Promise<void>;
+
+export interface ConsumeOptions {
+  /** Events per batch, 1-100 000. Default 100. */
+  readonly batchSize?: number;
+  /** `transaction` (default): exactly once for effects in this database. `external`: at least once. */
+  readonly mode?: 'transaction' | 'external';
+  /** Stop after the batch in flight when aborted; consume() then resolves. */
+  readonly signal?: AbortSignal;
+  /** Lease of a lane in external mode (1 s - 1 day). Default 30 000 ms: keep it above a batch's time. */
+  readonly leaseMs?: number;
+  /** First wait after an empty read, doubled up to maxIdleMs. Default 100 ms. */
+  readonly idleMs?: number;
+  /** Longest wait between polls when the feed is idle. Default 2 000 ms. */
+  readonly maxIdleMs?: number;
+  /** Wait after a failed batch, doubled per consecutive failure up to 30 s. Default 200 ms. */
+  readonly errorBackoffMs?: number;
+  /** Listen for NOTIFY settle_feed on a dedicated connection (default: true when the client has a connectionString). */
+  readonly wake?: boolean;
+  /** Sees every error (handler or database); consume() keeps going. Default: none. */
+  readonly onError?: (error: Error) => void;
+  /** After every acknowledged batch. */
+  readonly onBatch?: (events: readonly FeedEvent[]) => void;
+}
+
+export interface ConsumeSummary {
+  readonly batches: number;
+  readonly events: number;
+  readonly errors: number;
+}
+

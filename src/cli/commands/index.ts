@@ -3,10 +3,13 @@
 import { deadLettersCommand } from './dead-letters.js';
 import { distributeCommand } from './distribute.js';
 import { expireLeasesCommand } from './expire-leases.js';
+import { feedCommand } from './feed.js';
 import { inspectCommand } from './inspect.js';
 import { migrateCommand } from './migrate.js';
 import { purgeCommand } from './purge.js';
 import { redriveCommand } from './redrive.js';
+import { resolveCommand } from './resolve.js';
+import { maintainCommand, scheduleCommand } from './maintain.js';
 import { simulateCommand } from './simulate.js';
 import { statsCommand } from './stats.js';
 import type { Command } from '../command.js';
@@ -17,9 +20,13 @@ export const COMMANDS: readonly Command[] = [
   inspectCommand,
   deadLettersCommand,
   redriveCommand,
+  resolveCommand,
   expireLeasesCommand,
   purgeCommand,
+  maintainCommand,
+  scheduleCommand,
   statsCommand,
+  feedCommand,
   simulateCommand,
 ];
 

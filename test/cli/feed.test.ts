@@ -1,0 +1,91 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSettleClient, type SettleClient } from '../../src/client/client.js';
+import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
+
+// `pg-settle feed` and `pg-settle feed reset` through the real binary (docs/cli.md, docs/feed.md).
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const BIN = path.join(ROOT, 'bin/pg-settle.js');
+
+function cli(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string; json: Record<string, unknown> }> {
+  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' };
+  delete env.DATABASE_URL;
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args, '--database-url', db.url], { cwd: ROOT, env, timeout: 50_000 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+      let json: Record<string, unknown> = {};
+      try {
+        json = JSON.parse(stdout) as Record<string, unknown>;
+      } catch {
+        // text output
+      }
+      resolve({ code, stdout, stderr, json });
+    });
+  });
+}
+
+let db: TestDatabase;
+let client: SettleClient;
+let su: pg.Client;
+const binding = { principal: 'cli-user', scopes: [], generation: 1 };
+
+beforeAll(async () => {
+  db = await createTestDatabase('cli_feed');
+  client = createSettleClient({ connectionString: db.url, poolSize: 2 });
+  su = new pg.Client({ connectionString: db.url });
+  await su.connect();
+  await su.query(`select settle.register_consumer(name => 'ledger', lanes => 2)`);
+  for (const key of ['p-1', 'p-2', 'p-3']) {
+    const outcome = await client.run({ tenant: 'acme', key, request: { amount: 1 }, binding }, async () => ({ paid: true }));
+    if (outcome.outcome !== 'completed') throw new Error(`setup: ${outcome.outcome}`);
+  }
+});
+
+afterAll(async () => {
+  await client?.end();
+  await su?.end();
+  await db?.drop();
+});
+
+describe('pg-settle feed', () => {
+  it('lists each lane with its lag, and the horizon', async () => {
+    const run = await cli(['feed', '--json']);
+    expect(run.code).toBe(0);
+    const lanes = run.json.lanes as { consumer: string; lane: number; lagEvents: number }[];
+    expect(lanes.map((l) => [l.consumer, l.lane])).toEqual([['ledger', 0], ['ledger', 1]]);
+    expect(lanes.reduce((n, l) => n + l.lagEvents, 0)).toBe(3);
+    expect((run.json.horizon as { xid: string }).xid).toMatch(/^\d+$/);
+    const text = await cli(['feed']);
+    expect(text.stdout).toMatch(/^consumer\s+lane\s+position/);
+    expect(text.stdout).toContain('horizon (xid)');
+  });
+
+  it('feed reset: --dry-run changes nothing, no terminal without --yes is refused, --yes skips the backlog', async () => {
+    const dry = await cli(['feed', 'reset', 'ledger', '--dry-run', '--json']);
+    expect(dry.code).toBe(0);
+    expect(dry.json).toMatchObject({ dryRun: true, eventsToDeliver: 0 });
+    const lag = async () => (await su.query<{ n: number }>(`select sum(lag_events)::int as n from settle.feed_consumers where consumer = 'ledger'`)).rows[0]?.n;
+    expect(await lag()).toBe(3);
+    const refused = await cli(['feed', 'reset', 'ledger']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('--yes');
+    const done = await cli(['feed', 'reset', 'ledger', '--yes']);
+    expect(done.code).toBe(0);
+    expect(await lag()).toBe(0);
+    const back = await cli(['feed', 'reset', 'ledger', '--earliest', '--yes', '--json']);
+    expect(back.code).toBe(0);
+    expect(await lag()).toBe(3);
+  });
+
+  it('usage errors exit 2; an unknown consumer exits 1 with its SQLSTATE', async () => {
+    expect((await cli(['feed', 'rewind'])).code).toBe(2);
+    expect((await cli(['feed', 'reset'])).code).toBe(2);
+    expect((await cli(['feed', 'reset', 'ledger', '--to', 'yesterday'])).code).toBe(2);
+    const unknown = await cli(['feed', 'reset', 'nobody', '--dry-run']);
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toContain('SE040');
+  });
+});
