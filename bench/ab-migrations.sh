@@ -7,6 +7,7 @@
 #   bench/ab-migrations.sh <label>=<migrations dir> <label>=<migrations dir> ...
 #   ROUNDS=3 SECONDS_PER_RUN=20 CLIENTS=8 SCRIPT=bench/scripts/cycle.sql bench/ab-migrations.sh ...
 #   CPU_LOOP=1 ROUNDS=7 bench/ab-migrations.sh ...   # server CPU instead: bench/sql/cycle-cpu-loop.sql
+#   CPU_CALL=1 ROUNDS=7 CYCLES=1000 bench/ab-migrations.sh ...   # server CPU per call: bench/ab-cpu-call.mjs
 #
 # Prints one line per run (label, round, tps) and the median tps per build; with CPU_LOOP=1 the
 # milliseconds of 3000 claim + complete pairs in one backend (no commits, no client) and the
@@ -41,6 +42,14 @@ for spec in "$@"; do
 done
 
 declare -A results
+if [ "${CPU_CALL:-0}" = 1 ]; then
+  # Each call its own transaction (PL/pgSQL's per-transaction set-up counted), backend CPU
+  # from /proc/<pid>/schedstat, builds alternating; prints the minimum and median per build.
+  urls=()
+  for label in "${labels[@]}"; do urls+=("$label=postgres://postgres@localhost/ab_$label?host=$DIR&port=$PORT"); done
+  node "$(dirname "$0")/ab-cpu-call.mjs" "$ROUNDS" "${CYCLES:-1000}" "${urls[@]}"
+  exit 0
+fi
 if [ "${CPU_LOOP:-0}" = 1 ]; then
   LOOP=$(realpath bench/sql/cycle-cpu-loop.sql)
   for round in $(seq 1 "$ROUNDS"); do
