@@ -41,7 +41,37 @@ async function run(client, label, round, count) {
   }
 }
 
+// CHUNK=N interleaves the builds every N cycles inside each round (one session per build kept
+// open for the round), so a slow phase of a shared machine hits every build alike; it also
+// prints each round's ratio of every build to the first and the median of those ratios.
+const chunk = Number(process.env.CHUNK ?? 0);
 for (let round = 1; round <= rounds; round += 1) {
+  if (chunk > 0) {
+    const sessions = [];
+    for (const b of builds) {
+      const client = new pg.Client({ connectionString: b.url });
+      await client.connect();
+      const pid = (await client.query('select pg_backend_pid() as pid')).rows[0].pid;
+      await client.query('set synchronous_commit = off');
+      await run(client, b.label, `w${round}`, 200);
+      sessions.push({ b, client, pid, ns: 0 });
+    }
+    for (let done = 0; done < cycles; done += chunk) {
+      for (const s of sessions) {
+        const before = cpuNs(s.pid);
+        await run(s.client, s.b.label, `${round}-${done}`, Math.min(chunk, cycles - done));
+        s.ns += cpuNs(s.pid) - before;
+      }
+    }
+    for (const s of sessions) {
+      await s.client.end();
+      const us = s.ns / cycles / 1000;
+      s.b.us.push(us);
+      s.b.ratios = [...(s.b.ratios ?? []), us / (sessions[0].ns / cycles / 1000)];
+      console.log(`${s.b.label} round=${round} cpu_us_per_cycle=${us.toFixed(1)} ratio_to_${sessions[0].b.label}=${(us / (sessions[0].ns / cycles / 1000)).toFixed(3)}`);
+    }
+    continue;
+  }
   for (const b of builds) {
     const client = new pg.Client({ connectionString: b.url });
     await client.connect();
@@ -58,5 +88,9 @@ for (let round = 1; round <= rounds; round += 1) {
 }
 for (const b of builds) {
   const sorted = [...b.us].sort((x, y) => x - y);
-  console.log(`${b.label} min=${sorted[0].toFixed(1)} median=${sorted[Math.floor(sorted.length / 2)].toFixed(1)} us/cycle`);
+  const ratios = [...(b.ratios ?? [])].sort((x, y) => x - y);
+  const ratio = ratios.length > 0
+    ? ` median_ratio_to_${builds[0].label}=${ratios[Math.floor(ratios.length / 2)].toFixed(3)} (rounds: ${b.ratios.map((r) => r.toFixed(2)).join(', ')})`
+    : '';
+  console.log(`${b.label} min=${sorted[0].toFixed(1)} median=${sorted[Math.floor(sorted.length / 2)].toFixed(1)} us/cycle${ratio}`);
 }

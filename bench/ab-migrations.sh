@@ -10,6 +10,7 @@
 #   CPU_NS=1 ROUNDS=5 bench/ab-migrations.sh ...     # the same loop, CPU from schedstat (bench/ab-cpu.mjs)
 #   DRAIN=1 bench/ab-migrations.sh ... feed=sql/migrations   # then the feed's drain rate on the
 #                                                            # last build (bench/feed-drain.mjs)
+#   CPU_CALL=1 ROUNDS=7 CYCLES=1000 bench/ab-migrations.sh ...   # server CPU per call: bench/ab-cpu-call.mjs
 #
 # Prints one line per run (label, round, tps) and the median tps per build; with CPU_LOOP=1 the
 # milliseconds of 3000 claim + complete pairs in one backend (no commits, no client) and the
@@ -44,6 +45,14 @@ for spec in "$@"; do
 done
 
 declare -A results
+if [ "${CPU_CALL:-0}" = 1 ]; then
+  # Each call its own transaction (PL/pgSQL's per-transaction set-up counted), backend CPU
+  # from /proc/<pid>/schedstat, builds alternating; prints the minimum and median per build.
+  urls=()
+  for label in "${labels[@]}"; do urls+=("$label=postgres://postgres@localhost/ab_$label?host=$DIR&port=$PORT"); done
+  node "$(dirname "$0")/ab-cpu-call.mjs" "$ROUNDS" "${CYCLES:-1000}" "${urls[@]}"
+  exit 0
+fi
 if [ "${CPU_NS:-0}" = 1 ]; then
   # Server CPU from the backends' schedstat (bench/ab-cpu.mjs): immune to a loaded machine's wall clock.
   specs=()

@@ -249,11 +249,82 @@ ALTER TYPE settle.observation_result OWNER TO settle_owner;
 COMMENT ON TYPE settle.observation_result IS 'Answer of settle.complete / fail / report_unknown. outcome: settled | recorded | duplicate | already_settled | fenced | conflict. status/result/error/dead_lettered/dead_letter_reason are the canonical state after the merge, disclosed only to the holder of a valid attempt token whose lock matched (NULL for conflict and invalid_token).';
 
 --
+-- Name: reconciliation_lease; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.reconciliation_lease AS (
+	tenant text,
+	key text,
+	status settle.status,
+	attempt integer,
+	fingerprint text,
+	request jsonb,
+	principal text,
+	scopes text[],
+	error jsonb,
+	dead_letter_reason text,
+	dead_lettered_at timestamp with time zone,
+	created_at timestamp with time zone,
+	lease_token uuid,
+	lease_expires_at timestamp with time zone,
+	checks integer
+);
+
+ALTER TYPE settle.reconciliation_lease OWNER TO settle_owner;
+
+--
+-- Name: TYPE reconciliation_lease; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.reconciliation_lease IS 'A row of settle.lease_reconciliation: an operation needing reconciliation (what the downstream lookup needs: request, fingerprint, principal, error), the reconciler lease on it (lease_token, lease_expires_at) and how many times it was leased (checks).';
+
+--
+-- Name: resolve_result; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.resolve_result AS (
+	outcome text,
+	reason text,
+	status settle.status,
+	status_before settle.status,
+	attempt integer,
+	settled_attempt integer,
+	result jsonb,
+	error jsonb
+);
+
+ALTER TYPE settle.resolve_result OWNER TO settle_owner;
+
+--
+-- Name: TYPE resolve_result; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.resolve_result IS 'Answer of settle.resolve. outcome: resolved (status_before -> status, the resolution is recorded) | already_final (the operation was completed or failed already; nothing changed; reason matches: the final outcome is the one asserted, or differs). status, attempt, settled_attempt, result and error are the canonical state after the call.';
+
+--
+-- Name: upkeep_run; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.upkeep_run AS (
+	job text,
+	outcome text,
+	detail jsonb
+);
+
+ALTER TYPE settle.upkeep_run OWNER TO settle_owner;
+
+--
+-- Name: TYPE upkeep_run; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.upkeep_run IS 'A row of settle.run_upkeep: job; outcome ran | failed (detail.error) | not_due | busy (another caller is running it); detail (expire_leases: expired, dead_lettered; purge: purged, retention).';
+
+--
 -- Name: audit_event; Type: DOMAIN; Schema: settle_private; Owner: settle_owner
 --
 
 CREATE DOMAIN settle_private.audit_event AS text
-	CONSTRAINT event_is_known CHECK ((VALUE = ANY (ARRAY['claim'::text, 'heartbeat'::text, 'complete'::text, 'fail'::text, 'report_unknown'::text, 'expire'::text, 'redrive'::text, 'purge'::text, 'get'::text, 'revoke'::text])));
+	CONSTRAINT event_is_known CHECK ((VALUE = ANY (ARRAY['claim'::text, 'heartbeat'::text, 'complete'::text, 'fail'::text, 'report_unknown'::text, 'expire'::text, 'redrive'::text, 'purge'::text, 'get'::text, 'revoke'::text, 'resolve'::text])));
 
 ALTER DOMAIN settle_private.audit_event OWNER TO settle_owner;
 
@@ -1203,6 +1274,70 @@ SQLSTATEs: SE013 (a login role bound to other tenants).
 Locking: none (a snapshot read). Idempotency: read-only.';
 
 --
+-- Name: lease_reconciliation(text, interval, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.lease_reconciliation(holder text, lease interval DEFAULT '00:01:00'::interval, batch_size integer DEFAULT 10) RETURNS SETOF settle.reconciliation_lease
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_due record;
+  v_token uuid;
+  v_checks integer;
+  v_op settle_private.operations;
+begin
+  perform settle_private._check_name(holder, 'holder', settle_private._limit('worker_bytes'), 'SE008');
+  perform settle_private._check_lease(lease);
+  perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  -- Leases of operations that no longer need reconciliation (settled by a late success) go.
+  delete from settle_private.reconciliation_leases l
+   where l.expires_at <= v_now
+     and not exists (select 1 from settle_private.operations o
+                      where o.tenant = l.tenant and o.key = l.key and o.dead_letter_reason = 'needs_reconciliation');
+  for v_due in
+    select o.tenant, o.key from settle_private.operations o
+      left join settle_private.reconciliation_leases l on l.tenant = o.tenant and l.key = o.key
+     where o.dead_letter_reason = 'needs_reconciliation' and o.lease_token is null
+       and (l.expires_at is null or l.expires_at <= v_now)
+       and settle_private._tenant_ok(o.tenant)
+     order by o.dead_lettered_at, o.tenant, o.key
+     limit batch_size
+  loop
+    -- Taken only if nobody holds a live lease on it now (a concurrent reconciler may have
+    -- leased it since the scan): ON CONFLICT sees the latest committed lease.
+    v_token := gen_random_uuid();
+    v_checks := null;
+    insert into settle_private.reconciliation_leases as l (tenant, key, lease_token, holder, leased_at, expires_at)
+    values (v_due.tenant, v_due.key, v_token, lease_reconciliation.holder, v_now, v_now + lease_reconciliation.lease)
+    on conflict on constraint reconciliation_leases_pkey do update
+      set lease_token = excluded.lease_token, holder = excluded.holder, leased_at = excluded.leased_at,
+          expires_at = excluded.expires_at, checks = l.checks + 1
+      where l.expires_at <= v_now
+    returning l.checks into v_checks;
+    continue when v_checks is null;
+    select * into v_op from settle_private.operations o where o.tenant = v_due.tenant and o.key = v_due.key;
+    return next row(v_op.tenant, v_op.key, v_op.status, v_op.attempt, v_op.fingerprint, v_op.request, v_op.principal,
+      v_op.scopes, v_op.error, v_op.dead_letter_reason, v_op.dead_lettered_at, v_op.created_at, v_token,
+      v_now + lease_reconciliation.lease, v_checks)::settle.reconciliation_lease;
+  end loop;
+end
+$$;
+
+ALTER FUNCTION settle.lease_reconciliation(holder text, lease interval, batch_size integer) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION lease_reconciliation(holder text, lease interval, batch_size integer); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.lease_reconciliation(holder text, lease interval, batch_size integer) IS 'Lease up to batch_size operations needing reconciliation (dead-lettered needs_reconciliation, no attempt lease held) that no reconciler holds a live lease on, oldest dead letter first, for the caller to check downstream and settle with settle.resolve.
+Parameters: holder (the reconciler process, 1-128 bytes); lease (1 second - 1 day, default 1 minute: while it runs no other reconciler leases the operation; an operation left undecided is leased again after it); batch_size (1-100000, default 10).
+Outcomes: the leased operations with what a downstream lookup needs (request, fingerprint, principal, error), lease_token, lease_expires_at and checks (how many times it was leased). Only tenants the login role may reach.
+SQLSTATEs: SE007 (lease), SE008 (holder, batch_size).
+Locking: no operation row lock; each lease row is taken with INSERT ... ON CONFLICT, so concurrent reconcilers never hold a live lease on the same operation. Idempotency: each call takes new leases.';
+
+--
 -- Name: purge(interval, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
@@ -1525,6 +1660,43 @@ SQLSTATEs: SE001 (a tenant), SE008 (name, lanes, start_at, empty tenants), SE019
 Locking: the consumer row. Idempotency: repeating the same registration returns the existing consumer.';
 
 --
+-- Name: release_reconciliation(text, text, uuid, interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.release_reconciliation(tenant text, key text, lease_token uuid, retry_after interval DEFAULT '00:00:00'::interval) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_rows integer;
+begin
+  perform settle_private._check_operation_key(release_reconciliation.tenant, release_reconciliation.key);
+  if retry_after is null or retry_after < interval '0' or retry_after > interval '1 day'
+     or not settle_private._exact(retry_after) then
+    perform settle_private._raise('SE008', 'retry_after must be an exact duration between 0 and 1 day',
+      jsonb_build_object('field', 'retry_after'), null);
+  end if;
+  update settle_private.reconciliation_leases l
+     set expires_at = clock_timestamp() + release_reconciliation.retry_after
+   where l.tenant = release_reconciliation.tenant and l.key = release_reconciliation.key
+     and l.lease_token = release_reconciliation.lease_token;
+  get diagnostics v_rows = row_count;
+  return v_rows > 0;
+end
+$$;
+
+ALTER FUNCTION settle.release_reconciliation(tenant text, key text, lease_token uuid, retry_after interval) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION release_reconciliation(tenant text, key text, lease_token uuid, retry_after interval); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.release_reconciliation(tenant text, key text, lease_token uuid, retry_after interval) IS 'Give back a reconciler lease on an operation the downstream could not decide (yet): another reconciler may lease it after retry_after.
+Parameters: tenant, key, lease_token (from settle.lease_reconciliation), retry_after (0 - 1 day, default 0).
+Outcomes: true when the lease was this token''s (and is now released), false otherwise (lapsed and taken by another, or resolved).
+SQLSTATEs: SE001, SE002, SE008. Locking: the lease row. Idempotency: repeating moves the release time again.';
+
+--
 -- Name: report_unknown(text, text, integer, uuid, text, text, text[], bigint); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
@@ -1624,6 +1796,168 @@ Parameters: name; to_time (NULL, default: skip to now, everything committed is p
 Outcomes: one row per lane (settle.feed_reset): positions before and after, events the lane will deliver, applied. Leases are cleared: a process still holding one is fenced at its next ack (SE042). Logged in settle.admin_log.
 SQLSTATEs: SE008 (dry_run NULL), SE019 (a tenant-bound login and a consumer beyond its tenants), SE040 (no such consumer).
 Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction. Idempotency: repeating it moves to the same position (when no event was written in between).';
+
+--
+-- Name: resolve(text, text, text, text, text, jsonb, jsonb, jsonb); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb DEFAULT NULL::jsonb, error jsonb DEFAULT NULL::jsonb, evidence jsonb DEFAULT NULL::jsonb) RETURNS settle.resolve_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_writes integer := 0;
+  v_op settle_private.operations;
+  v_before settle.status;
+  v_attempt integer;
+  v_seq bigint;
+  v_audit_id bigint;
+  v_open jsonb;
+  v_res settle.resolve_result;
+  v_detail jsonb;
+begin
+  perform settle_private._check_operation_key(resolve.tenant, resolve.key);
+  if resolve.fingerprint is null or resolve.fingerprint !~ '^v[0-9]+:[0-9a-f]{64}$' then
+    perform settle_private._raise('SE004', 'fingerprint must be the reservation''s fingerprint (v<n>:<64 hex>)',
+      jsonb_build_object('field', 'fingerprint'), 'Read it from settle.inspect or settle.operations.');
+  end if;
+  if resolve.outcome is null or resolve.outcome not in ('completed', 'failed') then
+    perform settle_private._raise('SE008', 'outcome must be completed or failed',
+      jsonb_build_object('field', 'outcome'), null);
+  end if;
+  if resolve.reason is null or settle_private._is_blank(resolve.reason)
+     or octet_length(resolve.reason) > settle_private._limit('reason_bytes') then
+    perform settle_private._raise('SE008', format('reason is required (1-%s bytes): why, and the ticket',
+        settle_private._limit('reason_bytes')),
+      jsonb_build_object('field', 'reason'), 'Every resolution records why it was made.');
+  end if;
+  if resolve.outcome = 'completed' then
+    perform settle_private._check_json(resolve.result, 'result', settle_private._limit('result_bytes'), 'SE005');
+    if resolve.error is not null then
+      perform settle_private._raise('SE008', 'a completed resolution takes a result, not an error',
+        jsonb_build_object('field', 'error'), null);
+    end if;
+  else
+    perform settle_private._check_json(resolve.error, 'error', settle_private._limit('error_bytes'), 'SE006');
+    if resolve.result is not null then
+      perform settle_private._raise('SE008', 'a failed resolution takes an error, not a result',
+        jsonb_build_object('field', 'result'), null);
+    end if;
+  end if;
+  if resolve.evidence is not null and not settle_private._json_ok(resolve.evidence, settle_private._limit('error_bytes')) then
+    perform settle_private._raise('SE008', format('evidence must be at most %s bytes of JSON text', settle_private._limit('error_bytes')),
+      jsonb_build_object('field', 'evidence'), 'Keep a reference to large evidence (a ticket, a statement id).');
+  end if;
+  if not settle_private._tenant_ok(resolve.tenant) then
+    perform settle_private._refuse_tenant(resolve.tenant, resolve.key, 'resolve');
+  end if;
+
+  v_op := settle_private._lock_operation(resolve.tenant, resolve.key);
+  v_before := v_op.status;
+  if v_op.fingerprint <> resolve.fingerprint then
+    perform settle_private._raise('SE052', 'resolve refused: the fingerprint is not the reservation''s',
+      jsonb_build_object('tenant', resolve.tenant, 'key', resolve.key),
+      'The key may have been purged and claimed again: read the operation again (settle.inspect) and check the downstream for that reservation.');
+  end if;
+  v_detail := jsonb_build_object('asserted', resolve.outcome, 'reason', resolve.reason, 'evidence', resolve.evidence,
+    'dead_letter_reason', v_op.dead_letter_reason, 'xact', pg_current_xact_id()::text);
+
+  if v_op.status in ('completed', 'failed') then
+    -- Final already (a late success, or another resolution, came first): nothing changes; the
+    -- assertion is kept as evidence.
+    v_res.outcome := 'already_final';
+    v_res.reason := case
+      when v_op.status::text = resolve.outcome
+           and (v_op.status = 'failed' or v_op.result = resolve.result) then 'matches'
+      else 'differs' end;
+    v_writes := v_writes + settle_private._audit(resolve.tenant, resolve.key, v_now, 'resolve', 'already_final',
+      v_op.attempt, v_before, v_before, session_user::text, v_detail || jsonb_build_object('presented',
+        settle_private._presented(resolve.fingerprint, null, null, null,
+          case resolve.outcome when 'completed' then 'result' else 'error' end, coalesce(resolve.result, resolve.error))));
+    return row(v_res.outcome, v_res.reason, v_op.status, v_before, v_op.attempt, v_op.settled_attempt, v_op.result,
+               v_op.error)::settle.resolve_result;
+  end if;
+  if v_op.status not in ('unknown', 'conflict') then
+    perform settle_private._raise('SE050', format('only an unknown or conflict operation can be resolved (status %s)', v_op.status),
+      jsonb_build_object('tenant', resolve.tenant, 'key', resolve.key, 'status', v_op.status),
+      'A pending or running operation has not lost an outcome yet: let its attempt report, or its lease lapse (settle.expire_leases).');
+  end if;
+  if resolve.outcome = 'failed' and v_op.lease_token is not null then
+    perform settle_private._raise('SE051', 'a failed resolution is refused while an attempt holds a lease',
+      jsonb_build_object('tenant', resolve.tenant, 'key', resolve.key, 'attempt', v_op.attempt,
+                         'lease_expires_at', v_op.lease_expires_at),
+      'That attempt may still take effect: wait for it to report, or for its lease to lapse and settle.expire_leases to end it.');
+  end if;
+
+  if resolve.outcome = 'completed' then
+    v_attempt := v_op.attempt + 1;
+    v_writes := v_writes + settle_private._audit(resolve.tenant, resolve.key, v_now, 'resolve', 'resolved', v_attempt,
+      v_before, 'completed', session_user::text, v_detail);
+    if v_op.lease_token is not null then
+      -- The holder of a live (or lapsed) lease is over: the downstream says the effect happened.
+      v_writes := v_writes + settle_private._end_attempt(resolve.tenant, resolve.key, v_op.attempt, v_now, 'settled_elsewhere');
+    end if;
+    v_seq := settle_private._next_seq(resolve.tenant, resolve.key);
+    v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
+    -- The resolution's own attempt epoch (nobody holds its token), then the settlement through it.
+    update settle_private.operations o
+       set attempt = v_attempt, max_attempts = greatest(o.max_attempts, v_attempt), lease_token = null,
+           lease_expires_at = null, updated_at = v_now
+     where o.tenant = resolve.tenant and o.key = resolve.key;
+    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
+    values (resolve.tenant, resolve.key, v_attempt, gen_random_uuid(), 'resolve:' || session_user::text, v_now);
+    update settle_private.operations o
+       set status = 'completed', result = resolve.result, settled_attempt = v_attempt, settled_at = v_now,
+           dead_lettered_at = null, dead_letter_reason = null, error = null, updated_at = v_now
+     where o.tenant = resolve.tenant and o.key = resolve.key
+    returning * into v_op;
+    update settle_private.attempts a
+       set observation = 'completed', observed_at = v_now, settled = true, settled_as = v_attempt,
+           ended_at = v_now, end_reason = 'observed', settled_seq = v_seq, settled_audit_id = v_audit_id,
+           settled_status_before = v_before, settled_reason = 'resolved'
+     where a.tenant = resolve.tenant and a.key = resolve.key and a.attempt = v_attempt;
+  else
+    -- The verdict on every attempt without a terminal observation, kept in the audit row too.
+    select coalesce(jsonb_agg(jsonb_build_object('attempt', a.attempt, 'observation', a.observation) order by a.attempt),
+                    '[]'::jsonb)
+      into v_open
+      from settle_private.attempts a
+     where a.tenant = resolve.tenant and a.key = resolve.key and (a.observation is null or a.observation = 'unknown');
+    v_writes := v_writes + settle_private._audit(resolve.tenant, resolve.key, v_now, 'resolve', 'resolved', v_op.attempt,
+      v_before, 'failed', session_user::text, v_detail || jsonb_build_object('attempts_judged', v_open));
+    update settle_private.attempts a
+       set observation = 'failed', observed_at = v_now, retryable = false,
+           error = jsonb_build_object('code', 'resolved_failed', 'resolved_by', session_user::text, 'reason', resolve.reason,
+                                      'error', resolve.error),
+           ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed')
+     where a.tenant = resolve.tenant and a.key = resolve.key and (a.observation is null or a.observation = 'unknown');
+    update settle_private.operations o
+       set status = 'failed', error = resolve.error, dead_lettered_at = null, dead_letter_reason = null,
+           updated_at = v_now
+     where o.tenant = resolve.tenant and o.key = resolve.key
+    returning * into v_op;
+  end if;
+  delete from settle_private.reconciliation_leases l where l.tenant = resolve.tenant and l.key = resolve.key;
+
+  return row('resolved', null, v_op.status, v_before, v_op.attempt, v_op.settled_attempt, v_op.result,
+             v_op.error)::settle.resolve_result;
+end
+$_$;
+
+ALTER FUNCTION settle.resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb) IS 'Record the verified outcome of an operation that lost it (status unknown or conflict, dead-lettered or not), after checking the downstream system: the way out of needs_reconciliation.
+Parameters: tenant, key; fingerprint (the reservation''s, from settle.inspect: a key purged and claimed again is refused); outcome completed (with result, <= 1 MiB: what the downstream reports) or failed (with error, <= 64 KiB: an explicit assertion that no attempt took effect); reason (required, 1-1024 bytes: why, the ticket); evidence (optional jsonb, <= 64 KiB).
+Outcomes: resolved (completed: settled through an attempt epoch of its own, N+1, worker resolve:<session_user>, settled_reason resolved; a held lease ends settled_elsewhere; failed: every attempt without a terminal observation records the verdict failed (not retryable), so a late success of one is already_settled and never a second final outcome) | already_final (completed or failed already, e.g. a late success came first: nothing changes; reason matches or differs; the assertion is kept in the audit log).
+Every call writes one settle.audit_log row (event resolve) with session_user, reason, evidence and the statuses; the dead letter is cleared, so retention applies again.
+SQLSTATEs: SE001, SE002, SE004 (fingerprint format), SE005 (result), SE006 (error), SE008 (outcome, reason, evidence, result with failed or error with completed); SE010 not found; SE013 tenant not granted to this login role; SE050 status pending or running; SE051 failed while an attempt holds a lease; SE052 fingerprint is not the reservation''s.
+Locking: the operation row (FOR UPDATE), as every writer: racing a late success or a redrive, exactly one goes first and the other sees its outcome.
+Idempotency: a repeat answers already_final (reason matches) and changes nothing but the audit log.';
 
 --
 -- Name: revoke_binding(text, text, bigint); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -1744,6 +2078,104 @@ Locking: the role''s binding rows. Logged in settle.admin_log. In force for ever
 Idempotency: revoking what the role does not hold changes nothing but the log.';
 
 --
+-- Name: run_upkeep(text, boolean); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.run_upkeep(job text DEFAULT NULL::text, force boolean DEFAULT false) RETURNS SETOF settle.upkeep_run
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_job settle_private.upkeep_jobs;
+  v_name text;
+  v_now timestamptz;
+  v_detail jsonb;
+  v_expired settle.expire_result;
+  v_total_expired integer;
+  v_total_dead integer;
+  v_purged integer;
+  v_total_purged integer;
+  v_retention interval;
+  v_rounds integer;
+  v_batch constant integer := 1000;
+  v_max_rounds constant integer := 20;
+begin
+  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('run_upkeep', '{}'::jsonb);
+  end if;
+  if run_upkeep.job is not null and run_upkeep.job not in ('expire_leases', 'purge') then
+    perform settle_private._raise('SE008', 'job must be expire_leases or purge (or NULL for both)',
+      jsonb_build_object('field', 'job'), null);
+  end if;
+  foreach v_name in array array['expire_leases', 'purge'] loop
+    continue when run_upkeep.job is not null and run_upkeep.job <> v_name;
+    v_now := clock_timestamp();
+    -- The job row's lock is the leader election: a second caller skips a job being run.
+    select * into v_job from settle_private.upkeep_jobs j where j.job = v_name for update skip locked;
+    if not found then
+      return next row(v_name, 'busy', null)::settle.upkeep_run;
+      continue;
+    end if;
+    if not run_upkeep.force and v_job.last_started_at is not null and v_job.last_started_at + v_job.every > v_now then
+      return next row(v_name, 'not_due', jsonb_build_object('next_due_at', v_job.last_started_at + v_job.every))::settle.upkeep_run;
+      continue;
+    end if;
+    begin
+      v_rounds := 0;
+      if v_name = 'expire_leases' then
+        v_total_expired := 0;
+        v_total_dead := 0;
+        loop
+          v_expired := settle.expire_leases(v_batch);
+          v_total_expired := v_total_expired + v_expired.expired;
+          v_total_dead := v_total_dead + v_expired.dead_lettered;
+          v_rounds := v_rounds + 1;
+          exit when v_expired.expired < v_batch or v_rounds >= v_max_rounds;
+        end loop;
+        v_detail := jsonb_build_object('expired', v_total_expired, 'dead_lettered', v_total_dead);
+      else
+        select s.value into v_retention from settle_private.settings s where s.name = 'retention';
+        v_total_purged := 0;
+        loop
+          v_purged := settle.purge(v_retention, v_batch);
+          v_total_purged := v_total_purged + v_purged;
+          v_rounds := v_rounds + 1;
+          exit when v_purged < v_batch or v_rounds >= v_max_rounds;
+        end loop;
+        v_detail := jsonb_build_object('purged', v_total_purged, 'retention', v_retention::text);
+      end if;
+      update settle_private.upkeep_jobs j
+         set last_started_at = v_now, last_finished_at = clock_timestamp(), last_ok = true, last_detail = v_detail,
+             last_error = null, last_by = session_user::text, runs = j.runs + 1
+       where j.job = v_name;
+      return next row(v_name, 'ran', v_detail)::settle.upkeep_run;
+    exception when others then
+      -- The job's work rolls back; its failure is recorded (and stats shows it).
+      v_detail := jsonb_build_object('sqlstate', sqlstate, 'error', sqlerrm);
+      update settle_private.upkeep_jobs j
+         set last_started_at = v_now, last_finished_at = clock_timestamp(), last_ok = false, last_detail = v_detail,
+             last_error = sqlerrm, last_by = session_user::text, runs = j.runs + 1, failures = j.failures + 1
+       where j.job = v_name;
+      return next row(v_name, 'failed', v_detail)::settle.upkeep_run;
+    end;
+  end loop;
+end
+$$;
+
+ALTER FUNCTION settle.run_upkeep(job text, force boolean) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION run_upkeep(job text, force boolean); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.run_upkeep(job text, force boolean) IS 'Run the upkeep jobs that are due: expire_leases (settle.expire_leases until a batch is not full, at most 20 batches of 1000) and purge (settle.purge with the stored retention, same bounds). What pg_cron or `pg-settle maintain` call (docs/operations.md "Upkeep").
+Parameters: job (expire_leases, purge, or NULL for both); force (run even if not due, default false).
+Outcomes: one row per job: ran (detail: counts) | failed (detail: sqlstate, error; the job''s work is rolled back, the failure recorded) | not_due (ran less than its interval ago) | busy (another caller holds the job: leader election by the job row''s lock, SKIP LOCKED). Each run is recorded in settle.upkeep.
+SQLSTATEs: SE008 (unknown job), SE019 (a login bound to tenants: upkeep is engine-wide).
+Locking: the job''s row in settle_private.upkeep_jobs for the run (FOR UPDATE SKIP LOCKED), then the locks of expire_leases and purge. Idempotency: safe to call from several processes at once and repeatedly.';
+
+--
 -- Name: set_purge_min_retention(interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
@@ -1784,6 +2216,96 @@ COMMENT ON FUNCTION settle.set_purge_min_retention(min_retention interval) IS 'S
 Parameters: min_retention, a non-negative exact duration (no month or year part).
 Outcomes: the new minimum; the change is logged in settle.admin_log (event set_purge_min_retention, before and after). settle.purge with older_than below it raises SE014.
 SQLSTATEs: SE008 (bad min_retention), SE019 (the caller is bound to tenants: engine-wide settings are for unbound admins). Locking: the settings row (FOR UPDATE). Idempotency: setting the same value again changes nothing but the log.';
+
+--
+-- Name: set_retention(interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.set_retention(older_than interval) RETURNS interval
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_before interval;
+  v_min interval;
+  v_now timestamptz := clock_timestamp();
+begin
+  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('set_retention', '{}'::jsonb);
+  end if;
+  if older_than is null or older_than < interval '0' or not settle_private._exact(older_than) then
+    perform settle_private._raise('SE008', 'older_than must be a non-negative exact duration (no month or year part)',
+      jsonb_build_object('field', 'older_than'), null);
+  end if;
+  select s.value into v_min from settle_private.settings s where s.name = 'purge_min_retention';
+  if older_than < coalesce(v_min, interval '24 hours') then
+    perform settle_private._raise('SE014', 'older_than is shorter than the minimum retention',
+      jsonb_build_object('older_than', older_than::text, 'purge_min_retention', coalesce(v_min, interval '24 hours')::text),
+      'Keep longer, or lower the minimum explicitly: select settle.set_purge_min_retention(interval ''...'').');
+  end if;
+  select s.value into v_before from settle_private.settings s where s.name = 'retention' for update;
+  insert into settle_private.settings as s (name, value, updated_at)
+  values ('retention', older_than, v_now)
+  on conflict on constraint settings_pkey do update set value = excluded.value, updated_at = excluded.updated_at;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'set_retention', session_user::text, jsonb_build_object('before', v_before::text, 'after', older_than::text));
+  return older_than;
+end
+$$;
+
+ALTER FUNCTION settle.set_retention(older_than interval) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION set_retention(older_than interval); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.set_retention(older_than interval) IS 'Set how long terminal (completed or failed, not dead-lettered) operations are kept before the purge upkeep job removes them (default 7 days). Unresolved operations are never purged.
+Parameters: older_than, an exact duration not shorter than purge_min_retention (default 24 hours).
+Outcomes: the new retention; logged in settle.admin_log (event set_retention, before and after).
+SQLSTATEs: SE008 (bad duration), SE014 (shorter than purge_min_retention), SE019 (a login bound to tenants). Locking: the settings row. Idempotency: setting the same value again changes nothing but the log.';
+
+--
+-- Name: set_upkeep_interval(text, interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.set_upkeep_interval(job text, every interval) RETURNS interval
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_before interval;
+begin
+  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('set_upkeep_interval', '{}'::jsonb);
+  end if;
+  if set_upkeep_interval.job is null or set_upkeep_interval.job not in ('expire_leases', 'purge') then
+    perform settle_private._raise('SE008', 'job must be expire_leases or purge', jsonb_build_object('field', 'job'), null);
+  end if;
+  if every is null or not settle_private._exact(every) or every not between interval '1 second' and interval '1 day' then
+    perform settle_private._raise('SE008', 'every must be an exact duration between 1 second and 1 day',
+      jsonb_build_object('field', 'every'), null);
+  end if;
+  select j.every into v_before from settle_private.upkeep_jobs j where j.job = set_upkeep_interval.job for update;
+  update settle_private.upkeep_jobs j set every = set_upkeep_interval.every where j.job = set_upkeep_interval.job;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (clock_timestamp(), 'set_upkeep_interval', session_user::text,
+          jsonb_build_object('job', set_upkeep_interval.job, 'before', v_before::text, 'after', every::text));
+  return every;
+end
+$$;
+
+ALTER FUNCTION settle.set_upkeep_interval(job text, every interval) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION set_upkeep_interval(job text, every interval); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.set_upkeep_interval(job text, every interval) IS 'Set how often an upkeep job is due (defaults: expire_leases 1 minute, purge 1 hour).
+Parameters: job (expire_leases or purge), every (1 second - 1 day, exact).
+Outcomes: the new interval; logged in settle.admin_log (event set_upkeep_interval).
+SQLSTATEs: SE008, SE019 (a login bound to tenants). Locking: the job row (waits for a running job). Idempotency: repeatable.';
 
 --
 -- Name: trim_feed(integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -3515,6 +4037,24 @@ $$;
 ALTER FUNCTION settle_private._refuse_tenant(tenant text, key text, call text) OWNER TO settle_owner;
 
 --
+-- Name: _resolving_failed(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._resolving_failed(tenant text, key text) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  return exists (select 1 from settle_private.audit_log l
+                  where l.tenant = _resolving_failed.tenant and l.key = _resolving_failed.key
+                    and l.event = 'resolve' and l.outcome = 'resolved' and l.status_after = 'failed'
+                    and l.detail ->> 'xact' = pg_current_xact_id()::text);
+end
+$$;
+
+ALTER FUNCTION settle_private._resolving_failed(tenant text, key text) OWNER TO settle_owner;
+
+--
 -- Name: _revoke_on_touch(settle_private.operations, text, bigint, timestamp with time zone); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3930,7 +4470,11 @@ CREATE FUNCTION settle_private.tg_operations__guard_failure() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
-  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status) then
+  -- The one audited exception (last, so a plain failure never pays for it): an operator's
+  -- resolution (settle.resolve, 00015) asserting with evidence that no effect happened,
+  -- recognised by its audit row written in this very transaction.
+  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+     and not settle_private._resolving_failed(new.tenant, new.key) then
     raise exception using
       errcode = 'SE021',
       message = 'status may move to failed only on a committed failure',
@@ -3953,7 +4497,7 @@ CREATE TABLE settle_private.admin_log (
     event text NOT NULL,
     actor text NOT NULL,
     detail jsonb NOT NULL,
-    CONSTRAINT admin_event_is_known CHECK ((event = ANY ('{drop_consumer,grant_tenant,register_consumer,reset_consumer,revoke_binding,revoke_tenant,set_purge_min_retention}'::text[])))
+    CONSTRAINT admin_event_is_known CHECK ((event = ANY ('{drop_consumer,grant_tenant,register_consumer,reset_consumer,revoke_binding,revoke_tenant,set_purge_min_retention,set_retention,set_upkeep_interval}'::text[])))
 );
 
 ALTER TABLE ONLY settle_private.admin_log FORCE ROW LEVEL SECURITY;
@@ -4364,6 +4908,91 @@ ALTER TABLE settle.stats OWNER TO settle_owner;
 COMMENT ON VIEW settle.stats IS 'Per-tenant counts by status, dead letters (dead_lettered: all; needs_reconciliation: those where an attempt may have taken effect, counted under unknown or conflict, never under failed), live and lapsed leases, and attempts opened.';
 
 --
+-- Name: settings; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.settings (
+    name text NOT NULL,
+    value interval NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT setting_is_known CHECK ((name = ANY (ARRAY['purge_min_retention'::text, 'retention'::text]))),
+    CONSTRAINT setting_not_negative CHECK ((value >= '00:00:00'::interval))
+);
+
+ALTER TABLE ONLY settle_private.settings FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.settings OWNER TO settle_owner;
+
+--
+-- Name: TABLE settings; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.settings IS 'Engine settings: purge_min_retention (default 24 hours), the shortest older_than settle.purge accepts. Private: change it with settle.set_purge_min_retention (logged in admin_log).';
+
+--
+-- Name: upkeep_jobs; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.upkeep_jobs (
+    job text NOT NULL,
+    every interval NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    last_started_at timestamp with time zone,
+    last_finished_at timestamp with time zone,
+    last_ok boolean,
+    last_detail jsonb,
+    last_error text,
+    last_by text,
+    runs bigint DEFAULT 0 NOT NULL,
+    failures bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT upkeep_every_in_range CHECK (((every >= '00:00:01'::interval) AND (every <= '1 day'::interval))),
+    CONSTRAINT upkeep_job_is_known CHECK ((job = ANY (ARRAY['expire_leases'::text, 'purge'::text])))
+);
+
+ALTER TABLE ONLY settle_private.upkeep_jobs FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.upkeep_jobs OWNER TO settle_owner;
+
+--
+-- Name: TABLE upkeep_jobs; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.upkeep_jobs IS 'The upkeep jobs settle.run_upkeep runs (expire_leases, purge): how often, and what their last run did. Private: read settle.upkeep.';
+
+--
+-- Name: upkeep; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.upkeep AS
+ SELECT j.job,
+    j.every,
+        CASE
+            WHEN (j.job = 'purge'::text) THEN ( SELECT s.value
+               FROM settle_private.settings s
+              WHERE (s.name = 'retention'::text))
+            ELSE NULL::interval
+        END AS retention,
+    j.last_started_at,
+    j.last_finished_at,
+    j.last_ok,
+    j.last_detail,
+    j.last_error,
+    j.last_by,
+    j.runs,
+    j.failures,
+    COALESCE((j.last_started_at + j.every), j.created_at) AS next_due_at,
+    (clock_timestamp() > ((COALESCE(j.last_finished_at, j.created_at) + ((2)::double precision * j.every)) + '00:01:00'::interval)) AS overdue
+   FROM settle_private.upkeep_jobs j;
+
+ALTER TABLE settle.upkeep OWNER TO settle_owner;
+
+--
+-- Name: VIEW upkeep; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.upkeep IS 'The upkeep jobs (expire_leases, purge) settle.run_upkeep runs: every (the interval), retention (purge: terminal operations older than this go), the last run (started, finished, ok, detail, error, by whom), runs and failures, next_due_at, and overdue: no run finished within twice the interval plus a minute (nothing runs settle.run_upkeep: schedule it, docs/operations.md "Upkeep").';
+
+--
 -- Name: admin_log_log_id_seq; Type: SEQUENCE; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4503,26 +5132,28 @@ ALTER TABLE settle_private.feed_waiters OWNER TO settle_owner;
 COMMENT ON TABLE settle_private.feed_waiters IS 'Consumer backends waiting for the next event (settle.await_feed); while one is registered the feed trigger sends NOTIFY settle_feed. A hint only.';
 
 --
--- Name: settings; Type: TABLE; Schema: settle_private; Owner: settle_owner
+-- Name: reconciliation_leases; Type: TABLE; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE TABLE settle_private.settings (
-    name text NOT NULL,
-    value interval NOT NULL,
-    updated_at timestamp with time zone NOT NULL,
-    CONSTRAINT setting_is_known CHECK ((name = 'purge_min_retention'::text)),
-    CONSTRAINT setting_not_negative CHECK ((value >= '00:00:00'::interval))
+CREATE TABLE settle_private.reconciliation_leases (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    lease_token uuid NOT NULL,
+    holder text NOT NULL,
+    leased_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    checks integer DEFAULT 1 NOT NULL
 );
 
-ALTER TABLE ONLY settle_private.settings FORCE ROW LEVEL SECURITY;
+ALTER TABLE ONLY settle_private.reconciliation_leases FORCE ROW LEVEL SECURITY;
 
-ALTER TABLE settle_private.settings OWNER TO settle_owner;
+ALTER TABLE settle_private.reconciliation_leases OWNER TO settle_owner;
 
 --
--- Name: TABLE settings; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+-- Name: TABLE reconciliation_leases; Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON TABLE settle_private.settings IS 'Engine settings: purge_min_retention (default 24 hours), the shortest older_than settle.purge accepts. Private: change it with settle.set_purge_min_retention (logged in admin_log).';
+COMMENT ON TABLE settle_private.reconciliation_leases IS 'Reconciler leases: which process checks which operation needing reconciliation, until when (settle.lease_reconciliation). Private.';
 
 --
 -- Name: tenant_bindings; Type: TABLE; Schema: settle_private; Owner: settle_owner
@@ -4624,6 +5255,13 @@ ALTER TABLE ONLY settle_private.operations
     ADD CONSTRAINT operations_settlement_key UNIQUE (tenant, key, settled_attempt);
 
 --
+-- Name: reconciliation_leases reconciliation_leases_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.reconciliation_leases
+    ADD CONSTRAINT reconciliation_leases_pkey PRIMARY KEY (tenant, key);
+
+--
 -- Name: settings settings_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4636,6 +5274,13 @@ ALTER TABLE ONLY settle_private.settings
 
 ALTER TABLE ONLY settle_private.tenant_bindings
     ADD CONSTRAINT tenant_bindings_pkey PRIMARY KEY (role_oid);
+
+--
+-- Name: upkeep_jobs upkeep_jobs_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE ONLY settle_private.upkeep_jobs
+    ADD CONSTRAINT upkeep_jobs_pkey PRIMARY KEY (job);
 
 --
 -- Name: audit_log_refusals_by_at_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
@@ -4969,6 +5614,12 @@ CREATE POLICY owner_only ON settle_private.feed_waiters TO settle_owner USING (t
 CREATE POLICY owner_only ON settle_private.operations TO settle_owner USING (true) WITH CHECK (true);
 
 --
+-- Name: reconciliation_leases owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.reconciliation_leases TO settle_owner USING (true) WITH CHECK (true);
+
+--
 -- Name: settings owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4979,6 +5630,18 @@ CREATE POLICY owner_only ON settle_private.settings TO settle_owner USING (true)
 --
 
 CREATE POLICY owner_only ON settle_private.tenant_bindings TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: upkeep_jobs owner_only; Type: POLICY; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE POLICY owner_only ON settle_private.upkeep_jobs TO settle_owner USING (true) WITH CHECK (true);
+
+--
+-- Name: reconciliation_leases; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.reconciliation_leases ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: settings; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
@@ -4993,6 +5656,12 @@ ALTER TABLE settle_private.settings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE settle_private.tenant_bindings ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: upkeep_jobs; Type: ROW SECURITY; Schema: settle_private; Owner: settle_owner
+--
+
+ALTER TABLE settle_private.upkeep_jobs ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: SCHEMA settle; Type: ACL; Schema: -; Owner: settle_owner
 --
 
@@ -5000,6 +5669,7 @@ GRANT USAGE ON SCHEMA settle TO settle_app;
 GRANT USAGE ON SCHEMA settle TO settle_readonly;
 GRANT USAGE ON SCHEMA settle TO settle_admin;
 GRANT USAGE ON SCHEMA settle TO settle_consumer;
+GRANT USAGE ON SCHEMA settle TO settle_reconciler;
 
 --
 -- Name: FUNCTION ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint); Type: ACL; Schema: settle; Owner: settle_owner
@@ -5088,6 +5758,7 @@ REVOKE ALL ON FUNCTION settle.status_rank(status settle.status) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.status_rank(status settle.status) TO settle_app;
 GRANT ALL ON FUNCTION settle.status_rank(status settle.status) TO settle_readonly;
 GRANT ALL ON FUNCTION settle.status_rank(status settle.status) TO settle_admin;
+GRANT ALL ON FUNCTION settle.status_rank(status settle.status) TO settle_reconciler;
 
 --
 -- Name: FUNCTION _visible_tenants(); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -5103,6 +5774,7 @@ GRANT ALL ON FUNCTION settle_private._visible_tenants() TO settle_admin;
 
 GRANT SELECT ON TABLE settle.operations TO settle_readonly;
 GRANT SELECT ON TABLE settle.operations TO settle_admin;
+GRANT SELECT ON TABLE settle.operations TO settle_reconciler;
 
 --
 -- Name: FUNCTION inspect(tenant text, key text); Type: ACL; Schema: settle; Owner: settle_owner
@@ -5111,6 +5783,15 @@ GRANT SELECT ON TABLE settle.operations TO settle_admin;
 REVOKE ALL ON FUNCTION settle.inspect(tenant text, key text) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.inspect(tenant text, key text) TO settle_readonly;
 GRANT ALL ON FUNCTION settle.inspect(tenant text, key text) TO settle_admin;
+GRANT ALL ON FUNCTION settle.inspect(tenant text, key text) TO settle_reconciler;
+
+--
+-- Name: FUNCTION lease_reconciliation(holder text, lease interval, batch_size integer); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.lease_reconciliation(holder text, lease interval, batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.lease_reconciliation(holder text, lease interval, batch_size integer) TO settle_reconciler;
+GRANT ALL ON FUNCTION settle.lease_reconciliation(holder text, lease interval, batch_size integer) TO settle_admin;
 
 --
 -- Name: FUNCTION purge(older_than interval, batch_size integer); Type: ACL; Schema: settle; Owner: settle_owner
@@ -5141,6 +5822,14 @@ REVOKE ALL ON FUNCTION settle.register_consumer(name text, tenants text[], lanes
 GRANT ALL ON FUNCTION settle.register_consumer(name text, tenants text[], lanes integer, start_at text) TO settle_admin;
 
 --
+-- Name: FUNCTION release_reconciliation(tenant text, key text, lease_token uuid, retry_after interval); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.release_reconciliation(tenant text, key text, lease_token uuid, retry_after interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.release_reconciliation(tenant text, key text, lease_token uuid, retry_after interval) TO settle_reconciler;
+GRANT ALL ON FUNCTION settle.release_reconciliation(tenant text, key text, lease_token uuid, retry_after interval) TO settle_admin;
+
+--
 -- Name: FUNCTION report_unknown(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
@@ -5153,6 +5842,14 @@ GRANT ALL ON FUNCTION settle.report_unknown(tenant text, key text, attempt integ
 
 REVOKE ALL ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) TO settle_admin;
+
+--
+-- Name: FUNCTION resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb) TO settle_reconciler;
+GRANT ALL ON FUNCTION settle.resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb) TO settle_admin;
 
 --
 -- Name: FUNCTION revoke_binding(tenant text, principal text, below_generation bigint); Type: ACL; Schema: settle; Owner: settle_owner
@@ -5169,11 +5866,32 @@ REVOKE ALL ON FUNCTION settle.revoke_tenant(role text, tenant text) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.revoke_tenant(role text, tenant text) TO settle_admin;
 
 --
+-- Name: FUNCTION run_upkeep(job text, force boolean); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.run_upkeep(job text, force boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.run_upkeep(job text, force boolean) TO settle_admin;
+
+--
 -- Name: FUNCTION set_purge_min_retention(min_retention interval); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle.set_purge_min_retention(min_retention interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.set_purge_min_retention(min_retention interval) TO settle_admin;
+
+--
+-- Name: FUNCTION set_retention(older_than interval); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.set_retention(older_than interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.set_retention(older_than interval) TO settle_admin;
+
+--
+-- Name: FUNCTION set_upkeep_interval(job text, every interval); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.set_upkeep_interval(job text, every interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.set_upkeep_interval(job text, every interval) TO settle_admin;
 
 --
 -- Name: FUNCTION trim_feed(batch_size integer); Type: ACL; Schema: settle; Owner: settle_owner
@@ -5562,6 +6280,12 @@ REVOKE ALL ON FUNCTION settle_private._refuse_bound(call text, detail jsonb) FRO
 REVOKE ALL ON FUNCTION settle_private._refuse_tenant(tenant text, key text, call text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _resolving_failed(tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._resolving_failed(tenant text, key text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _revoke_on_touch(op settle_private.operations, principal text, below bigint, as_of timestamp with time zone); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -5646,6 +6370,7 @@ GRANT SELECT ON TABLE settle.admin_log TO settle_admin;
 
 GRANT SELECT ON TABLE settle.attempts TO settle_readonly;
 GRANT SELECT ON TABLE settle.attempts TO settle_admin;
+GRANT SELECT ON TABLE settle.attempts TO settle_reconciler;
 
 --
 -- Name: TABLE audit_log; Type: ACL; Schema: settle; Owner: settle_owner
@@ -5653,6 +6378,7 @@ GRANT SELECT ON TABLE settle.attempts TO settle_admin;
 
 GRANT SELECT ON TABLE settle.audit_log TO settle_readonly;
 GRANT SELECT ON TABLE settle.audit_log TO settle_admin;
+GRANT SELECT ON TABLE settle.audit_log TO settle_reconciler;
 
 --
 -- Name: TABLE audit_overflow; Type: ACL; Schema: settle; Owner: settle_owner
@@ -5667,6 +6393,7 @@ GRANT SELECT ON TABLE settle.audit_overflow TO settle_admin;
 
 GRANT SELECT ON TABLE settle.dead_letters TO settle_readonly;
 GRANT SELECT ON TABLE settle.dead_letters TO settle_admin;
+GRANT SELECT ON TABLE settle.dead_letters TO settle_reconciler;
 
 --
 -- Name: TABLE feed_consumers; Type: ACL; Schema: settle; Owner: settle_owner
@@ -5696,6 +6423,13 @@ GRANT SELECT ON TABLE settle.settlements TO settle_admin;
 
 GRANT SELECT ON TABLE settle.stats TO settle_readonly;
 GRANT SELECT ON TABLE settle.stats TO settle_admin;
+
+--
+-- Name: TABLE upkeep; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.upkeep TO settle_readonly;
+GRANT SELECT ON TABLE settle.upkeep TO settle_admin;
 
 --
 -- PostgreSQL database dump complete

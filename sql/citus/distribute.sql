@@ -65,7 +65,8 @@ do $$
 declare
   v_table text;
 begin
-  foreach v_table in array array['settle_private.operations', 'settle_private.attempts', 'settle_private.audit_log'] loop
+  foreach v_table in array array['settle_private.operations', 'settle_private.attempts', 'settle_private.audit_log',
+                                 'settle_private.audit_overflow'] loop
     if not exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = v_table::regclass) then
       perform create_distributed_table(v_table, 'key',
         colocate_with := case when v_table = 'settle_private.operations' then 'none' else 'settle_private.operations' end);
@@ -86,7 +87,7 @@ $$;
 do $$
 declare
   v_fn record;
-  v_force text[] := array['settle_private._expire_key', 'settle_private._purge_key'];
+  v_force text[] := array['settle_private._expire_key', 'settle_private._purge_key', 'settle_private._purge_tombstone'];
 begin
   for v_fn in
     select p.oid::regprocedure as fn, n.nspname || '.' || p.proname as name,
@@ -139,7 +140,8 @@ declare
   v_table text;
   v_columns text;
 begin
-  foreach v_table in array array['settle_private.operations', 'settle_private.attempts', 'settle_private.audit_log'] loop
+  foreach v_table in array array['settle_private.operations', 'settle_private.attempts', 'settle_private.audit_log',
+                                 'settle_private.audit_overflow'] loop
     select pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' order by a.attnum) into v_columns
       from pg_catalog.pg_attribute a
      where a.attrelid = v_table::regclass and a.attnum > 0 and not a.attisdropped and a.attname <> 'lease_token';

@@ -9,6 +9,8 @@
 --   settle_readonly may read the `settle` views and call get/fingerprint.
 --   settle_admin    may call the maintenance API (expire_leases, redrive, purge) and read views.
 --   settle_consumer may read the settlement feed of the consumers it is given (00014).
+--   settle_reconciler may resolve operations that need reconciliation (00015): the
+--                   application's reconciler, least privilege.
 -- Grant the last three to your own login roles (`grant settle_app to my_service;`).
 --
 -- Every role is created here, in the first migration, and used only by later ones: on Citus a
@@ -34,7 +36,7 @@ do $$
 declare
   v_role text;
 begin
-  foreach v_role in array array['settle_owner', 'settle_app', 'settle_readonly', 'settle_admin', 'settle_consumer'] loop
+  foreach v_role in array array['settle_owner', 'settle_app', 'settle_readonly', 'settle_admin', 'settle_consumer', 'settle_reconciler'] loop
     begin
       if not exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
         execute format('create role %I nologin', v_role);

@@ -142,7 +142,8 @@ comment on table settle_private.attempts is
 -- for every writer.
 create domain settle_private.audit_event as text
   constraint event_is_known check (value in (
-    'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'expire', 'redrive', 'purge', 'get', 'revoke'));
+    'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'expire', 'redrive', 'purge', 'get', 'revoke',
+    'resolve'));
 
 create table settle_private.audit_log (
   tenant text not null,
@@ -247,7 +248,7 @@ create table settle_private.admin_log (
   detail jsonb not null,
   constraint admin_log_pkey primary key (log_id),
   constraint admin_event_is_known check (event in ('grant_tenant', 'revoke_tenant', 'revoke_binding',
-                                                 'set_purge_min_retention'))
+                                                 'set_purge_min_retention', 'set_retention', 'set_upkeep_interval'))
 );
 comment on table settle_private.admin_log is
   'Append-only log of changes to access: tenant grants and revocations, binding revocations. UPDATE, DELETE and TRUNCATE are refused.';
@@ -260,7 +261,7 @@ create table settle_private.settings (
   value interval not null,
   updated_at timestamptz not null,
   constraint settings_pkey primary key (name),
-  constraint setting_is_known check (name in ('purge_min_retention')),
+  constraint setting_is_known check (name in ('purge_min_retention', 'retention')),
   constraint setting_not_negative check (value >= interval '0')
 );
 comment on table settle_private.settings is

@@ -191,7 +191,11 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status) then
+  -- The one audited exception (last, so a plain failure never pays for it): an operator's
+  -- resolution (settle.resolve, 00015) asserting with evidence that no effect happened,
+  -- recognised by its audit row written in this very transaction.
+  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+     and not settle_private._resolving_failed(new.tenant, new.key) then
     raise exception using
       errcode = 'SE021',
       message = 'status may move to failed only on a committed failure',

@@ -52,7 +52,9 @@ export function parseCommandArgs(command: Command, argv: readonly string[]): Com
   }
   const values = parsed.values as Record<string, string | boolean | undefined>;
   const help = values.help === true;
-  const alternative = command.positionalsOptionalWith !== undefined && values[command.positionalsOptionalWith] === true;
+  // The flag that stands for the positionals: a boolean (redrive --all) or a value (resolve --file).
+  const alternativeValue = command.positionalsOptionalWith === undefined ? undefined : values[command.positionalsOptionalWith];
+  const alternative = alternativeValue !== undefined && alternativeValue !== false;
   if (alternative && parsed.positionals.length !== 0) {
     throw new UsageError(`${command.name} --${command.positionalsOptionalWith} takes no arguments (got ${parsed.positionals.length})`);
   }

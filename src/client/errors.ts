@@ -81,6 +81,12 @@ export class FeedConsumerNotFoundError extends SettleError {}
 export class FeedConsumerExistsError extends SettleError {}
 /** SE042: the lease on a feed lane is no longer held (taken over after it lapsed, or a reset). */
 export class FeedLeaseLostError extends SettleError {}
+/** SE050: resolve refused: the operation is pending or running (nothing lost its outcome yet). */
+export class NotReconcilableError extends SettleError {}
+/** SE051: a failed resolution refused while an attempt holds a lease (it may still take effect). */
+export class ResolveLeaseHeldError extends SettleError {}
+/** SE052: resolve refused: the fingerprint presented is not the reservation's. */
+export class ResolveFingerprintMismatchError extends SettleError {}
 
 /** SE02x: a write broke an invariant the schema enforces (lattice, immutability, append-only). */
 export class IntegrityViolationError extends SettleError {}
@@ -184,6 +190,9 @@ export const errorClasses = {
   SE040: FeedConsumerNotFoundError,
   SE041: FeedConsumerExistsError,
   SE042: FeedLeaseLostError,
+  SE050: NotReconcilableError,
+  SE051: ResolveLeaseHeldError,
+  SE052: ResolveFingerprintMismatchError,
   SE020: ReservationLockImmutableError,
   SE021: StatusDowngradeError,
   SE022: ResultImmutableError,

@@ -37,3 +37,17 @@ export {
 } from './telemetry.js';
 export type { Isolation, TransactionEffectContext, TransactionOutcome, TransactionRunInput } from './transaction.js';
 export type * from './types.js';
+export {
+  createReconciler,
+  parseResolveInput,
+  RECONCILER_METRICS,
+  type ReconcileCandidate,
+  type ReconcileDecision,
+  type Reconciler,
+  type ReconcilerOptions,
+  type ReconcileResult,
+  resolveOperation,
+  type ResolveInput,
+  type ResolveOutcome,
+  type SweepSummary,
+} from './reconcile.js';

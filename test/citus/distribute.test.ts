@@ -26,7 +26,7 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
     const first = await distribute(urlOf(c));
     const again = await distribute(urlOf(c));
     expect(again).toEqual(first);
-    expect(first).toMatchObject({ tables: 3, workers: 2 });
+    expect(first).toMatchObject({ tables: 4, workers: 2 });
     const { rows } = await c.query<{ rel: string; column: string; colocationid: number }>(
       `select logicalrelid::regclass::text as rel, column_to_column_name(logicalrelid, partkey) as column, colocationid
          from pg_dist_partition where logicalrelid::regclass::text like 'settle\\_private.%' and partmethod = 'h' order by 1`,
@@ -34,6 +34,7 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
     expect(rows.map((r) => [r.rel, r.column])).toEqual([
       ['settle_private.attempts', 'key'],
       ['settle_private.audit_log', 'key'],
+      ['settle_private.audit_overflow', 'key'],
       ['settle_private.operations', 'key'],
     ]);
     expect(new Set(rows.map((r) => r.colocationid)).size).toBe(1);

@@ -214,10 +214,12 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
     expect(rows[0]).toMatchObject({ n: 30 }); // only the earlier, asked-for run wrote here
   });
 
-  it('without --database-url or DATABASE_URL every command but simulate exits 2 and starts nothing', async () => {
+  // Twelve runs of the CLI from source: minutes of headroom on a loaded machine.
+  it('without --database-url or DATABASE_URL every command but simulate exits 2 and starts nothing', { timeout: 360_000 }, async () => {
     const commands = [
       ['stats'], ['dead-letters'], ['inspect', 't', 'k'], ['expire-leases'], ['purge', '--older-than', '30d', '--yes'],
       ['redrive', 't', 'k'], ['redrive', '--all', '--yes'], ['migrate'], ['distribute'], ['feed'],
+      ['resolve', 't', 'k', '--completed', '--result', '{}', '--reason', 'x', '--yes'], ['maintain', '--once'], ['schedule'],
     ];
     expect(new Set(commands.map((c) => c[0]))).toEqual(new Set(COMMANDS.map((c) => c.name).filter((n) => n !== 'simulate')));
     for (const args of commands) {

@@ -235,20 +235,35 @@ describe('docs/operations.md SQL blocks', () => {
     expect(redriven).toEqual([{ tenant: 'acme', key: 'refund-17', status: 'pending', attempt: 1, max_attempts: 4, redrive_count: 1 }]);
     const bulk = runnable.find((s) => s.sql.includes('cross join lateral settle.redrive')) as Snippet;
     expect(outcomes.get(bulk)?.after?.rows, 'the other dead letter is left alone').toEqual([{ key: 'refund-18' }]);
-    expect(answerOf("worker => 'oncall-INC-4711'")[0]?.rows).toEqual([
-      { claim: 'acquired', outcome: 'settled', reason: 'current_attempt', status: 'completed', settled_attempt: 2 },
-    ]);
     expect(answerOf('settle.purge(older_than => interval')[1]?.rows).toEqual([{ purge: 0 }]);
   });
 
-  it('the by-hand settlement answers no row, and changes nothing, for a key that is already settled', async () => {
-    const reconcile = runnable.find((s) => s.sql.includes("worker => 'oncall-INC-4711'")) as Snippet;
+  it('the resolutions settle the unknown and the conflicting operation, audited with the reason (issue 20)', () => {
+    expect(answerOf("key => 'order-45') op,")[0]?.rows).toEqual([
+      { outcome: 'resolved', status: 'completed', status_before: 'unknown', settled_attempt: 2, result: { payment_id: 'pay_45' } },
+    ]);
+    expect(answerOf("key => 'order-46') op,")[0]?.rows).toEqual([
+      { outcome: 'resolved', status: 'failed', status_before: 'conflict', error: { code: 'no_charge' } },
+    ]);
+    const [jobs, run] = answerOf('from settle.upkeep order by job');
+    expect(jobs?.rows.map((r) => [r.job, r.overdue])).toEqual([
+      ['expire_leases', false],
+      ['purge', false],
+    ]);
+    expect(run?.rows.map((r) => [r.job, r.outcome])).toEqual([
+      ['expire_leases', 'ran'],
+      ['purge', 'ran'],
+    ]);
+    expect(answerOf("settle.set_retention(older_than => interval '30 days')")[0]?.rows).toEqual([{ set_retention: { days: 30 } }]);
+  });
+
+  it('a resolution of a key that is already settled changes nothing (already_final)', async () => {
+    const resolution = runnable.find((s) => s.sql.includes("key => 'order-45') op,")) as Snippet;
     await client.query('begin');
     try {
-      const { rows } = await client.query(reconcile.sql.replace("key => 'order-45'", "key => 'order-42'"));
-      expect(rows).toEqual([]);
-      const { rows: op } = await client.query(`select attempt, settled_attempt from settle.inspect(tenant => 'acme', key => 'order-42')`);
-      expect(op).toEqual([{ attempt: 2, settled_attempt: 2 }]);
+      await client.query('set local role settle_admin');
+      const { rows } = await client.query(resolution.sql.replace("key => 'order-45'", "key => 'order-42'"));
+      expect(rows).toEqual([{ outcome: 'already_final', status: 'completed', status_before: 'completed', settled_attempt: 2, result: { payment_id: 'pay_2' } }]);
     } finally {
       await client.query('rollback');
     }
@@ -310,7 +325,7 @@ describe('docs/operations.md CLI invocations', () => {
 
   it('names every maintenance command the runbook relies on', () => {
     const used = new Set(invocations.map((i) => i.command));
-    for (const name of ['migrate', 'expire-leases', 'purge', 'stats', 'inspect', 'dead-letters', 'redrive']) expect(used, name).toContain(name);
+    for (const name of ['migrate', 'expire-leases', 'purge', 'stats', 'inspect', 'dead-letters', 'redrive', 'resolve', 'maintain', 'schedule']) expect(used, name).toContain(name);
   });
 
   it('mentions only flags that some command declares, also outside a full invocation', () => {

@@ -27,7 +27,7 @@ describe('privileges and hardening, from the catalog', () => {
                 'select, insert, update, delete, truncate, references, trigger') as any_privilege
          from (${PRIVATE_TABLES}) t`,
     );
-    expect(rows.map((r) => r.relname).sort()).toEqual(['admin_log', 'attempts', 'audit_log', 'audit_overflow', 'binding_floors', 'feed_consumers', 'feed_events', 'feed_lanes', 'feed_waiters', 'operations', 'settings', 'tenant_bindings']);
+    expect(rows.map((r) => r.relname).sort()).toEqual(['admin_log', 'attempts', 'audit_log', 'audit_overflow', 'binding_floors', 'feed_consumers', 'feed_events', 'feed_lanes', 'feed_waiters', 'operations', 'reconciliation_leases', 'settings', 'tenant_bindings', 'upkeep_jobs']);
     expect(rows.filter((r) => r.any_privilege)).toEqual([]);
   });
 
@@ -107,8 +107,10 @@ describe('privileges and hardening, from the catalog', () => {
       { relname: 'feed_lanes', enabled: true, forced: true },
       { relname: 'feed_waiters', enabled: true, forced: true },
       { relname: 'operations', enabled: true, forced: true },
+      { relname: 'reconciliation_leases', enabled: true, forced: true },
       { relname: 'settings', enabled: true, forced: true },
       { relname: 'tenant_bindings', enabled: true, forced: true },
+      { relname: 'upkeep_jobs', enabled: true, forced: true },
     ]);
   });
 });

@@ -9,14 +9,15 @@
 -- everything happens in one transaction that is rolled back).
 begin;
 create extension if not exists pgtap;
-select plan(46);
+select plan(48);
 
 -- The functions, with their argument types (call them with named arguments).
 select functions_are('settle', array[
   'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'get', 'inspect', 'fingerprint', 'status_rank',
   'expire_leases', 'redrive', 'purge', 'set_purge_min_retention', 'grant_tenant', 'revoke_tenant', 'revoke_binding',
-  'register_consumer', 'drop_consumer', 'read_feed', 'ack_feed', 'await_feed', 'reset_consumer', 'trim_feed'
-], 'schema settle has exactly the twenty-three API functions');
+  'register_consumer', 'drop_consumer', 'read_feed', 'ack_feed', 'await_feed', 'reset_consumer', 'trim_feed',
+  'resolve', 'lease_reconciliation', 'release_reconciliation', 'run_upkeep', 'set_retention', 'set_upkeep_interval'
+], 'schema settle has exactly the twenty-nine API functions');
 
 select has_function('settle', 'claim',
   array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer'],
@@ -102,11 +103,15 @@ select function_privs_are('settle', 'redrive', array['text', 'text', 'integer', 
   'settle_app', array[]::text[], 'settle_app cannot execute settle.redrive');
 select function_privs_are('settle', 'purge', array['interval', 'integer'],
   'settle_app', array[]::text[], 'settle_app cannot execute settle.purge');
+select function_privs_are('settle', 'resolve', array['text', 'text', 'text', 'text', 'text', 'jsonb', 'jsonb', 'jsonb'],
+  'settle_app', array[]::text[], 'settle_app cannot execute settle.resolve');
+select function_privs_are('settle', 'resolve', array['text', 'text', 'text', 'text', 'text', 'jsonb', 'jsonb', 'jsonb'],
+  'settle_reconciler', array['EXECUTE'], 'settle_reconciler can execute settle.resolve');
 
 -- The read-only views (granted to settle_readonly and settle_admin, not to settle_app).
 select views_are('settle', array['operations', 'attempts', 'audit_log', 'dead_letters', 'settlements', 'stats', 'admin_log', 'metrics',
-  'feed_consumers'],
-  'schema settle has exactly the nine views');
+  'feed_consumers', 'upkeep'],
+  'schema settle has exactly the ten views');
 select has_view('settle', 'operations', 'view settle.operations: the canonical record of each operation');
 select has_view('settle', 'attempts', 'view settle.attempts: every attempt epoch and its settlement');
 select has_view('settle', 'audit_log', 'view settle.audit_log: the append-only audit trail');

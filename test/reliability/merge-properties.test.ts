@@ -57,7 +57,10 @@ function observationsOf(stories: readonly Story[], repeats: readonly number[], f
  */
 function expectedStatus(stories: readonly Story[], forged: boolean, order: readonly Observation[]): StatusName {
   if (firstSuccess(order) !== null) return 'completed';
-  const byStory: Record<string, StatusName> = { 'fail-retryable': 'pending', 'fail-final': 'failed', unknown: 'unknown', silent: 'running' };
+  // Attempts 1 and 2 always lost their leases without recording a failure (a superseded
+  // attempt's failure is fenced), so they may have taken effect: the holder's final failure
+  // leaves the operation unknown, dead-lettered needs_reconciliation, never failed (issue 18 §5).
+  const byStory: Record<string, StatusName> = { 'fail-retryable': 'pending', 'fail-final': 'unknown', unknown: 'unknown', silent: 'running' };
   const holder = byStory[stories[2] ?? 'silent'] ?? 'running';
   return forged && rank(holder) < rank('conflict') ? 'conflict' : holder;
 }

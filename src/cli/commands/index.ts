@@ -8,6 +8,8 @@ import { inspectCommand } from './inspect.js';
 import { migrateCommand } from './migrate.js';
 import { purgeCommand } from './purge.js';
 import { redriveCommand } from './redrive.js';
+import { resolveCommand } from './resolve.js';
+import { maintainCommand, scheduleCommand } from './maintain.js';
 import { simulateCommand } from './simulate.js';
 import { statsCommand } from './stats.js';
 import type { Command } from '../command.js';
@@ -18,8 +20,11 @@ export const COMMANDS: readonly Command[] = [
   inspectCommand,
   deadLettersCommand,
   redriveCommand,
+  resolveCommand,
   expireLeasesCommand,
   purgeCommand,
+  maintainCommand,
+  scheduleCommand,
   statsCommand,
   feedCommand,
   simulateCommand,

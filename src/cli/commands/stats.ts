@@ -4,6 +4,7 @@ import { EXIT } from '../exit-codes.js';
 import { printJson, printText, renderTable } from '../output.js';
 import { UsageError } from '../usage-error.js';
 import { watchStats } from '../watch.js';
+import { renderUpkeep, upkeepJobs } from '../upkeep.js';
 
 export const statsCommand: Command = {
   name: 'stats',
@@ -11,7 +12,10 @@ export const statsCommand: Command = {
   help: `Usage: pg-settle stats [--watch [--interval D] [--census-interval D] [--count N]] [--database-url URL] [--json]
 
 Per-tenant counts from the settle.stats view: operations by status, dead letters, live and
-lapsed leases, and attempts opened. settle.stats scans every operation.
+lapsed leases, and attempts opened. settle.stats scans every operation. Then the upkeep jobs
+(settle.upkeep: lease expiry and retention): when each last ran, whether it failed, and a
+WARNING for each job that is overdue (nothing runs settle.run_upkeep: see \`pg-settle schedule\`
+and \`pg-settle maintain\`).
 
 With --watch, a live view until Ctrl-C: the settle.metrics gauges (in flight, lapsed leases,
 unknown and the oldest's age, conflict, dead letters by reason, recent conflicts and refused
@@ -51,8 +55,9 @@ ${COMMON_HELP}`,
         return EXIT.ok;
       }
       const rows = await client.stats();
+      const upkeep = await upkeepJobs(await client.getPool());
       if (input.json) {
-        printJson({ ok: true, command: 'stats', tenants: rows });
+        printJson({ ok: true, command: 'stats', tenants: rows, upkeep });
       } else if (rows.length === 0) {
         printText('no operations');
       } else {
@@ -66,6 +71,7 @@ ${COMMON_HELP}`,
           ),
         );
       }
+      if (!input.json) printText(`\n${renderUpkeep(upkeep)}`);
       return EXIT.ok;
     });
   },

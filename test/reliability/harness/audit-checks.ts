@@ -170,7 +170,10 @@ function checkEndOfTrail(op: OperationRow, r: Replay, attempts: readonly Attempt
   if (settled.length !== (completed ? 1 : 0) || (completed && settled[0]?.attempt !== op.settledAttempt)) {
     log.add('single-settlement', op, `settled attempts [${settled.map((a) => a.attempt).join(', ')}], record settled_attempt ${op.settledAttempt}, status ${op.status}`);
   }
-  if (op.deadLettered && op.attempt < op.maxAttempts) {
+  // Only a spent budget, or a final failure after an attempt that may have taken effect
+  // (recorded on its attempt, the operation left unknown: issue 18 §5), dead-letters early.
+  const finalFailure = attempts.some((a) => a.observation === 'failed' && a.retryable === false);
+  if (op.deadLettered && op.attempt < op.maxAttempts && !finalFailure) {
     log.add('retryable-failure-reopens', op, `dead-lettered after ${op.attempt} of ${op.maxAttempts} attempts`);
   }
   const numbers = attempts.map((a) => a.attempt).join(',');

@@ -1,0 +1,270 @@
+import { readFile } from 'node:fs/promises';
+import type { DatabaseTransactionConnection } from 'slonik';
+import { mapDatabaseError, OperationNotFoundError, SettleError } from '../../client/errors.js';
+import { parseResolveInput, resolveOperation, type ResolveInput } from '../../client/reconcile.js';
+import type { SettleClient } from '../../client/client.js';
+import type { Json, OperationRecord } from '../../client/types.js';
+import { boolFlag, COMMON_HELP, stringFlag, withClient, type Command, type CommandInput } from '../command.js';
+import { confirm } from '../confirm.js';
+import { EXIT } from '../exit-codes.js';
+import { printJson, printText, renderFields, renderTable } from '../output.js';
+import { createProgress } from '../progress.js';
+import { UsageError } from '../usage-error.js';
+import { parseResolutionFile, type FileRow } from './resolution-file.js';
+
+export const resolveCommand: Command = {
+  name: 'resolve',
+  summary: 'record the verified outcome of an unknown or conflict operation (one key, or a file)',
+  help: `Usage: pg-settle resolve <tenant> <key> (--completed --result JSON | --failed --error JSON) --reason TEXT
+                         [--evidence JSON] [--dry-run] [--yes] [--database-url URL] [--json]
+       pg-settle resolve --file PATH [--reason TEXT] [--dry-run] [--yes] [--skip-refused] ...
+
+Records what the downstream system says happened to an operation that lost its outcome (status
+unknown or conflict, e.g. dead-lettered needs_reconciliation) with settle.resolve: who
+(the login role), why (--reason, required) and the evidence are kept in its audit trail.
+--completed: the effect happened, with the result the downstream reports (what replays answer).
+--failed: an explicit assertion that no attempt took effect, with the error clients will read.
+Shows the operation and its attempts first, then asks (a terminal) or needs --yes (no terminal).
+An operation already completed or failed is left alone (exit 0, "already final").
+
+With --file, every row of a CSV (header: tenant,key,outcome,result,error,reason,evidence[,fingerprint])
+or JSON file (an array of objects with those fields; result, error and evidence are JSON, in CSV
+as JSON text) is checked first: any malformed row is reported with its line and nothing is
+applied (exit 2). Then all rows are resolved in ONE transaction, with a progress line on stderr:
+a row the engine refuses (SE050 pending or running, SE051 lease held, SE052 fingerprint, SE013,
+not found) is reported and, unless --skip-refused, nothing is committed (exit 1). The summary
+counts resolved, skipped (already final) and refused rows.
+
+  --completed          the downstream confirms the effect (needs --result; default: off)
+  --failed             the downstream proves no effect happened (needs --error; default: off)
+  --result JSON        the result to settle, e.g. '{"charge":"ch_1"}' (required with --completed)
+  --error JSON         the error to record, e.g. '{"code":"declined"}' (required with --failed)
+  --reason TEXT        why, and the ticket (required; with --file: for rows without a reason)
+  --evidence JSON      what you checked, kept in the audit row (default: none)
+  --file PATH          resolve every row of this CSV or JSON file instead of one <tenant> <key>
+                       (default: none)
+  --dry-run            show what would be resolved; change nothing (default: off)
+  --yes                resolve without asking; required when stdin is not a terminal
+  --skip-refused       with --file: commit the rows that resolved even if some were refused
+                       (default: off, nothing is committed)
+
+${COMMON_HELP}`,
+  flags: {
+    completed: { type: 'boolean' },
+    failed: { type: 'boolean' },
+    result: { type: 'string' },
+    error: { type: 'string' },
+    reason: { type: 'string' },
+    evidence: { type: 'string' },
+    file: { type: 'string' },
+    'dry-run': { type: 'boolean' },
+    yes: { type: 'boolean' },
+    'skip-refused': { type: 'boolean' },
+  },
+  positionals: ['tenant', 'key'],
+  positionalsOptionalWith: 'file',
+  async run(input) {
+    if (stringFlag(input, 'file') !== undefined) return resolveFile(input);
+    if (input.values['file'] === '') throw new UsageError('--file needs a path');
+    return resolveOne(input);
+  },
+};
+
+function jsonFlag(input: CommandInput, name: string): Json | undefined {
+  const text = stringFlag(input, name);
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text) as Json;
+  } catch (error) {
+    throw new UsageError(`--${name} is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+async function resolveOne(input: CommandInput): Promise<number> {
+  for (const flag of ['skip-refused']) {
+    if (input.values[flag] !== undefined) throw new UsageError(`--${flag} goes with --file`);
+  }
+  const [tenant = '', key = ''] = input.positionals;
+  const completed = boolFlag(input, 'completed');
+  const failed = boolFlag(input, 'failed');
+  if (completed === failed) throw new UsageError('give exactly one of --completed (with --result) or --failed (with --error)');
+  const result = jsonFlag(input, 'result');
+  const error = jsonFlag(input, 'error');
+  if (completed && (result === undefined || error !== undefined)) throw new UsageError('--completed takes --result JSON (and no --error)');
+  if (failed && (error === undefined || result !== undefined)) throw new UsageError('--failed takes --error JSON (and no --result)');
+  const reason = stringFlag(input, 'reason');
+  if (reason === undefined || reason.trim() === '') throw new UsageError('--reason TEXT is required: why, and the ticket');
+  const evidence = jsonFlag(input, 'evidence');
+
+  return withClient(input, async (client) => {
+    const operation = await client.inspect({ tenant, key });
+    if (operation === null) {
+      throw new OperationNotFoundError(`operation not found: ${tenant} / ${key}`, { code: 'SE010', sqlstate: 'SE010', detail: { tenant, key } });
+    }
+    const resolution = parseResolveInput({
+      tenant, key, fingerprint: operation.fingerprint, reason,
+      ...(evidence === undefined ? {} : { evidence }),
+      ...(completed ? { outcome: 'completed', result } : { outcome: 'failed', error }),
+    });
+    if (!input.json) await showOperation(client, operation);
+    if (operation.status === 'completed' || operation.status === 'failed') {
+      if (input.json) printJson({ ok: true, command: 'resolve', outcome: 'already_final', status: operation.status, dryRun: boolFlag(input, 'dry-run') });
+      else printText(`\nalready final (${operation.status}): nothing to resolve`);
+      return EXIT.ok;
+    }
+    const what = completed ? `completed with result ${JSON.stringify(result)}` : `failed with error ${JSON.stringify(error)} (asserting that no attempt took effect)`;
+    if (boolFlag(input, 'dry-run')) {
+      if (input.json) printJson({ ok: true, command: 'resolve', dryRun: true, wouldResolve: { tenant, key, from: operation.status, outcome: resolution.outcome } });
+      else printText(`\ndry run: would resolve ${tenant} / ${key} (${operation.status}) as ${what}; nothing changed`);
+      return EXIT.ok;
+    }
+    const go = await confirm(`resolve ${tenant} / ${key} (${operation.status}) as ${what}?`, { yes: boolFlag(input, 'yes'), command: 'resolve' });
+    if (!go) {
+      if (input.json) printJson({ ok: false, command: 'resolve', aborted: true });
+      else printText('aborted: nothing resolved');
+      return EXIT.failure;
+    }
+    const answer = await resolveOperation(client, resolution);
+    if (input.json) {
+      printJson({ ok: true, command: 'resolve', ...answer });
+    } else if (answer.outcome === 'resolved') {
+      printText(`\nresolved: ${tenant} / ${key} ${answer.statusBefore} -> ${answer.status}${answer.settledAttempt === null ? '' : ` (settled by attempt ${answer.settledAttempt})`}`);
+    } else {
+      printText(`\nalready final (${answer.status}${answer.matches ? ', as asserted' : ', NOT as asserted'}): nothing changed`);
+    }
+    return EXIT.ok;
+  });
+}
+
+async function showOperation(client: SettleClient, operation: OperationRecord): Promise<void> {
+  printText(
+    renderFields([
+      ['tenant', operation.tenant],
+      ['key', operation.key],
+      ['status', operation.status],
+      ['attempt', `${operation.attempt} of ${operation.maxAttempts}`],
+      ['in flight', operation.inFlight],
+      ['dead-lettered', operation.deadLetteredAt === null ? null : `${operation.deadLetteredAt.toISOString()} (${operation.deadLetterReason ?? 'no reason'})`],
+      ['error', operation.error],
+      ['request', operation.request],
+      ['principal', operation.principal],
+      ['created', operation.createdAt],
+    ]),
+  );
+  const attempts = await client.attempts({ tenant: operation.tenant, key: operation.key });
+  printText('\nattempts');
+  printText(
+    renderTable(
+      ['attempt', 'worker', 'claimed', 'ended', 'end reason', 'observation', 'error'],
+      attempts.map((a) => [a.attempt, a.worker, a.claimedAt, a.endedAt, a.endReason, a.observation, a.error]),
+    ),
+  );
+}
+
+type RowResult = { row: FileRow; result: 'resolved' | 'skipped' | 'refused'; detail: string };
+
+async function resolveFile(input: CommandInput): Promise<number> {
+  for (const flag of ['completed', 'failed', 'result', 'error', 'evidence']) {
+    if (input.values[flag] !== undefined) throw new UsageError(`--${flag} goes with one <tenant> <key>, not --file (put it in the file)`);
+  }
+  const path = stringFlag(input, 'file') ?? '';
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw new UsageError(`cannot read --file ${JSON.stringify(path)}: ${(error as Error).message}`);
+  }
+  const parsed = parseResolutionFile(text, path, stringFlag(input, 'reason'));
+  if (parsed.errors.length > 0) {
+    if (input.json) printJson({ ok: false, command: 'resolve', file: path, applied: 0, errors: parsed.errors });
+    else printText(`${path}: ${parsed.errors.length} bad row(s), nothing applied:\n${parsed.errors.map((e) => `  ${e}`).join('\n')}`);
+    return EXIT.usage;
+  }
+  const rows = parsed.rows;
+  if (rows.length === 0) {
+    if (input.json) printJson({ ok: true, command: 'resolve', file: path, resolved: 0, skipped: 0, refused: 0 });
+    else printText(`${path}: no rows`);
+    return EXIT.ok;
+  }
+  return withClient(input, async (client) => {
+    if (boolFlag(input, 'dry-run')) {
+      const counts = new Map<string, number>();
+      for (const row of rows) {
+        const op = await client.inspect({ tenant: row.input.tenant, key: row.input.key });
+        const status = op === null ? 'not found' : op.status;
+        counts.set(status, (counts.get(status) ?? 0) + 1);
+      }
+      const byStatus = Object.fromEntries(counts);
+      if (input.json) printJson({ ok: true, command: 'resolve', file: path, dryRun: true, rows: rows.length, byStatus });
+      else printText(`dry run: ${rows.length} rows; operations now: ${[...counts].map(([s, n]) => `${n} ${s}`).join(', ')}; nothing changed`);
+      return EXIT.ok;
+    }
+    const go = await confirm(`resolve the ${rows.length} operations of ${path}?`, { yes: boolFlag(input, 'yes'), command: 'resolve --file' });
+    if (!go) {
+      if (input.json) printJson({ ok: false, command: 'resolve', aborted: true });
+      else printText('aborted: nothing resolved');
+      return EXIT.failure;
+    }
+    const skipRefused = boolFlag(input, 'skip-refused');
+    const progress = createProgress('resolve', { unit: 'operations' });
+    const results: RowResult[] = [];
+    const pool = await client.getPool();
+    let committed = false;
+    try {
+      await pool.transaction(async (tx) => {
+        for (const row of rows) {
+          results.push(await resolveRow(client, tx, row));
+          const refused = results.filter((r) => r.result === 'refused').length;
+          progress.update(results.length, rows.length, refused === 0 ? undefined : `${refused} refused`);
+        }
+        if (!skipRefused && results.some((r) => r.result === 'refused')) throw new RollBack();
+      });
+      committed = true;
+    } catch (error) {
+      if (!(error instanceof RollBack)) throw mapDatabaseError(error);
+    } finally {
+      progress.finish();
+    }
+    const count = (what: RowResult['result']) => results.filter((r) => r.result === what).length;
+    const refused = results.filter((r) => r.result === 'refused');
+    const summary = { resolved: committed ? count('resolved') : 0, skipped: count('skipped'), refused: refused.length };
+    if (input.json) {
+      printJson({
+        ok: committed && (refused.length === 0 || skipRefused), command: 'resolve', file: path, committed, ...summary,
+        refusedRows: refused.map((r) => ({ line: r.row.line, tenant: r.row.input.tenant, key: r.row.input.key, error: r.detail })),
+      });
+    } else {
+      for (const r of refused) printText(`  ${r.row.where}: ${r.row.input.tenant} / ${r.row.input.key}: refused: ${r.detail}`);
+      printText(
+        committed
+          ? `resolved ${summary.resolved}, skipped ${summary.skipped} (already final), refused ${summary.refused}`
+          : `nothing applied: ${refused.length} row(s) refused (fix or remove them, or pass --skip-refused); would have resolved ${count('resolved')}, skipped ${summary.skipped}`,
+      );
+    }
+    return committed && refused.length === 0 ? EXIT.ok : EXIT.failure;
+  });
+}
+
+class RollBack extends Error {}
+
+async function resolveRow(client: SettleClient, tx: DatabaseTransactionConnection, row: FileRow): Promise<RowResult> {
+  try {
+    // A savepoint per row: a refused row is undone alone, the transaction goes on.
+    return await tx.transaction(async (savepoint) => {
+      let input: ResolveInput = row.input;
+      if (row.input.fingerprint === '') {
+        const op = await client.inspect({ tenant: row.input.tenant, key: row.input.key }, { connection: savepoint });
+        if (op === null) throw new OperationNotFoundError('operation not found', { code: 'SE010', sqlstate: 'SE010' });
+        input = { ...row.input, fingerprint: op.fingerprint };
+      }
+      const answer = await resolveOperation(client, input, { connection: savepoint });
+      return answer.outcome === 'resolved'
+        ? { row, result: 'resolved' as const, detail: `${answer.statusBefore} -> ${answer.status}` }
+        : { row, result: 'skipped' as const, detail: `already ${answer.status}` };
+    });
+  } catch (error) {
+    const mapped = mapDatabaseError(error);
+    if (!(mapped instanceof SettleError) || mapped.sqlstate === null || !/^(SE|42501)/.test(mapped.sqlstate)) throw mapped;
+    return { row, result: 'refused', detail: `${mapped.sqlstate} ${mapped.message}` };
+  }
+}

@@ -1,0 +1,228 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createSettleClient, type SettleClient } from '../../src/client/client.js';
+import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
+
+// Issue 20: `pg-settle resolve` (one key, and a file of verified outcomes), `maintain`,
+// `schedule` and the upkeep part of `stats`, run as the real binary with stdin a pipe (as cron
+// and CI run it), against a harness database.
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const BIN = path.join(ROOT, 'bin/pg-settle.js');
+
+interface CliRun {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly json: Record<string, unknown>;
+}
+
+function cli(args: readonly string[], extraEnv: Record<string, string> = {}): Promise<CliRun> {
+  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1', ...extraEnv };
+  delete env.DATABASE_URL;
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args, '--database-url', db.url], { cwd: ROOT, env, timeout: 60_000 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+      let json: Record<string, unknown> = {};
+      try {
+        json = JSON.parse(stdout) as Record<string, unknown>;
+      } catch {
+        // text output
+      }
+      resolve({ code, stdout, stderr, json });
+    });
+  });
+}
+
+// Each test starts the CLI several times from source: minutes of headroom on a loaded machine.
+vi.setConfig({ testTimeout: 300_000 });
+
+let db: TestDatabase;
+let client: SettleClient;
+let su: pg.Client;
+let dir: string;
+const TENANT = 'cli-resolve';
+const binding = { principal: 'cli-user', scopes: ['payouts:write'], generation: 1 };
+
+/** Unknown, dead-lettered needs_reconciliation: its only attempt lost the response. */
+async function unknown(key: string): Promise<void> {
+  const claim = await client.claim({ tenant: TENANT, key, request: { amount_cents: 5, key }, binding, maxAttempts: 1 });
+  if (claim.outcome !== 'acquired') throw new Error(`setup: ${claim.outcome}`);
+  await client.reportUnknown(claim.attempt);
+}
+
+async function statusOf(key: string): Promise<string | undefined> {
+  const { rows } = await su.query<{ status: string }>('select status::text from settle.operations where tenant = $1 and key = $2', [TENANT, key]);
+  return rows[0]?.status;
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase('cli_resolve');
+  client = createSettleClient({ connectionString: db.url, poolSize: 2 });
+  su = new pg.Client({ connectionString: db.url });
+  await su.connect();
+  dir = await mkdtemp(path.join(tmpdir(), 'pg-settle-resolve-'));
+});
+
+afterAll(async () => {
+  await client?.end();
+  await su?.end();
+  await db?.drop();
+});
+
+describe('pg-settle resolve <tenant> <key>', () => {
+  it('shows the operation and its attempts, needs --yes off a terminal, --dry-run changes nothing, then resolves', async () => {
+    await unknown('one');
+    const dry = await cli(['resolve', TENANT, 'one', '--completed', '--result', '{"payout_id":"p-1"}', '--reason', 'INC-1: bank says paid', '--dry-run']);
+    expect(dry.code).toBe(0);
+    expect(dry.stdout).toContain('status');
+    expect(dry.stdout).toContain('attempts');
+    expect(dry.stdout).toContain('dry run: would resolve');
+    expect(await statusOf('one')).toBe('unknown');
+
+    const noTerminal = await cli(['resolve', TENANT, 'one', '--completed', '--result', '{"payout_id":"p-1"}', '--reason', 'INC-1']);
+    expect(noTerminal.code).toBe(2);
+    expect(noTerminal.stderr).toContain('--yes');
+    expect(await statusOf('one')).toBe('unknown');
+
+    const missingReason = await cli(['resolve', TENANT, 'one', '--completed', '--result', '{}', '--yes']);
+    expect(missingReason.code).toBe(2);
+    const both = await cli(['resolve', TENANT, 'one', '--completed', '--failed', '--result', '{}', '--reason', 'x', '--yes']);
+    expect(both.code).toBe(2);
+
+    const done = await cli(['resolve', TENANT, 'one', '--completed', '--result', '{"payout_id":"p-1"}', '--reason', 'INC-1: bank says paid', '--evidence', '{"bank_ref":"r1"}', '--yes', '--json']);
+    expect(done.code).toBe(0);
+    expect(done.json).toMatchObject({ ok: true, command: 'resolve', outcome: 'resolved', status: 'completed', statusBefore: 'unknown' });
+    expect(await statusOf('one')).toBe('completed');
+
+    const again = await cli(['resolve', TENANT, 'one', '--failed', '--error', '{"code":"x"}', '--reason', 'INC-1', '--yes']);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('already final (completed)');
+  });
+
+  it('refused by the engine (a running operation): exit 1 with the SQLSTATE', async () => {
+    const claim = await client.claim({ tenant: TENANT, key: 'running', request: { amount_cents: 1 }, binding });
+    expect(claim.outcome).toBe('acquired');
+    const refused = await cli(['resolve', TENANT, 'running', '--failed', '--error', '{"code":"x"}', '--reason', 'INC-2', '--yes']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('SE050');
+  });
+});
+
+describe('pg-settle resolve --file', () => {
+  it('a file with bad rows: every bad row named with its line, nothing applied (exit 2)', async () => {
+    await unknown('bulk-bad-1');
+    await unknown('bulk-bad-2');
+    const file = path.join(dir, 'bad.csv');
+    await writeFile(
+      file,
+      [
+        'tenant,key,outcome,result,error,reason',
+        `${TENANT},bulk-bad-1,completed,"{""payout_id"":""p""}",,INC-3`,
+        `${TENANT},bulk-bad-2,completed,{not json},,INC-3`,
+        `${TENANT},bulk-bad-2,maybe,,,INC-3`,
+        `${TENANT},bulk-bad-1,failed,,,INC-3`,
+        `${TENANT},only,three`,
+      ].join('\n'),
+    );
+    const run = await cli(['resolve', '--file', file, '--yes', '--json']);
+    expect(run.code).toBe(2);
+    expect(run.json).toMatchObject({ ok: false, applied: 0, command: 'resolve' });
+    const errors = run.json.errors as string[];
+    expect(errors).toHaveLength(4);
+    expect(errors[0]).toMatch(/^line 3: result is not valid JSON/);
+    expect(errors[1]).toMatch(/^line 4: outcome must be completed or failed/);
+    expect(errors[2]).toMatch(/^line 5: a failed row needs an error and no result; the same operation as line 2/);
+    expect(errors[3]).toMatch(/^line 6: 3 fields, the header has 6/);
+    expect(await statusOf('bulk-bad-1')).toBe('unknown');
+    expect(await statusOf('bulk-bad-2')).toBe('unknown');
+  });
+
+  it('rows the engine refuses: nothing committed unless --skip-refused; the summary counts resolved, skipped, refused', async () => {
+    await unknown('bulk-1');
+    await unknown('bulk-2');
+    await unknown('bulk-3');
+    const settled = await client.claim({ tenant: TENANT, key: 'bulk-done', request: { amount_cents: 2 }, binding });
+    if (settled.outcome !== 'acquired') throw new Error('setup');
+    await client.complete(settled.attempt, { payout_id: 'p-done' });
+    const claim = await client.claim({ tenant: TENANT, key: 'bulk-running', request: { amount_cents: 1 }, binding });
+    expect(claim.outcome).toBe('acquired');
+    const file = path.join(dir, 'outcomes.json');
+    await writeFile(
+      file,
+      JSON.stringify([
+        { tenant: TENANT, key: 'bulk-1', outcome: 'completed', result: { payout_id: 'p-b1' }, evidence: { bank_ref: 'b1' } },
+        { tenant: TENANT, key: 'bulk-2', outcome: 'failed', error: { code: 'no_payout' }, reason: 'INC-4: statement shows nothing' },
+        { tenant: TENANT, key: 'bulk-done', outcome: 'completed', result: { payout_id: 'p-done' } },
+        { tenant: TENANT, key: 'bulk-running', outcome: 'failed', error: { code: 'x' } },
+      ]),
+    );
+    const dry = await cli(['resolve', '--file', file, '--reason', 'INC-4', '--dry-run', '--json']);
+    expect(dry.json).toMatchObject({ ok: true, dryRun: true, rows: 4, byStatus: { unknown: 2, completed: 1, running: 1 } });
+
+    const refused = await cli(['resolve', '--file', file, '--reason', 'INC-4', '--yes', '--json']);
+    expect(refused.code).toBe(1);
+    expect(refused.json).toMatchObject({ ok: false, committed: false, resolved: 0, skipped: 1, refused: 1 });
+    expect((refused.json.refusedRows as { key: string; error: string }[])[0]).toMatchObject({ key: 'bulk-running', error: expect.stringMatching(/^SE050 /) });
+    expect(await statusOf('bulk-1')).toBe('unknown');
+    expect(await statusOf('bulk-2')).toBe('unknown');
+
+    const partial = await cli(['resolve', '--file', file, '--reason', 'INC-4', '--yes', '--skip-refused'], { PG_SETTLE_PROGRESS_EVERY_MS: '0' });
+    expect(partial.code).toBe(1);
+    expect(partial.stdout).toContain('resolved 2, skipped 1 (already final), refused 1');
+    expect(partial.stderr).toContain('resolve 4/4 operations');
+    expect(await statusOf('bulk-1')).toBe('completed');
+    expect(await statusOf('bulk-2')).toBe('failed');
+    expect(await statusOf('bulk-3')).toBe('unknown');
+    const { rows } = await su.query(
+      `select key, detail->>'reason' as reason from settle.audit_log where tenant = $1 and key in ('bulk-1', 'bulk-2') and event = 'resolve' order by key`,
+      [TENANT],
+    );
+    expect(rows).toEqual([
+      { key: 'bulk-1', reason: 'INC-4' },
+      { key: 'bulk-2', reason: 'INC-4: statement shows nothing' },
+    ]);
+  });
+});
+
+describe('upkeep from the CLI', () => {
+  it('maintain --once runs the due jobs; stats shows the last run; schedule without pg_cron exits 1 naming maintain', async () => {
+    const before = await cli(['stats']);
+    expect(before.code).toBe(0);
+    expect(before.stdout).toContain('upkeep job');
+
+    const once = await cli(['maintain', '--once', '--json']);
+    expect(once.code).toBe(0);
+    const lines = once.stdout.trim().split('\n').map((l) => JSON.parse(l) as { job: string; outcome: string });
+    expect(lines.map((l) => [l.job, l.outcome])).toEqual([
+      ['expire_leases', 'ran'],
+      ['purge', 'ran'],
+    ]);
+    const again = await cli(['maintain', '--once']);
+    expect(again.stdout).toContain('not_due');
+
+    const stats = await cli(['stats', '--json']);
+    const upkeep = stats.json.upkeep as { job: string; runs: number; lastOk: boolean; overdue: boolean }[];
+    expect(upkeep.map((j) => [j.job, j.runs, j.lastOk, j.overdue])).toEqual([
+      ['expire_leases', 1, true, false],
+      ['purge', 1, true, false],
+    ]);
+
+    // Overdue: the last run is long ago (test-only backdating, as superuser).
+    await su.query(`update settle_private.upkeep_jobs set last_finished_at = now() - interval '1 day' where job = 'expire_leases'`);
+    const warned = await cli(['stats']);
+    expect(warned.stdout).toMatch(/WARNING: upkeep job expire_leases is overdue/);
+
+    const hasCron = (await su.query(`select 1 from pg_extension where extname = 'pg_cron'`)).rowCount === 1;
+    if (!hasCron) {
+      const schedule = await cli(['schedule']);
+      expect(schedule.code).toBe(1);
+      expect(schedule.stderr).toContain('pg_cron is not installed');
+      expect(schedule.stderr).toContain('pg-settle maintain');
+    }
+  });
+});

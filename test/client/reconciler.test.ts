@@ -1,0 +1,158 @@
+import { describe, expect, it } from 'vitest';
+import {
+  createReconciler,
+  type Json,
+  NotReconcilableError,
+  type ReconcileCandidate,
+  type ReconcileDecision,
+  resolveOperation,
+  ResolveFingerprintMismatchError,
+  SettleInputError,
+} from '../../src/index.js';
+import { binding, useClientTest, uniqueKey } from './helpers.js';
+
+// Issue 20: the client's reconciler. Two reconcilers (two clients with their own pools and
+// holders, as two processes would be) share the operations needing reconciliation through the
+// engine's reconciler leases; a downstream that never answers leaves its operations undecided.
+const t = useClientTest('client_reconciler');
+const tenant = 'acme';
+
+/** An operation whose only attempt lost its response: unknown, dead-lettered needs_reconciliation. */
+async function needsReconciliation(label: string): Promise<string> {
+  const key = uniqueKey(label);
+  const claim = await t.app.claim({ tenant, key, request: { amount: '5.00', charge: key }, binding, maxAttempts: 1 });
+  if (claim.outcome !== 'acquired') throw new Error(`claim answered ${claim.outcome}`);
+  const answer = await t.app.reportUnknown(claim.attempt);
+  expect(answer).toMatchObject({ outcome: 'recorded' });
+  return key;
+}
+
+async function stateOf(key: string) {
+  const { rows } = await t.su.query(
+    `select status::text, result, error, dead_letter_reason from settle.operations where tenant = $1 and key = $2`,
+    [tenant, key],
+  );
+  return rows[0] as { status: string; result: Json; error: Json; dead_letter_reason: string | null };
+}
+
+/** A promise and its resolver: a barrier the test opens. */
+function barrier(): { promise: Promise<void>; open: () => void } {
+  let open = () => {};
+  const promise = new Promise<void>((resolve) => (open = resolve));
+  return { promise, open };
+}
+
+describe('resolveOperation', () => {
+  it('resolves with the reservation fingerprint; typed refusals; bad input never reaches the database', async () => {
+    const reconcilerClient = t.client({ role: 'settle_reconciler' });
+    const key = await needsReconciliation('one');
+    const record = await t.admin.inspect({ tenant, key });
+    if (record === null) throw new Error('no record');
+    await expect(
+      resolveOperation(reconcilerClient, { tenant, key, fingerprint: `v1:${'0'.repeat(64)}`, outcome: 'failed', error: {}, reason: 'x' }),
+    ).rejects.toBeInstanceOf(ResolveFingerprintMismatchError);
+    await expect(
+      resolveOperation(reconcilerClient, { tenant, key, fingerprint: record.fingerprint, outcome: 'failed', error: {}, reason: ' ' }),
+    ).rejects.toBeInstanceOf(SettleInputError);
+    const answer = await resolveOperation(reconcilerClient, {
+      tenant, key, fingerprint: record.fingerprint, outcome: 'completed', result: { charge: 'ch_1' }, reason: 'INC-1', evidence: { psp: 'ref' },
+    });
+    expect(answer).toMatchObject({ outcome: 'resolved', status: 'completed', statusBefore: 'unknown', settledAttempt: 2 });
+    const again = await resolveOperation(reconcilerClient, {
+      tenant, key, fingerprint: record.fingerprint, outcome: 'completed', result: { charge: 'ch_1' }, reason: 'INC-1',
+    });
+    expect(again).toMatchObject({ outcome: 'already_final', matches: true });
+
+    const running = uniqueKey('running');
+    const claim = await t.app.claim({ tenant, key: running, request: { amount: '1.00' }, binding });
+    if (claim.outcome !== 'acquired') throw new Error('not acquired');
+    await expect(
+      resolveOperation(reconcilerClient, { tenant, key: running, fingerprint: claim.attempt.fingerprint, outcome: 'failed', error: {}, reason: 'x' }),
+    ).rejects.toBeInstanceOf(NotReconcilableError);
+  });
+});
+
+describe('createReconciler', () => {
+  it('two reconcilers share the work without overlap; a downstream that times out leaves its operations undecided', async () => {
+    // The downstream: which charges exist, and one lookup that hangs (a timeout).
+    const done = [await needsReconciliation('charged'), await needsReconciliation('charged')];
+    const none = [await needsReconciliation('not-charged'), await needsReconciliation('not-charged')];
+    const slow = [await needsReconciliation('hangs')];
+    const all = [...done, ...none, ...slow];
+
+    const checkedBy = new Map<string, string[]>();
+    const firstBatchSeen = barrier();
+    const releaseFirst = barrier();
+    const downstream = (holder: string, hold: boolean) => async (op: ReconcileCandidate, { signal }: { signal: AbortSignal }): Promise<ReconcileDecision | undefined> => {
+      if (!all.includes(op.key)) return undefined; // another test's operation: leave it
+      checkedBy.set(op.key, [...(checkedBy.get(op.key) ?? []), holder]);
+      if (hold) {
+        firstBatchSeen.open();
+        await releaseFirst.promise;
+      }
+      if (slow.includes(op.key)) {
+        // Never answers: the reconciler's timeout aborts it.
+        await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+        return { outcome: 'completed', result: { too: 'late' } };
+      }
+      if (done.includes(op.key)) return { outcome: 'completed', result: { charge: `ch_${op.key}` }, evidence: { psp: op.key }, reason: 'PSP shows the charge' };
+      return { outcome: 'failed', error: { code: 'no_charge' }, reason: 'PSP has no charge' };
+    };
+
+    const errors: unknown[] = [];
+    const a = createReconciler({
+      client: t.client({ role: 'settle_reconciler' }),
+      holder: 'reconciler-a',
+      batchSize: 2,
+      // Its first check is held at a barrier while B sweeps: its timeout outlasts B's sweep. (The
+      // oldest dead letters come first, so A's batch is the two charged ones.)
+      checkTimeoutMs: 120_000,
+      retryAfterMs: 3_600_000,
+      check: downstream('reconciler-a', true),
+      onError: (error) => errors.push(error),
+    });
+    const b = createReconciler({
+      client: t.client({ role: 'settle_reconciler' }),
+      holder: 'reconciler-b',
+      batchSize: 100,
+      checkTimeoutMs: 1_000,
+      retryAfterMs: 3_600_000,
+      check: downstream('reconciler-b', false),
+      onError: (error) => errors.push(error),
+    });
+
+    // A leases two operations and holds them inside its first check; B sweeps meanwhile.
+    const sweepA = a.sweep();
+    await firstBatchSeen.promise;
+    const summaryB = await b.sweep();
+    releaseFirst.open();
+    const summaryA = await sweepA;
+
+    const mineA = summaryA.operations.filter((o) => all.includes(o.key)).map((o) => o.key);
+    const mineB = summaryB.operations.filter((o) => all.includes(o.key)).map((o) => o.key);
+    expect(mineA.length).toBeGreaterThan(0);
+    expect(mineA.filter((k) => mineB.includes(k))).toEqual([]);
+    expect([...mineA, ...mineB].sort()).toEqual([...all].sort());
+    for (const key of all) expect(checkedBy.get(key), key).toHaveLength(1);
+
+    for (const key of done) expect(await stateOf(key)).toMatchObject({ status: 'completed', result: { charge: `ch_${key}` } });
+    for (const key of none) expect(await stateOf(key)).toMatchObject({ status: 'failed', error: { code: 'no_charge' } });
+    expect(await stateOf(slow[0] as string)).toMatchObject({ status: 'unknown', dead_letter_reason: 'needs_reconciliation' });
+    const results = [...summaryA.operations, ...summaryB.operations].filter((o) => all.includes(o.key));
+    expect(results.find((o) => o.key === slow[0])?.result).toBe('check_timeout');
+    expect(errors).toEqual([]);
+
+    // The undecided one is not leased again before retryAfterMs.
+    const later = await b.sweep();
+    expect(later.operations.filter((o) => all.includes(o.key))).toEqual([]);
+
+    // The resolutions are audited with the reconciler's reason and evidence.
+    const { rows } = await t.su.query(
+      `select key, detail from settle.audit_log where tenant = $1 and key = any($2::text[]) and event = 'resolve' order by key`,
+      [tenant, done],
+    );
+    expect(rows).toHaveLength(2);
+    expect(rows[0].detail.reason).toMatch(/^reconciler reconciler-[ab]: PSP shows the charge$/);
+    expect(rows[0].detail.evidence).toMatchObject({ checked_by: expect.stringMatching(/^reconciler-[ab]$/), checks: 1 });
+  });
+});

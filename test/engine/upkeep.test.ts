@@ -1,0 +1,121 @@
+import type pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { useEngineDatabase } from './support/database.js';
+import { sqlStateOf } from './support/errors.js';
+import { newOperation } from './support/fixtures.js';
+import { useLoginRoles } from './support/login-role.js';
+import { acquire, complete, reportUnknown } from './support/settle.js';
+
+// Issue 20: retention stored in the database and upkeep that runs itself. settle.run_upkeep is
+// what pg_cron and `pg-settle maintain` call; several callers elect one runner per job by the
+// job row's lock (SKIP LOCKED).
+const db = useEngineDatabase('upkeep');
+const loginRole = useLoginRoles(db);
+
+interface RunRow {
+  job: string;
+  outcome: string;
+  detail: Record<string, unknown> | null;
+}
+
+async function runUpkeep(client: pg.ClientBase, job: string | null = null, force = false): Promise<RunRow[]> {
+  const { rows } = await client.query<RunRow>('select * from settle.run_upkeep(job => $1, force => $2)', [job, force]);
+  return rows;
+}
+
+async function upkeep(client: pg.ClientBase) {
+  const { rows } = await client.query(
+    `select job, every::text, retention::text, last_ok, last_by, runs::int, failures::int, overdue, last_detail
+       from settle.upkeep order by job`,
+  );
+  return rows;
+}
+
+describe('upkeep', () => {
+  it('defaults: expire_leases every minute, purge every hour with a 7-day retention; never ran yet', async () => {
+    const admin = await (await loginRole('ops', ['settle_admin'])).connect();
+    expect(await upkeep(admin)).toEqual([
+      expect.objectContaining({ job: 'expire_leases', every: '00:01:00', retention: null, runs: 0, last_ok: null, overdue: false }),
+      expect.objectContaining({ job: 'purge', every: '01:00:00', retention: '7 days', runs: 0, last_ok: null, overdue: false }),
+    ]);
+  });
+
+  it('runs what is due once, records it, says not_due after; a second caller is busy while one runs', async () => {
+    const role = await loginRole('sweeper', ['settle_admin']);
+    const one = await role.connect();
+    const two = await role.connect();
+    const superuser = await db.connect();
+    const app = await db.app();
+
+    // A lapsed lease for expire_leases to end.
+    const ticket = await acquire(app, newOperation('lapsed', { lease: '1 second' }));
+    await superuser.query(
+      `update settle_private.operations set lease_expires_at = now() - interval '1 minute' where tenant = $1 and key = $2`,
+      [ticket.tenant, ticket.key],
+    );
+
+    await one.query('begin');
+    const first = await runUpkeep(one);
+    expect(first.map((r) => [r.job, r.outcome])).toEqual([
+      ['expire_leases', 'ran'],
+      ['purge', 'ran'],
+    ]);
+    expect(first[0]?.detail).toMatchObject({ expired: 1 });
+    // While `one` holds both job rows, another caller runs nothing and waits for nothing.
+    expect((await runUpkeep(two)).map((r) => r.outcome)).toEqual(['busy', 'busy']);
+    await one.query('commit');
+
+    expect((await runUpkeep(two)).map((r) => r.outcome)).toEqual(['not_due', 'not_due']);
+    expect((await runUpkeep(two, 'purge', true)).map((r) => r.outcome)).toEqual(['ran']);
+    const jobs = await upkeep(two);
+    expect(jobs).toEqual([
+      expect.objectContaining({ job: 'expire_leases', last_ok: true, last_by: role.name, runs: 1, overdue: false }),
+      expect.objectContaining({ job: 'purge', last_ok: true, last_by: role.name, runs: 2, overdue: false }),
+    ]);
+    expect(await sqlStateOf(runUpkeep(two, 'vacuum'))).toBe('SE008');
+  });
+
+  it('purges terminal operations older than the stored retention, never an unresolved one', async () => {
+    const admin = await (await loginRole('ops', ['settle_admin'])).connect();
+    const superuser = await db.connect();
+    const app = await db.app();
+    const done = await acquire(app, newOperation('old-done'));
+    await complete(app, done, { ok: 1 });
+    const open = await acquire(app, newOperation('old-unknown', { max_attempts: 1 }));
+    await reportUnknown(app, open);
+    const recent = await acquire(app, newOperation('recent-done'));
+    await complete(app, recent, { ok: 2 });
+    await superuser.query(
+      `update settle_private.operations set updated_at = now() - interval '8 days' where key = any($1::text[])`,
+      [[done.key, open.key]],
+    );
+
+    // The test template lowers purge_min_retention to 0; a retention below the minimum is refused.
+    await admin.query(`select settle.set_purge_min_retention(interval '1 day')`);
+    expect(await sqlStateOf(admin.query(`select settle.set_retention(interval '1 hour')`))).toBe('SE014');
+    expect((await admin.query(`select settle.set_retention(interval '7 days') as r`)).rows[0].r).toBeDefined();
+    const [run] = await runUpkeep(admin, 'purge', true);
+    expect(run).toMatchObject({ outcome: 'ran', detail: { purged: 1, retention: '7 days' } });
+    const left = await superuser.query(`select key from settle.operations where key = any($1::text[]) order by key`, [
+      [done.key, open.key, recent.key],
+    ]);
+    expect(left.rows.map((r) => r.key).sort()).toEqual([open.key, recent.key].sort());
+    const log = await admin.query(`select event, detail from settle.admin_log where event = 'set_retention' order by log_id`);
+    expect(log.rows.at(-1)).toMatchObject({ event: 'set_retention', detail: { after: '7 days' } });
+  });
+
+  it('a job that never runs becomes overdue; settle_app may not run upkeep', async () => {
+    const superuser = await db.connect();
+    const admin = await (await loginRole('ops', ['settle_admin'])).connect();
+    await admin.query(`select settle.set_upkeep_interval(job => 'expire_leases', every => interval '1 second')`);
+    // Backdate the last run (test-only, as superuser: no API call can).
+    await superuser.query(
+      `update settle_private.upkeep_jobs set last_finished_at = now() - interval '2 minutes', created_at = now() - interval '1 hour' where job = 'expire_leases'`,
+    );
+    const jobs = await upkeep(admin);
+    expect(jobs.find((j) => j.job === 'expire_leases')).toMatchObject({ every: '00:00:01', overdue: true });
+    const app = await db.app();
+    expect(await sqlStateOf(runUpkeep(app))).toBe('42501');
+    expect(await sqlStateOf(admin.query(`select settle.set_upkeep_interval(job => 'purge', every => interval '2 days')`))).toBe('SE008');
+  });
+});
