@@ -329,3 +329,28 @@ describe('settle.resolve racing', () => {
     expect(refused).toBe('SE011');
   });
 });
+
+describe('settle.resolve and the settlement feed (issue 19)', () => {
+  it('each resolution enters the feed once, like any final outcome; a late success after a failed resolution adds nothing', async () => {
+    const app = await db.app();
+    const superuser = await db.connect();
+    const { client: reconciler } = await reconcilerSession();
+    const done = await needsReconciliation(app, 'feed-done');
+    const none = await needsReconciliation(app, 'feed-none');
+    await resolve(reconciler, done, { outcome: 'completed', result: { charge: 'ch_feed' } });
+    await resolve(reconciler, none, { outcome: 'failed', error: { code: 'no_charge' } });
+    expect((await complete(app, none, { charge: 'late' })).outcome).toBe('already_settled');
+    expect((await complete(app, done, { charge: 'ch_feed' })).outcome).toBe('already_settled');
+    const { rows } = await superuser.query(
+      `select key, status::text, status_before::text, attempt, result, error from settle_private.feed_events
+        where tenant = $1 and key = any($2::text[]) order by key, event_id`,
+      [done.tenant, [done.key, none.key]],
+    );
+    expect(rows).toEqual(
+      [
+        { key: done.key, status: 'completed', status_before: 'unknown', attempt: 2, result: { charge: 'ch_feed' }, error: null },
+        { key: none.key, status: 'failed', status_before: 'unknown', attempt: 1, result: null, error: { code: 'no_charge' } },
+      ].sort((a, b) => (a.key < b.key ? -1 : 1)),
+    );
+  });
+});
