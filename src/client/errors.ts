@@ -13,6 +13,7 @@ export interface InputIssue {
   readonly message: string;
 }
 
+/** Fields every SettleError carries: SQLSTATE, parsed DETAIL, HINT and the cause. */
 export interface SettleErrorOptions {
   readonly code: string;
   /** The SQLSTATE the database raised; null when the error was detected client-side. */
@@ -203,6 +204,7 @@ export const errorClasses = {
   SE031: CitusUnavailableError,
 } as const satisfies Record<string, SettleErrorClass>;
 
+/** Every SQLSTATE of class SE the engine raises (docs/errors.md). */
 export type SettleSqlstate = keyof typeof errorClasses;
 
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01', '55P03']);

@@ -7,6 +7,7 @@ type StandardSchemaV1 = NonNullable<QueryContext['resultParser']>;
 /** Rows the result-parser interceptor produced: the client does not validate them twice. */
 const validatedRows = new WeakSet<object>();
 
+/** Name of the slonik interceptor that validates every row against its zod schema; a pool you pass to createSettleClient() must not lack it. */
 export const RESULT_PARSER_INTERCEPTOR = 'pg-settle/result-parser';
 
 /**

@@ -76,6 +76,7 @@ export type ResolveInput = {
   readonly evidence?: Json;
 } & ({ readonly outcome: 'completed'; readonly result: Json } | { readonly outcome: 'failed'; readonly error: Json });
 
+/** The answer of resolve(): an operator's or reconciler's decision on an operation that needs reconciliation. */
 export type ResolveOutcome =
   | {
       readonly outcome: 'resolved';
@@ -183,6 +184,7 @@ export type ReconcileDecision =
   /** Not decidable (yet): leased again after retryAfterMs (default: the reconciler's). */
   | { readonly outcome: 'undecided'; readonly retryAfterMs?: number };
 
+/** Options of createReconciler(): the client, how to check an operation downstream, batch size and pacing. */
 export interface ReconcilerOptions {
   /** A client connected as a login role with settle_reconciler (or settle_admin). */
   readonly client: Pick<SettleClient, 'getPool'>;
@@ -212,6 +214,7 @@ export interface ReconcilerOptions {
   readonly onError?: (error: unknown, operation?: ReconcileCandidate) => void;
 }
 
+/** What a sweep did with one leased operation. */
 export type ReconcileResult =
   | 'resolved_completed'
   | 'resolved_failed'
@@ -221,12 +224,14 @@ export type ReconcileResult =
   | 'check_error'
   | 'refused';
 
+/** What one sweep() leased and what it did with each operation. */
 export interface SweepSummary {
   readonly leased: number;
   readonly results: Readonly<Record<ReconcileResult, number>>;
   readonly operations: readonly { readonly tenant: string; readonly key: string; readonly result: ReconcileResult }[];
 }
 
+/** A background reconciler of operations that need reconciliation: sweep() once, or start() and stop(). */
 export interface Reconciler {
   /** Leases one batch, checks and resolves it; resolves once the batch is handled. */
   sweep(): Promise<SweepSummary>;
@@ -244,6 +249,7 @@ export const RECONCILER_METRICS = {
 
 class TimeoutSignal extends Error {}
 
+/** Creates a reconciler that leases operations needing reconciliation, asks `check` downstream what happened, and resolves them (docs/client.md). */
 export function createReconciler(options: ReconcilerOptions): Reconciler {
   const holder = options.holder ?? `${hostname()}:${process.pid}`;
   const batchSize = options.batchSize ?? 10;

@@ -9,6 +9,7 @@ import type { Json } from './types.js';
 // (sql/migrations/00003_input_rules.sql), and test/engine/limits.test.ts holds LIMITS to them.
 // ---------------------------------------------------------------------------------------------
 
+/** Input limits the client checks before a round trip (the same as the engine's; docs/sql-api.md). */
 export const LIMITS = {
   tenantBytes: 64,
   keyBytes: 255,

@@ -15,13 +15,16 @@ import { SettleError } from './errors.js';
 
 /** A MeterProvider (from @opentelemetry/sdk-metrics or the API): typed loosely so the API stays optional. */
 export interface MeterProviderLike {
+  /** Returns the meter the client records its metrics with. */
   getMeter(name: string, version?: string, options?: object): unknown;
 }
 /** A TracerProvider (from @opentelemetry/sdk-trace-base or the API). */
 export interface TracerProviderLike {
+  /** Returns the tracer the client starts its spans with. */
   getTracer(name: string, version?: string, options?: object): unknown;
 }
 
+/** OpenTelemetry providers for the client's metrics and spans (default: the global ones; docs/observability.md). */
 export interface TelemetryOptions {
   /** Default: the global MeterProvider of @opentelemetry/api, looked up at the client's first call. */
   readonly meterProvider?: MeterProviderLike;

@@ -39,11 +39,13 @@ export interface Binding {
   readonly generation: bigint;
 }
 
+/** An operation: its tenant (the keyspace) and its idempotency key. */
 export interface OperationRef {
   readonly tenant: string;
   readonly key: string;
 }
 
+/** What claim() presents: the operation, the request it stands for, the caller's binding, and the lease and attempt budget to use. */
 export interface ClaimInput extends OperationRef {
   /** The effect-defining fields; fingerprinted by the database at first claim (<= 64 KiB as jsonb text). */
   readonly request: Json;
@@ -97,6 +99,7 @@ export type LockedRead =
   | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] }
   | { readonly outcome: 'refused'; readonly reason: 'binding_revoked' };
 
+/** The answer of claim(), by `outcome`: acquired (run the effect under the lease), in_progress, replay, conflict, failed, unknown (see docs/sql-api.md, settle.claim). */
 export type ClaimOutcome =
   | { readonly outcome: 'acquired'; readonly status: Status; readonly attempt: AttemptHandle }
   | {
@@ -136,6 +139,7 @@ export type DeadLetterReason = 'attempts_exhausted' | 'needs_reconciliation';
 /** Why an attempt is fenced; attempt_conflicted (it presented a mismatched lock) comes from observations only. */
 export type HeartbeatFenceReason = 'invalid_token' | 'superseded' | 'settled' | 'lease_released' | 'binding_revoked' | 'attempt_conflicted';
 
+/** The answer of heartbeat(): extended (the lease runs on) or fenced (stop: the attempt no longer holds the lease). */
 export type HeartbeatOutcome =
   | { readonly outcome: 'extended'; readonly status: Status; readonly leaseExpiresAt: Date }
   | { readonly outcome: 'fenced'; readonly reason: HeartbeatFenceReason; readonly status: Status | null };
@@ -196,6 +200,7 @@ export interface OperationRecord extends OperationRef {
   readonly updatedAt: Date;
 }
 
+/** One attempt of an operation as settle.attempts shows it (inspect()). */
 export interface AttemptRecord extends OperationRef {
   readonly attempt: number;
   readonly worker: string | null;
@@ -210,6 +215,7 @@ export interface AttemptRecord extends OperationRef {
   readonly settled: boolean;
 }
 
+/** One row of the audit trail (settle.audit_log): what a call did to an operation. */
 export interface AuditRecord extends OperationRef {
   readonly auditId: bigint;
   readonly at: Date;
@@ -222,6 +228,7 @@ export interface AuditRecord extends OperationRef {
   readonly detail: Json | null;
 }
 
+/** A dead-lettered operation (settle.dead_letters): why, since when, and what was last stored. */
 export interface DeadLetterRecord extends OperationRef {
   /** failed (reason attempts_exhausted), or unknown / conflict (reason needs_reconciliation). */
   readonly status: Status;
@@ -267,11 +274,13 @@ export interface SettleMetrics {
   readonly recentWindowSeconds: number;
 }
 
+/** What expireLeases() did in one call: leases ended and operations dead-lettered. */
 export interface ExpireResult {
   readonly expired: number;
   readonly deadLettered: number;
 }
 
+/** A dead letter to re-open, with the extra attempts it gets. */
 export interface RedriveInput extends OperationRef {
   /** Attempts added to the spent budget (1-1000). Default 1. */
   readonly additionalAttempts?: number;
@@ -290,6 +299,7 @@ export interface RetryEvent {
   readonly error: Error;
 }
 
+/** How run() retries a retryable failure: attempts, backoff and its cap. */
 export interface RetryPolicy {
   /** Retries after the first try (default 5). */
   readonly maxRetries?: number;
@@ -311,6 +321,7 @@ interface CommonClientOptions {
   readonly telemetry?: TelemetryOptions | false;
 }
 
+/** Options of createSettleClient(): a connection string (the client owns its pool) or your own slonik pool, plus the client-wide settings. */
 export type SettleClientOptions =
   | (CommonClientOptions & {
       readonly connectionString: string;
@@ -339,6 +350,7 @@ export type SettleClientOptions =
 
 export type { Classification } from './classify.js';
 
+/** The input of run(): a claim plus run()'s own retry and classification settings. */
 export interface RunInput extends ClaimInput {
   /**
    * How long, in total, to wait for an in-flight attempt of another worker before answering
@@ -364,6 +376,7 @@ export interface RunInput extends ClaimInput {
 /** A schema for the effect's result: any zod schema (or Standard Schema) whose output is T. */
 export interface ResultSchema<T> {
   readonly '~standard': {
+    /** Standard Schema's validation: the value typed as T, or the issues. */
     readonly validate: (value: unknown) =>
       | { readonly value: T; readonly issues?: undefined }
       | { readonly issues: readonly { readonly message: string; readonly path?: readonly unknown[] | undefined }[] }
@@ -412,6 +425,7 @@ export interface EarlierAttempts {
   readonly mayHaveTakenEffect: boolean;
 }
 
+/** What run() passes to the effect: the attempt handle, its number, earlier attempts, an AbortSignal that fires when the lease is lost, and a manual heartbeat. */
 export interface RunContext {
   readonly attempt: AttemptHandle;
   /** This attempt's number (1 for the first). */
@@ -440,6 +454,7 @@ export type UnknownReason =
 /** A void effect's result is stored as null. */
 export type VoidToNull<T> = [T] extends [void] ? null : T;
 
+/** The answer of run() and runInTransaction(), a union discriminated by `outcome` (docs/client.md lists each). */
 export type RunOutcome<T = Json> =
   /**
    * The effect's result is the settlement (this_attempt), or another attempt's is
@@ -487,13 +502,16 @@ export type RunOutcome<T = Json> =
     };
 
 
+/** Isolation level of runInTransaction()'s transaction. */
 export type Isolation = 'read committed' | 'repeatable read' | 'serializable';
 
+/** The input of runInTransaction(): a run() input plus the transaction's isolation level. */
 export interface TransactionRunInput extends RunInput {
   /** Isolation level of the transaction the client opens (ignored inside your own transaction). */
   readonly isolation?: Isolation;
 }
 
+/** What runInTransaction() passes to the effect: the slonik transaction the settlement commits in, and the attempt. */
 export interface TransactionEffectContext {
   /** Run your SQL here: it commits together with the settlement, or not at all. */
   readonly transaction: DatabaseTransactionConnection;
@@ -507,6 +525,7 @@ export type TransactionOutcome = RunOutcome;
 // The client
 // ---------------------------------------------------------------------------------------
 
+/** The pg-settle client: run(), runInTransaction(), the low-level calls (claim, heartbeat, complete, fail, reportUnknown, get) and the operator calls. Create it with createSettleClient(). */
 export interface SettleClient {
   /** The slonik pool the client runs on (yours, or the one it created on first use). */
   getPool(): Promise<DatabasePool>;
@@ -603,6 +622,7 @@ export interface FeedEvent {
   readonly occurredAt: Date;
 }
 
+/** What consume() passes to the handler with each batch: the consumer, its lane, the transaction (transaction mode) and a signal that fires on stop. */
 export interface FeedBatchContext {
   readonly consumer: string;
   readonly lane: number;
@@ -612,8 +632,10 @@ export interface FeedBatchContext {
   readonly signal: AbortSignal;
 }
 
+/** A feed consumer's handler: called with each batch of settlement events, in order; the batch is acknowledged when it resolves. */
 export type FeedHandler = (events: readonly FeedEvent[], context: FeedBatchContext) => Promise<void>;
 
+/** Options of consume(): batch size, delivery mode and pacing (docs/feed.md). */
 export interface ConsumeOptions {
   /** Events per batch, 1-100 000. Default 100. */
   readonly batchSize?: number;
@@ -637,6 +659,7 @@ export interface ConsumeOptions {
   readonly onBatch?: (events: readonly FeedEvent[]) => void;
 }
 
+/** What consume() did until it stopped: batches and events handled, handler errors. */
 export interface ConsumeSummary {
   readonly batches: number;
   readonly events: number;

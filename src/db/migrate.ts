@@ -5,12 +5,15 @@ import postgresMigrations from 'postgres-migrations';
 import { quoteIdent } from './database-url.js';
 import { defaultMigrationsDir } from './migrations-dir.js';
 
+/** Options of migrate(). */
 export interface MigrateOptions {
+  /** Receives one line per step (default: silent). */
   readonly log?: (msg: string) => void;
   /** Directory of `NNNNN_name.sql` files; defaults to the package's `sql/migrations`. */
   readonly dir?: string;
 }
 
+/** What migrate() did: the migration files it applied. */
 export interface MigrateResult {
   /**
    * File names applied by this call, in order (empty when the database was up to date).

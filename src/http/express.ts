@@ -19,6 +19,7 @@ declare global {
   }
 }
 
+/** The middleware factory createIdempotency() returns: call it per route, with optional route options. */
 export type ExpressIdempotency = (route?: RouteOptions<Request>) => RequestHandler;
 
 /**

@@ -4,6 +4,7 @@ import { quoteIdent, withDatabase } from '../db/database-url.js';
 import { withPgClient } from '../db/with-pg-client.js';
 import './provided-context.js';
 
+/** A database cloned from the migrated template for one test file: its URL and drop(). */
 export interface TestDatabase {
   /** Superuser connection string to the new database. */
   readonly url: string;
@@ -15,6 +16,7 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
+/** Options of createTestDatabase(). */
 export interface CreateTestDatabaseOptions {
   /** Database to clone; defaults to the migrated template. `template0` gives an empty database. */
   readonly template?: string;

@@ -11,4 +11,5 @@ declare module 'vitest' {
   }
 }
 
+/** Name of the migrated template database test databases are cloned from. */
 export const TEMPLATE_DB = 'settle_template';

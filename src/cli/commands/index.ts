@@ -1,6 +1,7 @@
 // The CLI's commands, in the order `pg-settle --help` lists them. Loaded by main() only when a
 // command (or the help) is asked for: `pg-settle --version` imports none of them (start-up time).
 import { deadLettersCommand } from './dead-letters.js';
+import { devCommand } from './dev.js';
 import { distributeCommand } from './distribute.js';
 import { expireLeasesCommand } from './expire-leases.js';
 import { feedCommand } from './feed.js';
@@ -28,6 +29,7 @@ export const COMMANDS: readonly Command[] = [
   statsCommand,
   feedCommand,
   simulateCommand,
+  devCommand,
 ];
 
 export const USAGE = `pg-settle: exactly-once settlement inside PostgreSQL - operator CLI and simulator
@@ -38,5 +40,5 @@ Commands:
 ${COMMANDS.map((c) => `  ${c.name.padEnd(15)}${c.summary}`).join('\n')}
 
 Run \`pg-settle <command> --help\` for a command's flags, \`pg-settle --version\` for the version.
-Every command but simulate needs --database-url URL or DATABASE_URL.
+Every command but simulate and dev needs --database-url URL or DATABASE_URL.
 Exit codes: 0 ok, 1 invariant or operation failure, 2 usage error, 3 database or connection error.`;
