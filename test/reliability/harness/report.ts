@@ -61,7 +61,7 @@ function main(): number {
 }
 
 function printReport(result: VitestJson, figures: readonly ScenarioFigures[], seconds: number, root: string): void {
-  const flags = ['RELIABILITY_FAILOVER', 'RELIABILITY_SOAK', 'RELIABILITY_OPS', 'RELIABILITY_SEED', 'RELIABILITY_MERGE_RUNS']
+  const flags = ['RELIABILITY_FAILOVER', 'RELIABILITY_SOAK', 'RELIABILITY_OPS', 'RELIABILITY_SEED', 'RELIABILITY_MERGE_RUNS', 'MODEL_RUNS', 'MODEL_STEPS', 'MODEL_SEED', 'MODEL_MUTANT_RUNS']
     .filter((name) => (process.env[name] ?? '') !== '')
     .map((name) => `${name}=${process.env[name]}`);
   const heavy = flags.length === 0 ? '' : ` (${flags.join(' ')})`;

@@ -1,0 +1,136 @@
+import type { Step } from './model-driver.js';
+
+/**
+ * Regression cases: sequences the random run found on main before the issue-18 fixes (kept as
+ * scripts: the same steps, whatever the seed). `maxAttempts` is per operation.
+ */
+export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts: readonly number[]; readonly steps: readonly Step[] }[] = [
+  {
+    // Defect 1: the waiter's lease was computed from its call start, before the lock wait.
+    name: 'R1: a claim that waited for the row lock gets a lease measured from after the lock',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'fail', op: 0, ticket: 'latest', retryable: true } },
+      { t: 'begin', conn: 1 },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: true } },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 0, variant: 'same', short: true } },
+      { t: 'end', commit: false, longWait: true },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+    ],
+  },
+  {
+    // Defect 1, heartbeat: an extension decided after a wait is measured from the decision.
+    name: 'R1: a heartbeat that waited for the row lock extends from after the lock',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'begin', conn: 1 },
+      { t: 'call', conn: 1, call: { kind: 'heartbeat', op: 0, ticket: 'latest', short: false } },
+      { t: 'call', conn: 2, call: { kind: 'heartbeat', op: 0, ticket: 'latest', short: true } },
+      { t: 'end', commit: true, longWait: true },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+    ],
+  },
+  {
+    // Defect 2: the floor was read before the lock wait; the revocation committed during it.
+    name: 'R2: a claim waiting while its generation is revoked is refused, never acquired',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'fail', op: 0, ticket: 'latest', retryable: true } },
+      { t: 'begin', conn: 1 },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'revoke', op: 0 },
+      { t: 'end', commit: false },
+      { t: 'call', conn: 0, call: { kind: 'get', op: 0, variant: 'newer' } },
+    ],
+  },
+  {
+    // Defect 4: a conflict (a mismatched success of an attempt that had failed) erased to failed.
+    name: 'R4: after a mismatched success the last failure is needs_reconciliation, never failed',
+    maxAttempts: [2, 2],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'fail', op: 0, ticket: 'latest', retryable: true } },
+      { t: 'call', conn: 1, call: { kind: 'complete', op: 0, ticket: 'latest', mismatch: 'generation' } },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'fail', op: 0, ticket: 'latest', retryable: true } },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'redrive', op: 0 },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+    ],
+  },
+  {
+    // Defect 5: a later final failure overrode an earlier unknown.
+    name: 'R5: a final failure after an unknown attempt is needs_reconciliation, and its success still settles',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'report_unknown', op: 0, ticket: 'latest' } },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 1, call: { kind: 'fail', op: 0, ticket: 'latest', retryable: false } },
+      { t: 'call', conn: 2, call: { kind: 'get', op: 0, variant: 'same' } },
+      { t: 'purge' },
+      { t: 'call', conn: 0, call: { kind: 'complete', op: 0, ticket: 'first' } },
+    ],
+  },
+  {
+    // Defect 5 with a lapsed lease instead of a reported unknown.
+    name: 'R5: a final failure after a lapsed attempt is needs_reconciliation',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'lapse', op: 0 },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 1, call: { kind: 'fail', op: 0, ticket: 'latest', retryable: false } },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'complete', op: 0, ticket: 'first' } },
+    ],
+  },
+  {
+    // R3: the attempt's own token under a revoked generation may wait and convert; the
+    // heartbeat of the same token waits behind it, the new generation's read sees the conversion.
+    name: 'R3: the revoked holder converts its operation under the lock; nobody else waits on a refusal',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'revoke', op: 0 },
+      { t: 'begin', conn: 1 },
+      { t: 'call', conn: 1, call: { kind: 'complete', op: 0, ticket: 'latest' } },
+      { t: 'call', conn: 1, call: { kind: 'fail', op: 0, ticket: 'latest', retryable: false } },
+      { t: 'call', conn: 2, call: { kind: 'heartbeat', op: 0, ticket: 'latest', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'fail', op: 0, ticket: 'latest', retryable: false } },
+      { t: 'end', commit: true },
+      { t: 'call', conn: 0, call: { kind: 'get', op: 0, variant: 'newer' } },
+    ],
+  },
+  {
+    // R3: a forged token inside an open transaction holds nobody's row.
+    name: 'R3: an open transaction of forged-token calls does not hold the lease holder hostage',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'begin', conn: 1 },
+      { t: 'call', conn: 1, call: { kind: 'complete', op: 0, ticket: 'forged' } },
+      { t: 'call', conn: 1, call: { kind: 'heartbeat', op: 0, ticket: 'forged', short: false } },
+      { t: 'call', conn: 2, call: { kind: 'heartbeat', op: 0, ticket: 'latest', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'complete', op: 0, ticket: 'latest' } },
+      { t: 'end', commit: true },
+    ],
+  },
+  {
+    // R2 on the new-key path: a claim that waited for another session's first claim of the
+    // key, rolled back, while its generation was revoked: refused, never attempt 1 under it.
+    name: 'R2: a claim waiting on a concurrent first claim whose generation is revoked meanwhile is refused (insert rolled back)',
+    maxAttempts: [2, 4],
+    steps: [
+      { t: 'begin', conn: 2 },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 1, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 1, variant: 'same', short: false } },
+      { t: 'revoke', op: 1 },
+      { t: 'end', commit: false },
+    ],
+  },
+];

@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { migrate } from '../../src/db/migrate.js';
+import { createTestDatabase } from '../../src/testing/index.js';
+import { recordFigures } from './harness/figures.js';
+import type { ModelRun } from './harness/model-driver.js';
+import { REGRESSIONS } from './harness/model-regressions.js';
+import { openModelSession } from './harness/model-session.js';
+import { writeMutatedMigrations, type Mutant, type Replacement } from './harness/mutants.js';
+
+// The model-based test against the issue-18 fixes reverted, one at a time: each mutant is a copy
+// of sql/migrations with one fix undone (exact text replacements that must match once, as in
+// harness/mutants.ts), migrated into a fresh database from template0. The model's regression
+// cases (harness/model-regressions.ts) run against it and must report a violation; with
+// MODEL_MUTANT_RUNS > 0 (the soak sets 300) random sequences then run until one is caught too,
+// and the number of sequences it took is printed. The control is model-based.test.ts itself:
+// the same cases pass on the unmutated engine.
+
+const CLAIM = '00007_claim.sql';
+const GUARDS = '00004_lattice_and_guards.sql';
+const MERGE = '00009_merge.sql';
+
+/** The locked branch of settle.claim re-reads the clock and the access verdict after FOR UPDATE. */
+const LOCKED_REDECIDE = `      -- and the revocation floor.
+      v_now := clock_timestamp();
+      v_floor := settle_private._access(claim.tenant, claim.principal);`;
+
+interface ModelMutant {
+  readonly name: string;
+  readonly defect: string;
+  readonly replacements: readonly Replacement[];
+}
+
+const MODEL_MUTANTS: readonly ModelMutant[] = [
+  {
+    name: 'lease-from-call-start',
+    defect: '1: a claim that waited for the row lock measures its lease from the call start',
+    replacements: [{ file: CLAIM, find: LOCKED_REDECIDE, replace: `      -- and the revocation floor.
+      v_floor := settle_private._access(claim.tenant, claim.principal);` }],
+  },
+  {
+    name: 'floor-read-before-lock',
+    defect: '2: the revocation floor is judged on the first, unlocked read only',
+    replacements: [{ file: CLAIM, find: LOCKED_REDECIDE, replace: `      -- and the revocation floor.
+      v_now := clock_timestamp();` }],
+  },
+  {
+    name: 'conflict-erased-to-failed',
+    defect: '4: may-have-taken-effect ignores a conflict status (a mismatched success of an attempt that had failed)',
+    replacements: [{
+      file: GUARDS,
+      find: `  select _may_have_taken_effect.status in ('unknown', 'conflict')
+      or exists`,
+      replace: `  select exists`,
+    }],
+  },
+  {
+    name: 'final-failure-overrides-unknown',
+    defect: '5: a final failure moves the operation to failed although an earlier attempt may have taken effect',
+    replacements: [
+      {
+        file: MERGE,
+        find: `    if not _observe.retryable and not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status) then`,
+        replace: `    if not _observe.retryable then`,
+      },
+      {
+        // The failure guard would refuse that move for every writer: it goes with the fix.
+        file: GUARDS,
+        find: `  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status) then
+    raise exception using
+      errcode = 'SE021',`,
+        replace: `  if false then
+    raise exception using
+      errcode = 'SE021',`,
+      },
+    ],
+  },
+];
+
+const huntRuns = Number(process.env.MODEL_MUTANT_RUNS ?? (process.env.RELIABILITY_SOAK === '1' ? 300 : 0));
+const seed = Number(process.env.MODEL_SEED ?? Math.floor(Math.random() * 2 ** 31));
+
+async function againstMutant(m: ModelMutant, body: (run: ModelRun) => Promise<void>): Promise<void> {
+  const copy = await writeMutatedMigrations({ name: m.name, replacements: m.replacements } as unknown as Mutant);
+  const db = await createTestDatabase(`model_mutant_${m.name}`, { template: 'template0' });
+  try {
+    await migrate(db.url, { dir: copy.dir });
+    const session = await openModelSession(db.url, 'x');
+    try {
+      await body(session.run);
+    } finally {
+      await session.close();
+    }
+  } finally {
+    await db.drop();
+    await copy.remove();
+  }
+}
+
+describe('the model-based test catches the issue-18 fixes reverted', () => {
+  for (const m of MODEL_MUTANTS) {
+    it(`${m.name} (defect ${m.defect})`, async () => {
+      let caughtBy: string[] = [];
+      let huntedSequences = -1;
+      await againstMutant(m, async (run) => {
+        for (const [i, r] of REGRESSIONS.entries()) {
+          if (!(await run.script(100_000 + i, r.maxAttempts, r.steps))) caughtBy.push(r.name);
+        }
+        if (huntRuns > 0) {
+          for (let i = 0; i < huntRuns; i++) {
+            if (!(await run.randomSequence(seed, i, 30))) {
+              huntedSequences = i + 1;
+              break;
+            }
+          }
+        }
+        caughtBy = [...new Set(caughtBy)];
+        const kinds = [...new Set(run.violations.map((v) => v.kind))].join(' ');
+        console.log(JSON.stringify({ mutant: m.name, caughtBy, kinds, seed, randomSequencesToCatch: huntRuns > 0 ? huntedSequences : 'not run' }));
+        recordFigures({
+          scenario: `model-mutants/${m.name}`,
+          operations: run.figures.calls,
+          faults: 1,
+          violations: run.violations.length,
+          details: { seed, regressionCasesCatching: caughtBy.length, randomSequencesToCatch: huntRuns > 0 ? huntedSequences : 'not run', kinds },
+        });
+      });
+      expect(caughtBy.length, `no regression case caught ${m.name}`).toBeGreaterThan(0);
+      if (huntRuns > 0) expect(huntedSequences, `${huntRuns} random sequences did not catch ${m.name}`).toBeGreaterThan(0);
+    }, 300_000);
+  }
+});
