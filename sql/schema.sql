@@ -2340,8 +2340,8 @@ begin
     v_floor := row(settle_private._feed_horizon(), 0::bigint);
   end if;
   delete from settle_private.feed_events e
-   where (e.tenant, e.key, e.event_id) in (
-     select d.tenant, d.key, d.event_id from settle_private.feed_events d
+   where (e.position_xid, e.event_id) in (
+     select d.position_xid, d.event_id from settle_private.feed_events d
       where (d.position_xid, d.event_id) <= (v_floor.position_xid, v_floor.position_id)
         and d.position_xid < settle_private._feed_horizon()
       order by d.position_xid, d.event_id
@@ -4353,7 +4353,7 @@ declare
 begin
   if old.status = 'failed' or new.redrive_count > 0 then
     select e.position_xid into v_previous from settle_private.feed_events e
-     where e.tenant = new.tenant and e.key = new.key
+     where e.tenant = new.tenant and e.key = new.key and e.status = 'failed'
      order by e.event_id desc limit 1;
     if v_previous > v_position then
       v_position := v_previous;
@@ -5077,8 +5077,7 @@ CREATE TABLE settle_private.feed_events (
     error jsonb,
     dead_letter_reason text,
     redrive_count integer NOT NULL,
-    occurred_at timestamp with time zone NOT NULL,
-    CONSTRAINT feed_event_is_final CHECK ((status = ANY (ARRAY['completed'::settle.status, 'failed'::settle.status])))
+    occurred_at timestamp with time zone NOT NULL
 );
 
 ALTER TABLE ONLY settle_private.feed_events FORCE ROW LEVEL SECURITY;
@@ -5244,7 +5243,7 @@ ALTER TABLE ONLY settle_private.feed_consumers
 --
 
 ALTER TABLE ONLY settle_private.feed_events
-    ADD CONSTRAINT feed_events_pkey PRIMARY KEY (tenant, key, event_id);
+    ADD CONSTRAINT feed_events_pkey PRIMARY KEY (position_xid, event_id);
 
 --
 -- Name: feed_lanes feed_lanes_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
@@ -5315,16 +5314,10 @@ CREATE INDEX audit_log_refusals_by_at_idx ON settle_private.audit_log USING btre
 CREATE INDEX audit_log_tombstones_by_at_idx ON settle_private.audit_log USING btree (at) WHERE ((event)::text = 'purge'::text);
 
 --
--- Name: feed_events_by_position_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+-- Name: feed_events_failed_by_key_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE INDEX feed_events_by_position_idx ON settle_private.feed_events USING btree (position_xid, event_id);
-
---
--- Name: feed_events_by_time_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
---
-
-CREATE INDEX feed_events_by_time_idx ON settle_private.feed_events USING btree (occurred_at);
+CREATE INDEX feed_events_failed_by_key_idx ON settle_private.feed_events USING btree (tenant, key, event_id) WHERE (status = 'failed'::settle.status);
 
 --
 -- Name: operations_by_lease_expiry_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
