@@ -966,6 +966,7 @@ declare
   v_oid oid;
   v_mine text[] := settle_private._visible_tenants();
   v_dropped jsonb;
+  v_roles oid[];
   v_tenants text[];
 begin
   v_oid := settle_private._check_login_role(grant_tenant.role);
@@ -978,17 +979,21 @@ begin
   end if;
   -- Rows recorded under this name for a role that no longer exists belong to nobody who can
   -- log in: the role granted now starts from its own binding (the dropped rows are logged).
-  with d as (
+  -- (pg_roles read first, not joined: see _binding_rows_of.)
+  v_roles := array(select r.oid from pg_catalog.pg_roles r);
+  select jsonb_agg(jsonb_build_object('role_oid', b.role_oid, 'tenants', b.tenants)) into v_dropped
+    from settle_private.tenant_bindings b
+   where b.role_name = grant_tenant.role and b.role_oid <> v_oid and not (b.role_oid = any (v_roles));
+  if v_dropped is not null then
     delete from settle_private.tenant_bindings b
-     where b.role_name = grant_tenant.role and b.role_oid <> v_oid
-       and not exists (select 1 from pg_catalog.pg_roles r where r.oid = b.role_oid)
-    returning b.role_oid, b.tenants)
-  select jsonb_agg(jsonb_build_object('role_oid', d.role_oid, 'tenants', d.tenants)) into v_dropped from d;
+     where b.role_name = grant_tenant.role and b.role_oid <> v_oid and not (b.role_oid = any (v_roles));
+  end if;
   perform 1 from settle_private._binding_rows_of(grant_tenant.role);
   insert into settle_private.tenant_bindings as b (role_oid, role_name, tenants, bound_at, updated_at)
   values (v_oid, grant_tenant.role, array[grant_tenant.tenant], v_now, v_now)
   on conflict on constraint tenant_bindings_pkey do update
-     set tenants = array(select distinct t from unnest(b.tenants || excluded.tenants) as t order by 1),
+     -- A function, not a subquery: Citus refuses subqueries in an INSERT (a reference table there).
+     set tenants = settle_private._sort_scopes(b.tenants || excluded.tenants),
          role_name = excluded.role_name, updated_at = excluded.updated_at
   returning b.tenants into v_tenants;
   insert into settle_private.admin_log (at, event, actor, detail)
@@ -1027,6 +1032,7 @@ declare
   v_res settle.heartbeat_result;
   v_floor bigint;
   v_seen record;
+  v_tenant_ok boolean;
 begin
   if (settle_private._name_ok(heartbeat.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(heartbeat.key, settle_private._limit('key_bytes'))
@@ -1040,8 +1046,11 @@ begin
   -- The tenant binding and the token are checked before the row lock: a caller without the
   -- named attempt's token never waits on the row, so it cannot hold the lease holder up by
   -- keeping its transaction open (issue 18 §3). An attempt's token never changes.
+  -- The binding is read in its own statement: on Citus a function reading the bindings (a
+  -- reference table) may not run inside a statement routed to the key's shard.
+  v_tenant_ok := settle_private._tenant_ok(heartbeat.tenant);
   with a as materialized (
-    select settle_private._tenant_ok(heartbeat.tenant) as tenant_ok,
+    select v_tenant_ok as tenant_ok,
            exists (select 1 from settle_private.attempts t
                     where t.tenant = heartbeat.tenant and t.key = heartbeat.key and t.attempt = heartbeat.attempt
                       and t.lease_token = heartbeat.lease_token) as valid
@@ -2331,8 +2340,8 @@ begin
     v_floor := row(settle_private._feed_horizon(), 0::bigint);
   end if;
   delete from settle_private.feed_events e
-   where (e.tenant, e.key, e.event_id) in (
-     select d.tenant, d.key, d.event_id from settle_private.feed_events d
+   where (e.position_xid, e.event_id) in (
+     select d.position_xid, d.event_id from settle_private.feed_events d
       where (d.position_xid, d.event_id) <= (v_floor.position_xid, v_floor.position_id)
         and d.position_xid < settle_private._feed_horizon()
       order by d.position_xid, d.event_id
@@ -2451,15 +2460,23 @@ CREATE FUNCTION settle_private._binding_rows_of(role text) RETURNS TABLE(role_oi
     AS $$
 declare
   v_oid oid := (select r.oid from pg_catalog.pg_roles r where r.rolname = _binding_rows_of.role);
+  -- The catalog is read into variables, never joined into a statement on the bindings: on Citus
+  -- they are a reference table and the statement would be sent to every node with pg_roles
+  -- expanded to pg_authid ("permission denied for table pg_authid").
+  v_roles oid[] := array(select r.oid from pg_catalog.pg_roles r);
+  v_b record;
+  v_name text;
 begin
-  update settle_private.tenant_bindings b set role_name = r.rolname
-    from pg_catalog.pg_roles r
-   where r.oid = b.role_oid and b.role_name <> r.rolname;
+  for v_b in select b.role_oid, b.role_name from settle_private.tenant_bindings b where b.role_oid = any (v_roles) loop
+    v_name := (select r.rolname from pg_catalog.pg_roles r where r.oid = v_b.role_oid);
+    if v_name <> v_b.role_name then
+      update settle_private.tenant_bindings b set role_name = v_name where b.role_oid = v_b.role_oid;
+    end if;
+  end loop;
   return query
     select b.role_oid, b.tenants from settle_private.tenant_bindings b
      where b.role_oid = v_oid
-        or (b.role_name = _binding_rows_of.role
-            and not exists (select 1 from pg_catalog.pg_roles r where r.oid = b.role_oid))
+        or (b.role_name = _binding_rows_of.role and not (b.role_oid = any (v_roles)))
      order by b.role_oid
      for update;
 end
@@ -3372,12 +3389,14 @@ ALTER FUNCTION settle_private._lookalike_spaces() OWNER TO settle_owner;
 --
 
 CREATE FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$
-  select _may_have_taken_effect.status in ('unknown', 'conflict')
+begin
+  return _may_have_taken_effect.status in ('unknown', 'conflict')
       or exists (select 1 from settle_private.attempts a
                   where a.tenant = _may_have_taken_effect.tenant and a.key = _may_have_taken_effect.key
-                    and a.observation is distinct from 'failed')
+                    and a.observation is distinct from 'failed');
+end
 $$;
 
 ALTER FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status) OWNER TO settle_owner;
@@ -4334,7 +4353,7 @@ declare
 begin
   if old.status = 'failed' or new.redrive_count > 0 then
     select e.position_xid into v_previous from settle_private.feed_events e
-     where e.tenant = new.tenant and e.key = new.key
+     where e.tenant = new.tenant and e.key = new.key and e.status = 'failed'
      order by e.event_id desc limit 1;
     if v_previous > v_position then
       v_position := v_previous;
@@ -5058,8 +5077,7 @@ CREATE TABLE settle_private.feed_events (
     error jsonb,
     dead_letter_reason text,
     redrive_count integer NOT NULL,
-    occurred_at timestamp with time zone NOT NULL,
-    CONSTRAINT feed_event_is_final CHECK ((status = ANY (ARRAY['completed'::settle.status, 'failed'::settle.status])))
+    occurred_at timestamp with time zone NOT NULL
 );
 
 ALTER TABLE ONLY settle_private.feed_events FORCE ROW LEVEL SECURITY;
@@ -5225,7 +5243,7 @@ ALTER TABLE ONLY settle_private.feed_consumers
 --
 
 ALTER TABLE ONLY settle_private.feed_events
-    ADD CONSTRAINT feed_events_pkey PRIMARY KEY (tenant, key, event_id);
+    ADD CONSTRAINT feed_events_pkey PRIMARY KEY (position_xid, event_id);
 
 --
 -- Name: feed_lanes feed_lanes_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
@@ -5296,16 +5314,10 @@ CREATE INDEX audit_log_refusals_by_at_idx ON settle_private.audit_log USING btre
 CREATE INDEX audit_log_tombstones_by_at_idx ON settle_private.audit_log USING btree (at) WHERE ((event)::text = 'purge'::text);
 
 --
--- Name: feed_events_by_position_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+-- Name: feed_events_failed_by_key_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE INDEX feed_events_by_position_idx ON settle_private.feed_events USING btree (position_xid, event_id);
-
---
--- Name: feed_events_by_time_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
---
-
-CREATE INDEX feed_events_by_time_idx ON settle_private.feed_events USING btree (occurred_at);
+CREATE INDEX feed_events_failed_by_key_idx ON settle_private.feed_events USING btree (tenant, key, event_id) WHERE (status = 'failed'::settle.status);
 
 --
 -- Name: operations_by_lease_expiry_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner

@@ -15,17 +15,21 @@
 --      operation's rows on one shard); their triggers fire on the shards
 --      (citus.enable_unsafe_triggers: they read and write only their own row). The access
 --      tables (tenant bindings, binding floors, their log) become reference tables.
---   4. Every function in settle and settle_private is distributed (propagated to every node):
---      those with a `key text` argument with distribution_arg_name 'key', colocated with the
---      operations, so `select ... from settle.claim(...)` runs on the worker holding the key;
---      the per-key maintenance steps (called once per key by expire_leases / purge from the
---      coordinator) with force_delegation, so that even that nested call runs on the worker.
---   5. Function ACLs are made identical on every node: PUBLIC loses EXECUTE everywhere (a
+--   4. Delegation no argument can crash (issue 23): only STRICT, non-set-returning functions are
+--      delegated by key (a NULL argument is folded away by PostgreSQL's planner before Citus
+--      would hash it and crash the node); settle.claim, which has an optional NULL argument,
+--      delegates through the STRICT entry settle._claim.
+--   5. Every function in settle and settle_private is distributed (propagated to every node):
+--      the hot path (claim, heartbeat, complete, fail, report_unknown, get) delegated by `key`,
+--      colocated with the operations, so `select ... from settle.claim(...)` runs on the worker
+--      holding the key; the per-key maintenance steps (called once per key by expire_leases /
+--      purge from the coordinator) with force_delegation, so that even that nested call runs on
+--      the worker; every other function where it is called.
+--   6. Function ACLs are made identical on every node: PUBLIC loses EXECUTE everywhere (a
 --      function propagated after creation kept PUBLIC on the workers, and the coordinator does
 --      not check EXECUTE before delegating a call: the worker's ACL is the one that counts).
---   6. The read views run their shard queries as the caller on the workers: settle_readonly
---      and settle_admin get SELECT on exactly the columns the views show (never lease_token)
---      and a read-only row policy. They still cannot write, and still cannot see a lease token.
+--   7. The read views read their rows through SECURITY DEFINER functions (Citus runs a view's
+--      shard queries as the caller): callers hold nothing on settle_private, on any node.
 
 do $$
 begin
@@ -65,16 +69,29 @@ do $$
 declare
   v_table text;
 begin
-  foreach v_table in array array['settle_private.operations', 'settle_private.attempts', 'settle_private.audit_log',
-                                 'settle_private.audit_overflow'] loop
-    if not exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = v_table::regclass) then
-      perform create_distributed_table(v_table, 'key',
-        colocate_with := case when v_table = 'settle_private.operations' then 'none' else 'settle_private.operations' end);
-    end if;
+  -- (feed_events (00014) too, though the feed is off on Citus (below): its functions take its
+  -- row types, and Citus distributes a function only once the tables it depends on are.)
+  -- Every other table of an operation's rows (a `key` column in its primary key: audit_overflow,
+  -- feed_events, any added later) is colocated with them the same way.
+  if not exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = 'settle_private.operations'::regclass) then
+    perform create_distributed_table('settle_private.operations', 'key', colocate_with := 'none');
+  end if;
+  for v_table in
+    select c.oid::regclass::text
+      from pg_catalog.pg_class c
+      join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+      join pg_catalog.pg_constraint k on k.conrelid = c.oid and k.contype = 'p'
+      join pg_catalog.pg_attribute a on a.attrelid = c.oid and a.attname = 'key' and a.attnum = any (k.conkey)
+     where n.nspname = 'settle_private' and c.relkind = 'r'
+       and not exists (select 1 from pg_catalog.pg_dist_partition d where d.logicalrelid = c.oid)
+     order by c.oid  -- creation order: a table before those whose foreign keys reference it
+  loop
+    perform create_distributed_table(v_table, 'key', colocate_with := 'settle_private.operations');
   end loop;
   -- Access (00012): small, global, rarely written, read by every call: reference tables, copied
   -- to every node, so that a delegated call reads them on its worker.
-  foreach v_table in array array['settle_private.tenant_bindings', 'settle_private.binding_floors', 'settle_private.admin_log'] loop
+  foreach v_table in array array['settle_private.tenant_bindings', 'settle_private.binding_floors', 'settle_private.admin_log',
+                                 'settle_private.feed_consumers', 'settle_private.feed_lanes', 'settle_private.feed_waiters'] loop
     if pg_catalog.to_regclass(v_table) is not null
        and not exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = v_table::regclass) then
       perform create_reference_table(v_table);
@@ -83,32 +100,146 @@ begin
 end
 $$;
 
--- 4. Functions. A `key text` argument makes a function delegated by key.
+-- The settlement feed (00014, issue 19) is off on Citus for now: its order is the writing
+-- transaction's id (pg_current_xact_id), one space per node on Citus, and its trigger on the
+-- operations reads feed_waiters, a table of the coordinator that a shard on a worker cannot
+-- reach. Left on, every settlement on a worker would fail. The trigger is disabled (on every
+-- shard) and distribute warns; docs/scale-out.md says what remains to be designed.
+do $$
+begin
+  if exists (select 1 from pg_catalog.pg_trigger
+              where tgrelid = 'settle_private.operations'::regclass and tgname = '_990_feed' and tgenabled <> 'D') then
+    alter table settle_private.operations disable trigger _990_feed;
+  end if;
+  if exists (select 1 from pg_catalog.pg_trigger where tgrelid = 'settle_private.operations'::regclass and tgname = '_990_feed') then
+    raise warning using
+      message = 'pg-settle distribute: the settlement feed (settle.read_feed) does not record events on Citus',
+      hint = 'docs/scale-out.md, "The settlement feed on Citus".';
+  end if;
+end
+$$;
+
+-- 4. Delegation that no argument can crash (issue 23). Citus 13.2 (and 14.0) hashes the
+-- distribution argument of a delegated call while it plans the call, before any permission
+-- check, without testing it for NULL (planner/function_call_delegation.c,
+-- ShardPlacementForFunctionColocatedWithDistTable -> FindShardInterval): a constant or bound
+-- NULL key crashed the node (signal 11), whatever the caller's role. PostgreSQL's planner runs
+-- first and replaces a call of a STRICT, non-set-returning function that has a NULL constant
+-- argument by a NULL constant, so Citus never sees such a call. Hence:
+--   * only STRICT, non-set-returning functions are delegated by key (the hot path: claim via
+--     settle._claim, heartbeat, complete, fail, report_unknown, get; and the two per-key
+--     maintenance steps, force-delegated). On Citus a NULL argument to them answers one row
+--     of NULLs and runs nothing (on plain PostgreSQL these functions are not STRICT and answer
+--     SE001-SE008);
+--   * every other function with a `key` argument (inspect, redrive, the private helpers, and
+--     any function added later) is propagated without a distribution argument: it runs where
+--     it is called, its statements routed by Citus, and is never hashed;
+--   * settle.claim has an optional NULL argument (worker), so it cannot be STRICT. On Citus
+--     its body moves to settle_private.claim (same name, so its `claim.` qualifiers still
+--     resolve), settle._claim is the STRICT delegated entry that carries worker as a one-element
+--     array (never NULL itself), and settle.claim becomes a LANGUAGE SQL function with a RETURN
+--     body, same signature, defaults, comment and grants, that the planner inlines into the
+--     caller's query: `select * from settle.claim(...)` is planned as a call of settle._claim.
+--     Its RETURN body is stored parsed, so inlining it needs no USAGE on any other schema.
+do $$
+declare
+  v_sig constant text := '(text, text, jsonb, text, text[], bigint, interval, text, integer)';
+  v_body regprocedure := pg_catalog.to_regprocedure('settle_private.claim' || v_sig);
+  v_public regprocedure := pg_catalog.to_regprocedure('settle.claim' || v_sig);
+  v_grantee text;
+begin
+  if v_body is null then
+    if v_public is null then
+      raise exception using
+        errcode = 'SE031',
+        message = 'pg-settle distribute does not know this settle.claim signature',
+        detail = pg_catalog.json_build_object('expected', 'settle.claim' || v_sig)::text,
+        hint = 'sql/citus/distribute.sql step 4 must follow the signature of settle.claim (sql/migrations).';
+    end if;
+    execute 'alter function settle.claim' || v_sig || ' set schema settle_private';
+    v_body := pg_catalog.to_regprocedure('settle_private.claim' || v_sig);
+  end if;
+
+  create or replace function settle._claim(
+    tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint,
+    lease interval, worker text[], max_attempts integer)
+  returns settle.claim_result
+  language plpgsql
+  strict
+  security definer
+  set search_path = pg_catalog, pg_temp
+  as $fn$
+  begin
+    return settle_private.claim(_claim.tenant, _claim.key, _claim.request, _claim.principal, _claim.scopes,
+      _claim.binding_generation, _claim.lease, _claim.worker[1], _claim.max_attempts);
+  end
+  $fn$;
+  alter function settle._claim(text, text, jsonb, text, text[], bigint, interval, text[], integer) owner to settle_owner;
+  comment on function settle._claim(text, text, jsonb, text, text[], bigint, interval, text[], integer) is
+    'Citus only (pg-settle distribute): the delegated entry of settle.claim, STRICT so that a NULL argument never reaches Citus''s routing; worker travels as a one-element array. Call settle.claim.';
+
+  if pg_catalog.to_regprocedure('settle.claim' || v_sig) is null then
+    execute pg_catalog.format(
+      'create function settle.claim(%s) returns settle.claim_result language sql '
+      'return settle._claim(tenant, key, request, principal, scopes, binding_generation, lease, array[worker], max_attempts)',
+      pg_catalog.pg_get_function_arguments(v_body));
+    execute 'alter function settle.claim' || v_sig || ' owner to settle_owner';
+    execute pg_catalog.format('comment on function settle.claim%s is %L', v_sig,
+      pg_catalog.obj_description(v_body, 'pg_proc'));
+    -- Whoever could call the body calls the wrapper and the delegated entry instead.
+    for v_grantee in
+      select distinct a.grantee::regrole::text
+        from pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+       where p.oid = v_body and a.grantee <> 0 and a.grantee <> p.proowner and a.privilege_type = 'EXECUTE'
+    loop
+      execute pg_catalog.format('grant execute on function settle.claim%s, settle._claim%s to %I',
+        v_sig, '(text, text, jsonb, text, text[], bigint, interval, text[], integer)', v_grantee);
+      execute pg_catalog.format('revoke execute on function settle_private.claim%s from %I', v_sig, v_grantee);
+    end loop;
+  end if;
+end
+$$;
+
+-- 5. Functions: every function of settle and settle_private is propagated to every node; the
+-- STRICT ones below are delegated by their `key` argument, colocated with the operations.
 do $$
 declare
   v_fn record;
-  v_force text[] := array['settle_private._expire_key', 'settle_private._purge_key', 'settle_private._purge_tombstone'];
+  v_delegated constant text[] := array['settle._claim', 'settle.heartbeat', 'settle.complete', 'settle.fail',
+    'settle.report_unknown', 'settle.get'];
+  v_force constant text[] := array['settle_private._expire_key', 'settle_private._purge_key',
+    'settle_private._purge_tombstone'];
 begin
   for v_fn in
-    select p.oid::regprocedure as fn, n.nspname || '.' || p.proname as name,
-           p.proargnames is not null and 'key' = any (p.proargnames)
-             and p.proargtypes[pg_catalog.array_position(p.proargnames, 'key') - 1] = 'text'::regtype as keyed
+    select p.oid::regprocedure as fn, n.nspname || '.' || p.proname as name, p.proretset, p.prorettype,
+           pg_catalog.pg_get_expr(p.proargdefaults, 0) as defaults
       from pg_catalog.pg_proc p
       join pg_catalog.pg_namespace n on n.oid = p.pronamespace
      where n.nspname in ('settle', 'settle_private') and p.prokind = 'f'
      order by p.oid
   loop
-    if v_fn.keyed then
+    if v_fn.name = any (v_delegated || v_force) then
+      -- A delegated function must be one the planner folds away when an argument is NULL.
+      if v_fn.proretset or v_fn.prorettype = 'record'::regtype or coalesce(v_fn.defaults, '') ~ '\mNULL::' then
+        raise exception using
+          errcode = 'SE031',
+          message = pg_catalog.format('%s cannot be delegated safely on Citus', v_fn.fn),
+          detail = pg_catalog.json_build_object('function', v_fn.fn::text, 'returns_set', v_fn.proretset,
+            'defaults', v_fn.defaults)::text,
+          hint = 'A delegated function is made STRICT: it must return one row of a named type and have no optional NULL argument (see settle._claim in sql/citus/distribute.sql).';
+      end if;
+      execute pg_catalog.format('alter function %s strict', v_fn.fn);
       perform create_distributed_function(v_fn.fn, 'key', colocate_with := 'settle_private.operations',
         force_delegation := v_fn.name = any (v_force));
     else
+      -- Also resets a function delegated by an earlier version of this script.
       perform create_distributed_function(v_fn.fn);
     end if;
   end loop;
 end
 $$;
 
--- 5. Function ACLs: no PUBLIC anywhere, the coordinator's grants re-issued (GRANT and REVOKE
+-- 6. Function ACLs: no PUBLIC anywhere, the coordinator's grants re-issued (GRANT and REVOKE
 -- on distributed functions reach every node).
 do $$
 declare
@@ -133,56 +264,103 @@ begin
 end
 $$;
 
--- 6. Readers of the views: the columns the views show, read-only, on every shard.
-grant usage on schema settle_private to settle_readonly, settle_admin;
+-- 7. The read views keep the private tables private (issue 23). Citus sends the shard queries
+-- of a view to the workers as the calling user, not as the view's owner, so a view that reads
+-- settle_private directly needs the caller to hold SELECT on the private tables and their
+-- shards, and then the caller could read every tenant's rows without the view. Instead each
+-- such view reads its rows through a SECURITY DEFINER function owned by settle_owner
+-- (settle_private._view_<name>, its body the view's own query, tenant filter on session_user
+-- included): inside it Citus connects as settle_owner. Callers hold SELECT on the views and
+-- EXECUTE on these functions, and nothing on settle_private: every private table and every
+-- shard is refused to them, on the coordinator and on every worker, as on plain PostgreSQL.
+-- The cost: a filter on such a view is applied after the function returned the caller's rows
+-- (read one operation with settle.get or settle.inspect).
 do $$
 declare
-  v_table text;
+  v_view record;
+  v_fn text;
   v_columns text;
+  v_names text;
+  v_grantee text;
 begin
-  foreach v_table in array array['settle_private.operations', 'settle_private.attempts', 'settle_private.audit_log',
-                                 'settle_private.audit_overflow'] loop
-    select pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' order by a.attnum) into v_columns
+  for v_view in
+    select c.oid, c.relname, pg_catalog.pg_get_viewdef(c.oid, true) as def
+      from pg_catalog.pg_class c
+      join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+     where n.nspname = 'settle' and c.relkind = 'v'
+       -- views that read a private table directly (not those already reading a function)
+       and exists (select 1 from pg_catalog.pg_rewrite r
+                     join pg_catalog.pg_depend d on d.classid = 'pg_catalog.pg_rewrite'::regclass and d.objid = r.oid
+                     join pg_catalog.pg_class t on t.oid = d.refobjid and d.refclassid = 'pg_catalog.pg_class'::regclass
+                     join pg_catalog.pg_namespace tn on tn.oid = t.relnamespace
+                    where r.ev_class = c.oid and tn.nspname = 'settle_private' and t.relkind in ('r', 'p'))
+     order by c.relname
+  loop
+    v_fn := pg_catalog.format('settle_private.%I', '_view_' || v_view.relname);
+    select pg_catalog.string_agg(pg_catalog.format('%I %s', a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)), ', ' order by a.attnum),
+           pg_catalog.string_agg(pg_catalog.format('v.%I', a.attname), ', ' order by a.attnum)
+      into v_columns, v_names
       from pg_catalog.pg_attribute a
-     where a.attrelid = v_table::regclass and a.attnum > 0 and not a.attisdropped and a.attname <> 'lease_token';
-    execute pg_catalog.format('grant select (%s) on %s to settle_readonly, settle_admin', v_columns, v_table);
-    -- The views keep a login role bound to tenants (settle.grant_tenant) to their rows; this
-    -- policy cannot (a shard query may not call a function that reads a reference table:
-    -- "cannot execute a distributed query from a query on a shard"), so on Citus a bound reader
-    -- querying these tables directly sees every tenant's rows (docs/protocol.md section 12).
-    if not exists (select 1 from pg_catalog.pg_policy
-                    where polrelid = v_table::regclass and polname = 'readers_of_views') then
-      execute pg_catalog.format(
-        'create policy readers_of_views on %s for select to settle_readonly, settle_admin using (true)', v_table);
-    end if;
+     where a.attrelid = v_view.oid and a.attnum > 0 and not a.attisdropped;
+    execute pg_catalog.format(
+      'create or replace function %s() returns table (%s) language plpgsql stable security definer '
+      'set search_path = pg_catalog, pg_temp as %L',
+      v_fn, v_columns,
+      E'#variable_conflict use_column\nbegin\n  return query ' || pg_catalog.rtrim(v_view.def, E'; \n') || E';\nend');
+    execute pg_catalog.format('alter function %s() owner to settle_owner', v_fn);
+    execute pg_catalog.format('comment on function %s() is %L', v_fn,
+      pg_catalog.format('Citus only (pg-settle distribute): the rows of view settle.%I, read as settle_owner. Read the view.', v_view.relname));
+    execute pg_catalog.format('revoke all on function %s() from public', v_fn);
+    for v_grantee in
+      select distinct a.grantee::regrole::text
+        from pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+       where c.oid = v_view.oid and a.grantee <> 0 and a.grantee <> c.relowner and a.privilege_type = 'SELECT'
+    loop
+      execute pg_catalog.format('grant execute on function %s() to %I', v_fn, v_grantee);
+    end loop;
+    perform create_distributed_function((v_fn || '()')::regprocedure);
+    execute pg_catalog.format('create or replace view settle.%I as select %s from %s() v', v_view.relname, v_names, v_fn);
   end loop;
 end
 $$;
--- settle.admin_log reads the admin log as the reader on Citus.
-grant select on settle_private.admin_log to settle_readonly, settle_admin;
+
+-- Citus re-creates a replaced view on the workers without its grants: re-issue every view's
+-- grants from the coordinator (GRANT on a view reaches every node).
 do $$
+declare
+  v_grant record;
 begin
-  if not exists (select 1 from pg_catalog.pg_policy
-                  where polrelid = 'settle_private.admin_log'::regclass and polname = 'readers_of_views') then
-    create policy readers_of_views on settle_private.admin_log for select to settle_readonly, settle_admin using (true);
-  end if;
+  for v_grant in
+    select distinct c.relname, a.grantee::regrole::text as grantee
+      from pg_catalog.pg_class c
+      join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+      cross join lateral pg_catalog.aclexplode(c.relacl) a
+     where n.nspname = 'settle' and c.relkind = 'v' and a.grantee <> 0 and a.grantee <> c.relowner
+       and a.privilege_type = 'SELECT'
+  loop
+    execute pg_catalog.format('grant select on settle.%I to %I', v_grant.relname, v_grant.grantee);
+  end loop;
 end
 $$;
 
--- The views read the caller's own tenant binding (session_user): on the shards that read runs
--- as the caller too, who may see that one row and nothing else.
+-- Nothing on settle_private for the callers (earlier versions of this script granted the readers
+-- SELECT on the private tables with a permissive row policy: taken back).
 do $$
+declare
+  v_table record;
 begin
-  if pg_catalog.to_regclass('settle_private.tenant_bindings') is not null then
-    grant select on settle_private.tenant_bindings to settle_readonly, settle_admin;
-    if not exists (select 1 from pg_catalog.pg_policy
-                    where polrelid = 'settle_private.tenant_bindings'::regclass and polname = 'own_binding') then
-      create policy own_binding on settle_private.tenant_bindings for select to settle_readonly, settle_admin
-        using (role_name = session_user::text);
-    end if;
-  end if;
+  for v_table in
+    select c.oid::regclass as rel
+      from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+     where n.nspname = 'settle_private' and c.relkind in ('r', 'p')
+  loop
+    execute pg_catalog.format('revoke all on %s from settle_app, settle_readonly, settle_admin', v_table.rel);
+    execute pg_catalog.format('drop policy if exists readers_of_views on %s', v_table.rel);
+    execute pg_catalog.format('drop policy if exists own_binding on %s', v_table.rel);
+  end loop;
 end
 $$;
+revoke all on schema settle_private from settle_app, settle_readonly, settle_admin;
 
 -- What is distributed now (printed by pg-settle distribute).
 select

@@ -63,15 +63,19 @@ Locking: none. Idempotency: pure (IMMUTABLE).';
 -- lease lapsed or is still held without an observation). Such an operation is never `failed`.
 -- Read by the lattice guard when a status would move to `failed` or back down from it, and by
 -- the engine when a failure would end the operation.
+-- PL/pgSQL, not SQL: on Citus a SQL function with parameters that reads a distributed table
+-- cannot be planned ("could not create distributed plan"), and this runs in a shard's trigger.
 create function settle_private._may_have_taken_effect(tenant text, key text, status settle.status)
 returns boolean
-language sql
+language plpgsql
 stable
 as $$
-  select _may_have_taken_effect.status in ('unknown', 'conflict')
+begin
+  return _may_have_taken_effect.status in ('unknown', 'conflict')
       or exists (select 1 from settle_private.attempts a
                   where a.tenant = _may_have_taken_effect.tenant and a.key = _may_have_taken_effect.key
-                    and a.observation is distinct from 'failed')
+                    and a.observation is distinct from 'failed');
+end
 $$;
 
 -- The guard of settle_private.operations, for INSERT (trigger _100_guard_insert) and UPDATE

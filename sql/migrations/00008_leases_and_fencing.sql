@@ -113,6 +113,7 @@ declare
   v_res settle.heartbeat_result;
   v_floor bigint;
   v_seen record;
+  v_tenant_ok boolean;
 begin
   if (settle_private._name_ok(heartbeat.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(heartbeat.key, settle_private._limit('key_bytes'))
@@ -126,8 +127,11 @@ begin
   -- The tenant binding and the token are checked before the row lock: a caller without the
   -- named attempt's token never waits on the row, so it cannot hold the lease holder up by
   -- keeping its transaction open (issue 18 §3). An attempt's token never changes.
+  -- The binding is read in its own statement: on Citus a function reading the bindings (a
+  -- reference table) may not run inside a statement routed to the key's shard.
+  v_tenant_ok := settle_private._tenant_ok(heartbeat.tenant);
   with a as materialized (
-    select settle_private._tenant_ok(heartbeat.tenant) as tenant_ok,
+    select v_tenant_ok as tenant_ok,
            exists (select 1 from settle_private.attempts t
                     where t.tenant = heartbeat.tenant and t.key = heartbeat.key and t.attempt = heartbeat.attempt
                       and t.lease_token = heartbeat.lease_token) as valid

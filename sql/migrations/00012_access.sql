@@ -354,15 +354,23 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_oid oid := (select r.oid from pg_catalog.pg_roles r where r.rolname = _binding_rows_of.role);
+  -- The catalog is read into variables, never joined into a statement on the bindings: on Citus
+  -- they are a reference table and the statement would be sent to every node with pg_roles
+  -- expanded to pg_authid ("permission denied for table pg_authid").
+  v_roles oid[] := array(select r.oid from pg_catalog.pg_roles r);
+  v_b record;
+  v_name text;
 begin
-  update settle_private.tenant_bindings b set role_name = r.rolname
-    from pg_catalog.pg_roles r
-   where r.oid = b.role_oid and b.role_name <> r.rolname;
+  for v_b in select b.role_oid, b.role_name from settle_private.tenant_bindings b where b.role_oid = any (v_roles) loop
+    v_name := (select r.rolname from pg_catalog.pg_roles r where r.oid = v_b.role_oid);
+    if v_name <> v_b.role_name then
+      update settle_private.tenant_bindings b set role_name = v_name where b.role_oid = v_b.role_oid;
+    end if;
+  end loop;
   return query
     select b.role_oid, b.tenants from settle_private.tenant_bindings b
      where b.role_oid = v_oid
-        or (b.role_name = _binding_rows_of.role
-            and not exists (select 1 from pg_catalog.pg_roles r where r.oid = b.role_oid))
+        or (b.role_name = _binding_rows_of.role and not (b.role_oid = any (v_roles)))
      order by b.role_oid
      for update;
 end
@@ -396,6 +404,7 @@ declare
   v_oid oid;
   v_mine text[] := settle_private._visible_tenants();
   v_dropped jsonb;
+  v_roles oid[];
   v_tenants text[];
 begin
   v_oid := settle_private._check_login_role(grant_tenant.role);
@@ -408,17 +417,21 @@ begin
   end if;
   -- Rows recorded under this name for a role that no longer exists belong to nobody who can
   -- log in: the role granted now starts from its own binding (the dropped rows are logged).
-  with d as (
+  -- (pg_roles read first, not joined: see _binding_rows_of.)
+  v_roles := array(select r.oid from pg_catalog.pg_roles r);
+  select jsonb_agg(jsonb_build_object('role_oid', b.role_oid, 'tenants', b.tenants)) into v_dropped
+    from settle_private.tenant_bindings b
+   where b.role_name = grant_tenant.role and b.role_oid <> v_oid and not (b.role_oid = any (v_roles));
+  if v_dropped is not null then
     delete from settle_private.tenant_bindings b
-     where b.role_name = grant_tenant.role and b.role_oid <> v_oid
-       and not exists (select 1 from pg_catalog.pg_roles r where r.oid = b.role_oid)
-    returning b.role_oid, b.tenants)
-  select jsonb_agg(jsonb_build_object('role_oid', d.role_oid, 'tenants', d.tenants)) into v_dropped from d;
+     where b.role_name = grant_tenant.role and b.role_oid <> v_oid and not (b.role_oid = any (v_roles));
+  end if;
   perform 1 from settle_private._binding_rows_of(grant_tenant.role);
   insert into settle_private.tenant_bindings as b (role_oid, role_name, tenants, bound_at, updated_at)
   values (v_oid, grant_tenant.role, array[grant_tenant.tenant], v_now, v_now)
   on conflict on constraint tenant_bindings_pkey do update
-     set tenants = array(select distinct t from unnest(b.tenants || excluded.tenants) as t order by 1),
+     -- A function, not a subquery: Citus refuses subqueries in an INSERT (a reference table there).
+     set tenants = settle_private._sort_scopes(b.tenants || excluded.tenants),
          role_name = excluded.role_name, updated_at = excluded.updated_at
   returning b.tenants into v_tenants;
   insert into settle_private.admin_log (at, event, actor, detail)

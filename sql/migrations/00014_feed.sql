@@ -73,16 +73,22 @@ create table settle_private.feed_events (
   dead_letter_reason text,
   redrive_count integer not null,
   occurred_at timestamptz not null,
-  constraint feed_events_pkey primary key (tenant, key, event_id),
-  constraint feed_event_is_final check (status in ('completed', 'failed'))
+  -- No CHECK constraint (status is completed or failed: the trigger's WHEN clause): PostgreSQL
+  -- 15 plans a table's CHECK constraints again for every INSERT statement (00002).
+  -- The feed order is the key: consumers read by it, and it is the one index a completed
+  -- outcome pays for. (On Citus, where a key must include the distribution column, the feed is
+  -- per node: docs/feed.md, "Citus".)
+  constraint feed_events_pkey primary key (position_xid, event_id)
 );
 comment on table settle_private.feed_events is
   'The settlement feed: one row per move of an operation into completed or failed, written in the same transaction by trigger _990_feed. Ordered by (position_xid, event_id). Private: read it with settle.read_feed.';
 
--- Consumers read in position order from their lane's position.
-create index feed_events_by_position_idx on settle_private.feed_events (position_xid, event_id);
--- settle.reset_consumer to a time.
-create index feed_events_by_time_idx on settle_private.feed_events (occurred_at);
+-- A key's next outcome follows only a failure: the trigger looks up the key's previous event
+-- among the failures only, so a completed outcome (the common case) writes no entry here.
+create index feed_events_failed_by_key_idx on settle_private.feed_events (tenant, key, event_id)
+  where status = 'failed';
+-- No index on occurred_at: only settle.reset_consumer to a time reads by it (a rare admin
+-- call, a scan of the retained events), and every settlement would pay for it.
 
 create table settle_private.feed_consumers (
   name text not null,
@@ -162,7 +168,7 @@ declare
 begin
   if old.status = 'failed' or new.redrive_count > 0 then
     select e.position_xid into v_previous from settle_private.feed_events e
-     where e.tenant = new.tenant and e.key = new.key
+     where e.tenant = new.tenant and e.key = new.key and e.status = 'failed'
      order by e.event_id desc limit 1;
     if v_previous > v_position then
       v_position := v_previous;
@@ -695,8 +701,8 @@ begin
     v_floor := row(settle_private._feed_horizon(), 0::bigint);
   end if;
   delete from settle_private.feed_events e
-   where (e.tenant, e.key, e.event_id) in (
-     select d.tenant, d.key, d.event_id from settle_private.feed_events d
+   where (e.position_xid, e.event_id) in (
+     select d.position_xid, d.event_id from settle_private.feed_events d
       where (d.position_xid, d.event_id) <= (v_floor.position_xid, v_floor.position_id)
         and d.position_xid < settle_private._feed_horizon()
       order by d.position_xid, d.event_id

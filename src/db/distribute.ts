@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { checkCluster, type ClusterProblem } from './cluster-check.js';
 import { packageSqlDir } from './migrations-dir.js';
 import { withPgClient } from './with-pg-client.js';
 
@@ -13,6 +14,11 @@ export interface DistributeSummary {
   readonly delegated: number;
   /** Active primary worker nodes. */
   readonly workers: number;
+  /**
+   * What a node lacks for the engine's logins (pg_hba.conf rules, passwords, pg_dist_authinfo
+   * entries): each is a call that would fail there. Empty when nothing is missing.
+   */
+  readonly problems: readonly ClusterProblem[];
 }
 
 /** The text of sql/citus/distribute.sql. */
@@ -22,8 +28,9 @@ export async function distributeSql(): Promise<string> {
 
 /**
  * Runs sql/citus/distribute.sql on the Citus coordinator at `url` (a superuser connection to
- * the migrated database), in one transaction. Idempotent. Without Citus it fails with SQLSTATE
- * SE031 (CitusUnavailableError once mapped) and changes nothing.
+ * the migrated database), in one transaction, then checks every node for what the engine's
+ * logins need there (checkCluster). Idempotent. Without Citus it fails with SQLSTATE SE031
+ * (CitusUnavailableError once mapped) and changes nothing.
  */
 export async function distribute(url: string): Promise<DistributeSummary> {
   const sql = await distributeSql();
@@ -39,6 +46,7 @@ export async function distribute(url: string): Promise<DistributeSummary> {
         functions: Number(last.functions),
         delegated: Number(last.delegated),
         workers: Number(last.workers),
+        problems: await checkCluster(client),
       };
     } catch (error) {
       await client.query('rollback').catch(() => {});

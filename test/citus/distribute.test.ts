@@ -21,50 +21,63 @@ const FUNCTION_ACLS = `
    order by 1`;
 
 describeCitus('pg-settle distribute on a coordinator and two workers', () => {
-  it('distributes the three private tables by key, colocated, and is idempotent', async () => {
+  it('distributes the private tables of operations by key, colocated, the access and feed tables as reference tables, and is idempotent', async () => {
     const c = await citus.coordinator();
     const first = await distribute(urlOf(c));
     const again = await distribute(urlOf(c));
     expect(again).toEqual(first);
-    expect(first).toMatchObject({ tables: 4, workers: 2 });
+    expect(first).toMatchObject({ workers: 2 });
     const { rows } = await c.query<{ rel: string; column: string; colocationid: number }>(
       `select logicalrelid::regclass::text as rel, column_to_column_name(logicalrelid, partkey) as column, colocationid
          from pg_dist_partition where logicalrelid::regclass::text like 'settle\\_private.%' and partmethod = 'h' order by 1`,
     );
-    expect(rows.map((r) => [r.rel, r.column])).toEqual([
+    // Every private table keyed by operation (any added later too), colocated on key.
+    expect(rows.map((r) => [r.rel, r.column])).toEqual(expect.arrayContaining([
       ['settle_private.attempts', 'key'],
       ['settle_private.audit_log', 'key'],
       ['settle_private.audit_overflow', 'key'],
+      ['settle_private.feed_events', 'key'],
       ['settle_private.operations', 'key'],
-    ]);
+    ]));
+    expect(rows.every((r) => r.column === 'key')).toBe(true);
+    expect(first.tables).toBe(rows.length);
     expect(new Set(rows.map((r) => r.colocationid)).size).toBe(1);
     const reference = await c.query<{ rel: string }>(
       `select logicalrelid::regclass::text as rel from pg_dist_partition where partmethod = 'n' and logicalrelid::regclass::text like 'settle\\_private.%' order by 1`,
     );
-    expect(reference.rows.map((r) => r.rel)).toEqual(['settle_private.admin_log', 'settle_private.binding_floors', 'settle_private.tenant_bindings']);
+    expect(reference.rows.map((r) => r.rel)).toEqual(['settle_private.admin_log', 'settle_private.binding_floors',
+      'settle_private.feed_consumers', 'settle_private.feed_lanes', 'settle_private.feed_waiters', 'settle_private.tenant_bindings']);
+    // The feed is off on Citus (docs/scale-out.md): its trigger is disabled, so settling never touches it.
+    const { rows: trigger } = await c.query<{ enabled: string }>(
+      `select tgenabled as enabled from pg_trigger where tgrelid = 'settle_private.operations'::regclass and tgname = '_990_feed'`);
+    expect(trigger).toEqual([{ enabled: 'D' }]);
   });
 
-  it('distributes every engine function; each one with a key argument is delegated by it', async () => {
+  it('distributes every engine function; the STRICT hot path is delegated by key, every other function runs where it is called', async () => {
     const c = await citus.coordinator();
-    const { rows } = await c.query<{ fn: string; distributed: boolean; arg: string | null; keyed: boolean; colocated: boolean }>(`
+    const { rows } = await c.query<{ fn: string; distributed: boolean; arg: string | null; keyed: boolean; colocated: boolean; strict: boolean }>(`
       select p.oid::regprocedure::text as fn,
              o.objid is not null as distributed,
              p.proargnames[o.distribution_argument_index + 1] as arg,
              'key' = any (coalesce(p.proargnames, '{}')) as keyed,
              o.colocationid = (select colocationid from pg_dist_partition
-                                where logicalrelid = 'settle_private.operations'::regclass) as colocated
+                                where logicalrelid = 'settle_private.operations'::regclass) as colocated,
+             p.proisstrict as strict
         from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         left join pg_dist_object o on o.classid = 'pg_proc'::regclass and o.objid = p.oid
        where n.nspname in ('settle', 'settle_private') and p.prokind = 'f'
        order by 1`);
     expect(rows.length).toBeGreaterThan(20);
     expect(rows.filter((r) => !r.distributed).map((r) => r.fn)).toEqual([]);
-    for (const r of rows) {
-      if (r.keyed) expect({ fn: r.fn, arg: r.arg, colocated: r.colocated }).toEqual({ fn: r.fn, arg: 'key', colocated: true });
-      else expect({ fn: r.fn, arg: r.arg }).toEqual({ fn: r.fn, arg: null });
-    }
-    const api = rows.filter((r) => r.fn.startsWith('settle.') && r.keyed).map((r) => r.fn.replace(/\(.*/, ''));
-    expect(api).toEqual(expect.arrayContaining(['settle.claim', 'settle.heartbeat', 'settle.complete', 'settle.fail', 'settle.report_unknown', 'settle.get', 'settle.redrive']));
+    const delegated = rows.filter((r) => r.arg !== null);
+    expect(delegated.map((r) => r.fn.replace(/\(.*/, '')).sort()).toEqual([
+      'settle._claim', 'settle.complete', 'settle.fail', 'settle.get', 'settle.heartbeat', 'settle.report_unknown',
+      'settle_private._expire_key', 'settle_private._purge_key', 'settle_private._purge_tombstone',
+    ]);
+    for (const r of delegated) expect({ fn: r.fn, arg: r.arg, colocated: r.colocated, strict: r.strict }).toEqual({ fn: r.fn, arg: 'key', colocated: true, strict: true });
+    // inspect, redrive and the private helpers keep their key argument but are never routed by it.
+    expect(rows.filter((r) => r.keyed && r.arg === null).map((r) => r.fn.replace(/\(.*/, ''))).toEqual(
+      expect.arrayContaining(['settle.claim', 'settle.inspect', 'settle.redrive', 'settle_private.claim']));
   });
 
   it("every worker's function ACLs equal the coordinator's, and PUBLIC executes nothing anywhere", async () => {
@@ -80,8 +93,8 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
         select p.oid::regprocedure::text as fn from pg_proc p join pg_namespace n on n.oid = p.pronamespace
          where n.nspname in ('settle', 'settle_private') and has_function_privilege('settle_citus_app', p.oid, 'execute')
          order by 1`);
-      expect(rows.map((r) => r.fn.replace(/\(.*/, ''))).toEqual([
-        'settle.claim', 'settle.complete', 'settle.fail', 'settle.fingerprint', 'settle.get', 'settle.heartbeat',
+      expect(rows.map((r) => r.fn.replace(/\(.*/, '')).sort()).toEqual([
+        'settle._claim', 'settle.claim', 'settle.complete', 'settle.fail', 'settle.fingerprint', 'settle.get', 'settle.heartbeat',
         'settle.report_unknown', 'settle.status_rank',
       ].filter((f) => expected.some((e) => e.fn.startsWith(`${f}(`))).sort());
     }
@@ -112,7 +125,7 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
         { cwd: ROOT, env, timeout: 50_000 }, (error, stdout) => resolve({ code: error === null ? 0 : Number(error.code ?? -1), stdout }));
     });
     expect(run.code).toBe(0);
-    expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, command: 'distribute', tables: 3, workers: 2 });
+    expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, command: 'distribute', workers: 2, problems: [] });
   }, 60_000);
 });
 

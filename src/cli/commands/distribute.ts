@@ -12,8 +12,11 @@ export const distributeCommand: Command = {
 Runs sql/citus/distribute.sql on a Citus coordinator, as a superuser, after pg-settle migrate:
 distributes settle_private.operations, attempts and audit_log by key (colocated), every engine
 function to every node (the keyed API delegated to the worker holding the key), makes function
-grants identical on every node and lets settle_readonly / settle_admin read the views' columns
-on the shards. Safe to repeat; run it again after each migration and after adding a worker.
+grants identical on every node and keeps settle_private closed to every caller (the views read
+through SECURITY DEFINER functions). Then reports, per node, what the engine's logins lack there
+(a pg_hba.conf rule admitting them from the other nodes, a password Citus can present:
+pg_dist_authinfo). Safe to repeat; run it again after each migration, after adding a worker and
+after creating login roles.
 Refused with SQLSTATE SE031 (exit 1) where the citus extension is not installed in the database.
 See docs/scale-out.md.
 
@@ -29,6 +32,8 @@ ${COMMON_HELP}`,
         `distributed ${summary.tables} tables by key and ${summary.functions} functions ` +
           `(${summary.delegated} delegated by key) over ${summary.workers} workers`,
       );
+      if (summary.problems.length === 0) printText('every node admits the engine\'s logins from the other nodes');
+      for (const p of summary.problems) printText(`missing on ${p.node} for ${p.role}: ${p.problem}`);
     }
     return EXIT.ok;
   },

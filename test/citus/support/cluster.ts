@@ -35,6 +35,10 @@ export interface CitusSessions {
   coordinator(role?: LoginRole): Promise<pg.Client>;
   /** A new superuser connection straight to worker `i` (0 or 1). */
   worker(i: number): Promise<pg.Client>;
+  /** A new connection to `node` (the coordinator or worker `i`) as `user` (any role that may log in; the superuser when omitted). */
+  node(node: 'coordinator' | number, user?: string): Promise<pg.Client>;
+  /** Every node: the coordinator first, then the workers. */
+  readonly nodes: readonly ('coordinator' | number)[];
   /** Index (into the workers) of the node holding the shard of `key`, that shard's id, and the node as Citus names it (`host:port`). */
   placementOf(key: string): Promise<{ worker: number; shardId: number; node: string }>;
 }
@@ -58,6 +62,14 @@ export function useCitus(): CitusSessions {
       const w = urls().workers[i];
       if (w === undefined) throw new Error(`no worker ${i}`);
       return connect(w.url);
+    },
+    node: (node, user) => {
+      const url = node === 'coordinator' ? urls().coordinatorUrl : urls().workers[node]?.url;
+      if (url === undefined) throw new Error(`no worker ${node}`);
+      return connect(user === undefined ? url : asUser(url, user));
+    },
+    get nodes() {
+      return ['coordinator' as const, ...urls().workers.map((_, i) => i)];
     },
     async placementOf(key) {
       const c = await connect(urls().coordinatorUrl);
