@@ -528,7 +528,9 @@ function redrive(w: World, c: Extract<Call, { kind: 'redrive' }>): Branch[] {
 
 /** §9 purge: terminal operations that are not dead letters (SKIP LOCKED as expire_leases). */
 function purge(w: World, maybeLocked: readonly string[]): Branch[] {
-  let worlds: World[] = [w];
+  // §9 the tombstone rule: a later purge removes the tombstone of a key without operation once
+  // its rows are older than the cutoff (then a straggler gets SE010, as for a key never claimed).
+  let worlds: World[] = [w, ...(w.tombstones.length > 0 ? [{ ...w, tombstones: [] }] : [])];
   for (const [id, op] of Object.entries(w.ops)) {
     if (!((op.status === 'completed' || op.status === 'failed') && op.deadLetter === null)) continue;
     const purged = (world: World): World => ({ ...withOp(world, id, undefined), tombstones: [...world.tombstones.filter((t) => t !== id), id] });
