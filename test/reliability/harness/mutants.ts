@@ -250,9 +250,9 @@ export const MUTANTS: readonly Mutant[] = [
       },
       {
         file: MERGE,
-        find: `                else coalesce((select f.below_generation from settle_private.binding_floors f
-                                where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict`,
-        replace: `                else 0 end as verdict`,
+        find: `              else coalesce((select f.below_generation from settle_private.binding_floors f
+                              where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict,`,
+        replace: `              else 0 end as verdict,`,
       },
       {
         file: ACCESS,
@@ -270,7 +270,7 @@ export const MUTANTS: readonly Mutant[] = [
     replacements: [
       {
         file: LEASES,
-        find: '  if settle_private._may_have_taken_effect(op.tenant, op.key) then',
+        find: '  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status) then',
         replace: '  if false then',
       },
       {
@@ -280,8 +280,8 @@ export const MUTANTS: readonly Mutant[] = [
       },
       {
         file: GUARDS,
-        find: `  if not settle_private._has_final_failure(new.tenant, new.key)
-     and settle_private._may_have_taken_effect(new.tenant, new.key) then`,
+        find: `  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+     and not settle_private._resolving_failed(new.tenant, new.key) then`,
         replace: '  if false then',
       },
     ],
