@@ -75,7 +75,9 @@ describe('defect 6: every view a bound login can read is tenant-filtered', () =>
     // The views without a tenant column, each with its own check below; any other must have one.
     // settle.feed_consumers has `tenants` (a consumer's tenant set): a bound login sees only
     // consumers limited to its tenants (their-feed must not show: the secrets check below).
-    const tenantFree = new Set(['admin_log', 'metrics', 'feed_consumers']);
+    // settle.upkeep lists the engine-wide upkeep jobs (name, interval, last run): no tenant's data;
+    // the secrets check below holds it to that.
+    const tenantFree = new Set(['admin_log', 'metrics', 'feed_consumers', 'upkeep']);
     for (const view of views) expect(view.has_tenant || tenantFree.has(view.name), `settle.${view.name} has a tenant column`).toBe(true);
     const secrets = [theirs, theirService.name, 'their-principal'];
 
