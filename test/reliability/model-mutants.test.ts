@@ -48,9 +48,9 @@ const MODEL_MUTANTS: readonly ModelMutant[] = [
     defect: '4: may-have-taken-effect ignores a conflict status (a mismatched success of an attempt that had failed)',
     replacements: [{
       file: GUARDS,
-      find: `  return _may_have_taken_effect.status in ('unknown', 'conflict')
+      find: `_may_have_taken_effect.status in ('unknown', 'conflict')
       or exists`,
-      replace: `  return exists`,
+      replace: `exists`,
     }],
   },
   {
