@@ -34,9 +34,11 @@ async function upkeep(client: pg.ClientBase) {
 describe('upkeep', () => {
   it('defaults: expire_leases every minute, purge every hour with a 7-day retention; never ran yet', async () => {
     const admin = await (await loginRole('ops', ['settle_admin'])).connect();
+    // `overdue` is left out: a job that never ran is overdue once twice its interval plus a minute
+    // has passed since the migration, which a long test run reaches (the last test checks it).
     expect(await upkeep(admin)).toEqual([
-      expect.objectContaining({ job: 'expire_leases', every: '00:01:00', retention: null, runs: 0, last_ok: null, overdue: false }),
-      expect.objectContaining({ job: 'purge', every: '01:00:00', retention: '7 days', runs: 0, last_ok: null, overdue: false }),
+      expect.objectContaining({ job: 'expire_leases', every: '00:01:00', retention: null, runs: 0, last_ok: null }),
+      expect.objectContaining({ job: 'purge', every: '01:00:00', retention: '7 days', runs: 0, last_ok: null }),
     ]);
   });
 
