@@ -246,10 +246,9 @@ describe('docs/operations.md SQL blocks', () => {
       { outcome: 'resolved', status: 'failed', status_before: 'conflict', error: { code: 'no_charge' } },
     ]);
     const [jobs, run] = answerOf('from settle.upkeep order by job');
-    expect(jobs?.rows.map((r) => [r.job, r.overdue])).toEqual([
-      ['expire_leases', false],
-      ['purge', false],
-    ]);
+    // Whether a job that never ran is overdue yet depends on how long ago the database was
+    // migrated (twice its interval plus a minute): only the jobs listed are checked here.
+    expect(jobs?.rows.map((r) => r.job)).toEqual(['expire_leases', 'purge']);
     expect(run?.rows.map((r) => [r.job, r.outcome])).toEqual([
       ['expire_leases', 'ran'],
       ['purge', 'ran'],
