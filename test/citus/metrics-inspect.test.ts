@@ -105,5 +105,5 @@ describeCitus('settle.metrics and the CLI inspect on a coordinator and two worke
     expect(refused.code).not.toBe(0);
     expect(refused.json).toMatchObject({ ok: false });
     expect(JSON.stringify(refused.json)).not.toContain('acct-42'); // nothing of the request
-  });
+  }, 600_000);
 });
