@@ -55,13 +55,13 @@ describeCitus('reconciliation on a coordinator and two workers', () => {
       workers.add((await citus.placementOf(t.key)).worker);
       tickets.push(t);
     }
-    const rec = await citus.coordinator(RECONCILER);
+    const rec = await citus.node('coordinator', RECONCILER);
     const leased = (await rec.query<{ tenant: string; key: string; fingerprint: string; lease_token: string }>(
       `select * from settle.lease_reconciliation(holder => 'citus-reconciler', batch_size => 100000)`,
     )).rows.filter((r) => r.tenant === tenant);
     expect(leased.map((r) => r.key).sort()).toEqual(tickets.map((t) => t.key).sort());
     // A second reconciler gets none of them while the leases hold.
-    const rec2 = await citus.coordinator(RECONCILER);
+    const rec2 = await citus.node('coordinator', RECONCILER);
     const second = (await rec2.query<{ tenant: string }>(`select * from settle.lease_reconciliation(holder => 'other', batch_size => 100000)`)).rows;
     expect(second.filter((r) => r.tenant === tenant)).toEqual([]);
 
@@ -99,7 +99,7 @@ describeCitus('reconciliation on a coordinator and two workers', () => {
     const app = await citus.coordinator('settle_citus_app');
     const a = await needsReconciliation(app, mine, 'recon-bound');
     const b = await needsReconciliation(app, theirs, 'recon-other');
-    const rec = await citus.coordinator(BOUND_RECONCILER);
+    const rec = await citus.node('coordinator', BOUND_RECONCILER);
     const leased = (await rec.query<{ tenant: string; key: string }>(`select * from settle.lease_reconciliation(holder => 'bound', batch_size => 100000)`)).rows;
     expect(leased.map((r) => r.tenant)).toEqual([mine]);
     expect(leased.map((r) => r.key)).toEqual([a.key]);
@@ -111,7 +111,7 @@ describeCitus('reconciliation on a coordinator and two workers', () => {
     const tenant = uniqueTenant('recon-race');
     const app = await citus.coordinator('settle_citus_app');
     const t = await needsReconciliation(app, tenant, 'recon-race');
-    const rec = await citus.coordinator(RECONCILER);
+    const rec = await citus.node('coordinator', RECONCILER);
     const late = await citus.coordinator('settle_citus_app');
     const [resolved, success] = await Promise.all([
       rec.query(RESOLVE, [t.tenant, t.key, t.fingerprint, 'failed', 'TICKET-9: never arrived', null, '{"code":"none"}', null]).then((r) => r.rows[0]),
@@ -133,7 +133,7 @@ describeCitus('reconciliation on a coordinator and two workers', () => {
     const tenant = uniqueTenant('recon-tx');
     const app = await citus.coordinator('settle_citus_app');
     const [ok, refused] = [await needsReconciliation(app, tenant, 'recon-tx-ok'), await needsReconciliation(app, tenant, 'recon-tx-no')];
-    const rec = await citus.coordinator(RECONCILER);
+    const rec = await citus.node('coordinator', RECONCILER);
     await rec.query('begin');
     expect((await rec.query(RESOLVE, [ok.tenant, ok.key, ok.fingerprint, 'completed', 'in a transaction', '{"ok":1}', null, null])).rows[0]).toMatchObject({ outcome: 'resolved' });
     await rec.query('commit');
