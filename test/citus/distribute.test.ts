@@ -45,7 +45,8 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
     const reference = await c.query<{ rel: string }>(
       `select logicalrelid::regclass::text as rel from pg_dist_partition where partmethod = 'n' and logicalrelid::regclass::text like 'settle\\_private.%' order by 1`,
     );
-    expect(reference.rows.map((r) => r.rel)).toEqual(['settle_private.admin_log', 'settle_private.binding_floors', 'settle_private.tenant_bindings']);
+    expect(reference.rows.map((r) => r.rel)).toEqual(['settle_private.admin_log', 'settle_private.binding_floors', 'settle_private.settings',
+      'settle_private.tenant_bindings']);
     // The feed is per node (docs/scale-out.md): its tables are plain tables on every node, not
     // Citus tables, and its trigger fires on every shard, ALWAYS.
     const feedTables = ['settle_private.feed_consumers', 'settle_private.feed_events', 'settle_private.feed_lanes', 'settle_private.feed_waiters'];
