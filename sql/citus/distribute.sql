@@ -202,13 +202,13 @@ declare
 begin
   for v_w in
     select * from (values
-      ('claim', '(text, text, jsonb, text, text[], bigint, interval, text, integer)',
-       '(text, text, jsonb, text, text[], bigint, interval, text[], integer)',
-       'tenant, key, request, principal, scopes, binding_generation, lease, array[worker], max_attempts',
+      ('claim', '(text, text, jsonb, text, text[], bigint, interval, text, integer, boolean)',
+       '(text, text, jsonb, text, text[], bigint, interval, text[], integer, boolean)',
+       'tenant, key, request, principal, scopes, binding_generation, lease, array[worker], max_attempts, rerun_after_unknown',
        $fn$
   create or replace function settle._claim(
     tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint,
-    lease interval, worker text[], max_attempts integer)
+    lease interval, worker text[], max_attempts integer, rerun_after_unknown boolean)
   returns settle.claim_result
   language plpgsql
   strict
@@ -217,10 +217,10 @@ begin
   as $body$
   begin
     return settle_private.claim(_claim.tenant, _claim.key, _claim.request, _claim.principal, _claim.scopes,
-      _claim.binding_generation, _claim.lease, _claim.worker[1], _claim.max_attempts);
+      _claim.binding_generation, _claim.lease, _claim.worker[1], _claim.max_attempts, _claim.rerun_after_unknown);
   end
   $body$;
-  comment on function settle._claim(text, text, jsonb, text, text[], bigint, interval, text[], integer) is
+  comment on function settle._claim(text, text, jsonb, text, text[], bigint, interval, text[], integer, boolean) is
     'Citus only (pg-settle distribute): the delegated entry of settle.claim, STRICT so that a NULL argument never reaches Citus''s routing; worker travels as a one-element array. Call settle.claim.';
 $fn$),
       ('resolve', '(text, text, text, text, text, jsonb, jsonb, jsonb)',
