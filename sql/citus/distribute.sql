@@ -430,38 +430,48 @@ begin
 end
 $$;
 
--- 8. settle.metrics (00010): _metrics() is one SQL query whose counting subqueries read the
--- outer row w (the time, the window and the caller's tenants). Citus cannot plan a subquery
--- over a distributed table that refers to an outer query ("complex joins are only supported
--- when ..."), so on Citus the same query runs in PL/pgSQL with w read first into a record:
--- each subquery then takes w's fields as parameters and is planned on its own, a multi-shard
--- count. The counting text stays the migration's (taken from the function here), so it cannot
--- drift; a shape this step does not recognise stops distribute (SE031).
+-- 8. settle.metrics (00010, 00015): its gauges come from SQL functions (_metrics,
+-- _upkeep_metrics) that are one query whose counting subqueries read the outer row w (the time,
+-- the window and the caller's tenants). Citus cannot plan a subquery over a distributed table
+-- that refers to an outer query ("complex joins are only supported when ..."), so on Citus the
+-- same query runs in PL/pgSQL with w read first into a record: each subquery then takes w's
+-- fields as parameters and is planned on its own (a multi-shard count). The counting text stays
+-- the migrations' (taken from each function here), so it cannot drift. _metrics in a shape this
+-- step does not recognise stops distribute (SE031); every other SQL function of settle_private
+-- named *metrics in that shape is converted the same way.
 do $$
 declare
-  v_fn constant regprocedure := 'settle_private._metrics()'::regprocedure;
-  v_src text;
+  v_fn record;
   v_parts text[];
 begin
-  select p.prosrc into v_src from pg_catalog.pg_proc p where p.oid = v_fn and p.prolang = (select oid from pg_catalog.pg_language where lanname = 'sql');
-  if v_src is null then
-    return;  -- PL/pgSQL already (an earlier run of this script)
-  end if;
-  v_parts := pg_catalog.regexp_match(v_src, '^\s*(select .*)\s+from \((select [^()]*(\([^()]*\)[^()]*)*)\) w\s*;?\s*$');
-  if v_parts is null then
-    raise exception using errcode = 'SE031',
-      message = 'pg-settle distribute does not know the shape of settle_private._metrics()',
-      hint = 'sql/citus/distribute.sql step 8 expects "select ... from (select ... ) w" (00010).';
-  end if;
-  execute pg_catalog.format(
-    'create or replace function settle_private._metrics() returns table (%s) language plpgsql stable security definer '
-    'set search_path = pg_catalog, pg_temp set jit = off as %L',
-    (select pg_catalog.string_agg(pg_catalog.format('%I %s', n, pg_catalog.format_type(t, null)), ', ' order by i)
-       from pg_catalog.pg_proc p,
-            rows from (pg_catalog.unnest(p.proargnames), pg_catalog.unnest(p.proallargtypes), pg_catalog.unnest(p.proargmodes)) with ordinality u(n, t, m, i)
-      where p.oid = v_fn and u.m = 't'),
-    E'#variable_conflict use_column\ndeclare\n  w record;\nbegin\n  select * into w from (' || v_parts[2]
-      || E') x;\n  return query ' || v_parts[1] || E';\nend');
+  for v_fn in
+    select p.oid::regprocedure as fn, p.prosrc as src, p.proname as name
+      from pg_catalog.pg_proc p
+      join pg_catalog.pg_namespace n on n.oid = p.pronamespace
+     where n.nspname = 'settle_private' and p.proname like '\_%metrics' and p.pronargs = 0
+       and p.prolang = (select oid from pg_catalog.pg_language where lanname = 'sql')
+     order by p.proname
+  loop
+    v_parts := pg_catalog.regexp_match(v_fn.src, '^\s*(select .*)\s+from \((select [^()]*(\([^()]*\)[^()]*)*)\) w\s*;?\s*$');
+    if v_parts is null then
+      if v_fn.name = '_metrics' then
+        raise exception using errcode = 'SE031',
+          message = 'pg-settle distribute does not know the shape of settle_private._metrics()',
+          hint = 'sql/citus/distribute.sql step 8 expects "select ... from (select ... ) w" (00010).';
+      end if;
+      continue;  -- no outer row: Citus plans it as it is
+    end if;
+    execute pg_catalog.format(
+      'create or replace function %s returns table (%s) language plpgsql stable security definer '
+      'set search_path = pg_catalog, pg_temp set jit = off as %L',
+      v_fn.fn,
+      (select pg_catalog.string_agg(pg_catalog.format('%I %s', u.n, pg_catalog.format_type(u.t, null)), ', ' order by u.i)
+         from pg_catalog.pg_proc p,
+              rows from (pg_catalog.unnest(p.proargnames), pg_catalog.unnest(p.proallargtypes), pg_catalog.unnest(p.proargmodes)) with ordinality u(n, t, m, i)
+        where p.oid = v_fn.fn and u.m = 't'),
+      E'#variable_conflict use_column\ndeclare\n  w record;\nbegin\n  select * into w from (' || v_parts[2]
+        || E') x;\n  return query ' || v_parts[1] || E';\nend');
+  end loop;
 end
 $$;
 
