@@ -317,7 +317,7 @@ ALTER TYPE settle.upkeep_run OWNER TO settle_owner;
 -- Name: TYPE upkeep_run; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON TYPE settle.upkeep_run IS 'A row of settle.run_upkeep: job; outcome ran | failed (detail.error) | not_due | busy (another caller is running it); detail (expire_leases: expired, dead_lettered; purge: purged, retention).';
+COMMENT ON TYPE settle.upkeep_run IS 'A row of settle.run_upkeep: job; outcome ran | failed (detail.error) | not_due | busy (another caller is running it); detail (expire_leases: expired, dead_lettered; purge: purged, retention; trim_feed: trimmed).';
 
 --
 -- Name: audit_event; Type: DOMAIN; Schema: settle_private; Owner: settle_owner
@@ -1657,6 +1657,8 @@ begin
 
   -- latest: from the horizon on (events of transactions still running are delivered);
   -- earliest: every event still retained.
+  -- A lane placed below the trim floor waits for a trim in progress (settle.trim_feed).
+  perform pg_advisory_xact_lock(settle_private._feed_positions_lock());
   v_xid := case when start_at = 'latest' then settle_private._feed_horizon() else '0'::xid8 end;
   insert into settle_private.feed_consumers (name, tenants, lanes, registered_at, registered_by)
   values (register_consumer.name, register_consumer.tenants, register_consumer.lanes, v_now, session_user::text)
@@ -1681,7 +1683,7 @@ COMMENT ON FUNCTION settle.register_consumer(name text, tenants text[], lanes in
 Parameters: name (1-128 bytes, same rules as a key); tenants (NULL: every tenant; else the only tenants it receives: a tenant-bound login role may read only a consumer whose tenants it holds); lanes (1-64, default 1: the consumer''s processes share the work lane by lane, a key''s events stay in one lane); start_at latest (default: events from now on) or earliest (every event still retained).
 Outcomes: the consumer (created true), or the existing one when it is registered already with the same tenants and lanes (created false). Logged in settle.admin_log.
 SQLSTATEs: SE001 (a tenant), SE008 (name, lanes, start_at, empty tenants), SE019 (a tenant-bound login registering beyond its tenants), SE041 (exists with another definition).
-Locking: the consumer row. Idempotency: repeating the same registration returns the existing consumer.';
+Locking: the consumer row; a new consumer also the feed''s trim lock (an advisory lock: waits for a settle.trim_feed in progress). Idempotency: repeating the same registration returns the existing consumer.';
 
 --
 -- Name: release_reconciliation(text, text, uuid, interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -1769,6 +1771,10 @@ begin
   end if;
   v_c := settle_private._feed_consumer(reset_consumer.name);
   perform settle_private._feed_check_admin('reset_consumer', v_c.tenants, v_c.name);
+  -- A lane moved back waits for a trim in progress, and the next trim sees it (settle.trim_feed).
+  if not dry_run then
+    perform pg_advisory_xact_lock(settle_private._feed_positions_lock());
+  end if;
   if to_time is null then
     v_xid := v_horizon;
     v_id := 0;
@@ -1819,7 +1825,7 @@ COMMENT ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time
 Parameters: name; to_time (NULL, default: skip to now, everything committed is passed over; a time: deliver again every retained event from the first one written at or after it, in feed order; ''-infinity'': every retained event); dry_run (default false: only report).
 Outcomes: one row per lane (settle.feed_reset): positions before and after, events the lane will deliver, applied. Leases are cleared: a process still holding one is fenced at its next ack (SE042). Logged in settle.admin_log.
 SQLSTATEs: SE008 (dry_run NULL), SE019 (a tenant-bound login and a consumer beyond its tenants), SE040 (no such consumer).
-Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction. Idempotency: repeating it moves to the same position (when no event was written in between).';
+Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction; unless dry_run, the feed''s trim lock (an advisory lock: waits for a settle.trim_feed in progress). Idempotency: repeating it moves to the same position (when no event was written in between).';
 
 --
 -- Name: resolve(text, text, text, text, text, jsonb, jsonb, jsonb); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -2119,20 +2125,23 @@ declare
   v_total_dead integer;
   v_purged integer;
   v_total_purged integer;
+  v_trimmed integer;
+  v_total_trimmed integer;
   v_retention interval;
   v_rounds integer;
   v_batch constant integer := 1000;
+  v_trim_batch constant integer := 10000;
   v_max_rounds constant integer := 20;
 begin
   -- Engine-wide: a login bound to tenants may not (SE019, 00012).
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('run_upkeep', '{}'::jsonb);
   end if;
-  if run_upkeep.job is not null and run_upkeep.job not in ('expire_leases', 'purge') then
-    perform settle_private._raise('SE008', 'job must be expire_leases or purge (or NULL for both)',
+  if run_upkeep.job is not null and run_upkeep.job not in ('expire_leases', 'purge', 'trim_feed') then
+    perform settle_private._raise('SE008', 'job must be expire_leases, purge or trim_feed (or NULL for all three)',
       jsonb_build_object('field', 'job'), null);
   end if;
-  foreach v_name in array array['expire_leases', 'purge'] loop
+  foreach v_name in array array['expire_leases', 'purge', 'trim_feed'] loop
     continue when run_upkeep.job is not null and run_upkeep.job <> v_name;
     v_now := clock_timestamp();
     -- The job row's lock is the leader election: a second caller skips a job being run.
@@ -2158,6 +2167,17 @@ begin
           exit when v_expired.expired < v_batch or v_rounds >= v_max_rounds;
         end loop;
         v_detail := jsonb_build_object('expired', v_total_expired, 'dead_lettered', v_total_dead);
+      elsif v_name = 'trim_feed' then
+        -- Feed events every registered consumer has acknowledged (settle.trim_feed, 00014): an
+        -- event some consumer still has to read stays, whatever its age.
+        v_total_trimmed := 0;
+        loop
+          v_trimmed := settle.trim_feed(v_trim_batch);
+          v_total_trimmed := v_total_trimmed + v_trimmed;
+          v_rounds := v_rounds + 1;
+          exit when v_trimmed < v_trim_batch or v_rounds >= v_max_rounds;
+        end loop;
+        v_detail := jsonb_build_object('trimmed', v_total_trimmed);
       else
         select s.value into v_retention from settle_private.settings s where s.name = 'retention';
         v_total_purged := 0;
@@ -2193,11 +2213,11 @@ ALTER FUNCTION settle.run_upkeep(job text, force boolean) OWNER TO settle_owner;
 -- Name: FUNCTION run_upkeep(job text, force boolean); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.run_upkeep(job text, force boolean) IS 'Run the upkeep jobs that are due: expire_leases (settle.expire_leases until a batch is not full, at most 20 batches of 1000) and purge (settle.purge with the stored retention, same bounds). What pg_cron or `pg-settle maintain` call (docs/operations.md "Upkeep").
-Parameters: job (expire_leases, purge, or NULL for both); force (run even if not due, default false).
+COMMENT ON FUNCTION settle.run_upkeep(job text, force boolean) IS 'Run the upkeep jobs that are due: expire_leases (settle.expire_leases until a batch is not full, at most 20 batches of 1000), purge (settle.purge with the stored retention, same bounds) and trim_feed (settle.trim_feed until a batch is not full, at most 20 batches of 10000; never an event a registered consumer has not acknowledged). What pg_cron or `pg-settle maintain` call (docs/operations.md "Upkeep").
+Parameters: job (expire_leases, purge, trim_feed, or NULL for all); force (run even if not due, default false).
 Outcomes: one row per job: ran (detail: counts) | failed (detail: sqlstate, error; the job''s work is rolled back, the failure recorded) | not_due (ran less than its interval ago) | busy (another caller holds the job: leader election by the job row''s lock, SKIP LOCKED). Each run is recorded in settle.upkeep.
 SQLSTATEs: SE008 (unknown job), SE019 (a login bound to tenants: upkeep is engine-wide).
-Locking: the job''s row in settle_private.upkeep_jobs for the run (FOR UPDATE SKIP LOCKED), then the locks of expire_leases and purge. Idempotency: safe to call from several processes at once and repeatedly.';
+Locking: the job''s row in settle_private.upkeep_jobs for the run (FOR UPDATE SKIP LOCKED), then the locks of expire_leases, purge and trim_feed. Idempotency: safe to call from several processes at once and repeatedly.';
 
 --
 -- Name: set_purge_min_retention(interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -2304,8 +2324,8 @@ begin
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('set_upkeep_interval', '{}'::jsonb);
   end if;
-  if set_upkeep_interval.job is null or set_upkeep_interval.job not in ('expire_leases', 'purge') then
-    perform settle_private._raise('SE008', 'job must be expire_leases or purge', jsonb_build_object('field', 'job'), null);
+  if set_upkeep_interval.job is null or set_upkeep_interval.job not in ('expire_leases', 'purge', 'trim_feed') then
+    perform settle_private._raise('SE008', 'job must be expire_leases, purge or trim_feed', jsonb_build_object('field', 'job'), null);
   end if;
   if every is null or not settle_private._exact(every) or every not between interval '1 second' and interval '1 day' then
     perform settle_private._raise('SE008', 'every must be an exact duration between 1 second and 1 day',
@@ -2326,8 +2346,8 @@ ALTER FUNCTION settle.set_upkeep_interval(job text, every interval) OWNER TO set
 -- Name: FUNCTION set_upkeep_interval(job text, every interval); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.set_upkeep_interval(job text, every interval) IS 'Set how often an upkeep job is due (defaults: expire_leases 1 minute, purge 1 hour).
-Parameters: job (expire_leases or purge), every (1 second - 1 day, exact).
+COMMENT ON FUNCTION settle.set_upkeep_interval(job text, every interval) IS 'Set how often an upkeep job is due (defaults: expire_leases 1 minute, purge 1 hour, trim_feed 1 minute).
+Parameters: job (expire_leases, purge or trim_feed), every (1 second - 1 day, exact).
 Outcomes: the new interval; logged in settle.admin_log (event set_upkeep_interval).
 SQLSTATEs: SE008, SE019 (a login bound to tenants). Locking: the job row (waits for a running job). Idempotency: repeatable.';
 
@@ -2348,10 +2368,16 @@ begin
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('trim_feed', '{}'::jsonb);
   end if;
+  -- Serialized with the calls that move a lane's position back (register_consumer from the
+  -- earliest event, reset_consumer) by an advisory lock, not by the lanes' rows: a consumer holds
+  -- its lane's row (FOR UPDATE) for its whole read-apply-ack transaction, and trimming (and the
+  -- upkeep job that runs it) must never wait for a slow consumer. Acks only move positions
+  -- forward, so a floor read before an ack commits is lower: it deletes less, never more.
+  perform pg_advisory_xact_lock_shared(settle_private._feed_positions_lock());
   -- The lowest position of any lane of any consumer; with no consumer, the horizon. An event
   -- at or below it has been acknowledged by every registered consumer.
   select l.position_xid, l.position_id into v_floor_xid, v_floor_id from settle_private.feed_lanes l
-   order by l.position_xid, l.position_id limit 1 for share;
+   order by l.position_xid, l.position_id limit 1;
   if not found then
     v_floor_xid := settle_private._feed_horizon();
     v_floor_id := 0;
@@ -2378,7 +2404,7 @@ COMMENT ON FUNCTION settle.trim_feed(batch_size integer) IS 'Feed retention: del
 Parameters: batch_size (1-100000, default 10000); call again while it returns a full batch.
 Outcomes: the number of events deleted. An event a registered consumer has not acknowledged is never deleted, by this or by settle.purge (which deletes operations, never feed events).
 SQLSTATEs: SE008 (batch_size), SE019 (a tenant-bound login: retention is engine-wide).
-Locking: shares the lowest lane row while it deletes (a reset waits). Idempotency: safe to repeat and to run concurrently.';
+Locking: no lane row (a consumer holding its batch in an open transaction never makes it wait); a shared advisory lock that register_consumer and reset_consumer take exclusively, so a lane moved back waits for a trim in progress and the next trim sees it. Idempotency: safe to repeat and to run concurrently.';
 
 --
 -- Name: _access(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -3173,6 +3199,18 @@ ALTER FUNCTION settle_private._feed_metrics() OWNER TO settle_owner;
 --
 
 COMMENT ON FUNCTION settle_private._feed_metrics() IS 'The feed gauges of settle.metrics (one row). Internal: read settle.metrics.';
+
+--
+-- Name: _feed_positions_lock(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_positions_lock() RETURNS bigint
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select -8301926554122431017::bigint
+$$;
+
+ALTER FUNCTION settle_private._feed_positions_lock() OWNER TO settle_owner;
 
 --
 -- Name: _fence_reason(settle_private.operations, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -4229,6 +4267,38 @@ $$;
 ALTER FUNCTION settle_private._tenant_ok(tenant text) OWNER TO settle_owner;
 
 --
+-- Name: _upkeep_metrics(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._upkeep_metrics() RETURNS TABLE(reconciliation_leased bigint, oldest_needs_reconciliation_age_seconds double precision, resolutions_recent bigint, upkeep_jobs_overdue bigint, upkeep_jobs_failing bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+select (select count(*) from settle_private.reconciliation_leases l
+         where l.expires_at > w.now
+           and (w.tenants is null or l.tenant = any (w.tenants))) as reconciliation_leased,
+       coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
+                   from settle_private.operations o where o.dead_lettered_at is not null and o.status <> 'failed'
+                    and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_needs_reconciliation_age_seconds,
+       (select count(*) from settle_private.audit_log a
+         where a.event = 'resolve' and a.outcome = 'resolved' and a.at > w.now - w.recent
+           and (w.tenants is null or a.tenant = any (w.tenants))) as resolutions_recent,
+       (select count(*) from settle.upkeep u where u.overdue) as upkeep_jobs_overdue,
+       (select count(*) from settle_private.upkeep_jobs j where j.last_ok = false) as upkeep_jobs_failing
+  from (select clock_timestamp() as now, interval '5 minutes' as recent,
+               settle_private._visible_tenants() as tenants) w
+$$;
+
+ALTER FUNCTION settle_private._upkeep_metrics() OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION _upkeep_metrics(); Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle_private._upkeep_metrics() IS 'The reconciliation and upkeep gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
+
+--
 -- Name: tg_any__refuse_delete(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4880,9 +4950,15 @@ CREATE VIEW settle.metrics AS
     f.feed_consumers,
     f.feed_lag_events,
     f.feed_lag_seconds,
-    f.feed_events_retained
+    f.feed_events_retained,
+    u.reconciliation_leased,
+    u.oldest_needs_reconciliation_age_seconds,
+    u.resolutions_recent,
+    u.upkeep_jobs_overdue,
+    u.upkeep_jobs_failing
    FROM settle_private._metrics() m(operations_in_flight, lapsed_leases, operations_unknown, oldest_unknown_age_seconds, operations_conflict, dead_letters_failed, dead_letters_needs_reconciliation, oldest_dead_letter_age_seconds, conflicts_recent, refused_observations_recent, recent_window_seconds),
-    settle_private._feed_metrics() f(feed_consumers, feed_lag_events, feed_lag_seconds, feed_events_retained);
+    settle_private._feed_metrics() f(feed_consumers, feed_lag_events, feed_lag_seconds, feed_events_retained),
+    settle_private._upkeep_metrics() u(reconciliation_leased, oldest_needs_reconciliation_age_seconds, resolutions_recent, upkeep_jobs_overdue, upkeep_jobs_failing);
 
 ALTER TABLE settle.metrics OWNER TO settle_owner;
 
@@ -4890,7 +4966,7 @@ ALTER TABLE settle.metrics OWNER TO settle_owner;
 -- Name: VIEW metrics; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.metrics IS 'Gauges for monitoring, one row, each read from a partial index (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts (claims and observations refused for a different request or binding) and refused observations (complete, fail, report_unknown answered fenced or conflict).';
+COMMENT ON VIEW settle.metrics IS 'Gauges for monitoring, one row, each read from a partial index or a small table (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts and refused observations; the settlement feed (consumers, the largest lag in events and the age of the oldest unacknowledged event, events retained); reconciliation (operations a reconciler holds a lease on, the age of the oldest dead letter needing reconciliation, resolutions in the window); upkeep (jobs overdue, jobs whose last run failed). docs/observability.md lists every column.';
 
 --
 -- Name: settlements; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -4982,7 +5058,7 @@ CREATE TABLE settle_private.upkeep_jobs (
     runs bigint DEFAULT 0 NOT NULL,
     failures bigint DEFAULT 0 NOT NULL,
     CONSTRAINT upkeep_every_in_range CHECK (((every >= '00:00:01'::interval) AND (every <= '1 day'::interval))),
-    CONSTRAINT upkeep_job_is_known CHECK ((job = ANY (ARRAY['expire_leases'::text, 'purge'::text])))
+    CONSTRAINT upkeep_job_is_known CHECK ((job = ANY (ARRAY['expire_leases'::text, 'purge'::text, 'trim_feed'::text])))
 );
 
 ALTER TABLE ONLY settle_private.upkeep_jobs FORCE ROW LEVEL SECURITY;
@@ -4993,7 +5069,7 @@ ALTER TABLE settle_private.upkeep_jobs OWNER TO settle_owner;
 -- Name: TABLE upkeep_jobs; Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON TABLE settle_private.upkeep_jobs IS 'The upkeep jobs settle.run_upkeep runs (expire_leases, purge): how often, and what their last run did. Private: read settle.upkeep.';
+COMMENT ON TABLE settle_private.upkeep_jobs IS 'The upkeep jobs settle.run_upkeep runs (expire_leases, purge, trim_feed): how often, and what their last run did. Private: read settle.upkeep.';
 
 --
 -- Name: upkeep; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -5026,7 +5102,7 @@ ALTER TABLE settle.upkeep OWNER TO settle_owner;
 -- Name: VIEW upkeep; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.upkeep IS 'The upkeep jobs (expire_leases, purge) settle.run_upkeep runs: every (the interval), retention (purge: terminal operations older than this go), the last run (started, finished, ok, detail, error, by whom), runs and failures, next_due_at, and overdue: no run finished within twice the interval plus a minute (nothing runs settle.run_upkeep: schedule it, docs/operations.md "Upkeep").';
+COMMENT ON VIEW settle.upkeep IS 'The upkeep jobs (expire_leases, purge, trim_feed) settle.run_upkeep runs: every (the interval), retention (purge: terminal operations older than this go), the last run (started, finished, ok, detail, error, by whom), runs and failures, next_due_at, and overdue: no run finished within twice the interval plus a minute (nothing runs settle.run_upkeep: schedule it, docs/operations.md "Upkeep").';
 
 --
 -- Name: admin_log_log_id_seq; Type: SEQUENCE; Schema: settle_private; Owner: settle_owner
@@ -5323,6 +5399,12 @@ ALTER TABLE ONLY settle_private.upkeep_jobs
 --
 
 CREATE INDEX audit_log_refusals_by_at_idx ON settle_private.audit_log USING btree (at, outcome, event) WHERE (outcome = ANY (ARRAY['conflict'::text, 'fenced'::text]));
+
+--
+-- Name: audit_log_resolutions_by_at_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX audit_log_resolutions_by_at_idx ON settle_private.audit_log USING btree (at) WHERE (((event)::text = 'resolve'::text) AND (outcome = 'resolved'::text));
 
 --
 -- Name: audit_log_tombstones_by_at_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
@@ -6134,6 +6216,12 @@ GRANT ALL ON FUNCTION settle_private._feed_metrics() TO settle_readonly;
 GRANT ALL ON FUNCTION settle_private._feed_metrics() TO settle_admin;
 
 --
+-- Name: FUNCTION _feed_positions_lock(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_positions_lock() FROM PUBLIC;
+
+--
 -- Name: FUNCTION _fence_reason(op settle_private.operations, attempt integer); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -6356,6 +6444,14 @@ REVOKE ALL ON FUNCTION settle_private._sort_scopes(scopes text[]) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private._tenant_ok(tenant text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _upkeep_metrics(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._upkeep_metrics() FROM PUBLIC;
+GRANT ALL ON FUNCTION settle_private._upkeep_metrics() TO settle_readonly;
+GRANT ALL ON FUNCTION settle_private._upkeep_metrics() TO settle_admin;
 
 --
 -- Name: FUNCTION tg_any__refuse_delete(); Type: ACL; Schema: settle_private; Owner: settle_owner

@@ -1,5 +1,6 @@
 import type { DatabasePool, DatabasePoolConnection, DatabaseTransactionConnection } from 'slonik';
 import type { Classification } from './classify.js';
+import type { IdempotentOptions } from './idempotent.js';
 import type { TelemetryOptions } from './telemetry.js';
 
 /** A JSON value as stored in jsonb: finite numbers, plain objects and arrays only. */
@@ -565,6 +566,20 @@ export interface SettleClient {
 
   /** Run an effect exactly once per (tenant, key): claim, heartbeat, settle (see docs/client.md). */
   run<T = Json>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions<T>): Promise<RunOutcome<VoidToNull<T>>>;
+  /**
+   * Wrap an async function once and call it as before: each call runs through run() under the
+   * key, request, tenant and binding derived from its arguments. A completed call's result is
+   * returned (a replay without calling `fn`); every other outcome is thrown as an
+   * `IdempotentCallError` subclass (see docs/client.md, "idempotent()"). The parameter types come
+   * from `fn` alone (the option functions are checked against them); the result type is the
+   * `result` schema's output if given, else what `fn` resolves to.
+   * @typeParam F - The wrapped function's type: the wrapper has its parameters.
+   * @typeParam R - What the wrapper resolves with: the `result` schema's output, else what `fn` resolves to.
+   */
+  idempotent<F extends (...args: any[]) => Promise<R>, R = Awaited<ReturnType<F>>>(
+    fn: F,
+    options: IdempotentOptions<Parameters<F>, R>,
+  ): (...args: Parameters<F>) => Promise<R>;
   /** Claim, run your SQL and complete in one transaction: effect and settlement commit together. */
   runInTransaction<T extends Json>(
     input: TransactionRunInput,
