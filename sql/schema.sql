@@ -86,7 +86,7 @@ ALTER TYPE settle.claim_result OWNER TO settle_owner;
 -- Name: TYPE claim_result; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON TYPE settle.claim_result IS 'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | unknown | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked). dead_letter_reason: attempts_exhausted (failed) or needs_reconciliation (unknown).';
+COMMENT ON TYPE settle.claim_result IS 'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | unknown | in_doubt | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked). dead_letter_reason: attempts_exhausted (failed) or needs_reconciliation (unknown).';
 
 --
 -- Name: expire_result; Type: TYPE; Schema: settle; Owner: settle_owner
@@ -423,10 +423,10 @@ SQLSTATEs: SE008 (seconds), SE013, SE040.
 Locking: none beyond its own waiter row. Idempotency: a repeat extends the wait.';
 
 --
--- Name: claim(text, text, jsonb, text, text[], bigint, interval, text, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
+-- Name: claim(text, text, jsonb, text, text[], bigint, interval, text, integer, boolean); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
-CREATE FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[] DEFAULT '{}'::text[], binding_generation bigint DEFAULT 0, lease interval DEFAULT '00:00:30'::interval, worker text DEFAULT NULL::text, max_attempts integer DEFAULT 5) RETURNS settle.claim_result
+CREATE FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[] DEFAULT '{}'::text[], binding_generation bigint DEFAULT 0, lease interval DEFAULT '00:00:30'::interval, worker text DEFAULT NULL::text, max_attempts integer DEFAULT 5, rerun_after_unknown boolean DEFAULT true) RETURNS settle.claim_result
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -457,9 +457,12 @@ begin
       and settle_private._json_ok(claim.request, settle_private._limit('request_bytes'))
       and settle_private._lease_ok(claim.lease)
       and (claim.worker is null or settle_private._name_ok(claim.worker, settle_private._limit('worker_bytes')))
-      and claim.max_attempts between 1 and settle_private._limit('max_attempts')) is not true then
+      and claim.max_attempts between 1 and settle_private._limit('max_attempts')
+      and claim.rerun_after_unknown is not null) is not true then
     perform settle_private._check_claim_args(claim.tenant, claim.key, claim.request, claim.principal,
       claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+    perform settle_private._raise('SE008', 'rerun_after_unknown must not be NULL',
+      jsonb_build_object('field', 'rerun_after_unknown'), 'Pass true (open a new attempt) or false (answer in_doubt).');
   end if;
 
   -- One statement reads the access verdict (00012: the login role's tenant binding, then the
@@ -566,7 +569,7 @@ begin
     end if;
   end if;
 
-  -- Answers that change nothing (conflict, replay, in_progress, failed, unknown) are decided on a
+  -- Answers that change nothing (conflict, replay, in_progress, failed, unknown, in_doubt) are decided on a
   -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
   -- Only a takeover or a new attempt locks the row, and then decides again.
   loop
@@ -594,7 +597,7 @@ begin
     if v_op.tenant is null then
       -- Purged by settle.purge since our insert: the key is free again.
       return settle.claim(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
-        claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+        claim.binding_generation, claim.lease, claim.worker, claim.max_attempts, claim.rerun_after_unknown);
     end if;
     v_before := v_op.status;
 
@@ -624,6 +627,19 @@ begin
       return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
                  greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
                  v_fp, null, null, null, null, null, null, null)::settle.claim_result;
+    end if;
+
+    -- An attempt reported unknown (status unknown: only report_unknown sets it) and no lease is
+    -- live: a caller that cannot tell whether that attempt took effect asked not to run another
+    -- (rerun_after_unknown => false). Answered from this read, like failed: nothing is opened,
+    -- locked or changed; the answer is audited. A dead letter keeps its own answer (unknown,
+    -- below); a lapsed lease of a crashed attempt on a pending or running operation is still
+    -- taken over (nothing reported that it may have taken effect).
+    if not claim.rerun_after_unknown and v_op.status = 'unknown' and v_op.dead_lettered_at is null then
+      v_res := row('in_doubt', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, null,
+                   false, null, null, null);
+      v_audit_attempt := v_op.attempt;
+      exit;
     end if;
 
     -- Open: neither failed nor dead-lettered, so a new attempt may be opened.
@@ -685,17 +701,17 @@ begin
 end
 $$;
 
-ALTER FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) OWNER TO settle_owner;
+ALTER FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) OWNER TO settle_owner;
 
 --
--- Name: FUNCTION claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer); Type: COMMENT; Schema: settle; Owner: settle_owner
+-- Name: FUNCTION claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) IS 'Reserve an operation on first call, or join it: the claim phase of locked reservation.
-Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim).
-Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes) | refused (reason binding_revoked: the presented binding generation is below the floor of settle.revoke_binding; nothing runs or is disclosed; the refusal is audited with what was presented).
-SQLSTATEs: SE001 tenant, SE002 key (no control, default-ignorable or bidirectional-control characters), SE003 binding, SE004 request, SE007 lease (an exact duration: no month or year part), SE008 worker/max_attempts, SE013 tenant not granted to this login role.
-Locking: answers that change nothing (conflict, replay, in_progress, failed, unknown) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
+COMMENT ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) IS 'Reserve an operation on first call, or join it: the claim phase of locked reservation.
+Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim), rerun_after_unknown boolean (default true: an operation whose attempt reported unknown opens a new attempt; false: it answers in_doubt and runs nothing, for a caller without a way to check the downstream).
+Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | in_doubt (only with rerun_after_unknown => false: an attempt reported unknown, no lease is live and the operation is not dead-lettered: status unknown, attempt, dead_lettered false; no attempt is opened, no lease taken, no row changed; a lapsed lease of a pending or running operation is still taken over) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes) | refused (reason binding_revoked: the presented binding generation is below the floor of settle.revoke_binding; nothing runs or is disclosed; the refusal is audited with what was presented).
+SQLSTATEs: SE001 tenant, SE002 key (no control, default-ignorable or bidirectional-control characters), SE003 binding, SE004 request, SE007 lease (an exact duration: no month or year part), SE008 worker/max_attempts/rerun_after_unknown NULL, SE013 tenant not granted to this login role.
+Locking: answers that change nothing (conflict, replay, in_progress, failed, unknown, in_doubt) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
 Idempotency: retrying with the same request and binding joins the same operation. Every call leaves one row in settle.audit_log except the read-only answers replay and in_progress, which write nothing (no WAL, no commit flush); an acquiring claim is logged on the attempt row it opens.';
 
 --
@@ -5804,11 +5820,11 @@ REVOKE ALL ON FUNCTION settle.await_feed(consumer text, seconds integer) FROM PU
 GRANT ALL ON FUNCTION settle.await_feed(consumer text, seconds integer) TO settle_consumer;
 
 --
--- Name: FUNCTION claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer); Type: ACL; Schema: settle; Owner: settle_owner
+-- Name: FUNCTION claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) TO settle_app;
+REVOKE ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) TO settle_app;
 
 --
 -- Name: FUNCTION complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb); Type: ACL; Schema: settle; Owner: settle_owner
