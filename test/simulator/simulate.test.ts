@@ -33,7 +33,8 @@ const db = useTestDatabase('simulate');
 describe('runSimulation', () => {
   it('runs 150 operations with every fault injected to a green report', async () => {
     const report = await runSimulation({ config: configFromFlags(FLAGS), connectionString: db.url });
-    const failed = report.check.invariants.filter((i) => !i.ok);
+    // Name the violations, so that a failure on a loaded machine says what happened.
+    const failed = report.check.invariants.filter((i) => !i.ok).map((i) => `${i.name}: ${i.violations.join(' | ')}`);
     expect(failed).toEqual([]);
     expect(report.errors).toEqual({ count: 0, first: [] });
     expect(report.ok).toBe(true);
