@@ -6,11 +6,10 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { SettleError } from './errors.js';
 import type {
-  BindingInput,
   ConflictField,
   HeartbeatFenceReason,
-  Json,
-  ResultSchema,
+  IdempotentOptions,
+  PerCall,
   RunContext,
   RunInput,
   RunOptions,
@@ -19,44 +18,7 @@ import type {
   UnknownReason,
 } from './types.js';
 
-/** A value given once, or derived from each call's arguments. */
-export type PerCall<A extends readonly unknown[], V> = V | ((...args: A) => V);
-
-/**
- * Options of `settle.idempotent(fn, options)`: how each call's operation is derived from its
- * arguments, plus run()'s settings (`leaseMs`, `maxAttempts`, `waitForMs`, `classify`, ...) and
- * options (`result`, `reconcile`, `rerunAfterUnknown`).
- */
-export interface IdempotentOptions<A extends readonly unknown[], R>
-  extends Omit<RunInput, 'tenant' | 'key' | 'request' | 'binding'> {
-  /** The tenant (keyspace): a string, or derived from the call's arguments. */
-  readonly tenant: PerCall<A, string>;
-  /** The idempotency key of a call, derived from its arguments (e.g. `(order) => order.id`). */
-  readonly key: (...args: A) => string;
-  /**
-   * The effect-defining part of the arguments, fingerprinted at the first call: a later call
-   * under the same key with a different request throws {@link IdempotencyConflictError}
-   * (`conflictOn: ['request']`) and runs nothing. Required on purpose: what belongs in it (the
-   * amount, the recipient) and what does not (a logger, a trace id) only you know.
-   */
-  readonly request: (...args: A) => Json;
-  /** Who may settle under the key: a fixed binding (a service identity), or derived per call. */
-  readonly binding: PerCall<A, BindingInput>;
-  /**
-   * A zod schema (any Standard Schema) for the result: the function's value is checked before it
-   * is stored, and a replayed result before it is returned (typed `R`; a stored result that no
-   * longer matches throws `StoredResultMismatchError`, never a wrongly typed value).
-   */
-  readonly result?: ResultSchema<R>;
-  /**
-   * Called before `fn` when an earlier attempt may already have taken effect (run()'s
-   * `reconcile`), with the call's arguments: a value settles the call with it and `fn` does not
-   * run; `undefined` runs `fn`.
-   */
-  readonly reconcile?: (context: RunContext, ...args: A) => Promise<R | undefined>;
-  /** run()'s `rerunAfterUnknown`: run `fn` again after an earlier attempt reported unknown. */
-  readonly rerunAfterUnknown?: boolean;
-}
+export type { IdempotentOptions, PerCall } from './types.js';
 
 /** The run() outcomes that are not a settled result: what an idempotent call throws. */
 export type UnsettledOutcome = Exclude<RunOutcome<never>, { readonly outcome: 'completed' | 'replay' }>;

@@ -93,7 +93,7 @@ export function startSimReconciler(o: {
         o.onError(error);
       }
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 50);
+        const timer = setTimeout(resolve, 100);
         wake = () => {
           clearTimeout(timer);
           resolve();

@@ -163,7 +163,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       onError: (error) => recorder.error(error),
     });
     if (options.baseline !== false) {
-      naive = startNaivePoller({ pool, name: `${tenantPrefix}naive-poller`, tenantPrefix, intervalMs: 20, onError: (error) => recorder.error(error) });
+      naive = startNaivePoller({ pool, name: `${tenantPrefix}naive-poller`, tenantPrefix, intervalMs: 50, onError: (error) => recorder.error(error) });
     }
     const issuedPlans: OperationPlan[] = [];
     let final = 0;

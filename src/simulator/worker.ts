@@ -287,9 +287,13 @@ async function settled(
       if (!op.final.done) ctx.queue.later(RETRY_PAUSE_MS, () => submit(ctx, op, submission, fault));
       return;
     case 'fenced':
+      // This caller's attempt lost its lease before it could report (on a loaded machine a 1 s
+      // lease can lapse under a slow effect): the caller still wants its payout, so it runs
+      // the key again, like any caller after a timeout; the next attempt reconciles first.
+      if (!op.final.done) ctx.queue.later(RETRY_PAUSE_MS, () => submit(ctx, op, submission, fault));
+      return;
     case 'conflict':
-      // fenced: another attempt owns the operation. conflict: never expected for the reserved
-      // request (the checker's answers and report show it).
+      // Never expected for the reserved request (the checker's answers and report show it).
       return;
   }
 }
