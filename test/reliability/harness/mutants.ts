@@ -213,6 +213,13 @@ export const MUTANTS: readonly Mutant[] = [
         find: "case when op.scopes is distinct from settle_private._normalize_scopes(_lock_diff.scopes) then 'scopes' end,",
         replace: "case when op.scopes is distinct from _lock_diff.scopes then 'scopes' end,",
       },
+      {
+        // The same comparison where settle.complete decides the settling success without
+        // _lock_diff (its common case).
+        file: MERGE,
+        find: 'and o.scopes = settle_private._normalize_scopes(complete.scopes)',
+        replace: 'and o.scopes = complete.scopes',
+      },
     ],
     scenario: 'reordered-scopes',
     expected: ['spurious-conflict'],
@@ -253,6 +260,13 @@ export const MUTANTS: readonly Mutant[] = [
         find: `              else coalesce((select f.below_generation from settle_private.binding_floors f
                               where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict,`,
         replace: `              else 0 end as verdict,`,
+      },
+      {
+        // settle.complete's settling success reads the same verdict under the row lock.
+        file: MERGE,
+        find: `                    else coalesce((select f.below_generation from settle_private.binding_floors f
+                                    where f.tenant = complete.tenant and f.principal = complete.principal), 0) end as verdict,`,
+        replace: `                    else 0 end as verdict,`,
       },
       {
         file: ACCESS,
