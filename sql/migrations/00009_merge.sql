@@ -64,7 +64,7 @@ begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
       and _observe.attempt >= 1 and _observe.lease_token is not null
-      and _observe.fingerprint ~ '^v[0-9]+:[0-9a-f]{64}$'
+      and _observe.fingerprint ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(_observe.fingerprint) - strpos(_observe.fingerprint, ':') = 64
       and settle_private._binding_ok(_observe.principal, _observe.scopes, _observe.binding_generation)
       and case kind
             when 'complete' then settle_private._json_ok(_observe.result, settle_private._limit('result_bytes'))
@@ -349,7 +349,7 @@ begin
   if (settle_private._name_ok(complete.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(complete.key, settle_private._limit('key_bytes'))
       and complete.attempt >= 1 and complete.lease_token is not null
-      and complete.fingerprint ~ '^v[0-9]+:[0-9a-f]{64}$'
+      and complete.fingerprint ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(complete.fingerprint) - strpos(complete.fingerprint, ':') = 64
       and settle_private._binding_ok(complete.principal, complete.scopes, complete.binding_generation)
       and settle_private._json_ok(complete.result, settle_private._limit('result_bytes'))) is true then
     -- As the general merge's first statement: access (the login's tenant binding) and the
