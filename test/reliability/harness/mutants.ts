@@ -214,8 +214,13 @@ export const MUTANTS: readonly Mutant[] = [
         replace: "case when op.scopes is distinct from _lock_diff.scopes then 'scopes' end,",
       },
       {
-        // The same comparison where settle.complete decides the settling success without
-        // _lock_diff (its common case).
+        // The same comparison where the common answers are decided without _lock_diff: the
+        // replay of settle.claim and the settling success of settle.complete.
+        file: CLAIM,
+        find: 'and v_op.scopes = settle_private._normalize_scopes(claim.scopes)',
+        replace: 'and v_op.scopes = claim.scopes',
+      },
+      {
         file: MERGE,
         find: 'and o.scopes = settle_private._normalize_scopes(complete.scopes)',
         replace: 'and o.scopes = complete.scopes',
