@@ -4484,25 +4484,25 @@ CREATE FUNCTION settle_private.tg_operations__feed() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-  v_xid xid8 := pg_current_xact_id();
-  v_position xid8 := v_xid;
   v_previous xid8;
+  v_wake boolean;
 begin
+  if new.status not in ('completed', 'failed') or new.status is not distinct from old.status then
+    return new;
+  end if;
   if old.status = 'failed' or new.redrive_count > 0 then
     select e.position_xid into v_previous from settle_private.feed_events e
      where e.tenant = new.tenant and e.key = new.key and e.status = 'failed'
      order by e.event_id desc limit 1;
-    if v_previous > v_position then
-      v_position := v_previous;
-    end if;
   end if;
   insert into settle_private.feed_events
     (tenant, key, position_xid, xid, lane_hash, status, status_before, attempt, result, error,
      dead_letter_reason, redrive_count, occurred_at)
-  values (new.tenant, new.key, v_position, v_xid, hashtext(new.key), new.status, old.status,
-          coalesce(new.settled_attempt, new.attempt), new.result, new.error, new.dead_letter_reason,
-          new.redrive_count, new.updated_at);
-  if exists (select 1 from settle_private.feed_waiters w where w.until > now()) then
+  values (new.tenant, new.key, greatest(pg_current_xact_id(), v_previous), pg_current_xact_id(), hashtext(new.key),
+          new.status, old.status, coalesce(new.settled_attempt, new.attempt), new.result, new.error,
+          new.dead_letter_reason, new.redrive_count, new.updated_at)
+  returning exists (select 1 from settle_private.feed_waiters w where w.until > now()) into v_wake;
+  if v_wake then
     perform pg_notify('settle_feed', '');
   end if;
   return new;
@@ -4613,37 +4613,35 @@ begin
   if v_rule is not null then
     perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
   end if;
+
+  -- `failed` means a committed failure: no attempt may have taken effect (every attempt
+  -- recorded a failure, and the operation never reached unknown or conflict). A final failure
+  -- or a spent budget after an attempt that may have taken effect (it reported unknown,
+  -- conflicted, or its lease lapsed without an observation) is a dead letter that needs
+  -- reconciliation, never `failed` (issue 18 §4-5). It reads the attempts, so it is checked
+  -- after the row rules, and only on a move to failed. (It was a trigger of its own,
+  -- _995_guard_failure, with a WHEN clause: PostgreSQL 15 reads back and plans a trigger's WHEN
+  -- clause for every UPDATE statement, which cost more than this test; docs/performance.md.)
+  -- The one audited exception: an operator's resolution (settle.resolve, 00015) asserting with
+  -- evidence that no effect happened, recognised by its audit row written in this very
+  -- transaction.
+  if tg_op = 'UPDATE' then
+    if new.status = 'failed' and old.status <> 'failed' then
+      if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+         and not settle_private._resolving_failed(new.tenant, new.key) then
+        raise exception using
+          errcode = 'SE021',
+          message = 'status may move to failed only on a committed failure',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+          hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
+      end if;
+    end if;
+  end if;
   return new;
 end
 $_$;
 
 ALTER FUNCTION settle_private.tg_operations__guard() OWNER TO settle_owner;
-
---
--- Name: tg_operations__guard_failure(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private.tg_operations__guard_failure() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-begin
-  -- The one audited exception (last, so a plain failure never pays for it): an operator's
-  -- resolution (settle.resolve, 00015) asserting with evidence that no effect happened,
-  -- recognised by its audit row written in this very transaction.
-  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
-     and not settle_private._resolving_failed(new.tenant, new.key) then
-    raise exception using
-      errcode = 'SE021',
-      message = 'status may move to failed only on a committed failure',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
-      hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
-  end if;
-  return new;
-end
-$$;
-
-ALTER FUNCTION settle_private.tg_operations__guard_failure() OWNER TO settle_owner;
 
 --
 -- Name: admin_log; Type: TABLE; Schema: settle_private; Owner: settle_owner
@@ -5618,17 +5616,9 @@ ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _900_refuse_truncate
 -- Name: operations _990_feed; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE TRIGGER _990_feed BEFORE UPDATE ON settle_private.operations FOR EACH ROW WHEN (((new.status = ANY (ARRAY['completed'::settle.status, 'failed'::settle.status])) AND (new.status IS DISTINCT FROM old.status))) EXECUTE FUNCTION settle_private.tg_operations__feed();
+CREATE TRIGGER _990_feed BEFORE UPDATE ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__feed();
 
 ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _990_feed;
-
---
--- Name: operations _995_guard_failure; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TRIGGER _995_guard_failure BEFORE UPDATE ON settle_private.operations FOR EACH ROW WHEN (((new.status = 'failed'::settle.status) AND (old.status <> 'failed'::settle.status))) EXECUTE FUNCTION settle_private.tg_operations__guard_failure();
-
-ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _995_guard_failure;
 
 --
 -- Name: attempts attempts_belong_to_operation; Type: FK CONSTRAINT; Schema: settle_private; Owner: settle_owner
@@ -6508,12 +6498,6 @@ REVOKE ALL ON FUNCTION settle_private.tg_operations__feed() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private.tg_operations__guard() FROM PUBLIC;
-
---
--- Name: FUNCTION tg_operations__guard_failure(); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_failure() FROM PUBLIC;
 
 --
 -- Name: TABLE admin_log; Type: ACL; Schema: settle; Owner: settle_owner
