@@ -86,7 +86,7 @@ ALTER TYPE settle.claim_result OWNER TO settle_owner;
 -- Name: TYPE claim_result; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON TYPE settle.claim_result IS 'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | unknown | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked). dead_letter_reason: attempts_exhausted (failed) or needs_reconciliation (unknown).';
+COMMENT ON TYPE settle.claim_result IS 'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | unknown | in_doubt | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked). dead_letter_reason: attempts_exhausted (failed) or needs_reconciliation (unknown).';
 
 --
 -- Name: expire_result; Type: TYPE; Schema: settle; Owner: settle_owner
@@ -317,7 +317,7 @@ ALTER TYPE settle.upkeep_run OWNER TO settle_owner;
 -- Name: TYPE upkeep_run; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON TYPE settle.upkeep_run IS 'A row of settle.run_upkeep: job; outcome ran | failed (detail.error) | not_due | busy (another caller is running it); detail (expire_leases: expired, dead_lettered; purge: purged, retention).';
+COMMENT ON TYPE settle.upkeep_run IS 'A row of settle.run_upkeep: job; outcome ran | failed (detail.error) | not_due | busy (another caller is running it); detail (expire_leases: expired, dead_lettered; purge: purged, retention; trim_feed: trimmed).';
 
 --
 -- Name: audit_event; Type: DOMAIN; Schema: settle_private; Owner: settle_owner
@@ -423,10 +423,10 @@ SQLSTATEs: SE008 (seconds), SE013, SE040.
 Locking: none beyond its own waiter row. Idempotency: a repeat extends the wait.';
 
 --
--- Name: claim(text, text, jsonb, text, text[], bigint, interval, text, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
+-- Name: claim(text, text, jsonb, text, text[], bigint, interval, text, integer, boolean); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
-CREATE FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[] DEFAULT '{}'::text[], binding_generation bigint DEFAULT 0, lease interval DEFAULT '00:00:30'::interval, worker text DEFAULT NULL::text, max_attempts integer DEFAULT 5) RETURNS settle.claim_result
+CREATE FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[] DEFAULT '{}'::text[], binding_generation bigint DEFAULT 0, lease interval DEFAULT '00:00:30'::interval, worker text DEFAULT NULL::text, max_attempts integer DEFAULT 5, rerun_after_unknown boolean DEFAULT true) RETURNS settle.claim_result
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -458,9 +458,12 @@ begin
       and settle_private._json_ok(claim.request, settle_private._limit('request_bytes'))
       and settle_private._lease_ok(claim.lease)
       and (claim.worker is null or settle_private._name_ok(claim.worker, settle_private._limit('worker_bytes')))
-      and claim.max_attempts between 1 and settle_private._limit('max_attempts')) is not true then
+      and claim.max_attempts between 1 and settle_private._limit('max_attempts')
+      and claim.rerun_after_unknown is not null) is not true then
     perform settle_private._check_claim_args(claim.tenant, claim.key, claim.request, claim.principal,
       claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+    perform settle_private._raise('SE008', 'rerun_after_unknown must not be NULL',
+      jsonb_build_object('field', 'rerun_after_unknown'), 'Pass true (open a new attempt) or false (answer in_doubt).');
   end if;
 
   -- One statement reads the access verdict (00012: the login role's tenant binding, then the
@@ -601,7 +604,7 @@ begin
   end if;
 
   v_locked := false;
-  -- Answers that change nothing (conflict, replay, in_progress, failed, unknown) are decided on a
+  -- Answers that change nothing (conflict, replay, in_progress, failed, unknown, in_doubt) are decided on a
   -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
   -- Only a takeover or a new attempt locks the row, and then decides again.
   loop
@@ -629,7 +632,7 @@ begin
     if v_op.tenant is null then
       -- Purged by settle.purge since our insert: the key is free again.
       return settle.claim(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
-        claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+        claim.binding_generation, claim.lease, claim.worker, claim.max_attempts, claim.rerun_after_unknown);
     end if;
     v_before := v_op.status;
 
@@ -659,6 +662,19 @@ begin
       return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
                  greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
                  v_fp, null, null, null, null, null, null, null)::settle.claim_result;
+    end if;
+
+    -- An attempt reported unknown (status unknown: only report_unknown sets it) and no lease is
+    -- live: a caller that cannot tell whether that attempt took effect asked not to run another
+    -- (rerun_after_unknown => false). Answered from this read, like failed: nothing is opened,
+    -- locked or changed; the answer is audited. A dead letter keeps its own answer (unknown,
+    -- below); a lapsed lease of a crashed attempt on a pending or running operation is still
+    -- taken over (nothing reported that it may have taken effect).
+    if not claim.rerun_after_unknown and v_op.status = 'unknown' and v_op.dead_lettered_at is null then
+      v_res := row('in_doubt', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, null,
+                   false, null, null, null);
+      v_audit_attempt := v_op.attempt;
+      exit;
     end if;
 
     -- Open: neither failed nor dead-lettered, so a new attempt may be opened.
@@ -720,17 +736,17 @@ begin
 end
 $$;
 
-ALTER FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) OWNER TO settle_owner;
+ALTER FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) OWNER TO settle_owner;
 
 --
--- Name: FUNCTION claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer); Type: COMMENT; Schema: settle; Owner: settle_owner
+-- Name: FUNCTION claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) IS 'Reserve an operation on first call, or join it: the claim phase of locked reservation.
-Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim).
-Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes) | refused (reason binding_revoked: the presented binding generation is below the floor of settle.revoke_binding; nothing runs or is disclosed; the refusal is audited with what was presented).
-SQLSTATEs: SE001 tenant, SE002 key (no control, default-ignorable or bidirectional-control characters), SE003 binding, SE004 request, SE007 lease (an exact duration: no month or year part), SE008 worker/max_attempts, SE013 tenant not granted to this login role.
-Locking: answers that change nothing (conflict, replay, in_progress, failed, unknown) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
+COMMENT ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) IS 'Reserve an operation on first call, or join it: the claim phase of locked reservation.
+Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim), rerun_after_unknown boolean (default true: an operation whose attempt reported unknown opens a new attempt; false: it answers in_doubt and runs nothing, for a caller without a way to check the downstream).
+Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | in_doubt (only with rerun_after_unknown => false: an attempt reported unknown, no lease is live and the operation is not dead-lettered: status unknown, attempt, dead_lettered false; no attempt is opened, no lease taken, no row changed; a lapsed lease of a pending or running operation is still taken over) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes) | refused (reason binding_revoked: the presented binding generation is below the floor of settle.revoke_binding; nothing runs or is disclosed; the refusal is audited with what was presented).
+SQLSTATEs: SE001 tenant, SE002 key (no control, default-ignorable or bidirectional-control characters), SE003 binding, SE004 request, SE007 lease (an exact duration: no month or year part), SE008 worker/max_attempts/rerun_after_unknown NULL, SE013 tenant not granted to this login role.
+Locking: answers that change nothing (conflict, replay, in_progress, failed, unknown, in_doubt) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
 Idempotency: retrying with the same request and binding joins the same operation. Every call leaves one row in settle.audit_log except the read-only answers replay and in_progress, which write nothing (no WAL, no commit flush); an acquiring claim is logged on the attempt row it opens.';
 
 --
@@ -1777,6 +1793,8 @@ begin
 
   -- latest: from the horizon on (events of transactions still running are delivered);
   -- earliest: every event still retained.
+  -- A lane placed below the trim floor waits for a trim in progress (settle.trim_feed).
+  perform pg_advisory_xact_lock(settle_private._feed_positions_lock());
   v_xid := case when start_at = 'latest' then settle_private._feed_horizon() else '0'::xid8 end;
   insert into settle_private.feed_consumers (name, tenants, lanes, registered_at, registered_by)
   values (register_consumer.name, register_consumer.tenants, register_consumer.lanes, v_now, session_user::text)
@@ -1801,7 +1819,7 @@ COMMENT ON FUNCTION settle.register_consumer(name text, tenants text[], lanes in
 Parameters: name (1-128 bytes, same rules as a key); tenants (NULL: every tenant; else the only tenants it receives: a tenant-bound login role may read only a consumer whose tenants it holds); lanes (1-64, default 1: the consumer''s processes share the work lane by lane, a key''s events stay in one lane); start_at latest (default: events from now on) or earliest (every event still retained).
 Outcomes: the consumer (created true), or the existing one when it is registered already with the same tenants and lanes (created false). Logged in settle.admin_log.
 SQLSTATEs: SE001 (a tenant), SE008 (name, lanes, start_at, empty tenants), SE019 (a tenant-bound login registering beyond its tenants), SE041 (exists with another definition).
-Locking: the consumer row. Idempotency: repeating the same registration returns the existing consumer.';
+Locking: the consumer row; a new consumer also the feed''s trim lock (an advisory lock: waits for a settle.trim_feed in progress). Idempotency: repeating the same registration returns the existing consumer.';
 
 --
 -- Name: release_reconciliation(text, text, uuid, interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -1889,6 +1907,10 @@ begin
   end if;
   v_c := settle_private._feed_consumer(reset_consumer.name);
   perform settle_private._feed_check_admin('reset_consumer', v_c.tenants, v_c.name);
+  -- A lane moved back waits for a trim in progress, and the next trim sees it (settle.trim_feed).
+  if not dry_run then
+    perform pg_advisory_xact_lock(settle_private._feed_positions_lock());
+  end if;
   if to_time is null then
     v_xid := v_horizon;
     v_id := 0;
@@ -1939,7 +1961,7 @@ COMMENT ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time
 Parameters: name; to_time (NULL, default: skip to now, everything committed is passed over; a time: deliver again every retained event from the first one written at or after it, in feed order; ''-infinity'': every retained event); dry_run (default false: only report).
 Outcomes: one row per lane (settle.feed_reset): positions before and after, events the lane will deliver, applied. Leases are cleared: a process still holding one is fenced at its next ack (SE042). Logged in settle.admin_log.
 SQLSTATEs: SE008 (dry_run NULL), SE019 (a tenant-bound login and a consumer beyond its tenants), SE040 (no such consumer).
-Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction. Idempotency: repeating it moves to the same position (when no event was written in between).';
+Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction; unless dry_run, the feed''s trim lock (an advisory lock: waits for a settle.trim_feed in progress). Idempotency: repeating it moves to the same position (when no event was written in between).';
 
 --
 -- Name: resolve(text, text, text, text, text, jsonb, jsonb, jsonb); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -2239,20 +2261,23 @@ declare
   v_total_dead integer;
   v_purged integer;
   v_total_purged integer;
+  v_trimmed integer;
+  v_total_trimmed integer;
   v_retention interval;
   v_rounds integer;
   v_batch constant integer := 1000;
+  v_trim_batch constant integer := 10000;
   v_max_rounds constant integer := 20;
 begin
   -- Engine-wide: a login bound to tenants may not (SE019, 00012).
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('run_upkeep', '{}'::jsonb);
   end if;
-  if run_upkeep.job is not null and run_upkeep.job not in ('expire_leases', 'purge') then
-    perform settle_private._raise('SE008', 'job must be expire_leases or purge (or NULL for both)',
+  if run_upkeep.job is not null and run_upkeep.job not in ('expire_leases', 'purge', 'trim_feed') then
+    perform settle_private._raise('SE008', 'job must be expire_leases, purge or trim_feed (or NULL for all three)',
       jsonb_build_object('field', 'job'), null);
   end if;
-  foreach v_name in array array['expire_leases', 'purge'] loop
+  foreach v_name in array array['expire_leases', 'purge', 'trim_feed'] loop
     continue when run_upkeep.job is not null and run_upkeep.job <> v_name;
     v_now := clock_timestamp();
     -- The job row's lock is the leader election: a second caller skips a job being run.
@@ -2278,6 +2303,17 @@ begin
           exit when v_expired.expired < v_batch or v_rounds >= v_max_rounds;
         end loop;
         v_detail := jsonb_build_object('expired', v_total_expired, 'dead_lettered', v_total_dead);
+      elsif v_name = 'trim_feed' then
+        -- Feed events every registered consumer has acknowledged (settle.trim_feed, 00014): an
+        -- event some consumer still has to read stays, whatever its age.
+        v_total_trimmed := 0;
+        loop
+          v_trimmed := settle.trim_feed(v_trim_batch);
+          v_total_trimmed := v_total_trimmed + v_trimmed;
+          v_rounds := v_rounds + 1;
+          exit when v_trimmed < v_trim_batch or v_rounds >= v_max_rounds;
+        end loop;
+        v_detail := jsonb_build_object('trimmed', v_total_trimmed);
       else
         select s.value into v_retention from settle_private.settings s where s.name = 'retention';
         v_total_purged := 0;
@@ -2313,11 +2349,11 @@ ALTER FUNCTION settle.run_upkeep(job text, force boolean) OWNER TO settle_owner;
 -- Name: FUNCTION run_upkeep(job text, force boolean); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.run_upkeep(job text, force boolean) IS 'Run the upkeep jobs that are due: expire_leases (settle.expire_leases until a batch is not full, at most 20 batches of 1000) and purge (settle.purge with the stored retention, same bounds). What pg_cron or `pg-settle maintain` call (docs/operations.md "Upkeep").
-Parameters: job (expire_leases, purge, or NULL for both); force (run even if not due, default false).
+COMMENT ON FUNCTION settle.run_upkeep(job text, force boolean) IS 'Run the upkeep jobs that are due: expire_leases (settle.expire_leases until a batch is not full, at most 20 batches of 1000), purge (settle.purge with the stored retention, same bounds) and trim_feed (settle.trim_feed until a batch is not full, at most 20 batches of 10000; never an event a registered consumer has not acknowledged). What pg_cron or `pg-settle maintain` call (docs/operations.md "Upkeep").
+Parameters: job (expire_leases, purge, trim_feed, or NULL for all); force (run even if not due, default false).
 Outcomes: one row per job: ran (detail: counts) | failed (detail: sqlstate, error; the job''s work is rolled back, the failure recorded) | not_due (ran less than its interval ago) | busy (another caller holds the job: leader election by the job row''s lock, SKIP LOCKED). Each run is recorded in settle.upkeep.
 SQLSTATEs: SE008 (unknown job), SE019 (a login bound to tenants: upkeep is engine-wide).
-Locking: the job''s row in settle_private.upkeep_jobs for the run (FOR UPDATE SKIP LOCKED), then the locks of expire_leases and purge. Idempotency: safe to call from several processes at once and repeatedly.';
+Locking: the job''s row in settle_private.upkeep_jobs for the run (FOR UPDATE SKIP LOCKED), then the locks of expire_leases, purge and trim_feed. Idempotency: safe to call from several processes at once and repeatedly.';
 
 --
 -- Name: set_purge_min_retention(interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -2424,8 +2460,8 @@ begin
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('set_upkeep_interval', '{}'::jsonb);
   end if;
-  if set_upkeep_interval.job is null or set_upkeep_interval.job not in ('expire_leases', 'purge') then
-    perform settle_private._raise('SE008', 'job must be expire_leases or purge', jsonb_build_object('field', 'job'), null);
+  if set_upkeep_interval.job is null or set_upkeep_interval.job not in ('expire_leases', 'purge', 'trim_feed') then
+    perform settle_private._raise('SE008', 'job must be expire_leases, purge or trim_feed', jsonb_build_object('field', 'job'), null);
   end if;
   if every is null or not settle_private._exact(every) or every not between interval '1 second' and interval '1 day' then
     perform settle_private._raise('SE008', 'every must be an exact duration between 1 second and 1 day',
@@ -2446,8 +2482,8 @@ ALTER FUNCTION settle.set_upkeep_interval(job text, every interval) OWNER TO set
 -- Name: FUNCTION set_upkeep_interval(job text, every interval); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.set_upkeep_interval(job text, every interval) IS 'Set how often an upkeep job is due (defaults: expire_leases 1 minute, purge 1 hour).
-Parameters: job (expire_leases or purge), every (1 second - 1 day, exact).
+COMMENT ON FUNCTION settle.set_upkeep_interval(job text, every interval) IS 'Set how often an upkeep job is due (defaults: expire_leases 1 minute, purge 1 hour, trim_feed 1 minute).
+Parameters: job (expire_leases, purge or trim_feed), every (1 second - 1 day, exact).
 Outcomes: the new interval; logged in settle.admin_log (event set_upkeep_interval).
 SQLSTATEs: SE008, SE019 (a login bound to tenants). Locking: the job row (waits for a running job). Idempotency: repeatable.';
 
@@ -2468,10 +2504,16 @@ begin
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('trim_feed', '{}'::jsonb);
   end if;
+  -- Serialized with the calls that move a lane's position back (register_consumer from the
+  -- earliest event, reset_consumer) by an advisory lock, not by the lanes' rows: a consumer holds
+  -- its lane's row (FOR UPDATE) for its whole read-apply-ack transaction, and trimming (and the
+  -- upkeep job that runs it) must never wait for a slow consumer. Acks only move positions
+  -- forward, so a floor read before an ack commits is lower: it deletes less, never more.
+  perform pg_advisory_xact_lock_shared(settle_private._feed_positions_lock());
   -- The lowest position of any lane of any consumer; with no consumer, the horizon. An event
   -- at or below it has been acknowledged by every registered consumer.
   select l.position_xid, l.position_id into v_floor_xid, v_floor_id from settle_private.feed_lanes l
-   order by l.position_xid, l.position_id limit 1 for share;
+   order by l.position_xid, l.position_id limit 1;
   if not found then
     v_floor_xid := settle_private._feed_horizon();
     v_floor_id := 0;
@@ -2498,7 +2540,7 @@ COMMENT ON FUNCTION settle.trim_feed(batch_size integer) IS 'Feed retention: del
 Parameters: batch_size (1-100000, default 10000); call again while it returns a full batch.
 Outcomes: the number of events deleted. An event a registered consumer has not acknowledged is never deleted, by this or by settle.purge (which deletes operations, never feed events).
 SQLSTATEs: SE008 (batch_size), SE019 (a tenant-bound login: retention is engine-wide).
-Locking: shares the lowest lane row while it deletes (a reset waits). Idempotency: safe to repeat and to run concurrently.';
+Locking: no lane row (a consumer holding its batch in an open transaction never makes it wait); a shared advisory lock that register_consumer and reset_consumer take exclusively, so a lane moved back waits for a trim in progress and the next trim sees it. Idempotency: safe to repeat and to run concurrently.';
 
 --
 -- Name: _access(text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -3293,6 +3335,18 @@ ALTER FUNCTION settle_private._feed_metrics() OWNER TO settle_owner;
 --
 
 COMMENT ON FUNCTION settle_private._feed_metrics() IS 'The feed gauges of settle.metrics (one row). Internal: read settle.metrics.';
+
+--
+-- Name: _feed_positions_lock(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_positions_lock() RETURNS bigint
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select -8301926554122431017::bigint
+$$;
+
+ALTER FUNCTION settle_private._feed_positions_lock() OWNER TO settle_owner;
 
 --
 -- Name: _fence_reason(settle_private.operations, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -4349,6 +4403,38 @@ $$;
 ALTER FUNCTION settle_private._tenant_ok(tenant text) OWNER TO settle_owner;
 
 --
+-- Name: _upkeep_metrics(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._upkeep_metrics() RETURNS TABLE(reconciliation_leased bigint, oldest_needs_reconciliation_age_seconds double precision, resolutions_recent bigint, upkeep_jobs_overdue bigint, upkeep_jobs_failing bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+select (select count(*) from settle_private.reconciliation_leases l
+         where l.expires_at > w.now
+           and (w.tenants is null or l.tenant = any (w.tenants))) as reconciliation_leased,
+       coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
+                   from settle_private.operations o where o.dead_lettered_at is not null and o.status <> 'failed'
+                    and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_needs_reconciliation_age_seconds,
+       (select count(*) from settle_private.audit_log a
+         where a.event = 'resolve' and a.outcome = 'resolved' and a.at > w.now - w.recent
+           and (w.tenants is null or a.tenant = any (w.tenants))) as resolutions_recent,
+       (select count(*) from settle.upkeep u where u.overdue) as upkeep_jobs_overdue,
+       (select count(*) from settle_private.upkeep_jobs j where j.last_ok = false) as upkeep_jobs_failing
+  from (select clock_timestamp() as now, interval '5 minutes' as recent,
+               settle_private._visible_tenants() as tenants) w
+$$;
+
+ALTER FUNCTION settle_private._upkeep_metrics() OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION _upkeep_metrics(); Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle_private._upkeep_metrics() IS 'The reconciliation and upkeep gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
+
+--
 -- Name: tg_any__refuse_delete(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -5000,9 +5086,15 @@ CREATE VIEW settle.metrics AS
     f.feed_consumers,
     f.feed_lag_events,
     f.feed_lag_seconds,
-    f.feed_events_retained
+    f.feed_events_retained,
+    u.reconciliation_leased,
+    u.oldest_needs_reconciliation_age_seconds,
+    u.resolutions_recent,
+    u.upkeep_jobs_overdue,
+    u.upkeep_jobs_failing
    FROM settle_private._metrics() m(operations_in_flight, lapsed_leases, operations_unknown, oldest_unknown_age_seconds, operations_conflict, dead_letters_failed, dead_letters_needs_reconciliation, oldest_dead_letter_age_seconds, conflicts_recent, refused_observations_recent, recent_window_seconds),
-    settle_private._feed_metrics() f(feed_consumers, feed_lag_events, feed_lag_seconds, feed_events_retained);
+    settle_private._feed_metrics() f(feed_consumers, feed_lag_events, feed_lag_seconds, feed_events_retained),
+    settle_private._upkeep_metrics() u(reconciliation_leased, oldest_needs_reconciliation_age_seconds, resolutions_recent, upkeep_jobs_overdue, upkeep_jobs_failing);
 
 ALTER TABLE settle.metrics OWNER TO settle_owner;
 
@@ -5010,7 +5102,7 @@ ALTER TABLE settle.metrics OWNER TO settle_owner;
 -- Name: VIEW metrics; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.metrics IS 'Gauges for monitoring, one row, each read from a partial index (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts (claims and observations refused for a different request or binding) and refused observations (complete, fail, report_unknown answered fenced or conflict).';
+COMMENT ON VIEW settle.metrics IS 'Gauges for monitoring, one row, each read from a partial index or a small table (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts and refused observations; the settlement feed (consumers, the largest lag in events and the age of the oldest unacknowledged event, events retained); reconciliation (operations a reconciler holds a lease on, the age of the oldest dead letter needing reconciliation, resolutions in the window); upkeep (jobs overdue, jobs whose last run failed). docs/observability.md lists every column.';
 
 --
 -- Name: settlements; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -5102,7 +5194,7 @@ CREATE TABLE settle_private.upkeep_jobs (
     runs bigint DEFAULT 0 NOT NULL,
     failures bigint DEFAULT 0 NOT NULL,
     CONSTRAINT upkeep_every_in_range CHECK (((every >= '00:00:01'::interval) AND (every <= '1 day'::interval))),
-    CONSTRAINT upkeep_job_is_known CHECK ((job = ANY (ARRAY['expire_leases'::text, 'purge'::text])))
+    CONSTRAINT upkeep_job_is_known CHECK ((job = ANY (ARRAY['expire_leases'::text, 'purge'::text, 'trim_feed'::text])))
 );
 
 ALTER TABLE ONLY settle_private.upkeep_jobs FORCE ROW LEVEL SECURITY;
@@ -5113,7 +5205,7 @@ ALTER TABLE settle_private.upkeep_jobs OWNER TO settle_owner;
 -- Name: TABLE upkeep_jobs; Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON TABLE settle_private.upkeep_jobs IS 'The upkeep jobs settle.run_upkeep runs (expire_leases, purge): how often, and what their last run did. Private: read settle.upkeep.';
+COMMENT ON TABLE settle_private.upkeep_jobs IS 'The upkeep jobs settle.run_upkeep runs (expire_leases, purge, trim_feed): how often, and what their last run did. Private: read settle.upkeep.';
 
 --
 -- Name: upkeep; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -5146,7 +5238,7 @@ ALTER TABLE settle.upkeep OWNER TO settle_owner;
 -- Name: VIEW upkeep; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.upkeep IS 'The upkeep jobs (expire_leases, purge) settle.run_upkeep runs: every (the interval), retention (purge: terminal operations older than this go), the last run (started, finished, ok, detail, error, by whom), runs and failures, next_due_at, and overdue: no run finished within twice the interval plus a minute (nothing runs settle.run_upkeep: schedule it, docs/operations.md "Upkeep").';
+COMMENT ON VIEW settle.upkeep IS 'The upkeep jobs (expire_leases, purge, trim_feed) settle.run_upkeep runs: every (the interval), retention (purge: terminal operations older than this go), the last run (started, finished, ok, detail, error, by whom), runs and failures, next_due_at, and overdue: no run finished within twice the interval plus a minute (nothing runs settle.run_upkeep: schedule it, docs/operations.md "Upkeep").';
 
 --
 -- Name: admin_log_log_id_seq; Type: SEQUENCE; Schema: settle_private; Owner: settle_owner
@@ -5443,6 +5535,12 @@ ALTER TABLE ONLY settle_private.upkeep_jobs
 --
 
 CREATE INDEX audit_log_refusals_by_at_idx ON settle_private.audit_log USING btree (at, outcome, event) WHERE (outcome = ANY (ARRAY['conflict'::text, 'fenced'::text]));
+
+--
+-- Name: audit_log_resolutions_by_at_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX audit_log_resolutions_by_at_idx ON settle_private.audit_log USING btree (at) WHERE (((event)::text = 'resolve'::text) AND (outcome = 'resolved'::text));
 
 --
 -- Name: audit_log_tombstones_by_at_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
@@ -5834,11 +5932,11 @@ REVOKE ALL ON FUNCTION settle.await_feed(consumer text, seconds integer) FROM PU
 GRANT ALL ON FUNCTION settle.await_feed(consumer text, seconds integer) TO settle_consumer;
 
 --
--- Name: FUNCTION claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer); Type: ACL; Schema: settle; Owner: settle_owner
+-- Name: FUNCTION claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) TO settle_app;
+REVOKE ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) TO settle_app;
 
 --
 -- Name: FUNCTION complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb); Type: ACL; Schema: settle; Owner: settle_owner
@@ -6246,6 +6344,12 @@ GRANT ALL ON FUNCTION settle_private._feed_metrics() TO settle_readonly;
 GRANT ALL ON FUNCTION settle_private._feed_metrics() TO settle_admin;
 
 --
+-- Name: FUNCTION _feed_positions_lock(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_positions_lock() FROM PUBLIC;
+
+--
 -- Name: FUNCTION _fence_reason(op settle_private.operations, attempt integer); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -6468,6 +6572,14 @@ REVOKE ALL ON FUNCTION settle_private._sort_scopes(scopes text[]) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private._tenant_ok(tenant text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _upkeep_metrics(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._upkeep_metrics() FROM PUBLIC;
+GRANT ALL ON FUNCTION settle_private._upkeep_metrics() TO settle_readonly;
+GRANT ALL ON FUNCTION settle_private._upkeep_metrics() TO settle_admin;
 
 --
 -- Name: FUNCTION tg_any__refuse_delete(); Type: ACL; Schema: settle_private; Owner: settle_owner

@@ -143,7 +143,7 @@ $$;
 --     Its RETURN body is stored parsed, so inlining it needs no USAGE on any other schema.
 do $$
 declare
-  v_sig constant text := '(text, text, jsonb, text, text[], bigint, interval, text, integer)';
+  v_sig constant text := '(text, text, jsonb, text, text[], bigint, interval, text, integer, boolean)';
   v_body regprocedure := pg_catalog.to_regprocedure('settle_private.claim' || v_sig);
   v_public regprocedure := pg_catalog.to_regprocedure('settle.claim' || v_sig);
   v_grantee text;
@@ -162,7 +162,7 @@ begin
 
   create or replace function settle._claim(
     tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint,
-    lease interval, worker text[], max_attempts integer)
+    lease interval, worker text[], max_attempts integer, rerun_after_unknown boolean)
   returns settle.claim_result
   language plpgsql
   strict
@@ -171,17 +171,17 @@ begin
   as $fn$
   begin
     return settle_private.claim(_claim.tenant, _claim.key, _claim.request, _claim.principal, _claim.scopes,
-      _claim.binding_generation, _claim.lease, _claim.worker[1], _claim.max_attempts);
+      _claim.binding_generation, _claim.lease, _claim.worker[1], _claim.max_attempts, _claim.rerun_after_unknown);
   end
   $fn$;
-  alter function settle._claim(text, text, jsonb, text, text[], bigint, interval, text[], integer) owner to settle_owner;
-  comment on function settle._claim(text, text, jsonb, text, text[], bigint, interval, text[], integer) is
+  alter function settle._claim(text, text, jsonb, text, text[], bigint, interval, text[], integer, boolean) owner to settle_owner;
+  comment on function settle._claim(text, text, jsonb, text, text[], bigint, interval, text[], integer, boolean) is
     'Citus only (pg-settle distribute): the delegated entry of settle.claim, STRICT so that a NULL argument never reaches Citus''s routing; worker travels as a one-element array. Call settle.claim.';
 
   if pg_catalog.to_regprocedure('settle.claim' || v_sig) is null then
     execute pg_catalog.format(
       'create function settle.claim(%s) returns settle.claim_result language sql '
-      'return settle._claim(tenant, key, request, principal, scopes, binding_generation, lease, array[worker], max_attempts)',
+      'return settle._claim(tenant, key, request, principal, scopes, binding_generation, lease, array[worker], max_attempts, rerun_after_unknown)',
       pg_catalog.pg_get_function_arguments(v_body));
     execute 'alter function settle.claim' || v_sig || ' owner to settle_owner';
     execute pg_catalog.format('comment on function settle.claim%s is %L', v_sig,
@@ -193,7 +193,7 @@ begin
        where p.oid = v_body and a.grantee <> 0 and a.grantee <> p.proowner and a.privilege_type = 'EXECUTE'
     loop
       execute pg_catalog.format('grant execute on function settle.claim%s, settle._claim%s to %I',
-        v_sig, '(text, text, jsonb, text, text[], bigint, interval, text[], integer)', v_grantee);
+        v_sig, '(text, text, jsonb, text, text[], bigint, interval, text[], integer, boolean)', v_grantee);
       execute pg_catalog.format('revoke execute on function settle_private.claim%s from %I', v_sig, v_grantee);
     end loop;
   end if;

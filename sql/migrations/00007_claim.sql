@@ -4,7 +4,8 @@
 -- authorization binding) and opens attempt 1 with a fenced lease judged by the database clock;
 -- every later claim joins it: replay of a completed result, in_progress while a live lease is
 -- held, failed, conflict for a different request or binding (nothing disclosed, nothing runs),
--- or a new attempt epoch. A lapsed lease is taken over here, without waiting for the sweeper
+-- in_doubt when the caller asked not to re-run an operation whose attempt reported unknown
+-- (rerun_after_unknown => false), or a new attempt epoch. A lapsed lease is taken over here, without waiting for the sweeper
 -- (settle_private._expire, 00008). The call touches the rows of one (tenant, key) only, found
 -- through its arguments, so it can later be delegated to the shard that holds that key.
 
@@ -27,10 +28,11 @@ create type settle.claim_result as (
   dead_letter_reason text
 );
 comment on type settle.claim_result is
-  'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | unknown | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked). dead_letter_reason: attempts_exhausted (failed) or needs_reconciliation (unknown).';
+  'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | unknown | in_doubt | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked). dead_letter_reason: attempts_exhausted (failed) or needs_reconciliation (unknown).';
 
--- claim(tenant, key, request, principal, scopes, binding_generation, lease, worker, max_attempts)
--- Reserve (tenant, key) on first call, or join it: acquired | in_progress | replay | failed | conflict.
+-- claim(tenant, key, request, principal, scopes, binding_generation, lease, worker, max_attempts, rerun_after_unknown)
+-- Reserve (tenant, key) on first call, or join it: acquired | in_progress | replay | failed | unknown
+-- | in_doubt | conflict | refused.
 create function settle.claim(
   tenant text,
   key text,
@@ -40,7 +42,8 @@ create function settle.claim(
   binding_generation bigint default 0,
   lease interval default '30 seconds',
   worker text default null,
-  max_attempts integer default 5)
+  max_attempts integer default 5,
+  rerun_after_unknown boolean default true)
 returns settle.claim_result
 language plpgsql
 security definer
@@ -74,9 +77,12 @@ begin
       and settle_private._json_ok(claim.request, settle_private._limit('request_bytes'))
       and settle_private._lease_ok(claim.lease)
       and (claim.worker is null or settle_private._name_ok(claim.worker, settle_private._limit('worker_bytes')))
-      and claim.max_attempts between 1 and settle_private._limit('max_attempts')) is not true then
+      and claim.max_attempts between 1 and settle_private._limit('max_attempts')
+      and claim.rerun_after_unknown is not null) is not true then
     perform settle_private._check_claim_args(claim.tenant, claim.key, claim.request, claim.principal,
       claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+    perform settle_private._raise('SE008', 'rerun_after_unknown must not be NULL',
+      jsonb_build_object('field', 'rerun_after_unknown'), 'Pass true (open a new attempt) or false (answer in_doubt).');
   end if;
 
   -- One statement reads the access verdict (00012: the login role's tenant binding, then the
@@ -217,7 +223,7 @@ begin
   end if;
 
   v_locked := false;
-  -- Answers that change nothing (conflict, replay, in_progress, failed, unknown) are decided on a
+  -- Answers that change nothing (conflict, replay, in_progress, failed, unknown, in_doubt) are decided on a
   -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
   -- Only a takeover or a new attempt locks the row, and then decides again.
   loop
@@ -245,7 +251,7 @@ begin
     if v_op.tenant is null then
       -- Purged by settle.purge since our insert: the key is free again.
       return settle.claim(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
-        claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+        claim.binding_generation, claim.lease, claim.worker, claim.max_attempts, claim.rerun_after_unknown);
     end if;
     v_before := v_op.status;
 
@@ -275,6 +281,19 @@ begin
       return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
                  greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
                  v_fp, null, null, null, null, null, null, null)::settle.claim_result;
+    end if;
+
+    -- An attempt reported unknown (status unknown: only report_unknown sets it) and no lease is
+    -- live: a caller that cannot tell whether that attempt took effect asked not to run another
+    -- (rerun_after_unknown => false). Answered from this read, like failed: nothing is opened,
+    -- locked or changed; the answer is audited. A dead letter keeps its own answer (unknown,
+    -- below); a lapsed lease of a crashed attempt on a pending or running operation is still
+    -- taken over (nothing reported that it may have taken effect).
+    if not claim.rerun_after_unknown and v_op.status = 'unknown' and v_op.dead_lettered_at is null then
+      v_res := row('in_doubt', v_op.status, v_op.attempt, null, null, null, v_fp, null, null, null,
+                   false, null, null, null);
+      v_audit_attempt := v_op.attempt;
+      exit;
     end if;
 
     -- Open: neither failed nor dead-lettered, so a new attempt may be opened.
@@ -336,12 +355,12 @@ begin
 end
 $$;
 
-comment on function settle.claim(text, text, jsonb, text, text[], bigint, interval, text, integer) is
+comment on function settle.claim(text, text, jsonb, text, text[], bigint, interval, text, integer, boolean) is
   'Reserve an operation on first call, or join it: the claim phase of locked reservation.
-Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim).
-Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes) | refused (reason binding_revoked: the presented binding generation is below the floor of settle.revoke_binding; nothing runs or is disclosed; the refusal is audited with what was presented).
-SQLSTATEs: SE001 tenant, SE002 key (no control, default-ignorable or bidirectional-control characters), SE003 binding, SE004 request, SE007 lease (an exact duration: no month or year part), SE008 worker/max_attempts, SE013 tenant not granted to this login role.
-Locking: answers that change nothing (conflict, replay, in_progress, failed, unknown) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
+Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characters, not blank), request jsonb (effect-defining fields, <= 64 KiB), principal (1-255 bytes), scopes text[] (<= 64, order and duplicates ignored), binding_generation bigint >= 0 (token epoch / session version), lease interval (1 s - 1 day, default 30 s), worker (optional, <= 128 bytes), max_attempts (1-1000, default 5; fixed at first claim), rerun_after_unknown boolean (default true: an operation whose attempt reported unknown opens a new attempt; false: it answers in_doubt and runs nothing, for a caller without a way to check the downstream).
+Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | in_doubt (only with rerun_after_unknown => false: an attempt reported unknown, no lease is live and the operation is not dead-lettered: status unknown, attempt, dead_lettered false; no attempt is opened, no lease taken, no row changed; a lapsed lease of a pending or running operation is still taken over) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes) | refused (reason binding_revoked: the presented binding generation is below the floor of settle.revoke_binding; nothing runs or is disclosed; the refusal is audited with what was presented).
+SQLSTATEs: SE001 tenant, SE002 key (no control, default-ignorable or bidirectional-control characters), SE003 binding, SE004 request, SE007 lease (an exact duration: no month or year part), SE008 worker/max_attempts/rerun_after_unknown NULL, SE013 tenant not granted to this login role.
+Locking: answers that change nothing (conflict, replay, in_progress, failed, unknown, in_doubt) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
 Idempotency: retrying with the same request and binding joins the same operation. Every call leaves one row in settle.audit_log except the read-only answers replay and in_progress, which write nothing (no WAL, no commit flush); an acquiring claim is logged on the attempt row it opens.';
 
 reset role;

@@ -11,7 +11,7 @@ revoke all on all functions in schema settle from public;
 revoke all on all functions in schema settle_private from public;
 
 grant execute on function
-  settle.claim(text, text, jsonb, text, text[], bigint, interval, text, integer),
+  settle.claim(text, text, jsonb, text, text[], bigint, interval, text, integer, boolean),
   settle.heartbeat(text, text, integer, uuid, interval),
   settle.complete(text, text, integer, uuid, text, text, text[], bigint, jsonb),
   settle.fail(text, text, integer, uuid, text, text, text[], bigint, jsonb, boolean),

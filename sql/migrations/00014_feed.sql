@@ -207,6 +207,16 @@ as $$
   select pg_snapshot_xmin(pg_current_snapshot())
 $$;
 
+-- The advisory lock key that serializes settle.trim_feed (shared) with the calls that move a
+-- lane's position back (exclusive): register_consumer, reset_consumer.
+create function settle_private._feed_positions_lock()
+returns bigint
+language sql
+immutable
+as $$
+  select -8301926554122431017::bigint
+$$;
+
 -- The consumer row, or SE040.
 create function settle_private._feed_consumer(name text)
 returns settle_private.feed_consumers
@@ -340,6 +350,8 @@ begin
 
   -- latest: from the horizon on (events of transactions still running are delivered);
   -- earliest: every event still retained.
+  -- A lane placed below the trim floor waits for a trim in progress (settle.trim_feed).
+  perform pg_advisory_xact_lock(settle_private._feed_positions_lock());
   v_xid := case when start_at = 'latest' then settle_private._feed_horizon() else '0'::xid8 end;
   insert into settle_private.feed_consumers (name, tenants, lanes, registered_at, registered_by)
   values (register_consumer.name, register_consumer.tenants, register_consumer.lanes, v_now, session_user::text)
@@ -359,7 +371,7 @@ comment on function settle.register_consumer(text, text[], integer, text) is
 Parameters: name (1-128 bytes, same rules as a key); tenants (NULL: every tenant; else the only tenants it receives: a tenant-bound login role may read only a consumer whose tenants it holds); lanes (1-64, default 1: the consumer''s processes share the work lane by lane, a key''s events stay in one lane); start_at latest (default: events from now on) or earliest (every event still retained).
 Outcomes: the consumer (created true), or the existing one when it is registered already with the same tenants and lanes (created false). Logged in settle.admin_log.
 SQLSTATEs: SE001 (a tenant), SE008 (name, lanes, start_at, empty tenants), SE019 (a tenant-bound login registering beyond its tenants), SE041 (exists with another definition).
-Locking: the consumer row. Idempotency: repeating the same registration returns the existing consumer.';
+Locking: the consumer row; a new consumer also the feed''s trim lock (an advisory lock: waits for a settle.trim_feed in progress). Idempotency: repeating the same registration returns the existing consumer.';
 
 -- drop_consumer(name) -> whether it existed
 create function settle.drop_consumer(name text)
@@ -633,6 +645,10 @@ begin
   end if;
   v_c := settle_private._feed_consumer(reset_consumer.name);
   perform settle_private._feed_check_admin('reset_consumer', v_c.tenants, v_c.name);
+  -- A lane moved back waits for a trim in progress, and the next trim sees it (settle.trim_feed).
+  if not dry_run then
+    perform pg_advisory_xact_lock(settle_private._feed_positions_lock());
+  end if;
   if to_time is null then
     v_xid := v_horizon;
     v_id := 0;
@@ -678,7 +694,7 @@ comment on function settle.reset_consumer(text, timestamptz, boolean) is
 Parameters: name; to_time (NULL, default: skip to now, everything committed is passed over; a time: deliver again every retained event from the first one written at or after it, in feed order; ''-infinity'': every retained event); dry_run (default false: only report).
 Outcomes: one row per lane (settle.feed_reset): positions before and after, events the lane will deliver, applied. Leases are cleared: a process still holding one is fenced at its next ack (SE042). Logged in settle.admin_log.
 SQLSTATEs: SE008 (dry_run NULL), SE019 (a tenant-bound login and a consumer beyond its tenants), SE040 (no such consumer).
-Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction. Idempotency: repeating it moves to the same position (when no event was written in between).';
+Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction; unless dry_run, the feed''s trim lock (an advisory lock: waits for a settle.trim_feed in progress). Idempotency: repeating it moves to the same position (when no event was written in between).';
 
 -- trim_feed(batch_size) -> events deleted
 create function settle.trim_feed(batch_size integer default 10000)
@@ -696,10 +712,16 @@ begin
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('trim_feed', '{}'::jsonb);
   end if;
+  -- Serialized with the calls that move a lane's position back (register_consumer from the
+  -- earliest event, reset_consumer) by an advisory lock, not by the lanes' rows: a consumer holds
+  -- its lane's row (FOR UPDATE) for its whole read-apply-ack transaction, and trimming (and the
+  -- upkeep job that runs it) must never wait for a slow consumer. Acks only move positions
+  -- forward, so a floor read before an ack commits is lower: it deletes less, never more.
+  perform pg_advisory_xact_lock_shared(settle_private._feed_positions_lock());
   -- The lowest position of any lane of any consumer; with no consumer, the horizon. An event
   -- at or below it has been acknowledged by every registered consumer.
   select l.position_xid, l.position_id into v_floor_xid, v_floor_id from settle_private.feed_lanes l
-   order by l.position_xid, l.position_id limit 1 for share;
+   order by l.position_xid, l.position_id limit 1;
   if not found then
     v_floor_xid := settle_private._feed_horizon();
     v_floor_id := 0;
@@ -721,7 +743,7 @@ comment on function settle.trim_feed(integer) is
 Parameters: batch_size (1-100000, default 10000); call again while it returns a full batch.
 Outcomes: the number of events deleted. An event a registered consumer has not acknowledged is never deleted, by this or by settle.purge (which deletes operations, never feed events).
 SQLSTATEs: SE008 (batch_size), SE019 (a tenant-bound login: retention is engine-wide).
-Locking: shares the lowest lane row while it deletes (a reset waits). Idempotency: safe to repeat and to run concurrently.';
+Locking: no lane row (a consumer holding its batch in an open transaction never makes it wait); a shared advisory lock that register_consumer and reset_consumer take exclusively, so a lane moved back waits for a trim in progress and the next trim sees it. Idempotency: safe to repeat and to run concurrently.';
 
 -- ---------------------------------------------------------------------------------------
 -- Views and metrics

@@ -29,8 +29,10 @@
 -- tenant binding of the login role. The reconciler leases the operations it checks
 -- (settle.lease_reconciliation) so that several processes share the work.
 --
--- Upkeep: settle.run_upkeep runs what is due of two jobs, expire_leases (default every minute)
--- and purge (default every hour, retention 7 days, never an unresolved operation), each under
+-- Upkeep: settle.run_upkeep runs what is due of three jobs, expire_leases (default every
+-- minute), purge (default every hour, retention 7 days, never an unresolved operation) and
+-- trim_feed (default every minute: settle.trim_feed, never an event a registered consumer has not
+-- acknowledged; without it the feed's own copy of every outcome would stay forever), each under
 -- its job row's lock taken with SKIP LOCKED: whoever calls it (a pg_cron job, several
 -- `pg-settle maintain` loops) one caller runs a job at a time, and a job that ran recently is
 -- not run again. settle.upkeep shows when each job last ran and whether it is overdue.
@@ -396,11 +398,11 @@ create table settle_private.upkeep_jobs (
   runs bigint not null default 0,
   failures bigint not null default 0,
   constraint upkeep_jobs_pkey primary key (job),
-  constraint upkeep_job_is_known check (job in ('expire_leases', 'purge')),
+  constraint upkeep_job_is_known check (job in ('expire_leases', 'purge', 'trim_feed')),
   constraint upkeep_every_in_range check (every between interval '1 second' and interval '1 day')
 );
 comment on table settle_private.upkeep_jobs is
-  'The upkeep jobs settle.run_upkeep runs (expire_leases, purge): how often, and what their last run did. Private: read settle.upkeep.';
+  'The upkeep jobs settle.run_upkeep runs (expire_leases, purge, trim_feed): how often, and what their last run did. Private: read settle.upkeep.';
 alter table settle_private.upkeep_jobs enable row level security;
 alter table settle_private.upkeep_jobs force row level security;
 create policy owner_only on settle_private.upkeep_jobs to settle_owner using (true) with check (true);
@@ -408,7 +410,8 @@ revoke all on settle_private.upkeep_jobs from public;
 
 insert into settle_private.upkeep_jobs (job, every, created_at)
 values ('expire_leases', interval '1 minute', clock_timestamp()),
-       ('purge', interval '1 hour', clock_timestamp());
+       ('purge', interval '1 hour', clock_timestamp()),
+       ('trim_feed', interval '1 minute', clock_timestamp());
 
 create view settle.upkeep as
 select j.job, j.every,
@@ -418,7 +421,7 @@ select j.job, j.every,
        clock_timestamp() > coalesce(j.last_finished_at, j.created_at) + 2 * j.every + interval '1 minute' as overdue
   from settle_private.upkeep_jobs j;
 comment on view settle.upkeep is
-  'The upkeep jobs (expire_leases, purge) settle.run_upkeep runs: every (the interval), retention (purge: terminal operations older than this go), the last run (started, finished, ok, detail, error, by whom), runs and failures, next_due_at, and overdue: no run finished within twice the interval plus a minute (nothing runs settle.run_upkeep: schedule it, docs/operations.md "Upkeep").';
+  'The upkeep jobs (expire_leases, purge, trim_feed) settle.run_upkeep runs: every (the interval), retention (purge: terminal operations older than this go), the last run (started, finished, ok, detail, error, by whom), runs and failures, next_due_at, and overdue: no run finished within twice the interval plus a minute (nothing runs settle.run_upkeep: schedule it, docs/operations.md "Upkeep").';
 
 create type settle.upkeep_run as (
   job text,
@@ -426,7 +429,7 @@ create type settle.upkeep_run as (
   detail jsonb
 );
 comment on type settle.upkeep_run is
-  'A row of settle.run_upkeep: job; outcome ran | failed (detail.error) | not_due | busy (another caller is running it); detail (expire_leases: expired, dead_lettered; purge: purged, retention).';
+  'A row of settle.run_upkeep: job; outcome ran | failed (detail.error) | not_due | busy (another caller is running it); detail (expire_leases: expired, dead_lettered; purge: purged, retention; trim_feed: trimmed).';
 
 -- run_upkeep(job, force) -> one row per job
 create function settle.run_upkeep(job text default null, force boolean default false)
@@ -445,20 +448,23 @@ declare
   v_total_dead integer;
   v_purged integer;
   v_total_purged integer;
+  v_trimmed integer;
+  v_total_trimmed integer;
   v_retention interval;
   v_rounds integer;
   v_batch constant integer := 1000;
+  v_trim_batch constant integer := 10000;
   v_max_rounds constant integer := 20;
 begin
   -- Engine-wide: a login bound to tenants may not (SE019, 00012).
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('run_upkeep', '{}'::jsonb);
   end if;
-  if run_upkeep.job is not null and run_upkeep.job not in ('expire_leases', 'purge') then
-    perform settle_private._raise('SE008', 'job must be expire_leases or purge (or NULL for both)',
+  if run_upkeep.job is not null and run_upkeep.job not in ('expire_leases', 'purge', 'trim_feed') then
+    perform settle_private._raise('SE008', 'job must be expire_leases, purge or trim_feed (or NULL for all three)',
       jsonb_build_object('field', 'job'), null);
   end if;
-  foreach v_name in array array['expire_leases', 'purge'] loop
+  foreach v_name in array array['expire_leases', 'purge', 'trim_feed'] loop
     continue when run_upkeep.job is not null and run_upkeep.job <> v_name;
     v_now := clock_timestamp();
     -- The job row's lock is the leader election: a second caller skips a job being run.
@@ -484,6 +490,17 @@ begin
           exit when v_expired.expired < v_batch or v_rounds >= v_max_rounds;
         end loop;
         v_detail := jsonb_build_object('expired', v_total_expired, 'dead_lettered', v_total_dead);
+      elsif v_name = 'trim_feed' then
+        -- Feed events every registered consumer has acknowledged (settle.trim_feed, 00014): an
+        -- event some consumer still has to read stays, whatever its age.
+        v_total_trimmed := 0;
+        loop
+          v_trimmed := settle.trim_feed(v_trim_batch);
+          v_total_trimmed := v_total_trimmed + v_trimmed;
+          v_rounds := v_rounds + 1;
+          exit when v_trimmed < v_trim_batch or v_rounds >= v_max_rounds;
+        end loop;
+        v_detail := jsonb_build_object('trimmed', v_total_trimmed);
       else
         select s.value into v_retention from settle_private.settings s where s.name = 'retention';
         v_total_purged := 0;
@@ -514,11 +531,11 @@ end
 $$;
 
 comment on function settle.run_upkeep(text, boolean) is
-  'Run the upkeep jobs that are due: expire_leases (settle.expire_leases until a batch is not full, at most 20 batches of 1000) and purge (settle.purge with the stored retention, same bounds). What pg_cron or `pg-settle maintain` call (docs/operations.md "Upkeep").
-Parameters: job (expire_leases, purge, or NULL for both); force (run even if not due, default false).
+  'Run the upkeep jobs that are due: expire_leases (settle.expire_leases until a batch is not full, at most 20 batches of 1000), purge (settle.purge with the stored retention, same bounds) and trim_feed (settle.trim_feed until a batch is not full, at most 20 batches of 10000; never an event a registered consumer has not acknowledged). What pg_cron or `pg-settle maintain` call (docs/operations.md "Upkeep").
+Parameters: job (expire_leases, purge, trim_feed, or NULL for all); force (run even if not due, default false).
 Outcomes: one row per job: ran (detail: counts) | failed (detail: sqlstate, error; the job''s work is rolled back, the failure recorded) | not_due (ran less than its interval ago) | busy (another caller holds the job: leader election by the job row''s lock, SKIP LOCKED). Each run is recorded in settle.upkeep.
 SQLSTATEs: SE008 (unknown job), SE019 (a login bound to tenants: upkeep is engine-wide).
-Locking: the job''s row in settle_private.upkeep_jobs for the run (FOR UPDATE SKIP LOCKED), then the locks of expire_leases and purge. Idempotency: safe to call from several processes at once and repeatedly.';
+Locking: the job''s row in settle_private.upkeep_jobs for the run (FOR UPDATE SKIP LOCKED), then the locks of expire_leases, purge and trim_feed. Idempotency: safe to call from several processes at once and repeatedly.';
 
 -- set_retention(older_than) -> the new retention
 create function settle.set_retention(older_than interval)
@@ -576,8 +593,8 @@ begin
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('set_upkeep_interval', '{}'::jsonb);
   end if;
-  if set_upkeep_interval.job is null or set_upkeep_interval.job not in ('expire_leases', 'purge') then
-    perform settle_private._raise('SE008', 'job must be expire_leases or purge', jsonb_build_object('field', 'job'), null);
+  if set_upkeep_interval.job is null or set_upkeep_interval.job not in ('expire_leases', 'purge', 'trim_feed') then
+    perform settle_private._raise('SE008', 'job must be expire_leases, purge or trim_feed', jsonb_build_object('field', 'job'), null);
   end if;
   if every is null or not settle_private._exact(every) or every not between interval '1 second' and interval '1 day' then
     perform settle_private._raise('SE008', 'every must be an exact duration between 1 second and 1 day',
@@ -593,10 +610,58 @@ end
 $$;
 
 comment on function settle.set_upkeep_interval(text, interval) is
-  'Set how often an upkeep job is due (defaults: expire_leases 1 minute, purge 1 hour).
-Parameters: job (expire_leases or purge), every (1 second - 1 day, exact).
+  'Set how often an upkeep job is due (defaults: expire_leases 1 minute, purge 1 hour, trim_feed 1 minute).
+Parameters: job (expire_leases, purge or trim_feed), every (1 second - 1 day, exact).
 Outcomes: the new interval; logged in settle.admin_log (event set_upkeep_interval).
 SQLSTATEs: SE008, SE019 (a login bound to tenants). Locking: the job row (waits for a running job). Idempotency: repeatable.';
+
+-- ---------------------------------------------------------------------------------------
+-- Gauges: reconciliation and upkeep in settle.metrics
+-- ---------------------------------------------------------------------------------------
+
+-- settle.metrics counts the recent resolutions through this partial index: it holds the resolve
+-- rows that changed an operation, never a row of a normal claim or settlement.
+create index audit_log_resolutions_by_at_idx
+  on settle_private.audit_log (at)
+  where event = 'resolve' and outcome = 'resolved';
+
+-- Whether reconciliation keeps up (the backlog itself is dead_letters_needs_reconciliation, 00010)
+-- and whether upkeep runs. A login bound to tenants counts only their rows; the upkeep jobs are
+-- engine-wide (settle.upkeep).
+create function settle_private._upkeep_metrics()
+returns table (reconciliation_leased bigint, oldest_needs_reconciliation_age_seconds double precision,
+               resolutions_recent bigint, upkeep_jobs_overdue bigint, upkeep_jobs_failing bigint)
+language sql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+set jit = off
+as $$
+select (select count(*) from settle_private.reconciliation_leases l
+         where l.expires_at > w.now
+           and (w.tenants is null or l.tenant = any (w.tenants))) as reconciliation_leased,
+       coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
+                   from settle_private.operations o where o.dead_lettered_at is not null and o.status <> 'failed'
+                    and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_needs_reconciliation_age_seconds,
+       (select count(*) from settle_private.audit_log a
+         where a.event = 'resolve' and a.outcome = 'resolved' and a.at > w.now - w.recent
+           and (w.tenants is null or a.tenant = any (w.tenants))) as resolutions_recent,
+       (select count(*) from settle.upkeep u where u.overdue) as upkeep_jobs_overdue,
+       (select count(*) from settle_private.upkeep_jobs j where j.last_ok = false) as upkeep_jobs_failing
+  from (select clock_timestamp() as now, interval '5 minutes' as recent,
+               settle_private._visible_tenants() as tenants) w
+$$;
+comment on function settle_private._upkeep_metrics() is
+  'The reconciliation and upkeep gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
+
+-- settle.metrics gains them (the columns of 00010 and 00014 first, unchanged).
+create or replace view settle.metrics as
+select m.*, f.feed_consumers, f.feed_lag_events, f.feed_lag_seconds, f.feed_events_retained,
+       u.reconciliation_leased, u.oldest_needs_reconciliation_age_seconds, u.resolutions_recent,
+       u.upkeep_jobs_overdue, u.upkeep_jobs_failing
+  from settle_private._metrics() m, settle_private._feed_metrics() f, settle_private._upkeep_metrics() u;
+comment on view settle.metrics is
+  'Gauges for monitoring, one row, each read from a partial index or a small table (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts and refused observations; the settlement feed (consumers, the largest lag in events and the age of the oldest unacknowledged event, events retained); reconciliation (operations a reconciler holds a lease on, the age of the oldest dead letter needing reconciliation, resolutions in the window); upkeep (jobs overdue, jobs whose last run failed). docs/observability.md lists every column.';
 
 -- ---------------------------------------------------------------------------------------
 -- Grants
@@ -608,7 +673,8 @@ revoke all on function settle.resolve(text, text, text, text, text, jsonb, jsonb
   settle.run_upkeep(text, boolean),
   settle.set_retention(interval),
   settle.set_upkeep_interval(text, interval),
-  settle_private._resolving_failed(text, text)
+  settle_private._resolving_failed(text, text),
+  settle_private._upkeep_metrics()
   from public;
 
 grant execute on function
@@ -624,6 +690,7 @@ grant execute on function
   settle.set_upkeep_interval(text, interval)
   to settle_admin;
 grant select on settle.upkeep to settle_readonly, settle_admin;
+grant execute on function settle_private._upkeep_metrics() to settle_readonly, settle_admin;
 grant select on settle.operations, settle.attempts, settle.audit_log, settle.dead_letters to settle_reconciler;
 
 reset role;

@@ -64,6 +64,8 @@ export interface AuditRow {
   readonly statusBefore: Status | null;
   readonly statusAfter: Status | null;
   readonly detail: unknown;
+  /** Who: what the caller supplied (a claim's worker) or the login (session_user) of an admin call such as resolve. */
+  readonly actor?: string | null;
   /**
    * An `expire` row whose lease (`lease_expires_at` in its detail) had not lapsed yet at the
    * row's time: the lease was taken from a live holder. False for every other row.
@@ -102,7 +104,7 @@ export async function readEngineState(db: pg.ClientBase | pg.Pool, filter: Engin
   );
   const audit = await db.query<AuditRow>(
     `select tenant, key, audit_id::text as "auditId", event, outcome, attempt,
-            status_before::text as "statusBefore", status_after::text as "statusAfter", detail,
+            status_before::text as "statusBefore", status_after::text as "statusAfter", detail, actor,
             case when event = 'expire' then coalesce((detail->>'lease_expires_at')::timestamptz > at, false)
                  else false end as "endedLiveLease"
        from settle.audit_log where ${where} order by tenant, key, seq, audit_id`,

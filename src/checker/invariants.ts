@@ -26,6 +26,8 @@ export const ENGINE_INVARIANTS = {
   'timeout-stays-unknown': 'failed only for a committed failure (every attempt recorded a failure): while an attempt may have taken effect (it reported unknown, conflicted, or lost its lease without an observation), also after a later final failure, and once the status was unknown or conflict, no answer and no final state says failed',
   'retryable-failure-reopens': 'a retryable failure of an attempt with budget left never ends the operation: another attempt can still acquire and settle',
   'every-operation-final': 'a run that drives every operation to its end leaves each completed or failed, with no lease left',
+  'feed-exactly-once': 'every final outcome (each move into completed or failed) is delivered exactly once to every consumer, in the key\'s order',
+  'resolution-final': 'an operation settle.resolve decided is audited (who, why, evidence), keeps the resolved status and has one final outcome',
 } as const;
 
 /** The simulator's ledger (settle_sim.sim_payouts): payouts are settlements, one for one. */

@@ -11,6 +11,7 @@ import { resolveRetryPolicy, withRetry } from './retry.js';
 import { createPreparedStatementsInterceptor } from './prepared-statements.js';
 import { createSessionResetInterceptor } from './session-reset.js';
 import type { ClientCore } from './core.js';
+import { makeIdempotent } from './idempotent.js';
 import { runEffect } from './run.js';
 import * as s from './schemas.js';
 import { consumeFeed } from './feed.js';
@@ -172,6 +173,7 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
 
     run: <T>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions<T>) =>
       telemetry.run('run', input.tenant, (timed) => runEffect(client, input, timed(effect), options)) as Promise<RunOutcome<VoidToNull<T>>>,
+    idempotent: (fn, idempotentOptions) => makeIdempotent(client, fn, idempotentOptions),
     runInTransaction: (input, effect, options) =>
       telemetry.run('run_in_transaction', input.tenant, (timed) => runInTransaction(client, core, input, timed(effect), options)),
 

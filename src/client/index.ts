@@ -26,6 +26,19 @@ export {
   type UnknownReason,
   type VoidToNull,
 } from './run.js';
+export {
+  AttemptFencedError,
+  BindingRevokedError,
+  IdempotencyConflictError,
+  idempotencyContext,
+  IdempotentCallError,
+  type IdempotentOptions,
+  OperationFailedError,
+  OperationInProgressError,
+  OutcomeUnknownError,
+  type PerCall,
+  type UnsettledOutcome,
+} from './idempotent.js';
 export { LIMITS } from './schemas.js';
 export {
   type HttpRequestResult,

@@ -80,10 +80,13 @@ export interface ClientTelemetry {
   feedBatch<R>(consumer: string, events: readonly { readonly occurredAt: Date }[], execute: () => Promise<R>): Promise<R>;
 }
 
+/** The effect as given: no timing. */
+const untimed: EffectTimer = (effect) => effect;
+
 export const NOOP_TELEMETRY: ClientTelemetry = {
   call: (_operation, _tenant, execute) => execute(),
   retry: () => {},
-  run: (_kind, _tenant, execute) => execute((effect) => effect),
+  run: (_kind, _tenant, execute) => execute(untimed),
   http: () => {},
   httpErrorAfterResponse: () => {},
   feedBatch: (_consumer, _events, execute) => execute(),
@@ -160,11 +163,35 @@ class OtelTelemetry implements ClientTelemetry {
   private instruments: Instruments | undefined;
   private readonly attributeCache: AttributeLevel = new Map();
   private cachedAttributes = 0;
+  /** The global MeterProvider seen to hand out the API's no-op meter (nothing registered). */
+  private noopMeterProvider: otel.MeterProvider | undefined;
 
   constructor(
     private readonly api: Api,
     private readonly options: TelemetryOptions,
   ) {}
+
+  /**
+   * True while nothing could see what the hooks record: no providers were given, the global
+   * MeterProvider is the API's no-op (its meter is createNoopMeter()'s) and the global
+   * TracerProvider is the API's proxy without a delegate (its spans would not record). The hooks
+   * then run the call bare: no span, no context lookup, no no-op instrument calls (about 5 us per
+   * settle call and 8 us per run() on this machine, a tenth of run()'s own CPU). Checked on every
+   * call, so an SDK registered later counts from its registration on; once the instruments exist
+   * (an SDK was seen) it is never dormant again, as before.
+   */
+  private dormant(): boolean {
+    if (this.instruments !== undefined || this.options.meterProvider !== undefined || this.options.tracerProvider !== undefined) return false;
+    const meterProvider = this.api.metrics.getMeterProvider();
+    if (meterProvider !== this.noopMeterProvider) {
+      if (meterProvider.getMeter(INSTRUMENTATION_SCOPE, SCOPE_VERSION) !== this.api.createNoopMeter()) return false;
+      this.noopMeterProvider = meterProvider;
+    }
+    // ProxyTracerProvider (the API's global until an SDK registers, and its wrapper after):
+    // getDelegateTracer answers undefined exactly while no SDK provider is behind it.
+    const tracerProvider = this.api.trace.getTracerProvider() as { getDelegateTracer?: (name: string, version?: string) => unknown };
+    return typeof tracerProvider.getDelegateTracer === 'function' && tracerProvider.getDelegateTracer(INSTRUMENTATION_SCOPE, SCOPE_VERSION) === undefined;
+  }
 
   /** Instruments are created at the first call, so an SDK registered after createSettleClient still counts. */
   private get i(): Instruments {
@@ -248,7 +275,11 @@ class OtelTelemetry implements ClientTelemetry {
     return this.options.tenantAttribute === true ? tenant : undefined;
   }
 
-  async call<R>(operation: string, tenant: string | undefined, execute: () => Promise<R>): Promise<R> {
+  call<R>(operation: string, tenant: string | undefined, execute: () => Promise<R>): Promise<R> {
+    return this.dormant() ? execute() : this.recordCall(operation, tenant, execute);
+  }
+
+  private async recordCall<R>(operation: string, tenant: string | undefined, execute: () => Promise<R>): Promise<R> {
     const i = this.i;
     const name = sqlName(operation);
     const shownTenant = this.tenant(tenant);
@@ -317,6 +348,7 @@ class OtelTelemetry implements ClientTelemetry {
   }
 
   async feedBatch<R>(consumer: string, events: readonly { readonly occurredAt: Date }[], execute: () => Promise<R>): Promise<R> {
+    if (this.dormant()) return execute();
     const i = this.i;
     const now = Date.now();
     const attributes = this.attributes('f', consumer, undefined, undefined, undefined, () => ({ 'pg_settle.consumer': consumer }));
@@ -345,6 +377,7 @@ class OtelTelemetry implements ClientTelemetry {
   }
 
   retry(event: RetryEventLike): void {
+    if (this.dormant()) return;
     const name = sqlName(event.operation);
     const sqlstate = event.error instanceof SettleError && event.error.sqlstate !== null ? event.error.sqlstate : (event.error.name ?? 'Error');
     this.i.retries.add(
@@ -361,7 +394,11 @@ class OtelTelemetry implements ClientTelemetry {
     }
   }
 
-  async run<O extends RunOutcomeLike>(kind: RunKind, tenant: string, execute: (timed: EffectTimer) => Promise<O>): Promise<O> {
+  run<O extends RunOutcomeLike>(kind: RunKind, tenant: string, execute: (timed: EffectTimer) => Promise<O>): Promise<O> {
+    return this.dormant() ? execute(untimed) : this.recordRun(kind, tenant, execute);
+  }
+
+  private async recordRun<O extends RunOutcomeLike>(kind: RunKind, tenant: string, execute: (timed: EffectTimer) => Promise<O>): Promise<O> {
     const i = this.i;
     const name = `pg_settle.${kind}`;
     const shownTenant = this.tenant(tenant);
@@ -425,10 +462,12 @@ class OtelTelemetry implements ClientTelemetry {
   }
 
   http(result: HttpRequestResult): void {
+    if (this.dormant()) return;
     this.i.httpRequests.add(1, this.attributes('h', result, undefined, undefined, undefined, () => ({ 'pg_settle.http.result': result })));
   }
 
   httpErrorAfterResponse(): void {
+    if (this.dormant()) return;
     this.i.httpErrorsAfterResponse.add(1);
   }
 }

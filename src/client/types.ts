@@ -502,6 +502,47 @@ export type RunOutcome<T = Json> =
     };
 
 
+// settle.idempotent() (src/client/idempotent.ts)
+
+/** A value given once, or derived from each call's arguments. */
+export type PerCall<A extends readonly unknown[], V> = V | ((...args: A) => V);
+
+/**
+ * Options of `settle.idempotent(fn, options)`: how each call's operation is derived from its
+ * arguments, plus run()'s settings (`leaseMs`, `maxAttempts`, `waitForMs`, `classify`, ...) and
+ * options (`result`, `reconcile`, `rerunAfterUnknown`).
+ */
+export interface IdempotentOptions<A extends readonly unknown[], R>
+  extends Omit<RunInput, 'tenant' | 'key' | 'request' | 'binding'> {
+  /** The tenant (keyspace): a string, or derived from the call's arguments. */
+  readonly tenant: PerCall<A, string>;
+  /** The idempotency key of a call, derived from its arguments (e.g. `(order) => order.id`). */
+  readonly key: (...args: A) => string;
+  /**
+   * The effect-defining part of the arguments, fingerprinted at the first call: a later call
+   * under the same key with a different request throws `IdempotencyConflictError`
+   * (`conflictOn: ['request']`) and runs nothing. Required on purpose: what belongs in it (the
+   * amount, the recipient) and what does not (a logger, a trace id) only you know.
+   */
+  readonly request: (...args: A) => Json;
+  /** Who may settle under the key: a fixed binding (a service identity), or derived per call. */
+  readonly binding: PerCall<A, BindingInput>;
+  /**
+   * A zod schema (any Standard Schema) for the result: the function's value is checked before it
+   * is stored, and a replayed result before it is returned (typed `R`; a stored result that no
+   * longer matches throws `StoredResultMismatchError`, never a wrongly typed value).
+   */
+  readonly result?: ResultSchema<R>;
+  /**
+   * Called before `fn` when an earlier attempt may already have taken effect (run()'s
+   * `reconcile`), with the call's arguments: a value settles the call with it and `fn` does not
+   * run; `undefined` runs `fn`.
+   */
+  readonly reconcile?: (context: RunContext, ...args: A) => Promise<R | undefined>;
+  /** run()'s `rerunAfterUnknown`: run `fn` again after an earlier attempt reported unknown. */
+  readonly rerunAfterUnknown?: boolean;
+}
+
 /** Isolation level of runInTransaction()'s transaction. */
 export type Isolation = 'read committed' | 'repeatable read' | 'serializable';
 
@@ -565,6 +606,20 @@ export interface SettleClient {
 
   /** Run an effect exactly once per (tenant, key): claim, heartbeat, settle (see docs/client.md). */
   run<T = Json>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions<T>): Promise<RunOutcome<VoidToNull<T>>>;
+  /**
+   * Wrap an async function once and call it as before: each call runs through run() under the
+   * key, request, tenant and binding derived from its arguments. A completed call's result is
+   * returned (a replay without calling `fn`); every other outcome is thrown as an
+   * `IdempotentCallError` subclass (see docs/client.md, "idempotent()"). The parameter types come
+   * from `fn` alone (the option functions are checked against them); the result type is the
+   * `result` schema's output if given, else what `fn` resolves to.
+   * @typeParam F - The wrapped function's type: the wrapper has its parameters.
+   * @typeParam R - What the wrapper resolves with: the `result` schema's output, else what `fn` resolves to.
+   */
+  idempotent<F extends (...args: any[]) => Promise<R>, R = Awaited<ReturnType<F>>>(
+    fn: F,
+    options: IdempotentOptions<Parameters<F>, R>,
+  ): (...args: Parameters<F>) => Promise<R>;
   /** Claim, run your SQL and complete in one transaction: effect and settlement commit together. */
   runInTransaction<T extends Json>(
     input: TransactionRunInput,

@@ -71,7 +71,11 @@ export interface World {
 export const EMPTY_WORLD: World = { ops: {}, floors: {}, tombstones: [] };
 
 export type Call =
-  | { readonly kind: 'claim'; readonly id: string; readonly lock: Lock; readonly leaseUs: number; readonly maxAttempts: number }
+  | {
+    readonly kind: 'claim'; readonly id: string; readonly lock: Lock; readonly leaseUs: number; readonly maxAttempts: number;
+    /** settle.claim's rerun_after_unknown (default true); false answers in_doubt instead of re-running a reported unknown. */
+    readonly rerunAfterUnknown?: boolean;
+  }
   | { readonly kind: 'heartbeat'; readonly id: string; readonly attempt: number; readonly token: string; readonly leaseUs: number }
   | { readonly kind: 'complete'; readonly id: string; readonly attempt: number; readonly token: string; readonly lock: Lock; readonly result: string }
   | { readonly kind: 'fail'; readonly id: string; readonly attempt: number; readonly token: string; readonly lock: Lock; readonly error: string; readonly retryable: boolean }
@@ -247,6 +251,12 @@ function claim(w: World, c: Extract<Call, { kind: 'claim' }>, win: Window): Bran
   return judgeLease(op, win).map(({ live, win: at }): Branch => {
     if (live && op.lease !== null) {
       return { expect: { outcome: 'in_progress', status: op.status, attempt: n, leaseExpiresAt: op.lease.expiresAt }, next: stay(w) };
+    }
+    // An attempt reported unknown (only report_unknown raises the status to unknown), no lease is
+    // live, not dead-lettered: a caller that asked not to re-run it gets in_doubt and nothing
+    // changes. A pending/running operation's lapsed lease (nothing reported) is taken over below.
+    if (c.rerunAfterUnknown === false && op.status === 'unknown') {
+      return { expect: { outcome: 'in_doubt', status: 'unknown', attempt: n, deadLettered: false }, next: stay(w) };
     }
     const ended = endLease(op);
     if (n >= ended.maxAttempts) {

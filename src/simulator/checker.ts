@@ -8,8 +8,10 @@ import {
   keyOf,
   type InvariantName as SharedInvariantName,
 } from '../checker/invariants.js';
+import { finalOutcomes, resolutions } from '../checker/outcomes.js';
 import { rankOf } from '../checker/status-rank.js';
-import { operationId, type History, type PayoutRow, type ToldAnswer } from './history.js';
+import { operationId, type DeliveryRow, type History, type PayoutRow, type ToldAnswer } from './history.js';
+import type { AuditRow } from '../checker/engine-state.js';
 
 /**
  * The invariant checker: a pure function over a History (no database, no clock), so it can be
@@ -29,6 +31,8 @@ const CHECKED = [
   'acknowledged-completion-durable',
   'status-monotonic',
   'conflict-discloses-nothing',
+  'resolution-final',
+  'feed-exactly-once',
 ] as const satisfies readonly SharedInvariantName[];
 
 export type InvariantName = (typeof CHECKED)[number];
@@ -69,6 +73,8 @@ export function checkHistory(history: History): CheckReport {
     acknowledgedCompletionDurable(history, index),
     statusMonotonic(history),
     conflictDisclosesNothing(history, index),
+    resolutionFinal(history, index),
+    feedExactlyOnce(history, index),
   ];
   return { ok: results.every((r) => r.ok), invariants: results };
 }
@@ -78,6 +84,7 @@ interface HistoryIndex {
   readonly attempts: Map<string, AttemptRow[]>;
   readonly payouts: Map<string, PayoutRow[]>;
   readonly told: Map<string, ToldAnswer[]>;
+  readonly audit: Map<string, AuditRow[]>;
 }
 
 function indexHistory(history: History): HistoryIndex {
@@ -86,6 +93,7 @@ function indexHistory(history: History): HistoryIndex {
     attempts: groupByKey(history.attempts),
     payouts: groupByKey(history.payouts),
     told: groupByKey(history.told),
+    audit: groupByKey(history.audit),
   };
 }
 
@@ -139,13 +147,25 @@ function singleSettlement(history: History, index: HistoryIndex): InvariantResul
     c.checked += 1;
     const settledAttempts = (index.attempts.get(k) ?? []).filter((a) => a.settled);
     const settledAnswers = (index.told.get(k) ?? []).filter((t) => t.call === 'complete' && t.outcome === 'settled');
+    // settle.resolve(completed) settles through an attempt epoch of its own: then that epoch is
+    // the one settled attempt, and no complete call may have been answered settled.
+    const resolvedCompleted = resolutions(index.audit.get(k) ?? []).find((r) => r.statusAfter === 'completed');
     if (op.status === 'completed') {
       if (settledAttempts.length !== 1) {
         c.fail(`${id}: completed with ${settledAttempts.length} settled attempts`);
       } else if (settledAttempts[0]?.attempt !== op.settledAttempt) {
         c.fail(`${id}: settled_attempt ${op.settledAttempt} but attempt ${settledAttempts[0]?.attempt} is marked settled`);
       }
-      if (settledAnswers.length !== 1) c.fail(`${id}: completed, but ${settledAnswers.length} complete calls were answered settled`);
+      if (resolvedCompleted !== undefined) {
+        if (settledAnswers.length !== 0) {
+          c.fail(`${id}: completed by resolution (attempt ${resolvedCompleted.attempt}), yet ${settledAnswers.length} complete calls were answered settled`);
+        }
+        if (op.settledAttempt !== resolvedCompleted.attempt) {
+          c.fail(`${id}: completed by resolution as attempt ${resolvedCompleted.attempt}, but settled_attempt is ${op.settledAttempt}`);
+        }
+      } else if (settledAnswers.length !== 1) {
+        c.fail(`${id}: completed, but ${settledAnswers.length} complete calls were answered settled`);
+      }
     } else if (settledAttempts.length > 0) {
       c.fail(`${id}: ${op.status}, yet attempt ${settledAttempts[0]?.attempt} is marked settled`);
     }
@@ -293,4 +313,90 @@ function conflictDisclosesNothing(history: History, index: HistoryIndex): Invari
 function amountOf(value: unknown): unknown {
   if (typeof value !== 'object' || value === null) return undefined;
   return (value as Record<string, unknown>).amount_cents;
+}
+
+function nonBlank(value: unknown): boolean {
+  return typeof value === 'string' && value.trim() !== '';
+}
+
+/**
+ * An operation settle.resolve decided: the resolution is audited (who: the row's actor; why: a
+ * reason; the evidence), it is the operation's one final outcome since its last redrive, and
+ * nothing moves the operation off the resolved status afterwards (not lowered, not changed).
+ */
+function resolutionFinal(history: History, index: HistoryIndex): InvariantResult {
+  const c = new Collector('resolution-final');
+  for (const { id, k, op } of intendedOperations(history, index)) {
+    const trail = byAuditId(index.audit.get(k) ?? []);
+    const decided = resolutions(trail);
+    const resolution = decided[0];
+    if (resolution === undefined) continue;
+    c.checked += 1;
+    if (decided.length > 1) c.fail(`${id}: resolved ${decided.length} times (audit ${decided.map((r) => r.auditId).join(', ')})`);
+    const detail = (typeof resolution.detail === 'object' && resolution.detail !== null ? resolution.detail : {}) as Record<string, unknown>;
+    const missing = [
+      ...(nonBlank(resolution.actor) ? [] : ['who']),
+      ...(nonBlank(detail.reason) ? [] : ['why']),
+      ...(detail.evidence === undefined || detail.evidence === null ? ['evidence'] : []),
+    ];
+    if (missing.length > 0) c.fail(`${id}: the resolution (audit ${resolution.auditId}) records no ${missing.join(', ')}`);
+    const resolved = resolution.statusAfter;
+    if (op?.status !== resolved) c.fail(`${id}: resolved ${String(resolved)}, but the operation is ${op?.status ?? 'missing'}`);
+    const at = BigInt(resolution.auditId);
+    for (const row of trail) {
+      if (BigInt(row.auditId) <= at || isSnapshotRead(row) || row.statusAfter === null) continue;
+      if (rankOf(row.statusAfter) < rankOf(resolved)) {
+        c.fail(`${id}: resolved ${String(resolved)}, then audit ${row.auditId} (${row.event} ${row.outcome}) lowered it to ${row.statusAfter}`);
+      } else if (row.statusAfter !== resolved) {
+        c.fail(`${id}: resolved ${String(resolved)}, then audit ${row.auditId} (${row.event} ${row.outcome}) moved it to ${row.statusAfter}`);
+      }
+    }
+    const redrive = trail.filter((row) => row.event === 'redrive' && BigInt(row.auditId) < at).at(-1);
+    const outcomes = finalOutcomes(trail).filter((o) => redrive === undefined || BigInt(o.auditId) > BigInt(redrive.auditId));
+    if (outcomes.length !== 1 || outcomes[0]?.auditId !== resolution.auditId) {
+      c.fail(`${id}: resolved ${String(resolved)}, but the trail has ${outcomes.length} final outcomes (${outcomes.map((o) => `${o.event} ${o.status}`).join(', ')})`);
+    }
+  }
+  return c.result();
+}
+
+/**
+ * Every final outcome of every operation (each move into completed or failed, from the audit
+ * trail) reaches every consumer exactly once: one delivery per outcome, in the key's order, no
+ * delivery id twice, and one reward credited per completed payout.
+ */
+function feedExactlyOnce(history: History, index: HistoryIndex): InvariantResult {
+  const c = new Collector('feed-exactly-once');
+  const byConsumer = new Map<string, DeliveryRow[]>();
+  for (const row of history.deliveries) {
+    if (!history.consumers.includes(row.consumer)) continue;
+    let rows = byConsumer.get(row.consumer);
+    if (rows === undefined) byConsumer.set(row.consumer, (rows = []));
+    rows.push(row);
+  }
+  for (const consumer of history.consumers) {
+    const rows = [...(byConsumer.get(consumer) ?? [])].sort((a, b) => (BigInt(a.deliveryId) < BigInt(b.deliveryId) ? -1 : 1));
+    const seen = new Map<string, number>();
+    for (const row of rows) if (row.eventId !== null) seen.set(row.eventId, (seen.get(row.eventId) ?? 0) + 1);
+    const deliveries = groupByKey(rows);
+    for (const { id, k, op } of intendedOperations(history, index)) {
+      c.checked += 1;
+      const expected = finalOutcomes(index.audit.get(k) ?? []).map((o) => o.status);
+      const got = deliveries.get(k) ?? [];
+      for (const row of got) {
+        const times = seen.get(row.eventId ?? '') ?? 0;
+        if (times > 1) {
+          c.fail(`${id}: event ${String(row.eventId)} was delivered ${times} times to ${consumer}`);
+          seen.delete(row.eventId ?? '');
+        }
+      }
+      const statuses = got.map((row) => row.status);
+      if (!isDeepStrictEqual(statuses, expected)) {
+        c.fail(`${id}: ${consumer} received [${statuses.join(', ')}], the trail's final outcomes are [${expected.join(', ')}]`);
+      }
+      const credits = got.filter((row) => row.credited).length;
+      if (credits !== (op?.status === 'completed' ? 1 : 0)) c.fail(`${id}: ${op?.status ?? 'missing'}, credited ${credits} times by ${consumer}`);
+    }
+  }
+  return c.result();
 }

@@ -6,7 +6,7 @@ import { durationMs } from '../shared/duration.js';
  */
 
 /**
- * What can go wrong with an operation. The first five decide the fate of the operation's first
+ * What can go wrong with an operation. The first seven decide the fate of the operation's first
  * attempt (at most one of them per operation); the last three add extra submissions of the
  * same key by other callers.
  */
@@ -40,6 +40,18 @@ export const FAULTS = [
     kind: 'fate',
     defaultRate: 0.02,
     summary: 'a stalled attempt (no effect) is superseded, then reports a failure, an unknown or a heartbeat late',
+  },
+  {
+    name: 'slow-commit',
+    kind: 'fate',
+    defaultRate: 0.02,
+    summary: 'the caller settles inside its own transaction and commits late, after later settlements committed',
+  },
+  {
+    name: 'provider-outage',
+    kind: 'fate',
+    defaultRate: 0.02,
+    summary: 'the provider stops answering mid-payment (paid or not) and every lookup times out until the budget is spent',
   },
   {
     name: 'duplicate',

@@ -49,11 +49,35 @@ export interface PayoutRow {
   readonly credited: boolean;
 }
 
+/**
+ * One feed event (or, for the naive poller, one settlement row) a downstream consumer applied:
+ * a row of settle_sim.sim_rewards, written in the consumer's own transaction.
+ */
+export interface DeliveryRow {
+  readonly consumer: string;
+  readonly tenant: string;
+  readonly key: string;
+  /** The feed's delivery id; null for the naive poller, which has none. */
+  readonly eventId: string | null;
+  readonly status: 'completed' | 'failed';
+  /** A reward was credited (completed payouts only). */
+  readonly credited: boolean;
+  /** The row's identity: the order the consumer applied its deliveries in (decimal text). */
+  readonly deliveryId: string;
+}
+
 /** What the simulator recorded, with the engine state read back after the run. */
 export interface History extends EngineState {
   readonly intended: readonly IntendedOperation[];
   readonly told: readonly ToldAnswer[];
   readonly payouts: readonly PayoutRow[];
+  /** What the downstream consumers applied (every consumer's rows). */
+  readonly deliveries: readonly DeliveryRow[];
+  /**
+   * The consumers held to feed-exactly-once (the feed's reward consumer). The naive poller is
+   * not among them: it is the baseline that shows the bug the feed fixes.
+   */
+  readonly consumers: readonly string[];
 }
 
 /** The result the simulator settles with: it names the payout that moved the money. */

@@ -78,6 +78,8 @@ export interface Ledger {
   pay(request: PayoutRequest): Promise<PayoutReceipt>;
   /** The payout that moved money under (tenant, key), if any: what a reconcile asks the provider. */
   find(tenant: string, key: string): Promise<PayoutReceipt | null>;
+  /** The payout that moved money under (tenant, key) with its amount: what the reconciler asks the provider. */
+  lookup(tenant: string, key: string): Promise<{ readonly payoutId: string; readonly amountCents: number; readonly creditedByAttempt: number } | null>;
   /** Every payout row of tenants starting with `tenantPrefix`. */
   readBack(tenantPrefix: string): Promise<PayoutRow[]>;
 }
@@ -123,6 +125,15 @@ export function createLedger(pool: pg.Pool, options: { readonly idempotent: bool
       );
       const [row] = rows;
       return row === undefined ? null : { payoutId: row.payout_id, credited: true, creditedByAttempt: row.attempt };
+    },
+    async lookup(tenant, key) {
+      const { rows } = await pool.query<{ payout_id: string; attempt: number; amount_cents: string }>(
+        `select payout_id::text, attempt, amount_cents::text from settle_sim.sim_payouts
+          where tenant = $1 and key = $2 and credited order by payout_id limit 1`,
+        [tenant, key],
+      );
+      const [row] = rows;
+      return row === undefined ? null : { payoutId: row.payout_id, amountCents: Number(row.amount_cents), creditedByAttempt: row.attempt };
     },
     async readBack(tenantPrefix) {
       const { rows } = await pool.query<{

@@ -123,6 +123,11 @@ async function naiveCall(
       const receipt = await pay();
       return upsert(ctx, tenant, plan.key, 'completed', resultOf(receipt, amountCents), amountCents);
     }
+    case 'provider-outage':
+      // The provider stops answering (paid or not) and the lookups time out: the naive code
+      // writes unknown, and nothing ever looks at that key again.
+      if (plan.variant !== 'not-paid') await pay();
+      return upsert(ctx, tenant, plan.key, 'unknown', null, amountCents);
     default: {
       const receipt = await pay();
       return upsert(ctx, tenant, plan.key, 'completed', resultOf(receipt, amountCents), amountCents);

@@ -23,6 +23,11 @@ const PLAIN: Readonly<Record<string, string>> = {
   'run() unknown (effect_outcome_unknown)': 'run() answered unknown (retried with the same key)',
   'run() unknown (needs_reconciliation)': 'run() refused to re-run without reconciling',
   'run() fenced': 'run() of the stale worker answered fenced',
+  'run() unknown (reconcile_failed)': 'run() answered unknown: the lookup failed, nothing paid',
+  'the lookup timed out too': 'the retry\'s lookup timed out too',
+  'held open until a later settlement was polled': 'the settlement stayed uncommitted until the naive poller passed it',
+  'held open, no later settlement polled in time': 'the settlement stayed uncommitted, no later one was polled in time',
+  'reportUnknown recorded (needs_reconciliation)': 'the budget was spent: dead-lettered, needs reconciliation',
 };
 
 const plain = (label: string): string => PLAIN[label] ?? label;
@@ -83,6 +88,36 @@ export function formatReport(report: SimulationReport): string {
     `payouts   ${report.payouts.credited} moved money, ${report.payouts.deduplicated} refused as duplicates by the downstream;` +
       ` the sweeper ran ${report.sweeper.runs} times and ended ${report.sweeper.leasesExpired} lapsed leases`,
   );
+
+  const r = report.reconciliation;
+  lines.push(
+    `reconcile ${r.needed} needed reconciliation: ${r.resolvedCompleted} resolved completed, ${r.resolvedFailed} resolved failed,` +
+      ` ${r.undecided} left undecided`,
+  );
+  lines.push(`          (the reconciler asked the provider in ${r.sweeps} sweeps; ${r.lookupsTimedOut} lookups timed out and were retried)`);
+
+  const { feed, naive } = report.consumers;
+  lines.push('');
+  lines.push('downstream: a reward worker credits each completed payout once ("settlement completed, then reward credited")');
+  const consumerRows: [string, number, number | null][] = [
+    ['completed payouts to credit', feed.payouts, naive?.payouts ?? null],
+    ['credited', feed.credited, naive?.credited ?? null],
+    ['missing (never credited)', feed.missing, naive?.missing ?? null],
+    ['credited twice', feed.creditedTwice, naive?.creditedTwice ?? null],
+  ];
+  const consumerHeaders = naive === null ? ['', 'feed consumer'] : ['', 'feed consumer', 'naive poller'];
+  const cells = consumerRows.map(([what, a, b]) => (naive === null ? [what, String(a)] : [what, String(a), String(b)]));
+  for (const line of table(consumerHeaders, cells)) lines.push(`  ${line}`);
+  lines.push(
+    `  feed consumer: settle.consume(), read + credit + ack in one transaction, ${feed.events} outcomes (${feed.failedOutcomes} failed)` +
+      ` in ${feed.batches} batches; its processes were killed mid-batch ${feed.kills} times and restarted (${feed.processes} started).`,
+  );
+  if (naive !== null) {
+    lines.push(
+      `  naive poller: credits settle.settlements rows with settled_at above its cursor (${naive.polls} polls); ${naive.heldPast}` +
+        ' settlements (slow-commit) committed after it had polled a later one: settled_at is stamped before commit.',
+    );
+  }
 
   lines.push('');
   lines.push(`invariants (checked on the ${report.engineCalls} engine answers and the read-back database)`);

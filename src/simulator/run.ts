@@ -13,7 +13,21 @@ import { planOperations, type OperationPlan } from './schedule.js';
 import { TaskQueue } from './task-queue.js';
 import { runNaive, type NaiveTally } from './naive.js';
 import { createRecordingPool } from './recording-pool.js';
+import { startSimReconciler } from './reconciliation.js';
+import {
+  installRewardsSql,
+  readDeliveries,
+  startFeedConsumer,
+  startNaivePoller,
+  tallyConsumer,
+  type FeedConsumer,
+  type FeedConsumerTally,
+  type NaivePoller,
+  type PollerTally,
+} from './rewards.js';
 import { operationTask } from './worker.js';
+import { groupByKey, keyOf } from '../checker/invariants.js';
+import { resolutions } from '../checker/outcomes.js';
 
 export interface SimulationOptions {
   readonly config: SimulatorConfig;
@@ -82,6 +96,23 @@ export interface SimulationReport {
     readonly naive: NaiveTally;
     readonly pgSettle: { readonly doublePayouts: number; readonly downgradedOutcomes: number; readonly lostResults: number; readonly conflictingPayloadsAccepted: number };
   } | null;
+  /**
+   * The reward workers downstream (rewards.ts): the feed consumer, killed and restarted mid-batch,
+   * held to feed-exactly-once; the naive settled_at poller beside it (null without the baseline).
+   */
+  readonly consumers: { readonly feed: FeedConsumerTally; readonly naive: PollerTally | null };
+  /**
+   * What the reconciler did (reconciliation.ts): operations that needed reconciliation, how they
+   * were resolved (from the audit trail), those left undecided at the end, and its lookups.
+   */
+  readonly reconciliation: {
+    readonly needed: number;
+    readonly resolvedCompleted: number;
+    readonly resolvedFailed: number;
+    readonly undecided: number;
+    readonly sweeps: number;
+    readonly lookupsTimedOut: number;
+  };
   /** Unexpected exceptions while running (each also makes the report red). */
   readonly errors: { readonly count: number; readonly first: readonly string[] };
 }
@@ -106,9 +137,34 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
   const zombies: Promise<void>[] = [];
   const ledger = createLedger(pool, { idempotent: options.unsafeDownstream !== true });
 
+  const tenants = Array.from({ length: config.tenants }, (_, i) => `${tenantPrefix}t${i}`);
+  const feedConsumerName = `${tenantPrefix}rewards`;
+  let feed: FeedConsumer | null = null;
+  let naive: NaivePoller | null = null;
   try {
     await ledger.install();
+    await installRewardsSql(pool);
     const intended: IntendedOperation[] = [];
+    const plansByKey = new Map(plans.map((plan) => [keyOf({ tenant: `${tenantPrefix}${plan.tenant}`, key: plan.key }), plan]));
+    const reconciler = startSimReconciler({
+      client,
+      ledger,
+      slowFirstLookup: (tenant, key) => plansByKey.get(keyOf({ tenant, key }))?.variant === 'paid-slow-lookup',
+      onError: (error) => recorder.error(error),
+    });
+    feed = await startFeedConsumer({
+      pool,
+      connectionString: options.connectionString,
+      name: feedConsumerName,
+      tenants,
+      seed: config.seed,
+      killRate: CONSUMER_KILL_RATE,
+      processes: 2,
+      onError: (error) => recorder.error(error),
+    });
+    if (options.baseline !== false) {
+      naive = startNaivePoller({ pool, name: `${tenantPrefix}naive-poller`, tenantPrefix, intervalMs: 50, onError: (error) => recorder.error(error) });
+    }
     const issuedPlans: OperationPlan[] = [];
     let final = 0;
     const started = performance.now();
@@ -139,6 +195,8 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       onFinal: () => {
         final += 1;
       },
+      naive,
+      reconciled: reconciler.reconciled,
       zombies: {
         track(stall: Promise<void>): Promise<void> {
           zombies.push(stall.catch((error: unknown) => recorder.error(error)));
@@ -159,13 +217,21 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     } finally {
       clearInterval(progress);
       await sweeper.stop();
+      await reconciler.stop();
     }
     const workloadMs = performance.now() - started;
     options.onProgress?.({ issued: nextPlan, final, total: plans.length, elapsedMs: workloadMs });
+    // Every outcome has committed: the reward workers catch up, then stop.
+    await feed.drainAndStop(60_000);
+    await naive?.finish();
 
     const checkStarted = performance.now();
-    const [engine, payouts] = await Promise.all([readEngineState(pool, { tenantPrefix }), ledger.readBack(tenantPrefix)]);
-    const history: History = { intended, told: recorder.told, ...engine, payouts };
+    const [engine, payouts, deliveries] = await Promise.all([
+      readEngineState(pool, { tenantPrefix }),
+      ledger.readBack(tenantPrefix),
+      readDeliveries(pool, tenantPrefix),
+    ]);
+    const history: History = { intended, told: recorder.told, ...engine, payouts, deliveries, consumers: [feedConsumerName] };
     const check = checkHistory(history);
     const checkMs = performance.now() - checkStarted;
 
@@ -183,7 +249,12 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
             },
           };
 
-    const completed = engine.operations.filter((op) => op.status === 'completed').length;
+    const completedKeys = new Set(engine.operations.filter((op) => op.status === 'completed').map(keyOf));
+    const feedTally = tallyConsumer(feedConsumerName, completedKeys, deliveries);
+    const feedRows = deliveries.filter((row) => row.consumer === feedConsumerName);
+    const decided = [...groupByKey(engine.audit).values()].flatMap((rows) => resolutions(rows).slice(0, 1));
+    const leftUndecided = engine.operations.filter((op) => op.deadLettered && (op.status === 'unknown' || op.status === 'conflict')).length;
+    const completed = completedKeys.size;
     const failed = engine.operations.filter((op) => op.status === 'failed').length;
     const attempts = engine.operations.map((op) => op.attempt);
     return {
@@ -213,16 +284,44 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
         deduplicated: payouts.filter((p) => !p.credited).length,
       },
       faults: faultTable(config, issuedPlans, recorder),
+      consumers: {
+        feed: {
+          ...feedTally,
+          events: feedRows.length,
+          failedOutcomes: feedRows.filter((row) => row.status === 'failed').length,
+          batches: feed.stats.batches,
+          kills: feed.stats.kills,
+          processes: feed.stats.processes,
+        },
+        naive:
+          naive === null
+            ? null
+            : { ...tallyConsumer(`${tenantPrefix}naive-poller`, completedKeys, deliveries), polls: naive.stats.polls, heldPast: naive.stats.heldPast },
+      },
+      reconciliation: {
+        needed: decided.length + leftUndecided,
+        resolvedCompleted: decided.filter((row) => row.statusAfter === 'completed').length,
+        resolvedFailed: decided.filter((row) => row.statusAfter === 'failed').length,
+        undecided: leftUndecided,
+        sweeps: reconciler.stats.sweeps,
+        lookupsTimedOut: reconciler.stats.results.check_timeout,
+      },
       check,
       comparison,
       errors: { count: recorder.errorCount, first: recorder.errors },
     };
   } finally {
+    await feed?.stop();
+    await naive?.finish();
+    if (feed !== null) await pool.query('select settle.drop_consumer(name => $1)', [feedConsumerName]).catch(() => {});
     await client.end();
     await settlePool.end();
     await pool.end();
   }
 }
+
+/** The reward consumer's processes are killed mid-batch at this rate (by batch number, seeded). */
+const CONSUMER_KILL_RATE = 0.05;
 
 function faultTable(config: SimulatorConfig, issued: readonly OperationPlan[], recorder: Recorder): FaultRow[] {
   return FAULTS.map(({ name }) => {

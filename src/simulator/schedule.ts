@@ -5,6 +5,11 @@ import { deriveSeed, mulberry32 } from '../shared/prng.js';
 export type CallerTimeoutVariant = 'late-success-first' | 'retry-first';
 /** What a stalled, superseded attempt reports when it wakes up. */
 export type StaleReportVariant = 'fail' | 'unknown' | 'heartbeat';
+/**
+ * provider-outage: whether the payment went through before the provider stopped answering, and
+ * whether the reconciler's first lookup still times out (it is retried).
+ */
+export type OutageVariant = 'paid' | 'not-paid' | 'paid-slow-lookup';
 
 /**
  * The fault plan of one operation: a pure function of (seed, index, rates), never of timing,
@@ -18,7 +23,7 @@ export interface OperationPlan {
   readonly amountCents: number;
   /** What happens to the first attempt (null: nothing, it pays and settles). */
   readonly fate: FateFault | null;
-  readonly variant: CallerTimeoutVariant | StaleReportVariant | null;
+  readonly variant: CallerTimeoutVariant | StaleReportVariant | OutageVariant | null;
   /** Extra callers submitting the same key and request at the same moment. */
   readonly duplicates: number;
   /** A retry with a different amount under the same key, or null. */
@@ -55,6 +60,7 @@ export function planOperation(config: Pick<SimulatorConfig, 'seed' | 'tenants' |
   let variant: OperationPlan['variant'] = null;
   if (fate === 'caller-timeout') variant = variantDraw < 0.5 ? 'late-success-first' : 'retry-first';
   if (fate === 'stale-report') variant = variantDraw < 1 / 3 ? 'fail' : variantDraw < 2 / 3 ? 'unknown' : 'heartbeat';
+  if (fate === 'provider-outage') variant = variantDraw < 1 / 3 ? 'paid' : variantDraw < 2 / 3 ? 'not-paid' : 'paid-slow-lookup';
 
   return {
     index,

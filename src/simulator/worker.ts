@@ -1,12 +1,14 @@
 import type pg from 'pg';
+import { sql } from 'slonik';
 import { z } from 'zod';
 import { defaultClassify } from '../client/classify.js';
-import type { AttemptHandle, BindingInput, Json, RunContext, RunOutcome, SettleClient } from '../client/types.js';
+import type { AttemptHandle, BindingInput, Json, RunContext, RunInput, RunOutcome, SettleClient } from '../client/types.js';
 import type { FaultName, SimulatorConfig } from './config.js';
 import type { EngineCall, IntendedOperation, PayoutResult, Submission } from './history.js';
 import type { Ledger, PayoutReceipt } from './ledger.js';
 import { callScope, type CallScope } from './recording-pool.js';
 import type { Recorder } from './recorder.js';
+import type { NaivePoller } from './rewards.js';
 import type { OperationPlan } from './schedule.js';
 import type { Task, TaskQueue } from './task-queue.js';
 
@@ -29,6 +31,10 @@ export interface WorkerContext {
   readonly onFinal: () => void;
   /** Stalled effects (they wait outside the worker pool until the operation is final). */
   readonly zombies: { track(stall: Promise<void>): Promise<void> };
+  /** The naive settled_at poller (slow-commit holds a settlement open until it has passed it); null when off. */
+  readonly naive: NaivePoller | null;
+  /** Resolves once the reconciler has decided (tenant, key), or the run stops reconciling. */
+  readonly reconciled: (tenant: string, key: string) => Promise<void>;
 }
 
 export const BINDING_GENERATION = 1;
@@ -64,6 +70,8 @@ class Operation {
   fateApplied = false;
   /** caller-timeout, late-success-first: the late success the caller delivers before it retries. */
   lateSuccess: (() => Promise<void>) | null = null;
+  /** provider-outage: the provider answers lookups again (once the operation needs reconciliation). */
+  outageOver = false;
 
   constructor(
     readonly plan: OperationPlan,
@@ -132,6 +140,8 @@ const STALLING: ReadonlySet<FaultName | null> = new Set<FaultName | null>(['cras
 
 /** Pauses between a caller's run() calls: after in_progress, after unknown. */
 const RETRY_PAUSE_MS = 20;
+/** Longest a caller waits for the reconciler before it asks again anyway. */
+const RECONCILIATION_WAIT_MS = 60_000;
 
 /**
  * One caller: the public run() until the operation is final for it. The effect pays through
@@ -141,36 +151,27 @@ const RETRY_PAUSE_MS = 20;
  */
 async function submit(ctx: WorkerContext, op: Operation, submission: Submission, fault: FaultName | null): Promise<void> {
   const scope: CallScope = { tenant: op.tenant, key: op.key, submission, fault, attempt: null };
+  if (op.plan.fate === 'slow-commit' && !op.fateApplied && submission === 'original') {
+    op.fateApplied = true;
+    ctx.recorder.inject('slow-commit');
+    scope.fault = 'slow-commit';
+    const outcome = await callScope.run(scope, () => ctx.recorder.timed(ctx.recorder.runLatencyMs, () => slowCommit(ctx, op, scope)));
+    await settled(ctx, op, submission, scope.fault, outcome, false);
+    return;
+  }
   const stalls = STALLING.has(op.plan.fate) && !op.fateApplied;
   const stalled = new Deferred();
   const running = callScope.run(scope, () =>
     ctx.recorder.timed(ctx.recorder.runLatencyMs, () =>
       ctx.client.run(
         {
-          tenant: op.tenant,
-          key: op.key,
-          request: op.request,
-          binding: op.binding,
-          leaseMs: ctx.config.leaseSeconds * 1000,
-          worker: `sim-${submission}`,
-          maxAttempts: ctx.config.maxAttempts,
-          waitForMs: ctx.config.leaseSeconds * 1000 * 3,
+          ...runInput(ctx, op, submission),
           // A stalled worker renews nothing (its lease must lapse); an ordinary effect takes
           // milliseconds, far less than a lease.
           ...(stalls ? { heartbeatIntervalMs: ctx.config.leaseSeconds * 1000 * 3_600 } : {}),
-          classify: (error) => (error instanceof WorkerCrashed ? 'unknown' : defaultClassify(error)),
         },
         (run) => effect(ctx, op, run, scope, stalled),
-        {
-          result: PayoutResultSchema,
-          reconcile: async (run) => {
-            scope.attempt = run.attemptNumber;
-            const found = await ctx.ledger.find(op.tenant, op.key);
-            if (found === null) return undefined;
-            if (scope.fault !== null) ctx.recorder.note(scope.fault, 'reconcile found the payout: not paid again');
-            return { payout_id: found.payoutId, amount_cents: op.plan.amountCents, credited_by_attempt: found.creditedByAttempt };
-          },
-        },
+        { result: PayoutResultSchema, reconcile: (run) => reconcile(ctx, op, scope, run) },
       ),
     ),
   );
@@ -181,6 +182,66 @@ async function submit(ctx: WorkerContext, op: Operation, submission: Submission,
     return;
   }
   await settled(ctx, op, submission, scope.fault, first.outcome, false);
+}
+
+function runInput(ctx: WorkerContext, op: Operation, submission: Submission): RunInput {
+  return {
+    tenant: op.tenant,
+    key: op.key,
+    request: op.request,
+    binding: op.binding,
+    leaseMs: ctx.config.leaseSeconds * 1000,
+    worker: `sim-${submission}`,
+    maxAttempts: ctx.config.maxAttempts,
+    waitForMs: ctx.config.leaseSeconds * 1000 * 3,
+    classify: (error) => (error instanceof WorkerCrashed ? 'unknown' : defaultClassify(error)),
+  };
+}
+
+/**
+ * run()'s reconcile: ask the downstream for a payout under the operation's key before an attempt
+ * that follows a possibly-effective one pays again. During a provider outage the lookup times
+ * out too: run() then reports the attempt unknown (reconcile_failed) and pays nothing.
+ */
+async function reconcile(ctx: WorkerContext, op: Operation, scope: CallScope, run: RunContext): Promise<PayoutResult | undefined> {
+  scope.attempt = run.attemptNumber;
+  if (op.plan.fate === 'provider-outage' && !op.outageOver) {
+    ctx.recorder.note('provider-outage', 'the lookup timed out too');
+    throw new DOMException('the payment provider does not answer', 'TimeoutError');
+  }
+  const found = await ctx.ledger.find(op.tenant, op.key);
+  if (found === null) return undefined;
+  if (scope.fault !== null) ctx.recorder.note(scope.fault, 'reconcile found the payout: not paid again');
+  return { payout_id: found.payoutId, amount_cents: op.plan.amountCents, credited_by_attempt: found.creditedByAttempt };
+}
+
+/**
+ * slow-commit: the caller settles inside a transaction of its own (runInTransaction with its
+ * connection: claim, pay, complete) and commits late. The settlement's settled_at is stamped at
+ * complete; the transaction stays open until the naive poller has moved its cursor past that
+ * stamp (a later settlement committed and was polled), then commits. The feed delivers it; the
+ * naive poller never sees it. Bounded by three leases (then it commits anyway).
+ */
+async function slowCommit(ctx: WorkerContext, op: Operation, scope: CallScope): Promise<RunOutcome<PayoutResult>> {
+  const pool = await ctx.client.getPool();
+  return pool.transaction(async (outer) => {
+    const outcome = await ctx.client.runInTransaction(
+      runInput(ctx, op, 'original'),
+      async ({ attempt }) => {
+        scope.attempt = attempt.attempt;
+        return toResult(op, await pay(ctx, op, attempt.attempt, 'slow-commit')) as unknown as Json;
+      },
+      { connection: outer, result: PayoutResultSchema, reconcile: (run) => reconcile(ctx, op, scope, run) },
+    );
+    if (outcome.outcome === 'completed' && outcome.settledBy === 'this_attempt' && ctx.naive !== null) {
+      const micros = await outer.oneFirst(sql.type(z.object({ micros: z.string() }))`
+        select floor(extract(epoch from settled_at) * 1000000)::bigint::text as micros
+          from settle.settlements where tenant = ${op.tenant} and key = ${op.key}`);
+      const passed = await ctx.naive.waitPast(BigInt(micros), ctx.config.leaseSeconds * 1000 * 3);
+      ctx.recorder.note('slow-commit', passed ? 'held open until a later settlement was polled' : 'held open, no later settlement polled in time');
+    }
+    return outcome as RunOutcome<PayoutResult>;
+  });
 }
 
 /** What a caller does with run()'s answer. A stalled attempt's answer (`stale`) only counts. */
@@ -207,6 +268,13 @@ async function settled(
       else ctx.queue.later(RETRY_PAUSE_MS, () => submit(ctx, op, submission, fault));
       return;
     case 'unknown': {
+      if (outcome.reason === 'needs_reconciliation') {
+        // The budget is spent and an attempt may have paid: the reconciler checks the provider
+        // (its outage is over by now) and resolves the operation; then the caller asks again.
+        op.outageOver = true;
+        ctx.queue.after(ctx.reconciled(op.tenant, op.key), RECONCILIATION_WAIT_MS, () => submit(ctx, op, submission, fault));
+        return;
+      }
       // A late success that arrives before the caller's retry (caller-timeout, late-success-first).
       const late = op.lateSuccess;
       op.lateSuccess = null;
@@ -219,9 +287,13 @@ async function settled(
       if (!op.final.done) ctx.queue.later(RETRY_PAUSE_MS, () => submit(ctx, op, submission, fault));
       return;
     case 'fenced':
+      // This caller's attempt lost its lease before it could report (on a loaded machine a 1 s
+      // lease can lapse under a slow effect): the caller still wants its payout, so it runs
+      // the key again, like any caller after a timeout; the next attempt reconciles first.
+      if (!op.final.done) ctx.queue.later(RETRY_PAUSE_MS, () => submit(ctx, op, submission, fault));
+      return;
     case 'conflict':
-      // fenced: another attempt owns the operation. conflict: never expected for the reserved
-      // request (the checker's answers and report show it).
+      // Never expected for the reserved request (the checker's answers and report show it).
       return;
   }
 }
@@ -278,6 +350,13 @@ async function effect(ctx: WorkerContext, op: Operation, run: RunContext, scope:
       else ctx.queue.after(op.final.promise, ctx.config.leaseSeconds * 1000 * STALE_WAKE_TIMEOUT_FACTOR, lateSuccess);
       throw new DOMException('the payment answer timed out', 'TimeoutError');
     }
+    case 'provider-outage':
+      // The provider stops answering: the payment went through or not, the caller cannot tell.
+      if (op.plan.variant !== 'not-paid') await pay(ctx, op, run.attemptNumber, fate);
+      throw new DOMException('the payment provider does not answer', 'TimeoutError');
+    case 'slow-commit':
+      // Played by slowCommit() (submit); an attempt 1 acquired by another caller just pays.
+      return toResult(op, await pay(ctx, op, run.attemptNumber, fate));
     case 'stale-report':
       // Stalls before any effect; the retry takes over and settles; then it wakes and reports.
       retry();

@@ -131,14 +131,15 @@ describeCitus('no call by any role with any NULL argument crashes a node', () =>
       const prepared = await c.query({ name: 'claim-null', text: 'select outcome from settle.claim($1, $2, $3::jsonb, $4)', values: ['acme', null, '{}', 'p'] });
       expect(prepared.rows).toEqual([{ outcome: null }]);
       expect((await c.query(`select outcome from settle.heartbeat('acme', NULL, 1, gen_random_uuid())`)).rows).toEqual([{ outcome: null }]);
+      expect((await c.query(`select outcome from settle.claim('acme', 'k-null-rerun', '{}', 'p', rerun_after_unknown => NULL)`)).rows).toEqual([{ outcome: null }]);
       expect((await c.query(`select outcome from settle.get('acme', NULL, '{}', 'p')`)).rows).toEqual([{ outcome: null }]);
     }
     // Without EXECUTE settle.claim is not inlined and refused, NULL key or not; settle._claim's
     // folded call runs nothing, and with a key the worker refuses it.
     await expect(reader.query(`select outcome from settle.claim('acme', NULL, '{}', 'p')`)).rejects.toMatchObject({ code: '42501' });
     await expect(reader.query(`select outcome from settle.claim('acme', 'k', '{}', 'p')`)).rejects.toMatchObject({ code: '42501' });
-    expect((await reader.query(`select outcome from settle._claim('acme', NULL, '{}', 'p', '{}', 0, '30 s', '{}', 5)`)).rows).toEqual([{ outcome: null }]);
-    await expect(reader.query(`select outcome from settle._claim('acme', 'k', '{}', 'p', '{}', 0, '30 s', '{}', 5)`)).rejects.toMatchObject({ code: '42501' });
+    expect((await reader.query(`select outcome from settle._claim('acme', NULL, '{}', 'p', '{}', 0, '30 s', '{}', 5, true)`)).rows).toEqual([{ outcome: null }]);
+    await expect(reader.query(`select outcome from settle._claim('acme', 'k', '{}', 'p', '{}', 0, '30 s', '{}', 5, true)`)).rejects.toMatchObject({ code: '42501' });
     // inspect and redrive are not delegated: they answer as on plain PostgreSQL (no row; SE002).
     expect((await reader.query(`select * from settle.inspect('acme', NULL)`)).rows).toEqual([]);
     await expect(admin.query(`select * from settle.redrive('acme', NULL)`)).rejects.toMatchObject({ code: 'SE002' });

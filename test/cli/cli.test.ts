@@ -196,8 +196,9 @@ describe('pg-settle CLI', { timeout: 120_000 }, () => {
     expect(run.code).toBe(0);
     expect(run.json).toMatchObject({ throwaway: false, comparison: { naive: { operations: 30 }, pgSettle: { doublePayouts: 0, downgradedOutcomes: 0, lostResults: 0, conflictingPayloadsAccepted: 0 } } });
     expect(run.json).toMatchObject({ command: 'simulate', ok: true, seed: 3, operations: { issued: 30, completed: 30 } });
-    expect((run.json.check as { invariants: unknown[] }).invariants).toHaveLength(7);
-    expect(run.json.faults).toHaveLength(8);
+    expect((run.json.check as { invariants: unknown[] }).invariants).toHaveLength(9);
+    expect(run.json.faults).toHaveLength(10);
+    expect(run.json).toMatchObject({ consumers: { feed: { payouts: 30, credited: 30, missing: 0, creditedTwice: 0 } } });
   });
 
   it('simulate never writes into a database it was pointed at unless asked', async () => {

@@ -201,6 +201,7 @@ describe('upkeep from the CLI', () => {
     expect(lines.map((l) => [l.job, l.outcome])).toEqual([
       ['expire_leases', 'ran'],
       ['purge', 'ran'],
+      ['trim_feed', 'ran'],
     ]);
     const again = await cli(['maintain', '--once']);
     expect(again.stdout).toContain('not_due');
@@ -210,6 +211,7 @@ describe('upkeep from the CLI', () => {
     expect(upkeep.map((j) => [j.job, j.runs, j.lastOk, j.overdue])).toEqual([
       ['expire_leases', 1, true, false],
       ['purge', 1, true, false],
+      ['trim_feed', 1, true, false],
     ]);
 
     // Overdue: the last run is long ago (test-only backdating, as superuser).

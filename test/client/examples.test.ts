@@ -27,6 +27,7 @@ const expectations: Record<string, (value: unknown) => void> = {
       expect.objectContaining({ outcome: 'unknown', reason: 'effect_outcome_unknown', attempt: 1 }),
       { outcome: 'completed', result: { chargeId: 'ch_1', amountCents: 1999 }, attempt: 2, settledBy: 'this_attempt', reconciled: true },
     ]),
+  'idempotent.ts': (value) => expect(value).toEqual(['re_1_support', 're_1_support', 'refunds=1', 'conflict on request']),
   'claim-by-hand.ts': (value) => expect(value).toEqual(['acquired', 'extended', 'settled:current_attempt', 'replay', 'completed']),
   'transactional.ts': (value) =>
     expect(value).toEqual({

@@ -248,10 +248,11 @@ describe('docs/operations.md SQL blocks', () => {
     const [jobs, run] = answerOf('from settle.upkeep order by job');
     // Whether a job that never ran is overdue yet depends on how long ago the database was
     // migrated (twice its interval plus a minute): only the jobs listed are checked here.
-    expect(jobs?.rows.map((r) => r.job)).toEqual(['expire_leases', 'purge']);
+    expect(jobs?.rows.map((r) => r.job)).toEqual(['expire_leases', 'purge', 'trim_feed']);
     expect(run?.rows.map((r) => [r.job, r.outcome])).toEqual([
       ['expire_leases', 'ran'],
       ['purge', 'ran'],
+      ['trim_feed', 'ran'],
     ]);
     expect(answerOf("settle.set_retention(older_than => interval '30 days')")[0]?.rows).toEqual([{ set_retention: { days: 30 } }]);
   });

@@ -81,5 +81,35 @@ describe('deploy/sql_exporter', () => {
 
     const doc = await readFile(path.join(root, 'docs/observability.md'), 'utf8');
     for (const metric of metrics) expect(doc, `docs/observability.md lists ${metric.name}`).toContain(`\`${metric.name}\``);
+
+    // The page's table of settle.metrics has exactly the view's columns, in its order.
+    const gauges = section(doc, '## SQL gauges', '### Cost at');
+    const documented = [...gauges.matchAll(/^\| `([a-z_]+)` \| (?:bigint|integer|double precision) \|/gm)].map((m) => m[1]);
+    expect(documented).toEqual(fields.map((f) => f.name));
+
+    // Every alert names metrics the page defines: an exported gauge or a client metric.
+    const alerts = section(doc, '## Alerts', '## Live view');
+    const clientMetrics = [...section(doc, '### Metrics', '### Spans').matchAll(/`(pg_settle_[a-z_]+|db_client_[a-z_]+)`/g)].map((m) => m[1]);
+    const known = new Set([...metrics.map((m) => m.name), ...clientMetrics]);
+    const expressions = [...alerts.matchAll(/^\s+expr: (.+)$/gm)].map((m) => m[1] ?? '');
+    expect(expressions.length).toBeGreaterThan(10);
+    for (const expr of expressions) {
+      const names = [...expr.matchAll(/\b((?:pg_settle|db_client)_[a-z_]+?)(?:_bucket)?\b(?=[{[ )]|$)/g)].map((m) => m[1]);
+      expect(names.length, expr).toBeGreaterThan(0);
+      for (const name of names) expect(known, `${expr}: ${name ?? ''}`).toContain(name);
+    }
+    // The reconciliation queue and upkeep have their alerts (issue 20), the feed lag its own (issue 19).
+    for (const metric of ['pg_settle_feed_lag_seconds', 'pg_settle_oldest_needs_reconciliation_age_seconds', 'pg_settle_upkeep_jobs_overdue']) {
+      expect(expressions.some((e) => e.includes(metric)), metric).toBe(true);
+    }
+    expect(expressions.some((e) => e.includes('deriv(pg_settle_dead_letters{reason="needs_reconciliation"}'))).toBe(true);
   });
 });
+
+/** The text of `doc` from the line starting with `from` to the next line starting with `to`. */
+function section(doc: string, from: string, to: string): string {
+  const start = doc.indexOf(`\n${from}`);
+  expect(start, from).toBeGreaterThanOrEqual(0);
+  const end = doc.indexOf(`\n${to}`, start + 1);
+  return doc.slice(start, end === -1 ? undefined : end);
+}

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { expireLease } from '../../src/testing/clock.js';
 import pg from 'pg';
@@ -21,6 +22,19 @@ interface MetricsRow {
   conflicts_recent: string;
   refused_observations_recent: string;
   recent_window_seconds: number;
+  reconciliation_leased: string;
+  oldest_needs_reconciliation_age_seconds: number;
+  resolutions_recent: string;
+  upkeep_jobs_overdue: string;
+  upkeep_jobs_failing: string;
+}
+
+/** `url` authenticated as the login role `name` (trust auth in the test cluster). */
+function asLogin(url: string, name: string): string {
+  const parsed = new URL(url);
+  parsed.username = name;
+  parsed.password = '';
+  return parsed.toString();
 }
 
 async function readMetrics(role = 'settle_readonly'): Promise<MetricsRow> {
@@ -38,6 +52,8 @@ async function readMetrics(role = 'settle_readonly'): Promise<MetricsRow> {
 
 describe('settle.metrics', () => {
   it('is all zeros on an empty database', async () => {
+    // Upkeep that never ran turns overdue a few minutes after the migration: run it once.
+    await t.su.query('select * from settle.run_upkeep()');
     expect(await readMetrics()).toEqual({
       operations_in_flight: '0',
       lapsed_leases: '0',
@@ -54,6 +70,11 @@ describe('settle.metrics', () => {
       feed_lag_events: '0',
       feed_lag_seconds: 0,
       feed_events_retained: '0',
+      reconciliation_leased: '0',
+      oldest_needs_reconciliation_age_seconds: 0,
+      resolutions_recent: '0',
+      upkeep_jobs_overdue: '0',
+      upkeep_jobs_failing: '0',
     });
   });
 
@@ -113,6 +134,64 @@ describe('settle.metrics', () => {
     await expect(readMetrics('settle_app')).rejects.toMatchObject({ code: '42501' });
   });
 
+  it('counts the reconciliation backlog, the reconcilers at work, recent resolutions and upkeep that does not run (issue 20)', async () => {
+    const before = await readMetrics();
+    // Three operations needing reconciliation (their only attempt lost its response); the oldest
+    // was dead-lettered 200 s ago.
+    const keys: string[] = [];
+    for (let i = 0; i < 3; i += 1) {
+      const key = uniqueKey('reconcile');
+      const claim = await t.app.claim(input(key, { maxAttempts: 1 }));
+      if (claim.outcome !== 'acquired') throw new Error('expected acquired');
+      expect(await t.app.reportUnknown(claim.attempt)).toMatchObject({ outcome: 'recorded' });
+      keys.push(key);
+    }
+    await t.su.query("update settle_private.operations set dead_lettered_at = now() - interval '200 seconds' where tenant = $1 and key = $2", [tenant, keys[0]]);
+    // A reconciler resolves one and holds a lease on another (as settle_reconciler).
+    const reconciler = new pg.Client({ connectionString: asRole(t.db.url, 'settle_reconciler') });
+    await reconciler.connect();
+    try {
+      const resolved = await reconciler.query(
+        `select r.outcome from settle.inspect(tenant => $1, key => $2) op,
+           settle.resolve(tenant => op.tenant, key => op.key, fingerprint => op.fingerprint, outcome => 'completed',
+                          result => '{"charge": "ch_1"}', reason => 'PSP shows ch_1') r`,
+        [tenant, keys[1]],
+      );
+      expect(resolved.rows).toEqual([{ outcome: 'resolved' }]);
+      const leased = await reconciler.query(`select key from settle.lease_reconciliation(holder => 'r1', lease => interval '5 minutes', batch_size => 1)`);
+      expect(leased.rows).toEqual([{ key: keys[0] }]);
+    } finally {
+      await reconciler.end();
+    }
+    // Upkeep: one job whose last run failed, one that has not run for a day (backdated as superuser).
+    await t.su.query(`update settle_private.upkeep_jobs set last_ok = false, last_error = 'canceling statement due to statement timeout' where job = 'purge'`);
+    await t.su.query(`update settle_private.upkeep_jobs set last_finished_at = now() - interval '1 day' where job = 'expire_leases'`);
+
+    const m = await readMetrics();
+    expect(Number(m.dead_letters_needs_reconciliation) - Number(before.dead_letters_needs_reconciliation)).toBe(2);
+    expect(m).toMatchObject({ reconciliation_leased: '1', resolutions_recent: '1', upkeep_jobs_overdue: '1', upkeep_jobs_failing: '1' });
+    expect(m.oldest_needs_reconciliation_age_seconds).toBeGreaterThanOrEqual(200);
+    expect(m.oldest_needs_reconciliation_age_seconds).toBeLessThan(260);
+    // A login bound to another tenant counts none of this tenant's rows (upkeep is engine-wide).
+    const bound = `metrics_bound_${randomUUID().slice(0, 8)}`;
+    await t.su.query(`create role ${bound} login in role settle_readonly`);
+    try {
+      await t.su.query(`select settle.grant_tenant(role => $1, tenant => 'someone-else')`, [bound]);
+      const other = new pg.Client({ connectionString: asLogin(t.db.url, bound) });
+      await other.connect();
+      try {
+        const { rows } = await other.query<MetricsRow>('select * from settle.metrics');
+        expect(rows[0]).toMatchObject({ reconciliation_leased: '0', resolutions_recent: '0', oldest_needs_reconciliation_age_seconds: 0, upkeep_jobs_overdue: '1' });
+      } finally {
+        await other.end();
+      }
+    } finally {
+      await t.su.query(`select settle.revoke_tenant(role => $1, tenant => null)`, [bound]);
+      await t.su.query(`drop role ${bound}`);
+    }
+    await t.su.query('select * from settle.run_upkeep(force => true)');
+  });
+
   it('every count is served by an index: no sequential scan of operations or audit_log', async () => {
     // The tables here are tiny, so the planner would rightly pick a sequential scan; forbidding it
     // proves that an index can answer each subquery. docs/observability.md measures 10 million rows.
@@ -131,8 +210,33 @@ describe('settle.metrics', () => {
       expect(plan).toContain('operations_needing_attention_idx');
       expect(plan).toContain('operations_dead_lettered_idx');
       expect(plan).toContain('audit_log_refusals_by_at_idx');
+      // The reconciliation and upkeep gauges (00015): the same rule.
+      const upkeepBody = await t.su.query<{ prosrc: string; proconfig: string[] }>(
+        "select prosrc, proconfig from pg_proc where oid = 'settle_private._upkeep_metrics()'::regprocedure",
+      );
+      expect(upkeepBody.rows[0]?.proconfig).toContain('jit=off');
+      const upkeepPlan = await t.su.query<{ 'QUERY PLAN': unknown }>(`explain (format json) ${upkeepBody.rows[0]?.prosrc ?? ''}`);
+      const scanned = seqScans(upkeepPlan.rows[0]?.['QUERY PLAN']);
+      expect(scanned.filter((r) => r === 'operations' || r === 'audit_log')).toEqual([]);
+      const text = JSON.stringify(upkeepPlan.rows[0]?.['QUERY PLAN']);
+      expect(text).toContain('operations_dead_lettered_idx');
+      expect(text).toContain('audit_log_resolutions_by_at_idx');
     } finally {
       await t.su.query('rollback');
     }
   });
 });
+
+/** The relations a plan (EXPLAIN FORMAT JSON) reads with a sequential scan. */
+function seqScans(plan: unknown): string[] {
+  const found: string[] = [];
+  const walk = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(walk);
+    if (node === null || typeof node !== 'object') return;
+    const record = node as Record<string, unknown>;
+    if (record['Node Type'] === 'Seq Scan' && typeof record['Relation Name'] === 'string') found.push(record['Relation Name']);
+    Object.values(record).forEach(walk);
+  };
+  walk(plan);
+  return found;
+}

@@ -1,7 +1,9 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { useEngineDatabase } from './support/database.js';
+import { backendPid, waitUntilBlocked } from './support/barrier.js';
+import { uniqueKey, useEngineDatabase } from './support/database.js';
 import { sqlStateOf } from './support/errors.js';
+import { ackFeed, drainKeys, type FeedEventRow, readFeed, registerConsumer } from './support/feed.js';
 import { newOperation } from './support/fixtures.js';
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, complete, reportUnknown } from './support/settle.js';
@@ -32,13 +34,14 @@ async function upkeep(client: pg.ClientBase) {
 }
 
 describe('upkeep', () => {
-  it('defaults: expire_leases every minute, purge every hour with a 7-day retention; never ran yet', async () => {
+  it('defaults: expire_leases every minute, purge every hour with a 7-day retention, trim_feed every minute; never ran yet', async () => {
     const admin = await (await loginRole('ops', ['settle_admin'])).connect();
     // `overdue` is left out: a job that never ran is overdue once twice its interval plus a minute
     // has passed since the migration, which a long test run reaches (the last test checks it).
     expect(await upkeep(admin)).toEqual([
       expect.objectContaining({ job: 'expire_leases', every: '00:01:00', retention: null, runs: 0, last_ok: null }),
       expect.objectContaining({ job: 'purge', every: '01:00:00', retention: '7 days', runs: 0, last_ok: null }),
+      expect.objectContaining({ job: 'trim_feed', every: '00:01:00', retention: null, runs: 0, last_ok: null }),
     ]);
   });
 
@@ -61,18 +64,21 @@ describe('upkeep', () => {
     expect(first.map((r) => [r.job, r.outcome])).toEqual([
       ['expire_leases', 'ran'],
       ['purge', 'ran'],
+      ['trim_feed', 'ran'],
     ]);
     expect(first[0]?.detail).toMatchObject({ expired: 1 });
-    // While `one` holds both job rows, another caller runs nothing and waits for nothing.
-    expect((await runUpkeep(two)).map((r) => r.outcome)).toEqual(['busy', 'busy']);
+    expect(first[2]?.detail).toMatchObject({ trimmed: expect.any(Number) });
+    // While `one` holds the job rows, another caller runs nothing and waits for nothing.
+    expect((await runUpkeep(two)).map((r) => r.outcome)).toEqual(['busy', 'busy', 'busy']);
     await one.query('commit');
 
-    expect((await runUpkeep(two)).map((r) => r.outcome)).toEqual(['not_due', 'not_due']);
+    expect((await runUpkeep(two)).map((r) => r.outcome)).toEqual(['not_due', 'not_due', 'not_due']);
     expect((await runUpkeep(two, 'purge', true)).map((r) => r.outcome)).toEqual(['ran']);
     const jobs = await upkeep(two);
     expect(jobs).toEqual([
       expect.objectContaining({ job: 'expire_leases', last_ok: true, last_by: role.name, runs: 1, overdue: false }),
       expect.objectContaining({ job: 'purge', last_ok: true, last_by: role.name, runs: 2, overdue: false }),
+      expect.objectContaining({ job: 'trim_feed', last_ok: true, last_by: role.name, runs: 1, overdue: false }),
     ]);
     expect(await sqlStateOf(runUpkeep(two, 'vacuum'))).toBe('SE008');
   });
@@ -119,5 +125,81 @@ describe('upkeep', () => {
     const app = await db.app();
     expect(await sqlStateOf(runUpkeep(app))).toBe('42501');
     expect(await sqlStateOf(admin.query(`select settle.set_upkeep_interval(job => 'purge', every => interval '2 days')`))).toBe('SE008');
+  });
+
+  it('the trim_feed job races a slow consumer holding its batch: it never waits for it and never takes an unacknowledged outcome; purge neither; a dropped consumer releases it (issue 19)', async () => {
+    const sweeperRole = await loginRole('sweeper', ['settle_admin']);
+    const sweeper = await sweeperRole.connect(); // pg_cron, say
+    const loop = await sweeperRole.connect(); // and a `pg-settle maintain` loop
+    const consumerRole = await loginRole('ledger', ['settle_consumer']);
+    const slowSession = await consumerRole.connect();
+    const fastSession = await consumerRole.connect();
+    const superuser = await db.connect();
+    const app = await db.app();
+    // Only this test's consumers hold events back.
+    await sweeper.query('select settle.drop_consumer(consumer) from (select distinct consumer from settle.feed_consumers) c');
+    const slow = uniqueKey('slow');
+    const fast = uniqueKey('fast');
+    await registerConsumer(sweeper, slow);
+    await registerConsumer(sweeper, fast);
+    const retained = async (keys: readonly string[]): Promise<number> =>
+      (await superuser.query(`select count(*)::int as n from settle_private.feed_events where key = any($1::text[])`, [keys])).rows[0].n;
+
+    const keys: string[] = [];
+    for (let i = 0; i < 3; i += 1) {
+      const ticket = await acquire(app, newOperation('fed'));
+      expect((await complete(app, ticket, { credited: i })).outcome).toBe('settled');
+      keys.push(ticket.key);
+    }
+    // The fast consumer has them all (so they are below the horizon for the slow one too).
+    await drainKeys(fastSession, fast, keys);
+
+    // The slow consumer reads its batch the exactly-once way: read, apply, ack, commit, in one
+    // transaction that holds its lane's row the whole time. Here it stops after the read.
+    await slowSession.query('begin');
+    const batch: FeedEventRow[] = await readFeed(slowSession, slow, 1000);
+    expect(batch.map((e) => e.key)).toEqual(expect.arrayContaining(keys));
+
+    // Meanwhile two upkeep callers run the feed trim and the purge (retention 0 here). Neither
+    // waits for the consumer: a statement timeout would turn a wait into a failed run.
+    await superuser.query(`select settle.set_purge_min_retention(interval '0')`);
+    await superuser.query(`select settle.set_retention(older_than => interval '0')`);
+    await sweeper.query(`set statement_timeout = '30s'`);
+    await loop.query(`set statement_timeout = '30s'`);
+    const [trim, purge] = await Promise.all([runUpkeep(sweeper, 'trim_feed', true), runUpkeep(loop, 'purge', true)]);
+    expect(trim).toEqual([{ job: 'trim_feed', outcome: 'ran', detail: { trimmed: expect.any(Number) } }]);
+    expect(purge).toEqual([expect.objectContaining({ job: 'purge', outcome: 'ran' })]);
+    const purged = await superuser.query(`select count(*)::int as n from settle.operations where key = any($1::text[])`, [keys]);
+    expect(purged.rows[0].n, 'the operations are purged').toBe(0);
+    expect(await retained(keys), 'their outcomes stay in the feed for the slow consumer').toBe(3);
+
+    // The slow consumer applies and acknowledges: now every consumer has them, the next trim
+    // takes them.
+    expect(await ackFeed(slowSession, batch)).toBe(true);
+    await slowSession.query('commit');
+    expect((await runUpkeep(sweeper, 'trim_feed', true))[0]).toMatchObject({ outcome: 'ran' });
+    expect(await retained(keys)).toBe(0);
+
+    // A consumer that stops holds its events back until it is dropped.
+    const ticket = await acquire(app, newOperation('held'));
+    await complete(app, ticket, { credited: 9 });
+    await drainKeys(fastSession, fast, [ticket.key]);
+    expect((await runUpkeep(sweeper, 'trim_feed', true))[0]).toMatchObject({ outcome: 'ran' });
+    expect(await retained([ticket.key])).toBe(1);
+    await sweeper.query('select settle.drop_consumer($1)', [slow]);
+    expect((await runUpkeep(sweeper, 'trim_feed', true))[0]).toMatchObject({ outcome: 'ran' });
+    expect(await retained([ticket.key])).toBe(0);
+
+    // A reset that moves a lane back waits for a trim in progress (it would otherwise be handed
+    // events the trim is deleting), then sees what is left.
+    const resetterPid = await backendPid(superuser);
+    await sweeper.query('begin');
+    await runUpkeep(sweeper, 'trim_feed', true);
+    const resetting = superuser.query(`select * from settle.reset_consumer(name => $1, to_time => '-infinity')`, [fast]);
+    await waitUntilBlocked(await db.connect(), resetterPid); // a superuser sees every session's wait
+    await sweeper.query('commit');
+    const reset = await resetting;
+    expect(reset.rows).toEqual([expect.objectContaining({ consumer: fast, applied: true })]);
+    await superuser.query(`select settle.set_retention(older_than => interval '7 days')`);
   });
 });

@@ -20,8 +20,8 @@ select functions_are('settle', array[
 ], 'schema settle has exactly the twenty-nine API functions');
 
 select has_function('settle', 'claim',
-  array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer'],
-  'settle.claim(tenant, key, request, principal, scopes, binding_generation, lease, worker, max_attempts)');
+  array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer', 'boolean'],
+  'settle.claim(tenant, key, request, principal, scopes, binding_generation, lease, worker, max_attempts, rerun_after_unknown)');
 select has_function('settle', 'heartbeat',
   array['text', 'text', 'integer', 'uuid', 'interval'],
   'settle.heartbeat(tenant, key, attempt, lease_token, lease)');
@@ -46,7 +46,7 @@ select has_function('settle', 'purge', array['interval', 'integer'], 'settle.pur
 
 -- PUBLIC may execute none of them.
 select function_privs_are('settle', 'claim',
-  array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer'],
+  array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer', 'boolean'],
   'public', array[]::text[], 'PUBLIC cannot execute settle.claim');
 select function_privs_are('settle', 'heartbeat', array['text', 'text', 'integer', 'uuid', 'interval'],
   'public', array[]::text[], 'PUBLIC cannot execute settle.heartbeat');
@@ -74,7 +74,7 @@ select function_privs_are('settle', 'purge', array['interval', 'integer'],
 
 -- settle_app executes the application functions ...
 select function_privs_are('settle', 'claim',
-  array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer'],
+  array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer', 'boolean'],
   'settle_app', array['EXECUTE'], 'settle_app can execute settle.claim');
 select function_privs_are('settle', 'heartbeat', array['text', 'text', 'integer', 'uuid', 'interval'],
   'settle_app', array['EXECUTE'], 'settle_app can execute settle.heartbeat');

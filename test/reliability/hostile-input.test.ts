@@ -304,7 +304,7 @@ describe('grants, from the catalog', () => {
     });
     // The probe itself works: settle_app does execute the API.
     const { rows } = await admin.query<{ ok: boolean }>(
-      `select has_function_privilege('settle_app', 'settle.claim(text, text, jsonb, text, text[], bigint, interval, text, integer)', 'EXECUTE') as ok`);
+      `select has_function_privilege('settle_app', 'settle.claim(text, text, jsonb, text, text[], bigint, interval, text, integer, boolean)', 'EXECUTE') as ok`);
     expect(rows[0]?.ok).toBe(true);
   });
 });

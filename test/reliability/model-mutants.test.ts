@@ -30,7 +30,24 @@ interface ModelMutant {
   readonly replacements: readonly Replacement[];
 }
 
+/** The in_doubt answer of settle.claim (issue 21 item 3). */
+const IN_DOUBT = `if not claim.rerun_after_unknown and v_op.status = 'unknown' and v_op.dead_lettered_at is null then`;
+
 const MODEL_MUTANTS: readonly ModelMutant[] = [
+  {
+    name: 'in-doubt-ignored',
+    defect: 'I21: rerun_after_unknown => false still opens a new attempt on a reported unknown',
+    replacements: [{ file: CLAIM, find: IN_DOUBT, replace: `if false then` }],
+  },
+  {
+    name: 'in-doubt-blocks-takeover',
+    defect: 'I21: rerun_after_unknown => false also answers in_doubt for a crashed attempt (lapsed lease, nothing reported)',
+    replacements: [{
+      file: CLAIM,
+      find: IN_DOUBT,
+      replace: `if not claim.rerun_after_unknown and v_op.status in ('pending', 'running', 'unknown') and v_op.dead_lettered_at is null then`,
+    }],
+  },
   {
     name: 'lease-from-call-start',
     defect: '1: a claim that waited for the row lock measures its lease from the call start',

@@ -3,6 +3,11 @@ import { configFromFlags, FAULT_NAMES } from '../../src/simulator/config.js';
 import { runSimulation } from '../../src/simulator/run.js';
 import { planOperations } from '../../src/simulator/schedule.js';
 import { useTestDatabase } from '../support/database.js';
+import pg from 'pg';
+import { readEngineState } from '../../src/checker/engine-state.js';
+import { checkHistory } from '../../src/simulator/checker.js';
+import type { History } from '../../src/simulator/history.js';
+import { readDeliveries } from '../../src/simulator/rewards.js';
 
 // A small real run with every fault on, against a fresh migrated database from the harness.
 // Rates are high so 150 operations see every fault; waits are bounded by the 1 s lease.
@@ -15,6 +20,8 @@ const FLAGS = {
   'fault-lease-expiry': '0.1',
   'fault-caller-timeout': '0.1',
   'fault-stale-report': '0.1',
+  'fault-slow-commit': '0.1',
+  'fault-provider-outage': '0.1',
   'fault-duplicate': '0.15',
   'fault-different-payload': '0.15',
   'fault-binding-bump': '0.15',
@@ -29,7 +36,27 @@ describe('runSimulation', () => {
     expect(failed).toEqual([]);
     expect(report.errors).toEqual({ count: 0, first: [] });
     expect(report.ok).toBe(true);
-    expect(report.operations).toMatchObject({ planned: 150, issued: 150, completed: 150, failed: 0, other: 0 });
+    // provider-outage leaves operations needing reconciliation; the reconciler resolves every one
+    // (completed when the provider has the payout, failed when it has none).
+    const r = report.reconciliation;
+    expect(report.operations).toMatchObject({ planned: 150, issued: 150, failed: r.resolvedFailed, other: 0 });
+    expect(report.operations.completed).toBe(150 - r.resolvedFailed);
+    expect(r.needed).toBe(report.faults.find((f) => f.fault === 'provider-outage')?.injected);
+    expect(r.resolvedCompleted).toBeGreaterThan(0);
+    expect(r.resolvedFailed).toBeGreaterThan(0);
+    expect(r.resolvedCompleted + r.resolvedFailed).toBe(r.needed);
+    expect(r.undecided).toBe(0);
+    expect(r.lookupsTimedOut).toBeGreaterThan(0);
+    // The feed consumer credits every completed payout once, although its processes were killed
+    // mid-batch; the naive settled_at poller loses the settlements that committed late.
+    const { feed, naive } = report.consumers;
+    expect(feed).toMatchObject({ payouts: report.operations.completed, credited: report.operations.completed, missing: 0, creditedTwice: 0 });
+    expect(feed.failedOutcomes).toBe(r.resolvedFailed);
+    expect(feed.kills).toBeGreaterThan(0);
+    expect(feed.processes).toBeGreaterThan(2);
+    expect(naive?.heldPast).toBeGreaterThan(0);
+    expect(naive?.missing).toBeGreaterThanOrEqual(naive?.heldPast ?? Infinity);
+    expect(naive?.creditedTwice).toBe(0);
     for (const name of FAULT_NAMES) {
       const row = report.faults.find((f) => f.fault === name);
       expect(row?.injected, name).toBeGreaterThan(0);
@@ -48,8 +75,48 @@ describe('runSimulation', () => {
     expect(byFault['lease-expiry']?.['downstream deduplicated']).toBeGreaterThan(0);
   });
 
+  it('a credit applied twice in the database fails feed-exactly-once, for the feed consumer only', async () => {
+    const config = configFromFlags({ ...FLAGS, seed: '9', operations: '40', faults: '0', 'fault-slow-commit': '0.2' });
+    const report = await runSimulation({ config, connectionString: db.url });
+    expect(report.ok).toBe(true);
+    const consumer = `${report.tenantPrefix}rewards`;
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    try {
+      const judge = async (): Promise<{ ok: boolean; violations: readonly string[] }> => {
+        const engine = await readEngineState(pool, { tenantPrefix: report.tenantPrefix });
+        const history: History = {
+          intended: engine.operations.map((op) => ({
+            tenant: op.tenant, key: op.key, amountCents: (op.request as { amount_cents: number }).amount_cents, bindingGeneration: 1,
+          })),
+          told: [],
+          ...engine,
+          payouts: [],
+          deliveries: await readDeliveries(pool, report.tenantPrefix),
+          consumers: [consumer],
+        };
+        const feed = checkHistory(history).invariants.find((i) => i.name === 'feed-exactly-once');
+        return { ok: feed?.ok ?? false, violations: feed?.violations ?? [] };
+      };
+      expect(await judge()).toEqual({ ok: true, violations: [] });
+      // The naive poller missed some (its rows are not judged); now the feed consumer's credit
+      // of one payout is applied a second time, as a consumer without one-transaction acks would.
+      const { rows } = await pool.query<{ key: string; event_id: string }>(
+        `insert into settle_sim.sim_rewards (consumer, tenant, key, event_id, status, credited, amount_cents)
+         select consumer, tenant, key, event_id, status, credited, amount_cents from settle_sim.sim_rewards
+          where consumer = $1 and credited order by delivery_id limit 1
+         returning key, event_id::text`,
+        [consumer],
+      );
+      const judged = await judge();
+      expect(judged.ok).toBe(false);
+      expect(judged.violations[0]).toMatch(new RegExp(`/${rows[0]?.key}: event ${rows[0]?.event_id} was delivered 2 times to ${consumer}$`));
+    } finally {
+      await pool.end();
+    }
+  });
+
   it('the unsafe downstream pays twice (a worker ignoring its lost lease) and the checker says so', async () => {
-    const config = configFromFlags({ ...FLAGS, seed: '8', operations: '60', faults: '0', 'fault-lease-expiry': '0.5' });
+    const config = configFromFlags({ ...FLAGS, seed: '8', operations: '60', faults: '0', 'fault-lease-expiry': '0.5', 'fault-slow-commit': '0', 'fault-provider-outage': '0' });
     const report = await runSimulation({ config, connectionString: db.url, unsafeDownstream: true });
     expect(report.ok).toBe(false);
     expect(report.check.invariants.filter((i) => !i.ok).map((i) => i.name)).toEqual(['no-double-pay']);

@@ -22,12 +22,12 @@ export async function runUpkeep(pool: DatabasePool, force = false): Promise<{ jo
 
 export const maintainCommand: Command = {
   name: 'maintain',
-  summary: 'run lease expiry and retention on a schedule (the fallback when pg_cron is not installed)',
+  summary: 'run lease expiry, retention and the feed trim on a schedule (the fallback when pg_cron is not installed)',
   help: `Usage: pg-settle maintain [--interval D] [--once] [--count N] [--force] [--database-url URL] [--json]
 
 Calls settle.run_upkeep() every --interval until Ctrl-C (SIGINT/SIGTERM): it runs each job that
 is due (expire_leases, every minute by default; purge with the retention stored in the database,
-every hour), records the run in settle.upkeep (\`pg-settle stats\` shows it) and answers busy when
+every hour; trim_feed, every minute), records the run in settle.upkeep (\`pg-settle stats\` shows it) and answers busy when
 another caller is running the job. Run one or more of these (e.g. one per app host): the job
 row's lock elects one runner per job, and a job that ran recently is not run again. Needs a
 login role with settle_admin. Use \`pg-settle schedule\` instead where pg_cron is installed.
@@ -89,7 +89,7 @@ the role that scheduled it: connect as a login role that holds settle_admin and 
 (a superuser, or one granted USAGE on schema cron). Exit 1 when pg_cron is not installed in this
 database (then run \`pg-settle maintain\` instead). See docs/operations.md, "Upkeep".
 
-  --cron EXPR          a cron expression, or pg_cron's '30 seconds' form (default '* * * * *')
+  --cron EXPR          a cron expression, or (pg_cron 1.5+) '30 seconds' (default '* * * * *')
   --remove             remove this role's job instead (default: off)
 
 ${COMMON_HELP}`,

@@ -18,6 +18,7 @@ const TYPES: Record<string, SqlType> = {
   lease: 'interval',
   worker: 'text',
   max_attempts: 'integer',
+  rerun_after_unknown: 'boolean',
   attempt: 'integer',
   lease_token: 'uuid',
   fingerprint: 'text',

@@ -16,10 +16,11 @@ export interface ClaimArgs extends Binding {
   readonly lease?: string | null;
   readonly worker?: string | null;
   readonly max_attempts?: number | null;
+  readonly rerun_after_unknown?: boolean | null;
 }
 
 export interface ClaimRow {
-  outcome: 'acquired' | 'in_progress' | 'replay' | 'failed' | 'unknown' | 'conflict';
+  outcome: 'acquired' | 'in_progress' | 'replay' | 'failed' | 'unknown' | 'in_doubt' | 'conflict' | 'refused';
   status: string | null;
   attempt: number | null;
   lease_token: string | null;

@@ -23,7 +23,11 @@ import {
 export type TicketRef = 'latest' | 'previous' | 'first' | 'forged';
 export type ClaimVariant = 'same' | 'request' | 'principal' | 'scopes' | 'newer' | 'tenant';
 export type CallSpec =
-  | { readonly kind: 'claim'; readonly op: number; readonly variant: ClaimVariant; readonly short: boolean }
+  | {
+    readonly kind: 'claim'; readonly op: number; readonly variant: ClaimVariant; readonly short: boolean;
+    /** rerun_after_unknown => false: a reported unknown answers in_doubt (absent: true). */
+    readonly answerUnknown?: boolean;
+  }
   | { readonly kind: 'heartbeat'; readonly op: number; readonly ticket: TicketRef; readonly short: boolean }
   | { readonly kind: 'complete'; readonly op: number; readonly ticket: TicketRef; readonly mismatch?: 'fingerprint' | 'generation' }
   | { readonly kind: 'fail'; readonly op: number; readonly ticket: TicketRef; readonly retryable: boolean }
@@ -268,7 +272,7 @@ export class ModelRun {
     if (r < claimP) {
       const v = rng.next();
       const variant: ClaimVariant = v < 0.82 ? 'same' : v < 0.86 ? 'request' : v < 0.9 ? 'principal' : v < 0.93 ? 'scopes' : v < 0.97 ? 'newer' : 'tenant';
-      return { kind: 'claim', op, variant, short: rng.chance(0.3) };
+      return { kind: 'claim', op, variant, short: rng.chance(0.3), ...(rng.chance(0.35) ? { answerUnknown: true } : {}) };
     }
     if (r < claimP + 0.1) return { kind: 'heartbeat', op, ticket: ticket(), short: rng.chance(0.3) };
     if (r < claimP + 0.27) {
@@ -426,14 +430,18 @@ export class ModelRun {
       }
       const short = spec.short;
       return {
-        call: { kind: 'claim', id: target.id, lock, leaseUs: short ? SHORT_US : LONG_US, maxAttempts: this.maxAttempts[spec.variant === 'tenant' ? 1 - spec.op : spec.op] ?? 3 },
+        call: {
+          kind: 'claim', id: target.id, lock, leaseUs: short ? SHORT_US : LONG_US, maxAttempts: this.maxAttempts[spec.variant === 'tenant' ? 1 - spec.op : spec.op] ?? 3,
+          rerunAfterUnknown: spec.answerUnknown !== true,
+        },
         sql: `select r.outcome, r.status::text as status, r.attempt, r.lease_token::text as lease_token, ${usOf('r.lease_expires_at')} as lease_us,
                      r.fingerprint, r.result::text as result, r.settled_attempt, r.error::text as error, r.dead_lettered, r.conflict_on, r.reason,
                      r.dead_letter_reason, ${NOW}
                 from settle.claim(tenant => $1, key => $2, request => $3::jsonb, principal => $4, scopes => $5::text[],
-                                  binding_generation => $6::bigint, lease => $7::interval, worker => $8, max_attempts => $9) r`,
+                                  binding_generation => $6::bigint, lease => $7::interval, worker => $8, max_attempts => $9,
+                                  rerun_after_unknown => $10::boolean) r`,
         params: [target.tenant, target.key, request, lock.principal, lock.scopes, lock.generation, short ? '1 second' : '1 hour', 'model',
-          this.maxAttempts[spec.variant === 'tenant' ? 1 - spec.op : spec.op] ?? 3],
+          this.maxAttempts[spec.variant === 'tenant' ? 1 - spec.op : spec.op] ?? 3, spec.answerUnknown !== true],
         short,
         ticketOp: spec.variant === 'tenant' ? 1 - spec.op : spec.op,
       };

@@ -133,4 +133,26 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
       { t: 'end', commit: false },
     ],
   },
+  {
+    // Issue 21 item 3: rerun_after_unknown => false answers a reported unknown with in_doubt
+    // (nothing opened, from every connection, inside a transaction too); a claim that asks to
+    // re-run opens attempt 2; a crashed attempt (lapsed lease, nothing reported) is taken over.
+    name: 'I21: a claim that does not re-run a reported unknown answers in_doubt; a crashed attempt is still taken over',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'report_unknown', op: 0, ticket: 'latest' } },
+      { t: 'begin', conn: 1 },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false, answerUnknown: true } },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 0, variant: 'same', short: false, answerUnknown: true } },
+      { t: 'end', commit: true },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 0, variant: 'request', short: false, answerUnknown: true } },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'lapse', op: 0 },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false, answerUnknown: true } },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 1, variant: 'same', short: false } },
+      { t: 'lapse', op: 1 },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 1, variant: 'same', short: false, answerUnknown: true } },
+    ],
+  },
 ];
