@@ -1447,6 +1447,9 @@ declare
   v_token uuid;
   v_checks integer;
   v_op settle_private.operations;
+  -- The caller's tenants (NULL: every tenant), read once: a per-row call of _tenant_ok in the
+  -- scan would be a query inside a query on each shard on Citus (docs/scale-out.md).
+  v_tenants text[] := settle_private._visible_tenants();
 begin
   perform settle_private._check_name(holder, 'holder', settle_private._limit('worker_bytes'), 'SE008');
   perform settle_private._check_lease(lease);
@@ -1461,7 +1464,7 @@ begin
       left join settle_private.reconciliation_leases l on l.tenant = o.tenant and l.key = o.key
      where o.dead_letter_reason = 'needs_reconciliation' and o.lease_token is null
        and (l.expires_at is null or l.expires_at <= v_now)
-       and settle_private._tenant_ok(o.tenant)
+       and (v_tenants is null or o.tenant = any (v_tenants))
      order by o.dead_lettered_at, o.tenant, o.key
      limit batch_size
   loop

@@ -22,7 +22,7 @@ const PLAIN: Readonly<Record<string, string>> = {
   'run() replay': 'run() answered with the stored result',
   'run() unknown (effect_outcome_unknown)': 'run() answered unknown (retried with the same key)',
   'run() unknown (needs_reconciliation)': 'run() refused to re-run without reconciling',
-  'run() fenced': 'run() of the stale worker answered fenced',
+  'run() fenced': 'run() answered fenced (its lease had lapsed; a live caller runs the key again)',
   'run() unknown (reconcile_failed)': 'run() answered unknown: the lookup failed, nothing paid',
   'the lookup timed out too': 'the retry\'s lookup timed out too',
   'held open until a later settlement was polled': 'the settlement stayed uncommitted until the naive poller passed it',

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
@@ -21,7 +22,7 @@ const FUNCTION_ACLS = `
    order by 1`;
 
 describeCitus('pg-settle distribute on a coordinator and two workers', () => {
-  it('distributes the private tables of operations by key, colocated, the access and feed tables as reference tables, and is idempotent', async () => {
+  it('distributes the private tables of operations by key, colocated, the access tables as reference tables, the feed per node, and is idempotent', async () => {
     const c = await citus.coordinator();
     const first = await distribute(urlOf(c));
     const again = await distribute(urlOf(c));
@@ -44,12 +45,41 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
     const reference = await c.query<{ rel: string }>(
       `select logicalrelid::regclass::text as rel from pg_dist_partition where partmethod = 'n' and logicalrelid::regclass::text like 'settle\\_private.%' order by 1`,
     );
-    expect(reference.rows.map((r) => r.rel)).toEqual(expect.arrayContaining(['settle_private.admin_log', 'settle_private.binding_floors',
-      'settle_private.feed_consumers', 'settle_private.feed_lanes', 'settle_private.tenant_bindings']));
-    // The feed is off on Citus (docs/scale-out.md): its trigger is disabled, so settling never touches it.
+    expect(reference.rows.map((r) => r.rel)).toEqual(['settle_private.admin_log', 'settle_private.binding_floors', 'settle_private.settings',
+      'settle_private.tenant_bindings']);
+    // The feed is per node (docs/scale-out.md): its tables are plain tables on every node, not
+    // Citus tables, and its trigger fires on every shard, ALWAYS.
+    const feedTables = ['settle_private.feed_consumers', 'settle_private.feed_events', 'settle_private.feed_lanes', 'settle_private.feed_waiters'];
+    for (const node of citus.nodes) {
+      const n = await citus.node(node);
+      const { rows: local } = await n.query<{ rel: string }>(
+        `select c.oid::regclass::text as rel from pg_class c join pg_namespace s on s.oid = c.relnamespace
+          where s.nspname = 'settle_private' and c.relname like 'feed\\_%' and c.relkind = 'r'
+            and c.oid not in (select logicalrelid from pg_dist_partition) order by 1`);
+      expect(local.map((r) => r.rel), String(node)).toEqual(feedTables);
+    }
     const { rows: trigger } = await c.query<{ enabled: string }>(
       `select tgenabled as enabled from pg_trigger where tgrelid = 'settle_private.operations'::regclass and tgname = '_990_feed'`);
-    expect(trigger).toEqual([{ enabled: 'D' }]);
+    expect(trigger).toEqual([{ enabled: 'A' }]);
+    const { rows: shardTriggers } = await c.query<{ result: string }>(
+      `select result from run_command_on_shards('settle_private.operations',
+         $$select string_agg(tgenabled::text, ',') from pg_trigger where tgrelid = '%s'::regclass and starts_with(tgname, '_990_feed')$$)`);
+    expect(new Set(shardTriggers.map((r) => r.result))).toEqual(new Set(['A']));
+  });
+
+  it('docs/cli.md and docs/scale-out.md print what pg-settle distribute prints (tables, functions, delegated, workers)', async () => {
+    const summary = await distribute(urlOf(await citus.coordinator()));
+    const line = `distributed ${summary.tables} tables by key and ${summary.functions} functions (${summary.delegated} delegated by key) over ${summary.workers} workers`;
+    for (const doc of ['docs/cli.md', 'docs/scale-out.md']) {
+      const text = readFileSync(path.join(ROOT, doc), 'utf8');
+      const shown = text.match(/distributed \d+ tables by key and \d+ functions \(\d+ delegated by key\) over \d+ workers/g) ?? [];
+      expect(shown.length, `${doc} shows the distribute summary`).toBeGreaterThan(0);
+      // A function added to the engine changes the count: update the example line in both docs.
+      for (const s of shown) expect(s, doc).toBe(line);
+    }
+    // The prose of scale-out.md names the counts too.
+    const scaleOut = readFileSync(path.join(ROOT, 'docs/scale-out.md'), 'utf8');
+    expect(scaleOut).toContain(`the ${summary.delegated} functions delegated by key`);
   });
 
   it('distributes every engine function; the STRICT hot path is delegated by key, every other function runs where it is called', async () => {
@@ -67,16 +97,24 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
        where n.nspname in ('settle', 'settle_private') and p.prokind = 'f'
        order by 1`);
     expect(rows.length).toBeGreaterThan(20);
-    expect(rows.filter((r) => !r.distributed).map((r) => r.fn)).toEqual([]);
+    // Only the two helpers that take or return a row of a per-node feed table are not Citus's
+    // (it refuses them): distribute creates them on every worker itself.
+    const local = rows.filter((r) => !r.distributed).map((r) => r.fn);
+    expect(local.map((f) => f.replace(/\(.*/, '')).sort()).toEqual(['settle_private._feed_check_tenants', 'settle_private._feed_consumer']);
+    for (const i of [0, 1]) {
+      const w = await citus.worker(i);
+      const { rows: there } = await w.query<{ fn: string | null }>(`select to_regprocedure(f)::text as fn from unnest($1::text[]) f`, [local]);
+      expect(there.map((r) => r.fn)).toEqual(local);
+    }
     const delegated = rows.filter((r) => r.arg !== null);
     expect(delegated.map((r) => r.fn.replace(/\(.*/, '')).sort()).toEqual([
-      'settle._claim', 'settle.complete', 'settle.fail', 'settle.get', 'settle.heartbeat', 'settle.report_unknown',
+      'settle._claim', 'settle._resolve', 'settle.complete', 'settle.fail', 'settle.get', 'settle.heartbeat', 'settle.report_unknown',
       'settle_private._expire_key', 'settle_private._purge_key', 'settle_private._purge_tombstone',
     ]);
     for (const r of delegated) expect({ fn: r.fn, arg: r.arg, colocated: r.colocated, strict: r.strict }).toEqual({ fn: r.fn, arg: 'key', colocated: true, strict: true });
     // inspect, redrive and the private helpers keep their key argument but are never routed by it.
     expect(rows.filter((r) => r.keyed && r.arg === null).map((r) => r.fn.replace(/\(.*/, ''))).toEqual(
-      expect.arrayContaining(['settle.claim', 'settle.inspect', 'settle.redrive', 'settle_private.claim']));
+      expect.arrayContaining(['settle.claim', 'settle.inspect', 'settle.redrive', 'settle.resolve', 'settle_private.claim', 'settle_private.resolve']));
   });
 
   it("every worker's function ACLs equal the coordinator's, and PUBLIC executes nothing anywhere", async () => {

@@ -148,17 +148,20 @@ describeCitus('no call by any role with any NULL argument crashes a node', () =>
     expect(rows).toEqual([{ n: 0 }]);
   });
 
-  it('only STRICT functions that return one row are delegated by key; settle.claim is inlined into a call of settle._claim', async () => {
+  it('only STRICT functions that return one row are delegated by key; settle.claim and settle.resolve are inlined into calls of settle._claim and settle._resolve', async () => {
     const su = await citus.coordinator();
     const { rows } = await su.query<{ fn: string; strict: boolean; retset: boolean; force: boolean }>(`
       select p.oid::regprocedure::text as fn, p.proisstrict as strict, p.proretset as retset, coalesce(o.force_delegation, false) as force
         from pg_dist_object o join pg_proc p on o.classid = 'pg_proc'::regclass and o.objid = p.oid
        where o.distribution_argument_index is not null order by 1`);
     expect(rows.map((r) => r.fn.replace(/\(.*/, '')).sort()).toEqual([
-      'settle._claim', 'settle.complete', 'settle.fail', 'settle.get', 'settle.heartbeat', 'settle.report_unknown',
+      'settle._claim', 'settle._resolve', 'settle.complete', 'settle.fail', 'settle.get', 'settle.heartbeat', 'settle.report_unknown',
       'settle_private._expire_key', 'settle_private._purge_key', 'settle_private._purge_tombstone',
     ]);
     for (const r of rows) expect({ fn: r.fn, strict: r.strict, retset: r.retset }).toEqual({ fn: r.fn, strict: true, retset: false });
+    const resolvePlan = await su.query<{ 'QUERY PLAN': string }>(
+      `explain (verbose, costs off) select * from settle.resolve('acme', 'plan-k', 'v1:${'0'.repeat(64)}', 'failed', 'r')`);
+    expect(resolvePlan.rows.map((r) => r['QUERY PLAN']).join('\n')).toMatch(/settle\._resolve\(/);
     const plan = await su.query<{ 'QUERY PLAN': string }>(
       `explain (verbose, costs off) select * from settle.claim('acme', 'plan-k', '{}', 'p')`);
     expect(plan.rows.map((r) => r['QUERY PLAN']).join('\n')).toMatch(/settle\._claim\(/);

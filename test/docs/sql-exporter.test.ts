@@ -103,6 +103,11 @@ describe('deploy/sql_exporter', () => {
       expect(expressions.some((e) => e.includes(metric)), metric).toBe(true);
     }
     expect(expressions.some((e) => e.includes('deriv(pg_settle_dead_letters{reason="needs_reconciliation"}'))).toBe(true);
+
+    // The rules file an operator loads is this block, after its comment header.
+    const block = /```yaml\n([\s\S]*?)```/.exec(alerts)?.[1] ?? '';
+    const rules = await readFile(path.join(root, 'deploy/prometheus/pg-settle.rules.yml'), 'utf8');
+    expect(rules.replace(/^(#.*\n)+/, '')).toBe(block);
   });
 });
 

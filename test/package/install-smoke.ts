@@ -145,7 +145,11 @@ try {
       () => ({ code: 0, stderr: '' }),
       (error: { code: number; stderr: string }) => ({ code: error.code, stderr: error.stderr }),
     );
-    check(metrics.code !== 1, `simulate --metrics-port without the OpenTelemetry SDK does not exit 1 (invariant failure): exit ${metrics.code}, ${metrics.stderr.trim().split('\n')[0]}`);
+    const said = metrics.stderr.trim().split('\n');
+    check(
+      metrics.code === 2 && said.length === 1 && said[0]?.includes('npm install @opentelemetry/sdk-metrics') === true,
+      `simulate --metrics-port without the OpenTelemetry SDK is a usage error (exit 2, never 1: an invariant failure) in one line that says what to install: exit ${metrics.code}, ${said.join(' | ')}`,
+    );
   });
 } finally {
   await server.stop();

@@ -124,13 +124,20 @@ async function runUnderLease(input: ClaimInput, o: Resolved<never>, runHandler: 
   }
 
   const keeper = keepLease(o.settle, handle, o.leaseMs, o.heartbeatIntervalMs, claimedAt);
+  let downstreamKey: string | undefined;
   const context: IdempotencyContext = {
     key: handle.key,
     tenant: handle.tenant,
     attempt: handle.attempt,
     earlier,
-    downstreamKey: downstreamKeyOf(handle.tenant, handle.key),
-    signal: keeper.signal,
+    // Both made when the handler first reads them (a SHA-256 and an AbortController per request
+    // that most handlers never use), with the values they would have had.
+    get downstreamKey() {
+      return (downstreamKey ??= downstreamKeyOf(handle.tenant, handle.key));
+    },
+    get signal() {
+      return keeper.signal;
+    },
     transaction: null,
   };
   const running = runHandler(context);

@@ -1,8 +1,10 @@
 import type { SettleClient } from '../../client/client.js';
+import { LazyAbortController } from '../../client/lazy-abort.js';
 import { LeaseLostError } from '../../client/run.js';
 import type { AttemptHandle } from '../../client/types.js';
 
 export interface LeaseKeeper {
+  /** Made when first read (most handlers never read it), aborted as an eager one would be. */
   readonly signal: AbortSignal;
   /** Stops renewing and waits for a renewal in flight. */
   stop(): Promise<void>;
@@ -14,7 +16,7 @@ export interface LeaseKeeper {
  * deadline passed: from then on another request may take the key over.
  */
 export function keepLease(settle: SettleClient, handle: AttemptHandle, leaseMs: number, intervalMs: number, claimedAt: number): LeaseKeeper {
-  const controller = new AbortController();
+  const controller = new LazyAbortController();
   let deadline = claimedAt + leaseMs;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
@@ -43,7 +45,9 @@ export function keepLease(settle: SettleClient, handle: AttemptHandle, leaseMs: 
   };
   schedule();
   return {
-    signal: controller.signal,
+    get signal() {
+      return controller.signal;
+    },
     async stop() {
       stopped = true;
       clearTimeout(timer);

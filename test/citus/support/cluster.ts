@@ -30,6 +30,13 @@ function asUser(url: string, user: string): string {
   return u.toString();
 }
 
+/** Connection string of `node` (the coordinator or worker `i`) as `user` (the superuser when omitted): for a child process such as the CLI. */
+export function citusUrl(node: 'coordinator' | number, user?: string): string {
+  const url = node === 'coordinator' ? urls().coordinatorUrl : urls().workers[node]?.url;
+  if (url === undefined) throw new Error(`no worker ${node}`);
+  return user === undefined ? url : asUser(url, user);
+}
+
 export interface CitusSessions {
   /** A new connection to the coordinator, as the superuser or as one of the login roles. */
   coordinator(role?: LoginRole): Promise<pg.Client>;
@@ -63,11 +70,7 @@ export function useCitus(): CitusSessions {
       if (w === undefined) throw new Error(`no worker ${i}`);
       return connect(w.url);
     },
-    node: (node, user) => {
-      const url = node === 'coordinator' ? urls().coordinatorUrl : urls().workers[node]?.url;
-      if (url === undefined) throw new Error(`no worker ${node}`);
-      return connect(user === undefined ? url : asUser(url, user));
-    },
+    node: (node, user) => connect(citusUrl(node, user)),
     get nodes() {
       return ['coordinator' as const, ...urls().workers.map((_, i) => i)];
     },
