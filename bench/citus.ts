@@ -48,7 +48,7 @@ try {
     let total = 0;
     for (const w of citus.workers) {
       total += await withPgClient(w.adminUrl, async (c) =>
-        Number((await c.query<{ n: string }>(`select coalesce(sum(calls), 0) as n from pg_stat_statements where query like '%FROM settle.claim(%'`)).rows[0]?.n));
+        Number((await c.query<{ n: string }>(`select coalesce(sum(calls), 0) as n from pg_stat_statements where query ~ 'FROM settle\\._?claim\\('`)).rows[0]?.n));
     }
     return total;
   };

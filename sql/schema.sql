@@ -431,7 +431,7 @@ CREATE FUNCTION settle.claim(tenant text, key text, request jsonb, principal tex
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-  v_writes integer := 0;
+  v_writes integer;
   v_now timestamptz := clock_timestamp();
   v_decided timestamptz;
   v_fp text;
@@ -439,16 +439,17 @@ declare
   v_op settle_private.operations;
   v_before settle.status;
   v_diff text[];
-  v_locked boolean := false;
+  v_locked boolean;
   v_fresh boolean;
   v_open boolean;
   v_detail jsonb;
   v_audit_attempt integer;
   v_res settle.claim_result;
   v_floor bigint;
-  -- The first statement's row: the access verdict of the call (00012) and the operation row
-  -- (all NULL: no such key). A record, not a declared composite type: Citus propagates
-  -- functions to the workers but not a type that depends on a distributed table's row type.
+  -- The first statement's row: the access verdict of the call (00012), the operation row (all
+  -- NULL: no such key), the answer to a replay and whether a new key may be inserted. A record,
+  -- not a declared composite type: Citus propagates functions to the workers but not a type
+  -- that depends on a distributed table's row type.
   v_seen record;
 begin
   if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
@@ -469,13 +470,17 @@ begin
   -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
   -- before the verdict is checked. Most claims of an existing key (replays, retries,
   -- duplicates) are decided on this plain read; only a missing key tries the insert.
+  -- The two common answers take as few PL/pgSQL expressions as possible (each is set up again in
+  -- every transaction, docs/performance.md): a missing key with access granted is inserted at
+  -- once, a replay is answered from this read.
   select s.verdict, s.op,
          -- The place of a first claim in the key's history (as settle_private._next_seq
          -- numbers it, 00006; a key without operation has no attempts, but may have audit rows:
          -- a purge tombstone, refused calls). Read only for a missing key: a replay does not
          -- pay for it.
          case when s.op is null then (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-                                       where l.tenant = claim.tenant and l.key = claim.key) end as seq
+                                       where l.tenant = claim.tenant and l.key = claim.key) end as seq,
+         s.op is null and s.verdict >= 0 and claim.binding_generation >= s.verdict as new_key
     into v_seen
     from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
                                     where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (claim.tenant = any (b.tenants))) then -1
@@ -483,6 +488,46 @@ begin
                                       where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
                  (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op
           offset 0) s;
+  if v_seen.new_key then
+    -- First claim: the reservation lock, then attempt 1. Two sessions racing on a new key: the
+    -- loser waits here for the winner to commit, inserts nothing, then joins below.
+    insert into settle_private.operations as o
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+    values
+      (claim.tenant, claim.key, settle_private._fingerprint(claim.request), claim.request, claim.principal,
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
+       claim.max_attempts, gen_random_uuid(), settle_private._expiry(v_now, claim.lease), v_now, v_now)
+    on conflict on constraint operations_pkey do nothing
+    returning * into v_op;
+    -- The insert waits only behind another session's uncommitted insert of the same key. A
+    -- claim that did not wait (the common case, within the 5 ms allowed for scheduling) is
+    -- decided: attempt 1, which is also the log of this claim (settle.audit_log shows it as
+    -- claim:acquired), and no audit row.
+    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
+      insert into settle_private.attempts
+        (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
+         claim_status_after)
+      values
+        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seen.seq,
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+      return row('acquired', v_op.status, 1, v_op.lease_token, v_op.lease_expires_at, null, v_op.fingerprint,
+                 null, null, null, null, null, null, null)::settle.claim_result;
+    end if;
+  else
+    v_op := v_seen.op;
+    if v_op.status = 'completed' and v_seen.verdict >= 0 and claim.binding_generation >= v_seen.verdict
+       and v_op.request = claim.request and v_op.principal = claim.principal
+       and v_op.scopes = settle_private._normalize_scopes(claim.scopes)
+       and v_op.binding_generation = claim.binding_generation then
+      -- A replay (access granted, the generation not revoked, the operation completed and the
+      -- request and binding presented equal to the reservation's): the answer the loop below
+      -- gives, read-only (no audit row, no WAL, no commit flush).
+      return row('replay', v_op.status, v_op.attempt, null, null, null, v_op.fingerprint, v_op.result,
+                 v_op.settled_attempt, null, null, null, null, null)::settle.claim_result;
+    end if;
+  end if;
+
   v_floor := v_seen.verdict;
   if v_floor < 0 then
     perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
@@ -491,38 +536,17 @@ begin
     return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
       claim.binding_generation, v_floor, v_now, claim.worker);
   end if;
-  v_op := v_seen.op;
-  v_fresh := v_op.tenant is not null;
 
-  -- A request jsonb-equal to the stored one has the stored fingerprint (jsonb equality compares
-  -- numbers by value, as the canonical form does: 10.50 = 10.5), so a claim of an existing key
-  -- with the same request skips the hash; a new key or another request is hashed.
-  if v_fresh and v_op.request = claim.request then
-    v_fp := v_op.fingerprint;
-  else
+  if v_seen.new_key then
+    v_fresh := false;
     v_fp := settle_private._fingerprint(claim.request);
-  end if;
-
-  if not v_fresh then
-    v_token := gen_random_uuid();
-    -- First claim: the reservation lock, then attempt 1. Two sessions racing on a new key: the
-    -- loser waits here for the winner to commit, inserts nothing, then joins below.
-    insert into settle_private.operations as o
-      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
-    values
-      (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
-       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-       claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
-    on conflict on constraint operations_pkey do nothing
-    returning * into v_op;
     if v_op.tenant is not null then
-      -- The insert waits only behind another session's uncommitted insert of the same key that
-      -- then rolled back. The decision is this moment, not the call's start (issue 18 §1-2):
-      -- access is judged again with what committed meanwhile (a revocation converts the new
-      -- operation before anything runs), and the lease is measured from now, so no answer
-      -- carries a lease that already lapsed. A claim that did not wait (the common case, within
-      -- the 5 ms allowed for scheduling) pays for neither.
+      -- The insert above waited behind another session's uncommitted insert of the same key
+      -- that then rolled back. The decision is this moment, not the call's start (issue 18
+      -- §1-2): access is judged again with what committed meanwhile (a revocation converts the
+      -- new operation before anything runs), and the lease is measured from now, so no answer
+      -- carries a lease that already lapsed.
+      v_token := v_op.lease_token;
       v_decided := clock_timestamp();
       if v_decided > v_now + interval '5 milliseconds' then
         v_floor := settle_private._access(claim.tenant, claim.principal);
@@ -567,8 +591,19 @@ begin
           claim.binding_generation, v_floor, v_now, claim.worker);
       end if;
     end if;
+  else
+    v_fresh := true;
+    -- A request jsonb-equal to the stored one has the stored fingerprint (jsonb equality
+    -- compares numbers by value, as the canonical form does: 10.50 = 10.5), so a claim of an
+    -- existing key with the same request skips the hash; another request is hashed.
+    if v_op.request = claim.request then
+      v_fp := v_op.fingerprint;
+    else
+      v_fp := settle_private._fingerprint(claim.request);
+    end if;
   end if;
 
+  v_locked := false;
   -- Answers that change nothing (conflict, replay, in_progress, failed, unknown, in_doubt) are decided on a
   -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
   -- Only a takeover or a new attempt locks the row, and then decides again.
@@ -721,12 +756,97 @@ Idempotency: retrying with the same request and binding joins the same operation
 CREATE FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) RETURNS settle.observation_result
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
+declare
+  v_seen record;
+  v_now timestamptz;
+  v_audit_id bigint;
+  v_res settle.observation_result;
 begin
+  -- The common success, the current lease holder settling an operation nothing else touched,
+  -- is decided here in two statements and a few expressions; every other case (bad input, a
+  -- refused login, an invalid or stale token, a mismatched lock, a floor, an attempt that
+  -- already reported, a completed operation) is left to the general merge
+  -- settle_private._observe, which decides it from scratch (docs/performance.md, issue 24:
+  -- PL/pgSQL sets up every expression it evaluates again in each transaction, so the number of
+  -- expressions and statements per call is the cost).
+  if (settle_private._name_ok(complete.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ok(complete.key, settle_private._limit('key_bytes'))
+      and complete.attempt >= 1 and complete.lease_token is not null
+      and complete.fingerprint ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(complete.fingerprint) - strpos(complete.fingerprint, ':') = 64
+      and settle_private._binding_ok(complete.principal, complete.scopes, complete.binding_generation)
+      and settle_private._json_ok(complete.result, settle_private._limit('result_bytes'))) is true then
+    -- As the general merge's first statement: access (the login's tenant binding) and the
+    -- presented token are checked before the row lock, and the row is locked only when both
+    -- pass; here it is locked only when, on its latest version, this attempt holds the lease,
+    -- the presented lock matches the reservation and nothing settled.
+    with a as materialized (
+      select case when exists (select 1 from settle_private.tenant_bindings r
+                                where (r.role_oid = to_regrole(quote_ident(session_user::text))::oid or r.role_name = session_user::text)
+                                  and not (complete.tenant = any (r.tenants))) then -1
+                  else 0 end as verdict,
+             exists (select 1 from settle_private.attempts t
+                      where t.tenant = complete.tenant and t.key = complete.key and t.attempt = complete.attempt
+                        and t.lease_token = complete.lease_token) as valid
+    )
+    select x.status into v_seen
+      from a join lateral (
+        select o.status from settle_private.operations o
+         where o.tenant = complete.tenant and o.key = complete.key and a.verdict >= 0 and a.valid
+           and o.attempt = complete.attempt and o.lease_token = complete.lease_token and o.status <> 'completed'
+           and o.fingerprint = complete.fingerprint and o.principal = complete.principal
+           and o.scopes = settle_private._normalize_scopes(complete.scopes)
+           and o.binding_generation = complete.binding_generation
+           for update) x on true;
+    if found then
+      -- Locked. As in the general merge, the access verdict, the attempt and the place of this
+      -- settlement in the key's history are read after the lock, with what committed while
+      -- this call waited; the settlement and the attempt's observation are written in the same
+      -- statement, only if no floor applies and the attempt has not reported.
+      v_now := clock_timestamp();
+      v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
+      with s as materialized (
+        select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+                                  where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (complete.tenant = any (b.tenants))) then -1
+                    else coalesce((select f.below_generation from settle_private.binding_floors f
+                                    where f.tenant = complete.tenant and f.principal = complete.principal), 0) end as verdict,
+               (select a.observation is null from settle_private.attempts a
+                 where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt) as unobserved,
+               coalesce(greatest(
+                 (select max(l.seq) from settle_private.audit_log l where l.tenant = complete.tenant and l.key = complete.key),
+                 (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
+                   where a.tenant = complete.tenant and a.key = complete.key)), 0) + 1 as seq
+      ), op as (
+        update settle_private.operations o
+           set status = 'completed', result = complete.result, settled_attempt = complete.attempt,
+               settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+               dead_letter_reason = null, error = null, updated_at = v_now
+          from s
+         where o.tenant = complete.tenant and o.key = complete.key and s.verdict = 0 and s.unobserved
+        returning o.status, o.attempt, o.settled_attempt, o.result
+      ), observed as (
+        update settle_private.attempts a
+           set observation = 'completed', observed_at = v_now, error = null, retryable = null,
+               late_result = null, settled = true, settled_as = complete.attempt,
+               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
+               settled_seq = s.seq, settled_audit_id = v_audit_id,
+               settled_status_before = v_seen.status, settled_reason = 'current_attempt'
+          from s, op
+         where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt
+      )
+      select 'settled'::text, 'current_attempt'::text, op.status, op.attempt, op.settled_attempt, op.result,
+             null::jsonb, null::text[], false, null::text
+        into v_res
+        from op;
+      if found then
+        return v_res;
+      end if;
+    end if;
+  end if;
   return settle_private._observe('complete', complete.tenant, complete.key, complete.attempt, complete.lease_token, complete.fingerprint,
     complete.principal, complete.scopes, complete.binding_generation, complete.result, null, null);
 end
-$$;
+$_$;
 
 ALTER FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) OWNER TO settle_owner;
 
@@ -3640,7 +3760,7 @@ begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
       and _observe.attempt >= 1 and _observe.lease_token is not null
-      and _observe.fingerprint ~ '^v[0-9]+:[0-9a-f]{64}$'
+      and _observe.fingerprint ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(_observe.fingerprint) - strpos(_observe.fingerprint, ':') = 64
       and settle_private._binding_ok(_observe.principal, _observe.scopes, _observe.binding_generation)
       and case kind
             when 'complete' then settle_private._json_ok(_observe.result, settle_private._limit('result_bytes'))
@@ -4453,25 +4573,25 @@ CREATE FUNCTION settle_private.tg_operations__feed() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-  v_xid xid8 := pg_current_xact_id();
-  v_position xid8 := v_xid;
   v_previous xid8;
+  v_wake boolean;
 begin
+  if new.status not in ('completed', 'failed') or new.status is not distinct from old.status then
+    return new;
+  end if;
   if old.status = 'failed' or new.redrive_count > 0 then
     select e.position_xid into v_previous from settle_private.feed_events e
      where e.tenant = new.tenant and e.key = new.key and e.status = 'failed'
      order by e.event_id desc limit 1;
-    if v_previous > v_position then
-      v_position := v_previous;
-    end if;
   end if;
   insert into settle_private.feed_events
     (tenant, key, position_xid, xid, lane_hash, status, status_before, attempt, result, error,
      dead_letter_reason, redrive_count, occurred_at)
-  values (new.tenant, new.key, v_position, v_xid, hashtext(new.key), new.status, old.status,
-          coalesce(new.settled_attempt, new.attempt), new.result, new.error, new.dead_letter_reason,
-          new.redrive_count, new.updated_at);
-  if exists (select 1 from settle_private.feed_waiters w where w.until > now()) then
+  values (new.tenant, new.key, greatest(pg_current_xact_id(), v_previous), pg_current_xact_id(), hashtext(new.key),
+          new.status, old.status, coalesce(new.settled_attempt, new.attempt), new.result, new.error,
+          new.dead_letter_reason, new.redrive_count, new.updated_at)
+  returning exists (select 1 from settle_private.feed_waiters w where w.until > now()) into v_wake;
+  if v_wake then
     perform pg_notify('settle_feed', '');
   end if;
   return new;
@@ -4556,7 +4676,9 @@ begin
     when not (octet_length(new.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
     when not (octet_length(new.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
     when not (octet_length(new.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
-    when not (new.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
+    -- '^v1:[0-9a-f]{64}$' as a regex without the counted repetition (which PostgreSQL's regex
+    -- engine expands into 64 states, built again on every match: ~10x the cost) and a length.
+    when not (new.fingerprint ~ '^v1:[0-9a-f]+$' and octet_length(new.fingerprint) = 67) then 'fingerprint_is_versioned'
     when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
     when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
     when not (new.max_attempts >= 1) then 'max_attempts_positive'
@@ -4580,37 +4702,35 @@ begin
   if v_rule is not null then
     perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
   end if;
+
+  -- `failed` means a committed failure: no attempt may have taken effect (every attempt
+  -- recorded a failure, and the operation never reached unknown or conflict). A final failure
+  -- or a spent budget after an attempt that may have taken effect (it reported unknown,
+  -- conflicted, or its lease lapsed without an observation) is a dead letter that needs
+  -- reconciliation, never `failed` (issue 18 §4-5). It reads the attempts, so it is checked
+  -- after the row rules, and only on a move to failed. (It was a trigger of its own,
+  -- _995_guard_failure, with a WHEN clause: PostgreSQL 15 reads back and plans a trigger's WHEN
+  -- clause for every UPDATE statement, which cost more than this test; docs/performance.md.)
+  -- The one audited exception: an operator's resolution (settle.resolve, 00015) asserting with
+  -- evidence that no effect happened, recognised by its audit row written in this very
+  -- transaction.
+  if tg_op = 'UPDATE' then
+    if new.status = 'failed' and old.status <> 'failed' then
+      if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+         and not settle_private._resolving_failed(new.tenant, new.key) then
+        raise exception using
+          errcode = 'SE021',
+          message = 'status may move to failed only on a committed failure',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+          hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
+      end if;
+    end if;
+  end if;
   return new;
 end
 $_$;
 
 ALTER FUNCTION settle_private.tg_operations__guard() OWNER TO settle_owner;
-
---
--- Name: tg_operations__guard_failure(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private.tg_operations__guard_failure() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-begin
-  -- The one audited exception (last, so a plain failure never pays for it): an operator's
-  -- resolution (settle.resolve, 00015) asserting with evidence that no effect happened,
-  -- recognised by its audit row written in this very transaction.
-  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
-     and not settle_private._resolving_failed(new.tenant, new.key) then
-    raise exception using
-      errcode = 'SE021',
-      message = 'status may move to failed only on a committed failure',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
-      hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
-  end if;
-  return new;
-end
-$$;
-
-ALTER FUNCTION settle_private.tg_operations__guard_failure() OWNER TO settle_owner;
 
 --
 -- Name: admin_log; Type: TABLE; Schema: settle_private; Owner: settle_owner
@@ -5597,17 +5717,9 @@ ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _900_refuse_truncate
 -- Name: operations _990_feed; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE TRIGGER _990_feed BEFORE UPDATE ON settle_private.operations FOR EACH ROW WHEN (((new.status = ANY (ARRAY['completed'::settle.status, 'failed'::settle.status])) AND (new.status IS DISTINCT FROM old.status))) EXECUTE FUNCTION settle_private.tg_operations__feed();
+CREATE TRIGGER _990_feed BEFORE UPDATE ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__feed();
 
 ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _990_feed;
-
---
--- Name: operations _995_guard_failure; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TRIGGER _995_guard_failure BEFORE UPDATE ON settle_private.operations FOR EACH ROW WHEN (((new.status = 'failed'::settle.status) AND (old.status <> 'failed'::settle.status))) EXECUTE FUNCTION settle_private.tg_operations__guard_failure();
-
-ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _995_guard_failure;
 
 --
 -- Name: attempts attempts_belong_to_operation; Type: FK CONSTRAINT; Schema: settle_private; Owner: settle_owner
@@ -6501,12 +6613,6 @@ REVOKE ALL ON FUNCTION settle_private.tg_operations__feed() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private.tg_operations__guard() FROM PUBLIC;
-
---
--- Name: FUNCTION tg_operations__guard_failure(); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_failure() FROM PUBLIC;
 
 --
 -- Name: TABLE admin_log; Type: ACL; Schema: settle; Owner: settle_owner

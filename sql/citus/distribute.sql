@@ -475,6 +475,40 @@ begin
 end
 $$;
 
+-- 9. A CASE over a STABLE function in UPDATE ... SET is refused by Citus ("non-IMMUTABLE
+-- functions are not allowed in CASE or COALESCE statements", SCALE-OUT.md), also on the worker
+-- running a delegated call. settle_private._revoke_operation (00012) builds the revoked
+-- operation's error with jsonb_build_object (STABLE) inside such a CASE: every call that finds
+-- its operation under a revoked binding failed on Citus (found by the model-based test on
+-- Citus). On Citus the CASE is computed into a PL/pgSQL variable first, the rest of the body
+-- unchanged. If the text is not found (the function was rewritten), nothing is changed here:
+-- test/citus/model-based.test.ts shows whether the new text works on Citus.
+do $$
+declare
+  v_src text;
+  v_case text;
+  v_new text;
+begin
+  select p.prosrc into v_src from pg_catalog.pg_proc p
+   where p.oid = pg_catalog.to_regprocedure('settle_private._revoke_operation(settle_private.operations, bigint, timestamptz, text)');
+  if v_src is null or v_src like '%v_citus_error%' then
+    return;
+  end if;
+  v_case := (pg_catalog.regexp_match(v_src, '\n\s*error = (case when .*? else op\.error end),'))[1];
+  if v_case is null or pg_catalog.strpos(v_src, 'v_effect boolean;') = 0
+     or pg_catalog.strpos(v_src, E'\n  update settle_private.operations o\n') = 0 then
+    return;
+  end if;
+  v_new := pg_catalog.replace(v_src, 'error = ' || v_case || ',', 'error = v_citus_error,');
+  v_new := pg_catalog.replace(v_new, 'v_effect boolean;', E'v_effect boolean;\n  v_citus_error jsonb;');
+  v_new := pg_catalog.regexp_replace(v_new, E'\n  update settle_private.operations o\n',
+    E'\n  v_citus_error := ' || pg_catalog.replace(v_case, '\', '\\') || E';\n  update settle_private.operations o\n');
+  execute pg_catalog.format(
+    'create or replace function settle_private._revoke_operation(op settle_private.operations, below bigint, as_of timestamptz, actor text) '
+    'returns settle_private.operations language plpgsql set search_path = pg_catalog, pg_temp as %L', v_new);
+end
+$$;
+
 -- Citus re-creates a replaced view on the workers without its grants: re-issue every view's
 -- grants from the coordinator (GRANT on a view reaches every node).
 do $$

@@ -79,7 +79,7 @@ end
 $$;
 
 -- The guard of settle_private.operations, for INSERT (trigger _100_guard_insert) and UPDATE
--- (_100_guard_lattice), then the row rules (below). One function, so that the row rules are
+-- (_100_guard_lattice), then the row rules (below), then the failure guard (a move to failed). One function, so that the row rules are
 -- written once; the rules are written out here rather than in a function taking the row,
 -- because on Citus the trigger fires on a shard, whose row type is another type.
 create function settle_private.tg_operations__guard()
@@ -155,7 +155,9 @@ begin
     when not (octet_length(new.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
     when not (octet_length(new.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
     when not (octet_length(new.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
-    when not (new.fingerprint ~ '^v1:[0-9a-f]{64}$') then 'fingerprint_is_versioned'
+    -- '^v1:[0-9a-f]{64}$' as a regex without the counted repetition (which PostgreSQL's regex
+    -- engine expands into 64 states, built again on every match: ~10x the cost) and a length.
+    when not (new.fingerprint ~ '^v1:[0-9a-f]+$' and octet_length(new.fingerprint) = 67) then 'fingerprint_is_versioned'
     when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
     when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
     when not (new.max_attempts >= 1) then 'max_attempts_positive'
@@ -179,32 +181,29 @@ begin
   if v_rule is not null then
     perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
   end if;
-  return new;
-end
-$$;
 
--- `failed` means a committed failure: no attempt may have taken effect (every attempt recorded
--- a failure, and the operation never reached unknown or conflict). A final failure or a spent
--- budget after an attempt that may have taken effect (it reported unknown, conflicted, or its
--- lease lapsed without an observation) is a dead letter that needs reconciliation, never
--- `failed` (issue 18 §4-5). It reads the attempts, so it fires after the row
--- rules, and only on a move to failed (the trigger's WHEN clause, evaluated without a call).
-create function settle_private.tg_operations__guard_failure()
-returns trigger
-language plpgsql
-set search_path = pg_catalog, pg_temp
-as $$
-begin
-  -- The one audited exception (last, so a plain failure never pays for it): an operator's
-  -- resolution (settle.resolve, 00015) asserting with evidence that no effect happened,
-  -- recognised by its audit row written in this very transaction.
-  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
-     and not settle_private._resolving_failed(new.tenant, new.key) then
-    raise exception using
-      errcode = 'SE021',
-      message = 'status may move to failed only on a committed failure',
-      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
-      hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
+  -- `failed` means a committed failure: no attempt may have taken effect (every attempt
+  -- recorded a failure, and the operation never reached unknown or conflict). A final failure
+  -- or a spent budget after an attempt that may have taken effect (it reported unknown,
+  -- conflicted, or its lease lapsed without an observation) is a dead letter that needs
+  -- reconciliation, never `failed` (issue 18 §4-5). It reads the attempts, so it is checked
+  -- after the row rules, and only on a move to failed. (It was a trigger of its own,
+  -- _995_guard_failure, with a WHEN clause: PostgreSQL 15 reads back and plans a trigger's WHEN
+  -- clause for every UPDATE statement, which cost more than this test; docs/performance.md.)
+  -- The one audited exception: an operator's resolution (settle.resolve, 00015) asserting with
+  -- evidence that no effect happened, recognised by its audit row written in this very
+  -- transaction.
+  if tg_op = 'UPDATE' then
+    if new.status = 'failed' and old.status <> 'failed' then
+      if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+         and not settle_private._resolving_failed(new.tenant, new.key) then
+        raise exception using
+          errcode = 'SE021',
+          message = 'status may move to failed only on a committed failure',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+          hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
+      end if;
+    end if;
   end if;
   return new;
 end
@@ -360,9 +359,6 @@ create trigger _100_guard_insert before insert on settle_private.operations
   for each row execute function settle_private.tg_operations__guard();
 create trigger _100_guard_lattice before update on settle_private.operations
   for each row execute function settle_private.tg_operations__guard();
-create trigger _995_guard_failure before update on settle_private.operations
-  for each row when (new.status = 'failed' and old.status <> 'failed')
-  execute function settle_private.tg_operations__guard_failure();
 create trigger _900_refuse_delete before delete on settle_private.operations
   for each row execute function settle_private.tg_any__refuse_delete();
 create trigger _900_refuse_truncate before truncate on settle_private.operations
@@ -384,7 +380,6 @@ create trigger _900_refuse_truncate before truncate on settle_private.audit_log
 
 alter table settle_private.operations enable always trigger _100_guard_insert;
 alter table settle_private.operations enable always trigger _100_guard_lattice;
-alter table settle_private.operations enable always trigger _995_guard_failure;
 alter table settle_private.operations enable always trigger _900_refuse_delete;
 alter table settle_private.operations enable always trigger _900_refuse_truncate;
 alter table settle_private.attempts enable always trigger _100_guard_settlement;

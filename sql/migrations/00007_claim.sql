@@ -50,7 +50,7 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-  v_writes integer := 0;
+  v_writes integer;
   v_now timestamptz := clock_timestamp();
   v_decided timestamptz;
   v_fp text;
@@ -58,16 +58,17 @@ declare
   v_op settle_private.operations;
   v_before settle.status;
   v_diff text[];
-  v_locked boolean := false;
+  v_locked boolean;
   v_fresh boolean;
   v_open boolean;
   v_detail jsonb;
   v_audit_attempt integer;
   v_res settle.claim_result;
   v_floor bigint;
-  -- The first statement's row: the access verdict of the call (00012) and the operation row
-  -- (all NULL: no such key). A record, not a declared composite type: Citus propagates
-  -- functions to the workers but not a type that depends on a distributed table's row type.
+  -- The first statement's row: the access verdict of the call (00012), the operation row (all
+  -- NULL: no such key), the answer to a replay and whether a new key may be inserted. A record,
+  -- not a declared composite type: Citus propagates functions to the workers but not a type
+  -- that depends on a distributed table's row type.
   v_seen record;
 begin
   if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
@@ -88,13 +89,17 @@ begin
   -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
   -- before the verdict is checked. Most claims of an existing key (replays, retries,
   -- duplicates) are decided on this plain read; only a missing key tries the insert.
+  -- The two common answers take as few PL/pgSQL expressions as possible (each is set up again in
+  -- every transaction, docs/performance.md): a missing key with access granted is inserted at
+  -- once, a replay is answered from this read.
   select s.verdict, s.op,
          -- The place of a first claim in the key's history (as settle_private._next_seq
          -- numbers it, 00006; a key without operation has no attempts, but may have audit rows:
          -- a purge tombstone, refused calls). Read only for a missing key: a replay does not
          -- pay for it.
          case when s.op is null then (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-                                       where l.tenant = claim.tenant and l.key = claim.key) end as seq
+                                       where l.tenant = claim.tenant and l.key = claim.key) end as seq,
+         s.op is null and s.verdict >= 0 and claim.binding_generation >= s.verdict as new_key
     into v_seen
     from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
                                     where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (claim.tenant = any (b.tenants))) then -1
@@ -102,6 +107,46 @@ begin
                                       where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
                  (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op
           offset 0) s;
+  if v_seen.new_key then
+    -- First claim: the reservation lock, then attempt 1. Two sessions racing on a new key: the
+    -- loser waits here for the winner to commit, inserts nothing, then joins below.
+    insert into settle_private.operations as o
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+    values
+      (claim.tenant, claim.key, settle_private._fingerprint(claim.request), claim.request, claim.principal,
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
+       claim.max_attempts, gen_random_uuid(), settle_private._expiry(v_now, claim.lease), v_now, v_now)
+    on conflict on constraint operations_pkey do nothing
+    returning * into v_op;
+    -- The insert waits only behind another session's uncommitted insert of the same key. A
+    -- claim that did not wait (the common case, within the 5 ms allowed for scheduling) is
+    -- decided: attempt 1, which is also the log of this claim (settle.audit_log shows it as
+    -- claim:acquired), and no audit row.
+    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
+      insert into settle_private.attempts
+        (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
+         claim_status_after)
+      values
+        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seen.seq,
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+      return row('acquired', v_op.status, 1, v_op.lease_token, v_op.lease_expires_at, null, v_op.fingerprint,
+                 null, null, null, null, null, null, null)::settle.claim_result;
+    end if;
+  else
+    v_op := v_seen.op;
+    if v_op.status = 'completed' and v_seen.verdict >= 0 and claim.binding_generation >= v_seen.verdict
+       and v_op.request = claim.request and v_op.principal = claim.principal
+       and v_op.scopes = settle_private._normalize_scopes(claim.scopes)
+       and v_op.binding_generation = claim.binding_generation then
+      -- A replay (access granted, the generation not revoked, the operation completed and the
+      -- request and binding presented equal to the reservation's): the answer the loop below
+      -- gives, read-only (no audit row, no WAL, no commit flush).
+      return row('replay', v_op.status, v_op.attempt, null, null, null, v_op.fingerprint, v_op.result,
+                 v_op.settled_attempt, null, null, null, null, null)::settle.claim_result;
+    end if;
+  end if;
+
   v_floor := v_seen.verdict;
   if v_floor < 0 then
     perform settle_private._refuse_tenant(claim.tenant, claim.key, 'claim');
@@ -110,38 +155,17 @@ begin
     return settle_private._claim_refused(claim.tenant, claim.key, claim.request, claim.principal, claim.scopes,
       claim.binding_generation, v_floor, v_now, claim.worker);
   end if;
-  v_op := v_seen.op;
-  v_fresh := v_op.tenant is not null;
 
-  -- A request jsonb-equal to the stored one has the stored fingerprint (jsonb equality compares
-  -- numbers by value, as the canonical form does: 10.50 = 10.5), so a claim of an existing key
-  -- with the same request skips the hash; a new key or another request is hashed.
-  if v_fresh and v_op.request = claim.request then
-    v_fp := v_op.fingerprint;
-  else
+  if v_seen.new_key then
+    v_fresh := false;
     v_fp := settle_private._fingerprint(claim.request);
-  end if;
-
-  if not v_fresh then
-    v_token := gen_random_uuid();
-    -- First claim: the reservation lock, then attempt 1. Two sessions racing on a new key: the
-    -- loser waits here for the winner to commit, inserts nothing, then joins below.
-    insert into settle_private.operations as o
-      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
-    values
-      (claim.tenant, claim.key, v_fp, claim.request, claim.principal,
-       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-       claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
-    on conflict on constraint operations_pkey do nothing
-    returning * into v_op;
     if v_op.tenant is not null then
-      -- The insert waits only behind another session's uncommitted insert of the same key that
-      -- then rolled back. The decision is this moment, not the call's start (issue 18 §1-2):
-      -- access is judged again with what committed meanwhile (a revocation converts the new
-      -- operation before anything runs), and the lease is measured from now, so no answer
-      -- carries a lease that already lapsed. A claim that did not wait (the common case, within
-      -- the 5 ms allowed for scheduling) pays for neither.
+      -- The insert above waited behind another session's uncommitted insert of the same key
+      -- that then rolled back. The decision is this moment, not the call's start (issue 18
+      -- §1-2): access is judged again with what committed meanwhile (a revocation converts the
+      -- new operation before anything runs), and the lease is measured from now, so no answer
+      -- carries a lease that already lapsed.
+      v_token := v_op.lease_token;
       v_decided := clock_timestamp();
       if v_decided > v_now + interval '5 milliseconds' then
         v_floor := settle_private._access(claim.tenant, claim.principal);
@@ -186,8 +210,19 @@ begin
           claim.binding_generation, v_floor, v_now, claim.worker);
       end if;
     end if;
+  else
+    v_fresh := true;
+    -- A request jsonb-equal to the stored one has the stored fingerprint (jsonb equality
+    -- compares numbers by value, as the canonical form does: 10.50 = 10.5), so a claim of an
+    -- existing key with the same request skips the hash; another request is hashed.
+    if v_op.request = claim.request then
+      v_fp := v_op.fingerprint;
+    else
+      v_fp := settle_private._fingerprint(claim.request);
+    end if;
   end if;
 
+  v_locked := false;
   -- Answers that change nothing (conflict, replay, in_progress, failed, unknown, in_doubt) are decided on a
   -- plain read: the lock is immutable, completed is absorbing, a live lease is live.
   -- Only a takeover or a new attempt locks the row, and then decides again.

@@ -64,7 +64,7 @@ begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
       and _observe.attempt >= 1 and _observe.lease_token is not null
-      and _observe.fingerprint ~ '^v[0-9]+:[0-9a-f]{64}$'
+      and _observe.fingerprint ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(_observe.fingerprint) - strpos(_observe.fingerprint, ':') = 64
       and settle_private._binding_ok(_observe.principal, _observe.scopes, _observe.binding_generation)
       and case kind
             when 'complete' then settle_private._json_ok(_observe.result, settle_private._limit('result_bytes'))
@@ -333,7 +333,92 @@ language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+  v_seen record;
+  v_now timestamptz;
+  v_audit_id bigint;
+  v_res settle.observation_result;
 begin
+  -- The common success, the current lease holder settling an operation nothing else touched,
+  -- is decided here in two statements and a few expressions; every other case (bad input, a
+  -- refused login, an invalid or stale token, a mismatched lock, a floor, an attempt that
+  -- already reported, a completed operation) is left to the general merge
+  -- settle_private._observe, which decides it from scratch (docs/performance.md, issue 24:
+  -- PL/pgSQL sets up every expression it evaluates again in each transaction, so the number of
+  -- expressions and statements per call is the cost).
+  if (settle_private._name_ok(complete.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ok(complete.key, settle_private._limit('key_bytes'))
+      and complete.attempt >= 1 and complete.lease_token is not null
+      and complete.fingerprint ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(complete.fingerprint) - strpos(complete.fingerprint, ':') = 64
+      and settle_private._binding_ok(complete.principal, complete.scopes, complete.binding_generation)
+      and settle_private._json_ok(complete.result, settle_private._limit('result_bytes'))) is true then
+    -- As the general merge's first statement: access (the login's tenant binding) and the
+    -- presented token are checked before the row lock, and the row is locked only when both
+    -- pass; here it is locked only when, on its latest version, this attempt holds the lease,
+    -- the presented lock matches the reservation and nothing settled.
+    with a as materialized (
+      select case when exists (select 1 from settle_private.tenant_bindings r
+                                where (r.role_oid = to_regrole(quote_ident(session_user::text))::oid or r.role_name = session_user::text)
+                                  and not (complete.tenant = any (r.tenants))) then -1
+                  else 0 end as verdict,
+             exists (select 1 from settle_private.attempts t
+                      where t.tenant = complete.tenant and t.key = complete.key and t.attempt = complete.attempt
+                        and t.lease_token = complete.lease_token) as valid
+    )
+    select x.status into v_seen
+      from a join lateral (
+        select o.status from settle_private.operations o
+         where o.tenant = complete.tenant and o.key = complete.key and a.verdict >= 0 and a.valid
+           and o.attempt = complete.attempt and o.lease_token = complete.lease_token and o.status <> 'completed'
+           and o.fingerprint = complete.fingerprint and o.principal = complete.principal
+           and o.scopes = settle_private._normalize_scopes(complete.scopes)
+           and o.binding_generation = complete.binding_generation
+           for update) x on true;
+    if found then
+      -- Locked. As in the general merge, the access verdict, the attempt and the place of this
+      -- settlement in the key's history are read after the lock, with what committed while
+      -- this call waited; the settlement and the attempt's observation are written in the same
+      -- statement, only if no floor applies and the attempt has not reported.
+      v_now := clock_timestamp();
+      v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
+      with s as materialized (
+        select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+                                  where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (complete.tenant = any (b.tenants))) then -1
+                    else coalesce((select f.below_generation from settle_private.binding_floors f
+                                    where f.tenant = complete.tenant and f.principal = complete.principal), 0) end as verdict,
+               (select a.observation is null from settle_private.attempts a
+                 where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt) as unobserved,
+               coalesce(greatest(
+                 (select max(l.seq) from settle_private.audit_log l where l.tenant = complete.tenant and l.key = complete.key),
+                 (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
+                   where a.tenant = complete.tenant and a.key = complete.key)), 0) + 1 as seq
+      ), op as (
+        update settle_private.operations o
+           set status = 'completed', result = complete.result, settled_attempt = complete.attempt,
+               settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+               dead_letter_reason = null, error = null, updated_at = v_now
+          from s
+         where o.tenant = complete.tenant and o.key = complete.key and s.verdict = 0 and s.unobserved
+        returning o.status, o.attempt, o.settled_attempt, o.result
+      ), observed as (
+        update settle_private.attempts a
+           set observation = 'completed', observed_at = v_now, error = null, retryable = null,
+               late_result = null, settled = true, settled_as = complete.attempt,
+               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
+               settled_seq = s.seq, settled_audit_id = v_audit_id,
+               settled_status_before = v_seen.status, settled_reason = 'current_attempt'
+          from s, op
+         where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt
+      )
+      select 'settled'::text, 'current_attempt'::text, op.status, op.attempt, op.settled_attempt, op.result,
+             null::jsonb, null::text[], false, null::text
+        into v_res
+        from op;
+      if found then
+        return v_res;
+      end if;
+    end if;
+  end if;
   return settle_private._observe('complete', complete.tenant, complete.key, complete.attempt, complete.lease_token, complete.fingerprint,
     complete.principal, complete.scopes, complete.binding_generation, complete.result, null, null);
 end

@@ -73,7 +73,7 @@ create table settle_private.feed_events (
   dead_letter_reason text,
   redrive_count integer not null,
   occurred_at timestamptz not null,
-  -- No CHECK constraint (status is completed or failed: the trigger's WHEN clause): PostgreSQL
+  -- No CHECK constraint (status is completed or failed: the trigger's first test): PostgreSQL
   -- 15 plans a table's CHECK constraints again for every INSERT statement (00002).
   -- The feed order is the key: consumers read by it, and it is the one index a completed
   -- outcome pays for. (On Citus, where a key must include the distribution column, the feed is
@@ -151,36 +151,39 @@ revoke all on settle_private.feed_events, settle_private.feed_consumers, settle_
 -- The trigger: one event per move into a final status, in the writer's transaction.
 -- ---------------------------------------------------------------------------------------
 
--- Fires only on a move into completed or failed (the trigger's WHEN clause, evaluated without
--- a call), after the guards (_100_, _995_) have accepted the row. A key has a second final
--- outcome only after a failure (failed, then redriven or completed by a late success): only
--- then is its previous event read, to keep the key's events in order (position_xid never below
--- the previous event's).
+-- Writes an event only on a move into completed or failed, after the lattice guard (_100_) has
+-- accepted the row. The test is the function's first statement, not a WHEN clause on the
+-- trigger: PostgreSQL 15 reads back and plans a trigger's WHEN clause for every UPDATE
+-- statement, which costs more than the call it would save (docs/performance.md, issue 24). A
+-- key has a second final outcome only after a failure (failed, then redriven or completed by a
+-- late success): only then is its previous event read, to keep the key's events in order
+-- (position_xid never below the previous event's). The waiters are read in the statement that
+-- writes the event.
 create function settle_private.tg_operations__feed()
 returns trigger
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-  v_xid xid8 := pg_current_xact_id();
-  v_position xid8 := v_xid;
   v_previous xid8;
+  v_wake boolean;
 begin
+  if new.status not in ('completed', 'failed') or new.status is not distinct from old.status then
+    return new;
+  end if;
   if old.status = 'failed' or new.redrive_count > 0 then
     select e.position_xid into v_previous from settle_private.feed_events e
      where e.tenant = new.tenant and e.key = new.key and e.status = 'failed'
      order by e.event_id desc limit 1;
-    if v_previous > v_position then
-      v_position := v_previous;
-    end if;
   end if;
   insert into settle_private.feed_events
     (tenant, key, position_xid, xid, lane_hash, status, status_before, attempt, result, error,
      dead_letter_reason, redrive_count, occurred_at)
-  values (new.tenant, new.key, v_position, v_xid, hashtext(new.key), new.status, old.status,
-          coalesce(new.settled_attempt, new.attempt), new.result, new.error, new.dead_letter_reason,
-          new.redrive_count, new.updated_at);
-  if exists (select 1 from settle_private.feed_waiters w where w.until > now()) then
+  values (new.tenant, new.key, greatest(pg_current_xact_id(), v_previous), pg_current_xact_id(), hashtext(new.key),
+          new.status, old.status, coalesce(new.settled_attempt, new.attempt), new.result, new.error,
+          new.dead_letter_reason, new.redrive_count, new.updated_at)
+  returning exists (select 1 from settle_private.feed_waiters w where w.until > now()) into v_wake;
+  if v_wake then
     perform pg_notify('settle_feed', '');
   end if;
   return new;
@@ -188,8 +191,7 @@ end
 $$;
 
 create trigger _990_feed before update on settle_private.operations
-  for each row when (new.status in ('completed', 'failed') and new.status is distinct from old.status)
-  execute function settle_private.tg_operations__feed();
+  for each row execute function settle_private.tg_operations__feed();
 alter table settle_private.operations enable always trigger _990_feed;
 
 -- ---------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@
 --     epoch. A live lease of another attempt ends (settled_elsewhere). A late success of any
 --     older attempt is then `already_settled, late_success`, as for any settlement;
 --   * `failed` with the error: an explicit, audited assertion that no attempt took effect. The
---     lattice guard (_995_guard_failure, 00004) refuses every move to failed while an attempt
+--     lattice guard (the failure guard of _100_guard_lattice, 00004) refuses every move to failed while an attempt
 --     may have taken effect; it makes one exception, recognised by the `resolve` audit row this
 --     transaction wrote for this key with status_after failed (_resolving_failed below), which
 --     only settle.resolve writes. The operator's verdict is also recorded on every attempt that
@@ -64,7 +64,7 @@ comment on type settle.resolve_result is
 
 -- Whether this transaction is applying a failed resolution of (tenant, key): the audit row
 -- settle.resolve writes before its update (event resolve, outcome resolved, status_after
--- failed, and this transaction's id in its detail). Read by _995_guard_failure (00004).
+-- failed, and this transaction's id in its detail). Read by the failure guard of _100_guard_lattice (00004).
 create function settle_private._resolving_failed(tenant text, key text)
 returns boolean
 language plpgsql

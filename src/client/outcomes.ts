@@ -69,6 +69,13 @@ export function toClaimOutcome(row: ClaimRow, tenant: string, key: string, bindi
         deadLettered: true,
         deadLetterReason: 'needs_reconciliation',
       };
+    case 'in_doubt':
+      if (row.status !== 'unknown' || row.dead_lettered !== false) {
+        throw new SettleRowValidationError('outcome in_doubt arrived without status unknown and dead_lettered false', [
+          { path: ['status'], message: 'required for outcome in_doubt' },
+        ]);
+      }
+      return { outcome, status: 'unknown', attempt: required(row.attempt, 'attempt', outcome), deadLettered: false };
     case 'conflict':
       return { outcome, conflictOn: required(row.conflict_on, 'conflict_on', outcome) };
     case 'refused':

@@ -53,7 +53,8 @@ const claimStatement = fixed(sql.type(rows.claimRow)`
   select * from settle.claim(
     tenant => ${P}, key => ${P}, request => ${P}::jsonb,
     principal => ${P}, scopes => ${TEXT_ARRAY}, binding_generation => ${P}::bigint,
-    lease => make_interval(secs => ${P}::float8 / 1000), worker => ${P}::text, max_attempts => ${P}::integer)`);
+    lease => make_interval(secs => ${P}::float8 / 1000), worker => ${P}::text, max_attempts => ${P}::integer,
+    rerun_after_unknown => ${P}::boolean)`);
 
 export const claimQuery = (input: {
   tenant: string;
@@ -63,11 +64,12 @@ export const claimQuery = (input: {
   leaseMs: number;
   worker?: string | undefined;
   maxAttempts: number;
+  rerunAfterUnknown?: boolean;
 }) =>
   claimStatement([
     input.tenant, input.key, jsonText(input.request),
     input.binding.principal, input.binding.scopes, input.binding.generation.toString(),
-    input.leaseMs, input.worker ?? null, input.maxAttempts,
+    input.leaseMs, input.worker ?? null, input.maxAttempts, input.rerunAfterUnknown ?? true,
   ]);
 
 const heartbeatStatement = fixed(sql.type(rows.heartbeatRow)`

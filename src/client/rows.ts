@@ -53,7 +53,7 @@ function requireUndisclosed(row: Record<string, unknown>, kept: readonly string[
 const deadLetterReason = z.enum(['attempts_exhausted', 'needs_reconciliation']);
 
 export const claimRow = z.object({
-  outcome: z.enum(['acquired', 'in_progress', 'replay', 'failed', 'unknown', 'conflict', 'refused']),
+  outcome: z.enum(['acquired', 'in_progress', 'replay', 'failed', 'unknown', 'in_doubt', 'conflict', 'refused']),
   status: status.nullable(),
   attempt: int4.nullable(),
   lease_token: z.string().nullable(),

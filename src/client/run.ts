@@ -123,13 +123,17 @@ export async function claimLoop<R>(
       case 'failed':
         return { outcome: 'failed', error: claimed.error, final: true, deadLettered: claimed.deadLettered, attempt: claimed.attempt };
       case 'unknown':
-        // Timeout means unknown: the budget is spent and an attempt may have taken effect.
+      case 'in_doubt':
+        // Timeout means unknown: the budget is spent and an attempt may have taken effect (or,
+        // in_doubt, an attempt reported unknown and this claim asked not to run it again).
         return {
           outcome: 'unknown',
           attempt: claimed.attempt,
           record: null,
           reason: 'needs_reconciliation',
-          cause: new Error('the attempt budget is spent and an attempt may have taken effect: dead-lettered, needs reconciliation'),
+          cause: new Error(claimed.outcome === 'unknown'
+            ? 'the attempt budget is spent and an attempt may have taken effect: dead-lettered, needs reconciliation'
+            : 'an attempt reported unknown and this claim asked not to run it again: needs reconciliation'),
         };
       case 'in_progress': {
         const remaining = deadline - Date.now();

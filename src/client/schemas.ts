@@ -124,6 +124,7 @@ export const claimInputSchema = z.object({
   leaseMs: leaseMsSchema.default(30_000),
   worker: nameSchema('worker', LIMITS.workerBytes).optional(),
   maxAttempts: intInRange('maxAttempts', 1, LIMITS.maxAttempts).default(5),
+  rerunAfterUnknown: z.boolean({ error: 'rerunAfterUnknown must be a boolean' }).default(true),
 });
 
 export type ParsedClaimInput = z.output<typeof claimInputSchema>;
@@ -146,13 +147,14 @@ export function parseResult(result: unknown): Json {
 
 function claimInputFast(input: unknown): ParsedClaimInput | null {
   if (!isRecord(input)) return null;
-  const { tenant, key, request, binding, leaseMs = 30_000, worker, maxAttempts = 5 } = input;
+  const { tenant, key, request, binding, leaseMs = 30_000, worker, maxAttempts = 5, rerunAfterUnknown = true } = input;
   if (!isName(tenant, LIMITS.tenantBytes) || !isName(key, LIMITS.keyBytes) || !isJson(request, LIMITS.requestBytes)) return null;
   if (!isIntIn(leaseMs, LIMITS.minLeaseMs, LIMITS.maxLeaseMs) || !isIntIn(maxAttempts, 1, LIMITS.maxAttempts)) return null;
   if (worker !== undefined && !isName(worker, LIMITS.workerBytes)) return null;
+  if (typeof rerunAfterUnknown !== 'boolean') return null;
   const parsedBinding = bindingFast(binding);
   if (parsedBinding === null) return null;
-  return { tenant, key, request, binding: parsedBinding, leaseMs, ...(worker === undefined ? {} : { worker }), maxAttempts };
+  return { tenant, key, request, binding: parsedBinding, leaseMs, ...(worker === undefined ? {} : { worker }), maxAttempts, rerunAfterUnknown };
 }
 
 function bindingFast(binding: unknown): z.output<typeof bindingSchema> | null {

@@ -56,6 +56,12 @@ export interface ClaimInput extends OperationRef {
   readonly worker?: string;
   /** Attempt budget (1-1000), fixed at first claim. Default 5. */
   readonly maxAttempts?: number;
+  /**
+   * After an attempt reported unknown (and no lease is live): true (default) opens a new
+   * attempt; false answers `in_doubt` and opens nothing, for a caller that cannot check whether
+   * the effect happened (settle.claim's rerun_after_unknown, docs/protocol.md "In-doubt retries").
+   */
+  readonly rerunAfterUnknown?: boolean;
 }
 
 /**
@@ -99,7 +105,7 @@ export type LockedRead =
   | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] }
   | { readonly outcome: 'refused'; readonly reason: 'binding_revoked' };
 
-/** The answer of claim(), by `outcome`: acquired (run the effect under the lease), in_progress, replay, conflict, failed, unknown (see docs/sql-api.md, settle.claim). */
+/** The answer of claim(), by `outcome`: acquired (run the effect under the lease), in_progress, replay, conflict, failed, unknown, in_doubt, refused (see docs/sql-api.md, settle.claim). */
 export type ClaimOutcome =
   | { readonly outcome: 'acquired'; readonly status: Status; readonly attempt: AttemptHandle }
   | {
@@ -129,6 +135,11 @@ export type ClaimOutcome =
       readonly deadLettered: true;
       readonly deadLetterReason: 'needs_reconciliation';
     }
+  /**
+   * Only with `rerunAfterUnknown: false`: an attempt reported unknown, no lease is live and the
+   * operation is not dead-lettered. Nothing was opened or changed; do not run the effect.
+   */
+  | { readonly outcome: 'in_doubt'; readonly status: 'unknown'; readonly attempt: number; readonly deadLettered: false }
   | { readonly outcome: 'conflict'; readonly conflictOn: readonly ConflictField[] }
   /** The presented binding generation is revoked (settle.revoke_binding): nothing disclosed, nothing run. */
   | { readonly outcome: 'refused'; readonly reason: 'binding_revoked' };

@@ -20,6 +20,8 @@ export interface SimReconciler {
 
 export function startSimReconciler(o: {
   readonly client: SettleClient;
+  /** The run's tenants start with it; any other operation is released at once, unchecked. */
+  readonly tenantPrefix: string;
   readonly ledger: Ledger;
   /** The provider's first lookup of this operation times out (provider-outage, paid-slow-lookup). */
   readonly slowFirstLookup: (tenant: string, key: string) => boolean;
@@ -42,6 +44,10 @@ export function startSimReconciler(o: {
   };
 
   const check = async (op: ReconcileCandidate, { signal }: { readonly signal: AbortSignal }): Promise<ReconcileDecision> => {
+    // settle.lease_reconciliation leases whatever needs reconciliation in the database: in a
+    // database the user named (--write-to-database) that may be their own operations, which
+    // this ledger knows nothing about. Leave them as they were, for their own reconciler.
+    if (!op.tenant.startsWith(o.tenantPrefix)) return { outcome: 'undecided', retryAfterMs: 0 };
     if (op.checks === 1 && o.slowFirstLookup(op.tenant, op.key)) {
       // The provider is still slow: the lookup hangs until the reconciler's check timeout.
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
@@ -68,7 +74,7 @@ export function startSimReconciler(o: {
     client: o.client,
     check,
     holder: 'pg-settle-simulate',
-    batchSize: 20,
+    batchSize: 50,
     leaseMs: 10_000,
     checkTimeoutMs: 300,
     retryAfterMs: 100,
@@ -84,11 +90,16 @@ export function startSimReconciler(o: {
         const summary = await reconciler.sweep();
         stats.sweeps += 1;
         stats.leased += summary.leased;
+        let foreign = 0;
         for (const { tenant, key, result } of summary.operations) {
+          if (!tenant.startsWith(o.tenantPrefix)) {
+            foreign += 1;
+            continue;
+          }
           stats.results[result] += 1;
           if (result === 'resolved_completed' || result === 'resolved_failed' || result === 'already_final') waiter(keyOf({ tenant, key })).resolve();
         }
-        if (summary.leased > 0) continue;
+        if (summary.leased > foreign) continue;
       } catch (error) {
         o.onError(error);
       }

@@ -148,6 +148,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     const plansByKey = new Map(plans.map((plan) => [keyOf({ tenant: `${tenantPrefix}${plan.tenant}`, key: plan.key }), plan]));
     const reconciler = startSimReconciler({
       client,
+      tenantPrefix,
       ledger,
       slowFirstLookup: (tenant, key) => plansByKey.get(keyOf({ tenant, key }))?.variant === 'paid-slow-lookup',
       onError: (error) => recorder.error(error),

@@ -75,6 +75,20 @@ describe('claim()', () => {
     expect((await t.app.claim(input(key, { binding: { ...binding, scopes: ['a', 'b', 'a'] } }))).outcome).toBe('in_progress');
   });
 
+  it('in_doubt with rerunAfterUnknown: false after a reported unknown: typed, nothing opened; the default opens attempt 2', async () => {
+    const key = uniqueKey();
+    await t.app.reportUnknown(acquired(await t.app.claim(input(key))));
+    for (let i = 0; i < 3; i++) {
+      expect(await t.app.claim(input(key, { rerunAfterUnknown: false }))).toEqual({ outcome: 'in_doubt', status: 'unknown', attempt: 1, deadLettered: false });
+    }
+    expect(acquired(await t.app.claim(input(key))).attempt).toBe(2);
+    // A crashed attempt (lapsed lease, nothing reported) on a fresh key is still taken over.
+    const crashed = uniqueKey();
+    acquired(await t.app.claim(input(crashed)));
+    await expireLease(t.su, tenant, crashed);
+    expect(acquired(await t.app.claim(input(crashed, { rerunAfterUnknown: false }))).attempt).toBe(2);
+  });
+
   it('takes over a lapsed lease as the next attempt', async () => {
     const key = uniqueKey();
     acquired(await t.app.claim(input(key)));

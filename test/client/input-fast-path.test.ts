@@ -43,7 +43,8 @@ const binding = fc.oneof(
 );
 const claimInput = fc.oneof(
   { weight: 9, arbitrary: fc.record(
-    { tenant: name, key: name, request: json, binding, leaseMs: int, worker: fc.oneof(name, fc.constant(null)), maxAttempts: int, extra: fc.anything() },
+    { tenant: name, key: name, request: json, binding, leaseMs: int, worker: fc.oneof(name, fc.constant(null)), maxAttempts: int,
+      rerunAfterUnknown: fc.oneof({ arbitrary: fc.boolean(), weight: 4 }, fc.constantFrom(null, 'false', 0)), extra: fc.anything() },
     { requiredKeys: ['tenant', 'key', 'request', 'binding'] },
   ) },
   fc.constantFrom(null, [], 'input', 7),

@@ -11,28 +11,35 @@ import { defaultMigrationsDir } from '../../src/db/migrations-dir.js';
 // (docs/performance.md). The copies must stay the same expression.
 
 const COPIES = [
-  { file: '00012_access.sql', fn: '_access' },
-  { file: '00007_claim.sql', fn: 'claim' },
-  { file: '00009_merge.sql', fn: '_observe' },
+  { file: '00012_access.sql', fns: ['_access'] },
+  { file: '00007_claim.sql', fns: ['claim'] },
+  // _observe's read after the row lock, and settle.complete's settling success (its own copy
+  // of that read, in the statement that writes the settlement).
+  { file: '00009_merge.sql', fns: ['_observe', 'complete'] },
 ] as const;
 
-/** The `case when exists (... tenant_bindings ...) ... end` of `fn` in `file`, normalized. */
-async function accessExpression(file: string, fn: string): Promise<string> {
+const START = 'case when exists (select 1 from settle_private.tenant_bindings b';
+
+/** Every `case when exists (... tenant_bindings ...) ... end` in `file`, in order, normalized. */
+async function accessExpressions(file: string, fns: readonly string[]): Promise<string[]> {
   const text = await readFile(path.join(defaultMigrationsDir(), file), 'utf8');
-  const start = text.indexOf('case when exists (select 1 from settle_private.tenant_bindings b');
-  expect(start, `${file} has the access expression`).toBeGreaterThan(0);
-  expect(text.indexOf('case when exists (select 1 from settle_private.tenant_bindings b', start + 1), `${file} has one copy`).toBe(-1);
-  const end = text.indexOf(' end', text.indexOf('binding_floors', start));
-  return text
-    .slice(start, end + ' end'.length)
-    .replace(/--[^\n]*/g, '')
-    .replaceAll(`${fn}.`, 'ARG.')
-    .replace(/\s+/g, ' ');
+  const copies: string[] = [];
+  for (let start = text.indexOf(START); start >= 0; start = text.indexOf(START, start + 1)) {
+    const fn = fns[copies.length] ?? '?';
+    const end = text.indexOf(' end', text.indexOf('binding_floors', start));
+    copies.push(text
+      .slice(start, end + ' end'.length)
+      .replace(/--[^\n]*/g, '')
+      .replaceAll(`${fn}.`, 'ARG.')
+      .replace(/\s+/g, ' '));
+  }
+  expect(copies.length, `${file} has one copy in each of ${fns.join(', ')}`).toBe(fns.length);
+  return copies;
 }
 
 describe('the access check', () => {
-  it('is the same expression in settle_private._access, settle.claim and the observations', async () => {
-    const [access, ...others] = await Promise.all(COPIES.map((c) => accessExpression(c.file, c.fn)));
+  it('is the same expression in settle_private._access, settle.claim, the observations and settle.complete', async () => {
+    const [access, ...others] = (await Promise.all(COPIES.map((c) => accessExpressions(c.file, c.fns)))).flat();
     expect(access).toContain('ARG.tenant = any (b.tenants)');
     expect(access).toContain('f.principal = ARG.principal');
     for (const other of others) expect(other).toBe(access);

@@ -109,21 +109,36 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     expect(await ctx.admin.attempts({ tenant: 'acme', key })).toHaveLength(1); // more than maxAttempts retries, one attempt
     expect(await ctx.admin.inspect({ tenant: 'acme', key })).toMatchObject({ status: 'unknown', attempt: 1 });
 
-    // Another process (a client that never saw the key): its first retry opens one attempt (the
-    // engine's claim cannot be told not to), every later one answers from the read.
-    const cold = createSettleClient({ connectionString: asRole(ctx.db.url, 'settle_app'), poolSize: 2 });
-    const other = await startApp(framework, { settle: cold });
+    // Two other instances behind the load balancer (separate settle clients, as separate
+    // processes or a restarted one would have; neither saw the key become unknown), retrying
+    // in turn and all at once: every answer is the same 500, nothing runs, no attempt is opened
+    // (the engine answers in_doubt: settle.claim(rerun_after_unknown => false)).
+    const instances = await Promise.all([1, 2].map(async () => {
+      const client = createSettleClient({ connectionString: asRole(ctx.db.url, 'settle_app'), poolSize: 2 });
+      return { client, app: await startApp(framework, { settle: client }) };
+    }));
     try {
       for (let retry = 1; retry <= 3; retry++) {
-        const answer = await send(`${other.url}/gateway`, { key, json: {} });
+        for (const instance of instances) {
+          const answer = await send(`${instance.app.url}/gateway`, { key, json: {} });
+          expect(answer.status).toBe(500);
+          expect(answer.headers.get('retry-after')).toBeNull();
+          expect(answer.json()).toMatchObject({ type: `${PROBLEM}outcome-unknown`, status: 500, deadLettered: false });
+        }
+      }
+      const burst = await Promise.all(instances.flatMap((instance) => [1, 2, 3].map(() => send(`${instance.app.url}/gateway`, { key, json: {} }))));
+      for (const answer of burst) {
         expect(answer.status).toBe(500);
         expect(answer.json()).toMatchObject({ type: `${PROBLEM}outcome-unknown` });
       }
-      expect(other.hooks.calls.gateway).toBeUndefined();
-      expect(await ctx.admin.attempts({ tenant: 'acme', key })).toHaveLength(2);
+      for (const instance of instances) expect(instance.app.hooks.calls.gateway).toBeUndefined();
+      expect(await ctx.admin.attempts({ tenant: 'acme', key })).toHaveLength(1);
+      expect(await ctx.admin.inspect({ tenant: 'acme', key })).toMatchObject({ status: 'unknown', attempt: 1, deadLetteredAt: null });
     } finally {
-      await other.close();
-      await cold.end();
+      for (const instance of instances) {
+        await instance.app.close();
+        await instance.client.end();
+      }
     }
   });
 

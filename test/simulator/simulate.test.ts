@@ -8,6 +8,7 @@ import { readEngineState } from '../../src/checker/engine-state.js';
 import { checkHistory } from '../../src/simulator/checker.js';
 import type { History } from '../../src/simulator/history.js';
 import { readDeliveries } from '../../src/simulator/rewards.js';
+import { createSettleClient } from '../../src/client/client.js';
 
 // A small real run with every fault on, against a fresh migrated database from the harness.
 // Rates are high so 150 operations see every fault; waits are bounded by the 1 s lease.
@@ -32,7 +33,8 @@ const db = useTestDatabase('simulate');
 describe('runSimulation', () => {
   it('runs 150 operations with every fault injected to a green report', async () => {
     const report = await runSimulation({ config: configFromFlags(FLAGS), connectionString: db.url });
-    const failed = report.check.invariants.filter((i) => !i.ok);
+    // Name the violations, so that a failure on a loaded machine says what happened.
+    const failed = report.check.invariants.filter((i) => !i.ok).map((i) => `${i.name}: ${i.violations.join(' | ')}`);
     expect(failed).toEqual([]);
     expect(report.errors).toEqual({ count: 0, first: [] });
     expect(report.ok).toBe(true);
@@ -76,9 +78,31 @@ describe('runSimulation', () => {
   });
 
   it('a credit applied twice in the database fails feed-exactly-once, for the feed consumer only', async () => {
-    const config = configFromFlags({ ...FLAGS, seed: '9', operations: '40', faults: '0', 'fault-slow-commit': '0.2' });
+    // Another application's operation needing reconciliation in the same database: the run's
+    // reconciler leases it (settle.lease_reconciliation has no tenant filter) and leaves it as it was.
+    const app = createSettleClient({ connectionString: db.url, telemetry: false });
+    const binding = { principal: 'someone', scopes: ['payouts:write'], generation: 1 };
+    try {
+      const claim = await app.claim({ tenant: 'not-the-simulator', key: 'k1', request: { amount: 1 }, binding, maxAttempts: 1 });
+      if (claim.outcome !== 'acquired') throw new Error(`claim answered ${claim.outcome}`);
+      expect(await app.reportUnknown(claim.attempt)).toMatchObject({ outcome: 'recorded' });
+    } finally {
+      await app.end();
+    }
+    const config = configFromFlags({ ...FLAGS, seed: '9', operations: '40', faults: '0', 'fault-slow-commit': '0.2', 'fault-provider-outage': '0.2' });
     const report = await runSimulation({ config, connectionString: db.url });
     expect(report.ok).toBe(true);
+    expect(report.reconciliation.needed).toBeGreaterThan(0);
+    expect(report.reconciliation.undecided).toBe(0);
+    const foreign = new pg.Pool({ connectionString: db.url, max: 1 });
+    try {
+      const { rows: left } = await foreign.query(
+        `select status::text, dead_letter_reason from settle.operations where tenant = 'not-the-simulator' and key = 'k1'`,
+      );
+      expect(left).toEqual([{ status: 'unknown', dead_letter_reason: 'needs_reconciliation' }]);
+    } finally {
+      await foreign.end();
+    }
     const consumer = `${report.tenantPrefix}rewards`;
     const pool = new pg.Pool({ connectionString: db.url, max: 2 });
     try {

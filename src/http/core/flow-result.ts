@@ -105,6 +105,8 @@ export function notAcquired(
       );
     case 'unknown':
       return outcomeUnknown(o, true);
+    case 'in_doubt':
+      return outcomeUnknown(o, false);
   }
 }
 

@@ -9,8 +9,7 @@ import { keepLease } from './lease.js';
 import type { Resolved } from './options.js';
 import { problem } from './problem.js';
 import { type CapturedResponse, toStored } from './stored-response.js';
-import { answer, type FlowResult, isAmbiguous, notAcquired, outcomeUnknown, type RunHandler, storeError, TIMEOUT, withTimeout } from './flow-result.js';
-import { inDoubt } from './in-doubt.js';
+import { answer, type FlowResult, isAmbiguous, notAcquired, type RunHandler, storeError, TIMEOUT, withTimeout } from './flow-result.js';
 import { runInRequestTransaction } from './transaction-flow.js';
 
 // The results and answers transaction-flow.ts shares with this flow live in flow-result.ts (no cycle).
@@ -77,51 +76,22 @@ async function claimWaiting(input: ClaimInput, o: Resolved<never>): Promise<Clai
   }
 }
 
-/**
- * A key this process knows to be in doubt (docs/http.md, "In-doubt requests") is answered from
- * the lock-gated read, which opens no attempt; null when the key is no longer in doubt (settled
- * by a late success, resolved or redriven by an operator, purged): then it is claimed as usual.
- */
-async function answerInDoubt(input: ClaimInput, o: Resolved<never>): Promise<FlowResult | null> {
-  const doubts = inDoubt(o.settle);
-  if (o.rerunAfterUnknown || !doubts.has(input.tenant, input.key)) return null;
-  const read = await o.settle.get({ tenant: input.tenant, key: input.key, request: input.request, binding: input.binding });
-  switch (read.outcome) {
-    case 'conflict':
-    case 'refused':
-      return notAcquired(read, o);
-    case 'found':
-      if (read.status === 'unknown' && !read.inFlight) return outcomeUnknown(o, read.deadLettered);
-      doubts.delete(input.tenant, input.key);
-      return read.status === 'completed' && read.result !== null ? answer(replayAnswer(read.result, o)) : null;
-    case 'not_found':
-      doubts.delete(input.tenant, input.key);
-      return null;
-  }
-}
-
-/** report_unknown for this attempt, remembering the key as in doubt; whether the key is now dead-lettered. */
-async function reportInDoubt(handle: AttemptHandle, o: Resolved<never>): Promise<boolean> {
-  inDoubt(o.settle).add(handle.tenant, handle.key);
-  const observation = await o.settle.reportUnknown(handle).catch(() => null);
-  return observation !== null && 'deadLettered' in observation && observation.deadLettered;
+/** report_unknown for this attempt (best effort: a lapsed lease says the same to the next claim). */
+async function reportInDoubt(handle: AttemptHandle, o: Resolved<never>): Promise<void> {
+  await o.settle.reportUnknown(handle).catch(() => null);
 }
 
 /** Lease mode: claim, run the handler under a renewed lease, settle its response. */
 async function runUnderLease(input: ClaimInput, o: Resolved<never>, runHandler: RunHandler): Promise<FlowResult> {
-  const known = await answerInDoubt(input, o);
-  if (known !== null) return known;
   const claimedAt = Date.now();
-  const claimed = await claimWaiting(input, o);
+  // Without rerunAfterUnknown, as the client's run() without reconcile: never a blind re-run
+  // after an unknown outcome. The engine answers such a key `in_doubt` (outcome-unknown here)
+  // without opening an attempt, whichever instance or process the retry reaches (docs/http.md,
+  // "In-doubt requests"); a takeover after a crash (a lapsed lease, nothing reported) still runs.
+  const claimed = await claimWaiting({ ...input, rerunAfterUnknown: o.rerunAfterUnknown }, o);
   if (claimed.outcome !== 'acquired') return notAcquired(claimed, o);
   const handle = claimed.attempt;
   const earlier = { count: handle.attempt - 1, reportedUnknown: claimed.status === 'unknown', mayHaveTakenEffect: handle.attempt > 1 };
-  if (earlier.reportedUnknown && !o.rerunAfterUnknown) {
-    // As the client's run() without reconcile: never a blind re-run after an unknown outcome.
-    // This claim opened an attempt (the engine cannot be asked not to); the key is remembered
-    // as in doubt, so this process answers its next retries without opening another.
-    return outcomeUnknown(o, await reportInDoubt(handle, o));
-  }
 
   const keeper = keepLease(o.settle, handle, o.leaseMs, o.heartbeatIntervalMs, claimedAt);
   let downstreamKey: string | undefined;
@@ -163,10 +133,7 @@ async function settleCaptured(handle: AttemptHandle, captured: CapturedResponse,
   let observation: Observation;
   try {
     if (decision === 'store') observation = await o.settle.complete(handle, toStored(captured, o.replayHeaders));
-    else if (decision === 'unknown') {
-      inDoubt(o.settle).add(handle.tenant, handle.key);
-      observation = await o.settle.reportUnknown(handle);
-    }
+    else if (decision === 'unknown') observation = await o.settle.reportUnknown(handle);
     else observation = await o.settle.fail(handle, { httpStatus: captured.status }, { retryable: decision === 'retryable' });
   } catch (error) {
     // The handler's response exists; whether it was stored is unknown (or it could not be stored).

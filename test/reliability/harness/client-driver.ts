@@ -61,6 +61,7 @@ export function createClientDriver(client: SettleClient): SettleDriver {
         case 'failed':
           return { outcome: o.outcome, error: o.error, deadLettered: o.deadLettered, attempt: o.attempt };
         case 'unknown':
+        case 'in_doubt':
           return { outcome: o.outcome, status: o.status, deadLettered: o.deadLettered, attempt: o.attempt };
         case 'conflict':
           return { outcome: o.outcome, conflictOn: o.conflictOn };

@@ -213,6 +213,18 @@ export const MUTANTS: readonly Mutant[] = [
         find: "case when op.scopes is distinct from settle_private._normalize_scopes(_lock_diff.scopes) then 'scopes' end,",
         replace: "case when op.scopes is distinct from _lock_diff.scopes then 'scopes' end,",
       },
+      {
+        // The same comparison where the common answers are decided without _lock_diff: the
+        // replay of settle.claim and the settling success of settle.complete.
+        file: CLAIM,
+        find: 'and v_op.scopes = settle_private._normalize_scopes(claim.scopes)',
+        replace: 'and v_op.scopes = claim.scopes',
+      },
+      {
+        file: MERGE,
+        find: 'and o.scopes = settle_private._normalize_scopes(complete.scopes)',
+        replace: 'and o.scopes = complete.scopes',
+      },
     ],
     scenario: 'reordered-scopes',
     expected: ['spurious-conflict'],
@@ -255,6 +267,13 @@ export const MUTANTS: readonly Mutant[] = [
         replace: `              else 0 end as verdict,`,
       },
       {
+        // settle.complete's settling success reads the same verdict under the row lock.
+        file: MERGE,
+        find: `                    else coalesce((select f.below_generation from settle_private.binding_floors f
+                                    where f.tenant = complete.tenant and f.principal = complete.principal), 0) end as verdict,`,
+        replace: `                    else 0 end as verdict,`,
+      },
+      {
         file: ACCESS,
         find: `  return coalesce((select f.below_generation from settle_private.binding_floors f
                     where f.tenant = _floor.tenant and f.principal = _floor.principal), 0);`,
@@ -280,9 +299,9 @@ export const MUTANTS: readonly Mutant[] = [
       },
       {
         file: GUARDS,
-        find: `  if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
-     and not settle_private._resolving_failed(new.tenant, new.key) then`,
-        replace: '  if false then',
+        find: `      if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+         and not settle_private._resolving_failed(new.tenant, new.key) then`,
+        replace: '      if false then',
       },
     ],
     scenario: 'timeout-exhaustion',
