@@ -73,15 +73,22 @@ describe('Prometheus /metrics of the simulator', () => {
       const su = new pg.Client({ connectionString: db.url });
       await su.connect();
       const { rows } = await su.query<{ attempts: string; completed: string }>(
-        `select (select count(*) from settle_private.attempts where tenant like $1 || '%') as attempts,
-                (select count(*) from settle_private.operations where tenant like $1 || '%' and status = 'completed') as completed`,
+        // A resolution (settle.resolve, run by the simulator's reconciler) opens and settles an
+        // attempt of its own, worker 'resolve:<login>', without a claim or a complete call.
+        `select (select count(*) from settle_private.attempts
+                  where tenant like $1 || '%' and coalesce(worker, '') not like 'resolve:%') as attempts,
+                (select count(*) from settle_private.operations o
+                   join settle_private.attempts a
+                     on a.tenant = o.tenant and a.key = o.key and a.attempt = o.settled_attempt
+                  where o.tenant like $1 || '%' and o.status = 'completed'
+                    and coalesce(a.worker, '') not like 'resolve:%') as completed`,
         [report.tenantPrefix],
       ).finally(() => su.end());
       const db0 = rows[0];
       expect(db0).toBeDefined();
-      // Every attempt in the database was opened by one claim answered `acquired`.
+      // Every attempt a claim opened was opened by one claim answered `acquired`.
       expect(sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.claim', pg_settle_outcome: 'acquired' })).toBe(Number(db0?.attempts));
-      // Every completed operation was settled by exactly one complete() answered `settled`.
+      // Every operation completed by a worker was settled by exactly one complete() answered `settled`.
       expect(sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.complete', pg_settle_outcome: 'settled' })).toBe(Number(db0?.completed));
       // The sweeper's calls, as the simulator's report counts them.
       expect(sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.expire_leases', pg_settle_outcome: 'ok' })).toBe(report.sweeper.runs);
