@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -41,5 +41,15 @@ describe('npm pack --dry-run', () => {
 
   it('lists no harness, test or bench file', () => {
     expect(files.filter((f) => NOT_PRODUCT.test(f))).toEqual([]);
+  });
+
+  it('names its license (with the LICENSE text) and its repository, so a registry page links back', async () => {
+    const manifest = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as {
+      license?: string;
+      repository?: { type?: string; url?: string };
+    };
+    expect(manifest.license).toBe('Apache-2.0');
+    expect(await readFile(path.join(ROOT, 'LICENSE'), 'utf8')).toMatch(/Apache License\s+Version 2\.0/);
+    expect(manifest.repository).toMatchObject({ type: 'git', url: expect.stringMatching(/^git\+https:\/\/github\.com\/[\w-]+\/[\w-]+\.git$/) });
   });
 });
