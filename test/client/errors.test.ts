@@ -200,7 +200,12 @@ describe('infrastructure errors', () => {
   it('57014 statement timeout -> SettleTimeoutError', async () => {
     const error = await superPool.connect(async (connection) => {
       await connection.query(sql.unsafe`set statement_timeout = 50`);
-      return rejection(connection.query(sql.unsafe`select pg_sleep(5)`));
+      try {
+        return await rejection(connection.query(sql.unsafe`select pg_sleep(5)`));
+      } finally {
+        // The connection goes back to the pool: the next test's statements must not inherit 50 ms.
+        await connection.query(sql.unsafe`reset statement_timeout`);
+      }
     });
     expect(error).toBeInstanceOf(SettleTimeoutError);
     expect(error).toMatchObject({ code: '57014', sqlstate: '57014' });
