@@ -61,7 +61,7 @@ describe('pg-settle feed', () => {
     const text = await cli(['feed']);
     expect(text.stdout).toMatch(/^consumer\s+lane\s+position/);
     expect(text.stdout).toContain('horizon (xid)');
-  });
+  }, 240_000);
 
   it('feed reset: --dry-run changes nothing, no terminal without --yes is refused, --yes skips the backlog', async () => {
     const dry = await cli(['feed', 'reset', 'ledger', '--dry-run', '--json']);
@@ -78,7 +78,7 @@ describe('pg-settle feed', () => {
     const back = await cli(['feed', 'reset', 'ledger', '--earliest', '--yes', '--json']);
     expect(back.code).toBe(0);
     expect(await lag()).toBe(3);
-  });
+  }, 240_000);
 
   it('usage errors exit 2; an unknown consumer exits 1 with its SQLSTATE', async () => {
     expect((await cli(['feed', 'rewind'])).code).toBe(2);
@@ -87,5 +87,5 @@ describe('pg-settle feed', () => {
     const unknown = await cli(['feed', 'reset', 'nobody', '--dry-run']);
     expect(unknown.code).not.toBe(0);
     expect(unknown.stderr).toContain('SE040');
-  });
+  }, 240_000);
 });

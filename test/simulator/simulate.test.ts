@@ -75,7 +75,7 @@ describe('runSimulation', () => {
     expect(byFault['caller-timeout']?.['run() unknown (effect_outcome_unknown)']).toBeGreaterThan(0);
     // A slow worker that ignores its lost lease pays again: only the downstream's idempotency stops it.
     expect(byFault['lease-expiry']?.['downstream deduplicated']).toBeGreaterThan(0);
-  });
+  }, 240_000);
 
   it('a credit applied twice in the database fails feed-exactly-once, for the feed consumer only', async () => {
     // Another application's operation needing reconciliation in the same database: the run's
@@ -137,14 +137,14 @@ describe('runSimulation', () => {
     } finally {
       await pool.end();
     }
-  });
+  }, 240_000);
 
   it('the unsafe downstream pays twice (a worker ignoring its lost lease) and the checker says so', async () => {
     const config = configFromFlags({ ...FLAGS, seed: '8', operations: '60', faults: '0', 'fault-lease-expiry': '0.5', 'fault-slow-commit': '0', 'fault-provider-outage': '0' });
     const report = await runSimulation({ config, connectionString: db.url, unsafeDownstream: true });
     expect(report.ok).toBe(false);
     expect(report.check.invariants.filter((i) => !i.ok).map((i) => i.name)).toEqual(['no-double-pay']);
-  });
+  }, 240_000);
 
   it('the same seed gives the same fault schedule; another seed another one', () => {
     const config = configFromFlags(FLAGS);
