@@ -1,6 +1,7 @@
 // The HTTP examples run as docs/http.md says ("Run the examples"): the admin's psql statements,
 // then each documented `npx tsx examples/http/….ts` command as a settle_app login against a real,
-// migrated database; docs/http.md embeds each file verbatim, and its install line names every
+// migrated database, and each documented `npx tsx examples/http/throwaway.ts …` command on a server
+// of its own; docs/http.md embeds each file verbatim, and its install line names every
 // package the examples import, at the major version pg-settle's package.json uses.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -76,6 +77,17 @@ describe('HTTP examples', () => {
     expect(command).toBe(`npx tsx ${file}`);
     const { stdout } = await run('sh', ['-c', command], { env: { ...process.env, DATABASE_URL: loginUrl }, timeout: 110_000 });
     expect(stdout.trim().split('\n')).toEqual(expectations[file]);
+  });
+
+  it.each(files)('%s runs against a throwaway server with its documented command', { timeout: 300_000 }, async (file) => {
+    const name = file.replace('examples/http/', '').replace('.ts', '');
+    const command = `npx tsx examples/http/throwaway.ts ${name}`;
+    expect(doc.split('\n')).toContain(command);
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env.DATABASE_URL;
+    const { stdout, stderr } = await run('sh', ['-c', command], { env, timeout: 290_000 });
+    expect(stdout.trim().split('\n')).toEqual(expectations[file]);
+    expect(stderr).toContain('example: starting a throwaway PostgreSQL');
   });
 
   it('the Express example created its table in schema shop, owned by the login, not in public', async () => {
