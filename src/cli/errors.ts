@@ -2,7 +2,7 @@ import { SettleConnectionError, SettleError, SettleInputError } from '../client/
 import { SimulatorConfigError } from '../simulator/config.js';
 import { EXIT, type ExitCode } from './exit-codes.js';
 import { printJson } from './output.js';
-import { UnknownFlagError, UsageError } from './usage-error.js';
+import { MissingPackageError, UnknownFlagError, UsageError } from './usage-error.js';
 
 /** A failure to reach or prepare the database (provisioning, bad URL, migration). */
 export class DatabaseUnavailableError extends Error {
@@ -79,7 +79,7 @@ export function reportError(error: unknown, json: boolean, usage?: string): Exit
     if (fields.hint !== null) lines.push(`  hint:     ${fields.hint}`);
     process.stderr.write(`${lines.join('\n')}\n`);
   }
-  if (exitCode === EXIT.usage && usage !== undefined && !(error instanceof MissingDatabaseError) && !(error instanceof UnknownFlagError)) {
+  if (exitCode === EXIT.usage && usage !== undefined && !(error instanceof MissingDatabaseError) && !(error instanceof UnknownFlagError) && !(error instanceof MissingPackageError)) {
     process.stderr.write(`\n${usage}\n`);
   }
   return exitCode;

@@ -7,7 +7,7 @@ import { openDatabase } from '../database.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, printText } from '../output.js';
 import { createProgress } from '../progress.js';
-import { UsageError } from '../usage-error.js';
+import { MissingPackageError, UsageError } from '../usage-error.js';
 
 const faultHelp = FAULTS.map((f) => `  --fault-${f.name}=RATE`.padEnd(36) + `0-1, default ${f.defaultRate}: ${f.summary}`).join('\n');
 
@@ -77,7 +77,7 @@ Common flags:
     // The endpoint first: without the OpenTelemetry SDK (an app's install) it fails at once, as a
     // usage error (exit 2), before a server is started; exit 1 is kept for invariant failures.
     const metrics = metricsPort === null ? null : await startMetricsEndpoint({ port: metricsPort }).catch((error: unknown) => {
-      if (error instanceof MetricsEndpointUnavailableError) throw new UsageError(error.message, { cause: error });
+      if (error instanceof MetricsEndpointUnavailableError) throw new MissingPackageError(error.message, { cause: error });
       throw error;
     });
     const db = await openDatabase(databaseUrl, { migrateAlways: true, provision: true, ignoreEnvironment: true }).catch(async (error: unknown) => {
