@@ -53,6 +53,9 @@ export class ReconciliationRequiredError extends SettleError {}
 /** A stored result (replay, or another attempt's) does not match the `result` schema. */
 export class StoredResultMismatchError extends SettleError {}
 
+const NEEDS_RECONCILIATION_HINT =
+  'Pass run(input, effect, { reconcile }) to look the effect up downstream, or { rerunAfterUnknown: true } if the downstream honours one idempotency key for every attempt.';
+
 const FIRST_WAIT_MS = 5;
 const DEFAULT_POLL_MS = 50;
 
@@ -131,9 +134,12 @@ export async function claimLoop<R>(
           attempt: claimed.attempt,
           record: null,
           reason: 'needs_reconciliation',
-          cause: new Error(claimed.outcome === 'unknown'
-            ? 'the attempt budget is spent and an attempt may have taken effect: dead-lettered, needs reconciliation'
-            : 'an attempt reported unknown and this claim asked not to run it again: needs reconciliation'),
+          cause: claimed.outcome === 'unknown'
+            ? new Error('the attempt budget is spent and an attempt may have taken effect: dead-lettered, needs reconciliation')
+            : new ReconciliationRequiredError(
+              `attempt ${claimed.attempt} of ${input.tenant}/${input.key} reported unknown: its effect may have happened, and this call asked not to run it again without reconciling; the effect did not run and no attempt was opened`,
+              { code: 'NEEDS_RECONCILIATION', hint: NEEDS_RECONCILIATION_HINT },
+            ),
         };
       case 'in_progress': {
         const remaining = deadline - Date.now();
@@ -187,11 +193,18 @@ export async function runEffect<T>(
   const schema = options?.result;
   let claimedAt = 0;
   let acquiredStatus: string | undefined;
+  // Without reconcile (nor rerunAfterUnknown) this run() would refuse to run the effect after an
+  // attempt reported unknown: ask the engine not to open an attempt then (it answers in_doubt,
+  // which the claim loop maps to unknown / needs_reconciliation), rather than opening one only
+  // to report it unknown again. run() decides this from its options: the input's own field is
+  // overridden.
+  const rerunAfterUnknown = options?.reconcile !== undefined || options?.rerunAfterUnknown === true;
+  const claimInput: RunInput = input.rerunAfterUnknown === rerunAfterUnknown ? input : { ...input, rerunAfterUnknown };
   const acquired = await claimLoop(
     input,
     async () => {
       claimedAt = Date.now();
-      const claimed = await client.claim(input, call);
+      const claimed = await client.claim(claimInput, call);
       if (claimed.outcome !== 'acquired') return claimed;
       acquiredStatus = claimed.status;
       return { outcome: 'acquired', value: claimed.attempt };
@@ -245,10 +258,12 @@ export async function runEffect<T>(
       return outcome.outcome === 'completed' && outcome.settledBy === 'this_attempt' ? { ...outcome, reconciled: true } : outcome;
     }
   } else if (earlier.reportedUnknown && options?.rerunAfterUnknown !== true) {
+    // Not reached with this engine (the claim above asked for in_doubt instead of an attempt):
+    // kept so that an attempt opened after an unknown never runs the effect blindly.
     await stop();
     const cause = new ReconciliationRequiredError(
       `attempt ${handle.attempt - 1} or earlier of ${handle.tenant}/${handle.key} reported unknown: its effect may have happened, and this run() has no reconcile to find out; the effect did not run`,
-      { code: 'NEEDS_RECONCILIATION', hint: 'Pass run(input, effect, { reconcile }) to look the effect up downstream, or { rerunAfterUnknown: true } if the downstream honours one idempotency key for every attempt.' },
+      { code: 'NEEDS_RECONCILIATION', hint: NEEDS_RECONCILIATION_HINT },
     );
     return reportUnknownOutcome(client, handle, cause, 'needs_reconciliation', call, schema);
   }

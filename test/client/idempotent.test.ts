@@ -237,7 +237,7 @@ describe('settle.idempotent()', () => {
     expect((blind as OutcomeUnknownError).reason).toBe('needs_reconciliation');
     expect(runs).toBe(1);
     expect(await wrapped(true)(transfer)).toEqual({ transferId: `${transfer.id}-found` });
-    expect(reconciled).toEqual([`${transfer.id} after 2`]);
+    expect(reconciled).toEqual([`${transfer.id} after 1`]); // the blind call opened no attempt
     expect(runs).toBe(1);
   });
 

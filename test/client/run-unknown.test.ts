@@ -1,4 +1,4 @@
-import { createPool, type Interceptor } from 'slonik';
+import { createPool, type Interceptor, sql } from 'slonik';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -14,7 +14,7 @@ import {
   settleTypeParsers,
   StoredResultMismatchError,
 } from '../../src/index.js';
-import { asRole, binding, holdRun, useClientTest, uniqueKey } from './helpers.js';
+import { asRole, binding, gate, holdRun, useClientTest, uniqueKey, waitFor } from './helpers.js';
 
 const t = useClientTest('client_run_unknown');
 
@@ -28,6 +28,20 @@ async function status(key: string): Promise<{ status: string; attempt: number; d
   );
   if (rows[0] === undefined) throw new Error('no such operation');
   return rows[0];
+}
+
+async function attemptCount(key: string): Promise<number> {
+  const { rows } = await t.su.query<{ n: number }>('select count(*)::int as n from settle_private.attempts where tenant = $1 and key = $2', [tenant, key]);
+  return rows[0]?.n ?? 0;
+}
+
+/** The claim answers audited for the key, oldest first (claim:in_doubt, claim:in_progress, ...). */
+async function auditOutcomes(key: string): Promise<string[]> {
+  const { rows } = await t.su.query<{ outcome: string }>(
+    `select outcome from settle_private.audit_log where tenant = $1 and key = $2 and event::text = 'claim' order by seq`,
+    [tenant, key],
+  );
+  return rows.map((row) => row.outcome);
 }
 
 const codeError = (code: string, message = code): Error => Object.assign(new Error(message), { code });
@@ -84,17 +98,106 @@ describe('run(): a timeout is unknown, never a failure', () => {
       runs += 1;
       return 'charged again';
     });
-    expect(refused).toMatchObject({ outcome: 'unknown', reason: 'needs_reconciliation', attempt: 2 });
+    // The engine answered in_doubt: no attempt opened, nothing changed (attempt 1 is the one
+    // that reported unknown), even when the input itself asks for a re-run.
+    expect(refused).toMatchObject({ outcome: 'unknown', reason: 'needs_reconciliation', attempt: 1, record: null });
     if (refused.outcome !== 'unknown') throw new Error('unreachable');
     expect(refused.cause).toBeInstanceOf(ReconciliationRequiredError);
+    expect(refused.cause.message).toMatch(/attempt 1 of acme\/.* reported unknown.*no attempt was opened/);
+    expect(await t.app.run(input(key, { rerunAfterUnknown: true }), async () => (runs += 1))).toMatchObject({
+      outcome: 'unknown',
+      reason: 'needs_reconciliation',
+      attempt: 1,
+    });
     expect(runs).toBe(0);
-    expect((await status(key)).status).toBe('unknown');
+    expect(await status(key)).toEqual({ status: 'unknown', attempt: 1, dead: false });
+    expect(await attemptCount(key)).toBe(1);
+    expect(await auditOutcomes(key)).toContain('in_doubt');
     const rerun = await t.app.run(input(key), async () => {
       runs += 1;
       return 'charged with the same idempotency key';
     }, { rerunAfterUnknown: true });
-    expect(rerun).toMatchObject({ outcome: 'completed', attempt: 3, settledBy: 'this_attempt' });
+    expect(rerun).toMatchObject({ outcome: 'completed', attempt: 2, settledBy: 'this_attempt' });
     expect(runs).toBe(1);
+  });
+});
+
+describe('run() without reconcile after an unknown, racing on several connections', () => {
+  const racers = 6;
+
+  it('every racer answers needs_reconciliation from the engine in_doubt: no effect, no attempt opened, nothing changed', async () => {
+    const key = uniqueKey();
+    await t.app.run(input(key), async () => {
+      throw codeError('ETIMEDOUT');
+    });
+    // One pool (and so one connection) per racer, all as settle_app; every racer has its
+    // connection open before any claims, then all claim at once.
+    const clients = Array.from({ length: racers }, () => t.client({ poolSize: 1 }));
+    await Promise.all(clients.map((c) => c.getPool().then((pool) => pool.query(sql.unsafe`select 1`))));
+    let runs = 0;
+    const outcomes = await Promise.all(clients.map((c) => c.run(input(key), async () => (runs += 1))));
+    for (const outcome of outcomes) {
+      expect(outcome).toMatchObject({ outcome: 'unknown', reason: 'needs_reconciliation', attempt: 1 });
+      if (outcome.outcome !== 'unknown') throw new Error('unreachable');
+      expect(outcome.cause).toBeInstanceOf(ReconciliationRequiredError);
+    }
+    expect(runs).toBe(0);
+    expect(await status(key)).toEqual({ status: 'unknown', attempt: 1, dead: false });
+    expect(await attemptCount(key)).toBe(1);
+    expect((await auditOutcomes(key)).filter((o) => o === 'in_doubt')).toHaveLength(racers);
+  });
+
+  it('racers without reconcile while one with reconcile holds the lease: exactly one attempt is opened, the effect never runs, the waiters get the reconciled result', async () => {
+    const key = uniqueKey();
+    await t.app.run(input(key), async () => {
+      throw codeError('ECONNRESET');
+    });
+    const reconciling = gate();
+    const found = gate<{ chargeId: string }>();
+    let runs = 0;
+    const holder = t.app.run(input(key), async () => ({ chargeId: `effect-${(runs += 1)}` }), {
+      reconcile: async () => {
+        reconciling.open();
+        return found.promise;
+      },
+    });
+    // Session 1 holds attempt 2's lease inside reconcile; sessions 2..n claim now.
+    await reconciling.promise;
+    // Each racer's own pool (one settle_app connection) counts the in_progress answers it reads.
+    const sawLease = new Set<number>();
+    const pools = await Promise.all(
+      Array.from({ length: racers }, (_, racer) => {
+        const seeLease: Interceptor = {
+          name: 'see-in-progress',
+          transformRow: (_context, _query, row) => {
+            if ((row as { outcome?: unknown }).outcome === 'in_progress') sawLease.add(racer);
+            return row;
+          },
+        };
+        return createPool(asRole(t.db.url, 'settle_app'), {
+          maxPoolSize: 1,
+          typeParsers: settleTypeParsers(),
+          interceptors: [...settleInterceptors(), seeLease],
+        });
+      }),
+    );
+    try {
+      const waiters = pools.map((pool) =>
+        createSettleClient({ pool }).run(input(key, { waitForMs: 60_000 }), async () => ({ chargeId: `effect-${(runs += 1)}` })),
+      );
+      // Every waiter has read the live lease (in_progress) before the reconcile answers.
+      await waitFor(async () => sawLease.size === racers, 60_000);
+      found.open({ chargeId: 'ch_found' });
+      expect(await holder).toEqual({ outcome: 'completed', result: { chargeId: 'ch_found' }, attempt: 2, settledBy: 'this_attempt', reconciled: true });
+      for (const waiter of await Promise.all(waiters)) {
+        expect(waiter).toEqual({ outcome: 'replay', result: { chargeId: 'ch_found' }, settledAttempt: 2 });
+      }
+    } finally {
+      await Promise.all(pools.map((pool) => pool.end()));
+    }
+    expect(runs).toBe(0);
+    expect(await attemptCount(key)).toBe(2);
+    expect(await status(key)).toEqual({ status: 'completed', attempt: 2, dead: false });
   });
 });
 
