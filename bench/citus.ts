@@ -2,6 +2,9 @@
 // in the same run on the same machine: `npm run bench:citus [-- --seconds N --rounds N --clients N]`.
 // Needs Citus installed (docs/scale-out.md) and pgbench. Prints one line per round and a summary;
 // every processed transaction must have produced exactly one settlement (checked after each round).
+// `--citus-bin DIR`: run the Citus nodes from another PostgreSQL 15 installation's bin directory
+// (a relocated copy of /usr/lib/postgresql/15 whose lib/citus.so is a patched build; see
+// docs/scale-out.md, "Where a delegated cycle's CPU goes").
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,13 +18,18 @@ import { locatePgbench, PGBENCH_MISSING_HINT, runPgbench } from './pgbench.js';
 
 const SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'scripts', 'citus-cycle.sql');
 const { values } = parseArgs({
-  options: { seconds: { type: 'string', default: '20' }, rounds: { type: 'string', default: '2' }, clients: { type: 'string', default: '8' } },
+  options: {
+    seconds: { type: 'string', default: '20' },
+    rounds: { type: 'string', default: '2' },
+    clients: { type: 'string', default: '8' },
+    'citus-bin': { type: 'string' },
+  },
 });
 const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
 const clients = Number(values.clients);
 
-const unavailable = citusUnavailableReason();
+const unavailable = values['citus-bin'] === undefined ? citusUnavailableReason() : undefined;
 if (unavailable !== undefined) {
   console.error(`bench:citus: ${unavailable}`);
   process.exit(2);
@@ -34,14 +42,14 @@ if (pgbench === undefined) {
 
 const log = (msg: string): void => console.error(`[bench:citus] ${msg}`);
 const [citus, plain] = await Promise.all([
-  startCitusCluster({ log: () => {} }),
+  startCitusCluster({ log: () => {}, binDir: values['citus-bin'] }),
   startLocalCluster({ binDir: DEBIAN_PG_BIN_DIR, libDirs: ['/usr/lib/postgresql/15/lib'], log: () => {} }),
 ]);
 try {
   await migrate(citus.coordinator.adminUrl);
   const summary = await distribute(citus.coordinator.adminUrl);
   await migrate(plain.adminUrl);
-  log(`Citus: ${JSON.stringify(summary)}; plain PostgreSQL 15 on the same machine`);
+  log(`Citus: ${JSON.stringify(summary)} (${values['citus-bin'] ?? 'the installed Citus'}); plain PostgreSQL 15 on the same machine`);
   // Proof of delegation: the workers' pg_stat_statements count the claims they ran themselves.
   await withPgClient(citus.coordinator.adminUrl, (c) => c.query('create extension if not exists pg_stat_statements')); // propagated to the workers
   const workerClaims = async (): Promise<number> => {

@@ -2672,7 +2672,6 @@ ALTER FUNCTION settle_private._binding_rows_of(role text) OWNER TO settle_owner;
 
 CREATE FUNCTION settle_private._canonical_json(value jsonb) RETURNS text
     LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
   v_text text := value::text;
@@ -4459,12 +4458,37 @@ $$;
 ALTER FUNCTION settle_private.tg_any__refuse_delete() OWNER TO settle_owner;
 
 --
+-- Name: tg_attempts__guard_identity(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_attempts__guard_identity() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+     or new.claimed_by is distinct from old.claimed_by
+     or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
+     or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
+     or new.claim_seq is distinct from old.claim_seq or new.claim_audit_id is distinct from old.claim_audit_id
+     or new.claim_status_before is distinct from old.claim_status_before
+     or new.claim_status_after is distinct from old.claim_status_after then
+    raise exception using
+      errcode = 'SE024',
+      message = 'the identity, end and log of an attempt are immutable',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+  end if;
+  return new;
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_attempts__guard_identity() OWNER TO settle_owner;
+
+--
 -- Name: tg_attempts__guard_settlement(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
 CREATE FUNCTION settle_private.tg_attempts__guard_settlement() RETURNS trigger
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
   v_rule text;
@@ -4472,54 +4496,62 @@ begin
   -- Who made the claim and the settling success: the authenticated login, never the writer's word.
   if tg_op = 'INSERT' then
     new.claimed_by := session_user::text;
-  elsif old.settled_seq is null and new.settled_seq is not null then
-    new.settled_by := session_user::text;
-  end if;
-  if tg_op = 'UPDATE' then
-    if new.tenant is distinct from old.tenant or new.key is distinct from old.key
-       or new.claimed_by is distinct from old.claimed_by
-       or (old.settled_seq is not null and new.settled_by is distinct from old.settled_by)
-       or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
-       or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
-       or (old.ended_at is not null and (new.ended_at is distinct from old.ended_at
-                                         or new.end_reason is distinct from old.end_reason))
-       or new.claim_seq is distinct from old.claim_seq or new.claim_audit_id is distinct from old.claim_audit_id
-       or new.claim_status_before is distinct from old.claim_status_before
-       or new.claim_status_after is distinct from old.claim_status_after
-       or (old.settled_seq is not null and (new.settled_seq is distinct from old.settled_seq
-             or new.settled_audit_id is distinct from old.settled_audit_id
-             or new.settled_status_before is distinct from old.settled_status_before
-             or new.settled_reason is distinct from old.settled_reason)) then
+    v_rule := case
+      when not (new.attempt >= 1) then 'attempt_is_positive'
+      when not ((new.claim_seq is null) = (new.claim_audit_id is null)
+                and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
+    end;
+    if v_rule is not null then
+      perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
+    end if;
+  else
+    if old.settled_seq is null then
+      if new.settled_seq is not null then
+        new.settled_by := session_user::text;
+      end if;
+    elsif new.settled_by is distinct from old.settled_by or new.settled_seq is distinct from old.settled_seq
+          or new.settled_audit_id is distinct from old.settled_audit_id
+          or new.settled_status_before is distinct from old.settled_status_before
+          or new.settled_reason is distinct from old.settled_reason then
       raise exception using
         errcode = 'SE024',
         message = 'the identity, end and log of an attempt are immutable',
         detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
     end if;
 
-    -- conflict is terminal too: an attempt that presented a mismatched lock never settles.
-    if old.observation in ('conflict', 'failed', 'completed') and (new.observation is distinct from old.observation
-       or new.error is distinct from old.error or new.retryable is distinct from old.retryable
-       or new.late_result is distinct from old.late_result or new.observed_at is distinct from old.observed_at) then
-      raise exception using
-        errcode = 'SE024',
-        message = 'an attempt holds at most one terminal observation',
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
-        hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
-    end if;
+    if old.ended_at is not null or old.observation is not null then
+      if old.ended_at is not null and (new.ended_at is distinct from old.ended_at
+                                       or new.end_reason is distinct from old.end_reason) then
+        raise exception using
+          errcode = 'SE024',
+          message = 'the identity, end and log of an attempt are immutable',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+      end if;
 
-    -- That the settled attempt is the one the operation names is the foreign key
-    -- attempts_settlement_is_the_operations (00002): this trigger reads no other table.
+      -- conflict is terminal too: an attempt that presented a mismatched lock never settles.
+      if old.observation in ('conflict', 'failed', 'completed') and (new.observation is distinct from old.observation
+         or new.error is distinct from old.error or new.retryable is distinct from old.retryable
+         or new.late_result is distinct from old.late_result or new.observed_at is distinct from old.observed_at) then
+        raise exception using
+          errcode = 'SE024',
+          message = 'an attempt holds at most one terminal observation',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
+          hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
+      end if;
 
-    if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
-      raise exception using
-        errcode = 'SE021',
-        message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+      -- That the settled attempt is the one the operation names is the foreign key
+      -- attempts_settlement_is_the_operations (00002): this trigger reads no other table.
+      -- Only an observed attempt can move down (settled requires completion, a row rule).
+      if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
+        raise exception using
+          errcode = 'SE021',
+          message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+      end if;
     end if;
   end if;
 
   v_rule := case
-    when not (new.attempt >= 1) then 'attempt_is_positive'
     when not (new.observation is null or new.observation in ('unknown', 'conflict', 'failed', 'completed'))
       then 'observation_is_an_outcome'
     when not ((new.observation is null) = (new.observed_at is null)) then 'observed_iff_observation'
@@ -4530,8 +4562,6 @@ begin
       then 'failure_has_error'
     when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
     when new.settled_as is distinct from case when new.settled then new.attempt end then 'settled_as_is_the_attempt'
-    when not ((new.claim_seq is null) = (new.claim_audit_id is null)
-              and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
     when not (new.settled = (new.settled_seq is not null) and (new.settled_seq is null) = (new.settled_audit_id is null)
               and (new.settled_seq is null) = (new.settled_reason is null)) then 'settlement_is_logged'
     when not (new.late_result is null or (new.observation = 'completed' and not new.settled))
@@ -4570,7 +4600,6 @@ ALTER FUNCTION settle_private.tg_audit_log__refuse_change() OWNER TO settle_owne
 
 CREATE FUNCTION settle_private.tg_operations__feed() RETURNS trigger
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
   v_previous xid8;
@@ -4606,7 +4635,6 @@ ALTER FUNCTION settle_private.tg_operations__feed() OWNER TO settle_owner;
 
 CREATE FUNCTION settle_private.tg_operations__guard() RETURNS trigger
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 declare
   v_redrive boolean;
@@ -4622,46 +4650,61 @@ begin
         detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'status', new.status)::text,
         hint = 'Create operations with settle.claim.';
     end if;
+    -- The rules on the reservation lock's columns, which no UPDATE may change (_050_guard_lock).
+    v_rule := case
+      when not (octet_length(new.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
+      when not (octet_length(new.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
+      when not (octet_length(new.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
+      -- '^v1:[0-9a-f]{64}$' as a regex without the counted repetition (which PostgreSQL's regex
+      -- engine expands into 64 states, built again on every match: ~10x the cost) and a length.
+      when not (new.fingerprint ~ '^v1:[0-9a-f]+$' and octet_length(new.fingerprint) = 67) then 'fingerprint_is_versioned'
+      when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
+      -- The rules below that a row starting unsettled (checked above) can break; the others
+      -- (a terminal status, a result, a settlement, an error, a dead letter, a redrive count)
+      -- hold trivially for it, so an INSERT does not set them up.
+      when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
+      when not (new.max_attempts >= 1) then 'max_attempts_positive'
+      when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
+      when not (new.status <> 'pending' or new.lease_token is null) then 'pending_is_unleased'
+      when not (new.status <> 'running' or new.lease_token is not null) then 'running_is_leased'
+    end;
+    if v_rule is not null then
+      perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
+    end if;
+    return new;
   else
-    if new.tenant is distinct from old.tenant or new.key is distinct from old.key
-       or new.fingerprint is distinct from old.fingerprint or new.request is distinct from old.request
-       or new.principal is distinct from old.principal or new.scopes is distinct from old.scopes
-       or new.binding_generation is distinct from old.binding_generation
-       or new.created_at is distinct from old.created_at then
-      raise exception using
-        errcode = 'SE020',
-        message = 'the reservation lock of an operation is immutable',
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key)::text,
-        hint = 'Tenant, key, request, fingerprint and authorization binding are fixed at first claim; use a new key for a new intent.';
+    if old.status = 'completed' then
+      if new.result is distinct from old.result or new.settled_attempt is distinct from old.settled_attempt
+         or new.settled_at is distinct from old.settled_at then
+        raise exception using
+          errcode = 'SE022',
+          message = 'the result of a completed operation is immutable',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
+          hint = 'A completed result is written once, with the move to completed.';
+      end if;
     end if;
 
-    if old.status = 'completed' and (new.result is distinct from old.result
-       or new.settled_attempt is distinct from old.settled_attempt
-       or new.settled_at is distinct from old.settled_at) then
-      raise exception using
-        errcode = 'SE022',
-        message = 'the result of a completed operation is immutable',
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
-        hint = 'A completed result is written once, with the move to completed.';
-    end if;
+    -- A move down the lattice. settle.status is declared in lattice order, so only a move to a
+    -- lower label can be one (NULL too: the NOT NULL constraint comes after this trigger);
+    -- running to pending is not (both rank 1). The only permitted move down: settle.redrive
+    -- re-opening a dead-lettered failure as a new redrive generation, and only when every
+    -- attempt recorded a failure (attempts_exhausted). An operation where an attempt may have
+    -- taken effect is never lowered below unknown, by redrive or anything else.
+    if (new.status < old.status) is not false then
+      v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
+        and new.status = 'pending' and new.dead_lettered_at is null
+        and new.redrive_count = old.redrive_count + 1;
+      if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
+        v_redrive := false;
+      end if;
 
-    -- The only permitted move down the lattice: settle.redrive re-opening a dead-lettered
-    -- failure as a new redrive generation, and only when every attempt recorded a failure
-    -- (attempts_exhausted). An operation where an attempt may have taken effect is never
-    -- lowered below unknown, by redrive or anything else.
-    v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
-      and new.status = 'pending' and new.dead_lettered_at is null
-      and new.redrive_count = old.redrive_count + 1;
-    if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
-      v_redrive := false;
-    end if;
-
-    if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
-      raise exception using
-        errcode = 'SE021',
-        message = format('status may not move down the lattice from %s to %s', old.status, new.status),
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
-        hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
+      if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
+        raise exception using
+          errcode = 'SE021',
+          message = format('status may not move down the lattice from %s to %s', old.status, new.status),
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+          hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
+      end if;
     end if;
 
     if new.attempt < old.attempt or new.redrive_count < old.redrive_count then
@@ -4673,13 +4716,6 @@ begin
   end if;
 
   v_rule := case
-    when not (octet_length(new.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
-    when not (octet_length(new.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
-    when not (octet_length(new.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
-    -- '^v1:[0-9a-f]{64}$' as a regex without the counted repetition (which PostgreSQL's regex
-    -- engine expands into 64 states, built again on every match: ~10x the cost) and a length.
-    when not (new.fingerprint ~ '^v1:[0-9a-f]+$' and octet_length(new.fingerprint) = 67) then 'fingerprint_is_versioned'
-    when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
     when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
     when not (new.max_attempts >= 1) then 'max_attempts_positive'
     when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
@@ -4731,6 +4767,31 @@ end
 $_$;
 
 ALTER FUNCTION settle_private.tg_operations__guard() OWNER TO settle_owner;
+
+--
+-- Name: tg_operations__guard_lock(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_operations__guard_lock() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+     or new.fingerprint is distinct from old.fingerprint or new.request is distinct from old.request
+     or new.principal is distinct from old.principal or new.scopes is distinct from old.scopes
+     or new.binding_generation is distinct from old.binding_generation
+     or new.created_at is distinct from old.created_at then
+    raise exception using
+      errcode = 'SE020',
+      message = 'the reservation lock of an operation is immutable',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key)::text,
+      hint = 'Tenant, key, request, fingerprint and authorization binding are fixed at first claim; use a new key for a new intent.';
+  end if;
+  return new;
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_operations__guard_lock() OWNER TO settle_owner;
 
 --
 -- Name: admin_log; Type: TABLE; Schema: settle_private; Owner: settle_owner
@@ -5592,6 +5653,22 @@ CREATE INDEX operations_terminal_by_age_idx ON settle_private.operations USING b
 --
 
 CREATE INDEX tenant_bindings_by_role_name_idx ON settle_private.tenant_bindings USING btree (role_name);
+
+--
+-- Name: attempts _050_guard_identity; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _050_guard_identity BEFORE UPDATE OF tenant, key, claimed_by, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before, claim_status_after ON settle_private.attempts FOR EACH ROW EXECUTE FUNCTION settle_private.tg_attempts__guard_identity();
+
+ALTER TABLE settle_private.attempts ENABLE ALWAYS TRIGGER _050_guard_identity;
+
+--
+-- Name: operations _050_guard_lock; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _050_guard_lock BEFORE UPDATE OF tenant, key, fingerprint, request, principal, scopes, binding_generation, created_at ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__guard_lock();
+
+ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _050_guard_lock;
 
 --
 -- Name: operations _100_guard_insert; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
@@ -6591,6 +6668,12 @@ GRANT ALL ON FUNCTION settle_private._upkeep_metrics() TO settle_admin;
 REVOKE ALL ON FUNCTION settle_private.tg_any__refuse_delete() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_attempts__guard_identity(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_attempts__guard_identity() FROM PUBLIC;
+
+--
 -- Name: FUNCTION tg_attempts__guard_settlement(); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -6613,6 +6696,12 @@ REVOKE ALL ON FUNCTION settle_private.tg_operations__feed() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private.tg_operations__guard() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_operations__guard_lock(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_lock() FROM PUBLIC;
 
 --
 -- Name: TABLE admin_log; Type: ACL; Schema: settle; Owner: settle_owner

@@ -509,6 +509,96 @@ begin
 end
 $$;
 
+-- 10. settle_private._access (00012), the access verdict of every call (tenant binding, then
+-- revocation floor), reads the two reference tables. Through Citus that costs a router plan's
+-- execution (the shard query deparsed and run again) at every call, three times per cycle. Every
+-- node holds a complete placement of a reference table, written synchronously with every change
+-- (two-phase commit), under the same shard name on every node: _access reads that placement as
+-- a plain table, which PostgreSQL plans once per session. Applied only when every node of the
+-- cluster holds both placements (a node added later: run `pg-settle distribute` again; it
+-- also follows a re-created reference table's new shard name).
+do $$
+declare
+  v_src text;
+  v_new text;
+  v_table text;
+  v_shard bigint;
+begin
+  select p.prosrc into v_src from pg_catalog.pg_proc p
+   where p.oid = pg_catalog.to_regprocedure('settle_private._access(text, text)');
+  if v_src is null then
+    return;
+  end if;
+  v_new := v_src;
+  foreach v_table in array array['tenant_bindings', 'binding_floors'] loop
+    select s.shardid into v_shard from pg_catalog.pg_dist_shard s
+     where s.logicalrelid = pg_catalog.to_regclass('settle_private.' || v_table);
+    if v_shard is null
+       or exists (select 1 from pg_catalog.pg_dist_node d
+                   where d.noderole = 'primary' and d.isactive
+                     and not exists (select 1 from pg_catalog.pg_dist_placement pl
+                                      where pl.shardid = v_shard and pl.groupid = d.groupid)) then
+      return;
+    end if;
+    v_new := pg_catalog.regexp_replace(v_new, 'settle_private\.' || v_table || '(_[0-9]+)?\M',
+      'settle_private.' || v_table || '_' || v_shard, 'g');
+  end loop;
+  if v_new <> v_src then
+    execute pg_catalog.replace(pg_catalog.pg_get_functiondef('settle_private._access(text, text)'::regprocedure), v_src, v_new);
+  end if;
+end
+$$;
+
+-- 11. The hot path's statements read the access verdict through settle_private._access (issue
+-- 23, item 5). On plain PostgreSQL claim, complete and _observe (00007, 00009) copy _access's
+-- expression into their first statements (one statement costs less than a statement and a
+-- function call there, docs/performance.md). On Citus every statement that names a Citus table
+-- is planned again at every call, on the worker running the delegated call too (by Citus's design
+-- for a statement over several tables; for a single-table one by a bug of Citus 13.2.2, see "Known
+-- Citus bugs" in docs/scale-out.md), and each copied expression adds two subqueries over reference
+-- tables to that planning. Here the copies become calls of _access (step 10: a plain read of the
+-- local placements, planned once per session), the same verdict from the same snapshot (_access is
+-- STABLE). Only after step 10 applied (_access reads no Citus table: a shard query must not start a
+-- distributed one). The two forms copied: the binding alone (`else 0`, _access(tenant, null)),
+-- and binding then floor (_access(tenant, principal)).
+do $$
+declare
+  v_fn record;
+  v_new text;
+begin
+  if not exists (select 1 from pg_catalog.pg_proc p
+                  where p.oid = pg_catalog.to_regprocedure('settle_private._access(text, text)')
+                    and p.prosrc ~ 'settle_private\.tenant_bindings_[0-9]+\M') then
+    return;
+  end if;
+  for v_fn in
+    select p.oid, p.prosrc
+      from pg_catalog.pg_proc p
+      join pg_catalog.pg_namespace n on n.oid = p.pronamespace
+     where n.nspname in ('settle', 'settle_private') and p.prokind = 'f'
+       and p.oid <> 'settle_private._access(text, text)'::regprocedure
+       and p.prosrc ~ 'case when exists \(select 1 from settle_private\.tenant_bindings '
+  loop
+    v_new := pg_catalog.regexp_replace(v_fn.prosrc,
+      'case when exists \(select 1 from settle_private\.tenant_bindings (\w+)[ ]*(--[^\n]*)?\n\s*'
+      || 'where \(\1\.role_oid = to_regrole\(quote_ident\(session_user::text\)\)::oid or \1\.role_name = session_user::text\)\s*'
+      || 'and not \((\w+)\.tenant = any \(\1\.tenants\)\)\) then -1\s*'
+      || 'else coalesce\(\(select f\.below_generation from settle_private\.binding_floors f\s*'
+      || 'where f\.tenant = \3\.tenant and f\.principal = \3\.principal\), 0\) end',
+      'settle_private._access(\3.tenant, \3.principal) /* pg-settle distribute, step 11 */', 'g');
+    v_new := pg_catalog.regexp_replace(v_new,
+      'case when exists \(select 1 from settle_private\.tenant_bindings (\w+)[ ]*(--[^\n]*)?\n\s*'
+      || 'where \(\1\.role_oid = to_regrole\(quote_ident\(session_user::text\)\)::oid or \1\.role_name = session_user::text\)\s*'
+      || 'and not \((\w+)\.tenant = any \(\1\.tenants\)\)\) then -1\s*'
+      || 'else 0 end',
+      'settle_private._access(\3.tenant, null) /* pg-settle distribute, step 11 */', 'g');
+    if v_new <> v_fn.prosrc then
+      execute pg_catalog.replace(pg_catalog.pg_get_functiondef(v_fn.oid), v_fn.prosrc, v_new);
+    end if;
+  end loop;
+end
+$$;
+
 -- Citus re-creates a replaced view on the workers without its grants: re-issue every view's
 -- grants from the coordinator (GRANT on a view reaches every node).
 do $$

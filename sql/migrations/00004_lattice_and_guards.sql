@@ -54,6 +54,16 @@ Locking: none. Idempotency: pure (IMMUTABLE).';
 -- ---------------------------------------------------------------------------------------
 -- Guard triggers. Numeric prefixes order them (PostgreSQL fires triggers in name order).
 -- ENABLE ALWAYS keeps them firing under session_replication_role = replica.
+-- The guards of operations and attempts (and the feed trigger, 00014) carry no
+-- `SET search_path` (issue 24): the clause makes every call save, set and restore the GUC and
+-- recompute the search path, 3.5% of a claim + complete (docs/performance.md, seventh
+-- session). They are SECURITY INVOKER and name every table, function and type of the engine
+-- schema-qualified; built-in functions and operators resolve in pg_catalog, which is searched
+-- first unless a session names it explicitly later in its path. Who fires them: the engine's
+-- functions, which are SECURITY DEFINER and pin the path themselves, and direct writers, which
+-- the owner_only policies and table grants (00002, 00013) limit to the owner and superusers,
+-- who can disable or drop a trigger anyway: a pinned path would protect nothing from them.
+-- Every SECURITY DEFINER function still pins its path (test/engine/security.test.ts).
 -- ---------------------------------------------------------------------------------------
 
 -- Whether operation (tenant, key), now at `status`, may have taken effect (issue 18 §4-5): its
@@ -82,10 +92,18 @@ $$;
 -- (_100_guard_lattice), then the row rules (below), then the failure guard (a move to failed). One function, so that the row rules are
 -- written once; the rules are written out here rather than in a function taking the row,
 -- because on Citus the trigger fires on a shard, whose row type is another type.
+-- What it checks is only what the statement can break (issue 24). An INSERT: a new row starts
+-- unsettled, so of the state rules only those on the attempt budget and the lease apply. An
+-- UPDATE: the reservation
+-- lock's columns are the business of _050_guard_lock (below), so the rules on them alone
+-- (their lengths, the fingerprint's format, a non-negative generation) are checked once, at
+-- INSERT; each rule that applies to an earlier state only (a completed result, a move down)
+-- is tested inside a branch that the settlement's UPDATE never enters. PL/pgSQL sets up an
+-- expression again in every transaction, but only when it is evaluated: a rule in an untaken
+-- branch costs nothing (docs/performance.md, seventh session).
 create function settle_private.tg_operations__guard()
 returns trigger
 language plpgsql
-set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_redrive boolean;
@@ -101,46 +119,61 @@ begin
         detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'status', new.status)::text,
         hint = 'Create operations with settle.claim.';
     end if;
+    -- The rules on the reservation lock's columns, which no UPDATE may change (_050_guard_lock).
+    v_rule := case
+      when not (octet_length(new.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
+      when not (octet_length(new.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
+      when not (octet_length(new.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
+      -- '^v1:[0-9a-f]{64}$' as a regex without the counted repetition (which PostgreSQL's regex
+      -- engine expands into 64 states, built again on every match: ~10x the cost) and a length.
+      when not (new.fingerprint ~ '^v1:[0-9a-f]+$' and octet_length(new.fingerprint) = 67) then 'fingerprint_is_versioned'
+      when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
+      -- The rules below that a row starting unsettled (checked above) can break; the others
+      -- (a terminal status, a result, a settlement, an error, a dead letter, a redrive count)
+      -- hold trivially for it, so an INSERT does not set them up.
+      when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
+      when not (new.max_attempts >= 1) then 'max_attempts_positive'
+      when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
+      when not (new.status <> 'pending' or new.lease_token is null) then 'pending_is_unleased'
+      when not (new.status <> 'running' or new.lease_token is not null) then 'running_is_leased'
+    end;
+    if v_rule is not null then
+      perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
+    end if;
+    return new;
   else
-    if new.tenant is distinct from old.tenant or new.key is distinct from old.key
-       or new.fingerprint is distinct from old.fingerprint or new.request is distinct from old.request
-       or new.principal is distinct from old.principal or new.scopes is distinct from old.scopes
-       or new.binding_generation is distinct from old.binding_generation
-       or new.created_at is distinct from old.created_at then
-      raise exception using
-        errcode = 'SE020',
-        message = 'the reservation lock of an operation is immutable',
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key)::text,
-        hint = 'Tenant, key, request, fingerprint and authorization binding are fixed at first claim; use a new key for a new intent.';
+    if old.status = 'completed' then
+      if new.result is distinct from old.result or new.settled_attempt is distinct from old.settled_attempt
+         or new.settled_at is distinct from old.settled_at then
+        raise exception using
+          errcode = 'SE022',
+          message = 'the result of a completed operation is immutable',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
+          hint = 'A completed result is written once, with the move to completed.';
+      end if;
     end if;
 
-    if old.status = 'completed' and (new.result is distinct from old.result
-       or new.settled_attempt is distinct from old.settled_attempt
-       or new.settled_at is distinct from old.settled_at) then
-      raise exception using
-        errcode = 'SE022',
-        message = 'the result of a completed operation is immutable',
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
-        hint = 'A completed result is written once, with the move to completed.';
-    end if;
+    -- A move down the lattice. settle.status is declared in lattice order, so only a move to a
+    -- lower label can be one (NULL too: the NOT NULL constraint comes after this trigger);
+    -- running to pending is not (both rank 1). The only permitted move down: settle.redrive
+    -- re-opening a dead-lettered failure as a new redrive generation, and only when every
+    -- attempt recorded a failure (attempts_exhausted). An operation where an attempt may have
+    -- taken effect is never lowered below unknown, by redrive or anything else.
+    if (new.status < old.status) is not false then
+      v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
+        and new.status = 'pending' and new.dead_lettered_at is null
+        and new.redrive_count = old.redrive_count + 1;
+      if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
+        v_redrive := false;
+      end if;
 
-    -- The only permitted move down the lattice: settle.redrive re-opening a dead-lettered
-    -- failure as a new redrive generation, and only when every attempt recorded a failure
-    -- (attempts_exhausted). An operation where an attempt may have taken effect is never
-    -- lowered below unknown, by redrive or anything else.
-    v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
-      and new.status = 'pending' and new.dead_lettered_at is null
-      and new.redrive_count = old.redrive_count + 1;
-    if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
-      v_redrive := false;
-    end if;
-
-    if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
-      raise exception using
-        errcode = 'SE021',
-        message = format('status may not move down the lattice from %s to %s', old.status, new.status),
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
-        hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
+      if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
+        raise exception using
+          errcode = 'SE021',
+          message = format('status may not move down the lattice from %s to %s', old.status, new.status),
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+          hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
+      end if;
     end if;
 
     if new.attempt < old.attempt or new.redrive_count < old.redrive_count then
@@ -152,13 +185,6 @@ begin
   end if;
 
   v_rule := case
-    when not (octet_length(new.tenant) between 1 and settle_private._limit('tenant_bytes')) then 'tenant_length_in_range'
-    when not (octet_length(new.key) between 1 and settle_private._limit('key_bytes')) then 'key_length_in_range'
-    when not (octet_length(new.principal) between 1 and settle_private._limit('principal_bytes')) then 'principal_length_in_range'
-    -- '^v1:[0-9a-f]{64}$' as a regex without the counted repetition (which PostgreSQL's regex
-    -- engine expands into 64 states, built again on every match: ~10x the cost) and a length.
-    when not (new.fingerprint ~ '^v1:[0-9a-f]+$' and octet_length(new.fingerprint) = 67) then 'fingerprint_is_versioned'
-    when not (new.binding_generation >= 0) then 'binding_generation_not_negative'
     when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
     when not (new.max_attempts >= 1) then 'max_attempts_positive'
     when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
@@ -209,10 +235,66 @@ begin
 end
 $$;
 
+-- The reservation lock of an operation (tenant, key, request, its fingerprint, the
+-- authorization binding, the creation time) never changes. Trigger _050_guard_lock fires only
+-- for an UPDATE that names one of these columns in its SET list (BEFORE UPDATE OF ...): the
+-- engine never does, so its UPDATEs do not pay for the comparisons (issue 24). It still
+-- compares, so an UPDATE that names a column without changing it (`set key = key`, a
+-- logically replicated row that lists every column) passes. Which writer could change a
+-- column without naming it: only a BEFORE UPDATE trigger that assigns NEW.<column>, and
+-- creating one on settle_private needs the TRIGGER privilege or ownership, which can disable
+-- every guard anyway (protocol §10: only the owner or a superuser can break the guards).
+create function settle_private.tg_operations__guard_lock()
+returns trigger
+language plpgsql
+as $$
+begin
+  if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+     or new.fingerprint is distinct from old.fingerprint or new.request is distinct from old.request
+     or new.principal is distinct from old.principal or new.scopes is distinct from old.scopes
+     or new.binding_generation is distinct from old.binding_generation
+     or new.created_at is distinct from old.created_at then
+    raise exception using
+      errcode = 'SE020',
+      message = 'the reservation lock of an operation is immutable',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key)::text,
+      hint = 'Tenant, key, request, fingerprint and authorization binding are fixed at first claim; use a new key for a new intent.';
+  end if;
+  return new;
+end
+$$;
+
+-- The identity of an attempt and the log of its claim never change: trigger _050_guard_identity
+-- fires only for an UPDATE that names one of these columns (as _050_guard_lock above).
+create function settle_private.tg_attempts__guard_identity()
+returns trigger
+language plpgsql
+as $$
+begin
+  if new.tenant is distinct from old.tenant or new.key is distinct from old.key
+     or new.claimed_by is distinct from old.claimed_by
+     or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
+     or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
+     or new.claim_seq is distinct from old.claim_seq or new.claim_audit_id is distinct from old.claim_audit_id
+     or new.claim_status_before is distinct from old.claim_status_before
+     or new.claim_status_after is distinct from old.claim_status_after then
+    raise exception using
+      errcode = 'SE024',
+      message = 'the identity, end and log of an attempt are immutable',
+      detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+  end if;
+  return new;
+end
+$$;
+
+-- The guard of settle_private.attempts (trigger _100_guard_settlement), for INSERT and UPDATE:
+-- who claimed and settled, the rules of an attempt's end, observation and settlement, then the
+-- row rules. As in the operations guard, what only an earlier state can break is tested in a
+-- branch the settling UPDATE never enters (a first observation: nothing ended, observed or
+-- settled before), and the rules on the identity columns alone are checked at INSERT.
 create function settle_private.tg_attempts__guard_settlement()
 returns trigger
 language plpgsql
-set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_rule text;
@@ -220,54 +302,62 @@ begin
   -- Who made the claim and the settling success: the authenticated login, never the writer's word.
   if tg_op = 'INSERT' then
     new.claimed_by := session_user::text;
-  elsif old.settled_seq is null and new.settled_seq is not null then
-    new.settled_by := session_user::text;
-  end if;
-  if tg_op = 'UPDATE' then
-    if new.tenant is distinct from old.tenant or new.key is distinct from old.key
-       or new.claimed_by is distinct from old.claimed_by
-       or (old.settled_seq is not null and new.settled_by is distinct from old.settled_by)
-       or new.attempt is distinct from old.attempt or new.lease_token is distinct from old.lease_token
-       or new.worker is distinct from old.worker or new.claimed_at is distinct from old.claimed_at
-       or (old.ended_at is not null and (new.ended_at is distinct from old.ended_at
-                                         or new.end_reason is distinct from old.end_reason))
-       or new.claim_seq is distinct from old.claim_seq or new.claim_audit_id is distinct from old.claim_audit_id
-       or new.claim_status_before is distinct from old.claim_status_before
-       or new.claim_status_after is distinct from old.claim_status_after
-       or (old.settled_seq is not null and (new.settled_seq is distinct from old.settled_seq
-             or new.settled_audit_id is distinct from old.settled_audit_id
-             or new.settled_status_before is distinct from old.settled_status_before
-             or new.settled_reason is distinct from old.settled_reason)) then
+    v_rule := case
+      when not (new.attempt >= 1) then 'attempt_is_positive'
+      when not ((new.claim_seq is null) = (new.claim_audit_id is null)
+                and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
+    end;
+    if v_rule is not null then
+      perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
+    end if;
+  else
+    if old.settled_seq is null then
+      if new.settled_seq is not null then
+        new.settled_by := session_user::text;
+      end if;
+    elsif new.settled_by is distinct from old.settled_by or new.settled_seq is distinct from old.settled_seq
+          or new.settled_audit_id is distinct from old.settled_audit_id
+          or new.settled_status_before is distinct from old.settled_status_before
+          or new.settled_reason is distinct from old.settled_reason then
       raise exception using
         errcode = 'SE024',
         message = 'the identity, end and log of an attempt are immutable',
         detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
     end if;
 
-    -- conflict is terminal too: an attempt that presented a mismatched lock never settles.
-    if old.observation in ('conflict', 'failed', 'completed') and (new.observation is distinct from old.observation
-       or new.error is distinct from old.error or new.retryable is distinct from old.retryable
-       or new.late_result is distinct from old.late_result or new.observed_at is distinct from old.observed_at) then
-      raise exception using
-        errcode = 'SE024',
-        message = 'an attempt holds at most one terminal observation',
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
-        hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
-    end if;
+    if old.ended_at is not null or old.observation is not null then
+      if old.ended_at is not null and (new.ended_at is distinct from old.ended_at
+                                       or new.end_reason is distinct from old.end_reason) then
+        raise exception using
+          errcode = 'SE024',
+          message = 'the identity, end and log of an attempt are immutable',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+      end if;
 
-    -- That the settled attempt is the one the operation names is the foreign key
-    -- attempts_settlement_is_the_operations (00002): this trigger reads no other table.
+      -- conflict is terminal too: an attempt that presented a mismatched lock never settles.
+      if old.observation in ('conflict', 'failed', 'completed') and (new.observation is distinct from old.observation
+         or new.error is distinct from old.error or new.retryable is distinct from old.retryable
+         or new.late_result is distinct from old.late_result or new.observed_at is distinct from old.observed_at) then
+        raise exception using
+          errcode = 'SE024',
+          message = 'an attempt holds at most one terminal observation',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'observation', old.observation)::text,
+          hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
+      end if;
 
-    if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
-      raise exception using
-        errcode = 'SE021',
-        message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+      -- That the settled attempt is the one the operation names is the foreign key
+      -- attempts_settlement_is_the_operations (00002): this trigger reads no other table.
+      -- Only an observed attempt can move down (settled requires completion, a row rule).
+      if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
+        raise exception using
+          errcode = 'SE021',
+          message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+      end if;
     end if;
   end if;
 
   v_rule := case
-    when not (new.attempt >= 1) then 'attempt_is_positive'
     when not (new.observation is null or new.observation in ('unknown', 'conflict', 'failed', 'completed'))
       then 'observation_is_an_outcome'
     when not ((new.observation is null) = (new.observed_at is null)) then 'observed_iff_observation'
@@ -278,8 +368,6 @@ begin
       then 'failure_has_error'
     when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
     when new.settled_as is distinct from case when new.settled then new.attempt end then 'settled_as_is_the_attempt'
-    when not ((new.claim_seq is null) = (new.claim_audit_id is null)
-              and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
     when not (new.settled = (new.settled_seq is not null) and (new.settled_seq is null) = (new.settled_audit_id is null)
               and (new.settled_seq is null) = (new.settled_reason is null)) then 'settlement_is_logged'
     when not (new.late_result is null or (new.observation = 'completed' and not new.settled))
@@ -355,6 +443,9 @@ begin
 end
 $$;
 
+create trigger _050_guard_lock before update of tenant, key, fingerprint, request, principal, scopes,
+  binding_generation, created_at on settle_private.operations
+  for each row execute function settle_private.tg_operations__guard_lock();
 create trigger _100_guard_insert before insert on settle_private.operations
   for each row execute function settle_private.tg_operations__guard();
 create trigger _100_guard_lattice before update on settle_private.operations
@@ -364,6 +455,9 @@ create trigger _900_refuse_delete before delete on settle_private.operations
 create trigger _900_refuse_truncate before truncate on settle_private.operations
   for each statement execute function settle_private.tg_any__refuse_delete();
 
+create trigger _050_guard_identity before update of tenant, key, claimed_by, attempt, lease_token, worker,
+  claimed_at, claim_seq, claim_audit_id, claim_status_before, claim_status_after on settle_private.attempts
+  for each row execute function settle_private.tg_attempts__guard_identity();
 create trigger _100_guard_settlement before insert or update on settle_private.attempts
   for each row execute function settle_private.tg_attempts__guard_settlement();
 create trigger _900_refuse_delete before delete on settle_private.attempts
@@ -378,10 +472,12 @@ create trigger _900_refuse_delete before delete on settle_private.audit_log
 create trigger _900_refuse_truncate before truncate on settle_private.audit_log
   for each statement execute function settle_private.tg_any__refuse_delete();
 
+alter table settle_private.operations enable always trigger _050_guard_lock;
 alter table settle_private.operations enable always trigger _100_guard_insert;
 alter table settle_private.operations enable always trigger _100_guard_lattice;
 alter table settle_private.operations enable always trigger _900_refuse_delete;
 alter table settle_private.operations enable always trigger _900_refuse_truncate;
+alter table settle_private.attempts enable always trigger _050_guard_identity;
 alter table settle_private.attempts enable always trigger _100_guard_settlement;
 alter table settle_private.attempts enable always trigger _900_refuse_delete;
 alter table settle_private.attempts enable always trigger _900_refuse_truncate;

@@ -36,13 +36,14 @@ begin
 end
 $$;
 
+-- No SET search_path: reached only through _fingerprint from the engine's SECURITY DEFINER
+-- functions, which pin it (a SET clause costs a GUC save and restore per call, issue 24).
 create function settle_private._canonical_json(value jsonb)
 returns text
 language plpgsql
 immutable
 strict
 parallel safe
-set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_text text := value::text;

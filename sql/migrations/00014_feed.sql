@@ -158,11 +158,10 @@ revoke all on settle_private.feed_events, settle_private.feed_consumers, settle_
 -- key has a second final outcome only after a failure (failed, then redriven or completed by a
 -- late success): only then is its previous event read, to keep the key's events in order
 -- (position_xid never below the previous event's). The waiters are read in the statement that
--- writes the event.
+-- writes the event. No SET search_path, as the guards of 00004 (why: the note above them).
 create function settle_private.tg_operations__feed()
 returns trigger
 language plpgsql
-set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_previous xid8;

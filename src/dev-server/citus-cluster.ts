@@ -52,6 +52,12 @@ export interface CitusCluster {
 export interface CitusClusterOptions {
   readonly workers?: number;
   readonly log?: (msg: string) => void;
+  /**
+   * PostgreSQL 15 `bin` directory of another installation (default the Debian one), e.g. a
+   * relocated copy whose `../lib/citus.so` is a patched Citus build (bench:citus --citus-bin).
+   * Its sibling `lib` directory is the extensions' directory.
+   */
+  readonly binDir?: string;
 }
 
 /**
@@ -62,15 +68,18 @@ export interface CitusClusterOptions {
  */
 export async function startCitusCluster(opts: CitusClusterOptions = {}): Promise<CitusCluster> {
   const log = opts.log ?? (() => {});
-  const unavailable = citusUnavailableReason();
+  const binDir = opts.binDir ?? DEBIAN_BIN_DIR;
+  const libDir = opts.binDir === undefined ? DEBIAN_LIB_DIR : path.join(opts.binDir, '..', 'lib');
+  const unavailable = opts.binDir === undefined ? citusUnavailableReason()
+    : existsSync(path.join(libDir, 'citus.so')) ? undefined : `no citus.so in ${libDir}`;
   if (unavailable !== undefined) throw new Error(unavailable);
   const count = opts.workers ?? 2;
   const names = ['coordinator', ...Array.from({ length: count }, (_, i) => `worker${i + 1}`)];
   const started = await Promise.allSettled(
     names.map((name) =>
       startLocalCluster({
-        binDir: DEBIAN_BIN_DIR,
-        libDirs: [DEBIAN_LIB_DIR],
+        binDir,
+        libDirs: [libDir],
         extraSettings: CITUS_NODE_SETTINGS,
         log: (msg) => log(`${name}: ${msg}`),
       }),

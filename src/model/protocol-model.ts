@@ -83,6 +83,13 @@ export type Call =
   | { readonly kind: 'get'; readonly id: string; readonly lock: Lock }
   | { readonly kind: 'expire_leases' }
   | { readonly kind: 'redrive'; readonly id: string; readonly additional: number }
+  | {
+    readonly kind: 'resolve'; readonly id: string; readonly outcome: 'completed' | 'failed';
+    /** The result (completed) or error (failed) asserted. */
+    readonly payload: string;
+    /** The request whose fingerprint is presented (the reservation's, or another). */
+    readonly request: string;
+  }
   | { readonly kind: 'revoke_binding'; readonly tenant: string; readonly principal: string; readonly below: number }
   | { readonly kind: 'purge' };
 
@@ -536,6 +543,57 @@ function redrive(w: World, c: Extract<Call, { kind: 'redrive' }>): Branch[] {
   return op.deadLetter === 'attempts_exhausted' ? [ok] : [ok, refused];
 }
 
+/** The payload recorded on the attempts a failed resolution judges (never a worker's report). */
+export const RESOLVED_FAILED = '(resolved failed)';
+
+/**
+ * Reconciliation (docs/reconciliation.md, settle.resolve): the verified outcome of an operation
+ * that lost it. Only an unknown or conflict operation is resolved; a failed resolution only
+ * while no attempt holds a lease (that attempt may still take effect). completed settles
+ * through an attempt epoch of its own (N + 1, whose token nobody holds), ending a held lease;
+ * failed records the verdict on every attempt without a terminal observation, so a late success
+ * of one is already_settled, never a second final outcome. A final operation answers
+ * already_final and nothing changes.
+ */
+function resolve(w: World, c: Extract<Call, { kind: 'resolve' }>): Branch[] {
+  const op = w.ops[c.id];
+  const error = (sqlstate: string): Branch => ({ expect: { outcome: 'error', sqlstate }, next: stay(w) });
+  if (op === undefined) return [error('SE010')];
+  if (op.lock.request !== c.request) return [error('SE052')];
+  const n = op.attempts.length;
+  if (op.status === 'completed' || op.status === 'failed') {
+    const matches = op.status === c.outcome && (op.status === 'failed' || op.result === c.payload);
+    return [{
+      expect: { outcome: 'already_final', reason: matches ? 'matches' : 'differs', status: op.status, attempt: n, settledAttempt: op.settledAttempt, result: op.result },
+      next: stay(w),
+    }];
+  }
+  // §13 The engine converts a revoked operation at its next touch by a call of the binding;
+  // settle.resolve is not one, so it may still see the status and lease from before.
+  const unconverted = op.revoked === null ? [] : [error('SE050'), error('SE051')];
+  if (op.status !== 'unknown' && op.status !== 'conflict') return [error('SE050')];
+  if (c.outcome === 'failed' && op.lease !== null) return [error('SE051')];
+  if (c.outcome === 'completed') {
+    const settled: Operation = {
+      ...op, status: 'completed', result: c.payload, settledAttempt: n + 1, lease: null, error: null, deadLetter: null,
+      maxAttempts: Math.max(op.maxAttempts, n + 1),
+      attempts: [...op.attempts, { token: '', observed: 'completed', payload: c.payload, mismatchedSuccess: false }],
+    };
+    return [...unconverted, {
+      expect: { outcome: 'resolved', status: 'completed', attempt: n + 1, settledAttempt: n + 1, result: c.payload },
+      next: () => withOp(w, c.id, settled),
+    }];
+  }
+  const judged: Operation = {
+    ...op, status: 'failed', error: c.payload, deadLetter: null,
+    attempts: op.attempts.map((a) => (a.observed === null || a.observed === 'unknown' ? { ...a, observed: 'failed', payload: RESOLVED_FAILED } : a)),
+  };
+  return [...unconverted, {
+    expect: { outcome: 'resolved', status: 'failed', attempt: n, settledAttempt: null, error: c.payload },
+    next: () => withOp(w, c.id, judged),
+  }];
+}
+
 /** §9 purge: terminal operations that are not dead letters (SKIP LOCKED as expire_leases). */
 function purge(w: World, maybeLocked: readonly string[]): Branch[] {
   // §9 the tombstone rule: a later purge removes the tombstone of a key without operation once
@@ -560,6 +618,7 @@ export function step(w: World, call: Call, win: Window, maybeLocked: readonly st
     case 'get': return get(w, call, win);
     case 'expire_leases': return expireLeases(w, win, maybeLocked);
     case 'redrive': return redrive(w, call);
+    case 'resolve': return resolve(w, call);
     case 'purge': return purge(w, maybeLocked);
     case 'revoke_binding': {
       const key = `${call.tenant}/${call.principal}`;

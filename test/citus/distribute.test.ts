@@ -117,6 +117,30 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
       expect.arrayContaining(['settle.claim', 'settle.inspect', 'settle.redrive', 'settle.resolve', 'settle_private.claim', 'settle_private.resolve']));
   });
 
+  it('on every node the access verdict reads the reference tables\' local placements, and the hot path reads it through _access (steps 10-11)', async () => {
+    // A rewrite that no longer finds its text (a migration changed) leaves the function as the
+    // migrations wrote it: correct, but every call plans the copied access subqueries again
+    // (docs/scale-out.md, "Where a delegated cycle's CPU goes"). This test names what drifted.
+    const c = await citus.coordinator();
+    const { rows: shards } = await c.query<{ name: string }>(
+      `select 'settle_private.' || c.relname || '_' || s.shardid as name from pg_dist_shard s join pg_class c on c.oid = s.logicalrelid
+        where s.logicalrelid in ('settle_private.tenant_bindings'::regclass, 'settle_private.binding_floors'::regclass) order by 1`);
+    expect(shards).toHaveLength(2);
+    for (const node of citus.nodes) {
+      const n = await citus.node(node);
+      const { rows: [access] } = await n.query<{ src: string }>(`select prosrc as src from pg_proc where oid = 'settle_private._access(text, text)'::regprocedure`);
+      for (const s of shards) expect(access?.src, `${String(node)}: _access reads ${s.name}`).toContain(`${s.name} `);
+      const { rows } = await n.query<{ fn: string; copies: boolean; calls: boolean }>(
+        `select p.oid::regprocedure::text as fn, p.prosrc ~ 'case when exists \\(select 1 from settle_private\\.tenant_bindings ' as copies,
+                p.prosrc like '%settle_private._access(%pg-settle distribute, step 11%' as calls
+           from pg_proc p where p.oid in ('settle_private.claim(text, text, jsonb, text, text[], bigint, interval, text, integer, boolean)'::regprocedure,
+             'settle.complete(text, text, integer, uuid, text, text, text[], bigint, jsonb)'::regprocedure,
+             'settle_private._observe(text, text, text, integer, uuid, text, text, text[], bigint, jsonb, jsonb, boolean)'::regprocedure) order by 1`);
+      expect(rows, String(node)).toHaveLength(3);
+      for (const r of rows) expect({ fn: r.fn, copies: r.copies, calls: r.calls }, String(node)).toEqual({ fn: r.fn, copies: false, calls: true });
+    }
+  });
+
   it("every worker's function ACLs equal the coordinator's, and PUBLIC executes nothing anywhere", async () => {
     const c = await citus.coordinator();
     const expected = (await c.query<FunctionAcl>(FUNCTION_ACLS)).rows;

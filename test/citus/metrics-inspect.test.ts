@@ -1,11 +1,9 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { beforeAll, expect, it } from 'vitest';
 import { newOperation } from '../engine/support/fixtures.js';
 import { acquire, complete, reportUnknown, type Ticket } from '../engine/support/settle.js';
 import { citusUrl, describeCitus, uniqueTenant, useCitus } from './support/cluster.js';
+import { type CliRun, runCli } from '../support/cli.js';
 
 // Issue 23: settle.metrics on Citus (its counting subqueries read an outer row, which Citus
 // cannot plan over distributed tables: sql/citus/distribute.sql step 8 runs the same query in
@@ -14,24 +12,9 @@ import { citusUrl, describeCitus, uniqueTenant, useCitus } from './support/clust
 // login, a settle_readonly login bound to one tenant, a settle_admin login, the superuser.
 const citus = useCitus();
 const BOUND_READER = 'settle_citus_reader_bound';
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/pg-settle.js');
 
-function cli(args: readonly string[], url: string): Promise<{ code: number; json: Record<string, unknown>; stderr: string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' };
-  delete env.DATABASE_URL;
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args, '--database-url', url, '--json'], { cwd: ROOT, env, timeout: 120_000 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-      let json: Record<string, unknown> = {};
-      try {
-        json = JSON.parse(stdout) as Record<string, unknown>;
-      } catch {
-        // not JSON
-      }
-      resolve({ code, json, stderr });
-    });
-  });
+function cli(args: readonly string[], url: string): Promise<CliRun> {
+  return runCli([...args, '--json'], { databaseUrl: url, timeoutMs: 120_000 });
 }
 
 async function needsReconciliation(app: pg.ClientBase, tenant: string, prefix: string): Promise<Ticket> {

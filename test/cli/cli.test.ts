@@ -1,7 +1,5 @@
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,37 +7,10 @@ import { createSettleClient, type SettleClient } from '../../src/client/client.j
 import { COMMANDS } from '../../src/cli/commands/index.js';
 import { quoteIdent, withDatabase } from '../../src/db/database-url.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
-
-// The real binary (node bin/pg-settle.js ...), from the TypeScript sources (the packaging test
-// in .ci/run runs the compiled one from an installed tarball), against a harness database.
-// stdin is a pipe, never a terminal: what cron and CI see.
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/pg-settle.js');
-
-interface CliRun {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-  readonly json: Record<string, unknown>;
-}
+import { ROOT, type CliRun, runCli } from '../support/cli.js';
 
 function cli(args: readonly string[], opts: { readonly withDb?: boolean; readonly url?: string; readonly env?: Record<string, string> } = {}): Promise<CliRun> {
-  const fullArgs = opts.withDb === false ? args : [...args, '--database-url', opts.url ?? db.url];
-  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' };
-  delete env.DATABASE_URL;
-  Object.assign(env, opts.env);
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...fullArgs], { cwd: ROOT, env, timeout: 50_000 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-      let json: Record<string, unknown> = {};
-      try {
-        json = JSON.parse(stdout) as Record<string, unknown>;
-      } catch {
-        // not JSON (text output): leave empty
-      }
-      resolve({ code, stdout, stderr, json });
-    });
-  });
+  return runCli(args, { databaseUrl: opts.withDb === false ? undefined : (opts.url ?? db.url), env: opts.env });
 }
 
 let db: TestDatabase;

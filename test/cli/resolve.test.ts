@@ -1,41 +1,18 @@
-import { execFile } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
+import { type CliRun, runCli } from '../support/cli.js';
 
 // Issue 20: `pg-settle resolve` (one key, and a file of verified outcomes), `maintain`,
 // `schedule` and the upkeep part of `stats`, run as the real binary with stdin a pipe (as cron
 // and CI run it), against a harness database.
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/pg-settle.js');
-
-interface CliRun {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-  readonly json: Record<string, unknown>;
-}
 
 function cli(args: readonly string[], extraEnv: Record<string, string> = {}): Promise<CliRun> {
-  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1', ...extraEnv };
-  delete env.DATABASE_URL;
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args, '--database-url', db.url], { cwd: ROOT, env, timeout: 60_000 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-      let json: Record<string, unknown> = {};
-      try {
-        json = JSON.parse(stdout) as Record<string, unknown>;
-      } catch {
-        // text output
-      }
-      resolve({ code, stdout, stderr, json });
-    });
-  });
+  return runCli(args, { databaseUrl: db.url, env: extraEnv, timeoutMs: 60_000 });
 }
 
 // Each test starts the CLI several times from source: minutes of headroom on a loaded machine.

@@ -1,24 +1,15 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { formatAge } from '../../src/cli/watch.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
+import { type CliRun, runCli } from '../support/cli.js';
 
 // `pg-settle stats --watch` through the real binary with stdout a pipe (not a terminal): plain
 // blocks, no escape codes, the gauges of settle.metrics and the census of settle.stats.
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const BIN = path.join(ROOT, 'bin/pg-settle.js');
 const binding = { principal: 'watch-user', generation: 1 };
 
-function cli(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' };
-  delete env.DATABASE_URL;
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args, '--database-url', db.url], { cwd: ROOT, env, timeout: 50_000 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
-    });
-  });
+function cli(args: readonly string[]): Promise<CliRun> {
+  return runCli(args, { databaseUrl: db.url });
 }
 
 let db: TestDatabase;

@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
@@ -7,6 +6,7 @@ import { createSettleClient } from '../../src/client/client.js';
 import { quoteIdent, withDatabase } from '../../src/db/database-url.js';
 import { createTestDatabase } from '../../src/testing/database.js';
 import { fencedBlocks } from './markdown.js';
+import { ROOT, type CliRun, runCli } from '../support/cli.js';
 
 // Every `$ pg-settle ...` example of docs/cli.md runs, through the real binary, against a fresh
 // database seeded the way the examples assume (tenant acme, dead letters refund-17 and
@@ -14,8 +14,6 @@ import { fencedBlocks } from './markdown.js';
 // any other succeeds) with a first line that starts like the documented one (up to its first
 // digit: counts and times differ from run to run). Skipped, with the reason: the ones that need
 // Citus or the simulator's own data.
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const BIN = path.join(ROOT, 'bin/pg-settle.js');
 const doc = readFileSync(path.join(ROOT, 'docs/cli.md'), 'utf8');
 
 interface Example {
@@ -63,13 +61,8 @@ async function seedSettled(url: string, tenant: string, key: string): Promise<vo
 
 const prefix = (line: string): string => (line.split(/\d/)[0] ?? '').replace(/\s+/g, ' ');
 
-function run(args: readonly string[], databaseUrl: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1', DATABASE_URL: databaseUrl };
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd: ROOT, env, timeout: 50_000 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
-    });
-  });
+function run(args: readonly string[], databaseUrl: string): Promise<CliRun> {
+  return runCli(args, { env: { DATABASE_URL: databaseUrl } });
 }
 
 /** A fresh migrated database with the examples' dead letters. */

@@ -108,4 +108,35 @@ describe('guard triggers hold for the superuser', () => {
     );
     expect(rows).toEqual([]);
   });
+
+  // The reservation lock of an operation and the identity of an attempt are guarded by triggers
+  // that fire only for an UPDATE naming one of their columns (BEFORE UPDATE OF, issue 24): every
+  // such column is held, also named next to others, for the superuser and in replica mode; an
+  // UPDATE naming one without changing it (as a logically replicated row does) passes.
+  it('every column of the reservation lock and of an attempt\'s identity is held by the column triggers', async () => {
+    const { admin, ticket } = await completedOperation('guard-columns');
+    const args = [ticket.tenant, ticket.key];
+    const before = await mustGetOperation(admin, ticket.tenant, ticket.key);
+    const lock = [`tenant = 'other'`, `key = key || 'x'`, `fingerprint = 'v1:' || repeat('1', 64)`, `request = '{}'`,
+      `principal = 'mallory'`, `scopes = '{admin}'`, 'binding_generation = 7', 'created_at = created_at - interval \'1 day\''];
+    const identity = [`tenant = 'other'`, `key = key || 'x'`, `claimed_by = 'mallory'`, 'attempt = 2',
+      'lease_token = gen_random_uuid()', `worker = 'mallory'`, 'claimed_at = now()', 'claim_seq = claim_seq + 1',
+      'claim_audit_id = claim_audit_id + 1', `claim_status_before = 'unknown'`, `claim_status_after = 'unknown'`];
+    for (const replica of [false, true]) {
+      await admin.query(`set session_replication_role = ${replica ? 'replica' : 'origin'}`);
+      for (const set of lock) {
+        expect(await sqlStateOf(admin.query(`update settle_private.operations set updated_at = now(), ${set} ${WHERE}`, args)), set).toBe('SE020');
+      }
+      for (const set of identity) {
+        expect(await sqlStateOf(admin.query(`update settle_private.attempts set ${set} ${WHERE}`, args)), set).toBe('SE024');
+      }
+    }
+    expect((await mustGetOperation(admin, ticket.tenant, ticket.key)).row_text).toBe(before.row_text);
+    const named = await admin.query(
+      `update settle_private.operations set tenant = tenant, key = key, request = request, created_at = created_at ${WHERE}`, args);
+    expect(named.rowCount).toBe(1);
+    const namedAttempt = await admin.query(
+      `update settle_private.attempts set claimed_by = claimed_by, lease_token = lease_token, claim_seq = claim_seq ${WHERE}`, args);
+    expect(namedAttempt.rowCount).toBe(1);
+  });
 });

@@ -71,6 +71,20 @@ beforeAll(async () => {
     await p1.complete(tc, { receipt: 'c-1' });
     await p4.complete({ ...tc, binding: { ...BINDING, generation: '2' } }, { receipt: 'forged' });
 
+    // d, e: the attempt reports unknown; an operator resolves the operation (issue 20), completed
+    // through an attempt epoch of its own, or failed; retries replay the verified outcome.
+    for (const [key, outcome] of [['d', 'completed'], ['e', 'failed']] as const) {
+      const t = acquiredTicket(await p1.claim(claimOf(key)));
+      await p1.reportUnknown(t);
+      await admin.query(
+        `select settle.resolve(tenant => $1, key => $2, fingerprint => settle.fingerprint($3::jsonb), outcome => $4, reason => 'checked the ledger',
+                               result => $5::jsonb, error => $6::jsonb)`,
+        [TENANT, key, JSON.stringify(request(key)), outcome, outcome === 'completed' ? '{"receipt":"d-r"}' : null, outcome === 'failed' ? '{"code":"never_sent"}' : null],
+      );
+      await p2.claim(claimOf(key));
+      await p1.complete(t, { receipt: `${key}-late` });
+    }
+
     ops = history.ops();
     state = await readEngineState(admin, { tenants: [TENANT] });
   } finally {
@@ -119,7 +133,18 @@ describe('the history checker', () => {
     const report = check(ops, state);
     cleanViolations = report.violations.length;
     expect(report.violations, describeViolations(report)).toEqual([]);
-    expect(report.keys).toBe(3);
+    expect(report.keys).toBe(5);
+    expect(state.audit.filter((row) => row.event === 'resolve').map((row) => `${row.key}:${row.outcome}:${row.statusAfter}`)).toEqual(['d:resolved:completed', 'e:resolved:failed']);
+  });
+
+  it('catches a resolution of an operation that had not lost its outcome, and a second settlement by resolution', () => {
+    const running = state.audit.map((row) => (row.key === 'e' && row.event === 'resolve' ? { ...row, statusBefore: 'running' as const } : row));
+    expectCaught(check(ops, { ...state, audit: running }), 'resolution-final');
+    const d = state.audit.filter((row) => row.key === 'd');
+    const resolution = d.find((row) => row.event === 'resolve');
+    if (resolution === undefined) throw new Error('no resolve row for d');
+    const twice = [...state.audit, { ...resolution, auditId: (BigInt(d.at(-1)?.auditId ?? '0') + 1n).toString(), statusBefore: 'completed' as const, attempt: (resolution.attempt ?? 0) + 1 }];
+    expectCaught(check(ops, { ...state, audit: twice }), 'single-settlement');
   });
 
   it('catches a planted double settlement (a second settled attempt and a second `settled` answer)', () => {

@@ -18,6 +18,7 @@ import { writeMutatedMigrations, type Mutant, type Replacement } from './harness
 const CLAIM = '00007_claim.sql';
 const GUARDS = '00004_lattice_and_guards.sql';
 const MERGE = '00009_merge.sql';
+const RECONCILIATION = '00015_reconciliation.sql';
 
 /** The locked branch of settle.claim re-reads the clock and the access verdict after FOR UPDATE. */
 const LOCKED_REDECIDE = `      -- and the revocation floor.
@@ -34,6 +35,31 @@ interface ModelMutant {
 const IN_DOUBT = `if not claim.rerun_after_unknown and v_op.status = 'unknown' and v_op.dead_lettered_at is null then`;
 
 const MODEL_MUTANTS: readonly ModelMutant[] = [
+  {
+    name: 'resolve-running',
+    defect: 'I20: settle.resolve also resolves a pending or running operation (one whose attempt has not lost its outcome)',
+    replacements: [{
+      file: RECONCILIATION,
+      find: `if v_op.status not in ('unknown', 'conflict') then`,
+      replace: `if v_op.status not in ('unknown', 'conflict', 'pending', 'running') then`,
+    }],
+  },
+  {
+    name: 'resolve-failed-under-lease',
+    defect: 'I20: a failed resolution is recorded while an attempt holds a lease (it may still take effect)',
+    replacements: [{ file: RECONCILIATION, find: `if resolve.outcome = 'failed' and v_op.lease_token is not null then`, replace: `if false then` }],
+  },
+  {
+    name: 'resolve-failed-spares-attempts',
+    defect: 'I20: a failed resolution leaves the open attempts unjudged, so a late success of one settles a second final outcome',
+    replacements: [{
+      file: RECONCILIATION,
+      find: `     where a.tenant = resolve.tenant and a.key = resolve.key and (a.observation is null or a.observation = 'unknown');
+    update settle_private.operations o`,
+      replace: `     where false;
+    update settle_private.operations o`,
+    }],
+  },
   {
     name: 'in-doubt-ignored',
     defect: 'I21: rerun_after_unknown => false still opens a new attempt on a reported unknown',

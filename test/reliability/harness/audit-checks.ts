@@ -52,6 +52,13 @@ function replayTrail(rows: readonly AuditRow[], log: ViolationLog): Replay {
       }
       continue;
     }
+    // A completed resolution also logs its settlement on its own attempt (complete:settled,
+    // reason resolved) right after the resolve row: one settlement, not two.
+    if (row.event === 'complete' && row.outcome === 'settled' && prev?.event === 'resolve' && prev.outcome === 'resolved'
+        && prev.statusAfter === 'completed' && row.attempt === prev.attempt && reasonOf(row) === 'resolved') {
+      prev = row;
+      continue;
+    }
     // A claim that first ends a lapsed lease writes `expire`, then its own row whose
     // status_before is the status at the start of the call.
     const joinsExpire = row.event === 'claim' && prev?.event === 'expire' && row.statusBefore === prev.statusBefore;
@@ -64,6 +71,10 @@ function replayTrail(rows: readonly AuditRow[], log: ViolationLog): Replay {
     prev = row;
   }
   return r;
+}
+
+function reasonOf(row: AuditRow): unknown {
+  return typeof row.detail === 'object' && row.detail !== null ? (row.detail as { reason?: unknown }).reason : undefined;
 }
 
 function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
@@ -112,6 +123,9 @@ function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
     case 'complete':
       checkComplete(row, r, what, log, unchanged);
       return;
+    case 'resolve':
+      checkResolve(row, r, what, log, unchanged);
+      return;
     case 'fail':
     case 'report_unknown':
       if (row.outcome === 'recorded' || row.outcome === 'settled') {
@@ -154,6 +168,31 @@ function checkComplete(row: AuditRow, r: Replay, what: string, log: ViolationLog
     return;
   }
   unchanged();
+}
+
+/**
+ * settle.resolve (issue 20): only an unknown or conflict operation is resolved. completed
+ * settles through an attempt epoch of its own (N + 1), ending a held lease; failed never while
+ * an attempt holds the lease. already_final (or a refusal) changes nothing.
+ */
+function checkResolve(row: AuditRow, r: Replay, what: string, log: ViolationLog, unchanged: () => void): void {
+  if (row.outcome !== 'resolved') {
+    unchanged();
+    return;
+  }
+  const { statusBefore: before, statusAfter: after } = row;
+  if (before !== 'unknown' && before !== 'conflict') log.add('resolution-final', row, `${what} resolved a ${before} operation`, [row.auditId]);
+  if (after === 'completed') {
+    r.settlements += 1;
+    if (r.settlements > 1) log.add('single-settlement', row, `${what} is settlement #${r.settlements}`, [row.auditId]);
+    if (row.attempt !== r.attempt + 1) log.add('lease-exclusive', row, `${what} settled through attempt ${row.attempt}, the trail was at ${r.attempt}`, [row.auditId]);
+    r.attempt = row.attempt ?? r.attempt;
+    r.lease = null;
+  } else if (after === 'failed') {
+    if (r.lease !== null) log.add('timeout-stays-unknown', row, `${what} resolved failed while attempt ${r.lease} held the lease`, [row.auditId]);
+  } else {
+    log.add('resolution-final', row, `${what} resolved into ${after}`, [row.auditId]);
+  }
 }
 
 function checkEndOfTrail(op: OperationRow, r: Replay, attempts: readonly AttemptRow[], log: ViolationLog): void {

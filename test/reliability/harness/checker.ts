@@ -36,14 +36,18 @@ export function check(ops: readonly CompletedOp[], state: EngineState, options: 
   const records = new Map(state.operations.map((op) => [keyOf(op), op]));
   const calls = ops.filter((op) => op.op !== 'kill_connection' && op.op !== 'revoke_binding');
   const revocations = ops.filter((op) => op.op === 'revoke_binding' && op.type === 'ok');
+  const resolutions = groupByKey(state.audit.filter((row) => row.event === 'resolve' && row.outcome === 'resolved'));
   for (const [k, keyOps] of groupByKey(calls)) {
     const first = keyOps[0];
     if (first === undefined) continue;
+    const resolution = resolutions.get(k)?.at(-1);
     const h: KeyHistory = {
       ref: { tenant: first.tenant, key: first.key },
       ops: keyOps,
       record: records.get(k),
       complete: options.historyComplete ?? true,
+      ...(resolution?.statusAfter === 'completed' || resolution?.statusAfter === 'failed'
+        ? { resolved: { status: resolution.statusAfter, attempt: resolution.attempt } } : {}),
     };
     const redriven = keyOps.some((op) => op.op === 'redrive' && op.type !== 'fail');
     checkDisclosure(h, log);

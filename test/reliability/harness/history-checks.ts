@@ -11,6 +11,12 @@ export interface KeyHistory {
   readonly record: OperationRow | undefined;
   /** False when the history may miss calls (then provenance checks are skipped). */
   readonly complete: boolean;
+  /**
+   * The operator's verified outcome (settle.resolve, from the audit trail), when one was
+   * recorded: a completed resolution settles through its own attempt, proposed by no complete;
+   * a failed one is an explicit assertion that no attempt took effect.
+   */
+  readonly resolved?: { readonly status: 'completed' | 'failed'; readonly attempt: number | null };
 }
 
 const OBSERVATIONS = new Set(['complete', 'fail', 'report_unknown']);
@@ -84,7 +90,8 @@ export function checkResults(h: KeyHistory, log: ViolationLog): void {
   if (settledAcks.length > 1) {
     log.add('single-settlement', h.ref, `${settledAcks.length} completes answered settled`, settledAcks.map((op) => op.id));
   }
-  if (rec?.status === 'completed' && h.complete) {
+  const byResolution = h.resolved?.status === 'completed' && h.resolved.attempt === rec?.settledAttempt;
+  if (rec?.status === 'completed' && h.complete && !byResolution) {
     const proposals = h.ops.filter((op) => op.op === 'complete' && op.args.attempt === rec.settledAttempt && sameJson(op.args.result, rec.result));
     if (proposals.length === 0) {
       log.add('result-immutable', h.ref, `the stored result ${rec.resultText} was never proposed by attempt ${rec.settledAttempt}`);
@@ -264,7 +271,7 @@ export function checkTimeoutStaysUnknown(h: KeyHistory, attempts: readonly Attem
     if (saysFailed && typeof a.attempt === 'number') {
       if (!committedUpTo(a.attempt)) {
         log.add('timeout-stays-unknown', h.ref, `${op.op} answered failed at attempt ${a.attempt}, but attempts ${open(a.attempt)} may have taken effect`, [op.id]);
-      } else if (possibleEffect !== undefined && op.invokedAt > possibleEffect.completedAt) {
+      } else if (possibleEffect !== undefined && op.invokedAt > possibleEffect.completedAt && h.resolved?.status !== 'failed') {
         log.add('timeout-stays-unknown', h.ref, `${op.op} answered failed after #${possibleEffect.id} showed the status unknown or conflict`, [possibleEffect.id, op.id]);
       }
     }

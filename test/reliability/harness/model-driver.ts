@@ -41,6 +41,7 @@ export type Step =
   | { readonly t: 'expire' }
   | { readonly t: 'purge' }
   | { readonly t: 'redrive'; readonly op: number }
+  | { readonly t: 'resolve'; readonly op: number; readonly outcome: 'completed' | 'failed'; readonly forged?: boolean }
   | { readonly t: 'revoke'; readonly op: number };
 
 export interface Violation {
@@ -69,6 +70,8 @@ export interface RunFigures {
   longWaitsSkipped: number;
   /** Distinct interleavings: sequences of (step kind, connection, outcome). */
   interleavings: number;
+  /** settle.resolve answers by outcome (resolved completed / failed, already_final, SE0xx refusals). */
+  resolutions: Record<string, number>;
 }
 
 export interface Connections {
@@ -127,7 +130,7 @@ function markerOf(text: string | null): string | null {
 }
 
 export class ModelRun {
-  readonly figures: RunFigures = { sequences: 0, steps: 0, calls: 0, waits: 0, longWaits: 0, rollbacks: 0, revokesDuringWait: 0, revokesSkipped: 0, longWaitsSkipped: 0, interleavings: 0 };
+  readonly figures: RunFigures = { sequences: 0, steps: 0, calls: 0, waits: 0, longWaits: 0, rollbacks: 0, revokesDuringWait: 0, revokesSkipped: 0, longWaitsSkipped: 0, interleavings: 0, resolutions: {} };
   readonly violations: Violation[] = [];
   private readonly shapes = new Set<string>();
   private clock = 0;
@@ -244,6 +247,9 @@ export class ModelRun {
     if (r < 0.11) return { t: 'purge' };
     if (r < 0.14) return { t: 'redrive', op };
     if (r < 0.15) return { t: 'revoke', op };
+    // settle.resolve mostly where it applies: an operation that lost its outcome.
+    const lost = ['unknown', 'conflict'].includes(this.scenarios[0]?.committed.ops[this.def(op).id]?.status ?? '');
+    if (r < 0.16 || (lost && r < 0.3)) return { t: 'resolve', op, outcome: rng.chance(0.5) ? 'completed' : 'failed', ...(rng.chance(0.1) ? { forged: true } : {}) };
     return { t: 'call', conn: rng.int(0, 2), call: this.randomCall(rng, op, false) };
   }
 
@@ -316,6 +322,8 @@ export class ModelRun {
           (row) => ({ outcome: 'redriven', status: row.status as string, attempt: row.attempt as number, maxAttempts: row.max_attempts as number }),
         );
       }
+      case 'resolve':
+        return this.resolve(s);
       case 'revoke': {
         const def = this.def(s.op);
         if (this.txConn !== null && this.scenarios.every((sc) => sc.committed.ops[def.id] === undefined)) {
@@ -358,7 +366,33 @@ export class ModelRun {
     const maybeLocked = this.scenarios[0]?.tx?.touched ?? [];
     this.apply(null, call, a, { lo, hi: this.clock }, maybeLocked);
     if (call.kind === 'redrive' && a.outcome === 'redriven') this.ledger.redriven(call.id, a.status ?? null);
+    if (call.kind === 'resolve') {
+      const tally = a.outcome === 'resolved' ? `resolved_${a.status ?? ''}` : a.outcome === 'error' ? a.sqlstate ?? 'error' : a.outcome;
+      this.figures.resolutions[tally] = (this.figures.resolutions[tally] ?? 0) + 1;
+      if (a.outcome === 'resolved') this.ledger.resolved(call.id, a.status ?? null);
+    }
     this.ledger.onAnswer(this, call, a, true);
+  }
+
+  /**
+   * settle.resolve on the admin login, outside any open transaction (it takes the row lock). It
+   * presents the fingerprint of the request of this operation's own lock, or (forged) of the
+   * other operation's; the reservation may have been made with either (a `tenant` claim).
+   */
+  private async resolve(s: Extract<Step, { t: 'resolve' }>): Promise<void> {
+    if (this.txConn !== null) return;
+    const def = this.def(s.op);
+    const presented = s.forged === true ? this.def(1 - s.op) : def;
+    const payload = `${def.marker}-resolved-${randomUUID().slice(0, 8)}`;
+    const value = JSON.stringify({ m: payload });
+    await this.admin(
+      { kind: 'resolve', id: def.id, outcome: s.outcome, payload, request: presented.lock.request },
+      `select r.outcome, r.reason, r.status::text as status, r.attempt, r.settled_attempt, r.result::text as result, r.error::text as error, ${NOW}
+         from settle.resolve(tenant => $1, key => $2, fingerprint => settle.fingerprint($3::jsonb), outcome => $4,
+                             reason => 'model-based test: verified downstream', result => $5::jsonb, error => $6::jsonb) r`,
+      [def.tenant, def.key, this.requestOf(presented.lock, presented), s.outcome, s.outcome === 'completed' ? value : null, s.outcome === 'failed' ? value : null],
+      (row) => normalizeRow(row),
+    );
   }
 
   private async lapse(op: number): Promise<void> {
@@ -405,10 +439,14 @@ export class ModelRun {
     return { id: def.id, attempt: last?.attempt ?? 1, token: randomUUID(), fingerprint: last?.fingerprint ?? `v1:${'0'.repeat(64)}`, lock: def.lock };
   }
 
+  /** The request JSON of a lock presented for an operation (the model's request names it). */
+  private requestOf(lock: Lock, d: OpDef): string {
+    return JSON.stringify({ amount: lock.request.endsWith('b') ? 11 : 10, op: d.marker });
+  }
+
   /** The model call and the SQL for a call spec. */
   private prepare(spec: CallSpec): { call: Call; sql: string; params: unknown[]; short: boolean; ticketOp?: number } {
     const def = this.def(spec.op);
-    const requestOf = (lock: Lock, d: OpDef): string => JSON.stringify({ amount: lock.request.endsWith('b') ? 11 : 10, op: d.marker });
     if (spec.kind === 'claim' || spec.kind === 'get') {
       const target = spec.kind === 'claim' && spec.variant === 'tenant' ? this.def(1 - spec.op) : def;
       const floor = this.floor(def.tenant, def.lock.principal);
@@ -417,7 +455,7 @@ export class ModelRun {
           : spec.variant === 'scopes' ? { ...def.lock, scopes: [...SCOPES, 'refunds:write'] }
             : spec.variant === 'newer' ? { ...def.lock, generation: Math.max(def.lock.generation + 1, floor) }
               : def.lock;
-      const request = requestOf(lock, def);
+      const request = this.requestOf(lock, def);
       if (spec.kind === 'get') {
         return {
           call: { kind: 'get', id: target.id, lock },
@@ -797,6 +835,11 @@ class Ledger {
       led.rank = 1;
       led.failedSeen = false;
     }
+  }
+
+  /** A failed resolution is the operator's verified assertion that no attempt took effect. */
+  resolved(id: string, status: string | null): void {
+    if (status === 'failed') this.of(id).failedSeen = true;
   }
 
   onAnswer(run: ModelRun, call: Call, a: Answer, committed: boolean, txConn: number | null = null): void {

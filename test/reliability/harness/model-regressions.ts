@@ -155,4 +155,33 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
       { t: 'call', conn: 1, call: { kind: 'claim', op: 1, variant: 'same', short: false, answerUnknown: true } },
     ],
   },
+  {
+    // Issue 20: settle.resolve. Only an unknown or conflict operation is resolved (not a running
+    // one); a failed resolution waits for the lease holder; another request's fingerprint is
+    // refused; a failed resolution judges every open attempt, so their late successes settle
+    // nothing; a completed one settles through an epoch of its own and ends the held lease.
+    name: 'I20: resolve only what lost its outcome, never under a live lease for failed, and exactly one final outcome after it',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'resolve', op: 0, outcome: 'completed' },
+      { t: 'call', conn: 0, call: { kind: 'report_unknown', op: 0, ticket: 'latest' } },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'resolve', op: 0, outcome: 'failed' },
+      { t: 'call', conn: 1, call: { kind: 'report_unknown', op: 0, ticket: 'latest' } },
+      { t: 'resolve', op: 0, outcome: 'failed', forged: true },
+      { t: 'resolve', op: 0, outcome: 'failed' },
+      { t: 'call', conn: 2, call: { kind: 'complete', op: 0, ticket: 'latest' } },
+      { t: 'call', conn: 2, call: { kind: 'complete', op: 0, ticket: 'first' } },
+      { t: 'resolve', op: 0, outcome: 'completed' },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 1, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'complete', op: 1, ticket: 'latest', mismatch: 'fingerprint' } },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 1, variant: 'same', short: false } },
+      { t: 'resolve', op: 1, outcome: 'completed' },
+      { t: 'call', conn: 1, call: { kind: 'complete', op: 1, ticket: 'latest' } },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 1, variant: 'same', short: false } },
+      { t: 'call', conn: 2, call: { kind: 'heartbeat', op: 1, ticket: 'latest', short: false } },
+    ],
+  },
 ];
