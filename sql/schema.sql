@@ -756,7 +756,7 @@ Idempotency: retrying with the same request and binding joins the same operation
 CREATE FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) RETURNS settle.observation_result
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
+    AS $$
 declare
   v_seen record;
   v_now timestamptz;
@@ -769,30 +769,32 @@ begin
   -- already reported, a completed operation) is left to the general merge
   -- settle_private._observe, which decides it from scratch (docs/performance.md, issue 24:
   -- PL/pgSQL sets up every expression it evaluates again in each transaction, so the number of
-  -- expressions and statements per call is the cost).
+  -- expressions and statements per call is the cost). The fingerprint's format is not tested
+  -- here: this path settles only when the fingerprint equals the stored one, which every writer
+  -- wrote in the v1 format (row rule fingerprint_is_versioned, 00004) and none can change
+  -- (_050_guard_lock); a malformed one matches nothing and gets its SE004 from _observe.
   if (settle_private._name_ok(complete.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(complete.key, settle_private._limit('key_bytes'))
       and complete.attempt >= 1 and complete.lease_token is not null
-      and complete.fingerprint ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(complete.fingerprint) - strpos(complete.fingerprint, ':') = 64
       and settle_private._binding_ok(complete.principal, complete.scopes, complete.binding_generation)
       and settle_private._json_ok(complete.result, settle_private._limit('result_bytes'))) is true then
     -- As the general merge's first statement: access (the login's tenant binding) and the
     -- presented token are checked before the row lock, and the row is locked only when both
-    -- pass; here it is locked only when, on its latest version, this attempt holds the lease,
-    -- the presented lock matches the reservation and nothing settled.
+    -- pass; here it is locked only when, on its latest version, this attempt holds the lease
+    -- (the operation's current attempt and lease token are the presented ones: the token is
+    -- checked on the operation row, where the live lease is; the attempt row's own token is
+    -- checked again under the lock, below), the presented lock matches the reservation and
+    -- nothing settled.
     with a as materialized (
       select case when exists (select 1 from settle_private.tenant_bindings r
                                 where (r.role_oid = to_regrole(quote_ident(session_user::text))::oid or r.role_name = session_user::text)
                                   and not (complete.tenant = any (r.tenants))) then -1
-                  else 0 end as verdict,
-             exists (select 1 from settle_private.attempts t
-                      where t.tenant = complete.tenant and t.key = complete.key and t.attempt = complete.attempt
-                        and t.lease_token = complete.lease_token) as valid
+                  else 0 end as verdict
     )
     select x.status into v_seen
       from a join lateral (
         select o.status from settle_private.operations o
-         where o.tenant = complete.tenant and o.key = complete.key and a.verdict >= 0 and a.valid
+         where o.tenant = complete.tenant and o.key = complete.key and a.verdict >= 0
            and o.attempt = complete.attempt and o.lease_token = complete.lease_token and o.status <> 'completed'
            and o.fingerprint = complete.fingerprint and o.principal = complete.principal
            and o.scopes = settle_private._normalize_scopes(complete.scopes)
@@ -810,12 +812,17 @@ begin
                                   where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (complete.tenant = any (b.tenants))) then -1
                     else coalesce((select f.below_generation from settle_private.binding_floors f
                                     where f.tenant = complete.tenant and f.principal = complete.principal), 0) end as verdict,
-               (select a.observation is null from settle_private.attempts a
-                 where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt) as unobserved,
+               t.unobserved,
                coalesce(greatest(
                  (select max(l.seq) from settle_private.audit_log l where l.tenant = complete.tenant and l.key = complete.key),
-                 (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
-                   where a.tenant = complete.tenant and a.key = complete.key)), 0) + 1 as seq
+                 t.seq), 0) + 1 as seq
+          -- One read of the key's attempts: whether this attempt, with the presented token, has
+          -- not reported yet, and the last place its attempts took in the key's history.
+          from (select bool_or(a.attempt = complete.attempt and a.lease_token = complete.lease_token
+                               and a.observation is null) as unobserved,
+                       max(greatest(a.claim_seq, a.settled_seq)) as seq
+                  from settle_private.attempts a
+                 where a.tenant = complete.tenant and a.key = complete.key) t
       ), op as (
         update settle_private.operations o
            set status = 'completed', result = complete.result, settled_attempt = complete.attempt,
@@ -846,7 +853,7 @@ begin
   return settle_private._observe('complete', complete.tenant, complete.key, complete.attempt, complete.lease_token, complete.fingerprint,
     complete.principal, complete.scopes, complete.binding_generation, complete.result, null, null);
 end
-$_$;
+$$;
 
 ALTER FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) OWNER TO settle_owner;
 
@@ -4505,21 +4512,24 @@ begin
       perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
     end if;
   else
-    if old.settled_seq is null then
-      if new.settled_seq is not null then
-        new.settled_by := session_user::text;
-      end if;
-    elsif new.settled_by is distinct from old.settled_by or new.settled_seq is distinct from old.settled_seq
-          or new.settled_audit_id is distinct from old.settled_audit_id
-          or new.settled_status_before is distinct from old.settled_status_before
-          or new.settled_reason is distinct from old.settled_reason then
-      raise exception using
-        errcode = 'SE024',
-        message = 'the identity, end and log of an attempt are immutable',
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+    if new.settled_seq is not null and old.settled_seq is null then
+      new.settled_by := session_user::text;
     end if;
 
-    if old.ended_at is not null or old.observation is not null then
+    -- The rules of earlier states, behind one test that a first observation fails: a logged
+    -- settlement, an end, a terminal observation, a move down.
+    if old.settled_seq is not null or old.ended_at is not null or old.observation is not null then
+      if old.settled_seq is not null and (new.settled_by is distinct from old.settled_by
+         or new.settled_seq is distinct from old.settled_seq
+         or new.settled_audit_id is distinct from old.settled_audit_id
+         or new.settled_status_before is distinct from old.settled_status_before
+         or new.settled_reason is distinct from old.settled_reason) then
+        raise exception using
+          errcode = 'SE024',
+          message = 'the identity, end and log of an attempt are immutable',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+      end if;
+
       if old.ended_at is not null and (new.ended_at is distinct from old.ended_at
                                        or new.end_reason is distinct from old.end_reason) then
         raise exception using
@@ -4673,45 +4683,51 @@ begin
     end if;
     return new;
   else
-    if old.status = 'completed' then
-      if new.result is distinct from old.result or new.settled_attempt is distinct from old.settled_attempt
-         or new.settled_at is distinct from old.settled_at then
-        raise exception using
-          errcode = 'SE022',
-          message = 'the result of a completed operation is immutable',
-          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
-          hint = 'A completed result is written once, with the move to completed.';
-      end if;
-    end if;
-
-    -- A move down the lattice. settle.status is declared in lattice order, so only a move to a
-    -- lower label can be one (NULL too: the NOT NULL constraint comes after this trigger);
-    -- running to pending is not (both rank 1). The only permitted move down: settle.redrive
-    -- re-opening a dead-lettered failure as a new redrive generation, and only when every
-    -- attempt recorded a failure (attempts_exhausted). An operation where an attempt may have
-    -- taken effect is never lowered below unknown, by redrive or anything else.
-    if (new.status < old.status) is not false then
-      v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
-        and new.status = 'pending' and new.dead_lettered_at is null
-        and new.redrive_count = old.redrive_count + 1;
-      if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
-        v_redrive := false;
+    -- The rules of earlier states, behind one test that the settling UPDATE (running to
+    -- completed, epochs unchanged) fails: a completed result, a move down the lattice, an
+    -- attempt epoch or redrive generation going back.
+    if old.status = 'completed' or (new.status < old.status) is not false
+       or new.attempt < old.attempt or new.redrive_count < old.redrive_count then
+      if old.status = 'completed' then
+        if new.result is distinct from old.result or new.settled_attempt is distinct from old.settled_attempt
+           or new.settled_at is distinct from old.settled_at then
+          raise exception using
+            errcode = 'SE022',
+            message = 'the result of a completed operation is immutable',
+            detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
+            hint = 'A completed result is written once, with the move to completed.';
+        end if;
       end if;
 
-      if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
+      -- A move down the lattice. settle.status is declared in lattice order, so only a move to a
+      -- lower label can be one (NULL too: the NOT NULL constraint comes after this trigger);
+      -- running to pending is not (both rank 1). The only permitted move down: settle.redrive
+      -- re-opening a dead-lettered failure as a new redrive generation, and only when every
+      -- attempt recorded a failure (attempts_exhausted). An operation where an attempt may have
+      -- taken effect is never lowered below unknown, by redrive or anything else.
+      if (new.status < old.status) is not false then
+        v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
+          and new.status = 'pending' and new.dead_lettered_at is null
+          and new.redrive_count = old.redrive_count + 1;
+        if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
+          v_redrive := false;
+        end if;
+
+        if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
+          raise exception using
+            errcode = 'SE021',
+            message = format('status may not move down the lattice from %s to %s', old.status, new.status),
+            detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+            hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
+        end if;
+      end if;
+
+      if new.attempt < old.attempt or new.redrive_count < old.redrive_count then
         raise exception using
           errcode = 'SE021',
-          message = format('status may not move down the lattice from %s to %s', old.status, new.status),
-          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
-          hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
+          message = 'attempt epochs and redrive generations never go back',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
       end if;
-    end if;
-
-    if new.attempt < old.attempt or new.redrive_count < old.redrive_count then
-      raise exception using
-        errcode = 'SE021',
-        message = 'attempt epochs and redrive generations never go back',
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
     end if;
   end if;
 
@@ -4750,16 +4766,15 @@ begin
   -- The one audited exception: an operator's resolution (settle.resolve, 00015) asserting with
   -- evidence that no effect happened, recognised by its audit row written in this very
   -- transaction.
-  if tg_op = 'UPDATE' then
-    if new.status = 'failed' and old.status <> 'failed' then
-      if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
-         and not settle_private._resolving_failed(new.tenant, new.key) then
-        raise exception using
-          errcode = 'SE021',
-          message = 'status may move to failed only on a committed failure',
-          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
-          hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
-      end if;
+  -- (An INSERT has returned above: this is an UPDATE.)
+  if new.status = 'failed' and old.status <> 'failed' then
+    if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+       and not settle_private._resolving_failed(new.tenant, new.key) then
+      raise exception using
+        errcode = 'SE021',
+        message = 'status may move to failed only on a committed failure',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+        hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
     end if;
   end if;
   return new;

@@ -142,45 +142,51 @@ begin
     end if;
     return new;
   else
-    if old.status = 'completed' then
-      if new.result is distinct from old.result or new.settled_attempt is distinct from old.settled_attempt
-         or new.settled_at is distinct from old.settled_at then
-        raise exception using
-          errcode = 'SE022',
-          message = 'the result of a completed operation is immutable',
-          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
-          hint = 'A completed result is written once, with the move to completed.';
-      end if;
-    end if;
-
-    -- A move down the lattice. settle.status is declared in lattice order, so only a move to a
-    -- lower label can be one (NULL too: the NOT NULL constraint comes after this trigger);
-    -- running to pending is not (both rank 1). The only permitted move down: settle.redrive
-    -- re-opening a dead-lettered failure as a new redrive generation, and only when every
-    -- attempt recorded a failure (attempts_exhausted). An operation where an attempt may have
-    -- taken effect is never lowered below unknown, by redrive or anything else.
-    if (new.status < old.status) is not false then
-      v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
-        and new.status = 'pending' and new.dead_lettered_at is null
-        and new.redrive_count = old.redrive_count + 1;
-      if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
-        v_redrive := false;
+    -- The rules of earlier states, behind one test that the settling UPDATE (running to
+    -- completed, epochs unchanged) fails: a completed result, a move down the lattice, an
+    -- attempt epoch or redrive generation going back.
+    if old.status = 'completed' or (new.status < old.status) is not false
+       or new.attempt < old.attempt or new.redrive_count < old.redrive_count then
+      if old.status = 'completed' then
+        if new.result is distinct from old.result or new.settled_attempt is distinct from old.settled_attempt
+           or new.settled_at is distinct from old.settled_at then
+          raise exception using
+            errcode = 'SE022',
+            message = 'the result of a completed operation is immutable',
+            detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'settled_attempt', old.settled_attempt)::text,
+            hint = 'A completed result is written once, with the move to completed.';
+        end if;
       end if;
 
-      if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
+      -- A move down the lattice. settle.status is declared in lattice order, so only a move to a
+      -- lower label can be one (NULL too: the NOT NULL constraint comes after this trigger);
+      -- running to pending is not (both rank 1). The only permitted move down: settle.redrive
+      -- re-opening a dead-lettered failure as a new redrive generation, and only when every
+      -- attempt recorded a failure (attempts_exhausted). An operation where an attempt may have
+      -- taken effect is never lowered below unknown, by redrive or anything else.
+      if (new.status < old.status) is not false then
+        v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
+          and new.status = 'pending' and new.dead_lettered_at is null
+          and new.redrive_count = old.redrive_count + 1;
+        if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
+          v_redrive := false;
+        end if;
+
+        if settle_private._rank(new.status) < settle_private._rank(old.status) and not v_redrive then
+          raise exception using
+            errcode = 'SE021',
+            message = format('status may not move down the lattice from %s to %s', old.status, new.status),
+            detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+            hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
+        end if;
+      end if;
+
+      if new.attempt < old.attempt or new.redrive_count < old.redrive_count then
         raise exception using
           errcode = 'SE021',
-          message = format('status may not move down the lattice from %s to %s', old.status, new.status),
-          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
-          hint = 'Statuses only move up: pending/running < unknown < conflict < failed < completed. Dead letters are re-opened with settle.redrive.';
+          message = 'attempt epochs and redrive generations never go back',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
       end if;
-    end if;
-
-    if new.attempt < old.attempt or new.redrive_count < old.redrive_count then
-      raise exception using
-        errcode = 'SE021',
-        message = 'attempt epochs and redrive generations never go back',
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text;
     end if;
   end if;
 
@@ -219,16 +225,15 @@ begin
   -- The one audited exception: an operator's resolution (settle.resolve, 00015) asserting with
   -- evidence that no effect happened, recognised by its audit row written in this very
   -- transaction.
-  if tg_op = 'UPDATE' then
-    if new.status = 'failed' and old.status <> 'failed' then
-      if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
-         and not settle_private._resolving_failed(new.tenant, new.key) then
-        raise exception using
-          errcode = 'SE021',
-          message = 'status may move to failed only on a committed failure',
-          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
-          hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
-      end if;
+  -- (An INSERT has returned above: this is an UPDATE.)
+  if new.status = 'failed' and old.status <> 'failed' then
+    if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+       and not settle_private._resolving_failed(new.tenant, new.key) then
+      raise exception using
+        errcode = 'SE021',
+        message = 'status may move to failed only on a committed failure',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'from', old.status, 'to', new.status)::text,
+        hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
     end if;
   end if;
   return new;
@@ -311,21 +316,24 @@ begin
       perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
     end if;
   else
-    if old.settled_seq is null then
-      if new.settled_seq is not null then
-        new.settled_by := session_user::text;
-      end if;
-    elsif new.settled_by is distinct from old.settled_by or new.settled_seq is distinct from old.settled_seq
-          or new.settled_audit_id is distinct from old.settled_audit_id
-          or new.settled_status_before is distinct from old.settled_status_before
-          or new.settled_reason is distinct from old.settled_reason then
-      raise exception using
-        errcode = 'SE024',
-        message = 'the identity, end and log of an attempt are immutable',
-        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+    if new.settled_seq is not null and old.settled_seq is null then
+      new.settled_by := session_user::text;
     end if;
 
-    if old.ended_at is not null or old.observation is not null then
+    -- The rules of earlier states, behind one test that a first observation fails: a logged
+    -- settlement, an end, a terminal observation, a move down.
+    if old.settled_seq is not null or old.ended_at is not null or old.observation is not null then
+      if old.settled_seq is not null and (new.settled_by is distinct from old.settled_by
+         or new.settled_seq is distinct from old.settled_seq
+         or new.settled_audit_id is distinct from old.settled_audit_id
+         or new.settled_status_before is distinct from old.settled_status_before
+         or new.settled_reason is distinct from old.settled_reason) then
+        raise exception using
+          errcode = 'SE024',
+          message = 'the identity, end and log of an attempt are immutable',
+          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+      end if;
+
       if old.ended_at is not null and (new.ended_at is distinct from old.ended_at
                                        or new.end_reason is distinct from old.end_reason) then
         raise exception using

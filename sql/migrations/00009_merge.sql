@@ -345,30 +345,32 @@ begin
   -- already reported, a completed operation) is left to the general merge
   -- settle_private._observe, which decides it from scratch (docs/performance.md, issue 24:
   -- PL/pgSQL sets up every expression it evaluates again in each transaction, so the number of
-  -- expressions and statements per call is the cost).
+  -- expressions and statements per call is the cost). The fingerprint's format is not tested
+  -- here: this path settles only when the fingerprint equals the stored one, which every writer
+  -- wrote in the v1 format (row rule fingerprint_is_versioned, 00004) and none can change
+  -- (_050_guard_lock); a malformed one matches nothing and gets its SE004 from _observe.
   if (settle_private._name_ok(complete.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(complete.key, settle_private._limit('key_bytes'))
       and complete.attempt >= 1 and complete.lease_token is not null
-      and complete.fingerprint ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(complete.fingerprint) - strpos(complete.fingerprint, ':') = 64
       and settle_private._binding_ok(complete.principal, complete.scopes, complete.binding_generation)
       and settle_private._json_ok(complete.result, settle_private._limit('result_bytes'))) is true then
     -- As the general merge's first statement: access (the login's tenant binding) and the
     -- presented token are checked before the row lock, and the row is locked only when both
-    -- pass; here it is locked only when, on its latest version, this attempt holds the lease,
-    -- the presented lock matches the reservation and nothing settled.
+    -- pass; here it is locked only when, on its latest version, this attempt holds the lease
+    -- (the operation's current attempt and lease token are the presented ones: the token is
+    -- checked on the operation row, where the live lease is; the attempt row's own token is
+    -- checked again under the lock, below), the presented lock matches the reservation and
+    -- nothing settled.
     with a as materialized (
       select case when exists (select 1 from settle_private.tenant_bindings r
                                 where (r.role_oid = to_regrole(quote_ident(session_user::text))::oid or r.role_name = session_user::text)
                                   and not (complete.tenant = any (r.tenants))) then -1
-                  else 0 end as verdict,
-             exists (select 1 from settle_private.attempts t
-                      where t.tenant = complete.tenant and t.key = complete.key and t.attempt = complete.attempt
-                        and t.lease_token = complete.lease_token) as valid
+                  else 0 end as verdict
     )
     select x.status into v_seen
       from a join lateral (
         select o.status from settle_private.operations o
-         where o.tenant = complete.tenant and o.key = complete.key and a.verdict >= 0 and a.valid
+         where o.tenant = complete.tenant and o.key = complete.key and a.verdict >= 0
            and o.attempt = complete.attempt and o.lease_token = complete.lease_token and o.status <> 'completed'
            and o.fingerprint = complete.fingerprint and o.principal = complete.principal
            and o.scopes = settle_private._normalize_scopes(complete.scopes)
@@ -386,12 +388,17 @@ begin
                                   where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (complete.tenant = any (b.tenants))) then -1
                     else coalesce((select f.below_generation from settle_private.binding_floors f
                                     where f.tenant = complete.tenant and f.principal = complete.principal), 0) end as verdict,
-               (select a.observation is null from settle_private.attempts a
-                 where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt) as unobserved,
+               t.unobserved,
                coalesce(greatest(
                  (select max(l.seq) from settle_private.audit_log l where l.tenant = complete.tenant and l.key = complete.key),
-                 (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
-                   where a.tenant = complete.tenant and a.key = complete.key)), 0) + 1 as seq
+                 t.seq), 0) + 1 as seq
+          -- One read of the key's attempts: whether this attempt, with the presented token, has
+          -- not reported yet, and the last place its attempts took in the key's history.
+          from (select bool_or(a.attempt = complete.attempt and a.lease_token = complete.lease_token
+                               and a.observation is null) as unobserved,
+                       max(greatest(a.claim_seq, a.settled_seq)) as seq
+                  from settle_private.attempts a
+                 where a.tenant = complete.tenant and a.key = complete.key) t
       ), op as (
         update settle_private.operations o
            set status = 'completed', result = complete.result, settled_attempt = complete.attempt,

@@ -108,9 +108,9 @@ const MODEL_MUTANTS: readonly ModelMutant[] = [
       {
         // The failure guard would refuse that move for every writer: it goes with the fix.
         file: GUARDS,
-        find: `      if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
-         and not settle_private._resolving_failed(new.tenant, new.key) then`,
-        replace: `      if false then`,
+        find: `    if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+       and not settle_private._resolving_failed(new.tenant, new.key) then`,
+        replace: `    if false then`,
       },
     ],
   },

@@ -299,9 +299,9 @@ export const MUTANTS: readonly Mutant[] = [
       },
       {
         file: GUARDS,
-        find: `      if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
-         and not settle_private._resolving_failed(new.tenant, new.key) then`,
-        replace: '      if false then',
+        find: `    if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+       and not settle_private._resolving_failed(new.tenant, new.key) then`,
+        replace: '    if false then',
       },
     ],
     scenario: 'timeout-exhaustion',
