@@ -4,7 +4,8 @@
 // every processed transaction must have produced exactly one settlement (checked after each round).
 // `--citus-bin DIR`: run the Citus nodes from another PostgreSQL 15 installation's bin directory
 // (a relocated copy of /usr/lib/postgresql/15 whose lib/citus.so is a patched build; see
-// docs/scale-out.md, "Where a delegated cycle's CPU goes").
+// docs/scale-out.md, "Where a delegated cycle's CPU goes"). `--warmup W`: measure each round from
+// W seconds on (warm connections; see below).
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,11 +24,18 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '2' },
     clients: { type: 'string', default: '8' },
     'citus-bin': { type: 'string' },
+    warmup: { type: 'string', default: '0' },
   },
 });
 const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
 const clients = Number(values.clients);
+// --warmup W: each round's pgbench runs W + seconds + 2 s and the round is measured from W s on
+// (tps and CPU per cycle from the settlements and the CPU of that window): the connections are
+// warm then, as an application's pooled connections are. Without it a round is the whole run
+// from fresh connections, and on Citus each new worker connection compiles every trigger
+// function once per shard and plans each statement several times before reusing a plan.
+const warmup = Number(values.warmup);
 
 const unavailable = values['citus-bin'] === undefined ? citusUnavailableReason() : undefined;
 if (unavailable !== undefined) {
@@ -83,8 +91,21 @@ try {
       const before = await settlements(t.admin);
       const claimsBefore = t.name === 'citus' ? await workerClaims() : 0;
       const nodes = t.name === 'plain' ? ['plain'] : Object.keys(nodeDirs).filter((n) => n !== 'plain');
-      const cpuBefore = await Promise.all(nodes.map((n) => serverCpuSeconds(nodeDirs[n] as string)));
-      const run = await runPgbench({ pgbench, url: t.url, script: SCRIPT, clients, threads: 2, durationS: seconds, protocol: 'prepared' });
+      let cpuBefore = await Promise.all(nodes.map((n) => serverCpuSeconds(nodeDirs[n] as string)));
+      const running = runPgbench({ pgbench, url: t.url, script: SCRIPT, clients, threads: 2,
+        durationS: warmup > 0 ? warmup + seconds + 2 : seconds, protocol: 'prepared' });
+      let windowBefore = before;
+      let cpuAfter: number[] = [];
+      let windowCycles = 0;
+      if (warmup > 0) {
+        await sleep(warmup * 1000);
+        windowBefore = await settlements(t.admin);
+        cpuBefore = await Promise.all(nodes.map((n) => serverCpuSeconds(nodeDirs[n] as string)));
+        await sleep(seconds * 1000);
+        windowCycles = (await settlements(t.admin)) - windowBefore;
+        cpuAfter = await Promise.all(nodes.map((n) => serverCpuSeconds(nodeDirs[n] as string)));
+      }
+      const run = await running;
       const made = (await settlements(t.admin)) - before;
       if (made !== run.output.processed) {
         throw new Error(`${t.name}: ${run.output.processed} transactions but ${made} new settlements`);
@@ -93,18 +114,22 @@ try {
         const delegated = (await workerClaims()) - claimsBefore;
         if (delegated < run.output.processed) throw new Error(`citus: ${run.output.processed} cycles but only ${delegated} claims ran on the workers`);
       }
-      const cpuAfter = await Promise.all(nodes.map((n) => serverCpuSeconds(nodeDirs[n] as string)));
-      const perCycle = nodes.map((n, i) => `${n} ${(((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / run.output.processed * 1e6).toFixed(0)} us`);
-      nodes.forEach((n, i) => (cpu[n] ??= []).push(((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / run.output.processed));
-      results[t.name]?.push(run.output.tps ?? 0);
+      if (warmup === 0) {
+        cpuAfter = await Promise.all(nodes.map((n) => serverCpuSeconds(nodeDirs[n] as string)));
+        windowCycles = run.output.processed;
+      }
+      const tps = warmup > 0 ? windowCycles / seconds : (run.output.tps ?? 0);
+      const perCycle = nodes.map((n, i) => `${n} ${(((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / windowCycles * 1e6).toFixed(0)} us`);
+      nodes.forEach((n, i) => (cpu[n] ??= []).push(((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / windowCycles));
+      results[t.name]?.push(tps);
       latency[t.name]?.push(run.output.latencyAverageMs ?? 0);
-      console.log(`round ${round} ${t.name.padEnd(5)} tps ${(run.output.tps ?? 0).toFixed(1).padStart(7)}  latency ${(run.output.latencyAverageMs ?? 0).toFixed(2)} ms  (${run.output.processed} cycles, ${made} settlements); server CPU per cycle: ${perCycle.join(', ')}`);
+      console.log(`round ${round} ${t.name.padEnd(5)} tps ${tps.toFixed(1).padStart(7)}  latency ${(run.output.latencyAverageMs ?? 0).toFixed(2)} ms  (${run.output.processed} cycles, ${made} settlements); server CPU per cycle: ${perCycle.join(', ')}`);
     }
   }
   const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
   const p = mean(results.plain ?? []);
   const c = mean(results.citus ?? []);
-  console.log(`\nsummary (${clients} clients, pgbench -M prepared, ${seconds} s x ${rounds} rounds each):`);
+  console.log(`\nsummary (${clients} clients, pgbench -M prepared, ${seconds} s x ${rounds} rounds each${warmup > 0 ? `, measured after ${warmup} s of warm-up` : ''}):`);
   console.log(`  plain PostgreSQL  ${p.toFixed(1)} cycles/s  (${results.plain?.map((x) => x.toFixed(0)).join(', ')})`);
   console.log(`  Citus delegated   ${c.toFixed(1)} cycles/s  (${results.citus?.map((x) => x.toFixed(0)).join(', ')})`);
   console.log(`  citus / plain     ${(c / p).toFixed(2)}x`);
@@ -131,6 +156,10 @@ async function serverCpuSeconds(dataDir: string): Promise<number> {
     if (st !== undefined && st[1] === pid) total += (st[11] ?? 0) + (st[12] ?? 0);
   }
   return total / ticks;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 async function settlements(url: string): Promise<number> {

@@ -1,8 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { createPool, sql } from 'slonik';
-import type { createSettleClient as CreateSettleClient } from '../src/client/index.js';
 import { settleTypeParsers } from '../src/client/interceptors.js';
 import { runClientCycle } from './client-cycle.js';
 import { checkpoint, startBenchServer, type BenchServer } from './database.js';
@@ -26,7 +26,11 @@ import { locatePgbench, runPgbench } from './pgbench.js';
  * - `baseline`: run() of another build of the client (`--baseline <path to its src/client/index.ts>`,
  *   e.g. a `git worktree add` of an earlier commit): before/after in one run.
  *
- *   npx tsx bench/client-ratio.ts [--clients 8] [--duration 5] [--warmup 1] [--rounds 2] [--only client,pg] [--baseline <path>]
+ *   npx tsx bench/client-ratio.ts [--clients 8] [--duration 5] [--warmup 1] [--rounds 2] [--only client,pg] [--baseline <path>] [--threads 1]
+ *
+ * `--threads N` runs the client drivers (client, unprepared, baseline) on N event loops (worker
+ * threads, bench/client-cycle.ts), as pgbench runs on `-j 2` threads; `pg` and `slonik` stay on
+ * this one.
  *
  * Prints cycles/s per run (for the drivers in this process also the CPU, user + system, the
  * process spent per cycle: the client's own cost, which it takes from the server on a small
@@ -34,6 +38,7 @@ import { locatePgbench, runPgbench } from './pgbench.js';
  * median of the rounds, the ratios client/pgbench (the target: >= 0.8), client/pg and the others.
  */
 type Driver = 'pgbench' | 'pg' | 'slonik' | 'client' | 'unprepared' | 'baseline';
+const CLIENT_DRIVERS: ReadonlySet<Driver> = new Set(['client', 'unprepared', 'baseline']);
 
 // The client's own statements (src/client/queries.ts), with the script's constant arguments.
 const CLAIM = {
@@ -117,20 +122,30 @@ async function measure(server: BenchServer, driver: Driver, clients: number, dur
   const db = await server.createRunDatabase(`ratio_${driver}_${clients}`);
   try {
     await checkpoint(db.url);
-    if (warmupS > 0) await drive(db.url, driver, clients, warmupS);
+    // The client drivers warm up in the threads and pool they measure with (inside drive()).
+    if (warmupS > 0 && !CLIENT_DRIVERS.has(driver)) await drive(db.url, driver, clients, warmupS, 0);
     const before = process.cpuUsage();
     const started = performance.now();
-    const tps = await drive(db.url, driver, clients, durationS);
+    const { tps, cpuPerCycle } = await drive(db.url, driver, clients, durationS, warmupS);
     const cpu = process.cpuUsage(before);
     const cycles = tps * ((performance.now() - started) / 1000);
-    return { tps, nodeCpuUsPerCycle: driver === 'pgbench' || cycles === 0 ? null : (cpu.user + cpu.system) / cycles };
+    // The client drivers count their own timed window (their worker threads start outside it).
+    if (cpuPerCycle !== null || driver === 'pgbench' || cycles === 0) return { tps, nodeCpuUsPerCycle: cpuPerCycle };
+    return { tps, nodeCpuUsPerCycle: (cpu.user + cpu.system) / cycles };
   } finally {
     await db.drop();
   }
 }
 
-/** Cycles per second of one timed run of `driver`. */
-async function drive(url: string, driver: Driver, clients: number, durationS: number): Promise<number> {
+/** Cycles per second of one timed run of `driver`, and the Node CPU per cycle of its timed window if it counts it. */
+async function drive(url: string, driver: Driver, clients: number, durationS: number, warmupS: number): Promise<{ tps: number; cpuPerCycle: number | null }> {
+  const length = { kind: 'seconds', seconds: durationS } as const;
+  const bare = (tps: number) => ({ tps, cpuPerCycle: null });
+  const viaClient = async (options: Parameters<typeof runClientCycle>[3]) => {
+    const warmup = warmupS > 0 ? { warmup: { kind: 'seconds', seconds: warmupS } as const } : {};
+    const result = await runClientCycle(url, clients, length, { threads, ...warmup, ...options });
+    return { tps: result.tps, cpuPerCycle: result.nodeCpuUs / Math.max(1, result.processed) };
+  };
   switch (driver) {
     case 'pgbench': {
       const pgbench = locatePgbench();
@@ -138,21 +153,20 @@ async function drive(url: string, driver: Driver, clients: number, durationS: nu
       const run = await runPgbench({
         pgbench, url, script: scriptPath('cycle.sql'), clients, threads: 2, durationS, protocol: 'prepared', maxTries: 3,
       });
-      return run.output.tps ?? 0;
+      return bare(run.output.tps ?? 0);
     }
     case 'pg':
-      return runPgCycle(url, clients, durationS);
+      return bare(await runPgCycle(url, clients, durationS));
     case 'slonik':
-      return runSlonikCycle(url, clients, durationS);
+      return bare(await runSlonikCycle(url, clients, durationS));
     case 'client':
-      return (await runClientCycle(url, clients, { kind: 'seconds', seconds: durationS })).tps;
+      return viaClient({});
     case 'baseline': {
       if (baseline === undefined) throw new Error('--only baseline needs --baseline <path to src/client/index.ts>');
-      const { createSettleClient } = (await import(path.resolve(baseline))) as { createSettleClient: typeof CreateSettleClient };
-      return (await runClientCycle(url, clients, { kind: 'seconds', seconds: durationS }, { createClient: createSettleClient })).tps;
+      return viaClient({ clientModule: pathToFileURL(path.resolve(baseline)).href });
     }
     case 'unprepared':
-      return (await runClientCycle(url, clients, { kind: 'seconds', seconds: durationS }, { preparedStatements: false })).tps;
+      return viaClient({ preparedStatements: false });
   }
 }
 
@@ -166,6 +180,7 @@ const durationS = Number(option('duration', '5'));
 const warmupS = Number(option('warmup', '1'));
 const rounds = Number(option('rounds', '2'));
 const baseline = process.argv.includes('--baseline') ? option('baseline', '') : undefined;
+const threads = Number(option('threads', '1'));
 const drivers = option('only', `pgbench,pg,slonik,client${baseline === undefined ? '' : ',baseline'}`).split(',') as Driver[];
 
 const server = await startBenchServer(() => {});

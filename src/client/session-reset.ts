@@ -76,9 +76,11 @@ export function createSessionResetInterceptor(): Interceptor {
       else clean.delete(context.connectionId);
       return null;
     },
-    beforeQueryExecution: (context) => {
+    // transformQuery, not beforeQueryExecution: slonik calls it synchronously, where it awaits
+    // every beforeQueryExecution hook (a promise turn per query). It also sees streamed queries.
+    transformQuery: (context, query) => {
       if (!CLIENT_ROW_SCHEMAS.has(context.resultParser)) clean.delete(context.connectionId);
-      return null;
+      return query;
     },
     // Synchronous for a clean connection (the common case): no promise per query.
     beforePoolConnectionRelease: (context, connection) => {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { DatabaseTransactionConnection } from 'slonik';
 import type { EarlierAttempts } from '../../client/types.js';
 
@@ -28,5 +28,5 @@ export interface IdempotencyContext {
 }
 
 export function downstreamKeyOf(tenant: string, key: string): string {
-  return createHash('sha256').update(JSON.stringify([tenant, key])).digest('hex').slice(0, 40);
+  return hash('sha256', JSON.stringify([tenant, key]), 'hex').slice(0, 40);
 }

@@ -35,11 +35,20 @@ export const isAmbiguous = (error: unknown): boolean =>
 
 /** Resolves to the handler's response, or TIMEOUT after `ms`. */
 export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | typeof TIMEOUT> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<typeof TIMEOUT>((resolve) => {
-    timer = setTimeout(() => resolve(TIMEOUT), ms);
+  // One promise and one timer per request (Promise.race and finally made three more promises).
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => resolve(TIMEOUT), ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
   });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 export { TIMEOUT };
 
