@@ -452,18 +452,30 @@ declare
   -- that depends on a distributed table's row type.
   v_seen record;
 begin
-  if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
-      and settle_private._name_ok(claim.key, settle_private._limit('key_bytes'))
-      and settle_private._binding_ok(claim.principal, claim.scopes, claim.binding_generation)
+  -- The input rules: printable ASCII names and at most one scope pass the first test, of
+  -- built-in functions only; any other input is judged by the full rules, set up only then
+  -- (issue 24, docs/performance.md).
+  if (settle_private._name_ascii_ok(claim.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ascii_ok(claim.key, settle_private._limit('key_bytes'))
+      and settle_private._binding_ascii_ok(claim.principal, claim.scopes, claim.binding_generation)
       and settle_private._json_ok(claim.request, settle_private._limit('request_bytes'))
       and settle_private._lease_ok(claim.lease)
-      and (claim.worker is null or settle_private._name_ok(claim.worker, settle_private._limit('worker_bytes')))
+      and (claim.worker is null or settle_private._name_ascii_ok(claim.worker, settle_private._limit('worker_bytes')))
       and claim.max_attempts between 1 and settle_private._limit('max_attempts')
       and claim.rerun_after_unknown is not null) is not true then
-    perform settle_private._check_claim_args(claim.tenant, claim.key, claim.request, claim.principal,
-      claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
-    perform settle_private._raise('SE008', 'rerun_after_unknown must not be NULL',
-      jsonb_build_object('field', 'rerun_after_unknown'), 'Pass true (open a new attempt) or false (answer in_doubt).');
+    if (settle_private._name_ok(claim.tenant, settle_private._limit('tenant_bytes'))
+        and settle_private._name_ok(claim.key, settle_private._limit('key_bytes'))
+        and settle_private._binding_ok(claim.principal, claim.scopes, claim.binding_generation)
+        and settle_private._json_ok(claim.request, settle_private._limit('request_bytes'))
+        and settle_private._lease_ok(claim.lease)
+        and (claim.worker is null or settle_private._name_ok(claim.worker, settle_private._limit('worker_bytes')))
+        and claim.max_attempts between 1 and settle_private._limit('max_attempts')
+        and claim.rerun_after_unknown is not null) is not true then
+      perform settle_private._check_claim_args(claim.tenant, claim.key, claim.request, claim.principal,
+        claim.scopes, claim.binding_generation, claim.lease, claim.worker, claim.max_attempts);
+      perform settle_private._raise('SE008', 'rerun_after_unknown must not be NULL',
+        jsonb_build_object('field', 'rerun_after_unknown'), 'Pass true (open a new attempt) or false (answer in_doubt).');
+    end if;
   end if;
 
   -- One statement reads the access verdict (00012: the login role's tenant binding, then the
@@ -773,10 +785,12 @@ begin
   -- here: this path settles only when the fingerprint equals the stored one, which every writer
   -- wrote in the v1 format (row rule fingerprint_is_versioned, 00004) and none can change
   -- (_050_guard_lock); a malformed one matches nothing and gets its SE004 from _observe.
-  if (settle_private._name_ok(complete.tenant, settle_private._limit('tenant_bytes'))
-      and settle_private._name_ok(complete.key, settle_private._limit('key_bytes'))
+  -- Only printable ASCII names and at most one scope take this path (built-in functions only,
+  -- see _name_ascii_ok, 00003); any other input is judged by _observe's full rules.
+  if (settle_private._name_ascii_ok(complete.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ascii_ok(complete.key, settle_private._limit('key_bytes'))
       and complete.attempt >= 1 and complete.lease_token is not null
-      and settle_private._binding_ok(complete.principal, complete.scopes, complete.binding_generation)
+      and settle_private._binding_ascii_ok(complete.principal, complete.scopes, complete.binding_generation)
       and settle_private._json_ok(complete.result, settle_private._limit('result_bytes'))) is true then
     -- As the general merge's first statement: access (the login's tenant binding) and the
     -- presented token are checked before the row lock, and the row is locked only when both
@@ -2619,6 +2633,21 @@ $$;
 ALTER FUNCTION settle_private._audit(tenant text, key text, at timestamp with time zone, event text, outcome text, attempt integer, status_before settle.status, status_after settle.status, actor text, detail jsonb) OWNER TO settle_owner;
 
 --
+-- Name: _binding_ascii_ok(text, text[], bigint); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._binding_ascii_ok(principal text, scopes text[], binding_generation bigint) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  select settle_private._name_ascii_ok(principal, settle_private._limit('principal_bytes'))
+     and binding_generation >= 0
+     and (scopes = '{}'::text[]
+          or (scopes = array[scopes[1]] and settle_private._name_ascii_ok(scopes[1], settle_private._limit('scope_bytes'))))
+$$;
+
+ALTER FUNCTION settle_private._binding_ascii_ok(principal text, scopes text[], binding_generation bigint) OWNER TO settle_owner;
+
+--
 -- Name: _binding_ok(text, text[], bigint); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3653,15 +3682,27 @@ ALTER FUNCTION settle_private._metrics() OWNER TO settle_owner;
 COMMENT ON FUNCTION settle_private._metrics() IS 'The gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
 
 --
+-- Name: _name_ascii_ok(text, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._name_ascii_ok(value text, max_bytes integer) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $_$
+  select octet_length(value) <= max_bytes and value ~ '^[!-~]([ -~]*[!-~])?$'
+$_$;
+
+ALTER FUNCTION settle_private._name_ascii_ok(value text, max_bytes integer) OWNER TO settle_owner;
+
+--
 -- Name: _name_ok(text, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
 CREATE FUNCTION settle_private._name_ok(value text, max_bytes integer) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $_$
-  select octet_length(value) <= max_bytes
-     and (value ~ '^[!-~]([ -~]*[!-~])?$' or settle_private._name_ok_unicode(value))
-$_$;
+    AS $$
+  select settle_private._name_ascii_ok(value, max_bytes)
+      or (octet_length(value) <= max_bytes and settle_private._name_ok_unicode(value))
+$$;
 
 ALTER FUNCTION settle_private._name_ok(value text, max_bytes integer) OWNER TO settle_owner;
 
@@ -6254,6 +6295,12 @@ REVOKE ALL ON FUNCTION settle_private._access(tenant text, principal text) FROM 
 REVOKE ALL ON FUNCTION settle_private._audit(tenant text, key text, at timestamp with time zone, event text, outcome text, attempt integer, status_before settle.status, status_after settle.status, actor text, detail jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _binding_ascii_ok(principal text, scopes text[], binding_generation bigint); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._binding_ascii_ok(principal text, scopes text[], binding_generation bigint) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _binding_ok(principal text, scopes text[], binding_generation bigint); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -6535,6 +6582,12 @@ REVOKE ALL ON FUNCTION settle_private._may_have_taken_effect(tenant text, key te
 REVOKE ALL ON FUNCTION settle_private._metrics() FROM PUBLIC;
 GRANT ALL ON FUNCTION settle_private._metrics() TO settle_readonly;
 GRANT ALL ON FUNCTION settle_private._metrics() TO settle_admin;
+
+--
+-- Name: FUNCTION _name_ascii_ok(value text, max_bytes integer); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._name_ascii_ok(value text, max_bytes integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _name_ok(value text, max_bytes integer); Type: ACL; Schema: settle_private; Owner: settle_owner

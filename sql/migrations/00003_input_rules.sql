@@ -142,15 +142,28 @@ $$;
 
 -- Printable ASCII that begins and ends with a non-space character passes every rule at once
 -- (no control, invisible or look-alike space character, no white space at either end, not
--- blank, already NFC); any other name is checked in full.
+-- blank, already NFC): _name_ascii_ok. Built-in functions only, so that the hot paths test it
+-- alone first (issue 24: every function in an expression is looked up and permission-checked
+-- when the expression is set up, in every transaction, a PL/pgSQL one the most; the fallback of
+-- _name_ok is set up only when a name is not printable ASCII).
+create function settle_private._name_ascii_ok(value text, max_bytes integer)
+returns boolean
+language sql
+immutable
+parallel safe
+as $$
+  select octet_length(value) <= max_bytes and value ~ '^[!-~]([ -~]*[!-~])?$'
+$$;
+
+-- Any other name is checked in full.
 create function settle_private._name_ok(value text, max_bytes integer)
 returns boolean
 language sql
 immutable
 parallel safe
 as $$
-  select octet_length(value) <= max_bytes
-     and (value ~ '^[!-~]([ -~]*[!-~])?$' or settle_private._name_ok_unicode(value))
+  select settle_private._name_ascii_ok(value, max_bytes)
+      or (octet_length(value) <= max_bytes and settle_private._name_ok_unicode(value))
 $$;
 
 -- The limit is on the JSON text, but a value whose binary form is 8 times the limit (far
@@ -205,6 +218,22 @@ as $$
               and ((cardinality(scopes) = 1 and octet_length(scopes[1]) <= settle_private._limit('scope_bytes')
                     and scopes[1] ~ '^[!-~]([ -~]*[!-~])?$')
                    or settle_private._scopes_ok(scopes))))
+$$;
+
+-- The usual binding, decided with built-in functions only (see _name_ascii_ok): a printable
+-- ASCII principal and no scope or one printable ASCII scope (`scopes = array[scopes[1]]`: a
+-- one-dimensional array of one element with lower bound 1). It implies _binding_ok; any other
+-- binding is judged by _binding_ok.
+create function settle_private._binding_ascii_ok(principal text, scopes text[], binding_generation bigint)
+returns boolean
+language sql
+immutable
+parallel safe
+as $$
+  select settle_private._name_ascii_ok(principal, settle_private._limit('principal_bytes'))
+     and binding_generation >= 0
+     and (scopes = '{}'::text[]
+          or (scopes = array[scopes[1]] and settle_private._name_ascii_ok(scopes[1], settle_private._limit('scope_bytes'))))
 $$;
 
 -- A lease (claim, heartbeat) between min_lease_ms and max_lease_ms.

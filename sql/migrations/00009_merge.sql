@@ -349,10 +349,12 @@ begin
   -- here: this path settles only when the fingerprint equals the stored one, which every writer
   -- wrote in the v1 format (row rule fingerprint_is_versioned, 00004) and none can change
   -- (_050_guard_lock); a malformed one matches nothing and gets its SE004 from _observe.
-  if (settle_private._name_ok(complete.tenant, settle_private._limit('tenant_bytes'))
-      and settle_private._name_ok(complete.key, settle_private._limit('key_bytes'))
+  -- Only printable ASCII names and at most one scope take this path (built-in functions only,
+  -- see _name_ascii_ok, 00003); any other input is judged by _observe's full rules.
+  if (settle_private._name_ascii_ok(complete.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._name_ascii_ok(complete.key, settle_private._limit('key_bytes'))
       and complete.attempt >= 1 and complete.lease_token is not null
-      and settle_private._binding_ok(complete.principal, complete.scopes, complete.binding_generation)
+      and settle_private._binding_ascii_ok(complete.principal, complete.scopes, complete.binding_generation)
       and settle_private._json_ok(complete.result, settle_private._limit('result_bytes'))) is true then
     -- As the general merge's first statement: access (the login's tenant binding) and the
     -- presented token are checked before the row lock, and the row is locked only when both
