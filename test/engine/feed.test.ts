@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { asAdmin, uniqueKey, useEngineDatabase } from './support/database.js';
 import { sqlStateOf } from './support/errors.js';
-import { ackFeed, consumeOnce, drain, drainKeys, drainUntil, type FeedEventRow, readFeed, registerConsumer } from './support/feed.js';
+import { ackFeed, consumeOnce, drain, drainKeys, drainUntil, type FeedEventRow, readFeed, registerConsumer, waitForHorizon } from './support/feed.js';
 import { newOperation } from './support/fixtures.js';
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, complete, fail, redrive } from './support/settle.js';
@@ -197,6 +197,7 @@ describe('settlement feed', () => {
     await registerConsumer(ops, name);
     const app = await db.app();
     const key = await settle(app, 'lease');
+    await waitForHorizon(app);
     const first = await consumerSession();
     const second = await consumerSession();
 

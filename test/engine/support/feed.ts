@@ -21,11 +21,30 @@ export interface FeedEventRow {
   occurred_at: Date;
 }
 
+/**
+ * Waits until the feed's horizon has passed every transaction id assigned so far: then every
+ * settlement committed before the call is readable, and a consumer registered at `latest`
+ * starts after all of them. The horizon is cluster-wide (another test file's open transaction
+ * holds it back), so this waits on the condition with a deadline, never for a duration.
+ */
+export async function waitForHorizon(client: pg.ClientBase, timeoutMs = 60_000): Promise<void> {
+  const { rows } = await client.query<{ xid: string }>('select pg_current_xact_id()::text as xid');
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const passed = await client.query<{ ok: boolean }>('select pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8 as ok', [rows[0]?.xid]);
+    if (passed.rows[0]?.ok === true) return;
+    if (Date.now() > deadline) throw new Error(`waitForHorizon: the horizon did not pass xid ${rows[0]?.xid} within ${timeoutMs} ms`);
+    await client.query('select pg_sleep(0.02)');
+  }
+}
+
+/** Registers a consumer; at `latest` (default) after waiting for the horizon (waitForHorizon). */
 export async function registerConsumer(
   admin: pg.ClientBase,
   name: string,
   options: { tenants?: readonly string[] | null; lanes?: number; startAt?: 'latest' | 'earliest' } = {},
 ): Promise<void> {
+  if ((options.startAt ?? 'latest') === 'latest') await waitForHorizon(admin);
   await admin.query(
     `select * from settle.register_consumer(name => $1, tenants => $2::text[], lanes => $3, start_at => $4)`,
     [name, options.tenants ?? null, options.lanes ?? 1, options.startAt ?? 'latest'],
