@@ -16,7 +16,7 @@ grants identical on every node and keeps settle_private closed to every caller (
 through SECURITY DEFINER functions). Then reports, per node, what the engine's logins lack there
 (a pg_hba.conf rule admitting them from the other nodes, a password Citus can present:
 pg_dist_authinfo). Where every worker's Citus caches the local plans of single-table statements
-(a probe; Citus 13.5.0 and later, not 13.2.2), the hot path is rewritten into such statements
+(a probe: Citus 13.5.0 does, 13.2.2 does not), the hot path is rewritten into such statements
 (sql/citus/single-table.sql). Safe to repeat; run it again after each migration, after adding a worker and
 after creating login roles.
 Refused with SQLSTATE SE031 (exit 1) where the citus extension is not installed in the database.
