@@ -62,6 +62,6 @@ describe('randomized workload', () => {
       expect(counts['type:ok'] ?? 0).toBeGreaterThan(operations / 2);
       expect(state.operations.some((o) => o.status === 'completed')).toBe(true);
     },
-    soak ? 3_600_000 : 120_000,
+    soak ? 3_600_000 : 240_000,
   );
 });
