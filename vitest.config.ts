@@ -5,8 +5,8 @@ import { defineConfig } from 'vitest/config';
 // database, so files run in parallel. Timeouts are generous for a 2-core shared machine.
 const perProject = {
   pool: 'forks',
-  testTimeout: 60_000,
-  hookTimeout: 120_000,
+  testTimeout: 180_000,
+  hookTimeout: 240_000,
 } as const;
 
 export default defineConfig({

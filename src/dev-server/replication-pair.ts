@@ -33,6 +33,8 @@ export interface PgNode {
   readonly name: string;
   readonly port: number;
   readonly dataDir: string;
+  /** The server's log (removed with the data directories when the pair stops). */
+  readonly logFile: string;
   /** Superuser connection string to database `db` (default `postgres`). */
   url(db?: string): string;
   /** Pid of the postmaster. */
@@ -205,11 +207,12 @@ async function startNode(req: NodeRequest): Promise<PgNode> {
   const socketDir = path.join(req.baseDir, `${req.name}-socket`);
   await mkdir(socketDir, { recursive: true });
   await chown(socketDir, req.runAs.uid, req.runAs.gid);
+  const logFile = path.join(req.baseDir, `${req.name}.log`);
   const server = await startServerOnFreePort({
     binDir: req.binDir,
     dataDir: req.dataDir,
     socketDir,
-    logFile: path.join(req.baseDir, `${req.name}.log`),
+    logFile,
     settings: [],
     runAs: req.runAs,
     cwd: req.baseDir,
@@ -217,10 +220,10 @@ async function startNode(req: NodeRequest): Promise<PgNode> {
     log: req.log,
   });
   req.log(`${req.name} ready on 127.0.0.1:${server.port} (pid ${server.pid})`);
-  return makeNode(req.name, req.dataDir, server);
+  return makeNode(req.name, req.dataDir, logFile, server);
 }
 
-function makeNode(name: string, dataDir: string, server: RunningServer): PgNode {
+function makeNode(name: string, dataDir: string, logFile: string, server: RunningServer): PgNode {
   const { port, pid } = server;
   let gone = false;
   void server.exited.then(() => (gone = true));
@@ -229,6 +232,7 @@ function makeNode(name: string, dataDir: string, server: RunningServer): PgNode 
     name,
     port,
     dataDir,
+    logFile,
     pid,
     url,
     running: () => !gone,

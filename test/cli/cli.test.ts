@@ -57,7 +57,7 @@ afterAll(async () => {
 });
 
 // Each spawn costs ~2 s of tsx start-up on a shared 2-core machine: generous timeouts.
-describe('pg-settle CLI', { timeout: 120_000 }, () => {
+describe('pg-settle CLI', { timeout: 300_000 }, () => {
   it('migrate --json: the harness database is up to date', async () => {
     const run = await cli(['migrate', '--json']);
     expect(run.code).toBe(0);

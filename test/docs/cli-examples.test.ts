@@ -81,7 +81,7 @@ async function seeded(): Promise<{ url: string; drop(): Promise<void> }> {
   return db;
 }
 
-describe('docs/cli.md examples', { timeout: 120_000 }, () => {
+describe('docs/cli.md examples', { timeout: 240_000 }, () => {
   const all = examples();
 
   it('finds the examples', () => {

@@ -27,7 +27,7 @@ afterAll(async () => {
 });
 
 describe.each(FRAMEWORKS)('%s', (framework) => {
-  test('SIGKILL mid-handler: the retry after the lease lapses takes over; the downstream effect happens once', { timeout: 90_000 }, async () => {
+  test('SIGKILL mid-handler: the retry after the lease lapses takes over; the downstream effect happens once', { timeout: 180_000 }, async () => {
     const { child, lines } = startServerProcess(framework, asRole(ctx.db.url, 'settle_app'));
     try {
       const { url } = await until(async () => lines.find((l) => l.url !== undefined), 60_000);

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
@@ -34,7 +35,10 @@ const HEAVY = process.env.RELIABILITY_FAILOVER === '1';
 const CONNECTIONS = HEAVY ? 8 : 4;
 /** Acknowledged settlements before the primary is killed. */
 const CRASH_AFTER = HEAVY ? 2000 : 120;
-const TIMEOUT_MS = HEAVY ? 600_000 : 120_000;
+// Alone a test takes 5-15 s; on a loaded 2-core machine up to 55 s was seen. The watchdog fails
+// a stuck test before vitest's timeout does, naming the step and what both servers were doing.
+const TIMEOUT_MS = HEAVY ? 600_000 : 300_000;
+const WATCHDOG_MS = TIMEOUT_MS - 30_000;
 const DB = 'settle';
 
 const unavailable = replicationUnavailableReason();
@@ -46,9 +50,67 @@ afterEach(async () => {
   await Promise.all(pairs.splice(0).map((p) => p.stop()));
 });
 
+/** The step the running test is in, for the watchdog's report. */
+let step = '';
+
+async function inStep<T>(name: string, run: () => Promise<T>): Promise<T> {
+  step = name;
+  return run();
+}
+
+/**
+ * `body` as a test that cannot hang silently: past WATCHDOG_MS it fails with the step it was
+ * in, every backend of every running node (with its wait event) and the tail of each server log.
+ */
+function watched(body: () => Promise<void>): () => Promise<void> {
+  return async () => {
+    step = 'starting';
+    let timer: NodeJS.Timeout | undefined;
+    const stuck = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        void describeNodes().then((nodes) => reject(new Error(`no progress within ${WATCHDOG_MS} ms; stuck in step: ${step}\n${nodes}`)));
+      }, WATCHDOG_MS);
+    });
+    try {
+      await Promise.race([body(), stuck]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}
+
+async function describeNodes(): Promise<string> {
+  const parts: string[] = [];
+  for (const node of pairs.flatMap((pair) => [pair.primary, pair.standby])) {
+    parts.push(`--- ${node.name} (:${node.port}, ${node.running() ? 'running' : 'exited'})`);
+    if (node.running()) {
+      const client = new pg.Client({ connectionString: node.url(), connectionTimeoutMillis: 5_000, query_timeout: 5_000 });
+      client.on('error', () => {});
+      try {
+        await client.connect();
+        const { rows } = await client.query(
+          `select pid, backend_type, application_name, state, wait_event_type, wait_event, left(query, 120) as query
+             from pg_stat_activity where pid <> pg_backend_pid()`,
+        );
+        const { rows: replication } = await client.query('select application_name, state, sync_state, replay_lsn::text from pg_stat_replication');
+        parts.push(`backends: ${JSON.stringify(rows)}`, `replication: ${JSON.stringify(replication)}`);
+      } catch (error) {
+        parts.push(`unreachable: ${String(error)}`);
+      } finally {
+        await client.end().catch(() => {});
+      }
+    }
+    const log = await readFile(node.logFile, 'utf8').catch(() => '');
+    parts.push(`log tail:\n${log.split('\n').slice(-30).join('\n')}`);
+  }
+  return parts.join('\n');
+}
+
 async function migratedPair(synchronous: boolean): Promise<ReplicationPair> {
-  const pair = await startReplicationPair({ synchronous });
+  step = 'start the pair';
+  const pair = await startReplicationPair({ synchronous, log: (msg) => (step = `start the pair: ${msg}`) });
   pairs.push(pair);
+  step = 'create the database and migrate';
   const admin = await connect(pair.primary.url());
   await admin.query(`create database ${DB} template template0 encoding 'UTF8'`);
   await migrate(pair.primary.url(DB));
@@ -127,12 +189,12 @@ async function waitForReplay(pair: ReplicationPair): Promise<void> {
 }
 
 describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined ? '' : ` (skipped: ${unavailable})`}`, () => {
-  it('kill -9 of the primary under load, synchronous standby (remote_apply) promoted: no acknowledged settlement lost, none changed, none doubled', async () => {
+  it('kill -9 of the primary under load, synchronous standby (remote_apply) promoted: no acknowledged settlement lost, none changed, none doubled', watched(async () => {
     const pair = await migratedPair(true);
     const tenant = 'failover-sync';
     const history = emptyHistory();
-    const killed = await loadThenCrash(pair.primary, tenant, CRASH_AFTER, history);
-    await promote(pair.standby);
+    const killed = await inStep('load, then kill the primary', () => loadThenCrash(pair.primary, tenant, CRASH_AFTER, history));
+    await inStep('promote the standby', () => promote(pair.standby));
 
     const admin = await connect(pair.standby.url(DB));
     const afterFailover = await checkFailover(admin, tenant, history.acked);
@@ -143,7 +205,8 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
     // The calls cut by the crash are unknown; the client re-reads and retries on the new primary.
     const app = await connectApp(pair.standby.url(DB));
     clients.push(app);
-    const resettled = await redriveUnknowns(app, tenant, history.unknown, (key) => expireLease(admin, tenant, key), history);
+    const resettled = await inStep('retry the unknown calls on the new primary', () =>
+      redriveUnknowns(app, tenant, history.unknown, (key) => expireLease(admin, tenant, key), history));
     const final = await checkFailover(admin, tenant, history.acked);
     expect(violationCount(final)).toBe(0);
     const { rows } = await admin.query<{ open: number }>(
@@ -164,19 +227,20 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
         processesKilled: killed,
       },
     });
-  }, TIMEOUT_MS);
+  }), TIMEOUT_MS);
 
-  it('control: with an asynchronous standby cut off before the crash, the checker reports the lost acknowledgements', async () => {
+  it('control: with an asynchronous standby cut off before the crash, the checker reports the lost acknowledgements', watched(async () => {
     const pair = await migratedPair(false);
     const tenant = 'failover-async';
     const replicated = emptyHistory();
-    await runSettleLoad({ url: pair.primary.url(DB), tenant, connections: CONNECTIONS, maxPerWorker: Math.ceil(CRASH_AFTER / 2 / CONNECTIONS), keyPrefix: 'a-' }, replicated);
-    await waitForReplay(pair);
+    await inStep('replicated load', () =>
+      runSettleLoad({ url: pair.primary.url(DB), tenant, connections: CONNECTIONS, maxPerWorker: Math.ceil(CRASH_AFTER / 2 / CONNECTIONS), keyPrefix: 'a-' }, replicated));
+    await inStep('wait for the standby to replay', () => waitForReplay(pair));
     // Stop the walreceiver: every commit from now on is acknowledged by the primary alone.
-    await detachStandby(pair.standby);
+    await inStep('detach the standby', () => detachStandby(pair.standby));
     const unreplicated = emptyHistory();
-    await loadThenCrash(pair.primary, tenant, Math.ceil(CRASH_AFTER / 2), unreplicated, 'b-');
-    await promote(pair.standby);
+    await inStep('unreplicated load, then kill the primary', () => loadThenCrash(pair.primary, tenant, Math.ceil(CRASH_AFTER / 2), unreplicated, 'b-'));
+    await inStep('promote the standby', () => promote(pair.standby));
 
     const admin = await connect(pair.standby.url(DB));
     const report = await checkFailover(admin, tenant, [...replicated.acked, ...unreplicated.acked]);
@@ -193,9 +257,9 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
       violations: 0,
       details: { acknowledged: replicated.acked.length + unreplicated.acked.length, lostAcknowledgementsCaught: report.lostAcknowledgements.length },
     });
-  }, TIMEOUT_MS);
+  }), TIMEOUT_MS);
 
-  it('a commit whose synchronous-replication wait was cancelled is unknown, not success; after failover it is not completed and the retry settles once', async () => {
+  it('a commit whose synchronous-replication wait was cancelled is unknown, not success; after failover it is not completed and the retry settles once', watched(async () => {
     const pair = await migratedPair(true);
     const tenant = 'failover-cancel';
     const key = 'cancelled-commit';
@@ -204,6 +268,7 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
     clients.push(app);
     const admin = await connect(pair.primary.url(DB));
 
+    step = 'claim on the primary';
     const claim = await settleCall<{ outcome: string; attempt: number; lease_token: string; fingerprint: string }>(
       app,
       `select outcome, attempt, lease_token, fingerprint from settle.claim(tenant => $1, key => $2, request => $3::jsonb,
@@ -221,6 +286,10 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
     const typedKey = 'cancelled-commit-typed';
     const typed = createSettleClient({ connectionString: roleUrl(pair.primary.url(DB), 'failover-typed-client'), poolSize: 2 });
     let typedReturned = false;
+    // The claim's commit waits for the (still attached) standby too: cancel only once the effect
+    // has detached it, when the one wait left to come is complete's.
+    let standbyDetached!: () => void;
+    const detached = new Promise<void>((resolve) => (standbyDetached = resolve));
     const typedRun = typed.run(
       {
         tenant,
@@ -231,15 +300,20 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
       },
       async () => {
         await detachStandby(pair.standby);
+        standbyDetached();
         return { receipt: 'never-acknowledged-typed' };
       },
     ).finally(() => {
       typedReturned = true;
+      standbyDetached(); // the canceller then fails, naming the early return, instead of waiting
     });
+    step = "the typed client's run, its complete's standby wait cancelled";
     const [typedOutcome] = await Promise.all([
       typedRun,
-      cancelOnceWaitingForStandby(admin, { applicationName: 'failover-typed-client' }, () => typedReturned, "the typed client's complete"),
+      detached.then(() =>
+        cancelOnceWaitingForStandby(admin, { applicationName: 'failover-typed-client' }, () => typedReturned, "the typed client's complete")),
     ]);
+    step = "end the typed client's pool";
     await Promise.race([
       typed.end(),
       new Promise((_, reject) => setTimeout(() => reject(new Error("the typed client's pool did not end within 30 s (a connection still checked out?)")), 30_000).unref()),
@@ -248,7 +322,7 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
     expect(typedOutcome.outcome === 'unknown' ? typedOutcome.cause : undefined).toBeInstanceOf(SettleCommitUnconfirmedError);
 
     // No standby: the commit of complete waits for standby1 forever, until cancelled.
-    await detachStandby(pair.standby);
+    await inStep('detach the standby', () => detachStandby(pair.standby));
     const appPid = (await app.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]?.pid;
     let answered = false;
     const answer = settleCall<{ outcome: string; result_text: string }>(
@@ -261,8 +335,8 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
     ).finally(() => {
       answered = true;
     });
-    await cancelOnceWaitingForStandby(admin, { pid: appPid }, () => answered, 'settle.complete from psql');
-    const cancelled = await answer;
+    await inStep('cancel the standby wait of complete', () => cancelOnceWaitingForStandby(admin, { pid: appPid }, () => answered, 'settle.complete from psql'));
+    const cancelled = await inStep('the cancelled complete answers', () => answer);
 
     // PostgreSQL returns the row (the engine said `settled`) with a WARNING: committed locally only.
     expect(cancelled.kind).toBe('unknown');
@@ -271,8 +345,8 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
     expect(local.rows[0]?.status).toBe('completed');
     history.unknown.push({ tenant, key, call: 'complete', why: cancelled.kind === 'unknown' ? cancelled.why : '' });
 
-    await pair.primary.crash();
-    await promote(pair.standby);
+    await inStep('kill the primary', () => pair.primary.crash());
+    await inStep('promote the standby', () => promote(pair.standby));
     const newAdmin = await connect(pair.standby.url(DB));
     const after = await newAdmin.query<{ status: string; attempt: number }>('select status::text, attempt from settle.inspect($1, $2)', [tenant, key]);
     expect(after.rows[0]).toEqual({ status: 'running', attempt: 1 });
@@ -287,7 +361,8 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
     // Re-read semantics: not completed, so the retry (same key, request, binding) takes over and settles once.
     const newApp = await connectApp(pair.standby.url(DB));
     clients.push(newApp);
-    const resettled = await redriveUnknowns(newApp, tenant, history.unknown, (k) => expireLease(newAdmin, tenant, k), history);
+    const resettled = await inStep('retry on the new primary', () =>
+      redriveUnknowns(newApp, tenant, history.unknown, (k) => expireLease(newAdmin, tenant, k), history));
     expect(resettled).toEqual([key]);
     expect(history.acked).toEqual([expect.objectContaining({ key, attempt: 2 })]);
     const final = await checkFailover(newAdmin, tenant, history.acked);
@@ -300,5 +375,5 @@ describe.skipIf(unavailable !== undefined)(`failover${unavailable === undefined 
       violations: violationCount(final),
       details: { classifiedUnknown: 1 },
     });
-  }, TIMEOUT_MS);
+  }), TIMEOUT_MS);
 });

@@ -58,6 +58,6 @@ describe('regression cases the model found', () => {
     it(r.name, async () => {
       await session.run.script(100_000 + i, r.maxAttempts, r.steps);
       expect(session.run.violations.filter((v) => v.sequence === 100_000 + i).map(describeViolation)).toEqual([]);
-    }, 120_000);
+    }, 240_000);
   });
 });

@@ -85,7 +85,7 @@ describe('mutants of the engine', () => {
     });
     expect(run.workload.violations, describeViolations(run.workload)).toEqual([]);
     expect(run.scenario.violations, describeViolations(run.scenario)).toEqual([]);
-  }, 60_000);
+  }, 180_000);
 
   for (const mutant of MUTANTS) {
     it(`${mutant.name}: ${mutant.bug} -> ${mutant.expected.join(', ')} (seed ${seed})`, async () => {
@@ -109,6 +109,6 @@ describe('mutants of the engine', () => {
       });
       expect(found).toBeGreaterThan(0);
       expect(missing, describeViolations(run.scenario)).toEqual([]);
-    }, 60_000);
+    }, 180_000);
   }
 });

@@ -37,6 +37,7 @@ describe('randomized workload', () => {
           attemptsInDb: state.attempts.length,
           auditRows: state.audit.length,
           faults: run.faults,
+          resolutions: run.resolutions,
           statuses: Object.fromEntries(['pending', 'running', 'unknown', 'conflict', 'failed', 'completed'].map((s) => [s, state.operations.filter((o) => o.status === s).length])),
           outcomes: Object.fromEntries(Object.entries(counts).filter(([k]) => k.includes(':'))),
           violations: report.violations.length,
@@ -54,6 +55,7 @@ describe('randomized workload', () => {
           attempts: state.attempts.length,
           leaseExpiries: run.faults.expiredLeases,
           backendsKilled: run.faults.killedConnections,
+          resolved: (run.resolutions.resolved_completed ?? 0) + (run.resolutions.resolved_failed ?? 0),
           completed: state.operations.filter((o) => o.status === 'completed').length,
           seconds: Math.round(run.elapsedMs / 1000),
         },
@@ -62,6 +64,6 @@ describe('randomized workload', () => {
       expect(counts['type:ok'] ?? 0).toBeGreaterThan(operations / 2);
       expect(state.operations.some((o) => o.status === 'completed')).toBe(true);
     },
-    soak ? 3_600_000 : 120_000,
+    soak ? 3_600_000 : 240_000,
   );
 });
