@@ -81,7 +81,11 @@ async function main(): Promise<number> {
       }
     }
     if (wanted.includes('hotkey')) {
-      for (let round = 1; round <= opts.repeat; round++) record(await runHotkey(ctx, round));
+      for (let round = 1; round <= opts.repeat; round++) {
+        record(await runHotkey(ctx, round));
+        // The same concurrency on a primary-key read: the p99 the machine gives any statement.
+        record(await runPkread(ctx, opts.hotkeyClients, round, true));
+      }
     }
     // Server CPU per cycle, one backend: the plain-SQL rows, then the engine; in one DO block
     // without commits (the target), then statement by statement as pgbench sends them.

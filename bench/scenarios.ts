@@ -91,9 +91,11 @@ export function runReplay(ctx: ScenarioContext, clients: number, round: number):
 /**
  * pkread: the plain primary-key read the replay target compares with. The same keys are
  * completed through the API as for replay, and their operation rows copied to bench.pkread,
- * so both scenarios read a table of the same size, rows and primary key.
+ * so both scenarios read a table of the same size, rows and primary key. `latencyFloor`: the
+ * run at the hotkey's client count, labelled `pkread@hotkey`, whose p99 is what the machine's
+ * scheduler alone gives the cheapest statement at that concurrency (the hotkey target's floor).
  */
-export function runPkread(ctx: ScenarioContext, clients: number, round: number): Promise<RunResult> {
+export function runPkread(ctx: ScenarioContext, clients: number, round: number, latencyFloor = false): Promise<RunResult> {
   const keys = replayKeys(ctx);
   return inFreshDatabase(ctx, `pkread_${clients}`, async (db) => {
     await seedReplayKeys(db.url, keys);
@@ -105,9 +107,10 @@ export function runPkread(ctx: ScenarioContext, clients: number, round: number):
       ...common(ctx, clients, round),
       db,
       scenario: 'pkread',
-      label: 'pkread',
+      label: latencyFloor ? 'pkread@hotkey' : 'pkread',
       script: 'pkread.sql',
       defines: { replay_keys: keys },
+      latencyLog: latencyFloor,
       verify: (client) => verifyPkread(client, keys),
     });
   });

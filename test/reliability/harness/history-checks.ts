@@ -254,11 +254,19 @@ export function checkRevocations(h: KeyHistory, revocations: readonly CompletedO
  * of them recorded a failure — a final failure after an attempt that reported unknown, lapsed or
  * conflicted does not make it failed — and no earlier answer showed the status unknown or
  * conflict (the lattice never goes back below them). The final state is judged the same way.
+ * A failed resolution (settle.resolve, issue 20) is the operator's verdict on every attempt up to
+ * its own: from the moment it was invoked (or, when the history does not hold the call, always)
+ * those attempts count as failed whatever they had observed (an attempt that saw a conflicting
+ * completion keeps that observation).
  */
 export function checkTimeoutStaysUnknown(h: KeyHistory, attempts: readonly AttemptRow[], log: ViolationLog): void {
-  const committedUpTo = (n: number): boolean => {
+  const verdict = h.resolved?.status === 'failed' ? h.resolved : undefined;
+  const verdictCall = h.ops.find((op) => op.op === 'resolve' && op.type === 'ok' && op.answer?.outcome === 'resolved' && op.answer.status === 'failed');
+  const verdictFrom = verdict === undefined ? Infinity : verdictCall?.invokedAt ?? -Infinity;
+  const committedUpTo = (n: number, at = Infinity): boolean => {
     const upTo = attempts.filter((a) => a.attempt <= n);
-    return upTo.length > 0 && upTo.every((a) => a.observation === 'failed');
+    const judged = (attempt: number): boolean => verdict !== undefined && at >= verdictFrom && attempt <= (verdict.attempt ?? Infinity);
+    return upTo.length > 0 && upTo.every((a) => a.observation === 'failed' || judged(a.attempt));
   };
   const open = (n: number): string => attempts.filter((a) => a.attempt <= n && a.observation !== 'failed').map((a) => a.attempt).join(', ');
   // The first answer that showed unknown or conflict: a call invoked after it returned is
@@ -269,7 +277,7 @@ export function checkTimeoutStaysUnknown(h: KeyHistory, attempts: readonly Attem
     if (op.type !== 'ok' || a === undefined) continue;
     const saysFailed = (op.op === 'claim' && a.outcome === 'failed') || (OBSERVATIONS.has(op.op) && a.status === 'failed');
     if (saysFailed && typeof a.attempt === 'number') {
-      if (!committedUpTo(a.attempt)) {
+      if (!committedUpTo(a.attempt, op.completedAt)) {
         log.add('timeout-stays-unknown', h.ref, `${op.op} answered failed at attempt ${a.attempt}, but attempts ${open(a.attempt)} may have taken effect`, [op.id]);
       } else if (possibleEffect !== undefined && op.invokedAt > possibleEffect.completedAt && h.resolved?.status !== 'failed') {
         log.add('timeout-stays-unknown', h.ref, `${op.op} answered failed after #${possibleEffect.id} showed the status unknown or conflict`, [possibleEffect.id, op.id]);

@@ -18,6 +18,8 @@ export type OpKind =
   | 'redrive'
   /** Admin: settle.revoke_binding; args.binding holds the principal and the floor as generation. */
   | 'revoke_binding'
+  /** Operator: settle.resolve on a settle_admin login; args.result or args.error holds the verified outcome. */
+  | 'resolve'
   /** Nemesis: the test moved a lease into the past (src/testing/clock.ts). */
   | 'expire_lease'
   /** Nemesis: the test terminated a backend. */

@@ -5,14 +5,16 @@ import { mulberry32, deriveSeed, type Prng } from '../../../src/shared/prng.js';
 import { roleUrl } from './app-url.js';
 import { createClientDriver } from './client-driver.js';
 import type { SettleDriver, Ticket } from './driver.js';
-import { History, type BindingArgs } from './history.js';
+import { History, sqlState, type Answer, type BindingArgs } from './history.js';
 import { recording, type Recorded, type RecordingDriver } from './recorder.js';
 import { createQuietPool, createSqlDriver } from './sql-driver.js';
 
 /**
  * A seeded random workload: `processes` logical processes, each on its own connection pool,
  * drive claims, heartbeats, observations and retries (same and mismatched lock) over `keys`
- * key slots concurrently, while a nemesis moves leases into the past and terminates backends.
+ * key slots concurrently, an operator resolves operations (settle.resolve on a settle_admin
+ * login, as after checking the downstream), and a nemesis moves leases into the past and
+ * terminates backends.
  * Every call is recorded in a History for the checker. Half the processes use the typed
  * client, half raw SQL (which sees every column of every answer, for the disclosure checks).
  */
@@ -34,6 +36,8 @@ export interface WorkloadRun {
   readonly tenant: string;
   readonly keysUsed: number;
   readonly faults: { expiredLeases: number; killedConnections: number };
+  /** The operator's settle.resolve calls by answer: resolved_completed, already_final, SE050, ... */
+  readonly resolutions: Record<string, number>;
   readonly elapsedMs: number;
 }
 
@@ -60,6 +64,9 @@ interface World {
   readonly history: History;
   /** Superuser connections of the nemesis. */
   readonly admin: pg.Pool;
+  /** The operator's settle_admin connections. */
+  readonly operator: pg.Pool;
+  readonly resolutions: Record<string, number>;
   /** Keys whose reservation a canonical claim made: mismatched retries target only these. */
   readonly reserved: Set<string>;
   readonly options: Required<Omit<WorkloadOptions, 'url' | 'tenant'>>;
@@ -77,11 +84,15 @@ export async function runWorkload(options: WorkloadOptions): Promise<WorkloadRun
   const tenant = options.tenant ?? `wl-${opts.seed}`;
   const admin = new pg.Pool({ connectionString: options.url, application_name: 'reliability-nemesis', max: 2 });
   admin.on('error', () => {});
+  const operator = new pg.Pool({ connectionString: roleUrl(options.url, 'reliability-operator', 'settle_admin'), max: 1 });
+  operator.on('error', () => {});
   const world: World = {
     tenant,
     slots: Array.from({ length: opts.keys }, (_, i) => `k${i}.0`),
     history: new History(),
     admin,
+    operator,
+    resolutions: {},
     reserved: new Set(),
     options: opts,
     issued: 0,
@@ -103,12 +114,14 @@ export async function runWorkload(options: WorkloadOptions): Promise<WorkloadRun
   } finally {
     await Promise.all(drivers.map((d) => d.end().catch(() => {})));
     await admin.end().catch(() => {});
+    await operator.end().catch(() => {});
   }
   return {
     history: world.history,
     tenant,
     keysUsed: world.keysUsed,
     faults: { expiredLeases: world.expiredLeases, killedConnections: world.killedConnections },
+    resolutions: world.resolutions,
     elapsedMs: Date.now() - started,
   };
 }
@@ -170,6 +183,9 @@ async function runProcess(world: World, driver: RecordingDriver, rnd: Prng): Pro
       await driver.fail(ticket, { code: 'card_declined', ...tag }, false);
     } else if (roll < 0.93) {
       await driver.reportUnknown(ticket);
+    } else if (roll < 0.95) {
+      const r = await operatorResolve(world, key, rnd, driver.process, tag);
+      if (r.type === 'ok' && rnd.chance(0.5)) retire(world, slot, key);
     } else {
       // The lock-gated read: the reserved lock mostly, a stranger's lock or request sometimes.
       const stranger = rnd.chance(0.3);
@@ -195,6 +211,48 @@ function retire(world: World, slot: number, key: string): void {
   const [base, version] = key.split('.');
   world.slots[slot] = `${base}.${Number(version) + 1}`;
   world.keysUsed += 1;
+}
+
+/**
+ * The operator resolves the key's operation with a verified outcome (issue 20): completed with
+ * a result no attempt proposed, or failed; one call in ten presents another request's
+ * fingerprint (SE052). Only an unknown or conflict operation is resolved (SE050 otherwise), a
+ * failed resolution never while an attempt holds a lease (SE051): the checker judges what it did
+ * from the audit trail.
+ */
+async function operatorResolve(
+  world: World, key: string, rnd: Prng, process: number, tag: Record<string, unknown>,
+): Promise<{ type: 'ok'; answer: Answer } | { type: 'fail' | 'info'; error: unknown }> {
+  const completed = rnd.chance(0.6);
+  const request = rnd.chance(0.1) ? { ...requestOf(key), amount: 9999 } : requestOf(key);
+  const value = { ...tag, resolvedBy: 'operator' };
+  const r = await world.history.record(
+    { process, tenant: world.tenant, key, op: 'resolve' },
+    completed ? { request, result: value } : { request, error: value },
+    async () => {
+      const { rows } = await world.operator.query<Record<string, unknown>>(
+        `select outcome, reason, status::text as status, attempt, settled_attempt, result, error
+           from settle.resolve(tenant => $1, key => $2, fingerprint => settle.fingerprint($3::jsonb), outcome => $4,
+                               reason => 'workload: checked the downstream', result => $5::jsonb, error => $6::jsonb)`,
+        [world.tenant, key, JSON.stringify(request), completed ? 'completed' : 'failed',
+          completed ? JSON.stringify(value) : null, completed ? null : JSON.stringify(value)],
+      );
+      const row = rows[0];
+      if (row === undefined) throw new Error('settle.resolve answered no row');
+      return {
+        outcome: String(row.outcome),
+        reason: row.reason as string | null,
+        status: row.status as Answer['status'],
+        attempt: row.attempt as number | null,
+        settledAttempt: row.settled_attempt as number | null,
+        result: row.result,
+        error: row.error,
+      };
+    },
+  );
+  const label = r.type === 'ok' ? (r.answer.outcome === 'resolved' ? `resolved_${r.answer.status ?? ''}` : r.answer.outcome) : sqlState(r.error) ?? r.type;
+  world.resolutions[label] = (world.resolutions[label] ?? 0) + 1;
+  return r;
 }
 
 async function nemesisExpire(world: World, key: string, process: number): Promise<Recorded> {
