@@ -798,22 +798,21 @@ begin
     -- (the operation's current attempt and lease token are the presented ones: the token is
     -- checked on the operation row, where the live lease is; the attempt row's own token is
     -- checked again under the lock, below), the presented lock matches the reservation and
-    -- nothing settled.
-    with a as materialized (
-      select case when exists (select 1 from settle_private.tenant_bindings r
-                                where (r.role_oid = to_regrole(quote_ident(session_user::text))::oid or r.role_name = session_user::text)
-                                  and not (complete.tenant = any (r.tenants))) then -1
-                  else 0 end as verdict
-    )
-    select x.status into v_seen
-      from a join lateral (
-        select o.status from settle_private.operations o
-         where o.tenant = complete.tenant and o.key = complete.key and a.verdict >= 0
-           and o.attempt = complete.attempt and o.lease_token = complete.lease_token and o.status <> 'completed'
-           and o.fingerprint = complete.fingerprint and o.principal = complete.principal
-           and o.scopes = settle_private._normalize_scopes(complete.scopes)
-           and o.binding_generation = complete.binding_generation
-           for update) x on true;
+    -- nothing settled. One plain locking read (issue 24): the access test refers to no row of
+    -- operations, so it is evaluated once, before the scan, as the scan's gate (a refused login
+    -- reads and locks nothing), without the CTE and lateral join that cost three plan nodes.
+    select o.status into v_seen
+      from settle_private.operations o
+     where o.tenant = complete.tenant and o.key = complete.key
+       and o.attempt = complete.attempt and o.lease_token = complete.lease_token and o.status <> 'completed'
+       and o.fingerprint = complete.fingerprint and o.principal = complete.principal
+       and o.scopes = settle_private._normalize_scopes(complete.scopes)
+       and o.binding_generation = complete.binding_generation
+       and case when exists (select 1 from settle_private.tenant_bindings r
+                              where (r.role_oid = to_regrole(quote_ident(session_user::text))::oid or r.role_name = session_user::text)
+                                and not (complete.tenant = any (r.tenants))) then -1
+                else 0 end >= 0
+       for update;
     if found then
       -- Locked. As in the general merge, the access verdict, the attempt and the place of this
       -- settlement in the key's history are read after the lock, with what committed while
@@ -826,17 +825,16 @@ begin
                                   where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (complete.tenant = any (b.tenants))) then -1
                     else coalesce((select f.below_generation from settle_private.binding_floors f
                                     where f.tenant = complete.tenant and f.principal = complete.principal), 0) end as verdict,
-               t.unobserved,
+               -- One read of the key's attempts: whether this attempt, with the presented token,
+               -- has not reported yet, and the last place its attempts took in the key's history.
+               bool_or(a.attempt = complete.attempt and a.lease_token = complete.lease_token
+                       and a.observation is null) as unobserved,
                coalesce(greatest(
-                 (select max(l.seq) from settle_private.audit_log l where l.tenant = complete.tenant and l.key = complete.key),
-                 t.seq), 0) + 1 as seq
-          -- One read of the key's attempts: whether this attempt, with the presented token, has
-          -- not reported yet, and the last place its attempts took in the key's history.
-          from (select bool_or(a.attempt = complete.attempt and a.lease_token = complete.lease_token
-                               and a.observation is null) as unobserved,
-                       max(greatest(a.claim_seq, a.settled_seq)) as seq
-                  from settle_private.attempts a
-                 where a.tenant = complete.tenant and a.key = complete.key) t
+                 (select l.seq from settle_private.audit_log l where l.tenant = complete.tenant and l.key = complete.key
+                   order by l.seq desc limit 1),
+                 max(greatest(a.claim_seq, a.settled_seq))), 0) + 1 as seq
+          from settle_private.attempts a
+         where a.tenant = complete.tenant and a.key = complete.key
       ), op as (
         update settle_private.operations o
            set status = 'completed', result = complete.result, settled_attempt = complete.attempt,
