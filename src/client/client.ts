@@ -8,6 +8,7 @@ import { toClaimOutcome, toHeartbeatOutcome, toLockedRead, toObservation } from 
 import * as q from './queries.js';
 import type { AttemptArgs } from './queries.js';
 import { resolveRetryPolicy, withRetry } from './retry.js';
+import { createSettleDriverFactory } from './pg-driver.js';
 import { createPreparedStatementsInterceptor } from './prepared-statements.js';
 import { createSessionResetInterceptor } from './session-reset.js';
 import type { ClientCore } from './core.js';
@@ -73,6 +74,9 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
               ...(options.preparedStatements === false ? [] : [createPreparedStatementsInterceptor()]),
             ],
             resetConnection: async () => {},
+            // slonik's pg driver, except that a named statement is described once per connection
+            // (src/client/pg-driver.ts); without prepared statements, slonik's own driver.
+            ...(options.preparedStatements === false ? {} : { driverFactory: createSettleDriverFactory() }),
             // The client retries transient conflicts itself, with backoff and an onRetry hook.
             queryRetryLimit: 0,
             ...(options.statementTimeoutMs === undefined ? {} : { statementTimeout: options.statementTimeoutMs }),
