@@ -5679,22 +5679,10 @@ CREATE INDEX feed_events_failed_by_key_idx ON settle_private.feed_events USING b
 CREATE INDEX operations_by_lease_expiry_idx ON settle_private.operations USING btree (lease_expires_at) WHERE (lease_token IS NOT NULL);
 
 --
--- Name: operations_dead_lettered_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
---
-
-CREATE INDEX operations_dead_lettered_idx ON settle_private.operations USING btree (dead_lettered_at, status) WHERE (dead_lettered_at IS NOT NULL);
-
---
--- Name: operations_exhausted_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
---
-
-CREATE INDEX operations_exhausted_idx ON settle_private.operations USING btree (updated_at) WHERE ((lease_token IS NULL) AND (status = ANY (ARRAY['pending'::settle.status, 'unknown'::settle.status, 'conflict'::settle.status])) AND (attempt >= max_attempts) AND (dead_lettered_at IS NULL));
-
---
 -- Name: operations_needing_attention_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE INDEX operations_needing_attention_idx ON settle_private.operations USING btree (status, updated_at) WHERE (status = ANY (ARRAY['unknown'::settle.status, 'conflict'::settle.status]));
+CREATE INDEX operations_needing_attention_idx ON settle_private.operations USING btree (status, updated_at) WHERE ((status = ANY (ARRAY['pending'::settle.status, 'unknown'::settle.status, 'conflict'::settle.status])) OR (dead_lettered_at IS NOT NULL));
 
 --
 -- Name: operations_terminal_by_age_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner

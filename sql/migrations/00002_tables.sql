@@ -59,28 +59,27 @@ create index operations_by_lease_expiry_idx
   on settle_private.operations (lease_expires_at)
   where lease_token is not null;
 
--- Unleased, unfinished operations whose attempt budget is spent wait for the sweeper (a
--- dead letter has already been handled).
-create index operations_exhausted_idx
-  on settle_private.operations (updated_at)
-  where lease_token is null and status in ('pending', 'unknown', 'conflict') and attempt >= max_attempts
-    and dead_lettered_at is null;
-
 -- Retention (settle.purge) and the dead-letter view scan terminal records by age.
 create index operations_terminal_by_age_idx
   on settle_private.operations (updated_at)
   where status in ('failed', 'completed');
 
--- settle.metrics counts and ages the operations that need a look through these two partial
--- indexes, so a scrape costs the same at 10 million operations as at 10 (docs/observability.md).
--- Neither holds a row of the hot path (claim, complete): they cost nothing there.
+-- The operations that wait for someone: unleased and unfinished (pending: for the next claim;
+-- unknown or conflict: for a success, a reconciler or an operator), and the dead letters.
+-- settle.metrics counts and ages the unknown, conflicting and dead-lettered ones through it, and
+-- the sweeper (settle.expire_leases, 00008) finds the unfinished operations whose attempt budget
+-- is spent through it, so a scrape or a sweep reads this set, never all operations: it costs the
+-- same at 10 million operations as at 10 (docs/observability.md). No row of the hot path
+-- (running, completed) is in it.
+-- One index with a short predicate, not one per consumer (three until issue 24's eighth
+-- session): every INSERT or UPDATE of operations opens every index of the table and prepares
+-- and tests each partial index's predicate, whether or not the row enters it; the two indexes
+-- fewer and the short predicate are -2.1% instructions per claim + complete
+-- (docs/performance.md, eighth session). The price: the retry backlog (pending operations) is
+-- in the index, so the dead-letter gauges and the sweeper also step over it.
 create index operations_needing_attention_idx
   on settle_private.operations (status, updated_at)
-  where status in ('unknown', 'conflict');
-
-create index operations_dead_lettered_idx
-  on settle_private.operations (dead_lettered_at, status)
-  where dead_lettered_at is not null;
+  where status in ('pending', 'unknown', 'conflict') or dead_lettered_at is not null;
 
 create table settle_private.attempts (
   tenant text not null,

@@ -274,8 +274,9 @@ comment on view settle.stats is
   'Per-tenant counts by status, dead letters (dead_lettered: all; needs_reconciliation: those where an attempt may have taken effect, counted under unknown or conflict, never under failed), live and lapsed leases, and attempts opened.';
 
 -- One row of gauges for monitoring systems (sql_exporter: deploy/sql_exporter/). Every count
--- reads a partial index that holds only the rows it counts (leases, unknown/conflict, dead
--- letters, audit refusals), never a scan of all operations: settle.stats is the per-tenant
+-- reads a partial index that holds only a small set of rows (the leases; the operations
+-- waiting for someone, 00002: pending, unknown, conflict, dead letters; the audit refusals),
+-- never a scan of all operations: settle.stats is the per-tenant
 -- census, this is what a scraper polls every 15-60 s. Measured at 10 million operations in
 -- docs/observability.md.
 --

@@ -207,8 +207,8 @@ describe('settle.metrics', () => {
       const plan = JSON.stringify(rows[0]?.['QUERY PLAN']);
       expect(plan).not.toContain('Seq Scan');
       expect(plan).toContain('operations_by_lease_expiry_idx');
+      // unknown, conflict and the dead letters: one partial index (00002).
       expect(plan).toContain('operations_needing_attention_idx');
-      expect(plan).toContain('operations_dead_lettered_idx');
       expect(plan).toContain('audit_log_refusals_by_at_idx');
       // The reconciliation and upkeep gauges (00015): the same rule.
       const upkeepBody = await t.su.query<{ prosrc: string; proconfig: string[] }>(
@@ -219,7 +219,7 @@ describe('settle.metrics', () => {
       const scanned = seqScans(upkeepPlan.rows[0]?.['QUERY PLAN']);
       expect(scanned.filter((r) => r === 'operations' || r === 'audit_log')).toEqual([]);
       const text = JSON.stringify(upkeepPlan.rows[0]?.['QUERY PLAN']);
-      expect(text).toContain('operations_dead_lettered_idx');
+      expect(text).toContain('operations_needing_attention_idx');
       expect(text).toContain('audit_log_resolutions_by_at_idx');
     } finally {
       await t.su.query('rollback');
