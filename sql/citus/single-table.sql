@@ -22,7 +22,7 @@
 -- the memory of its cached plans after the 10th and the 40th execution. A Citus that caches the
 -- local plan adds nothing after the first reuse; 13.2.2 adds one shard plan per execution. The
 -- answer comes back through run_command_on_workers: success, or the error this probe raises
--- (SE031-free text starting with "pg-settle probe:").
+-- (its message starts with "pg-settle probe:").
 --
 -- The setting pg_settle.single_table_statements ('auto', the default; 'on' / 'off' force it, for
 -- measurements: bench:citus --single-table) decides; its result row says what was found and done.
@@ -63,7 +63,7 @@ declare
   v_left text[] := '{}';
 begin
   if v_mode not in ('auto', 'on', 'off') then
-    raise exception using errcode = 'SE031',
+    raise exception using errcode = 'invalid_parameter_value',
       message = 'pg_settle.single_table_statements must be auto, on or off',
       detail = pg_catalog.json_build_object('value', v_mode)::text;
   end if;
