@@ -5,7 +5,7 @@
 // `--citus-bin DIR`: run the Citus nodes from another PostgreSQL 15 installation's bin directory
 // (a relocated copy of /usr/lib/postgresql/15 whose lib/citus.so is a patched build; see
 // docs/scale-out.md, "Where a delegated cycle's CPU goes"). `--warmup W`: measure each round from
-// W seconds on (warm connections; see below).
+// W seconds on (warm connections; see below). `--single-table auto|on|off`: see below.
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,6 +25,7 @@ const { values } = parseArgs({
     clients: { type: 'string', default: '8' },
     'citus-bin': { type: 'string' },
     warmup: { type: 'string', default: '0' },
+    'single-table': { type: 'string', default: 'auto' },
   },
 });
 const seconds = Number(values.seconds);
@@ -36,6 +37,14 @@ const clients = Number(values.clients);
 // from fresh connections, and on Citus each new worker connection compiles every trigger
 // function once per shard and plans each statement several times before reusing a plan.
 const warmup = Number(values.warmup);
+// --single-table auto|on|off: distribute's step 12 (the hot path as single-table statements,
+// sql/citus/single-table.sql) as its probe decides (auto), or forced, to measure both forms on
+// one build.
+const singleTable = values['single-table'];
+if (singleTable !== 'auto' && singleTable !== 'on' && singleTable !== 'off') {
+  console.error('bench:citus: --single-table must be auto, on or off');
+  process.exit(2);
+}
 
 const unavailable = values['citus-bin'] === undefined ? citusUnavailableReason() : undefined;
 if (unavailable !== undefined) {
@@ -55,7 +64,7 @@ const [citus, plain] = await Promise.all([
 ]);
 try {
   await migrate(citus.coordinator.adminUrl);
-  const summary = await distribute(citus.coordinator.adminUrl);
+  const summary = await distribute(citus.coordinator.adminUrl, { singleTableStatements: singleTable });
   await migrate(plain.adminUrl);
   log(`Citus: ${JSON.stringify(summary)} (${values['citus-bin'] ?? 'the installed Citus'}); plain PostgreSQL 15 on the same machine`);
   // Proof of delegation: the workers' pg_stat_statements count the claims they ran themselves.
@@ -146,16 +155,23 @@ async function serverCpuSeconds(dataDir: string): Promise<number> {
     if (text === undefined) return undefined;
     return text.slice(text.lastIndexOf(')') + 2).split(' ').map(Number); // fields from 3 (state) on
   };
-  const own = await statOf(pid);
-  if (own === undefined) return 0;
-  // utime 14, stime 15, cutime 16, cstime 17 (1-based) -> indexes 11..14 here
-  let total = (own[11] ?? 0) + (own[12] ?? 0) + (own[13] ?? 0) + (own[14] ?? 0);
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const st = await statOf(Number(entry));
-    if (st !== undefined && st[1] === pid) total += (st[11] ?? 0) + (st[12] ?? 0);
+  // utime 14, stime 15, cutime 16, cstime 17 (1-based) -> indexes 11..14 here. A backend that
+  // exits while /proc is scanned would be in neither its own entry nor the postmaster's cutime
+  // (pgbench's backends end at the end of a round: seconds of CPU lost, a negative figure): the
+  // scan is repeated until the postmaster reaped nothing during it.
+  for (let attempt = 0; ; attempt++) {
+    const own = await statOf(pid);
+    if (own === undefined) return 0;
+    let total = (own[11] ?? 0) + (own[12] ?? 0) + (own[13] ?? 0) + (own[14] ?? 0);
+    for (const entry of await readdir('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const st = await statOf(Number(entry));
+      if (st !== undefined && st[1] === pid) total += (st[11] ?? 0) + (st[12] ?? 0);
+    }
+    const again = await statOf(pid);
+    if (again === undefined) return total / ticks;
+    if ((again[13] ?? 0) + (again[14] ?? 0) === (own[13] ?? 0) + (own[14] ?? 0) || attempt >= 20) return total / ticks;
   }
-  return total / ticks;
 }
 
 function sleep(ms: number): Promise<void> {

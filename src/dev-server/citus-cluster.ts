@@ -33,6 +33,22 @@ export function citusUnavailableReason(): string | undefined {
   return undefined;
 }
 
+/**
+ * Why the PostgreSQL 15 installation whose bin directory is `binDir` cannot run a Citus node
+ * (the missing file, named), or undefined when it can: its initdb and postgres, and a Citus
+ * build in its sibling lib directory (citus.so) with the extension's files in ../share.
+ */
+export function citusBuildUnavailableReason(binDir: string): string | undefined {
+  const so = path.join(binDir, '..', 'lib', 'citus.so');
+  const control = path.join(binDir, '..', '..', '..', '..', 'share', 'postgresql', '15', 'extension', 'citus.control');
+  for (const [file, what] of [[path.join(binDir, 'initdb'), 'initdb'], [so, 'citus.so'], [control, 'citus.control']] as const) {
+    if (!existsSync(file)) {
+      return `the Citus build of ${binDir} is missing: no ${what} (${path.normalize(file)}); build it as docs/scale-out.md says ("The patched Citus")`;
+    }
+  }
+  return undefined;
+}
+
 export interface CitusNode {
   readonly name: string;
   /** Superuser connection string to database `postgres` of this node. */
@@ -70,8 +86,7 @@ export async function startCitusCluster(opts: CitusClusterOptions = {}): Promise
   const log = opts.log ?? (() => {});
   const binDir = opts.binDir ?? DEBIAN_BIN_DIR;
   const libDir = opts.binDir === undefined ? DEBIAN_LIB_DIR : path.join(opts.binDir, '..', 'lib');
-  const unavailable = opts.binDir === undefined ? citusUnavailableReason()
-    : existsSync(path.join(libDir, 'citus.so')) ? undefined : `no citus.so in ${libDir}`;
+  const unavailable = opts.binDir === undefined ? citusUnavailableReason() : citusBuildUnavailableReason(opts.binDir);
   if (unavailable !== undefined) throw new Error(unavailable);
   const count = opts.workers ?? 2;
   const names = ['coordinator', ...Array.from({ length: count }, (_, i) => `worker${i + 1}`)];

@@ -132,7 +132,8 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
       for (const s of shards) expect(access?.src, `${String(node)}: _access reads ${s.name}`).toContain(`${s.name} `);
       const { rows } = await n.query<{ fn: string; copies: boolean; calls: boolean }>(
         `select p.oid::regprocedure::text as fn, p.prosrc ~ 'case when exists \\(select 1 from settle_private\\.tenant_bindings ' as copies,
-                p.prosrc like '%settle_private._access(%pg-settle distribute, step 11%' as calls
+                (p.prosrc like '%settle_private._access(%pg-settle distribute, step 11%'
+                 or p.prosrc like '%pg-settle distribute, step 12%settle_private._access(%') as calls
            from pg_proc p where p.oid in ('settle_private.claim(text, text, jsonb, text, text[], bigint, interval, text, integer, boolean)'::regprocedure,
              'settle.complete(text, text, integer, uuid, text, text, text[], bigint, jsonb)'::regprocedure,
              'settle_private._observe(text, text, text, integer, uuid, text, text, text[], bigint, jsonb, jsonb, boolean)'::regprocedure) order by 1`);

@@ -9,6 +9,9 @@ const provided = inject('citus');
 /** Why the Citus suite cannot run here (names the missing extension), or undefined. */
 export const citusUnavailable: string | undefined = 'unavailable' in provided ? provided.unavailable : undefined;
 
+/** Which Citus the suite runs on: 'installed', 'external' (CITUS_DATABASE_URL) or PG_SETTLE_CITUS_BIN's directory. */
+export const citusBuild: string | undefined = 'build' in provided ? provided.build : undefined;
+
 /**
  * `describe` for the Citus suite: skipped, with the reason in its title, where Citus is not
  * installed (CI); run against the shared coordinator + 2 workers otherwise.

@@ -2,7 +2,7 @@ import type { TestProject } from 'vitest/node';
 import { distribute } from '../../../src/db/distribute.js';
 import { migrate } from '../../../src/db/migrate.js';
 import { withPgClient } from '../../../src/db/with-pg-client.js';
-import { citusUnavailableReason, citusWorkerNodes, startCitusCluster } from '../../../src/dev-server/citus-cluster.js';
+import { citusBuildUnavailableReason, citusUnavailableReason, citusWorkerNodes, startCitusCluster } from '../../../src/dev-server/citus-cluster.js';
 import './provided.js';
 import { LOGIN_ROLES } from './roles.js';
 
@@ -22,15 +22,19 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   const external = process.env.CITUS_DATABASE_URL;
   let coordinatorUrl: string;
   let stop: (() => Promise<void>) | undefined;
+  // PG_SETTLE_CITUS_BIN: the bin directory of another PostgreSQL 15 installation whose
+  // ../lib/citus.so is another Citus build (e.g. one with citusdata/citus#8824, docs/scale-out.md),
+  // to run the whole suite against it.
+  const binDir = process.env.PG_SETTLE_CITUS_BIN === '' ? undefined : process.env.PG_SETTLE_CITUS_BIN;
   if (external !== undefined && external !== '') {
     coordinatorUrl = external;
   } else {
-    const unavailable = citusUnavailableReason();
+    const unavailable = binDir === undefined ? citusUnavailableReason() : citusBuildUnavailableReason(binDir);
     if (unavailable !== undefined) {
-      project.provide('citus', { unavailable });
+      project.provide('citus', { unavailable: binDir === undefined ? unavailable : `PG_SETTLE_CITUS_BIN: ${unavailable}` });
       return undefined;
     }
-    const cluster = await startCitusCluster({ log });
+    const cluster = await startCitusCluster({ log, binDir });
     coordinatorUrl = cluster.coordinator.adminUrl;
     stop = cluster.stop;
   }
@@ -50,7 +54,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     });
     const given = process.env.CITUS_WORKER_URLS;
     const workers = await citusWorkerNodes(coordinatorUrl, given === undefined || given === '' ? undefined : given.split(','));
-    project.provide('citus', { coordinatorUrl, workers });
+    project.provide('citus', { coordinatorUrl, workers, build: external !== undefined && external !== '' ? 'external' : binDir ?? 'installed' });
   } catch (error) {
     await stop?.();
     throw error;

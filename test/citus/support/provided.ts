@@ -4,7 +4,12 @@ declare module 'vitest' {
     /** The Citus cluster of the `citus` project, or why it could not run here. */
     citus:
       | { readonly unavailable: string }
-      | { readonly coordinatorUrl: string; readonly workers: readonly { readonly node: string; readonly url: string }[] };
+      | {
+          readonly coordinatorUrl: string;
+          readonly workers: readonly { readonly node: string; readonly url: string }[];
+          /** 'installed' (the Debian PostgreSQL 15's Citus) or PG_SETTLE_CITUS_BIN's directory. */
+          readonly build: string;
+        };
   }
 }
 
