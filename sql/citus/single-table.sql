@@ -38,7 +38,8 @@
 -- Each piece is found by its first and last lines and replaced only when the text between, with
 -- comments and whitespace removed, is what this step knows; otherwise the function is left as the
 -- migrations wrote it (correct, slower) and the result row names it (test/citus/single-table.test.ts
--- fails on a Citus that caches local plans). Only after steps 10-11 applied (the hot path calls
+-- fails on any build: it forces this step in a transaction it rolls back; a migration that changes
+-- one of these pieces must update it here). Only after steps 10-11 applied (the hot path calls
 -- _access, which reads the local placements). The rewritten text carries "pg-settle distribute,
 -- step 12"; CREATE OR REPLACE keeps owner, grants, comment, STRICT and the distribution, and Citus
 -- propagates it to every node. Not undone: a cluster moved back to a Citus without the cache
