@@ -157,35 +157,31 @@ $f$, $r$  v_res settle.observation_result;
   v_citus_seq bigint;
 begin
 $r$],
-    array[$f$    with a as materialized ($f$, $f$      if found then
+    array[$f$    select o.status into v_seen$f$, $f$      if found then
         return v_res;
       end if;
-$f$, $f$    with a as materialized (
-      select settle_private._access(complete.tenant, null) as verdict
-    )
-    select x.status into v_seen
-      from a join lateral (
-        select o.status from settle_private.operations o
-         where o.tenant = complete.tenant and o.key = complete.key and a.verdict >= 0
-           and o.attempt = complete.attempt and o.lease_token = complete.lease_token and o.status <> 'completed'
-           and o.fingerprint = complete.fingerprint and o.principal = complete.principal
-           and o.scopes = settle_private._normalize_scopes(complete.scopes)
-           and o.binding_generation = complete.binding_generation
-           for update) x on true;
+$f$, $f$    select o.status into v_seen
+      from settle_private.operations o
+     where o.tenant = complete.tenant and o.key = complete.key
+       and o.attempt = complete.attempt and o.lease_token = complete.lease_token and o.status <> 'completed'
+       and o.fingerprint = complete.fingerprint and o.principal = complete.principal
+       and o.scopes = settle_private._normalize_scopes(complete.scopes)
+       and o.binding_generation = complete.binding_generation
+       and settle_private._access(complete.tenant, null) >= 0
+       for update;
     if found then
       v_now := clock_timestamp();
       v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
       with s as materialized (
         select settle_private._access(complete.tenant, complete.principal) as verdict,
-               t.unobserved,
+               bool_or(a.attempt = complete.attempt and a.lease_token = complete.lease_token
+                       and a.observation is null) as unobserved,
                coalesce(greatest(
-                 (select max(l.seq) from settle_private.audit_log l where l.tenant = complete.tenant and l.key = complete.key),
-                 t.seq), 0) + 1 as seq
-          from (select bool_or(a.attempt = complete.attempt and a.lease_token = complete.lease_token
-                               and a.observation is null) as unobserved,
-                       max(greatest(a.claim_seq, a.settled_seq)) as seq
-                  from settle_private.attempts a
-                 where a.tenant = complete.tenant and a.key = complete.key) t
+                 (select l.seq from settle_private.audit_log l where l.tenant = complete.tenant and l.key = complete.key
+                   order by l.seq desc limit 1),
+                 max(greatest(a.claim_seq, a.settled_seq))), 0) + 1 as seq
+          from settle_private.attempts a
+         where a.tenant = complete.tenant and a.key = complete.key
       ), op as (
         update settle_private.operations o
            set status = 'completed', result = complete.result, settled_attempt = complete.attempt,
