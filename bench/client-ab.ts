@@ -4,6 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { sql } from 'slonik';
 import type { createSettleClient as CreateSettleClient, SettleClient } from '../src/client/index.js';
 import { startBenchServer } from './database.js';
+import { baselineRoot, option, REPO_ROOT } from './script-options.js';
 
 /**
  * Node CPU per run() cycle of two builds of the client against one real database, interleaved
@@ -20,15 +21,11 @@ import { startBenchServer } from './database.js';
  * (user + system) per cycle, median and minimum of the rounds, and the median of the per-round
  * ratios this / baseline. Without `--baseline` it measures this build only.
  */
-function option(name: string, fallback: string): string {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? (process.argv[at + 1] ?? fallback) : fallback;
-}
 const workers = Number(option('workers', '8'));
 const chunk = Number(option('chunk', '200'));
 const rounds = Number(option('rounds', '9'));
-const baseline = process.argv.includes('--baseline') ? path.resolve(option('baseline', '')) : undefined;
-const here = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const baseline = baselineRoot();
+const here = REPO_ROOT;
 
 const load = async (root: string): Promise<typeof CreateSettleClient> =>
   ((await import(pathToFileURL(path.join(root, 'src/client/index.ts')).href)) as { createSettleClient: typeof CreateSettleClient }).createSettleClient;

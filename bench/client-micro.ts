@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { baselineRoot, option, REPO_ROOT } from './script-options.js';
 
 /**
  * The client's own per-cycle work without a database, A/B between two builds in one process:
@@ -17,14 +18,10 @@ import { pathToFileURL } from 'node:url';
  * - `rows`: a claim row and an observation row through the row check (validateRow);
  * - `complete input`: parseResult + the complete statement's values.
  */
-function option(name: string, fallback: string): string {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? (process.argv[at + 1] ?? fallback) : fallback;
-}
 const rounds = Number(option('rounds', '7'));
 const n = Number(option('n', '20000'));
-const baseline = process.argv.includes('--baseline') ? path.resolve(option('baseline', '')) : undefined;
-const here = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const baseline = baselineRoot();
+const here = REPO_ROOT;
 
 interface Build {
   readonly name: string;

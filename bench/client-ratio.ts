@@ -8,6 +8,7 @@ import { runClientCycle } from './client-cycle.js';
 import { checkpoint, startBenchServer, type BenchServer } from './database.js';
 import { scriptPath } from './measure.js';
 import { locatePgbench, runPgbench } from './pgbench.js';
+import { option } from './script-options.js';
 
 /**
  * Issue #10's `client` target in isolation: the fresh-key cycle (claim, no-op effect, complete)
@@ -170,10 +171,6 @@ async function drive(url: string, driver: Driver, clients: number, durationS: nu
   }
 }
 
-function option(name: string, fallback: string): string {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? (process.argv[at + 1] ?? fallback) : fallback;
-}
 
 const clients = Number(option('clients', '8'));
 const durationS = Number(option('duration', '5'));

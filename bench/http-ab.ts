@@ -5,6 +5,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { startBenchServer } from './database.js';
+import { baselineRoot, option, REPO_ROOT } from './script-options.js';
 
 /**
  * Process CPU per HTTP request of two builds of the middleware and client, in one process against
@@ -21,17 +22,13 @@ import { startBenchServer } from './database.js';
  * answer must be 201. Prints each build's CPU (user + system) per request, median and minimum
  * of the rounds, and the median of the per-round ratios this / baseline.
  */
-function option(name: string, fallback: string): string {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? (process.argv[at + 1] ?? fallback) : fallback;
-}
 const scenario = option('scenario', 'first');
 if (scenario !== 'first' && scenario !== 'replay') throw new Error('--scenario first or replay');
 const clients = Number(option('clients', '16'));
 const chunk = Number(option('chunk', '200'));
 const rounds = Number(option('rounds', '9'));
-const baseline = process.argv.includes('--baseline') ? path.resolve(option('baseline', '')) : undefined;
-const here = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const baseline = baselineRoot();
+const here = REPO_ROOT;
 
 interface Build {
   readonly name: string;

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { baselineRoot, option, REPO_ROOT } from './script-options.js';
 
 /**
  * The HTTP middleware's own per-request work without a database or a socket, A/B between two
@@ -12,14 +13,10 @@ import { pathToFileURL } from 'node:url';
  *   (its SHA-256) and the downstream key the example handler reads (another SHA-256);
  * - `handler timeout`: withTimeout around a handler that answers at once.
  */
-function option(name: string, fallback: string): string {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? (process.argv[at + 1] ?? fallback) : fallback;
-}
 const rounds = Number(option('rounds', '7'));
 const n = Number(option('n', '50000'));
-const baseline = process.argv.includes('--baseline') ? path.resolve(option('baseline', '')) : undefined;
-const here = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const baseline = baselineRoot();
+const here = REPO_ROOT;
 
 async function load(root: string): Promise<Record<string, () => unknown>> {
   const mod = async (file: string) => import(pathToFileURL(path.join(root, 'src/http/core', file)).href);
