@@ -6,6 +6,7 @@
 // (a relocated copy of /usr/lib/postgresql/15 whose lib/citus.so is a patched build; see
 // docs/scale-out.md, "Where a delegated cycle's CPU goes"). `--warmup W`: measure each round from
 // W seconds on (warm connections; see below). `--single-table auto|on|off`: see below.
+// `--workers N` (default 2) and `--via coordinator|workers`: see below.
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,6 +27,8 @@ const { values } = parseArgs({
     'citus-bin': { type: 'string' },
     warmup: { type: 'string', default: '0' },
     'single-table': { type: 'string', default: 'auto' },
+    workers: { type: 'string', default: '2' },
+    via: { type: 'string', default: 'coordinator' },
   },
 });
 const seconds = Number(values.seconds);
@@ -46,6 +49,23 @@ if (singleTable !== 'auto' && singleTable !== 'on' && singleTable !== 'off') {
   process.exit(2);
 }
 
+// --via coordinator|workers: where the application's connections go. `coordinator` (the default):
+// every call is delegated from the coordinator to the worker that holds its key. `workers`: the
+// clients are spread over the workers' own endpoints (every Citus 13 node holds the metadata), and
+// a worker runs a call itself when it holds the key, else delegates it to the one that does; with
+// `--workers 1` every call runs where it arrives, as with applications that route each key to the
+// node holding it: the cycle without the coordinator's hop (docs/scale-out.md, capacity model).
+const via = values.via;
+if (via !== 'coordinator' && via !== 'workers') {
+  console.error('bench:citus: --via must be coordinator or workers');
+  process.exit(2);
+}
+const workerCount = Number(values.workers);
+if (!Number.isInteger(workerCount) || workerCount < 1 || (via === 'workers' && clients < workerCount)) {
+  console.error('bench:citus: --workers must be a positive integer (and with --via workers at most --clients)');
+  process.exit(2);
+}
+
 const unavailable = values['citus-bin'] === undefined ? citusUnavailableReason() : undefined;
 if (unavailable !== undefined) {
   console.error(`bench:citus: ${unavailable}`);
@@ -59,7 +79,7 @@ if (pgbench === undefined) {
 
 const log = (msg: string): void => console.error(`[bench:citus] ${msg}`);
 const [citus, plain] = await Promise.all([
-  startCitusCluster({ log: () => {}, binDir: values['citus-bin'] }),
+  startCitusCluster({ log: () => {}, binDir: values['citus-bin'], workers: workerCount }),
   startLocalCluster({ binDir: DEBIAN_PG_BIN_DIR, libDirs: ['/usr/lib/postgresql/15/lib'], log: () => {} }),
 ]);
 try {
@@ -84,9 +104,12 @@ try {
     u.username = 'bench_app';
     return u.toString();
   };
+  // Each target: where its pgbench clients connect (with --via workers, one pgbench per worker,
+  // the clients split between them).
+  const citusEntries = via === 'coordinator' ? [citus.coordinator] : citus.workers;
   const targets = [
-    { name: 'plain', admin: plain.adminUrl, url: await appUrl(plain.adminUrl) },
-    { name: 'citus', admin: citus.coordinator.adminUrl, url: await appUrl(citus.coordinator.adminUrl) },
+    { name: 'plain', admin: plain.adminUrl, urls: [await appUrl(plain.adminUrl)] },
+    { name: 'citus', admin: citus.coordinator.adminUrl, urls: await Promise.all(citusEntries.map((n) => appUrl(n.adminUrl))) },
   ];
   // CPU seconds a server spent: its postmaster, the backends alive now, and (cutime/cstime) the
   // backends that exited. Sampled around each round: CPU per cycle on each node.
@@ -101,8 +124,7 @@ try {
       const claimsBefore = t.name === 'citus' ? await workerClaims() : 0;
       const nodes = t.name === 'plain' ? ['plain'] : Object.keys(nodeDirs).filter((n) => n !== 'plain');
       let cpuBefore = await Promise.all(nodes.map((n) => serverCpuSeconds(nodeDirs[n] as string)));
-      const running = runPgbench({ pgbench, url: t.url, script: SCRIPT, clients, threads: 2,
-        durationS: warmup > 0 ? warmup + seconds + 2 : seconds, protocol: 'prepared' });
+      const running = runSplit(t.urls, warmup > 0 ? warmup + seconds + 2 : seconds);
       let windowBefore = before;
       let cpuAfter: number[] = [];
       let windowCycles = 0;
@@ -138,13 +160,32 @@ try {
   const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
   const p = mean(results.plain ?? []);
   const c = mean(results.citus ?? []);
-  console.log(`\nsummary (${clients} clients, pgbench -M prepared, ${seconds} s x ${rounds} rounds each${warmup > 0 ? `, measured after ${warmup} s of warm-up` : ''}):`);
+  console.log(`\nsummary (${clients} clients, pgbench -M prepared, ${seconds} s x ${rounds} rounds each${warmup > 0 ? `, measured after ${warmup} s of warm-up` : ''}; Citus: coordinator + ${workerCount} worker${workerCount > 1 ? 's' : ''}, clients connected to the ${via === 'coordinator' ? 'coordinator' : 'workers'}):`);
   console.log(`  plain PostgreSQL  ${p.toFixed(1)} cycles/s  (${results.plain?.map((x) => x.toFixed(0)).join(', ')})`);
-  console.log(`  Citus delegated   ${c.toFixed(1)} cycles/s  (${results.citus?.map((x) => x.toFixed(0)).join(', ')})`);
+  console.log(`  Citus via ${via === 'coordinator' ? 'coord.' : 'workers'} ${c.toFixed(1)} cycles/s  (${results.citus?.map((x) => x.toFixed(0)).join(', ')})`);
   console.log(`  citus / plain     ${(c / p).toFixed(2)}x`);
   console.log('  server CPU per cycle (mean of rounds): ' + Object.entries(cpu).map(([n, xs]) => `${n} ${(mean(xs) * 1e6).toFixed(0)} us`).join(', '));
 } finally {
   await Promise.all([citus.stop(), plain.stop()]);
+}
+
+/**
+ * pgbench against each URL at once, the clients split between them (as evenly as they divide), as
+ * one run: transactions summed, latency weighted by them, tps summed.
+ */
+async function runSplit(urls: readonly string[], durationS: number): Promise<{ output: { processed: number; tps: number | null; latencyAverageMs: number | null } }> {
+  const runs = await Promise.all(urls.map((url, i) => {
+    const share = Math.floor(clients / urls.length) + (i < clients % urls.length ? 1 : 0);
+    return runPgbench({ pgbench: pgbench as string, url, script: SCRIPT, clients: share, threads: urls.length === 1 ? 2 : 1, durationS, protocol: 'prepared' });
+  }));
+  const processed = runs.reduce((a, r) => a + r.output.processed, 0);
+  return {
+    output: {
+      processed,
+      tps: runs.reduce((a, r) => a + (r.output.tps ?? 0), 0),
+      latencyAverageMs: runs.reduce((a, r) => a + (r.output.latencyAverageMs ?? 0) * r.output.processed, 0) / Math.max(1, processed),
+    },
+  };
 }
 
 async function serverCpuSeconds(dataDir: string): Promise<number> {

@@ -7,8 +7,8 @@
 -- Citus table to Citus's planner. Citus keeps a plan across calls only for a statement on one
 -- distributed table filtered by `key = $n` (its "fast path") and an INSERT of values: a generic
 -- plan with deferred pruning, and under it the local shard's plan, cached on the generic plan.
--- Every other statement (several tables, a subquery, a WITH, a data-modifying WITH) is planned
--- again at each call: on the shell tables, then deparsed, parsed and planned again for the shard.
+-- Every other statement (several tables, a subquery, a WITH, a data-modifying WITH, a call of a
+-- volatile function) is planned again at each call: on the shell tables, then deparsed, parsed and planned again for the shard.
 -- So on a Citus that caches local plans the hot path costs the worker least as single-table
 -- statements (docs/scale-out.md: the worker's CPU per cycle -55%). Citus 13.2.2 does not cache
 -- them (a bug: every execution plans the shard query again and appends the plan to a list kept
@@ -30,7 +30,10 @@
 -- The rewrites keep the checks, their order, the writes and the locks of the migrated text:
 --   * settle_private.claim's first read (access verdict, operation row, first place in the
 --     history): settle_private._access (its own plain read of the local placements, step 10),
---     the operation row, the audit rows' maximum for a missing key;
+--     the operation row, the audit rows' maximum for a missing key; its new key's two INSERTs,
+--     with the lease token and the audit id drawn just before each (Citus caches no local plan of
+--     a statement that calls a volatile function such as gen_random_uuid or nextval: it would
+--     plan the shard's INSERT again at every call, about 130 us of the worker's CPU per new key);
 --   * settle.complete's path for the current lease holder: access (binding), the operation row
 --     locked, then the attempt (unobserved, last place), access (floor), the audit rows' maximum,
 --     the operation's and the attempt's UPDATEs;
@@ -124,6 +127,7 @@ $f$, '', $f$  v_seen record;
 begin
 $f$, $r$  v_seen record;
   v_citus_seq bigint;
+  v_citus_audit_id bigint;
 begin
 $r$],
     array[$f$  select s.verdict, s.op,$f$, $f$          offset 0) s;
@@ -147,6 +151,46 @@ $f$, $r$  -- On Citus (pg-settle distribute, step 12): the same reads as stateme
   select v_floor as verdict, case when v_op.tenant is not null then v_op end as op, v_citus_seq as seq,
          v_op.tenant is null and v_floor >= 0 and claim.binding_generation >= v_floor as new_key
     into v_seen;
+$r$],
+    array[$f$    insert into settle_private.operations as o
+$f$, $f$gen_random_uuid(), settle_private._expiry(v_now, claim.lease), v_now, v_now)
+$f$, $f$    insert into settle_private.operations as o
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+    values
+      (claim.tenant, claim.key, settle_private._fingerprint(claim.request), claim.request, claim.principal,
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
+       claim.max_attempts, gen_random_uuid(), settle_private._expiry(v_now, claim.lease), v_now, v_now)
+$f$, $r$    -- On Citus (pg-settle distribute, step 12): the lease token drawn before the INSERT. Citus
+    -- caches a statement's local plan only when the statement calls no volatile function
+    -- (gen_random_uuid, nextval); otherwise it plans the shard's INSERT again at every call.
+    v_token := gen_random_uuid();
+    insert into settle_private.operations as o
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+    values
+      (claim.tenant, claim.key, settle_private._fingerprint(claim.request), claim.request, claim.principal,
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
+       claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
+$r$],
+    array[$f$    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
+$f$, $f$nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+$f$, $f$    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
+      insert into settle_private.attempts
+        (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
+         claim_status_after)
+      values
+        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seen.seq,
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+$f$, $r$    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
+      -- On Citus (pg-settle distribute, step 12): the audit id drawn before the INSERT, as above.
+      v_citus_audit_id := nextval('settle_private.audit_log_audit_id_seq');
+      insert into settle_private.attempts
+        (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
+         claim_status_after)
+      values
+        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seen.seq,
+         v_citus_audit_id, null, 'running');
 $r$]]),
   ('settle.complete(text, text, integer, uuid, text, text, text[], bigint, jsonb)', array[
     array[$f$  v_res settle.observation_result;

@@ -120,5 +120,12 @@ describeCitus('pg-settle distribute, step 12: the hot path as single-table state
       expect(r.src, r.fn).not.toContain('with a as materialized (');
       expect(r.src, r.fn).not.toMatch(/coalesce\(greatest\(\s*\(select/);
     }
+    // Nor a volatile function inside a new key's INSERTs (Citus would plan the shard's INSERT
+    // again at every call): the lease token and the audit id are drawn before each.
+    const claim = rows.find((r) => r.fn.startsWith('settle_private.claim('))?.src ?? '';
+    const newKey = claim.slice(claim.indexOf('if v_seen.new_key then'), claim.indexOf("return row('acquired'"));
+    expect(newKey).toContain('v_token := gen_random_uuid();');
+    expect(newKey).toContain("v_citus_audit_id := nextval('settle_private.audit_log_audit_id_seq');");
+    expect(newKey).not.toMatch(/\(tenant, key,[^;]*(gen_random_uuid|nextval)\(/);
   });
 });
