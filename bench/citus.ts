@@ -100,6 +100,9 @@ try {
   // The application's login (a delegated call runs on the worker as the caller).
   const appUrl = async (adminUrl: string): Promise<string> => {
     await withPgClient(adminUrl, (c) => c.query(`do $$ begin if not exists (select 1 from pg_roles where rolname = 'bench_app') then create role bench_app login in role settle_app; end if; end $$`));
+    return asAppUrl(adminUrl);
+  };
+  const asAppUrl = (adminUrl: string): string => {
     const u = new URL(adminUrl);
     u.username = 'bench_app';
     return u.toString();
@@ -109,7 +112,9 @@ try {
   const citusEntries = via === 'coordinator' ? [citus.coordinator] : citus.workers;
   const targets = [
     { name: 'plain', admin: plain.adminUrl, urls: [await appUrl(plain.adminUrl)] },
-    { name: 'citus', admin: citus.coordinator.adminUrl, urls: await Promise.all(citusEntries.map((n) => appUrl(n.adminUrl))) },
+    // The role is created once, on the coordinator (Citus propagates it to every worker; creating
+    // it from several nodes at once deadlocks).
+    { name: 'citus', admin: citus.coordinator.adminUrl, urls: await appUrl(citus.coordinator.adminUrl).then(() => citusEntries.map((n) => asAppUrl(n.adminUrl))) },
   ];
   // CPU seconds a server spent: its postmaster, the backends alive now, and (cutime/cstime) the
   // backends that exited. Sampled around each round: CPU per cycle on each node.
