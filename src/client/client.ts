@@ -1,5 +1,5 @@
 import './polyfills.js';
-import { createPool, type DatabasePool, type QuerySqlToken } from 'slonik';
+import { ConnectionError, createPool, type DatabasePool, type QuerySqlToken } from 'slonik';
 import type { z } from 'zod';
 import { notMigratedError, OperationNotFoundError, SettleRowValidationError } from './errors.js';
 import { settleInterceptors, settleTypeParsers, validateRow, wasValidated } from './interceptors.js';
@@ -8,6 +8,7 @@ import { toClaimOutcome, toHeartbeatOutcome, toLockedRead, toObservation } from 
 import * as q from './queries.js';
 import type { AttemptArgs } from './queries.js';
 import { resolveRetryPolicy, withRetry } from './retry.js';
+import { createCitusRouter } from './citus-routing.js';
 import { createSettleDriverFactory } from './pg-driver.js';
 import { createPreparedStatementsInterceptor } from './prepared-statements.js';
 import { createSessionResetInterceptor } from './session-reset.js';
@@ -58,35 +59,68 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
   // The pool once created: each call uses it without awaiting poolPromise again.
   let pool: DatabasePool | undefined = 'pool' in options ? options.pool : undefined;
   // createPool is async: create it on first use so createSettleClient stays synchronous.
+  // The client's own pools: the one of connectionString and, with citusRouting, one per node.
+  const makePool = (connectionString: string, poolSize: number | undefined, preparedStatements: boolean | undefined, statementTimeoutMs: number | undefined): Promise<DatabasePool> =>
+    createPool(connectionString, {
+      maxPoolSize: poolSize ?? 10,
+      typeParsers: settleTypeParsers(),
+      // slonik's default reset (DISCARD ALL after every checkout) moves to the session-reset
+      // interceptor, which skips it after the client's own single statements only and
+      // keeps the prepared statements of the client's own statements.
+      interceptors: [
+        ...settleInterceptors(),
+        createSessionResetInterceptor(),
+        ...(preparedStatements === false ? [] : [createPreparedStatementsInterceptor()]),
+      ],
+      resetConnection: async () => {},
+      // slonik's pg driver, except that a named statement is described once per connection
+      // (src/client/pg-driver.ts); without prepared statements, slonik's own driver.
+      ...(preparedStatements === false ? {} : { driverFactory: createSettleDriverFactory() }),
+      // The client retries transient conflicts itself, with backoff and an onRetry hook.
+      queryRetryLimit: 0,
+      ...(statementTimeoutMs === undefined ? {} : { statementTimeout: statementTimeoutMs }),
+    });
+  // createPool is async: create it on first use so createSettleClient stays synchronous.
   const getPool = (): Promise<DatabasePool> =>
     (poolPromise ??=
       'pool' in options
         ? Promise.resolve(options.pool)
-        : createPool(options.connectionString, {
-            maxPoolSize: options.poolSize ?? 10,
-            typeParsers: settleTypeParsers(),
-            // slonik's default reset (DISCARD ALL after every checkout) moves to the session-reset
-            // interceptor, which skips it after the client's own single statements only and
-            // keeps the prepared statements of the client's own statements.
-            interceptors: [
-              ...settleInterceptors(),
-              createSessionResetInterceptor(),
-              ...(options.preparedStatements === false ? [] : [createPreparedStatementsInterceptor()]),
-            ],
-            resetConnection: async () => {},
-            // slonik's pg driver, except that a named statement is described once per connection
-            // (src/client/pg-driver.ts); without prepared statements, slonik's own driver.
-            ...(options.preparedStatements === false ? {} : { driverFactory: createSettleDriverFactory() }),
-            // The client retries transient conflicts itself, with backoff and an onRetry hook.
-            queryRetryLimit: 0,
-            ...(options.statementTimeoutMs === undefined ? {} : { statementTimeout: options.statementTimeoutMs }),
-          }).then(
+        : makePool(options.connectionString, options.poolSize, options.preparedStatements, options.statementTimeoutMs).then(
             (created) => (pool = created),
             (error: unknown) => {
               poolPromise = undefined; // a database that was down at startup may come back
               throw error;
             },
           ));
+  const router =
+    'connectionString' in options && options.citusRouting !== undefined
+      ? createCitusRouter(options.citusRouting, getPool, (url) =>
+          makePool(url, options.poolSize, options.preparedStatements, options.statementTimeoutMs))
+      : undefined;
+  // The pool a keyed call goes to: the node holding the key (citusRouting), else the client's own.
+  // A node that cannot be reached is reported and skipped for this call (the client's own
+  // connection delegates it), and the map is read again.
+  const routed = async <T>(key: string | undefined, use: (target: Queryable) => Promise<T>): Promise<T> => {
+    if (router !== undefined && key !== undefined) {
+      const unreachable = async (error: unknown): Promise<undefined> => {
+        await router.unreachable(key);
+        if ('connectionString' in options) options.citusRouting?.onError?.(error instanceof Error ? error : new Error(String(error)));
+        return undefined;
+      };
+      const nodePool = await router.poolFor(key).catch(unreachable);
+      if (nodePool !== undefined) {
+        try {
+          return await use(nodePool);
+        } catch (error) {
+          // Only a connection that could not be made: the call was not sent, so sending it again
+          // through the client's own connection cannot run it twice.
+          if (!(error instanceof ConnectionError)) throw error;
+          await unreachable(error);
+        }
+      }
+    }
+    return use(pool ?? (await getPool()));
+  };
 
   const telemetry = createClientTelemetry(options.telemetry);
   const onRetry = options.onRetry;
@@ -96,12 +130,12 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
       telemetry.retry(event);
       onRetry?.(event);
     }),
-    rows(operation, query, callOptions = {}, tenant) {
+    rows(operation, query, callOptions = {}, tenant, key) {
       return telemetry.call(operation, tenant, async () => {
         const given: Queryable | undefined = callOptions.connection;
         const retryable = given === undefined || !('transactionDepth' in given);
         const raw = await withRetry(operation, core.retry, retryable, async () => {
-          const result = await (given ?? pool ?? (await getPool())).query(query);
+          const result = given !== undefined ? await given.query(query) : await routed(key, (target) => target.query(query));
           // Rows that come with a cancelled synchronous-replication wait are no acknowledgement.
           const unconfirmed = unconfirmedCommit(operation, result.notices);
           if (unconfirmed !== null) throw unconfirmed;
@@ -116,8 +150,8 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     },
   };
 
-  const one = async <S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions, tenant?: string) => {
-    const rows = await core.rows(operation, query, options, tenant);
+  const one = async <S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions, tenant?: string, key?: string) => {
+    const rows = await core.rows(operation, query, options, tenant, key);
     const row = rows[0];
     if (row === undefined || rows.length > 1) {
       throw new SettleRowValidationError(`${operation} returned ${rows.length} rows, expected 1`, []);
@@ -135,7 +169,7 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
 
     async claim(input, options) {
       const parsed = s.parseClaimInput(input);
-      const row = await one('claim', q.claimQuery(parsed), options, parsed.tenant);
+      const row = await one('claim', q.claimQuery(parsed), options, parsed.tenant, parsed.key);
       const outcome = toClaimOutcome(row, parsed.tenant, parsed.key, parsed.binding, parsed.request);
       if (outcome.outcome === 'acquired') issued.add(freezeHandle(outcome.attempt));
       return outcome;
@@ -144,34 +178,34 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     async heartbeat(handle, options = {}) {
       const args = attemptArgs(handle);
       const leaseMs = s.parseInput(s.leaseMsSchema, options.leaseMs ?? 30_000, ['leaseMs']);
-      return toHeartbeatOutcome(await one('heartbeat', q.heartbeatQuery(args, leaseMs), options, args.tenant));
+      return toHeartbeatOutcome(await one('heartbeat', q.heartbeatQuery(args, leaseMs), options, args.tenant, args.key));
     },
 
     async complete(handle, result, options) {
       const args = attemptArgs(handle);
       const value = s.parseResult(result);
-      return toObservation(await one('complete', q.completeQuery(args, value), options, args.tenant));
+      return toObservation(await one('complete', q.completeQuery(args, value), options, args.tenant, args.key));
     },
 
     async fail(handle, error, options = {}) {
       const args = attemptArgs(handle);
       const failure = s.parseInput(s.failureSchema, { error, retryable: options.retryable ?? true });
-      return toObservation(await one('fail', q.failQuery(args, failure.error, failure.retryable), options, args.tenant));
+      return toObservation(await one('fail', q.failQuery(args, failure.error, failure.retryable), options, args.tenant, args.key));
     },
 
     async reportUnknown(handle, options) {
       const args = attemptArgs(handle);
-      return toObservation(await one('reportUnknown', q.reportUnknownQuery(args), options, args.tenant));
+      return toObservation(await one('reportUnknown', q.reportUnknownQuery(args), options, args.tenant, args.key));
     },
 
     async get(input, options) {
       const parsed = s.parseInput(s.getInputSchema, input);
-      return toLockedRead(await one('get', q.getQuery(parsed), options, parsed.tenant));
+      return toLockedRead(await one('get', q.getQuery(parsed), options, parsed.tenant, parsed.key));
     },
 
     async inspect(ref, options) {
       const { tenant, key } = s.parseInput(s.refSchema, ref);
-      const [record] = await core.rows('inspect', q.inspectQuery(tenant, key), options, tenant);
+      const [record] = await core.rows('inspect', q.inspectQuery(tenant, key), options, tenant, key);
       return record ?? null;
     },
 
@@ -188,7 +222,7 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
 
     async redrive(input, options) {
       const parsed = s.parseInput(s.redriveInputSchema, input);
-      const record = (await core.rows('redrive', q.redriveQuery(parsed), options, parsed.tenant))[0];
+      const record = (await core.rows('redrive', q.redriveQuery(parsed), options, parsed.tenant, parsed.key))[0];
       if (record === undefined) {
         throw new OperationNotFoundError('operation not found', { code: 'SE010', detail: { tenant: parsed.tenant, key: parsed.key } });
       }
@@ -210,12 +244,12 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
 
     async attempts(ref, options) {
       const { tenant, key } = s.parseInput(s.refSchema, ref);
-      return core.rows('attempts', q.attemptsQuery(tenant, key), options);
+      return core.rows('attempts', q.attemptsQuery(tenant, key), options, tenant, key);
     },
 
     async auditLog(ref, options) {
       const { tenant, key } = s.parseInput(s.refSchema, ref);
-      return core.rows('auditLog', q.auditLogQuery(tenant, key), options);
+      return core.rows('auditLog', q.auditLogQuery(tenant, key), options, tenant, key);
     },
 
     consume: (name, handler, consumeOptions) =>
@@ -227,6 +261,7 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
       ),
 
     async end() {
+      await router?.end();
       if (ownsPool && poolPromise !== undefined) await (await poolPromise).end();
     },
   };

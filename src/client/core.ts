@@ -7,6 +7,9 @@ import type { CallOptions } from './types.js';
 export interface ClientCore {
   getPool(): Promise<DatabasePool>;
   readonly retry: ResolvedRetryPolicy;
-  /** Runs one settle call (with transparent retries); `tenant` is for opt-in telemetry only. */
-  rows<S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions, tenant?: string): Promise<z.output<S>[]>;
+  /**
+   * Runs one settle call (with transparent retries); `tenant` is for opt-in telemetry only; `key`,
+   * the call's key, routes it to the node holding the key on Citus (citusRouting).
+   */
+  rows<S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions, tenant?: string, key?: string): Promise<z.output<S>[]>;
 }

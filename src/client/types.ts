@@ -333,6 +333,23 @@ interface CommonClientOptions {
 }
 
 /** Options of createSettleClient(): a connection string (the client owns its pool) or your own slonik pool, plus the client-wide settings. */
+/** Key routing on a Citus cluster (SettleClientOptions.citusRouting). */
+export interface CitusRoutingOptions {
+  /**
+   * A connection string for each node the client may send calls to, by the node's name and port
+   * as `pg_dist_node` lists them (`'10.0.0.5:5432'`). A key whose node is not listed goes through
+   * `connectionString`, which delegates it. Each node gets its own pool of `poolSize`.
+   */
+  readonly nodes: Readonly<Record<string, string>>;
+  /** How often the shard map is read again, in ms (default 60 000; it is also read again after a node could not be reached). */
+  readonly refreshMs?: number;
+  /**
+   * Called when the shard map cannot be read (calls then go through `connectionString`) or a
+   * node cannot be reached (that call goes through `connectionString`; the map is read again).
+   */
+  readonly onError?: (error: Error) => void;
+}
+
 export type SettleClientOptions =
   | (CommonClientOptions & {
       readonly connectionString: string;
@@ -345,6 +362,14 @@ export type SettleClientOptions =
        * behind a connection pooler in transaction mode without prepared-statement support.
        */
       readonly preparedStatements?: boolean;
+      /**
+       * On Citus: send each keyed call (claim, heartbeat, complete, fail, reportUnknown, get,
+       * inspect, attempts, auditLog, redrive, and so run()) straight to the node that holds the
+       * key, where it runs without the hop through the node `connectionString` names
+       * (docs/scale-out.md, "Routing keys to their node"). Calls inside a transaction you pass
+       * in, and calls without a key, use `connectionString`.
+       */
+      readonly citusRouting?: CitusRoutingOptions;
     })
   | (CommonClientOptions & {
       /**

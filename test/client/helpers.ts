@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { createSettleClient, type RunInput, type RunOutcome, type SettleClient, type SettleClientOptions } from '../../src/index.js';
+import { createSettleClient, type CitusRoutingOptions, type RunInput, type RunOutcome, type SettleClient, type SettleClientOptions } from '../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
 import { usePerFile } from '../support/per-file.js';
 
@@ -19,7 +19,7 @@ export interface ClientTestContext {
   readonly admin: SettleClient;
   /** A superuser pg client for setup and for provoking guard errors. */
   readonly su: pg.Client;
-  client(options?: Partial<Omit<SettleClientOptions, 'pool' | 'connectionString'>> & { role?: string; poolSize?: number; preparedStatements?: boolean }): SettleClient;
+  client(options?: Partial<Omit<SettleClientOptions, 'pool' | 'connectionString'>> & { role?: string; poolSize?: number; preparedStatements?: boolean; citusRouting?: CitusRoutingOptions }): SettleClient;
   close(): Promise<void>;
 }
 
