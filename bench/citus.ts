@@ -6,11 +6,12 @@
 // (a relocated copy of /usr/lib/postgresql/15 whose lib/citus.so is a patched build; see
 // docs/scale-out.md, "Where a delegated cycle's CPU goes"). `--warmup W`: measure each round from
 // W seconds on (warm connections; see below). `--single-table auto|on|off`: see below.
-// `--workers N` (default 2) and `--via coordinator|workers`: see below.
+// `--workers N` (default 2) and `--via coordinator|workers|key`, `--driver pgbench|client`: see below.
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { createSettleClient, type SettleClient } from '../src/client/index.js';
 import { distribute } from '../src/db/distribute.js';
 import { migrate } from '../src/db/migrate.js';
 import { withPgClient } from '../src/db/with-pg-client.js';
@@ -29,6 +30,7 @@ const { values } = parseArgs({
     'single-table': { type: 'string', default: 'auto' },
     workers: { type: 'string', default: '2' },
     via: { type: 'string', default: 'coordinator' },
+    driver: { type: 'string', default: 'pgbench' },
   },
 });
 const seconds = Number(values.seconds);
@@ -55,9 +57,16 @@ if (singleTable !== 'auto' && singleTable !== 'on' && singleTable !== 'off') {
 // a worker runs a call itself when it holds the key, else delegates it to the one that does; with
 // `--workers 1` every call runs where it arrives, as with applications that route each key to the
 // node holding it: the cycle without the coordinator's hop (docs/scale-out.md, capacity model).
+// `key` (--driver client only): the typed client with citusRouting sends each call to the worker
+// that holds its key.
+// --driver pgbench|client: pgbench runs bench/scripts/citus-cycle.sql (the default); `client`
+// runs the typed client's run() (claim, an empty effect, complete) in `clients` concurrent loops
+// in this process, one pool per target, against plain PostgreSQL and Citus alike.
 const via = values.via;
-if (via !== 'coordinator' && via !== 'workers') {
-  console.error('bench:citus: --via must be coordinator or workers');
+const driver = values.driver;
+if (!['coordinator', 'workers', 'key'].includes(via) || !['pgbench', 'client'].includes(driver)
+    || (via === 'key' && driver !== 'client') || (via === 'workers' && driver !== 'pgbench')) {
+  console.error('bench:citus: --driver pgbench|client; --via coordinator|workers with pgbench, coordinator|key with client');
   process.exit(2);
 }
 const workerCount = Number(values.workers);
@@ -93,7 +102,7 @@ try {
     let total = 0;
     for (const w of citus.workers) {
       total += await withPgClient(w.adminUrl, async (c) =>
-        Number((await c.query<{ n: string }>(`select coalesce(sum(calls), 0) as n from pg_stat_statements where query ~ 'FROM settle\\._?claim\\('`)).rows[0]?.n));
+        Number((await c.query<{ n: string }>(`select coalesce(sum(calls), 0) as n from pg_stat_statements where query ~* 'FROM settle\\._?claim\\('`)).rows[0]?.n));
     }
     return total;
   };
@@ -109,7 +118,15 @@ try {
   };
   // Each target: where its pgbench clients connect (with --via workers, one pgbench per worker,
   // the clients split between them).
-  const citusEntries = via === 'coordinator' ? [citus.coordinator] : citus.workers;
+  const citusEntries = via === 'workers' ? citus.workers : [citus.coordinator];
+  // --driver client: one typed client per target, created once (warm pools, as an application's).
+  const routes = Object.fromEntries(citus.workers.map((w) => [`127.0.0.1:${w.port}`, asAppUrl(w.adminUrl)]));
+  const plainClient = createSettleClient({ connectionString: asAppUrl(plain.adminUrl), poolSize: clients });
+  const citusClient = createSettleClient({
+    connectionString: asAppUrl(citus.coordinator.adminUrl),
+    poolSize: clients,
+    ...(via === 'key' ? { citusRouting: { nodes: routes, onError: (e: Error) => log(`citusRouting: ${e.message}`) } } : {}),
+  });
   const targets = [
     { name: 'plain', admin: plain.adminUrl, urls: [await appUrl(plain.adminUrl)] },
     // The role is created once, on the coordinator (Citus propagates it to every worker; creating
@@ -129,7 +146,8 @@ try {
       const claimsBefore = t.name === 'citus' ? await workerClaims() : 0;
       const nodes = t.name === 'plain' ? ['plain'] : Object.keys(nodeDirs).filter((n) => n !== 'plain');
       let cpuBefore = await Promise.all(nodes.map((n) => serverCpuSeconds(nodeDirs[n] as string)));
-      const running = runSplit(t.urls, warmup > 0 ? warmup + seconds + 2 : seconds);
+      const durationS = warmup > 0 ? warmup + seconds + 2 : seconds;
+      const running = driver === 'pgbench' ? runSplit(t.urls, durationS) : runClient(t.name === 'plain' ? plainClient : citusClient, durationS);
       let windowBefore = before;
       let cpuAfter: number[] = [];
       let windowCycles = 0;
@@ -165,11 +183,13 @@ try {
   const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
   const p = mean(results.plain ?? []);
   const c = mean(results.citus ?? []);
-  console.log(`\nsummary (${clients} clients, pgbench -M prepared, ${seconds} s x ${rounds} rounds each${warmup > 0 ? `, measured after ${warmup} s of warm-up` : ''}; Citus: coordinator + ${workerCount} worker${workerCount > 1 ? 's' : ''}, clients connected to the ${via === 'coordinator' ? 'coordinator' : 'workers'}):`);
+  const entry = { coordinator: 'clients connected to the coordinator', workers: 'clients spread over the workers', key: "each call sent to its key's worker (citusRouting)" }[via];
+  console.log(`\nsummary (${clients} clients, ${driver === 'pgbench' ? 'pgbench -M prepared' : "the typed client's run()"}, ${seconds} s x ${rounds} rounds each${warmup > 0 ? `, measured after ${warmup} s of warm-up` : ''}; Citus: coordinator + ${workerCount} worker${workerCount > 1 ? 's' : ''}, ${entry}):`);
   console.log(`  plain PostgreSQL  ${p.toFixed(1)} cycles/s  (${results.plain?.map((x) => x.toFixed(0)).join(', ')})`);
-  console.log(`  Citus via ${via === 'coordinator' ? 'coord.' : 'workers'} ${c.toFixed(1)} cycles/s  (${results.citus?.map((x) => x.toFixed(0)).join(', ')})`);
+  console.log(`  Citus (via ${via})${' '.repeat(Math.max(1, 12 - via.length))}${c.toFixed(1)} cycles/s  (${results.citus?.map((x) => x.toFixed(0)).join(', ')})`);
   console.log(`  citus / plain     ${(c / p).toFixed(2)}x`);
   console.log('  server CPU per cycle (mean of rounds): ' + Object.entries(cpu).map(([n, xs]) => `${n} ${(mean(xs) * 1e6).toFixed(0)} us`).join(', '));
+  await Promise.all([plainClient.end(), citusClient.end()]);
 } finally {
   await Promise.all([citus.stop(), plain.stop()]);
 }
@@ -191,6 +211,27 @@ async function runSplit(urls: readonly string[], durationS: number): Promise<{ o
       latencyAverageMs: runs.reduce((a, r) => a + (r.output.latencyAverageMs ?? 0) * r.output.processed, 0) / Math.max(1, processed),
     },
   };
+}
+
+/** `clients` loops of run() (claim, an empty effect, complete) on new keys for durationS. */
+async function runClient(client: SettleClient, durationS: number): Promise<{ output: { processed: number; tps: number | null; latencyAverageMs: number | null } }> {
+  const until = performance.now() + durationS * 1000;
+  let processed = 0;
+  let busyMs = 0;
+  const started = performance.now();
+  await Promise.all(Array.from({ length: clients }, async (_, loop) => {
+    for (let i = 0; performance.now() < until; i++) {
+      const key = `op-${process.pid}-${loop}-${i}-${Math.random().toString(36).slice(2)}`;
+      const t0 = performance.now();
+      const outcome = await client.run({ tenant: 'bench-citus', key, request: { amount: i % 10000, currency: 'EUR' },
+        binding: { principal: 'bench-app', scopes: ['payments.write'], generation: 0 } }, async () => ({ charge: key }));
+      if (outcome.outcome !== 'completed') throw new Error(`run() answered ${outcome.outcome} for a new key`);
+      busyMs += performance.now() - t0;
+      processed++;
+    }
+  }));
+  const elapsedS = (performance.now() - started) / 1000;
+  return { output: { processed, tps: processed / elapsedS, latencyAverageMs: busyMs / Math.max(1, processed) } };
 }
 
 async function serverCpuSeconds(dataDir: string): Promise<number> {
