@@ -185,9 +185,9 @@ try {
   const c = mean(results.citus ?? []);
   const entry = { coordinator: 'clients connected to the coordinator', workers: 'clients spread over the workers', key: "each call sent to its key's worker (citusRouting)" }[via];
   console.log(`\nsummary (${clients} clients, ${driver === 'pgbench' ? 'pgbench -M prepared' : "the typed client's run()"}, ${seconds} s x ${rounds} rounds each${warmup > 0 ? `, measured after ${warmup} s of warm-up` : ''}; Citus: coordinator + ${workerCount} worker${workerCount > 1 ? 's' : ''}, ${entry}):`);
-  console.log(`  plain PostgreSQL  ${p.toFixed(1)} cycles/s  (${results.plain?.map((x) => x.toFixed(0)).join(', ')})`);
-  console.log(`  Citus (via ${via})${' '.repeat(Math.max(1, 12 - via.length))}${c.toFixed(1)} cycles/s  (${results.citus?.map((x) => x.toFixed(0)).join(', ')})`);
-  console.log(`  citus / plain     ${(c / p).toFixed(2)}x`);
+  console.log(`  ${'plain PostgreSQL'.padEnd(25)}${p.toFixed(1)} cycles/s  (${results.plain?.map((x) => x.toFixed(0)).join(', ')})`);
+  console.log(`  ${`Citus (via ${via})`.padEnd(25)}${c.toFixed(1)} cycles/s  (${results.citus?.map((x) => x.toFixed(0)).join(', ')})`);
+  console.log(`  ${'citus / plain'.padEnd(25)}${(c / p).toFixed(2)}x`);
   console.log('  server CPU per cycle (mean of rounds): ' + Object.entries(cpu).map(([n, xs]) => `${n} ${(mean(xs) * 1e6).toFixed(0)} us`).join(', '));
   await Promise.all([plainClient.end(), citusClient.end()]);
 } finally {

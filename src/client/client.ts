@@ -58,7 +58,6 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
   let poolPromise: Promise<DatabasePool> | undefined;
   // The pool once created: each call uses it without awaiting poolPromise again.
   let pool: DatabasePool | undefined = 'pool' in options ? options.pool : undefined;
-  // createPool is async: create it on first use so createSettleClient stays synchronous.
   // The client's own pools: the one of connectionString and, with citusRouting, one per node.
   const makePool = (connectionString: string, poolSize: number | undefined, preparedStatements: boolean | undefined, statementTimeoutMs: number | undefined): Promise<DatabasePool> =>
     createPool(connectionString, {
@@ -135,7 +134,10 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
         const given: Queryable | undefined = callOptions.connection;
         const retryable = given === undefined || !('transactionDepth' in given);
         const raw = await withRetry(operation, core.retry, retryable, async () => {
-          const result = given !== undefined ? await given.query(query) : await routed(key, (target) => target.query(query));
+          const result =
+            given !== undefined ? await given.query(query)
+            : router === undefined ? await (pool ?? (await getPool())).query(query)
+            : await routed(key, (target) => target.query(query));
           // Rows that come with a cancelled synchronous-replication wait are no acknowledgement.
           const unconfirmed = unconfirmedCommit(operation, result.notices);
           if (unconfirmed !== null) throw unconfirmed;

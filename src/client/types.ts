@@ -332,7 +332,6 @@ interface CommonClientOptions {
   readonly telemetry?: TelemetryOptions | false;
 }
 
-/** Options of createSettleClient(): a connection string (the client owns its pool) or your own slonik pool, plus the client-wide settings. */
 /** Key routing on a Citus cluster (SettleClientOptions.citusRouting). */
 export interface CitusRoutingOptions {
   /**
@@ -350,6 +349,7 @@ export interface CitusRoutingOptions {
   readonly onError?: (error: Error) => void;
 }
 
+/** Options of createSettleClient(): a connection string (the client owns its pool) or your own slonik pool, plus the client-wide settings. */
 export type SettleClientOptions =
   | (CommonClientOptions & {
       readonly connectionString: string;
