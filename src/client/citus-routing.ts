@@ -66,8 +66,8 @@ export function createCitusRouter(
         if (rows.length === 0) throw new Error('citusRouting: no shard of settle_private.operations (is this a Citus cluster after pg-settle distribute?)');
         routes = rows;
       } catch (error) {
-        // Calls go through the client's own connection until the map can be read again.
-        routes = [];
+        // The last map read keeps serving; without one, calls go through the client's own
+        // connection until the map can be read (tried again at the next refresh).
         options.onError?.(error instanceof Error ? error : new Error(String(error)));
       } finally {
         loadedAt = Date.now();
