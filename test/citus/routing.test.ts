@@ -113,4 +113,35 @@ describeCitus('citusRouting: the typed client sends each keyed call to the node 
     expect(errors.length, 'the unreachable node reported').toBeGreaterThan(0);
     expect(errors.length, 'and not retried at every call').toBeLessThan(keys.length);
   });
+
+  it('routed and delegated calls racing on the same keys: each effect runs once and every caller gets its result', async () => {
+    const tenant = uniqueTenant('routing-race');
+    const routedClient = createSettleClient({ connectionString: citusUrl('coordinator', APP), poolSize: 4, citusRouting: { nodes: await workerUrls() } });
+    const viaCoordinator = createSettleClient({ connectionString: citusUrl('coordinator', APP), poolSize: 4 });
+    const keys = Array.from({ length: 6 }, (_, i) => `race-${i}-${randomBytes(3).toString('hex')}`);
+    const effects = new Map<string, number>();
+    try {
+      // Per key 4 racers through each client: the routed ones run the call on the key's worker
+      // itself, the others reach it delegated by the coordinator; one row lock decides.
+      const outcomes = await Promise.all(keys.flatMap((key) =>
+        Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? routedClient : viaCoordinator).run(
+          { tenant, key, request: { key }, binding: BINDING, waitForMs: 60_000 },
+          async () => {
+            effects.set(key, (effects.get(key) ?? 0) + 1);
+            return { effect: key, by: i };
+          },
+        ).then((outcome) => ({ key, outcome })))));
+      for (const key of keys) {
+        expect(effects.get(key), key).toBe(1);
+        const mine = outcomes.filter((o) => o.key === key).map((o) => o.outcome);
+        // One caller ran the effect; the seven others got its stored result as a replay.
+        expect(mine.map((o) => o.outcome).sort(), key).toEqual(['completed', ...Array.from({ length: 7 }, () => 'replay')]);
+        const results = mine.map((o) => ('result' in o ? JSON.stringify(o.result) : null));
+        expect(new Set(results).size, key).toBe(1);
+        expect(mine[0], key).toMatchObject({ result: { effect: key } });
+      }
+    } finally {
+      await Promise.all([routedClient.end(), viaCoordinator.end()]);
+    }
+  });
 });
