@@ -168,6 +168,8 @@ describe('settlement feed', () => {
     await registerConsumer(ops, name);
     const app = await db.app();
     const keys = [await settle(app, 'kill'), await settle(app, 'kill')];
+    // Both settlements below the horizon (another test file's open transaction can hold it back).
+    await waitForHorizon(app);
     const victim = await consumerSession();
     const survivor = await consumerSession();
     const killer = await db.connect();

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { afterAll } from 'vitest';
+import { afterAll, afterEach } from 'vitest';
 import type { EngineDatabase } from './database.js';
 
 /**
@@ -10,15 +10,19 @@ import type { EngineDatabase } from './database.js';
  */
 export interface LoginRole {
   readonly name: string;
-  /** A new connection authenticated as this role, closed after the file. */
+  /** A new connection authenticated as this role, closed after the test. */
   connect(): Promise<pg.Client>;
 }
 
 export function useLoginRoles(db: EngineDatabase): (prefix: string, grants: readonly string[]) => Promise<LoginRole> {
   const created: string[] = [];
   const open: pg.Client[] = [];
-  afterAll(async () => {
+  // Connections end with their test: a test that fails inside a transaction must not hold it (and
+  // with it the cluster-wide feed horizon, test/engine/support/feed.ts) for the rest of the run.
+  afterEach(async () => {
     await Promise.all(open.splice(0).map((client) => client.end().catch(() => {})));
+  });
+  afterAll(async () => {
     if (created.length === 0) return;
     const admin = await db.connect();
     for (const name of created) await admin.query(`drop role if exists "${name}"`).catch(() => {});
