@@ -39,10 +39,11 @@ export interface CitusRouter {
   /** The node ("host:port", as pg_dist_node names it) holding `key`'s shard, by the current map. */
   nodeFor(key: string): Promise<string | undefined>;
   /**
-   * `key`'s node could not be reached: keys of that node go through the client's own connection
-   * until the map is next read (refreshMs), and the map is read again at the next call.
+   * `key`'s node could not be reached (`error`, reported to onError): keys of that node go
+   * through the client's own connection until the map is next read (refreshMs), and the map is
+   * read again at the next call.
    */
-  unreachable(key: string): Promise<void>;
+  unreachable(key: string, error: unknown): Promise<void>;
   end(): Promise<void>;
 }
 
@@ -58,6 +59,7 @@ export function createCitusRouter(
   let routes: readonly ShardRoute[] = [];
   let loadedAt = Number.NEGATIVE_INFINITY;
   let loading: Promise<void> | undefined;
+  const report = (error: unknown): void => options.onError?.(error instanceof Error ? error : new Error(String(error)));
 
   const load = (): Promise<void> =>
     (loading ??= (async () => {
@@ -68,7 +70,7 @@ export function createCitusRouter(
       } catch (error) {
         // The last map read keeps serving; without one, calls go through the client's own
         // connection until the map can be read (tried again at the next refresh).
-        options.onError?.(error instanceof Error ? error : new Error(String(error)));
+        report(error);
       } finally {
         loadedAt = Date.now();
         loading = undefined;
@@ -109,7 +111,8 @@ export function createCitusRouter(
       }
       return pool;
     },
-    async unreachable(key) {
+    async unreachable(key, error) {
+      report(error);
       const node = await nodeFor(key);
       const url = node === undefined ? undefined : options.nodes[node];
       if (url !== undefined) down.set(url, Date.now() + refreshMs);

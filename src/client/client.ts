@@ -102,8 +102,7 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
   const routed = async <T>(key: string | undefined, use: (target: Queryable) => Promise<T>): Promise<T> => {
     if (router !== undefined && key !== undefined) {
       const unreachable = async (error: unknown): Promise<undefined> => {
-        await router.unreachable(key);
-        if ('connectionString' in options) options.citusRouting?.onError?.(error instanceof Error ? error : new Error(String(error)));
+        await router.unreachable(key, error);
         return undefined;
       };
       const nodePool = await router.poolFor(key).catch(unreachable);
