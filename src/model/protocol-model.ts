@@ -132,6 +132,24 @@ export interface Window {
   readonly hi: number;
 }
 
+/**
+ * §3 A first claim whose insert returned within this many microseconds of the call's start is
+ * taken as not having waited: it decides at its first read, so its lease is measured from the
+ * call's start. A claim that waited behind another session's uncommitted first claim of the same
+ * key for less than this may therefore carry a lease measured up to this long before the moment
+ * the wait ended (never from before the call began); a longer wait is judged again after it.
+ */
+export const UNWAITED_SLACK_US = 5_000;
+
+/**
+ * The window in which a call that waited for a lock decides: after the holder released it
+ * (`release`, read inside the holder's transaction right before its end) and before the answer
+ * arrived; a first claim may have decided at its start instead (UNWAITED_SLACK_US).
+ */
+export function windowAfterWait(release: number, answered: number, wait: { readonly sent: number; readonly firstClaim: boolean }): Window {
+  return { lo: wait.firstClaim ? Math.max(wait.sent, release - UNWAITED_SLACK_US) : release, hi: answered };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Judgements shared by the calls.
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { deriveSeed, mulberry32, type Prng } from '../../../src/shared/prng.js';
 import {
-  EMPTY_WORLD, meets, mustNotWait, overlay, RANK, step,
+  EMPTY_WORLD, meets, mustNotWait, overlay, RANK, step, windowAfterWait,
   type Answer, type Call, type Lock, type Operation, type Status, type Window, type World,
 } from '../../../src/model/protocol-model.js';
 
@@ -67,7 +67,6 @@ export interface RunFigures {
   /** Revocations not run because the key's first claim was uncommitted (see run()). */
   revokesSkipped: number;
   /** Long waits not held because a waiter waited on a key's uncommitted first claim (see end()). */
-  longWaitsSkipped: number;
   /** Distinct interleavings: sequences of (step kind, connection, outcome). */
   interleavings: number;
   /** settle.resolve answers by outcome (resolved completed / failed, already_final, SE0xx refusals). */
@@ -113,6 +112,10 @@ interface Pending {
   readonly answer: Promise<Answer>;
   readonly pid: number;
   readonly short: boolean;
+  /** The model clock when the call was sent. */
+  readonly sent: number;
+  /** A claim of a key no committed state holds: it waits on another session's first insert. */
+  readonly firstClaim: boolean;
 }
 
 class Stop extends Error {}
@@ -130,7 +133,7 @@ function markerOf(text: string | null): string | null {
 }
 
 export class ModelRun {
-  readonly figures: RunFigures = { sequences: 0, steps: 0, calls: 0, waits: 0, longWaits: 0, rollbacks: 0, revokesDuringWait: 0, revokesSkipped: 0, longWaitsSkipped: 0, interleavings: 0, resolutions: {} };
+  readonly figures: RunFigures = { sequences: 0, steps: 0, calls: 0, waits: 0, longWaits: 0, rollbacks: 0, revokesDuringWait: 0, revokesSkipped: 0, interleavings: 0, resolutions: {} };
   readonly violations: Violation[] = [];
   private readonly shapes = new Set<string>();
   private clock = 0;
@@ -560,7 +563,8 @@ export class ModelRun {
         if ('id' in p.call && !this.txMayLock.has(p.call.id)) {
           this.violate('hostage', `${p.call.kind} on ${p.call.id} waits behind an open transaction whose calls on it could change nothing (R3)`);
         }
-        this.pending.push({ conn, call: p.call, spec, answer, pid: this.pids[conn] as number, short: p.short });
+        const firstClaim = p.call.kind === 'claim' && this.scenarios.every((sc) => sc.committed.ops[(p.call as { id: string }).id] === undefined);
+        this.pending.push({ conn, call: p.call, spec, answer, pid: this.pids[conn] as number, short: p.short, sent: lo, firstClaim });
         this.shape.push(`${conn}:${spec.kind}:wait`);
         return;
       }
@@ -621,12 +625,7 @@ export class ModelRun {
     const conn = this.txConn;
     if (conn === null) return;
     const client = this.c.app[conn] as pg.Client;
-    // Not past the lease of a key's uncommitted first claim: a claim that waited on that insert
-    // is answered in_progress with the lapsed lease when it commits (engine defect, reported to
-    // the lead with the sequence; the model re-judges after the wait and has it `acquired`).
-    const firstClaimWait = this.pending.some((p) => 'id' in p.call && this.scenarios.every((sc) => sc.committed.ops[(p.call as { id: string }).id] === undefined));
-    if (longWait && firstClaimWait) this.figures.longWaitsSkipped++;
-    if (longWait && !firstClaimWait && this.pending.some((p) => p.short)) {
+    if (longWait && this.pending.some((p) => p.short)) {
       // Hold the lock until every short-lease waiter has waited longer than its lease (bounded).
       const pids = this.pending.filter((p) => p.short).map((p) => p.pid);
       const deadline = Date.now() + 10_000;
@@ -659,7 +658,6 @@ export class ModelRun {
     const waiters = this.pending;
     this.pending = [];
     const answers = await Promise.all(waiters.map((p) => p.answer));
-    const lo = Number(release);
     const hi = this.clock;
     waiters.forEach((p, i) => this.shape.push(`${p.conn}:${p.spec.kind}:${(answers[i] as Answer).outcome}`));
     // Waiters decide after the release, in lock-queue order; both orders are tried for two.
@@ -670,7 +668,7 @@ export class ModelRun {
     for (const order of orders) {
       this.scenarios = before;
       try {
-        for (const i of order) this.applyQuiet(null, (waiters[i] as Pending).call, answers[i] as Answer, { lo, hi }, []);
+        for (const i of order) this.applyQuiet(null, (waiters[i] as Pending).call, answers[i] as Answer, windowAfterWait(Number(release), hi, waiters[i] as Pending), []);
         after.push(...this.scenarios);
       } catch (error) {
         failures.push(error instanceof Error ? error.message : String(error));
@@ -851,6 +849,9 @@ class Ledger {
       if (committed) f();
       else this.txEffects.push(f);
     };
+    if ((a.outcome === 'acquired' || a.outcome === 'extended') && a.leaseExpiresAt != null && a.leaseExpiresAt <= run.clockUs) {
+      run.fail('lapsed-lease', `${id}: ${call.kind} answered ${a.outcome} with a lease that ended at ${a.leaseExpiresAt}, before its answer arrived (${run.clockUs})`);
+    }
     if (call.kind === 'claim' && a.outcome === 'acquired' && a.attempt != null && a.leaseExpiresAt != null) {
       const attempt = a.attempt;
       const e = a.leaseExpiresAt;

@@ -33,6 +33,46 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
     ],
   },
   {
+    // A first claim that waited behind another session's first claim of the same new key, which
+    // rolled back at once: the wait was shorter than the engine can tell from none, so its lease
+    // is measured from its call's start, before the rollback (UNWAITED_SLACK_US in the model).
+    name: 'R1: a first claim that waited briefly on a rolled-back first claim measures its lease from its start',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'begin', conn: 0 },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'newer', short: false, answerUnknown: true } },
+      { t: 'end', commit: false },
+      { t: 'call', conn: 2, call: { kind: 'get', op: 0, variant: 'newer' } },
+    ],
+  },
+  {
+    // The same wait held past the waiter's 1-second lease: judged again after the wait, its
+    // lease is live when the answer arrives.
+    name: 'R1: a first claim that waited past its lease on a rolled-back first claim gets a live lease',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'begin', conn: 0 },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'newer', short: true, answerUnknown: true } },
+      { t: 'end', commit: false, longWait: true },
+      { t: 'call', conn: 2, call: { kind: 'heartbeat', op: 0, ticket: 'latest', short: false } },
+    ],
+  },
+  {
+    // The same long wait when the first claim commits: its 1-second lease lapsed during the
+    // wait, so the waiter takes the key over with a lease of its own.
+    name: 'R1: a first claim that waited past a committed first claim\'s lapsed lease takes it over',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'begin', conn: 0 },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: true } },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: true } },
+      { t: 'end', commit: true, longWait: true },
+      { t: 'call', conn: 2, call: { kind: 'get', op: 0, variant: 'same' } },
+    ],
+  },
+  {
     // Defect 2: the floor was read before the lock wait; the revocation committed during it.
     name: 'R2: a claim waiting while its generation is revoked is refused, never acquired',
     maxAttempts: [3, 3],
