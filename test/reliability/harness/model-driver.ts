@@ -64,9 +64,6 @@ export interface RunFigures {
   longWaits: number;
   rollbacks: number;
   revokesDuringWait: number;
-  /** Revocations not run because the key's first claim was uncommitted (see run()). */
-  revokesSkipped: number;
-  /** Long waits not held because a waiter waited on a key's uncommitted first claim (see end()). */
   /** Distinct interleavings: sequences of (step kind, connection, outcome). */
   interleavings: number;
   /** settle.resolve answers by outcome (resolved completed / failed, already_final, SE0xx refusals). */
@@ -133,7 +130,7 @@ function markerOf(text: string | null): string | null {
 }
 
 export class ModelRun {
-  readonly figures: RunFigures = { sequences: 0, steps: 0, calls: 0, waits: 0, longWaits: 0, rollbacks: 0, revokesDuringWait: 0, revokesSkipped: 0, interleavings: 0, resolutions: {} };
+  readonly figures: RunFigures = { sequences: 0, steps: 0, calls: 0, waits: 0, longWaits: 0, rollbacks: 0, revokesDuringWait: 0, interleavings: 0, resolutions: {} };
   readonly violations: Violation[] = [];
   private readonly shapes = new Set<string>();
   private clock = 0;
@@ -329,13 +326,6 @@ export class ModelRun {
         return this.resolve(s);
       case 'revoke': {
         const def = this.def(s.op);
-        if (this.txConn !== null && this.scenarios.every((sc) => sc.committed.ops[def.id] === undefined)) {
-          // Not while the key's first claim is uncommitted: a claim waiting on that insert is
-          // answered in_progress under a revoked generation when it commits (engine defect,
-          // reported to the lead with the sequence; the model has it `refused`).
-          this.figures.revokesSkipped++;
-          return;
-        }
         const below = def.lock.generation + 1;
         if (this.pending.length > 0) this.figures.revokesDuringWait++;
         return this.admin(

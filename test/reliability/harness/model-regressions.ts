@@ -73,6 +73,20 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
     ],
   },
   {
+    // A revocation that commits while a claim waits behind the key's uncommitted first claim,
+    // which then commits: the waiter decides with the new floor and is refused.
+    name: 'R2: a claim waiting on a first claim while its generation is revoked is refused',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'begin', conn: 0 },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'revoke', op: 0 },
+      { t: 'end', commit: true },
+      { t: 'call', conn: 2, call: { kind: 'get', op: 0, variant: 'newer' } },
+    ],
+  },
+  {
     // Defect 2: the floor was read before the lock wait; the revocation committed during it.
     name: 'R2: a claim waiting while its generation is revoked is refused, never acquired',
     maxAttempts: [3, 3],
