@@ -648,15 +648,18 @@ begin
   if not dry_run then
     perform pg_advisory_xact_lock(settle_private._feed_positions_lock());
   end if;
-  if to_time is null then
-    v_xid := v_horizon;
-    v_id := 0;
-  else
-    -- Just before the first retained event (in feed order) written at or after to_time.
+  -- Never above the horizon: a transaction still running (its id is at or above the horizon)
+  -- may yet commit an event written after to_time at a position below every committed one, and
+  -- a lane placed above it would never deliver it. So the lane goes just before the first
+  -- retained event written at or after to_time, or to the horizon if that is lower (committed
+  -- events between the two are delivered again: a reset re-delivers, it never skips).
+  v_xid := v_horizon;
+  v_id := 0;
+  if to_time is not null then
     select e.position_xid, e.event_id - 1 into v_xid, v_id from settle_private.feed_events e
      where e.occurred_at >= to_time
      order by e.position_xid, e.event_id limit 1;
-    if not found then
+    if not found or (v_xid, v_id) > (v_horizon, 0::bigint) then
       v_xid := v_horizon;
       v_id := 0;
     end if;
@@ -690,7 +693,7 @@ $$;
 
 comment on function settle.reset_consumer(text, timestamptz, boolean) is
   'Move every lane of a consumer to a new position: re-deliver retained events, or skip a backlog.
-Parameters: name; to_time (NULL, default: skip to now, everything committed is passed over; a time: deliver again every retained event from the first one written at or after it, in feed order; ''-infinity'': every retained event); dry_run (default false: only report).
+Parameters: name; to_time (NULL, default: skip to now, everything committed is passed over; a time: deliver again every retained event from the first one written at or after it, in feed order; ''-infinity'': every retained event. The lane never goes above the horizon: an outcome of a transaction still running is delivered when it commits, and committed events above the horizon are delivered again); dry_run (default false: only report).
 Outcomes: one row per lane (settle.feed_reset): positions before and after, events the lane will deliver, applied. Leases are cleared: a process still holding one is fenced at its next ack (SE042). Logged in settle.admin_log.
 SQLSTATEs: SE008 (dry_run NULL), SE019 (a tenant-bound login and a consumer beyond its tenants), SE040 (no such consumer).
 Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction; unless dry_run, the feed''s trim lock (an advisory lock: waits for a settle.trim_feed in progress). Idempotency: repeating it moves to the same position (when no event was written in between).';
