@@ -38,7 +38,9 @@ grant select on settle.operations, settle.attempts, settle.audit_log, settle.dea
 -- settle.metrics reads its row from this function (SECURITY DEFINER): its readers execute it.
 grant execute on function settle_private._metrics() to settle_readonly, settle_admin;
 -- Every view filters its rows by the reader's tenant binding through this function (SECURITY
--- DEFINER: it reads the bindings for them).
-grant execute on function settle_private._visible_tenants() to settle_readonly, settle_admin;
+-- DEFINER: it reads the bindings for them). Every role granted a view executes it, the
+-- reconciler included (00015 grants it settle.operations, attempts, audit_log, dead_letters):
+-- without it a granted view answers 42501 on its first row (test/engine/view-grants.test.ts).
+grant execute on function settle_private._visible_tenants() to settle_readonly, settle_admin, settle_reconciler;
 
 reset role;
