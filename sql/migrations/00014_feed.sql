@@ -32,6 +32,24 @@
 --                   a waiter is registered, the trigger sends NOTIFY settle_feed. Correctness
 --                   never depends on it (consumers poll with backoff).
 
+-- The owner reads every session's transaction start and state (settle.feed_horizon's
+-- xact_age_seconds and state): pg_stat_activity shows pid, login, application_name and
+-- backend_xid of every session to anyone, the rest only to the session's own role or
+-- pg_read_all_stats. Granted by the migrating user (before acting as the owner below) when it
+-- may (a superuser); otherwise those two columns stay NULL for other roles' sessions (docs/feed.md).
+do $$
+begin
+  if not pg_catalog.pg_has_role('settle_owner', 'pg_read_all_stats', 'MEMBER') then
+    execute 'grant pg_read_all_stats to settle_owner';
+  end if;
+exception
+  when unique_violation or duplicate_object then
+    null; -- another database of this cluster granted it a moment ago
+  when insufficient_privilege then
+    raise notice 'settle_owner is not a member of pg_read_all_stats: settle.feed_horizon shows no transaction age for other roles'' sessions';
+end
+$$;
+
 -- The consumer role (created in 00001): reads the feed of the consumers it is given, nothing
 -- else (no table, no view of operations). Tenant binding (settle.grant_tenant) applies to its
 -- login roles.
@@ -63,7 +81,8 @@ create table settle_private.feed_events (
   position_xid xid8 not null,
   -- The transaction that wrote the outcome.
   xid xid8 not null,
-  -- hashtext(key): the lane of a consumer with n lanes is (lane_hash & 2147483647) % n.
+  -- hashtext(key). Its key slot is (lane_hash & 2147483647) % 64 (64: the most lanes a consumer
+  -- may have); the lane of a consumer with n lanes is slot % n.
   lane_hash integer not null,
   status settle.status not null,
   status_before settle.status not null,
@@ -89,6 +108,14 @@ create index feed_events_failed_by_key_idx on settle_private.feed_events (tenant
   where status = 'failed';
 -- No index on occurred_at: only settle.reset_consumer to a time reads by it (a rare admin
 -- call, a scan of the retained events), and every settlement would pay for it.
+
+-- A lane's events in feed order, by key slot (a lane is the union of its slots: slot % lanes):
+-- the lag of settle.feed_consumers and settle.metrics reads each slot from the lane's position
+-- with a bounded index range scan, instead of scanning the retained feed once per lane (with a
+-- large backlog and 64 lanes that was seconds per scrape). The one index an event pays for
+-- beyond the feed order.
+create index feed_events_by_slot_idx on settle_private.feed_events
+  (((lane_hash & 2147483647) % 64), position_xid, event_id);
 
 create table settle_private.feed_consumers (
   name text not null,
@@ -216,6 +243,16 @@ as $$
   select -8301926554122431017::bigint
 $$;
 
+-- The first key of the advisory lock read_feed takes as a marker of a lane it returned a batch
+-- of (the second is the lane): pg_locks then names the consumer of a session's open batch.
+create function settle_private._feed_lane_marker(consumer text)
+returns integer
+language sql
+immutable
+as $$
+  select hashtext('pg-settle feed lane ' || consumer)
+$$;
+
 -- The consumer row, or SE040.
 create function settle_private._feed_consumer(name text)
 returns settle_private.feed_consumers
@@ -276,13 +313,14 @@ begin
 end
 $$;
 
--- Whether an event belongs to a lane of a consumer (lanes, tenants).
+-- Whether an event belongs to a lane of a consumer (lanes, tenants): its key slot (0-63,
+-- feed_events_by_slot_idx) modulo the lanes.
 create function settle_private._feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[])
 returns boolean
 language sql
 immutable
 as $$
-  select (lanes = 1 or (lane_hash & 2147483647) % lanes = lane) and (tenants is null or tenant = any (tenants))
+  select (lanes = 1 or ((lane_hash & 2147483647) % 64) % lanes = lane) and (tenants is null or tenant = any (tenants))
 $$;
 
 -- ---------------------------------------------------------------------------------------
@@ -501,6 +539,10 @@ begin
       end if;
     end if;
     v_token := gen_random_uuid();
+    -- A marker, not a lock anyone waits for: pg_locks shows it for as long as the caller's
+    -- transaction lasts, which the lane's row lock and lease (uncommitted until then) do not,
+    -- so settle.feed_horizon can name a consumer process whose batch holds the horizon.
+    perform pg_try_advisory_xact_lock(settle_private._feed_lane_marker(v_c.name), v_lane.lane);
     update settle_private.feed_lanes l
        set lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, read_feed.lease),
            leased_through_xid = v_last.position_xid, leased_through_id = v_last.event_id
@@ -751,8 +793,67 @@ Locking: no lane row (a consumer holding its batch in an open transaction never 
 -- Views and metrics
 -- ---------------------------------------------------------------------------------------
 
--- Per lane of each consumer: its position, lease, and lag (events retained beyond the position
--- and the age of the oldest, counted up to 1,000,000).
+-- The transactions holding the feed's horizon back, oldest first: every session with a
+-- transaction id (any database of the cluster: ids are cluster-wide) and every prepared
+-- transaction. A session that holds a lease of a feed consumer's lane (its read-apply-ack
+-- transaction) is named as such. A login bound to tenants sees no login or application_name,
+-- and only the names of consumers within its tenants.
+create function settle_private._feed_horizon_holders()
+returns table (pid integer, login text, application_name text, state text, xid text, xid_age integer,
+               xact_age_seconds double precision, holds_horizon boolean, feed_consumer boolean,
+               consumer text, lane integer)
+language sql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+set jit = off
+as $$
+  with w as (select settle_private._visible_tenants() as tenants, xid(settle_private._feed_horizon()) as horizon),
+  x as (
+    select a.pid, a.usename::text as login, a.application_name::text as app, a.state::text as state,
+           a.backend_xid as xid, a.xact_start as started
+      from pg_stat_activity a
+     where a.backend_xid is not null and a.pid <> pg_backend_pid()
+    union all
+    select null, p.owner::text, 'prepared transaction ' || p.gid, 'prepared', p.transaction, p.prepared
+      from pg_prepared_xacts p
+  )
+  select x.pid,
+         case when w.tenants is null then x.login end,
+         case when w.tenants is null then x.app end,
+         x.state, x.xid::text, age(x.xid),
+         extract(epoch from clock_timestamp() - x.started)::float8,
+         x.xid = w.horizon,
+         f.consumer is not null,
+         case when w.tenants is null or f.tenants <@ w.tenants then f.consumer end,
+         case when w.tenants is null or f.tenants <@ w.tenants then f.lane end
+    from x cross join w
+    left join lateral (
+      select c.name as consumer, k.objid::integer as lane, c.tenants
+        from pg_locks k
+        join settle_private.feed_consumers c
+          on k.classid::bigint = (settle_private._feed_lane_marker(c.name)::bigint & 4294967295)
+       where x.pid is not null and k.pid = x.pid and k.locktype = 'advisory' and k.objsubid = 2 and k.granted
+         and k.objid::bigint < c.lanes
+       order by c.name, k.objid limit 1) f on true
+   order by age(x.xid) desc, x.pid
+   limit 100
+$$;
+comment on function settle_private._feed_horizon_holders() is
+  'Rows of settle.feed_horizon (the transactions holding the feed''s horizon back). Internal: read the view.';
+
+create view settle.feed_horizon as
+select h.pid, h.login, h.application_name, h.state, h.xid, h.xid_age, h.xact_age_seconds, h.holds_horizon,
+       h.feed_consumer, h.consumer, h.lane
+  from settle_private._feed_horizon_holders() h;
+comment on view settle.feed_horizon is
+  'The transactions that hold the settlement feed''s horizon back, oldest first (at most 100): every session of the cluster with a transaction id, and every prepared transaction (pid NULL). holds_horizon: this one is the oldest, no consumer receives an event written after it until it ends. feed_consumer: the session holds a lease of a feed consumer''s lane (its read-apply-ack transaction; consumer and lane name it, for a login bound to tenants only a consumer within them). xact_age_seconds and state are NULL where the engine''s owner may not read them (docs/feed.md); login and application_name are NULL for a login bound to tenants.';
+
+-- Per lane of each consumer: its position, lease, and lag: events retained beyond the position
+-- and the age of the oldest. A lane is the union of its key slots (slot % lanes = lane); each
+-- slot is read from the lane's position through feed_events_by_slot_idx, at most 1,000 events
+-- per slot: a scrape reads at most 64,000 index entries per consumer whatever the backlog, and
+-- never the events of other lanes.
 create function settle_private._feed_lag()
 returns table (consumer text, tenants text[], lanes integer, lane integer, position_xid xid8, position_id bigint,
                leased boolean, lease_expires_at timestamptz, acked_at timestamptz,
@@ -765,19 +866,21 @@ set jit = off
 as $$
   select c.name, c.tenants, c.lanes, l.lane, l.position_xid, l.position_id,
          l.lease_token is not null and l.lease_expires_at > clock_timestamp(), l.lease_expires_at, l.acked_at,
-         (select count(*) from (select 1 from settle_private.feed_events e
-                                 where (e.position_xid, e.event_id) > (l.position_xid, l.position_id)
-                                   and settle_private._feed_in_lane(e.lane_hash, e.tenant, c.lanes, l.lane, c.tenants)
-                                 limit 1000000) n),
-         o.occurred_at,
-         coalesce(extract(epoch from clock_timestamp() - o.occurred_at)::float8, 0)
+         s.events, s.oldest,
+         coalesce(extract(epoch from clock_timestamp() - s.oldest)::float8, 0)
     from settle_private.feed_consumers c
     join settle_private.feed_lanes l on l.consumer = c.name
-    left join lateral (
-      select e.occurred_at from settle_private.feed_events e
-       where (e.position_xid, e.event_id) > (l.position_xid, l.position_id)
-         and settle_private._feed_in_lane(e.lane_hash, e.tenant, c.lanes, l.lane, c.tenants)
-       order by e.position_xid, e.event_id limit 1) o on true
+    cross join lateral (
+      select coalesce(sum(n.events), 0)::bigint as events, min(n.oldest) as oldest
+        from generate_series(l.lane, 63, c.lanes) g(slot)
+        cross join lateral (
+          select count(*) filter (where c.tenants is null or x.tenant = any (c.tenants)) as events,
+                 min(x.occurred_at) filter (where c.tenants is null or x.tenant = any (c.tenants)) as oldest
+            from (select e.tenant, e.occurred_at from settle_private.feed_events e
+                   where ((e.lane_hash & 2147483647) % 64) = g.slot
+                     and (e.position_xid, e.event_id) > (l.position_xid, l.position_id)
+                   order by e.position_xid, e.event_id
+                   limit 1000) x) n) s
    where (select settle_private._visible_tenants()) is null
       or c.tenants <@ (select settle_private._visible_tenants())
 $$;
@@ -789,25 +892,34 @@ select f.consumer, f.tenants, f.lanes, f.lane, f.position_xid::text || '/' || f.
        f.leased, f.lease_expires_at, f.acked_at, f.lag_events, f.oldest_unacked_at, f.lag_seconds
   from settle_private._feed_lag() f;
 comment on view settle.feed_consumers is
-  'One row per lane of each registered feed consumer: its position (position_xid/event_id), whether a process holds its lease and until when, when it last acknowledged, and its lag: events written beyond the position (committed or not yet visible; counted up to 1,000,000) and the age of the oldest of them in seconds. A lag in seconds that grows while lag_events stays small means a long transaction holds the horizon back (docs/feed.md).';
+  'One row per lane of each registered feed consumer: its position (position_xid/event_id), whether a process holds its lease and until when, when it last acknowledged, and its lag: events written beyond the position (committed or not yet visible; counted up to 1,000 in each of the lane''s key slots, a lane having 64/lanes slots) and the age of the oldest of them in seconds. A lag in seconds that grows while lag_events stays small means a long transaction holds the horizon back: settle.feed_horizon names it (docs/feed.md).';
 
--- settle.metrics gains the feed's gauges (the columns of 00010 first, unchanged).
+-- settle.metrics gains the feed's gauges (the columns of 00010 first, unchanged). The lanes
+-- are read once (settle_private._feed_lag, bounded per slot); the retained events are counted
+-- up to 1,000,000 (an index-only count of the feed order).
 create function settle_private._feed_metrics()
 returns table (feed_consumers bigint, feed_lag_events bigint, feed_lag_seconds double precision,
-               feed_events_retained bigint)
+               feed_events_retained bigint, feed_horizon_age_seconds double precision, feed_horizon_xid_age bigint,
+               feed_horizon_held_by_consumer bigint)
 language sql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
 set jit = off
 as $$
-  select (select count(*) from settle_private._feed_lag() f where f.lane = 0),
-         coalesce((select max(f.lag_events) from settle_private._feed_lag() f), 0),
-         coalesce((select max(f.lag_seconds) from settle_private._feed_lag() f), 0),
+  with f as materialized (select g.lane, g.lag_events, g.lag_seconds from settle_private._feed_lag() g),
+       h as materialized (select x.xact_age_seconds, x.xid_age, x.feed_consumer
+                            from settle_private._feed_horizon_holders() x where x.holds_horizon)
+  select (select count(*) from f where f.lane = 0),
+         coalesce((select max(f.lag_events) from f), 0),
+         coalesce((select max(f.lag_seconds) from f), 0),
          (select count(*) from (select 1 from settle_private.feed_events e
                                  where (select settle_private._visible_tenants()) is null
                                     or e.tenant = any ((select settle_private._visible_tenants())::text[])
-                                 limit 1000000) n)
+                                 limit 1000000) n),
+         coalesce((select max(h.xact_age_seconds) from h), 0),
+         coalesce((select max(h.xid_age) from h), 0)::bigint,
+         (select count(*) from h where h.feed_consumer)
 $$;
 comment on function settle_private._feed_metrics() is
   'The feed gauges of settle.metrics (one row). Internal: read settle.metrics.';
@@ -834,8 +946,9 @@ grant execute on function
   settle.reset_consumer(text, timestamptz, boolean),
   settle.trim_feed(integer)
   to settle_admin;
-grant select on settle.feed_consumers to settle_consumer, settle_readonly, settle_admin;
-grant execute on function settle_private._feed_lag() to settle_consumer, settle_readonly, settle_admin;
+grant select on settle.feed_consumers, settle.feed_horizon to settle_consumer, settle_readonly, settle_admin;
+grant execute on function settle_private._feed_lag(), settle_private._feed_horizon_holders()
+  to settle_consumer, settle_readonly, settle_admin;
 grant execute on function settle_private._feed_metrics() to settle_readonly, settle_admin;
 
 reset role;

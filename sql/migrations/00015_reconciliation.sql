@@ -661,10 +661,11 @@ comment on function settle_private._upkeep_metrics() is
 create or replace view settle.metrics as
 select m.*, f.feed_consumers, f.feed_lag_events, f.feed_lag_seconds, f.feed_events_retained,
        u.reconciliation_leased, u.oldest_needs_reconciliation_age_seconds, u.resolutions_recent,
-       u.upkeep_jobs_overdue, u.upkeep_jobs_failing
+       u.upkeep_jobs_overdue, u.upkeep_jobs_failing,
+       f.feed_horizon_age_seconds, f.feed_horizon_xid_age, f.feed_horizon_held_by_consumer
   from settle_private._metrics() m, settle_private._feed_metrics() f, settle_private._upkeep_metrics() u;
 comment on view settle.metrics is
-  'Gauges for monitoring, one row, each read from a partial index or a small table (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts and refused observations; the settlement feed (consumers, the largest lag in events and the age of the oldest unacknowledged event, events retained); reconciliation (operations a reconciler holds a lease on, the age of the oldest dead letter needing reconciliation, resolutions in the window); upkeep (jobs overdue, jobs whose last run failed). docs/observability.md lists every column.';
+  'Gauges for monitoring, one row, each read from a partial index or a small table (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts and refused observations; the settlement feed (consumers, the largest lag in events and the age of the oldest unacknowledged event, events retained); reconciliation (operations a reconciler holds a lease on, the age of the oldest dead letter needing reconciliation, resolutions in the window); upkeep (jobs overdue, jobs whose last run failed); the feed''s horizon (the age in seconds and in transaction ids of the oldest transaction holding it back, and 1 when a feed consumer''s transaction is that one: settle.feed_horizon names it). docs/observability.md lists every column.';
 
 -- ---------------------------------------------------------------------------------------
 -- Grants
