@@ -853,7 +853,9 @@ comment on view settle.feed_horizon is
 -- and the age of the oldest. A lane is the union of its key slots (slot % lanes = lane); each
 -- slot is read from the lane's position through feed_events_by_slot_idx, at most 1,000 events
 -- per slot: a scrape reads at most 64,000 index entries per consumer whatever the backlog, and
--- never the events of other lanes.
+-- never the events of other lanes. Without bitmap scans: the planner otherwise reads every
+-- entry of a slot beyond the position into a bitmap and sorts it, where the ordered index scan
+-- stops after 1,000.
 create function settle_private._feed_lag()
 returns table (consumer text, tenants text[], lanes integer, lane integer, position_xid xid8, position_id bigint,
                leased boolean, lease_expires_at timestamptz, acked_at timestamptz,
@@ -863,6 +865,7 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 set jit = off
+set enable_bitmapscan = off
 as $$
   select c.name, c.tenants, c.lanes, l.lane, l.position_xid, l.position_id,
          l.lease_token is not null and l.lease_expires_at > clock_timestamp(), l.lease_expires_at, l.acked_at,
