@@ -253,7 +253,22 @@ as $$
   select hashtext('pg-settle feed lane ' || consumer)
 $$;
 
--- The consumer row, or SE040.
+-- Whether the calling login may see a consumer: an unbound login every one, a login bound to
+-- tenants (settle.grant_tenant) only one limited to tenants it holds.
+create function settle_private._feed_visible(tenants text[])
+returns boolean
+language sql
+stable
+set search_path = pg_catalog, pg_temp
+as $$
+  select (select settle_private._visible_tenants()) is null
+      or (tenants is not null and tenants <@ (select settle_private._visible_tenants()))
+$$;
+
+-- The consumer row, or SE040. Consumer names are engine-wide: to a login bound to tenants a
+-- consumer beyond them does not exist (the same SE040, with the same words, as an unknown
+-- name), so that it learns nothing of another tenant's consumers. The refusal is written to the
+-- server log (it survives the caller's rollback).
 create function settle_private._feed_consumer(name text)
 returns settle_private.feed_consumers
 language plpgsql
@@ -267,7 +282,11 @@ begin
     perform settle_private._raise('SE008', 'consumer must not be null', jsonb_build_object('field', 'consumer'), null);
   end if;
   select * into v_c from settle_private.feed_consumers c where c.name = _feed_consumer.name;
-  if not found then
+  if found and not settle_private._feed_visible(v_c.tenants) then
+    raise log 'pg-settle audit: %', jsonb_build_object('event', 'tenant_refused', 'call', 'feed',
+      'role', session_user::text, 'consumer', v_c.name, 'at', clock_timestamp());
+  end if;
+  if not found or not settle_private._feed_visible(v_c.tenants) then
     perform settle_private._raise('SE040', 'no feed consumer of this name',
       jsonb_build_object('consumer', name), 'Register it first: settle.register_consumer (as settle_admin).');
   end if;
@@ -275,29 +294,9 @@ begin
 end
 $$;
 
--- A login role bound to tenants (settle.grant_tenant) may use a consumer only if the consumer
--- is limited to tenants the role holds: SE013 otherwise (the same refusal as for operations).
-create function settle_private._feed_check_tenants(c settle_private.feed_consumers)
-returns void
-language plpgsql
-stable
-set search_path = pg_catalog, pg_temp
-as $$
-declare
-  v_bound text[] := settle_private._visible_tenants();
-begin
-  if v_bound is not null and (c.tenants is null or not (c.tenants <@ v_bound)) then
-    raise log 'pg-settle audit: %', jsonb_build_object('event', 'tenant_refused', 'call', 'feed',
-      'role', session_user::text, 'consumer', c.name, 'at', clock_timestamp());
-    perform settle_private._raise('SE013', 'tenant not granted to this role',
-      jsonb_build_object('consumer', c.name),
-      'A tenant-bound role may read only a consumer registered for tenants it holds (settle.register_consumer tenants => ...).');
-  end if;
-end
-$$;
-
--- The admin side of the same rule: a bound admin login registers, resets and drops only
--- consumers limited to its own tenants, and never trims (engine-wide): SE019.
+-- The admin side of the same rule: a bound admin login registers only consumers limited to its
+-- own tenants (SE019 for a request beyond them); another tenant's consumer does not exist for
+-- its reset and drop (settle_private._feed_consumer).
 create function settle_private._feed_check_admin(call text, tenants text[], consumer text)
 returns void
 language plpgsql
@@ -376,9 +375,13 @@ begin
 
   select * into v_c from settle_private.feed_consumers c where c.name = register_consumer.name for update;
   if found then
+    -- Names are engine-wide: a login bound to tenants learns that the name is taken, never
+    -- the tenants or lanes of the consumer holding it (its own or another tenant's alike).
     if v_c.tenants is distinct from register_consumer.tenants or v_c.lanes <> register_consumer.lanes then
       perform settle_private._raise('SE041', 'a feed consumer of this name exists with another definition',
-        jsonb_build_object('consumer', v_c.name, 'tenants', v_c.tenants, 'lanes', v_c.lanes),
+        case when settle_private._visible_tenants() is null
+             then jsonb_build_object('consumer', v_c.name, 'tenants', v_c.tenants, 'lanes', v_c.lanes)
+             else jsonb_build_object('consumer', v_c.name) end,
         'Drop it first (settle.drop_consumer), or register under another name.');
     end if;
     v_res := (v_c.name, v_c.tenants, v_c.lanes, v_c.registered_at, v_c.registered_by, false);
@@ -407,7 +410,7 @@ comment on function settle.register_consumer(text, text[], integer, text) is
   'Register a named feed consumer with its own position per lane.
 Parameters: name (1-128 bytes, same rules as a key); tenants (NULL: every tenant; else the only tenants it receives: a tenant-bound login role may read only a consumer whose tenants it holds); lanes (1-64, default 1: the consumer''s processes share the work lane by lane, a key''s events stay in one lane); start_at latest (default: events from now on) or earliest (every event still retained).
 Outcomes: the consumer (created true), or the existing one when it is registered already with the same tenants and lanes (created false). Logged in settle.admin_log.
-SQLSTATEs: SE001 (a tenant), SE008 (name, lanes, start_at, empty tenants), SE019 (a tenant-bound login registering beyond its tenants), SE041 (exists with another definition).
+SQLSTATEs: SE001 (a tenant), SE008 (name, lanes, start_at, empty tenants), SE019 (a tenant-bound login registering beyond its tenants), SE041 (exists with another definition; its tenants and lanes are in the detail for an unbound login only: consumer names are engine-wide, a tenant-bound login learns only that the name is taken).
 Locking: the consumer row; a new consumer also the feed''s trim lock (an advisory lock: waits for a settle.trim_feed in progress). Idempotency: repeating the same registration returns the existing consumer.';
 
 -- drop_consumer(name) -> whether it existed
@@ -424,10 +427,10 @@ begin
     perform settle_private._raise('SE008', 'name must not be null', jsonb_build_object('field', 'name'), null);
   end if;
   select * into v_c from settle_private.feed_consumers c where c.name = drop_consumer.name for update;
-  if not found then
+  -- A consumer beyond the tenants of a bound login does not exist for it (settle_private._feed_consumer).
+  if not found or not settle_private._feed_visible(v_c.tenants) then
     return false;
   end if;
-  perform settle_private._feed_check_admin('drop_consumer', v_c.tenants, v_c.name);
   -- Wait for processes of this consumer that hold a lane in an open transaction.
   perform 1 from settle_private.feed_lanes l where l.consumer = drop_consumer.name for update;
   delete from settle_private.feed_consumers c where c.name = drop_consumer.name;
@@ -441,8 +444,8 @@ $$;
 comment on function settle.drop_consumer(text) is
   'Drop a feed consumer and its positions: the events only it had not acknowledged become trimmable (settle.trim_feed).
 Parameters: name.
-Outcomes: true when it existed, false otherwise. Logged in settle.admin_log.
-SQLSTATEs: SE008 (name NULL), SE019 (a tenant-bound login and a consumer beyond its tenants).
+Outcomes: true when it existed, false otherwise (to a tenant-bound login, a consumer beyond its tenants does not exist: false, nothing dropped). Logged in settle.admin_log.
+SQLSTATEs: SE008 (name NULL).
 Locking: waits for its lanes (a process holding one in an open transaction). Idempotency: a repeat returns false.';
 
 -- ---------------------------------------------------------------------------------------
@@ -487,7 +490,6 @@ declare
   v_last record;
 begin
   v_c := settle_private._feed_consumer(read_feed.consumer);
-  perform settle_private._feed_check_tenants(v_c);
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
   perform settle_private._check_lease(lease);
   v_horizon := settle_private._feed_horizon();
@@ -566,7 +568,7 @@ comment on function settle.read_feed(text, integer, interval) is
 Parameters: consumer; batch_size (1-100000, default 100); lease (1 second - 1 day, default 30 seconds): how long the lane stays with this caller without an ack.
 Outcomes: the events (settle.feed_event), all of one lane and one lease; no rows when every lane is leased to another process or has nothing committed below the horizon (the oldest running transaction: see docs/feed.md). Events are returned only once their writing transaction and every older one has ended (transaction-id fencing), so no event can appear later behind the position.
 Read, apply and settle.ack_feed in one transaction for exactly-once processing in this database: the lane stays locked until commit; a rollback (or a killed process) re-delivers the batch. Outside a transaction the lease is committed: a process that dies re-delivers after the lease lapses (at least once).
-SQLSTATEs: SE008 (consumer NULL, batch_size), SE007 (lease), SE013 (tenant-bound role, consumer not limited to its tenants), SE040 (no such consumer).
+SQLSTATEs: SE008 (consumer NULL, batch_size), SE007 (lease), SE040 (no such consumer; to a login bound to tenants also a consumer not limited to them: the same answer, nothing disclosed).
 Locking: the returned lane (FOR UPDATE SKIP LOCKED), until the end of the transaction. Idempotency: a repeat in the same transaction reads the next free lane; a repeat after a rollback reads the same batch.';
 
 -- ack_feed(consumer, lane, lease_token, position_xid, event_id) -> whether the lease is released
@@ -582,7 +584,6 @@ declare
   v_done boolean;
 begin
   v_c := settle_private._feed_consumer(ack_feed.consumer);
-  perform settle_private._feed_check_tenants(v_c);
   if lane is null or lease_token is null or (ack_feed.position_xid is null) <> (ack_feed.event_id is null) then
     perform settle_private._raise('SE008', 'lane and lease_token are required; position_xid and event_id go together',
       jsonb_build_object('field', 'lane, lease_token, position_xid, event_id'), null);
@@ -621,7 +622,7 @@ comment on function settle.ack_feed(text, integer, uuid, xid8, bigint) is
   'Acknowledge a consumer''s events up to and including one event of the leased batch (all of it, or a prefix), moving the lane''s position.
 Parameters: consumer; lane and lease_token as read_feed returned them; position_xid and event_id of the last event handled (both NULL: acknowledge nothing, release the lease: the batch is delivered again).
 Outcomes: true when the lease is released (the whole batch is acknowledged, or nothing was), false when part of the batch is still leased.
-SQLSTATEs: SE008 (missing arguments, a position outside the leased batch), SE013 (tenant-bound role), SE040 (no such consumer), SE042 (the lease is no longer held: the lane was taken over after the lease lapsed, or the consumer was reset or dropped and registered again).
+SQLSTATEs: SE008 (missing arguments, a position outside the leased batch), SE040 (no such consumer, or one beyond the tenants of a tenant-bound login), SE042 (the lease is no longer held: the lane was taken over after the lease lapsed, or the consumer was reset or dropped and registered again).
 Locking: the lane row (FOR UPDATE). Idempotency: an ack of a released lease is SE042; call it in the transaction that applied the events for exactly-once processing.';
 
 -- await_feed(consumer, seconds) -> true (registered as a waiter)
@@ -635,7 +636,6 @@ declare
   v_c settle_private.feed_consumers;
 begin
   v_c := settle_private._feed_consumer(await_feed.consumer);
-  perform settle_private._feed_check_tenants(v_c);
   perform settle_private._check_count(seconds, 'seconds', 60);
   insert into settle_private.feed_waiters as w (pid, consumer, until)
   values (pg_backend_pid(), v_c.name, clock_timestamp() + make_interval(secs => seconds))
@@ -648,7 +648,7 @@ comment on function settle.await_feed(text, integer) is
   'Register the calling backend as waiting for the feed: for the next `seconds`, every final outcome sends NOTIFY settle_feed (LISTEN settle_feed on this connection first). A wake-up hint only: read_feed decides what is delivered.
 Parameters: consumer; seconds (1-60, default 5).
 Outcomes: true.
-SQLSTATEs: SE008 (seconds), SE013, SE040.
+SQLSTATEs: SE008 (seconds), SE040 (no such consumer, or one beyond the tenants of a tenant-bound login).
 Locking: none beyond its own waiter row. Idempotency: a repeat extends the wait.';
 
 -- ---------------------------------------------------------------------------------------
@@ -685,7 +685,6 @@ begin
     perform settle_private._raise('SE008', 'dry_run must not be null', jsonb_build_object('field', 'dry_run'), null);
   end if;
   v_c := settle_private._feed_consumer(reset_consumer.name);
-  perform settle_private._feed_check_admin('reset_consumer', v_c.tenants, v_c.name);
   -- A lane moved back waits for a trim in progress, and the next trim sees it (settle.trim_feed).
   if not dry_run then
     perform pg_advisory_xact_lock(settle_private._feed_positions_lock());
@@ -737,7 +736,7 @@ comment on function settle.reset_consumer(text, timestamptz, boolean) is
   'Move every lane of a consumer to a new position: re-deliver retained events, or skip a backlog.
 Parameters: name; to_time (NULL, default: skip to now, everything committed is passed over; a time: deliver again every retained event from the first one written at or after it, in feed order; ''-infinity'': every retained event. The lane never goes above the horizon: an outcome of a transaction still running is delivered when it commits, and committed events above the horizon are delivered again); dry_run (default false: only report).
 Outcomes: one row per lane (settle.feed_reset): positions before and after, events the lane will deliver, applied. Leases are cleared: a process still holding one is fenced at its next ack (SE042). Logged in settle.admin_log.
-SQLSTATEs: SE008 (dry_run NULL), SE019 (a tenant-bound login and a consumer beyond its tenants), SE040 (no such consumer).
+SQLSTATEs: SE008 (dry_run NULL), SE040 (no such consumer; to a tenant-bound login also a consumer beyond its tenants: the same answer).
 Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction; unless dry_run, the feed''s trim lock (an advisory lock: waits for a settle.trim_feed in progress). Idempotency: repeating it moves to the same position (when no event was written in between).';
 
 -- trim_feed(batch_size) -> events deleted

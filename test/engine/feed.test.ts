@@ -310,7 +310,7 @@ describe('settlement feed', () => {
     const got = await drainKeys(bound, acmeOnly, [mine]);
     expect(keysOf(got)).toContain(mine);
     expect(got.every((e) => e.tenant === 'acme')).toBe(true);
-    expect(await sqlStateOf(readFeed(bound, everyone))).toBe('SE013');
+    expect(await sqlStateOf(readFeed(bound, everyone)), 'a consumer beyond its tenants does not exist for it').toBe('SE040');
     // The role reads nothing else: no table, no operations view.
     expect(await sqlStateOf(bound.query('select * from settle_private.feed_events'))).toBe('42501');
     expect(await sqlStateOf(bound.query('select * from settle.operations'))).toBe('42501');
