@@ -51,7 +51,7 @@ async function main(): Promise<void> {
     try {
       await client.query(`select * from settle.register_consumer(name => 'bench', lanes => $1, start_at => 'earliest')`, [lanes]);
       const scrapes = ['select * from settle.metrics', 'select * from settle.feed_consumers'];
-      const empty = [];
+      const empty: number[] = [];
       for (const q of scrapes) empty.push(await median(client, q));
       await client.query(
         `insert into settle_private.feed_events (tenant, key, position_xid, xid, lane_hash, status, status_before, attempt,
@@ -62,7 +62,7 @@ async function main(): Promise<void> {
         [events],
       );
       await client.query('vacuum (analyze) settle_private.feed_events');
-      const backlog = [];
+      const backlog: number[] = [];
       for (const q of scrapes) backlog.push(await median(client, q));
       const version = (await client.query<{ v: string }>('select version() as v')).rows[0]?.v ?? '';
       process.stdout.write(

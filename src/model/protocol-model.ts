@@ -679,3 +679,7 @@ export function overlay(committed: World, own: Readonly<Record<string, Operation
   const tombstones = committed.tombstones.filter((t) => ops[t] === undefined);
   return normalize({ ops, floors: committed.floors, tombstones });
 }
+
+// The settlement feed: which final outcomes each consumer must (and may) receive (feed-model.ts).
+export { EMPTY_FEED, feedStep, undelivered } from './feed-model.js';
+export type { FeedCall, FeedConsumerState, FeedEvent, FeedJudgement, FeedWorld } from './feed-model.js';

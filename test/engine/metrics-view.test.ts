@@ -11,6 +11,9 @@ const tenant = 'metrics';
 const input = (key: string, extra: Record<string, unknown> = {}) => ({ tenant, key, request: { n: 1 }, binding, leaseMs: 60_000, ...extra });
 
 interface MetricsRow {
+  feed_horizon_age_seconds?: number;
+  feed_horizon_xid_age?: string;
+  feed_horizon_held_by_consumer?: string;
   operations_in_flight: string;
   lapsed_leases: string;
   operations_unknown: string;

@@ -48,7 +48,7 @@ describe('the engine against the reference model', () => {
       violations: session.run.violations.length,
       details: { seed, sequences: f.sequences, steps: f.steps, interleavings: f.interleavings, waits: f.waits, longWaits: f.longWaits, rollbacks: f.rollbacks, revokesDuringWait: f.revokesDuringWait, seconds: Math.round((Date.now() - started) / 1000) },
     });
-    console.log(JSON.stringify({ model: 'random', seed, ...f, seconds: (Date.now() - started) / 1000 }));
+    console.log(JSON.stringify({ model: 'random', seed, ...f, feed: session.run.feed?.figures, seconds: (Date.now() - started) / 1000 }));
     expect(session.run.violations.map(describeViolation)).toEqual([]);
   }, 600_000);
 });

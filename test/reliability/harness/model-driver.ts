@@ -5,6 +5,7 @@ import {
   EMPTY_WORLD, meets, mustNotWait, overlay, RANK, step, windowAfterWait,
   type Answer, type Call, type Lock, type Operation, type Status, type Window, type World,
 } from '../../../src/model/protocol-model.js';
+import { FeedHarness, type FeedStep } from './feed-harness.js';
 
 /**
  * Drives the real engine through sequences of steps over three application connections (a login
@@ -42,7 +43,8 @@ export type Step =
   | { readonly t: 'purge' }
   | { readonly t: 'redrive'; readonly op: number }
   | { readonly t: 'resolve'; readonly op: number; readonly outcome: 'completed' | 'failed'; readonly forged?: boolean }
-  | { readonly t: 'revoke'; readonly op: number };
+  | { readonly t: 'revoke'; readonly op: number }
+  | FeedStep;
 
 export interface Violation {
   readonly sequence: number;
@@ -74,6 +76,9 @@ export interface Connections {
   readonly app: readonly pg.Client[];
   readonly admin: pg.Client;
   readonly observer: pg.Client;
+  /** A login granted settle_consumer and one granted settle_reconciler: the feed and its views (feed-harness.ts). */
+  readonly consumer?: pg.Client;
+  readonly reconciler?: pg.Client;
 }
 
 const LONG_US = 3600 * 1_000_000;
@@ -151,8 +156,13 @@ export class ModelRun {
   private trace: Step[] = [];
   private shape: string[] = [];
   private ledger = new Ledger();
+  readonly feed: FeedHarness | null;
 
-  constructor(private readonly c: Connections, private readonly prefix: string) {}
+  constructor(private readonly c: Connections, private readonly prefix: string) {
+    this.feed = c.consumer === undefined || c.reconciler === undefined ? null
+      : new FeedHarness({ consumer: c.consumer, reconciler: c.reconciler, admin: c.admin, observer: c.observer },
+        { fail: (kind, detail) => this.violate(kind, detail), txOpen: () => this.txConn !== null });
+  }
 
   async init(): Promise<void> {
     this.pids = await Promise.all(this.c.app.map(async (client) => Number((await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]?.pid)));
@@ -163,7 +173,7 @@ export class ModelRun {
   async randomSequence(seed: number, index: number, length: number): Promise<boolean> {
     const rng = mulberry32(deriveSeed(seed, index));
     const maxAttempts = [rng.int(2, 4), rng.int(2, 4)];
-    return this.sequence(index, maxAttempts, (done) => (done >= length ? undefined : this.generate(rng)));
+    return this.sequence(index, maxAttempts, (done) => (done >= length ? undefined : this.generate(rng)), deriveSeed(seed, index));
   }
 
   /** Runs a fixed list of steps (a regression case). */
@@ -172,7 +182,7 @@ export class ModelRun {
     return this.sequence(index, maxAttempts, () => steps[i++]);
   }
 
-  private async sequence(index: number, maxAttempts: readonly number[], next: (done: number) => Step | Step[] | undefined): Promise<boolean> {
+  private async sequence(index: number, maxAttempts: readonly number[], next: (done: number) => Step | Step[] | undefined, feedSeed: number | null = null): Promise<boolean> {
     this.seq = index;
     const tag = `${this.prefix}s${index}`;
     const lockOf = (i: number, principal: string): Lock => ({ request: `r${i}`, principal, scopes: SCOPES, generation: 1 });
@@ -190,6 +200,7 @@ export class ModelRun {
     this.ledger = new Ledger();
     this.figures.sequences++;
     try {
+      await this.feed?.begin(tag, this.ops.map((d) => d.tenant), feedSeed);
       for (let done = 0; ; ) {
         const produced = next(done);
         if (produced === undefined) break;
@@ -197,6 +208,7 @@ export class ModelRun {
           this.trace.push(s);
           await this.run(s);
           await this.checkDatabase();
+          await this.feed?.afterStep();
           this.figures.steps++;
           done++;
         }
@@ -205,6 +217,7 @@ export class ModelRun {
         await this.run({ t: 'end', commit: true });
         await this.checkDatabase();
       }
+      await this.feed?.end();
       this.shapes.add(this.shape.join(' '));
       this.figures.interleavings = this.shapes.size;
       return true;
@@ -224,6 +237,7 @@ export class ModelRun {
     this.txAborted = false;
     this.txMayLock.clear();
     this.pending = [];
+    await this.feed?.abandon();
   }
 
   private record(kind: string, detail: string): void {
@@ -239,6 +253,8 @@ export class ModelRun {
   // The generator: random steps, biased towards the interleavings the rules are about.
 
   private generate(rng: Prng): Step | Step[] {
+    const feed = this.feed?.generate(this.txConn !== null);
+    if (feed !== undefined) return feed;
     const op = rng.int(0, 1);
     if (this.txConn === null && rng.chance(0.22)) return this.episode(rng);
     const r = rng.next();
@@ -324,6 +340,8 @@ export class ModelRun {
       }
       case 'resolve':
         return this.resolve(s);
+      case 'feed':
+        return this.feed?.run(s);
       case 'revoke': {
         const def = this.def(s.op);
         const below = def.lock.generation + 1;

@@ -14,7 +14,7 @@ export interface ModelSession {
 
 export async function openModelSession(url: string, prefix: string): Promise<ModelSession> {
   const suffix = randomBytes(4).toString('hex');
-  const roles = { app: `model_app_${suffix}`, admin: `model_ops_${suffix}` };
+  const roles = { app: `model_app_${suffix}`, admin: `model_ops_${suffix}`, consumer: `model_feed_${suffix}`, reconciler: `model_rec_${suffix}` };
   const open: pg.Client[] = [];
   const connect = async (connectionString: string, name: string): Promise<pg.Client> => {
     const client = new pg.Client({ connectionString, application_name: name });
@@ -26,6 +26,8 @@ export async function openModelSession(url: string, prefix: string): Promise<Mod
   const observer = await connect(url, 'model-observer');
   await observer.query(`create role ${roles.app} login; grant settle_app to ${roles.app}`);
   await observer.query(`create role ${roles.admin} login; grant settle_admin to ${roles.admin}`);
+  await observer.query(`create role ${roles.consumer} login; grant settle_consumer to ${roles.consumer}`);
+  await observer.query(`create role ${roles.reconciler} login; grant settle_reconciler to ${roles.reconciler}`);
   const as = (role: string): string => {
     const u = new URL(url);
     u.username = role;
@@ -38,13 +40,15 @@ export async function openModelSession(url: string, prefix: string): Promise<Mod
     await connect(as(roles.app), 'model-app-2'),
   ];
   const admin = await connect(as(roles.admin), 'model-admin');
-  const run = new ModelRun({ app, admin, observer }, prefix);
+  const consumer = await connect(as(roles.consumer), 'model-feed');
+  const reconciler = await connect(as(roles.reconciler), 'model-reconciler');
+  const run = new ModelRun({ app, admin, observer, consumer, reconciler }, prefix);
   await run.init();
   return {
     run,
     async close() {
       await Promise.all(open.filter((c) => c !== observer).map((c) => c.end().catch(() => {})));
-      await observer.query(`drop role if exists ${roles.app}; drop role if exists ${roles.admin}`).catch(() => {});
+      await observer.query(`drop role if exists ${roles.app}; drop role if exists ${roles.admin}; drop role if exists ${roles.consumer}; drop role if exists ${roles.reconciler}`).catch(() => {});
       await observer.end().catch(() => {});
     },
   };
