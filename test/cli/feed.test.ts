@@ -46,6 +46,30 @@ describe('pg-settle feed', () => {
     expect(text.stdout).toContain('horizon (xid)');
   }, 240_000);
 
+  it('feed and stats name a consumer whose open batch holds the horizon', async () => {
+    const holder = new pg.Client({ connectionString: db.url, application_name: 'slow-ledger' });
+    await holder.connect();
+    try {
+      const { rows } = await holder.query<{ pid: number }>('select pg_backend_pid() as pid');
+      await holder.query('begin');
+      await holder.query(`select settle.trim_feed(batch_size => 1)`); // takes a transaction id
+      await holder.query(`select * from settle.read_feed(consumer => 'ledger')`);
+      const feed = await cli(['feed', '--json']);
+      const horizon = feed.json.horizon as { holderPid: number; holderApplicationName: string };
+      // Another test file's transaction may be older: then this one is not the horizon.
+      if (horizon.holderPid === rows[0]?.pid) {
+        expect(horizon).toMatchObject({ holderApplicationName: 'slow-ledger', holderIsFeedConsumer: true, holderConsumer: 'ledger' });
+        const stats = await cli(['stats']);
+        expect(stats.stdout).toMatch(new RegExp(`feed horizon held by: pid ${rows[0]?.pid} \\(.*slow-ledger.*\\); a feed consumer's open batch \\(ledger, lane \\d\\)`));
+      }
+      const statsJson = await cli(['stats', '--json']);
+      expect(statsJson.json.feedHorizon).toHaveProperty('holderPid');
+    } finally {
+      await holder.query('rollback').catch(() => {});
+      await holder.end();
+    }
+  }, 240_000);
+
   it('feed reset: --dry-run changes nothing, no terminal without --yes is refused, --yes skips the backlog', async () => {
     const dry = await cli(['feed', 'reset', 'ledger', '--dry-run', '--json']);
     expect(dry.code).toBe(0);

@@ -23,15 +23,32 @@ const laneRow = z.object({
   lag_seconds: z.number(),
 });
 
-// The horizon and the oldest transaction holding it. pg_stat_activity shows other roles'
-// backend_xid only to a superuser or pg_read_all_stats: otherwise the holder is unknown.
+// The horizon and the oldest transaction holding it (settle.feed_horizon, docs/feed.md).
 const horizonRow = z.object({
   horizon: z.string(),
   holder_pid: z.number().nullable(),
   holder_user: z.string().nullable(),
+  holder_application: z.string().nullable(),
   holder_state: z.string().nullable(),
   holder_xact_age_seconds: z.number().nullable(),
+  holder_xid_age: z.number().nullable(),
+  holder_consumer: z.boolean().nullable(),
+  holder_consumer_name: z.string().nullable(),
+  holder_lane: z.number().nullable(),
 });
+
+type Horizon = z.infer<typeof horizonRow>;
+
+/** One line naming the session that holds the horizon ('-' when none does). */
+export function describeHolder(h: Horizon): string {
+  if (h.holder_pid === null && h.holder_user === null && h.holder_xid_age === null) return '-';
+  const who = [h.holder_user ?? 'login hidden', h.holder_application, h.holder_state].filter((x) => x !== null && x !== '').join(', ');
+  const age = h.holder_xact_age_seconds === null ? `${h.holder_xid_age ?? '?'} transactions old` : `transaction open ${h.holder_xact_age_seconds.toFixed(1)} s`;
+  const consumer = h.holder_consumer === true
+    ? `; a feed consumer's open batch${h.holder_consumer_name === null ? '' : ` (${h.holder_consumer_name}, lane ${h.holder_lane ?? '?'})`}`
+    : '';
+  return `${h.holder_pid === null ? 'a prepared transaction' : `pid ${h.holder_pid}`} (${who}; ${age})${consumer}`;
+}
 
 const resetRow = z.object({
   consumer: z.string(),
@@ -48,13 +65,13 @@ async function readLanes(pool: DatabasePool) {
   return pool.any(sql.type(laneRow)`select * from settle.feed_consumers order by consumer, lane`);
 }
 
-async function readHorizon(pool: DatabasePool) {
+export async function readHorizon(pool: DatabasePool) {
   return pool.one(sql.type(horizonRow)`
-    select pg_snapshot_xmin(pg_current_snapshot())::text as horizon, a.pid as holder_pid, a.usename::text as holder_user,
-           a.state as holder_state, extract(epoch from clock_timestamp() - a.xact_start)::float8 as holder_xact_age_seconds
+    select pg_snapshot_xmin(pg_current_snapshot())::text as horizon, h.pid as holder_pid, h.login as holder_user,
+           h.application_name as holder_application, h.state as holder_state, h.xact_age_seconds as holder_xact_age_seconds,
+           h.xid_age as holder_xid_age, h.feed_consumer as holder_consumer, h.consumer as holder_consumer_name, h.lane as holder_lane
       from (select 1) one
-      left join lateral (select * from pg_stat_activity s where s.backend_xid is not null and s.pid <> pg_backend_pid()
-                          order by age(s.backend_xid) desc limit 1) a on true`);
+      left join lateral (select * from settle.feed_horizon f where f.holds_horizon limit 1) h on true`);
 }
 
 const HELP = `Usage: pg-settle feed [--database-url URL] [--json]
@@ -63,7 +80,8 @@ const HELP = `Usage: pg-settle feed [--database-url URL] [--json]
 The settlement feed (docs/feed.md): every final outcome, delivered exactly once to each
 registered consumer. Without arguments: one line per lane of each consumer (position, lease,
 lag in events and seconds, oldest unacknowledged event) and the horizon (the oldest running
-transaction: a long one holds every consumer back; its pid is shown to a role that may see it).
+transaction: a long one holds every consumer back; settle.feed_horizon names it: pid, login,
+application_name, how long it has been open, and whether it is a feed consumer's open batch).
 
 feed reset moves every lane of a consumer (settle.reset_consumer, as settle_admin); without
 --to or --earliest it skips to now (everything committed is passed over):
@@ -101,8 +119,10 @@ async function show(input: Parameters<Command['run']>[0]): Promise<number> {
       printJson({
         ok: true,
         command: 'feed',
-        horizon: { xid: horizon.horizon, holderPid: horizon.holder_pid, holderUser: horizon.holder_user, holderState: horizon.holder_state,
-                   holderTransactionAgeSeconds: horizon.holder_xact_age_seconds },
+        horizon: { xid: horizon.horizon, holderPid: horizon.holder_pid, holderUser: horizon.holder_user,
+                   holderApplicationName: horizon.holder_application, holderState: horizon.holder_state,
+                   holderTransactionAgeSeconds: horizon.holder_xact_age_seconds, holderXidAge: horizon.holder_xid_age,
+                   holderIsFeedConsumer: horizon.holder_consumer, holderConsumer: horizon.holder_consumer_name, holderLane: horizon.holder_lane },
         lanes: lanes.map((l) => ({
           consumer: l.consumer, tenants: l.tenants, lanes: l.lanes, lane: l.lane, position: l.position, leased: l.leased,
           leaseExpiresAt: asDate(l.lease_expires_at), ackedAt: asDate(l.acked_at), lagEvents: l.lag_events,
@@ -126,7 +146,7 @@ async function show(input: Parameters<Command['run']>[0]): Promise<number> {
     printText(
       renderFields([
         ['horizon (xid)', horizon.horizon],
-        ['held by', horizon.holder_pid === null ? '-' : `pid ${horizon.holder_pid} (${horizon.holder_user ?? '?'}, ${horizon.holder_state ?? '?'}, transaction open ${(horizon.holder_xact_age_seconds ?? 0).toFixed(1)} s)`],
+        ['held by', describeHolder(horizon)],
       ]),
     );
     return EXIT.ok;

@@ -5,6 +5,7 @@ import { printJson, printText, renderTable } from '../output.js';
 import { UsageError } from '../usage-error.js';
 import { watchStats } from '../watch.js';
 import { renderUpkeep, upkeepJobs } from '../upkeep.js';
+import { describeHolder, readHorizon } from './feed.js';
 
 export const statsCommand: Command = {
   name: 'stats',
@@ -15,7 +16,9 @@ Per-tenant counts from the settle.stats view: operations by status, dead letters
 lapsed leases, and attempts opened. settle.stats scans every operation. Then the upkeep jobs
 (settle.upkeep: lease expiry and retention): when each last ran, whether it failed, and a
 WARNING for each job that is overdue (nothing runs settle.run_upkeep: see \`pg-settle schedule\`
-and \`pg-settle maintain\`).
+and \`pg-settle maintain\`). Last, the session holding the settlement feed's horizon back, if any
+(settle.feed_horizon: pid, login, application_name, how long its transaction has been open,
+whether it is a feed consumer's open batch; docs/feed.md).
 
 With --watch, a live view until Ctrl-C: the settle.metrics gauges (in flight, lapsed leases,
 unknown and the oldest's age, conflict, dead letters by reason, recent conflicts and refused
@@ -55,9 +58,16 @@ ${COMMON_HELP}`,
         return EXIT.ok;
       }
       const rows = await client.stats();
-      const upkeep = await upkeepJobs(await client.getPool());
+      const pool = await client.getPool();
+      const upkeep = await upkeepJobs(pool);
+      const horizon = await readHorizon(pool);
+      const feedHorizon = {
+        holderPid: horizon.holder_pid, holderUser: horizon.holder_user, holderApplicationName: horizon.holder_application,
+        holderTransactionAgeSeconds: horizon.holder_xact_age_seconds, holderXidAge: horizon.holder_xid_age,
+        holderIsFeedConsumer: horizon.holder_consumer, holderConsumer: horizon.holder_consumer_name, holderLane: horizon.holder_lane,
+      };
       if (input.json) {
-        printJson({ ok: true, command: 'stats', tenants: rows, upkeep });
+        printJson({ ok: true, command: 'stats', tenants: rows, upkeep, feedHorizon });
       } else if (rows.length === 0) {
         printText('no operations');
       } else {
@@ -71,7 +81,7 @@ ${COMMON_HELP}`,
           ),
         );
       }
-      if (!input.json) printText(`\n${renderUpkeep(upkeep)}`);
+      if (!input.json) printText(`\n${renderUpkeep(upkeep)}\nfeed horizon held by: ${describeHolder(horizon)}`);
       return EXIT.ok;
     });
   },
