@@ -76,8 +76,10 @@ describe('defect 6: every view a bound login can read is tenant-filtered', () =>
     // settle.feed_consumers has `tenants` (a consumer's tenant set): a bound login sees only
     // consumers limited to its tenants (their-feed must not show: the secrets check below).
     // settle.upkeep lists the engine-wide upkeep jobs (name, interval, last run): no tenant's data;
-    // the secrets check below holds it to that.
-    const tenantFree = new Set(['admin_log', 'metrics', 'feed_consumers', 'upkeep']);
+    // the secrets check below holds it to that. settle.feed_horizon lists the sessions holding the
+    // feed's horizon: to a bound login without their login, application_name or another tenant's
+    // consumer (the secrets check again).
+    const tenantFree = new Set(['admin_log', 'metrics', 'feed_consumers', 'feed_horizon', 'upkeep']);
     for (const view of views) expect(view.has_tenant || tenantFree.has(view.name), `settle.${view.name} has a tenant column`).toBe(true);
     const secrets = [theirs, theirService.name, 'their-principal'];
 
