@@ -342,7 +342,6 @@ declare
   v_done boolean;
 begin
   v_c := settle_private._feed_consumer(ack_feed.consumer);
-  perform settle_private._feed_check_tenants(v_c);
   if lane is null or lease_token is null or (ack_feed.position_xid is null) <> (ack_feed.event_id is null) then
     perform settle_private._raise('SE008', 'lane and lease_token are required; position_xid and event_id go together',
       jsonb_build_object('field', 'lane, lease_token, position_xid, event_id'), null);
@@ -386,7 +385,7 @@ ALTER FUNCTION settle.ack_feed(consumer text, lane integer, lease_token uuid, po
 COMMENT ON FUNCTION settle.ack_feed(consumer text, lane integer, lease_token uuid, position_xid xid8, event_id bigint) IS 'Acknowledge a consumer''s events up to and including one event of the leased batch (all of it, or a prefix), moving the lane''s position.
 Parameters: consumer; lane and lease_token as read_feed returned them; position_xid and event_id of the last event handled (both NULL: acknowledge nothing, release the lease: the batch is delivered again).
 Outcomes: true when the lease is released (the whole batch is acknowledged, or nothing was), false when part of the batch is still leased.
-SQLSTATEs: SE008 (missing arguments, a position outside the leased batch), SE013 (tenant-bound role), SE040 (no such consumer), SE042 (the lease is no longer held: the lane was taken over after the lease lapsed, or the consumer was reset or dropped and registered again).
+SQLSTATEs: SE008 (missing arguments, a position outside the leased batch), SE040 (no such consumer, or one beyond the tenants of a tenant-bound login), SE042 (the lease is no longer held: the lane was taken over after the lease lapsed, or the consumer was reset or dropped and registered again).
 Locking: the lane row (FOR UPDATE). Idempotency: an ack of a released lease is SE042; call it in the transaction that applied the events for exactly-once processing.';
 
 --
@@ -401,7 +400,6 @@ declare
   v_c settle_private.feed_consumers;
 begin
   v_c := settle_private._feed_consumer(await_feed.consumer);
-  perform settle_private._feed_check_tenants(v_c);
   perform settle_private._check_count(seconds, 'seconds', 60);
   insert into settle_private.feed_waiters as w (pid, consumer, until)
   values (pg_backend_pid(), v_c.name, clock_timestamp() + make_interval(secs => seconds))
@@ -419,7 +417,7 @@ ALTER FUNCTION settle.await_feed(consumer text, seconds integer) OWNER TO settle
 COMMENT ON FUNCTION settle.await_feed(consumer text, seconds integer) IS 'Register the calling backend as waiting for the feed: for the next `seconds`, every final outcome sends NOTIFY settle_feed (LISTEN settle_feed on this connection first). A wake-up hint only: read_feed decides what is delivered.
 Parameters: consumer; seconds (1-60, default 5).
 Outcomes: true.
-SQLSTATEs: SE008 (seconds), SE013, SE040.
+SQLSTATEs: SE008 (seconds), SE040 (no such consumer, or one beyond the tenants of a tenant-bound login).
 Locking: none beyond its own waiter row. Idempotency: a repeat extends the wait.';
 
 --
@@ -902,10 +900,10 @@ begin
     perform settle_private._raise('SE008', 'name must not be null', jsonb_build_object('field', 'name'), null);
   end if;
   select * into v_c from settle_private.feed_consumers c where c.name = drop_consumer.name for update;
-  if not found then
+  -- A consumer beyond the tenants of a bound login does not exist for it (settle_private._feed_consumer).
+  if not found or not settle_private._feed_visible(v_c.tenants) then
     return false;
   end if;
-  perform settle_private._feed_check_admin('drop_consumer', v_c.tenants, v_c.name);
   -- Wait for processes of this consumer that hold a lane in an open transaction.
   perform 1 from settle_private.feed_lanes l where l.consumer = drop_consumer.name for update;
   delete from settle_private.feed_consumers c where c.name = drop_consumer.name;
@@ -924,8 +922,8 @@ ALTER FUNCTION settle.drop_consumer(name text) OWNER TO settle_owner;
 
 COMMENT ON FUNCTION settle.drop_consumer(name text) IS 'Drop a feed consumer and its positions: the events only it had not acknowledged become trimmable (settle.trim_feed).
 Parameters: name.
-Outcomes: true when it existed, false otherwise. Logged in settle.admin_log.
-SQLSTATEs: SE008 (name NULL), SE019 (a tenant-bound login and a consumer beyond its tenants).
+Outcomes: true when it existed, false otherwise (to a tenant-bound login, a consumer beyond its tenants does not exist: false, nothing dropped). Logged in settle.admin_log.
+SQLSTATEs: SE008 (name NULL).
 Locking: waits for its lanes (a process holding one in an open transaction). Idempotency: a repeat returns false.';
 
 --
@@ -1619,7 +1617,6 @@ declare
   v_last record;
 begin
   v_c := settle_private._feed_consumer(read_feed.consumer);
-  perform settle_private._feed_check_tenants(v_c);
   perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
   perform settle_private._check_lease(lease);
   v_horizon := settle_private._feed_horizon();
@@ -1671,6 +1668,10 @@ begin
       end if;
     end if;
     v_token := gen_random_uuid();
+    -- A marker, not a lock anyone waits for: pg_locks shows it for as long as the caller's
+    -- transaction lasts, which the lane's row lock and lease (uncommitted until then) do not,
+    -- so settle.feed_horizon can name a consumer process whose batch holds the horizon.
+    perform pg_try_advisory_xact_lock(settle_private._feed_lane_marker(v_c.name), v_lane.lane);
     update settle_private.feed_lanes l
        set lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, read_feed.lease),
            leased_through_xid = v_last.position_xid, leased_through_id = v_last.event_id
@@ -1699,7 +1700,7 @@ COMMENT ON FUNCTION settle.read_feed(consumer text, batch_size integer, lease in
 Parameters: consumer; batch_size (1-100000, default 100); lease (1 second - 1 day, default 30 seconds): how long the lane stays with this caller without an ack.
 Outcomes: the events (settle.feed_event), all of one lane and one lease; no rows when every lane is leased to another process or has nothing committed below the horizon (the oldest running transaction: see docs/feed.md). Events are returned only once their writing transaction and every older one has ended (transaction-id fencing), so no event can appear later behind the position.
 Read, apply and settle.ack_feed in one transaction for exactly-once processing in this database: the lane stays locked until commit; a rollback (or a killed process) re-delivers the batch. Outside a transaction the lease is committed: a process that dies re-delivers after the lease lapses (at least once).
-SQLSTATEs: SE008 (consumer NULL, batch_size), SE007 (lease), SE013 (tenant-bound role, consumer not limited to its tenants), SE040 (no such consumer).
+SQLSTATEs: SE008 (consumer NULL, batch_size), SE007 (lease), SE040 (no such consumer; to a login bound to tenants also a consumer not limited to them: the same answer, nothing disclosed).
 Locking: the returned lane (FOR UPDATE SKIP LOCKED), until the end of the transaction. Idempotency: a repeat in the same transaction reads the next free lane; a repeat after a rollback reads the same batch.';
 
 --
@@ -1809,9 +1810,13 @@ begin
 
   select * into v_c from settle_private.feed_consumers c where c.name = register_consumer.name for update;
   if found then
+    -- Names are engine-wide: a login bound to tenants learns that the name is taken, never
+    -- the tenants or lanes of the consumer holding it (its own or another tenant's alike).
     if v_c.tenants is distinct from register_consumer.tenants or v_c.lanes <> register_consumer.lanes then
       perform settle_private._raise('SE041', 'a feed consumer of this name exists with another definition',
-        jsonb_build_object('consumer', v_c.name, 'tenants', v_c.tenants, 'lanes', v_c.lanes),
+        case when settle_private._visible_tenants() is null
+             then jsonb_build_object('consumer', v_c.name, 'tenants', v_c.tenants, 'lanes', v_c.lanes)
+             else jsonb_build_object('consumer', v_c.name) end,
         'Drop it first (settle.drop_consumer), or register under another name.');
     end if;
     v_res := (v_c.name, v_c.tenants, v_c.lanes, v_c.registered_at, v_c.registered_by, false);
@@ -1845,7 +1850,7 @@ ALTER FUNCTION settle.register_consumer(name text, tenants text[], lanes integer
 COMMENT ON FUNCTION settle.register_consumer(name text, tenants text[], lanes integer, start_at text) IS 'Register a named feed consumer with its own position per lane.
 Parameters: name (1-128 bytes, same rules as a key); tenants (NULL: every tenant; else the only tenants it receives: a tenant-bound login role may read only a consumer whose tenants it holds); lanes (1-64, default 1: the consumer''s processes share the work lane by lane, a key''s events stay in one lane); start_at latest (default: events from now on) or earliest (every event still retained).
 Outcomes: the consumer (created true), or the existing one when it is registered already with the same tenants and lanes (created false). Logged in settle.admin_log.
-SQLSTATEs: SE001 (a tenant), SE008 (name, lanes, start_at, empty tenants), SE019 (a tenant-bound login registering beyond its tenants), SE041 (exists with another definition).
+SQLSTATEs: SE001 (a tenant), SE008 (name, lanes, start_at, empty tenants), SE019 (a tenant-bound login registering beyond its tenants), SE041 (exists with another definition; its tenants and lanes are in the detail for an unbound login only: consumer names are engine-wide, a tenant-bound login learns only that the name is taken).
 Locking: the consumer row; a new consumer also the feed''s trim lock (an advisory lock: waits for a settle.trim_feed in progress). Idempotency: repeating the same registration returns the existing consumer.';
 
 --
@@ -1933,20 +1938,22 @@ begin
     perform settle_private._raise('SE008', 'dry_run must not be null', jsonb_build_object('field', 'dry_run'), null);
   end if;
   v_c := settle_private._feed_consumer(reset_consumer.name);
-  perform settle_private._feed_check_admin('reset_consumer', v_c.tenants, v_c.name);
   -- A lane moved back waits for a trim in progress, and the next trim sees it (settle.trim_feed).
   if not dry_run then
     perform pg_advisory_xact_lock(settle_private._feed_positions_lock());
   end if;
-  if to_time is null then
-    v_xid := v_horizon;
-    v_id := 0;
-  else
-    -- Just before the first retained event (in feed order) written at or after to_time.
+  -- Never above the horizon: a transaction still running (its id is at or above the horizon)
+  -- may yet commit an event written after to_time at a position below every committed one, and
+  -- a lane placed above it would never deliver it. So the lane goes just before the first
+  -- retained event written at or after to_time, or to the horizon if that is lower (committed
+  -- events between the two are delivered again: a reset re-delivers, it never skips).
+  v_xid := v_horizon;
+  v_id := 0;
+  if to_time is not null then
     select e.position_xid, e.event_id - 1 into v_xid, v_id from settle_private.feed_events e
      where e.occurred_at >= to_time
      order by e.position_xid, e.event_id limit 1;
-    if not found then
+    if not found or (v_xid, v_id) > (v_horizon, 0::bigint) then
       v_xid := v_horizon;
       v_id := 0;
     end if;
@@ -1985,9 +1992,9 @@ ALTER FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone
 --
 
 COMMENT ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) IS 'Move every lane of a consumer to a new position: re-deliver retained events, or skip a backlog.
-Parameters: name; to_time (NULL, default: skip to now, everything committed is passed over; a time: deliver again every retained event from the first one written at or after it, in feed order; ''-infinity'': every retained event); dry_run (default false: only report).
+Parameters: name; to_time (NULL, default: skip to now, everything committed is passed over; a time: deliver again every retained event from the first one written at or after it, in feed order; ''-infinity'': every retained event. The lane never goes above the horizon: an outcome of a transaction still running is delivered when it commits, and committed events above the horizon are delivered again); dry_run (default false: only report).
 Outcomes: one row per lane (settle.feed_reset): positions before and after, events the lane will deliver, applied. Leases are cleared: a process still holding one is fenced at its next ack (SE042). Logged in settle.admin_log.
-SQLSTATEs: SE008 (dry_run NULL), SE019 (a tenant-bound login and a consumer beyond its tenants), SE040 (no such consumer).
+SQLSTATEs: SE008 (dry_run NULL), SE040 (no such consumer; to a tenant-bound login also a consumer beyond its tenants: the same answer).
 Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction; unless dry_run, the feed''s trim lock (an advisory lock: waits for a settle.trim_feed in progress). Idempotency: repeating it moves to the same position (when no event was written in between).';
 
 --
@@ -3244,29 +3251,6 @@ ALTER TABLE settle_private.feed_consumers OWNER TO settle_owner;
 COMMENT ON TABLE settle_private.feed_consumers IS 'Registered feed consumers: name, tenant set (NULL: every tenant) and number of lanes. Private: use settle.register_consumer / settle.drop_consumer.';
 
 --
--- Name: _feed_check_tenants(settle_private.feed_consumers); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private._feed_check_tenants(c settle_private.feed_consumers) RETURNS void
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-  v_bound text[] := settle_private._visible_tenants();
-begin
-  if v_bound is not null and (c.tenants is null or not (c.tenants <@ v_bound)) then
-    raise log 'pg-settle audit: %', jsonb_build_object('event', 'tenant_refused', 'call', 'feed',
-      'role', session_user::text, 'consumer', c.name, 'at', clock_timestamp());
-    perform settle_private._raise('SE013', 'tenant not granted to this role',
-      jsonb_build_object('consumer', c.name),
-      'A tenant-bound role may read only a consumer registered for tenants it holds (settle.register_consumer tenants => ...).');
-  end if;
-end
-$$;
-
-ALTER FUNCTION settle_private._feed_check_tenants(c settle_private.feed_consumers) OWNER TO settle_owner;
-
---
 -- Name: _feed_consumer(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3281,7 +3265,11 @@ begin
     perform settle_private._raise('SE008', 'consumer must not be null', jsonb_build_object('field', 'consumer'), null);
   end if;
   select * into v_c from settle_private.feed_consumers c where c.name = _feed_consumer.name;
-  if not found then
+  if found and not settle_private._feed_visible(v_c.tenants) then
+    raise log 'pg-settle audit: %', jsonb_build_object('event', 'tenant_refused', 'call', 'feed',
+      'role', session_user::text, 'consumer', v_c.name, 'at', clock_timestamp());
+  end if;
+  if not found or not settle_private._feed_visible(v_c.tenants) then
     perform settle_private._raise('SE040', 'no feed consumer of this name',
       jsonb_build_object('consumer', name), 'Register it first: settle.register_consumer (as settle_admin).');
   end if;
@@ -3304,13 +3292,62 @@ $$;
 ALTER FUNCTION settle_private._feed_horizon() OWNER TO settle_owner;
 
 --
+-- Name: _feed_horizon_holders(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_horizon_holders() RETURNS TABLE(pid integer, login text, application_name text, state text, xid text, xid_age integer, xact_age_seconds double precision, holds_horizon boolean, feed_consumer boolean, consumer text, lane integer)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $$
+  with w as (select settle_private._visible_tenants() as tenants, xid(settle_private._feed_horizon()) as horizon),
+  x as (
+    select a.pid, a.usename::text as login, a.application_name::text as app, a.state::text as state,
+           a.backend_xid as xid, a.xact_start as started
+      from pg_stat_activity a
+     where a.backend_xid is not null and a.pid <> pg_backend_pid()
+    union all
+    select null, p.owner::text, 'prepared transaction ' || p.gid, 'prepared', p.transaction, p.prepared
+      from pg_prepared_xacts p
+  )
+  select x.pid,
+         case when w.tenants is null then x.login end,
+         case when w.tenants is null then x.app end,
+         x.state, x.xid::text, age(x.xid),
+         extract(epoch from clock_timestamp() - x.started)::float8,
+         x.xid = w.horizon,
+         f.consumer is not null,
+         case when w.tenants is null or f.tenants <@ w.tenants then f.consumer end,
+         case when w.tenants is null or f.tenants <@ w.tenants then f.lane end
+    from x cross join w
+    left join lateral (
+      select c.name as consumer, k.objid::integer as lane, c.tenants
+        from pg_locks k
+        join settle_private.feed_consumers c
+          on k.classid::bigint = (settle_private._feed_lane_marker(c.name)::bigint & 4294967295)
+       where x.pid is not null and k.pid = x.pid and k.locktype = 'advisory' and k.objsubid = 2 and k.granted
+         and k.objid::bigint < c.lanes
+       order by c.name, k.objid limit 1) f on true
+   order by age(x.xid) desc, x.pid
+   limit 100
+$$;
+
+ALTER FUNCTION settle_private._feed_horizon_holders() OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION _feed_horizon_holders(); Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle_private._feed_horizon_holders() IS 'Rows of settle.feed_horizon (the transactions holding the feed''s horizon back). Internal: read the view.';
+
+--
 -- Name: _feed_in_lane(integer, text, integer, integer, text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
 CREATE FUNCTION settle_private._feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]) RETURNS boolean
     LANGUAGE sql IMMUTABLE
     AS $$
-  select (lanes = 1 or (lane_hash & 2147483647) % lanes = lane) and (tenants is null or tenant = any (tenants))
+  select (lanes = 1 or ((lane_hash & 2147483647) % 64) % lanes = lane) and (tenants is null or tenant = any (tenants))
 $$;
 
 ALTER FUNCTION settle_private._feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]) OWNER TO settle_owner;
@@ -3323,22 +3360,25 @@ CREATE FUNCTION settle_private._feed_lag() RETURNS TABLE(consumer text, tenants 
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET jit TO 'off'
+    SET enable_bitmapscan TO 'off'
     AS $$
   select c.name, c.tenants, c.lanes, l.lane, l.position_xid, l.position_id,
          l.lease_token is not null and l.lease_expires_at > clock_timestamp(), l.lease_expires_at, l.acked_at,
-         (select count(*) from (select 1 from settle_private.feed_events e
-                                 where (e.position_xid, e.event_id) > (l.position_xid, l.position_id)
-                                   and settle_private._feed_in_lane(e.lane_hash, e.tenant, c.lanes, l.lane, c.tenants)
-                                 limit 1000000) n),
-         o.occurred_at,
-         coalesce(extract(epoch from clock_timestamp() - o.occurred_at)::float8, 0)
+         s.events, s.oldest,
+         coalesce(extract(epoch from clock_timestamp() - s.oldest)::float8, 0)
     from settle_private.feed_consumers c
     join settle_private.feed_lanes l on l.consumer = c.name
-    left join lateral (
-      select e.occurred_at from settle_private.feed_events e
-       where (e.position_xid, e.event_id) > (l.position_xid, l.position_id)
-         and settle_private._feed_in_lane(e.lane_hash, e.tenant, c.lanes, l.lane, c.tenants)
-       order by e.position_xid, e.event_id limit 1) o on true
+    cross join lateral (
+      select coalesce(sum(n.events), 0)::bigint as events, min(n.oldest) as oldest
+        from generate_series(l.lane, 63, c.lanes) g(slot)
+        cross join lateral (
+          select count(*) filter (where c.tenants is null or x.tenant = any (c.tenants)) as events,
+                 min(x.occurred_at) filter (where c.tenants is null or x.tenant = any (c.tenants)) as oldest
+            from (select e.tenant, e.occurred_at from settle_private.feed_events e
+                   where ((e.lane_hash & 2147483647) % 64) = g.slot
+                     and (e.position_xid, e.event_id) > (l.position_xid, l.position_id)
+                   order by e.position_xid, e.event_id
+                   limit 1000) x) n) s
    where (select settle_private._visible_tenants()) is null
       or c.tenants <@ (select settle_private._visible_tenants())
 $$;
@@ -3352,21 +3392,39 @@ ALTER FUNCTION settle_private._feed_lag() OWNER TO settle_owner;
 COMMENT ON FUNCTION settle_private._feed_lag() IS 'Rows of settle.feed_consumers (position, lease and lag per lane). Internal: read the view.';
 
 --
+-- Name: _feed_lane_marker(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_lane_marker(consumer text) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select hashtext('pg-settle feed lane ' || consumer)
+$$;
+
+ALTER FUNCTION settle_private._feed_lane_marker(consumer text) OWNER TO settle_owner;
+
+--
 -- Name: _feed_metrics(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private._feed_metrics() RETURNS TABLE(feed_consumers bigint, feed_lag_events bigint, feed_lag_seconds double precision, feed_events_retained bigint)
+CREATE FUNCTION settle_private._feed_metrics() RETURNS TABLE(feed_consumers bigint, feed_lag_events bigint, feed_lag_seconds double precision, feed_events_retained bigint, feed_horizon_age_seconds double precision, feed_horizon_xid_age bigint, feed_horizon_held_by_consumer bigint)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET jit TO 'off'
     AS $$
-  select (select count(*) from settle_private._feed_lag() f where f.lane = 0),
-         coalesce((select max(f.lag_events) from settle_private._feed_lag() f), 0),
-         coalesce((select max(f.lag_seconds) from settle_private._feed_lag() f), 0),
+  with f as materialized (select g.lane, g.lag_events, g.lag_seconds from settle_private._feed_lag() g),
+       h as materialized (select x.xact_age_seconds, x.xid_age, x.feed_consumer
+                            from settle_private._feed_horizon_holders() x where x.holds_horizon)
+  select (select count(*) from f where f.lane = 0),
+         coalesce((select max(f.lag_events) from f), 0),
+         coalesce((select max(f.lag_seconds) from f), 0),
          (select count(*) from (select 1 from settle_private.feed_events e
                                  where (select settle_private._visible_tenants()) is null
                                     or e.tenant = any ((select settle_private._visible_tenants())::text[])
-                                 limit 1000000) n)
+                                 limit 1000000) n),
+         coalesce((select max(h.xact_age_seconds) from h), 0),
+         coalesce((select max(h.xid_age) from h), 0)::bigint,
+         (select count(*) from h where h.feed_consumer)
 $$;
 
 ALTER FUNCTION settle_private._feed_metrics() OWNER TO settle_owner;
@@ -3388,6 +3446,20 @@ CREATE FUNCTION settle_private._feed_positions_lock() RETURNS bigint
 $$;
 
 ALTER FUNCTION settle_private._feed_positions_lock() OWNER TO settle_owner;
+
+--
+-- Name: _feed_visible(text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._feed_visible(tenants text[]) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select (select settle_private._visible_tenants()) is null
+      or (tenants is not null and tenants <@ (select settle_private._visible_tenants()))
+$$;
+
+ALTER FUNCTION settle_private._feed_visible(tenants text[]) OWNER TO settle_owner;
 
 --
 -- Name: _fence_reason(settle_private.operations, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -5188,7 +5260,33 @@ ALTER TABLE settle.feed_consumers OWNER TO settle_owner;
 -- Name: VIEW feed_consumers; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.feed_consumers IS 'One row per lane of each registered feed consumer: its position (position_xid/event_id), whether a process holds its lease and until when, when it last acknowledged, and its lag: events written beyond the position (committed or not yet visible; counted up to 1,000,000) and the age of the oldest of them in seconds. A lag in seconds that grows while lag_events stays small means a long transaction holds the horizon back (docs/feed.md).';
+COMMENT ON VIEW settle.feed_consumers IS 'One row per lane of each registered feed consumer: its position (position_xid/event_id), whether a process holds its lease and until when, when it last acknowledged, and its lag: events written beyond the position (committed or not yet visible; counted up to 1,000 in each of the lane''s key slots, a lane having 64/lanes slots) and the age of the oldest of them in seconds. A lag in seconds that grows while lag_events stays small means a long transaction holds the horizon back: settle.feed_horizon names it (docs/feed.md).';
+
+--
+-- Name: feed_horizon; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.feed_horizon AS
+ SELECT h.pid,
+    h.login,
+    h.application_name,
+    h.state,
+    h.xid,
+    h.xid_age,
+    h.xact_age_seconds,
+    h.holds_horizon,
+    h.feed_consumer,
+    h.consumer,
+    h.lane
+   FROM settle_private._feed_horizon_holders() h(pid, login, application_name, state, xid, xid_age, xact_age_seconds, holds_horizon, feed_consumer, consumer, lane);
+
+ALTER TABLE settle.feed_horizon OWNER TO settle_owner;
+
+--
+-- Name: VIEW feed_horizon; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.feed_horizon IS 'The transactions that hold the settlement feed''s horizon back, oldest first (at most 100): every session of the cluster with a transaction id, and every prepared transaction (pid NULL). holds_horizon: this one is the oldest, no consumer receives an event written after it until it ends. feed_consumer: the session holds a lease of a feed consumer''s lane (its read-apply-ack transaction; consumer and lane name it, for a login bound to tenants only a consumer within them). xact_age_seconds and state are NULL where the engine''s owner may not read them (docs/feed.md); login and application_name are NULL for a login bound to tenants.';
 
 --
 -- Name: metrics; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -5214,9 +5312,12 @@ CREATE VIEW settle.metrics AS
     u.oldest_needs_reconciliation_age_seconds,
     u.resolutions_recent,
     u.upkeep_jobs_overdue,
-    u.upkeep_jobs_failing
+    u.upkeep_jobs_failing,
+    f.feed_horizon_age_seconds,
+    f.feed_horizon_xid_age,
+    f.feed_horizon_held_by_consumer
    FROM settle_private._metrics() m(operations_in_flight, lapsed_leases, operations_unknown, oldest_unknown_age_seconds, operations_conflict, dead_letters_failed, dead_letters_needs_reconciliation, oldest_dead_letter_age_seconds, conflicts_recent, refused_observations_recent, recent_window_seconds),
-    settle_private._feed_metrics() f(feed_consumers, feed_lag_events, feed_lag_seconds, feed_events_retained),
+    settle_private._feed_metrics() f(feed_consumers, feed_lag_events, feed_lag_seconds, feed_events_retained, feed_horizon_age_seconds, feed_horizon_xid_age, feed_horizon_held_by_consumer),
     settle_private._upkeep_metrics() u(reconciliation_leased, oldest_needs_reconciliation_age_seconds, resolutions_recent, upkeep_jobs_overdue, upkeep_jobs_failing);
 
 ALTER TABLE settle.metrics OWNER TO settle_owner;
@@ -5225,7 +5326,7 @@ ALTER TABLE settle.metrics OWNER TO settle_owner;
 -- Name: VIEW metrics; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.metrics IS 'Gauges for monitoring, one row, each read from a partial index or a small table (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts and refused observations; the settlement feed (consumers, the largest lag in events and the age of the oldest unacknowledged event, events retained); reconciliation (operations a reconciler holds a lease on, the age of the oldest dead letter needing reconciliation, resolutions in the window); upkeep (jobs overdue, jobs whose last run failed). docs/observability.md lists every column.';
+COMMENT ON VIEW settle.metrics IS 'Gauges for monitoring, one row, each read from a partial index or a small table (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts and refused observations; the settlement feed (consumers, the largest lag in events and the age of the oldest unacknowledged event, events retained); reconciliation (operations a reconciler holds a lease on, the age of the oldest dead letter needing reconciliation, resolutions in the window); upkeep (jobs overdue, jobs whose last run failed); the feed''s horizon (the age in seconds and in transaction ids of the oldest transaction holding it back, and 1 when a feed consumer''s transaction is that one: settle.feed_horizon names it). docs/observability.md lists every column.';
 
 --
 -- Name: settlements; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -5670,6 +5771,12 @@ CREATE INDEX audit_log_resolutions_by_at_idx ON settle_private.audit_log USING b
 --
 
 CREATE INDEX audit_log_tombstones_by_at_idx ON settle_private.audit_log USING btree (at) WHERE ((event)::text = 'purge'::text);
+
+--
+-- Name: feed_events_by_slot_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE INDEX feed_events_by_slot_idx ON settle_private.feed_events USING btree ((((lane_hash & 2147483647) % 64)), position_xid, event_id);
 
 --
 -- Name: feed_events_failed_by_key_idx; Type: INDEX; Schema: settle_private; Owner: settle_owner
@@ -6140,6 +6247,7 @@ GRANT ALL ON FUNCTION settle.status_rank(status settle.status) TO settle_reconci
 REVOKE ALL ON FUNCTION settle_private._visible_tenants() FROM PUBLIC;
 GRANT ALL ON FUNCTION settle_private._visible_tenants() TO settle_readonly;
 GRANT ALL ON FUNCTION settle_private._visible_tenants() TO settle_admin;
+GRANT ALL ON FUNCTION settle_private._visible_tenants() TO settle_reconciler;
 
 --
 -- Name: TABLE operations; Type: ACL; Schema: settle; Owner: settle_owner
@@ -6436,12 +6544,6 @@ REVOKE ALL ON FUNCTION settle_private._expiry(at timestamp with time zone, d int
 REVOKE ALL ON FUNCTION settle_private._feed_check_admin(call text, tenants text[], consumer text) FROM PUBLIC;
 
 --
--- Name: FUNCTION _feed_check_tenants(c settle_private.feed_consumers); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private._feed_check_tenants(c settle_private.feed_consumers) FROM PUBLIC;
-
---
 -- Name: FUNCTION _feed_consumer(name text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -6452,6 +6554,15 @@ REVOKE ALL ON FUNCTION settle_private._feed_consumer(name text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private._feed_horizon() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_horizon_holders(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_horizon_holders() FROM PUBLIC;
+GRANT ALL ON FUNCTION settle_private._feed_horizon_holders() TO settle_consumer;
+GRANT ALL ON FUNCTION settle_private._feed_horizon_holders() TO settle_readonly;
+GRANT ALL ON FUNCTION settle_private._feed_horizon_holders() TO settle_admin;
 
 --
 -- Name: FUNCTION _feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -6469,6 +6580,12 @@ GRANT ALL ON FUNCTION settle_private._feed_lag() TO settle_readonly;
 GRANT ALL ON FUNCTION settle_private._feed_lag() TO settle_admin;
 
 --
+-- Name: FUNCTION _feed_lane_marker(consumer text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_lane_marker(consumer text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _feed_metrics(); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -6481,6 +6598,12 @@ GRANT ALL ON FUNCTION settle_private._feed_metrics() TO settle_admin;
 --
 
 REVOKE ALL ON FUNCTION settle_private._feed_positions_lock() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _feed_visible(tenants text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._feed_visible(tenants text[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _fence_reason(op settle_private.operations, attempt integer); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -6807,6 +6930,14 @@ GRANT SELECT ON TABLE settle.dead_letters TO settle_reconciler;
 GRANT SELECT ON TABLE settle.feed_consumers TO settle_consumer;
 GRANT SELECT ON TABLE settle.feed_consumers TO settle_readonly;
 GRANT SELECT ON TABLE settle.feed_consumers TO settle_admin;
+
+--
+-- Name: TABLE feed_horizon; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.feed_horizon TO settle_consumer;
+GRANT SELECT ON TABLE settle.feed_horizon TO settle_readonly;
+GRANT SELECT ON TABLE settle.feed_horizon TO settle_admin;
 
 --
 -- Name: TABLE metrics; Type: ACL; Schema: settle; Owner: settle_owner
