@@ -51,8 +51,9 @@ create table bench.ledger (
 -- no PL/pgSQL, no triggers, no row rules, no RLS, no validation. The tables take the shapes of
 -- settle_private.operations, attempts and audit_log (00002) with LIKE, so they follow the
 -- engine: same columns, types (settle.status included), NOT NULLs, defaults, identity, primary
--- keys and the partial indexes of operations; the foreign keys and the fillfactors are added
--- here (LIKE copies neither). LIKE copies no trigger, no row rule and no RLS; the audit event
+-- keys and the partial indexes of operations; the fillfactors are added here (LIKE copies
+-- none). The engine has no foreign key (its guard trigger checks an attempt's references to
+-- its operation, 00002/00004), and neither have these tables. LIKE copies no trigger, no row rule and no RLS; the audit event
 -- column is plain text here (the engine's domain settle_private.audit_event carries the
 -- validation `event_is_known`). As in the engine, a settled cycle writes no audit_log row: the
 -- attempt row logs the claim that opened it (claim_*) and the success that settled through it
@@ -64,11 +65,7 @@ create table bench.spec4_operations (like settle_private.operations including de
   with (fillfactor = 80);
 
 create table bench.spec4_attempts (
-  like settle_private.attempts including defaults including identity including generated including indexes,
-  constraint spec4_attempts_belong_to_operation foreign key (tenant, key)
-    references bench.spec4_operations (tenant, key),
-  constraint spec4_attempts_settlement_is_the_operations foreign key (tenant, key, settled_as)
-    references bench.spec4_operations (tenant, key, settled_attempt)
+  like settle_private.attempts including defaults including identity including generated including indexes
 ) with (fillfactor = 80);
 
 create table bench.spec4_audit_log (like settle_private.audit_log including defaults including identity including indexes);

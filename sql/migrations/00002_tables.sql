@@ -45,10 +45,11 @@ create table settle_private.operations (
   redrive_count integer not null default 0,
   created_at timestamptz not null,
   updated_at timestamptz not null,
-  constraint operations_pkey primary key (tenant, key),
-  -- The target of attempts_settlement_is_the_operations (below): the settlement an operation
-  -- names. settled_attempt is written once, with the move to completed.
-  constraint operations_settlement_key unique (tenant, key, settled_attempt)
+  -- The one unique index of the table. No other key: a unique (tenant, key, settled_attempt) as
+  -- the target of a foreign key from the settled attempt cost an index entry on every insert
+  -- and settling update and a row lock (a WAL record) per foreign-key check; the guard of
+  -- attempts (00004) holds every writer to the same rule with a plain read.
+  constraint operations_pkey primary key (tenant, key)
 ) with (fillfactor = 80);
 
 comment on table settle_private.operations is
@@ -118,15 +119,15 @@ create table settle_private.attempts (
   -- the guard trigger (00004) whatever the writer passes: `worker` is the caller's own word.
   claimed_by text,
   settled_by text,
-  constraint attempts_pkey primary key (tenant, key, attempt),
-  constraint attempts_belong_to_operation foreign key (tenant, key)
-    references settle_private.operations (tenant, key),
-  -- Exactly one attempt per operation is the settlement: the one the operation names in
-  -- settled_attempt. A foreign key rather than a trigger reading operations: it holds for every
-  -- writer and, on Citus, is checked shard to colocated shard, without a query from a shard
-  -- trigger to another distributed table.
-  constraint attempts_settlement_is_the_operations foreign key (tenant, key, settled_as)
-    references settle_private.operations (tenant, key, settled_attempt)
+  -- An attempt belongs to an operation (attempts_belong_to_operation), and exactly one attempt
+  -- per operation is the settlement: the one the operation names in settled_attempt
+  -- (attempts_settlement_is_the_operations). Both are checked by the guard of attempts (00004),
+  -- with the SQLSTATE and constraint name of a foreign key (23503), rather than by foreign keys:
+  -- a foreign-key check locks the operation row (FOR KEY SHARE), a WAL record per check, two
+  -- per cycle, and its target needed a second unique index on operations; and the guard, unlike
+  -- a foreign key, also fires under session_replication_role = replica. The operation row
+  -- cannot go away under an attempt: only settle.purge deletes, with both rows locked.
+  constraint attempts_pkey primary key (tenant, key, attempt)
 ) with (fillfactor = 80);
 
 comment on table settle_private.attempts is

@@ -89,7 +89,8 @@ end
 $$;
 
 -- The guard of settle_private.operations, for INSERT (trigger _100_guard_insert) and UPDATE
--- (_100_guard_lattice), then the row rules (below), then the failure guard (a move to failed). One function, so that the row rules are
+-- (_100_guard_lattice), then the row rules (below), then the failure guard (a move to failed),
+-- then the feed event of a move into a final status (00014). One function, so that the row rules are
 -- written once; the rules are written out here rather than in a function taking the row,
 -- because on Citus the trigger fires on a shard, whose row type is another type.
 -- What it checks is only what the statement can break (issue 24). An INSERT: a new row starts
@@ -108,6 +109,8 @@ as $$
 declare
   v_redrive boolean;
   v_rule text;
+  v_previous xid8;
+  v_wake boolean;
 begin
   if tg_op = 'INSERT' then
     if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
@@ -236,6 +239,32 @@ begin
         hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
     end if;
   end if;
+
+  -- The settlement feed (00014): a move into completed or failed, once every rule above has
+  -- accepted the row, writes its feed event in the same statement, whoever the writer. Here
+  -- rather than in a trigger of its own: one PL/pgSQL trigger call per settling UPDATE, not
+  -- two (each call sets up its frame and expressions again in every transaction). A key has a
+  -- second final outcome only after a failure (failed, then redriven or completed by a late
+  -- success): only then is its previous event read, to keep the key's events in order
+  -- (position_xid never below the previous event's). The waiters are read in the statement that
+  -- writes the event.
+  if new.status in ('completed', 'failed') and new.status is distinct from old.status then
+    if old.status = 'failed' or new.redrive_count > 0 then
+      select e.position_xid into v_previous from settle_private.feed_events e
+       where e.tenant = new.tenant and e.key = new.key and e.status = 'failed'
+       order by e.event_id desc limit 1;
+    end if;
+    insert into settle_private.feed_events
+      (tenant, key, position_xid, xid, lane_hash, status, status_before, attempt, result, error,
+       dead_letter_reason, redrive_count, occurred_at)
+    values (new.tenant, new.key, greatest(pg_current_xact_id(), v_previous), pg_current_xact_id(), hashtext(new.key),
+            new.status, old.status, coalesce(new.settled_attempt, new.attempt), new.result, new.error,
+            new.dead_letter_reason, new.redrive_count, new.updated_at)
+    returning exists (select 1 from settle_private.feed_waiters w where w.until > now()) into v_wake;
+    if v_wake then
+      perform pg_notify('settle_feed', '');
+    end if;
+  end if;
   return new;
 end
 $$;
@@ -303,6 +332,7 @@ language plpgsql
 as $$
 declare
   v_rule text;
+  v_named integer;
 begin
   -- Who made the claim and the settling success: the authenticated login, never the writer's word.
   if tg_op = 'INSERT' then
@@ -353,8 +383,6 @@ begin
           hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
       end if;
 
-      -- That the settled attempt is the one the operation names is the foreign key
-      -- attempts_settlement_is_the_operations (00002): this trigger reads no other table.
       -- Only an observed attempt can move down (settled requires completion, a row rule).
       if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
         raise exception using
@@ -383,6 +411,30 @@ begin
   end;
   if v_rule is not null then
     perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
+  end if;
+
+  -- The checks of two foreign keys (00002), after the row rules as a foreign key's check comes
+  -- after CHECK constraints, without a foreign key's row lock: a new attempt belongs to an
+  -- operation (attempts_belong_to_operation), and an attempt that is or becomes the settlement
+  -- is the one its operation names (attempts_settlement_is_the_operations). The settling
+  -- statements write the operation first (settle.complete: the operation's UPDATE is read by
+  -- the statement's main query, the attempt's runs after it), and this read, a new command of
+  -- the trigger, sees that write. The operation's settled_attempt never changes once set
+  -- (completed is immutable), so a settlement that stays settled needs no read.
+  if tg_op = 'INSERT' then
+    select o.settled_attempt into v_named from settle_private.operations o
+     where o.tenant = new.tenant and o.key = new.key;
+    if not found then
+      perform settle_private._raise_reference('attempts_belong_to_operation', new.tenant, new.key, new.attempt);
+    end if;
+    if new.settled and v_named is distinct from new.attempt then
+      perform settle_private._raise_reference('attempts_settlement_is_the_operations', new.tenant, new.key, new.attempt);
+    end if;
+  elsif new.settled and not old.settled then
+    if not exists (select 1 from settle_private.operations o
+                    where o.tenant = new.tenant and o.key = new.key and o.settled_attempt = new.attempt) then
+      perform settle_private._raise_reference('attempts_settlement_is_the_operations', new.tenant, new.key, new.attempt);
+    end if;
   end if;
   return new;
 end
@@ -448,6 +500,26 @@ begin
     message = format('new row for relation "%s" violates check constraint "%s"', relation, rule),
     detail = jsonb_build_object('tenant', tenant, 'key', key)::text,
     hint = 'The row rules of settle_private tables are listed in docs/protocol.md; write through the settle API.';
+end
+$$;
+
+-- The error of a failed reference check of the guards (00002): the SQLSTATE, constraint name
+-- and message a foreign key would give.
+create function settle_private._raise_reference(rule text, tenant text, key text, attempt integer)
+returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  raise exception using
+    errcode = 'foreign_key_violation',
+    constraint = rule,
+    schema = 'settle_private',
+    table = 'attempts',
+    message = format('insert or update on table "attempts" violates foreign key constraint "%s"', rule),
+    detail = jsonb_build_object('tenant', tenant, 'key', key, 'attempt', attempt)::text,
+    hint = case rule when 'attempts_belong_to_operation' then 'An attempt is opened by settle.claim on its operation.'
+                else 'The settled attempt is the one the operation names in settled_attempt: settle through settle.complete.' end;
 end
 $$;
 

@@ -9,7 +9,7 @@
 -- The feed:
 --   * feed_events   one row per move of an operation INTO a final status (completed or failed,
 --                   whoever writes it: complete, fail, the sweeper, settle.resolve, a DBA),
---                   written by the trigger _990_feed in the same transaction as the move. It
+--                   written by the guard trigger of operations (00004) in the same transaction as the move. It
 --                   keeps its own copy of the outcome, so settle.purge of the operation never
 --                   takes an outcome a consumer has not acknowledged; settle.trim_feed removes
 --                   events every registered consumer has passed.
@@ -100,7 +100,7 @@ create table settle_private.feed_events (
   constraint feed_events_pkey primary key (position_xid, event_id)
 );
 comment on table settle_private.feed_events is
-  'The settlement feed: one row per move of an operation into completed or failed, written in the same transaction by trigger _990_feed. Ordered by (position_xid, event_id). Private: read it with settle.read_feed.';
+  'The settlement feed: one row per move of an operation into completed or failed, written in the same transaction by the guard trigger _100_guard_lattice of operations. Ordered by (position_xid, event_id). Private: read it with settle.read_feed.';
 
 -- A key's next outcome follows only a failure: the trigger looks up the key's previous event
 -- among the failures only, so a completed outcome (the common case) writes no entry here.
@@ -175,50 +175,13 @@ revoke all on settle_private.feed_events, settle_private.feed_consumers, settle_
   settle_private.feed_waiters from public;
 
 -- ---------------------------------------------------------------------------------------
--- The trigger: one event per move into a final status, in the writer's transaction.
+-- The event: one per move into a final status, in the writer's transaction. Written by the
+-- guard of operations (settle_private.tg_operations__guard, 00004, trigger _100_guard_lattice,
+-- which fires for every writer, replica mode included) once the lattice and the row rules have
+-- accepted the row: one trigger call per settling UPDATE instead of a second trigger of its
+-- own. No WHEN clause anywhere: PostgreSQL 15 reads back and plans a trigger's WHEN clause for
+-- every UPDATE statement, which costs more than the call it would save.
 -- ---------------------------------------------------------------------------------------
-
--- Writes an event only on a move into completed or failed, after the lattice guard (_100_) has
--- accepted the row. The test is the function's first statement, not a WHEN clause on the
--- trigger: PostgreSQL 15 reads back and plans a trigger's WHEN clause for every UPDATE
--- statement, which costs more than the call it would save (docs/performance.md, issue 24). A
--- key has a second final outcome only after a failure (failed, then redriven or completed by a
--- late success): only then is its previous event read, to keep the key's events in order
--- (position_xid never below the previous event's). The waiters are read in the statement that
--- writes the event. No SET search_path, as the guards of 00004 (why: the note above them).
-create function settle_private.tg_operations__feed()
-returns trigger
-language plpgsql
-as $$
-declare
-  v_previous xid8;
-  v_wake boolean;
-begin
-  if new.status not in ('completed', 'failed') or new.status is not distinct from old.status then
-    return new;
-  end if;
-  if old.status = 'failed' or new.redrive_count > 0 then
-    select e.position_xid into v_previous from settle_private.feed_events e
-     where e.tenant = new.tenant and e.key = new.key and e.status = 'failed'
-     order by e.event_id desc limit 1;
-  end if;
-  insert into settle_private.feed_events
-    (tenant, key, position_xid, xid, lane_hash, status, status_before, attempt, result, error,
-     dead_letter_reason, redrive_count, occurred_at)
-  values (new.tenant, new.key, greatest(pg_current_xact_id(), v_previous), pg_current_xact_id(), hashtext(new.key),
-          new.status, old.status, coalesce(new.settled_attempt, new.attempt), new.result, new.error,
-          new.dead_letter_reason, new.redrive_count, new.updated_at)
-  returning exists (select 1 from settle_private.feed_waiters w where w.until > now()) into v_wake;
-  if v_wake then
-    perform pg_notify('settle_feed', '');
-  end if;
-  return new;
-end
-$$;
-
-create trigger _990_feed before update on settle_private.operations
-  for each row execute function settle_private.tg_operations__feed();
-alter table settle_private.operations enable always trigger _990_feed;
 
 -- ---------------------------------------------------------------------------------------
 -- Helpers

@@ -11,7 +11,7 @@ import { withPgClient } from '../../src/db/with-pg-client.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
 
 // The spec4 baseline (bench/sql/baselines.sql, bench/scripts/spec4.sql): the engine tables'
-// shapes (CREATE TABLE ... LIKE, plus the FK and fillfactors) without triggers, RLS or
+// shapes (CREATE TABLE ... LIKE, plus the fillfactors) without triggers, RLS or
 // validation, written by plain SQL; its script runs under pgbench exactly as the runner drives
 // it, and its correctness check sees what it wrote: as in the engine, the attempt row logs the
 // claim and the settlement, and spec4_audit_log stays empty.

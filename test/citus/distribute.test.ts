@@ -59,11 +59,11 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
       expect(local.map((r) => r.rel), String(node)).toEqual(feedTables);
     }
     const { rows: trigger } = await c.query<{ enabled: string }>(
-      `select tgenabled as enabled from pg_trigger where tgrelid = 'settle_private.operations'::regclass and tgname = '_990_feed'`);
+      `select tgenabled as enabled from pg_trigger where tgrelid = 'settle_private.operations'::regclass and tgname = '_100_guard_lattice'`);
     expect(trigger).toEqual([{ enabled: 'A' }]);
     const { rows: shardTriggers } = await c.query<{ result: string }>(
       `select result from run_command_on_shards('settle_private.operations',
-         $$select string_agg(tgenabled::text, ',') from pg_trigger where tgrelid = '%s'::regclass and starts_with(tgname, '_990_feed')$$)`);
+         $$select string_agg(tgenabled::text, ',') from pg_trigger where tgrelid = '%s'::regclass and starts_with(tgname, '_100_guard_lattice')$$)`);
     expect(new Set(shardTriggers.map((r) => r.result))).toEqual(new Set(['A']));
   });
 

@@ -45,15 +45,34 @@ describe('guard triggers hold for the superuser', () => {
     });
   }
 
-  it('an attempt the operation does not name cannot be marked the settlement (foreign key, 23503)', async () => {
-    const [app, admin] = await Promise.all([db.app(), db.connect()]);
-    const ticket = await acquire(app, newOperation('guard-settled-as'));
-    const forge = `update settle_private.attempts set observation = 'completed', observed_at = now(), settled = true, settled_as = 1,
-                     settled_seq = 2, settled_audit_id = 0, settled_reason = 'forged' ${WHERE} and attempt = 1`;
-    const error = await admin.query(forge, [ticket.tenant, ticket.key]).then(() => null, (e: { code?: string; constraint?: string }) => e);
-    expect(error).toMatchObject({ code: '23503', constraint: 'attempts_settlement_is_the_operations' });
-    expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'running', settled_attempt: null });
-  });
+  for (const replica of [false, true]) {
+    const mode = replica ? ', also under session_replication_role = replica' : '';
+    it(`an attempt the operation does not name cannot be marked the settlement (23503, as a foreign key)${mode}`, async () => {
+      const [app, admin] = await Promise.all([db.app(), db.connect()]);
+      const ticket = await acquire(app, newOperation('guard-settled-as'));
+      if (replica) await admin.query('set session_replication_role = replica');
+      const forge = `update settle_private.attempts set observation = 'completed', observed_at = now(), settled = true, settled_as = 1,
+                       settled_seq = 2, settled_audit_id = 0, settled_reason = 'forged' ${WHERE} and attempt = 1`;
+      const error = await admin.query(forge, [ticket.tenant, ticket.key]).then(() => null, (e: { code?: string; constraint?: string }) => e);
+      expect(error).toMatchObject({ code: '23503', constraint: 'attempts_settlement_is_the_operations' });
+      expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'running', settled_attempt: null });
+    });
+
+    it(`an attempt without its operation, or inserted as a settlement the operation does not name, is refused (23503)${mode}`, async () => {
+      const [app, admin] = await Promise.all([db.app(), db.connect()]);
+      const ticket = await acquire(app, newOperation('guard-orphan'));
+      if (replica) await admin.query('set session_replication_role = replica');
+      const insert = (key: string, attempt: number, settled: boolean): string =>
+        `insert into settle_private.attempts (tenant, key, attempt, lease_token, claimed_at${settled ? ', observation, observed_at, settled, settled_as, settled_seq, settled_audit_id, settled_reason' : ''})
+         values ('${ticket.tenant}', '${key}', ${attempt}, gen_random_uuid(), now()${settled ? `, 'completed', now(), true, ${attempt}, 9, 9, 'forged'` : ''})`;
+      const codeOf = (sql: string) => admin.query(sql).then(() => null, (e: { code?: string; constraint?: string }) => e);
+      expect(await codeOf(insert(`${ticket.key}-missing`, 1, false))).toMatchObject({ code: '23503', constraint: 'attempts_belong_to_operation' });
+      expect(await codeOf(insert(ticket.key, 2, true))).toMatchObject({ code: '23503', constraint: 'attempts_settlement_is_the_operations' });
+      const { rows } = await admin.query<{ n: number }>(
+        `select count(*)::int as n from settle_private.attempts where tenant = $1 and key like $2 || '%'`, [ticket.tenant, ticket.key]);
+      expect(rows[0]?.n).toBe(1);
+    });
+  }
 
   it('audit_log: UPDATE fails with SE023, DELETE and TRUNCATE with SE025', async () => {
     const { admin, ticket } = await completedOperation('guard-audit');

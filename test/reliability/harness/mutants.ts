@@ -72,7 +72,7 @@ const DROP_LATTICE_GUARD: readonly Replacement[] = [
 export const MUTANTS: readonly Mutant[] = [
   {
     name: 'last-write-wins',
-    bug: 'complete on an already completed operation settles again: the later success overwrites the result (lattice guard and settlement foreign key dropped)',
+    bug: 'complete on an already completed operation settles again: the later success overwrites the result (lattice guard and settlement check dropped)',
     replacements: [
       {
         file: MERGE,
@@ -83,12 +83,12 @@ export const MUTANTS: readonly Mutant[] = [
       },
       ...DROP_LATTICE_GUARD,
       {
-        // The foreign key from the settled attempt to the operation's settled_attempt would
-        // refuse the overwrite too: drop it with the guard.
-        file: '00002_tables.sql',
-        find: `  constraint attempts_settlement_is_the_operations foreign key (tenant, key, settled_as)
-    references settle_private.operations (tenant, key, settled_attempt)`,
-        replace: '  constraint mutant_settlement_fk_dropped check (true)',
+        // The attempts guard's check that the settled attempt is the one the operation names
+        // (attempts_settlement_is_the_operations) would refuse the overwrite too: drop it with
+        // the lattice guard.
+        file: GUARDS,
+        find: `  elsif new.settled and not old.settled then`,
+        replace: '  elsif false then',
       },
     ],
     scenario: 'late-success',
