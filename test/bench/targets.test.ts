@@ -46,49 +46,48 @@ describe('evaluateTargets with rounds', () => {
   it('divides runs of the same round and reports the median of the per-round ratios', () => {
     // Round 2 is a slow phase of the machine for both sides: its ratio stays sane.
     const runs = [
-      run('floor2', 8, 1, 1000), run('cycle', 8, 1, 500),
-      run('floor2', 8, 2, 200), run('cycle', 8, 2, 120),
-      run('floor2', 8, 3, 1000), run('cycle', 8, 3, 400),
+      run('stripe', 8, 1, 1000), run('cycle', 8, 1, 1100),
+      run('stripe', 8, 2, 200), run('cycle', 8, 2, 240),
+      run('stripe', 8, 3, 1000), run('cycle', 8, 3, 900),
     ];
-    const target = evaluateTargets(runs, [8]).find((t) => t.name === 'cycle / floor2');
-    expect(target?.rounds).toEqual([0.5, 0.6, 0.4]);
-    expect(target?.value).toBe(0.5);
+    const target = evaluateTargets(runs, [8]).find((t) => t.name === 'cycle / stripe');
+    expect(target?.rounds).toEqual([1.1, 1.2, 0.9]);
+    expect(target?.value).toBe(1.1);
     expect(target?.verdict).toBe('PASS');
     expect(target?.detail).toContain('median of 3 rounds');
   });
 
-  it('asks cycle / floor2 for 0.5x at 8 clients and 0.4x at 32 (issue #10)', () => {
-    const runs = [run('floor2', 8, 1, 1000), run('cycle', 8, 1, 450), run('floor2', 32, 1, 1000), run('cycle', 32, 1, 450)];
-    const targets = evaluateTargets(runs, [8, 32]).filter((t) => t.name === 'cycle / floor2');
-    expect(targets.map((t) => [t.clients, t.threshold, t.verdict])).toEqual([[8, 0.5, 'MISS'], [32, 0.4, 'PASS']]);
-  });
-
-  it('has the thresholds of issue #10', () => {
+  it('has the thresholds of the per-call engine', () => {
     const targets = evaluateTargets([], [8]);
     expect(Object.fromEntries(targets.map((t) => [t.name, `${t.comparison} ${t.threshold}`]))).toEqual({
       'cycle / stripe': '>= 1',
-      'cycle / floor2': '>= 0.5',
-      'cycle / spec4': '>= 0.85',
+      'cycle@32 / cycle@8': '>= 0.95',
       'replay / pkread': '>= 0.5',
-      'local / lww': '>= 0.4',
+      'WAL/op: cycle / stripe': '<= 2',
       'client / cycle': '>= 0.8',
       'scale@max / scale@0': '>= 0.85',
-      'cpu: cycle / spec4 (server CPU per op)': '<= 2',
     });
   });
 
-  it('reports the server CPU target as a cost ratio (engine us per op over plain SQL us per op) at 1 backend', () => {
-    // tps of a cpu run is operations per CPU-second: 250 us per cycle against 100 us per spec4 op.
+  it('compares the cycle at 32 clients with its own rate at 8 clients of the same round', () => {
     const runs = [
-      run('cpu:spec4', 1, 1, 10_000), run('cpu:cycle', 1, 1, 4_000),
-      run('cpu:spec4', 1, 2, 10_000), run('cpu:cycle', 1, 2, 5_000),
-      run('cpu:spec4', 1, 3, 10_000), run('cpu:cycle', 1, 3, 6_000),
+      run('cycle', 8, 1, 1000), run('cycle', 32, 1, 900),
+      run('cycle', 8, 2, 500), run('cycle', 32, 2, 490),
+      run('cycle', 8, 3, 1000), run('cycle', 32, 3, 1000),
     ];
-    const cpu = evaluateTargets(runs, [8, 32]).filter((t) => t.name.startsWith('cpu:'));
-    expect(cpu).toHaveLength(1);
-    expect(cpu[0]).toMatchObject({ clients: 1, comparison: '<=', threshold: 2, value: 2, verdict: 'PASS' });
-    expect(cpu[0]?.rounds.map((r) => r.toFixed(2))).toEqual(['2.50', '2.00', '1.67']);
-    expect(cpu[0]?.detail).toContain('200.0 / 100.0 us per op');
+    const targets = evaluateTargets(runs, [8, 32]).filter((t) => t.name === 'cycle@32 / cycle@8');
+    expect(targets).toHaveLength(1);
+    expect(targets[0]).toMatchObject({ clients: 32, rounds: [0.9, 0.98, 1], value: 0.98, verdict: 'PASS' });
+  });
+
+  it('reports WAL bytes per cycle over the Stripe pattern\'s as a cost ratio', () => {
+    const runs = [
+      run('stripe', 8, 1, 1000, { walBytesPerOp: 600 }), run('cycle', 8, 1, 500, { walBytesPerOp: 1500 }),
+      run('stripe', 8, 2, 1000, { walBytesPerOp: 700 }), run('cycle', 8, 2, 500, { walBytesPerOp: 1400 }),
+    ];
+    const wal = evaluateTargets(runs, [8]).find((t) => t.name === 'WAL/op: cycle / stripe');
+    expect(wal).toMatchObject({ comparison: '<=', threshold: 2, value: 2.25, verdict: 'MISS' });
+    expect(wal?.detail).toContain('median WAL 1450 / 650 B per op');
   });
 
   it('pairs the largest scale level with scale@0 of the same round and ignores unpaired rounds', () => {
@@ -112,15 +111,22 @@ describe('evaluateTargets with rounds', () => {
 });
 
 describe('evaluateReferenceRatios', () => {
-  it('reports spec4 / floor2 as the median of per-round ratios, never as a target', () => {
+  it('reports spec4 / floor2, cycle / floor2, cycle / spec4 and the server CPU ratio as medians of per-round ratios, never as targets', () => {
     const runs = [
       run('floor2', 8, 1, 1000), run('spec4', 8, 1, 600), run('cycle', 8, 1, 300),
       run('floor2', 8, 2, 1000), run('spec4', 8, 2, 500), run('cycle', 8, 2, 200),
       run('floor2', 8, 3, 1000), run('spec4', 8, 3, 400), run('cycle', 8, 3, 240),
+      // tps of a cpu run is operations per CPU-second: 250 us per cycle against 100 us per spec4 op.
+      run('cpu:spec4', 1, 1, 10_000), run('cpu:cycle', 1, 1, 4_000),
     ];
     const references = evaluateReferenceRatios(runs, [8, 32]);
-    expect(references.map((r) => [r.name, r.clients, r.rounds, r.value])).toEqual([['spec4 / floor2', 8, [0.6, 0.5, 0.4], 0.5]]);
-    expect(evaluateTargets(runs, [8]).find((t) => t.name === 'cycle / spec4')).toMatchObject({ value: 0.5, threshold: 0.85, verdict: 'MISS' });
+    expect(references.map((r) => [r.name, r.clients, r.rounds, r.value])).toEqual([
+      ['cycle / floor2', 8, [0.3, 0.2, 0.24], 0.24],
+      ['cycle / spec4', 8, [0.5, 0.4, 0.6], 0.5],
+      ['cpu: cycle / spec4 (server CPU per op)', 1, [2.5], 2.5],
+      ['spec4 / floor2', 8, [0.6, 0.5, 0.4], 0.5],
+    ]);
+    expect(evaluateTargets(runs, [8]).find((t) => t.name === 'cycle / spec4')).toBeUndefined();
   });
 });
 
