@@ -7,8 +7,8 @@ import pg from 'pg';
  * the insert guard only admits unsettled rows, so each record is an operation whose first
  * attempt's lease lapsed (status `pending`, attempt 1, no lease), with its ended attempt
  * (`lease_expired`, which logs its acquiring claim) and its audit row (expire expired) — a state the
- * engine itself produces, reached without a single UPDATE. The foreign-key check of the attempts
- * is skipped during the load (session_replication_role = replica; it holds by construction).
+ * engine itself produces, reached without a single UPDATE. The guard of attempts reads each
+ * attempt's operation (00004: an attempt belongs to one), in replica mode too.
  *
  * Keys are `op-<12 digits>-s`, spread evenly over the same 12-digit range as the keys the
  * pgbench scripts draw (`op-<random 12 digits>-<client>`), so new keys land between existing
@@ -36,10 +36,6 @@ export async function generateScaleRows(url: string, opts: ScaleRowsOptions): Pr
       const to = Math.min(opts.rows, from + batch - 1);
       const started = Date.now();
       await client.query('begin');
-      // Skips the attempts -> operations foreign-key check (one SPI query per row), which holds
-      // by construction: each attempt's operation is inserted just before, in this transaction.
-      // The engine's guard triggers are ENABLE ALWAYS and still fire.
-      await client.query('set local session_replication_role = replica');
       await client.query(INSERT_OPERATIONS, [from, to, KEY_RANGE_START, stride]);
       await client.query(INSERT_ATTEMPTS, [from, to, KEY_RANGE_START, stride]);
       await client.query(INSERT_AUDIT, [from, to, KEY_RANGE_START, stride]);

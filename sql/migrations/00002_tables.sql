@@ -31,9 +31,15 @@ create table settle_private.operations (
   principal text not null,
   scopes text[] not null,
   binding_generation bigint not null,
-  status settle.status not null,
-  attempt integer not null,
+  -- Columns a settlement never changes come first, those it changes last: an UPDATE whose new
+  -- version stays on the page logs only the bytes between the longest unchanged prefix and
+  -- suffix of the row (heap_update's prefix/suffix compression), so the settling UPDATE logs
+  -- from status on.
   max_attempts integer not null,
+  created_at timestamptz not null,
+  redrive_count integer not null default 0,
+  attempt integer not null,
+  status settle.status not null,
   lease_token uuid,
   lease_expires_at timestamptz,
   result jsonb,
@@ -42,8 +48,6 @@ create table settle_private.operations (
   error jsonb,
   dead_lettered_at timestamptz,
   dead_letter_reason text,
-  redrive_count integer not null default 0,
-  created_at timestamptz not null,
   updated_at timestamptz not null,
   -- The one unique index of the table. No other key: a unique (tenant, key, settled_attempt) as
   -- the target of a foreign key from the settled attempt cost an index entry on every insert
@@ -89,6 +93,20 @@ create table settle_private.attempts (
   lease_token uuid not null,
   worker text,
   claimed_at timestamptz not null,
+  -- The authenticated login (session_user) that made the claim, and below the one that made the
+  -- settling success, set by the guard trigger (00004) whatever the writer passes: `worker` is
+  -- the caller's own word.
+  claimed_by text,
+  -- The attempt row is the log of the two events every settled operation has: the claim that
+  -- opened the attempt and the success that settled it. Each has its place in the operation's
+  -- history (seq, audit_id, as in audit_log) and the statuses around it; settle.audit_log
+  -- shows them as rows `claim:acquired` and `complete:settled` (00010). Written with the
+  -- event, never changed (guard trigger, 00004). The claim's columns, written at INSERT, come
+  -- before those an observation changes (the prefix an UPDATE does not log, as in operations).
+  claim_seq bigint,
+  claim_audit_id bigint,
+  claim_status_before settle.status,
+  claim_status_after settle.status,
   ended_at timestamptz,
   end_reason text,
   observation settle.status,
@@ -102,22 +120,10 @@ create table settle_private.attempts (
   -- GENERATED ALWAYS: PostgreSQL 15 reads back and prepares a generation expression for every
   -- INSERT or UPDATE statement (ExecInitStoredGenerated), about 2% of the cycle here.
   settled_as integer,
-  -- The attempt row is the log of the two events every settled operation has: the claim that
-  -- opened the attempt and the success that settled it. Each has its place in the operation's
-  -- history (seq, audit_id, as in audit_log) and the statuses around it; settle.audit_log
-  -- shows them as rows `claim:acquired` and `complete:settled` (00010). Written with the
-  -- event, never changed (guard trigger, 00004).
-  claim_seq bigint,
-  claim_audit_id bigint,
-  claim_status_before settle.status,
-  claim_status_after settle.status,
   settled_seq bigint,
   settled_audit_id bigint,
   settled_status_before settle.status,
   settled_reason text,
-  -- The authenticated login (session_user) that made the claim and the settling success, set by
-  -- the guard trigger (00004) whatever the writer passes: `worker` is the caller's own word.
-  claimed_by text,
   settled_by text,
   -- An attempt belongs to an operation (attempts_belong_to_operation), and exactly one attempt
   -- per operation is the settlement: the one the operation names in settled_attempt
