@@ -1362,9 +1362,11 @@ CREATE TABLE settle_private.operations (
     principal text NOT NULL,
     scopes text[] NOT NULL,
     binding_generation bigint NOT NULL,
-    status settle.status NOT NULL,
-    attempt integer NOT NULL,
     max_attempts integer NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    redrive_count integer DEFAULT 0 NOT NULL,
+    attempt integer NOT NULL,
+    status settle.status NOT NULL,
     lease_token uuid,
     lease_expires_at timestamp with time zone,
     result jsonb,
@@ -1373,8 +1375,6 @@ CREATE TABLE settle_private.operations (
     error jsonb,
     dead_lettered_at timestamp with time zone,
     dead_letter_reason text,
-    redrive_count integer DEFAULT 0 NOT NULL,
-    created_at timestamp with time zone NOT NULL,
     updated_at timestamp with time zone NOT NULL
 )
 WITH (fillfactor='80');
@@ -4268,6 +4268,29 @@ $$;
 ALTER FUNCTION settle_private._raise(code text, message text, detail jsonb, hint text) OWNER TO settle_owner;
 
 --
+-- Name: _raise_reference(text, text, text, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._raise_reference(rule text, tenant text, key text, attempt integer) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  raise exception using
+    errcode = 'foreign_key_violation',
+    constraint = rule,
+    schema = 'settle_private',
+    table = 'attempts',
+    message = format('insert or update on table "attempts" violates foreign key constraint "%s"', rule),
+    detail = jsonb_build_object('tenant', tenant, 'key', key, 'attempt', attempt)::text,
+    hint = case rule when 'attempts_belong_to_operation' then 'An attempt is opened by settle.claim on its operation.'
+                else 'The settled attempt is the one the operation names in settled_attempt: settle through settle.complete.' end;
+end
+$$;
+
+ALTER FUNCTION settle_private._raise_reference(rule text, tenant text, key text, attempt integer) OWNER TO settle_owner;
+
+--
 -- Name: _raise_row_rule(text, text, text, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4615,6 +4638,7 @@ CREATE FUNCTION settle_private.tg_attempts__guard_settlement() RETURNS trigger
     AS $$
 declare
   v_rule text;
+  v_named integer;
 begin
   -- Who made the claim and the settling success: the authenticated login, never the writer's word.
   if tg_op = 'INSERT' then
@@ -4665,8 +4689,6 @@ begin
           hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
       end if;
 
-      -- That the settled attempt is the one the operation names is the foreign key
-      -- attempts_settlement_is_the_operations (00002): this trigger reads no other table.
       -- Only an observed attempt can move down (settled requires completion, a row rule).
       if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
         raise exception using
@@ -4696,6 +4718,30 @@ begin
   if v_rule is not null then
     perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
   end if;
+
+  -- The checks of two foreign keys (00002), after the row rules as a foreign key's check comes
+  -- after CHECK constraints, without a foreign key's row lock: a new attempt belongs to an
+  -- operation (attempts_belong_to_operation), and an attempt that is or becomes the settlement
+  -- is the one its operation names (attempts_settlement_is_the_operations). The settling
+  -- statements write the operation first (settle.complete: the operation's UPDATE is read by
+  -- the statement's main query, the attempt's runs after it), and this read, a new command of
+  -- the trigger, sees that write. The operation's settled_attempt never changes once set
+  -- (completed is immutable), so a settlement that stays settled needs no read.
+  if tg_op = 'INSERT' then
+    select o.settled_attempt into v_named from settle_private.operations o
+     where o.tenant = new.tenant and o.key = new.key;
+    if not found then
+      perform settle_private._raise_reference('attempts_belong_to_operation', new.tenant, new.key, new.attempt);
+    end if;
+    if new.settled and v_named is distinct from new.attempt then
+      perform settle_private._raise_reference('attempts_settlement_is_the_operations', new.tenant, new.key, new.attempt);
+    end if;
+  elsif new.settled and not old.settled then
+    if not exists (select 1 from settle_private.operations o
+                    where o.tenant = new.tenant and o.key = new.key and o.settled_attempt = new.attempt) then
+      perform settle_private._raise_reference('attempts_settlement_is_the_operations', new.tenant, new.key, new.attempt);
+    end if;
+  end if;
   return new;
 end
 $$;
@@ -4721,41 +4767,6 @@ $$;
 ALTER FUNCTION settle_private.tg_audit_log__refuse_change() OWNER TO settle_owner;
 
 --
--- Name: tg_operations__feed(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
---
-
-CREATE FUNCTION settle_private.tg_operations__feed() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-declare
-  v_previous xid8;
-  v_wake boolean;
-begin
-  if new.status not in ('completed', 'failed') or new.status is not distinct from old.status then
-    return new;
-  end if;
-  if old.status = 'failed' or new.redrive_count > 0 then
-    select e.position_xid into v_previous from settle_private.feed_events e
-     where e.tenant = new.tenant and e.key = new.key and e.status = 'failed'
-     order by e.event_id desc limit 1;
-  end if;
-  insert into settle_private.feed_events
-    (tenant, key, position_xid, xid, lane_hash, status, status_before, attempt, result, error,
-     dead_letter_reason, redrive_count, occurred_at)
-  values (new.tenant, new.key, greatest(pg_current_xact_id(), v_previous), pg_current_xact_id(), hashtext(new.key),
-          new.status, old.status, coalesce(new.settled_attempt, new.attempt), new.result, new.error,
-          new.dead_letter_reason, new.redrive_count, new.updated_at)
-  returning exists (select 1 from settle_private.feed_waiters w where w.until > now()) into v_wake;
-  if v_wake then
-    perform pg_notify('settle_feed', '');
-  end if;
-  return new;
-end
-$$;
-
-ALTER FUNCTION settle_private.tg_operations__feed() OWNER TO settle_owner;
-
---
 -- Name: tg_operations__guard(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4765,6 +4776,8 @@ CREATE FUNCTION settle_private.tg_operations__guard() RETURNS trigger
 declare
   v_redrive boolean;
   v_rule text;
+  v_previous xid8;
+  v_wake boolean;
 begin
   if tg_op = 'INSERT' then
     if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
@@ -4893,6 +4906,32 @@ begin
         hint = 'An attempt may have taken effect: the operation stays unknown (or conflict) and is dead-lettered with reason needs_reconciliation.';
     end if;
   end if;
+
+  -- The settlement feed (00014): a move into completed or failed, once every rule above has
+  -- accepted the row, writes its feed event in the same statement, whoever the writer. Here
+  -- rather than in a trigger of its own: one PL/pgSQL trigger call per settling UPDATE, not
+  -- two (each call sets up its frame and expressions again in every transaction). A key has a
+  -- second final outcome only after a failure (failed, then redriven or completed by a late
+  -- success): only then is its previous event read, to keep the key's events in order
+  -- (position_xid never below the previous event's). The waiters are read in the statement that
+  -- writes the event.
+  if new.status in ('completed', 'failed') and new.status is distinct from old.status then
+    if old.status = 'failed' or new.redrive_count > 0 then
+      select e.position_xid into v_previous from settle_private.feed_events e
+       where e.tenant = new.tenant and e.key = new.key and e.status = 'failed'
+       order by e.event_id desc limit 1;
+    end if;
+    insert into settle_private.feed_events
+      (tenant, key, position_xid, xid, lane_hash, status, status_before, attempt, result, error,
+       dead_letter_reason, redrive_count, occurred_at)
+    values (new.tenant, new.key, greatest(pg_current_xact_id(), v_previous), pg_current_xact_id(), hashtext(new.key),
+            new.status, old.status, coalesce(new.settled_attempt, new.attempt), new.result, new.error,
+            new.dead_letter_reason, new.redrive_count, new.updated_at)
+    returning exists (select 1 from settle_private.feed_waiters w where w.until > now()) into v_wake;
+    if v_wake then
+      perform pg_notify('settle_feed', '');
+    end if;
+  end if;
   return new;
 end
 $_$;
@@ -4988,6 +5027,11 @@ CREATE TABLE settle_private.attempts (
     lease_token uuid NOT NULL,
     worker text,
     claimed_at timestamp with time zone NOT NULL,
+    claimed_by text,
+    claim_seq bigint,
+    claim_audit_id bigint,
+    claim_status_before settle.status,
+    claim_status_after settle.status,
     ended_at timestamp with time zone,
     end_reason text,
     observation settle.status,
@@ -4997,15 +5041,10 @@ CREATE TABLE settle_private.attempts (
     late_result jsonb,
     settled boolean DEFAULT false NOT NULL,
     settled_as integer,
-    claim_seq bigint,
-    claim_audit_id bigint,
-    claim_status_before settle.status,
-    claim_status_after settle.status,
     settled_seq bigint,
     settled_audit_id bigint,
     settled_status_before settle.status,
     settled_reason text,
-    claimed_by text,
     settled_by text
 )
 WITH (fillfactor='80');
@@ -5541,7 +5580,7 @@ ALTER TABLE settle_private.feed_events OWNER TO settle_owner;
 -- Name: TABLE feed_events; Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON TABLE settle_private.feed_events IS 'The settlement feed: one row per move of an operation into completed or failed, written in the same transaction by trigger _990_feed. Ordered by (position_xid, event_id). Private: read it with settle.read_feed.';
+COMMENT ON TABLE settle_private.feed_events IS 'The settlement feed: one row per move of an operation into completed or failed, written in the same transaction by the guard trigger _100_guard_lattice of operations. Ordered by (position_xid, event_id). Private: read it with settle.read_feed.';
 
 --
 -- Name: feed_events_event_id_seq; Type: SEQUENCE; Schema: settle_private; Owner: settle_owner
@@ -5718,13 +5757,6 @@ ALTER TABLE ONLY settle_private.feed_waiters
 
 ALTER TABLE ONLY settle_private.operations
     ADD CONSTRAINT operations_pkey PRIMARY KEY (tenant, key);
-
---
--- Name: operations operations_settlement_key; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
---
-
-ALTER TABLE ONLY settle_private.operations
-    ADD CONSTRAINT operations_settlement_key UNIQUE (tenant, key, settled_attempt);
 
 --
 -- Name: reconciliation_leases reconciliation_leases_pkey; Type: CONSTRAINT; Schema: settle_private; Owner: settle_owner
@@ -5943,28 +5975,6 @@ ALTER TABLE settle_private.audit_overflow ENABLE ALWAYS TRIGGER _900_refuse_trun
 CREATE TRIGGER _900_refuse_truncate BEFORE TRUNCATE ON settle_private.operations FOR EACH STATEMENT EXECUTE FUNCTION settle_private.tg_any__refuse_delete();
 
 ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _900_refuse_truncate;
-
---
--- Name: operations _990_feed; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TRIGGER _990_feed BEFORE UPDATE ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__feed();
-
-ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _990_feed;
-
---
--- Name: attempts attempts_belong_to_operation; Type: FK CONSTRAINT; Schema: settle_private; Owner: settle_owner
---
-
-ALTER TABLE ONLY settle_private.attempts
-    ADD CONSTRAINT attempts_belong_to_operation FOREIGN KEY (tenant, key) REFERENCES settle_private.operations(tenant, key);
-
---
--- Name: attempts attempts_settlement_is_the_operations; Type: FK CONSTRAINT; Schema: settle_private; Owner: settle_owner
---
-
-ALTER TABLE ONLY settle_private.attempts
-    ADD CONSTRAINT attempts_settlement_is_the_operations FOREIGN KEY (tenant, key, settled_as) REFERENCES settle_private.operations(tenant, key, settled_attempt);
 
 --
 -- Name: feed_lanes feed_lanes_of_consumer; Type: FK CONSTRAINT; Schema: settle_private; Owner: settle_owner
@@ -6764,6 +6774,12 @@ REVOKE ALL ON FUNCTION settle_private._purge_tombstone(tenant text, key text, cu
 REVOKE ALL ON FUNCTION settle_private._raise(code text, message text, detail jsonb, hint text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _raise_reference(rule text, tenant text, key text, attempt integer); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._raise_reference(rule text, tenant text, key text, attempt integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _raise_row_rule(rule text, relation text, tenant text, key text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -6866,12 +6882,6 @@ REVOKE ALL ON FUNCTION settle_private.tg_attempts__guard_settlement() FROM PUBLI
 --
 
 REVOKE ALL ON FUNCTION settle_private.tg_audit_log__refuse_change() FROM PUBLIC;
-
---
--- Name: FUNCTION tg_operations__feed(); Type: ACL; Schema: settle_private; Owner: settle_owner
---
-
-REVOKE ALL ON FUNCTION settle_private.tg_operations__feed() FROM PUBLIC;
 
 --
 -- Name: FUNCTION tg_operations__guard(); Type: ACL; Schema: settle_private; Owner: settle_owner
