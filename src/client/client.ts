@@ -1,4 +1,3 @@
-import './polyfills.js';
 import { ConnectionError, createPool, type DatabasePool, type QuerySqlToken } from 'slonik';
 import type { z } from 'zod';
 import { notMigratedError, OperationNotFoundError, SettleRowValidationError } from './errors.js';

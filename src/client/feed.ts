@@ -1,4 +1,3 @@
-import './polyfills.js';
 import pg from 'pg';
 import { type DatabasePool, type QuerySqlToken, sql } from 'slonik';
 import { z } from 'zod';

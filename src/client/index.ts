@@ -1,5 +1,3 @@
-import './polyfills.js';
-
 export { createSettleClient, type SettleClient } from './client.js';
 export * from './errors.js';
 export {

@@ -1,4 +1,3 @@
-import './polyfills.js';
 import type { DriverTypeParser, Interceptor, QueryContext, QueryResultRow } from 'slonik';
 import { SettleRowValidationError } from './errors.js';
 import { ROW_CHECKS } from './row-checks.js';

@@ -1,4 +1,3 @@
-import './polyfills.js';
 import { createRequire } from 'node:module';
 import { Transform } from 'node:stream';
 import pg from 'pg';

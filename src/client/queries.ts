@@ -1,4 +1,3 @@
-import './polyfills.js';
 import { type PrimitiveValueExpression, type QuerySqlToken, sql } from 'slonik';
 import type { z } from 'zod';
 import * as rows from './rows.js';

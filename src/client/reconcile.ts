@@ -1,4 +1,3 @@
-import './polyfills.js';
 import { hostname } from 'node:os';
 import type * as otel from '@opentelemetry/api';
 import { type DatabasePool, type QuerySqlToken, sql } from 'slonik';

@@ -1,4 +1,3 @@
-import './polyfills.js';
 import { type Interceptor, sql } from 'slonik';
 import * as rows from './rows.js';
 

@@ -1,4 +1,3 @@
-import './polyfills.js';
 import { type DatabaseTransactionConnection, sql } from 'slonik';
 import type { ClientCore } from './core.js';
 import { isRetryable, mapDatabaseError } from './errors.js';
