@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { type DatabasePool, type QuerySqlToken, sql } from 'slonik';
 import { z } from 'zod';
@@ -122,7 +123,8 @@ export async function consumeFeed(
         errors += 1;
         failures += 1;
         options.onError?.(mapped);
-        await pause(Math.min(o.errorBackoffMs * 2 ** Math.min(failures - 1, 10), 30_000), signal);
+        const backoff = Math.min(o.errorBackoffMs * 2 ** Math.min(failures - 1, 10), 30_000);
+        await sleep(backoff, undefined, { signal }).catch(() => {}); // an abort only ends the wait
         continue;
       }
       if (count > 0) {
@@ -131,7 +133,10 @@ export async function consumeFeed(
         idle = o.idleMs;
         continue;
       }
-      const notified = waker === null ? (await pause(idle, signal), false) : await waker.wait(idle, signal);
+      const notified =
+        waker === null
+          ? (await sleep(idle, undefined, { signal }).catch(() => {}), false) // an abort only ends the wait
+          : await waker.wait(idle, signal);
       // A notification means an outcome committed; if the read still finds nothing, an older
       // transaction holds the horizon back (docs/feed.md): look again soon, then back off.
       idle = notified ? Math.min(o.idleMs, NOTIFIED_RETRY_MS) : Math.min(idle * 2, o.maxIdleMs);
@@ -187,20 +192,6 @@ function parse<S extends z.ZodType>(schema: S, value: unknown, path: string): z.
   throw new SettleInputError(`invalid ${path}: ${issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`, {
     code: 'INVALID_INPUT',
     issues,
-  });
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
   });
 }
 
@@ -265,7 +256,7 @@ class Waker {
         resolve();
       };
     });
-    await Promise.race([woken, pause(ms, signal)]);
+    await Promise.race([woken, sleep(ms, undefined, { signal })]).catch(() => {}); // an abort only ends the wait
     this.wake = null;
     return notified;
   }

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type * as otel from '@opentelemetry/api';
 import { type DatabasePool, type QuerySqlToken, sql } from 'slonik';
 import { z } from 'zod';
@@ -375,7 +376,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
           } catch (error) {
             onError(error);
           }
-          if (!full) await pause(idleMs, stopping.signal);
+          // stop() aborts the wait; the loop then ends.
+          if (!full) await sleep(idleMs, undefined, { signal: stopping.signal }).catch(() => {});
         }
       })();
     },
@@ -388,19 +390,6 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
 
 function isObject(value: unknown): value is Record<string, Json> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-  });
 }
 
 interface ReconcilerTelemetry {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { defaultClassify } from './classify.js';
 import {
   mapDatabaseError,
@@ -76,23 +77,6 @@ const callOptions = (options: CallOptions | undefined): CallOptions =>
 
 const asError = (value: unknown): Error => (value instanceof Error ? value : new Error(String(value), { cause: value }));
 
-/** A pause that ends early (rejecting with the reason) when `signal` aborts. */
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  if (signal === undefined) return new Promise((resolve) => setTimeout(resolve, ms));
-  signal.throwIfAborted();
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 /**
  * Claims until acquired, settled, conflicting, or waitForMs spent on someone else's lease;
  * `onAcquired` runs the attempt. Shared by run() and runInTransaction(). While another worker
@@ -148,7 +132,10 @@ export async function claimLoop<R>(
           return { outcome: 'in_progress', attempt, leaseExpiresAt, retryAfterMs };
         }
         const jittered = wait / 2 + Math.random() * (wait / 2);
-        await pause(Math.max(1, Math.min(jittered, claimed.retryAfterMs, remaining)), signal);
+        const ms = Math.max(1, Math.min(jittered, claimed.retryAfterMs, remaining));
+        // An abort (the only way this sleep rejects) ends the wait; the loop's throwIfAborted() then
+        // rejects with the caller's reason, not Node's AbortError.
+        await sleep(ms, undefined, { signal }).catch(() => {});
       }
     }
   }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { boolFlag, COMMON_HELP, intFlag, stringFlag, withClient, type Command } from '../command.js';
@@ -59,7 +60,8 @@ ${COMMON_HELP}`,
       let failed = 0;
       try {
         for (let call = 0; call < count && !stop.signal.aborted; call += 1) {
-          if (call > 0) await pause(intervalMs, stop.signal);
+          // SIGINT/SIGTERM abort the wait; the loop then ends.
+          if (call > 0) await sleep(intervalMs, undefined, { signal: stop.signal }).catch(() => {});
           if (stop.signal.aborted) break;
           const at = new Date().toISOString();
           const rows = await runUpkeep(pool, force);
@@ -130,16 +132,3 @@ ${COMMON_HELP}`,
     });
   },
 };
-
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-  });
-}
