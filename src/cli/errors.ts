@@ -21,8 +21,8 @@ export class MissingDatabaseError extends UsageError {
 }
 
 /** Refused by the engine or a command's own check (not found, invariant failure): exit 1. */
-export class OperationFailedError extends Error {
-  override readonly name = 'OperationFailedError';
+export class CommandFailedError extends Error {
+  override readonly name = 'CommandFailedError';
 }
 
 const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
@@ -56,7 +56,7 @@ function fieldsOf(error: unknown): ErrorFields {
 export function exitCodeFor(error: unknown): ExitCode {
   if (error instanceof UsageError || error instanceof SimulatorConfigError) return EXIT.usage;
   if (error instanceof DatabaseUnavailableError || error instanceof SettleConnectionError) return EXIT.database;
-  if (error instanceof OperationFailedError) return EXIT.failure;
+  if (error instanceof CommandFailedError) return EXIT.failure;
   // Bad input caught by the client before any round trip (sqlstate null) is a usage error.
   if (error instanceof SettleInputError && error.sqlstate === null) return EXIT.usage;
   const { sqlstate, code } = fieldsOf(error);

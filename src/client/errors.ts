@@ -6,6 +6,7 @@ import {
   StatementCancelledError,
   StatementTimeoutError,
 } from 'slonik';
+import type { ConflictField, HeartbeatFenceReason, RunOutcome, UnknownReason } from './types.js';
 
 /** A problem with an input, found by zod before the call or by the database (SE001-SE008). */
 export interface InputIssue {
@@ -167,6 +168,125 @@ export class SettleRowValidationError extends SettleError {
   constructor(message: string, issues: readonly InputIssue[]) {
     super(message, { code: 'ROW_VALIDATION' });
     this.issues = issues;
+  }
+}
+
+// Thrown by run() and by functions wrapped with settle.idempotent(): outcomes of the client's own
+// protocol, never mapped from a SQLSTATE.
+
+/** Why `signal` was aborted. */
+export class LeaseLostError extends SettleError {
+  readonly reason: HeartbeatFenceReason | 'lease_expired';
+  constructor(reason: HeartbeatFenceReason | 'lease_expired', cause?: unknown) {
+    super(`lease lost: ${reason}`, { code: 'LEASE_LOST', cause });
+    this.reason = reason;
+  }
+}
+
+/**
+ * The effect ran but returned something that cannot be stored as its result (not JSON, or not
+ * what the `result` schema accepts). The attempt was reported unknown, so the operation is not
+ * settled and no later run() runs the effect again without reconciling first. A bug in the effect.
+ */
+export class EffectResultError extends SettleInputError {}
+
+/** An earlier attempt reported unknown and this run() had no way to reconcile: nothing ran. */
+export class ReconciliationRequiredError extends SettleError {}
+
+/** A stored result (replay, or another attempt's) does not match the `result` schema. */
+export class StoredResultMismatchError extends SettleError {}
+
+/** The run() outcomes that are not a settled result: what an idempotent call throws. */
+export type UnsettledOutcome = Exclude<RunOutcome<never>, { readonly outcome: 'completed' | 'replay' }>;
+
+/**
+ * Thrown by a function wrapped with `settle.idempotent()` for every run() outcome other than a
+ * result (`completed`, `replay`): `outcome` is run()'s answer, `tenant` and `key` the operation.
+ * Catch a subclass for one outcome, or this class and switch on `outcome.outcome`.
+ */
+export class IdempotentCallError extends SettleError {
+  /** run()'s answer for this call. */
+  readonly outcome: UnsettledOutcome;
+  /** The operation's tenant. */
+  readonly tenant: string;
+  /** The operation's idempotency key. */
+  readonly key: string;
+
+  constructor(message: string, outcome: UnsettledOutcome, ref: { readonly tenant: string; readonly key: string }, code: string) {
+    const cause = 'cause' in outcome ? outcome.cause : undefined;
+    super(message, { code, cause, detail: { tenant: ref.tenant, key: ref.key } });
+    this.outcome = outcome;
+    this.tenant = ref.tenant;
+    this.key = ref.key;
+  }
+}
+
+/**
+ * `in_progress`: another call holds the key's lease after `waitForMs`; nothing ran here. Retry
+ * after `retryAfterMs` (a completed call is then replayed).
+ */
+export class OperationInProgressError extends IdempotentCallError {
+  declare readonly outcome: Extract<UnsettledOutcome, { readonly outcome: 'in_progress' }>;
+  /** Milliseconds until the holder's lease lapses, by the database clock. */
+  get retryAfterMs(): number {
+    return this.outcome.retryAfterMs;
+  }
+}
+
+/**
+ * `conflict`: the key is reserved for another request (`conflictOn: ['request']`, the call's
+ * arguments differ from the first call's) or another binding (`['binding']`); nothing ran and
+ * nothing of the other call is disclosed. Use a new key for a new intent.
+ */
+export class IdempotencyConflictError extends IdempotentCallError {
+  declare readonly outcome: Extract<UnsettledOutcome, { readonly outcome: 'conflict' }>;
+  /** What differs from the reservation. */
+  get conflictOn(): readonly ConflictField[] {
+    return this.outcome.conflictOn;
+  }
+}
+
+/** `refused`: the binding generation presented is revoked (settle.revoke_binding); nothing ran. */
+export class BindingRevokedError extends IdempotentCallError {
+  declare readonly outcome: Extract<UnsettledOutcome, { readonly outcome: 'refused' }>;
+}
+
+/**
+ * `failed`: the function threw an error classified retryable or final (`cause` is what it threw),
+ * or the operation had failed before. `final: false`: a later call with the same arguments opens
+ * a new attempt and runs the function again; `deadLettered`: the attempt budget is spent.
+ */
+export class OperationFailedError extends IdempotentCallError {
+  declare readonly outcome: Extract<UnsettledOutcome, { readonly outcome: 'failed' }>;
+  /** No later call will run the function (a final failure, or dead-lettered). */
+  get final(): boolean {
+    return this.outcome.final;
+  }
+  /** The attempt budget is spent: the operation is dead-lettered (an operator may redrive it). */
+  get deadLettered(): boolean {
+    return this.outcome.deadLettered;
+  }
+}
+
+/**
+ * `unknown`: the function may or may not have taken effect (a timeout, an abort, a lost
+ * connection; or an earlier attempt did and there is no `reconcile`). Never a failure: retry
+ * with the same arguments later; `reason` says why it is not known.
+ */
+export class OutcomeUnknownError extends IdempotentCallError {
+  declare readonly outcome: Extract<UnsettledOutcome, { readonly outcome: 'unknown' }>;
+  /** Why the outcome is not known (run()'s `UnknownReason`). */
+  get reason(): UnknownReason {
+    return this.outcome.reason;
+  }
+}
+
+/** `fenced`: this call's attempt lost its lease while the function ran; another attempt owns the operation. */
+export class AttemptFencedError extends IdempotentCallError {
+  declare readonly outcome: Extract<UnsettledOutcome, { readonly outcome: 'fenced' }>;
+  /** Why the lease was lost. */
+  get reason(): HeartbeatFenceReason {
+    return this.outcome.reason;
   }
 }
 

@@ -4,115 +4,26 @@
 // a typed IdempotentCallError subclass carrying the outcome, so the wrapped function keeps its
 // parameter and return types.
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { SettleError } from './errors.js';
+import {
+  AttemptFencedError,
+  BindingRevokedError,
+  IdempotencyConflictError,
+  type IdempotentCallError,
+  OperationFailedError,
+  OperationInProgressError,
+  OutcomeUnknownError,
+  type UnsettledOutcome,
+} from './errors.js';
 import type {
-  ConflictField,
-  HeartbeatFenceReason,
   IdempotentOptions,
   PerCall,
   RunContext,
   RunInput,
   RunOptions,
-  RunOutcome,
   SettleClient,
-  UnknownReason,
 } from './types.js';
 
 export type { IdempotentOptions, PerCall } from './types.js';
-
-/** The run() outcomes that are not a settled result: what an idempotent call throws. */
-export type UnsettledOutcome = Exclude<RunOutcome<never>, { readonly outcome: 'completed' | 'replay' }>;
-
-/**
- * Thrown by a function wrapped with `settle.idempotent()` for every run() outcome other than a
- * result (`completed`, `replay`): `outcome` is run()'s answer, `tenant` and `key` the operation.
- * Catch a subclass for one outcome, or this class and switch on `outcome.outcome`.
- */
-export class IdempotentCallError extends SettleError {
-  /** run()'s answer for this call. */
-  readonly outcome: UnsettledOutcome;
-  /** The operation's tenant. */
-  readonly tenant: string;
-  /** The operation's idempotency key. */
-  readonly key: string;
-
-  constructor(message: string, outcome: UnsettledOutcome, ref: { readonly tenant: string; readonly key: string }, code: string) {
-    const cause = 'cause' in outcome ? outcome.cause : undefined;
-    super(message, { code, cause, detail: { tenant: ref.tenant, key: ref.key } });
-    this.outcome = outcome;
-    this.tenant = ref.tenant;
-    this.key = ref.key;
-  }
-}
-
-/**
- * `in_progress`: another call holds the key's lease after `waitForMs`; nothing ran here. Retry
- * after `retryAfterMs` (a completed call is then replayed).
- */
-export class OperationInProgressError extends IdempotentCallError {
-  declare readonly outcome: Extract<UnsettledOutcome, { readonly outcome: 'in_progress' }>;
-  /** Milliseconds until the holder's lease lapses, by the database clock. */
-  get retryAfterMs(): number {
-    return this.outcome.retryAfterMs;
-  }
-}
-
-/**
- * `conflict`: the key is reserved for another request (`conflictOn: ['request']`, the call's
- * arguments differ from the first call's) or another binding (`['binding']`); nothing ran and
- * nothing of the other call is disclosed. Use a new key for a new intent.
- */
-export class IdempotencyConflictError extends IdempotentCallError {
-  declare readonly outcome: Extract<UnsettledOutcome, { readonly outcome: 'conflict' }>;
-  /** What differs from the reservation. */
-  get conflictOn(): readonly ConflictField[] {
-    return this.outcome.conflictOn;
-  }
-}
-
-/** `refused`: the binding generation presented is revoked (settle.revoke_binding); nothing ran. */
-export class BindingRevokedError extends IdempotentCallError {
-  declare readonly outcome: Extract<UnsettledOutcome, { readonly outcome: 'refused' }>;
-}
-
-/**
- * `failed`: the function threw an error classified retryable or final (`cause` is what it threw),
- * or the operation had failed before. `final: false`: a later call with the same arguments opens
- * a new attempt and runs the function again; `deadLettered`: the attempt budget is spent.
- */
-export class OperationFailedError extends IdempotentCallError {
-  declare readonly outcome: Extract<UnsettledOutcome, { readonly outcome: 'failed' }>;
-  /** No later call will run the function (a final failure, or dead-lettered). */
-  get final(): boolean {
-    return this.outcome.final;
-  }
-  /** The attempt budget is spent: the operation is dead-lettered (an operator may redrive it). */
-  get deadLettered(): boolean {
-    return this.outcome.deadLettered;
-  }
-}
-
-/**
- * `unknown`: the function may or may not have taken effect (a timeout, an abort, a lost
- * connection; or an earlier attempt did and there is no `reconcile`). Never a failure: retry
- * with the same arguments later; `reason` says why it is not known.
- */
-export class OutcomeUnknownError extends IdempotentCallError {
-  declare readonly outcome: Extract<UnsettledOutcome, { readonly outcome: 'unknown' }>;
-  /** Why the outcome is not known (run()'s `UnknownReason`). */
-  get reason(): UnknownReason {
-    return this.outcome.reason;
-  }
-}
-
-/** `fenced`: this call's attempt lost its lease while the function ran; another attempt owns the operation. */
-export class AttemptFencedError extends IdempotentCallError {
-  declare readonly outcome: Extract<UnsettledOutcome, { readonly outcome: 'fenced' }>;
-  /** Why the lease was lost. */
-  get reason(): HeartbeatFenceReason {
-    return this.outcome.reason;
-  }
-}
 
 const contexts = new AsyncLocalStorage<RunContext>();
 

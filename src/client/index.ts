@@ -11,32 +11,16 @@ export { type Classification, defaultClassify, isOutcomeUnknownError } from './c
 export {
   defaultErrorToJson,
   type EarlierAttempts,
-  EffectResultError,
-  LeaseLostError,
-  ReconciliationRequiredError,
   type ResultSchema,
   type RunContext,
   type RunInput,
   type RunOptions,
   type RunOutcome,
   sameReservation,
-  StoredResultMismatchError,
   type UnknownReason,
   type VoidToNull,
 } from './run.js';
-export {
-  AttemptFencedError,
-  BindingRevokedError,
-  IdempotencyConflictError,
-  idempotencyContext,
-  IdempotentCallError,
-  type IdempotentOptions,
-  OperationFailedError,
-  OperationInProgressError,
-  OutcomeUnknownError,
-  type PerCall,
-  type UnsettledOutcome,
-} from './idempotent.js';
+export { idempotencyContext, type IdempotentOptions, type PerCall } from './idempotent.js';
 export { LIMITS } from './schemas.js';
 export {
   type HttpRequestResult,

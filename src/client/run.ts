@@ -1,12 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { defaultClassify } from './classify.js';
 import {
+  EffectResultError,
+  LeaseLostError,
   mapDatabaseError,
+  ReconciliationRequiredError,
   SettleCommitUnconfirmedError,
   SettleConnectionError,
   SettleError,
   SettleInputError,
   SettleTimeoutError,
+  StoredResultMismatchError,
 } from './errors.js';
 import { findJsonProblem } from './json.js';
 import { LazyAbortController } from './lazy-abort.js';
@@ -31,28 +35,6 @@ import type {
 
 export type { Classification } from './classify.js';
 export type { EarlierAttempts, ResultSchema, RunContext, RunInput, RunOptions, RunOutcome, UnknownReason, VoidToNull } from './types.js';
-
-/** Why `signal` was aborted. */
-export class LeaseLostError extends SettleError {
-  readonly reason: HeartbeatFenceReason | 'lease_expired';
-  constructor(reason: HeartbeatFenceReason | 'lease_expired', cause?: unknown) {
-    super(`lease lost: ${reason}`, { code: 'LEASE_LOST', cause });
-    this.reason = reason;
-  }
-}
-
-/**
- * The effect ran but returned something that cannot be stored as its result (not JSON, or not
- * what the `result` schema accepts). The attempt was reported unknown, so the operation is not
- * settled and no later run() runs the effect again without reconciling first. A bug in the effect.
- */
-export class EffectResultError extends SettleInputError {}
-
-/** An earlier attempt reported unknown and this run() had no way to reconcile: nothing ran. */
-export class ReconciliationRequiredError extends SettleError {}
-
-/** A stored result (replay, or another attempt's) does not match the `result` schema. */
-export class StoredResultMismatchError extends SettleError {}
 
 const NEEDS_RECONCILIATION_HINT =
   'Pass run(input, effect, { reconcile }) to look the effect up downstream, or { rerunAfterUnknown: true } if the downstream honours one idempotency key for every attempt.';

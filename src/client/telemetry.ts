@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type * as otel from '@opentelemetry/api';
 import { SettleError } from './errors.js';
+import type { TelemetryOptions } from './types.js';
 
 // OpenTelemetry metrics and spans of the client (docs/observability.md lists every name).
 //
@@ -13,26 +14,7 @@ import { SettleError } from './errors.js';
 // reason, a SQLSTATE. Never a key, lease token or principal; the tenant only when the application
 // opts in with `telemetry: { tenantAttribute: true }`.
 
-/** A MeterProvider (from @opentelemetry/sdk-metrics or the API): typed loosely so the API stays optional. */
-export interface MeterProviderLike {
-  /** Returns the meter the client records its metrics with. */
-  getMeter(name: string, version?: string, options?: object): unknown;
-}
-/** A TracerProvider (from @opentelemetry/sdk-trace-base or the API). */
-export interface TracerProviderLike {
-  /** Returns the tracer the client starts its spans with. */
-  getTracer(name: string, version?: string, options?: object): unknown;
-}
-
-/** OpenTelemetry providers for the client's metrics and spans (default: the global ones; docs/observability.md). */
-export interface TelemetryOptions {
-  /** Default: the global MeterProvider of @opentelemetry/api, looked up at the client's first call. */
-  readonly meterProvider?: MeterProviderLike;
-  /** Default: the global TracerProvider of @opentelemetry/api. */
-  readonly tracerProvider?: TracerProviderLike;
-  /** Add `pg_settle.tenant` to metric and span attributes (default false: tenants may be many, or sensitive). */
-  readonly tenantAttribute?: boolean;
-}
+export type { MeterProviderLike, TelemetryOptions, TracerProviderLike } from './types.js';
 
 /**
  * What the HTTP middleware answered: `first` (the handler's own response), `replay` (a stored
@@ -40,7 +22,7 @@ export interface TelemetryOptions {
  */
 export type HttpRequestResult = 'first' | 'replay' | `${number}`;
 
-/** A transparent retry as the client reports it (structurally: types.ts imports this module's options). */
+/** A transparent retry as the client reports it (typed structurally). */
 interface RetryEventLike {
   readonly operation: string;
   readonly retry: number;

@@ -1,6 +1,5 @@
 import type { DatabasePool, DatabasePoolConnection, DatabaseTransactionConnection } from 'slonik';
 import type { Classification } from './classify.js';
-import type { TelemetryOptions } from './telemetry.js';
 
 /** A JSON value as stored in jsonb: finite numbers, plain objects and arrays only. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -318,6 +317,27 @@ export interface RetryPolicy {
   readonly baseDelayMs?: number;
   /** Backoff ceiling in ms (default 1000). */
   readonly maxDelayMs?: number;
+}
+
+/** A MeterProvider (from @opentelemetry/sdk-metrics or the API): typed loosely so the API stays optional. */
+export interface MeterProviderLike {
+  /** Returns the meter the client records its metrics with. */
+  getMeter(name: string, version?: string, options?: object): unknown;
+}
+/** A TracerProvider (from @opentelemetry/sdk-trace-base or the API). */
+export interface TracerProviderLike {
+  /** Returns the tracer the client starts its spans with. */
+  getTracer(name: string, version?: string, options?: object): unknown;
+}
+
+/** OpenTelemetry providers for the client's metrics and spans (default: the global ones; docs/observability.md). */
+export interface TelemetryOptions {
+  /** Default: the global MeterProvider of @opentelemetry/api, looked up at the client's first call. */
+  readonly meterProvider?: MeterProviderLike;
+  /** Default: the global TracerProvider of @opentelemetry/api. */
+  readonly tracerProvider?: TracerProviderLike;
+  /** Add `pg_settle.tenant` to metric and span attributes (default false: tenants may be many, or sensitive). */
+  readonly tenantAttribute?: boolean;
 }
 
 interface CommonClientOptions {

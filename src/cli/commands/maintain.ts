@@ -3,7 +3,7 @@ import { sql, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { boolFlag, COMMON_HELP, intFlag, stringFlag, withClient, type Command } from '../command.js';
 import { parseDuration } from '../duration.js';
-import { OperationFailedError } from '../errors.js';
+import { CommandFailedError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, printText, toJsonText } from '../output.js';
 import { viewQuery } from '../queries.js';
@@ -109,7 +109,7 @@ ${COMMON_HELP}`,
           select exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron') as installed`),
       );
       if (!installed) {
-        throw new OperationFailedError(
+        throw new CommandFailedError(
           'pg_cron is not installed in this database: install it (shared_preload_libraries = pg_cron, cron.database_name = this database, CREATE EXTENSION pg_cron) or run `pg-settle maintain`',
         );
       }

@@ -1,6 +1,6 @@
 import type { SettleClient } from '../../client/client.js';
 import { LazyAbortController } from '../../client/lazy-abort.js';
-import { LeaseLostError } from '../../client/run.js';
+import { LeaseLostError } from '../../client/errors.js';
 import type { AttemptHandle } from '../../client/types.js';
 
 export interface LeaseKeeper {
