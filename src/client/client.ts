@@ -20,33 +20,15 @@ import { createClientTelemetry, registerClientTelemetry } from './telemetry.js';
 import { runInTransaction } from './transaction.js';
 import type {
   AttemptHandle,
-  AttemptRecord,
-  AuditRecord,
   CallOptions,
-  ClaimInput,
-  ClaimOutcome,
-  DeadLetterRecord,
-  ExpireResult,
-  GetInput,
-  HeartbeatOutcome,
-  Json,
-  LockedRead,
-  Observation,
-  OperationRecord,
-  OperationRef,
   Queryable,
-  RedriveInput,
   RunContext,
   RunInput,
   RunOptions,
   RunOutcome,
   SettleClient,
   SettleClientOptions,
-  TenantStats,
   VoidToNull,
-  TransactionEffectContext,
-  TransactionOutcome,
-  TransactionRunInput,
 } from './types.js';
 
 export type { SettleClient } from './types.js';

@@ -11,7 +11,6 @@ import {
 } from './run.js';
 import type {
   AttemptHandle,
-  Isolation,
   Json,
   RunOptions,
   RunOutcome,

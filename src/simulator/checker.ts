@@ -131,7 +131,7 @@ class Collector {
 
 function everyOperationFinal(history: History, index: HistoryIndex): InvariantResult {
   const c = new Collector('every-operation-final');
-  for (const { id, k, op } of intendedOperations(history, index)) {
+  for (const { id, op } of intendedOperations(history, index)) {
     c.checked += 1;
     if (op === undefined) c.fail(`${id}: no canonical record`);
     else if (op.status !== 'completed' && op.status !== 'failed') c.fail(`${id}: ended ${op.status}`);
