@@ -58,8 +58,8 @@ describe('examples/', () => {
     expect(Object.keys(expectations).sort()).toEqual(programs.map((p) => `examples/${p}`));
   });
 
-  it('the README links examples/README.md', () => {
-    expect(readFileSync('README.md', 'utf8')).toContain('](https://github.com/pg-settle/pg-settle/blob/main/examples/README.md)');
+  it('the docs index links examples/README.md', () => {
+    expect(readFileSync('docs/README.md', 'utf8')).toContain('](https://github.com/pg-settle/pg-settle/blob/main/examples/README.md)');
   });
 
   it.each(commands)('`%s` runs as documented: prints what it did and exits 0', { timeout: 300_000 }, async (command) => {
