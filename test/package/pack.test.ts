@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // into a temporary copy so the checkout's own dist/ (which bin/pg-settle.js prefers) is untouched.
 const execFileAsync = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '../..');
-const NOT_PRODUCT = /(^|\/)(test|tests|bench|reliability|harness)(\/|$)|\.test\.[cm]?[jt]s$|\.tsbuildinfo$/;
+// Nor a lab notebook: benchmark notes and test fixtures stay in the repository.
+const NOT_PRODUCT = /(^|\/)(test|tests|bench|reliability|harness|notes|fixtures)(\/|$)|\.test\.[cm]?[jt]s$|\.tsbuildinfo$/;
 
 let packDir: string;
 let files: string[];
@@ -39,7 +40,7 @@ describe('npm pack --dry-run', () => {
     expect(files.some((f) => f.startsWith('sql/migrations/'))).toBe(true);
   });
 
-  it('lists no harness, test or bench file', () => {
+  it('lists no harness, test, bench, notes or fixture file', () => {
     expect(files.filter((f) => NOT_PRODUCT.test(f))).toEqual([]);
   });
 
