@@ -9,6 +9,7 @@ import { TEMPLATE_DB } from './provided-context.js';
  * vitest globalSetup: one PostgreSQL server for the whole run, one migrated template database
  * (`settle_template`) that each test file clones with createTestDatabase().
  *
+ * Set PG_SETTLE_TEST_PG_BIN to a server's bin directory to run on that server (e.g. PostgreSQL 18).
  * Set PG_SETTLE_MIGRATIONS_DIR to migrate the template from another directory.
  * Set PG_SETTLE_TEST_LOG=1 to see provisioning and migration logs.
  */
@@ -20,7 +21,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
 
   const started = Date.now();
   const server = await provisionPostgres({ log });
+  let version = 'PostgreSQL (version unknown)';
   try {
+    const versionNum = await withPgClient(server.adminUrl, async (c) => {
+      const { rows } = await c.query<{ v: string; n: string }>(`select current_setting('server_version') as v, current_setting('server_version_num') as n`);
+      return { text: `PostgreSQL ${rows[0]?.v ?? '?'}`, num: Number(rows[0]?.n ?? 0) };
+    });
+    version = versionNum.text;
+    project.provide('serverVersionNum', versionNum.num);
     await recreateTemplate(server.adminUrl);
     const dir = process.env.PG_SETTLE_MIGRATIONS_DIR;
     const { applied } = await migrate(withDatabase(server.adminUrl, TEMPLATE_DB), dir === undefined ? { log } : { log, dir });
@@ -34,10 +42,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
       }),
     );
     await sealTemplate(server.adminUrl);
-    log(`server (${server.kind}) and template ready in ${Date.now() - started} ms; applied ${applied.join(', ')}`);
+    log(`${version} (${server.kind}) and template ready in ${Date.now() - started} ms; applied ${applied.join(', ')}`);
   } catch (error) {
     await server.stop();
-    throw error;
+    // In a version matrix (PG_SETTLE_TEST_PG_BIN) the failure must say which server failed.
+    throw new Error(`test setup on ${version} (${server.kind}) failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
 
   project.provide('adminUrl', server.adminUrl);

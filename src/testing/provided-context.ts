@@ -8,6 +8,8 @@ declare module 'vitest' {
     adminUrl: string;
     /** Migrated template database that createTestDatabase() clones. */
     templateDb: string;
+    /** `server_version_num` of the test server (150018, 180004, ...). */
+    serverVersionNum: number;
   }
 }
 
