@@ -44,6 +44,13 @@ export interface CitusRouter {
    * read again at the next call.
    */
   unreachable(key: string, error: unknown): Promise<void>;
+  /**
+   * Every node holding a shard by the current map ("host:port", sorted), the map read first when
+   * none was read yet; empty when no map could be read (the error went to onError).
+   */
+  shardNodes(): Promise<string[]>;
+  /** The pool of `node` ("host:port"): undefined when `nodes` gives no connection string for it. */
+  poolOfNode(node: string): Promise<DatabasePool> | undefined;
   end(): Promise<void>;
 }
 
@@ -97,19 +104,31 @@ export function createCitusRouter(
     return undefined;
   };
 
+  const poolOf = (url: string): Promise<DatabasePool> => {
+    let pool = pools.get(url);
+    if (pool === undefined) {
+      pool = makePool(url);
+      pools.set(url, pool);
+      pool.catch(() => pools.delete(url));
+    }
+    return pool;
+  };
+
   return {
     nodeFor,
     async poolFor(key) {
       const node = await nodeFor(key);
       const url = node === undefined ? undefined : options.nodes[node];
       if (url === undefined || (down.get(url) ?? 0) > Date.now()) return undefined;
-      let pool = pools.get(url);
-      if (pool === undefined) {
-        pool = makePool(url);
-        pools.set(url, pool);
-        pool.catch(() => pools.delete(url));
-      }
-      return pool;
+      return poolOf(url);
+    },
+    async shardNodes() {
+      if (routes.length === 0 || Date.now() - loadedAt >= refreshMs) await load();
+      return [...new Set(routes.map((r) => r.node))].sort();
+    },
+    poolOfNode(node) {
+      const url = options.nodes[node];
+      return url === undefined ? undefined : poolOf(url);
     },
     async unreachable(key, error) {
       report(error);

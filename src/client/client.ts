@@ -15,6 +15,7 @@ import type { ClientCore } from './core.js';
 import { makeIdempotent } from './idempotent.js';
 import { runEffect } from './run.js';
 import * as s from './schemas.js';
+import { consumeCitusFeed } from './citus-feed.js';
 import { consumeFeed } from './feed.js';
 import { createClientTelemetry, registerClientTelemetry } from './telemetry.js';
 import { runInTransaction } from './transaction.js';
@@ -235,7 +236,10 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     },
 
     consume: (name, handler, consumeOptions) =>
-      consumeFeed(
+      // On a Citus cluster (citusRouting) every node holding shards has its own feed.
+      router !== undefined && 'connectionString' in options && options.citusRouting !== undefined
+        ? consumeCitusFeed({ router, telemetry, nodes: options.citusRouting.nodes }, name, handler, consumeOptions)
+        : consumeFeed(
         { getPool, telemetry, connectionString: 'connectionString' in options ? options.connectionString : consumeOptions?.listenConnectionString },
         name,
         handler,

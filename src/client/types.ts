@@ -741,6 +741,8 @@ export interface FeedBatchContext {
   readonly connection: DatabaseTransactionConnection | null;
   /** Aborted when consume() is asked to stop (the batch may still finish). */
   readonly signal: AbortSignal;
+  /** On a Citus cluster (citusRouting): the node ("host:port") whose feed the batch came from. */
+  readonly node?: string;
 }
 
 /** A feed consumer's handler: called with each batch of settlement events, in order; the batch is acknowledged when it resolves. */

@@ -75,6 +75,9 @@ export async function startLocalCluster(opts: LocalClusterOptions): Promise<Loca
     const stop = once(async () => {
       server.unregisterExitHook();
       await server.shutdown();
+      // A test may have restarted the server out of band (pg_ctl restart, see node-control.ts):
+      // then the postmaster is not our child, and its data directory names it.
+      await stopPostmasterOf(dataDir);
       await removeOwnedDirs();
     });
     return { adminUrl: server.adminUrl, dataDir, stop };
@@ -270,6 +273,25 @@ export function trySignal(pid: number | undefined, signal: NodeJS.Signals): void
     process.kill(pid, signal);
   } catch {
     // already gone
+  }
+}
+
+/** SIGINT (fast shutdown) to the postmaster named by `dataDir`'s postmaster.pid, if one runs; SIGKILL after a grace period. */
+export async function stopPostmasterOf(dataDir: string): Promise<void> {
+  const pid = await readPostmasterPid(dataDir);
+  if (pid === undefined || !isAlive(pid)) return;
+  trySignal(pid, 'SIGINT');
+  const deadline = Date.now() + STOP_GRACE_MS;
+  while (isAlive(pid) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  if (isAlive(pid)) trySignal(pid, 'SIGKILL');
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
   }
 }
 

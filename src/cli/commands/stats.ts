@@ -1,3 +1,4 @@
+import { citusFeedLag } from '../../client/citus-feed.js';
 import { boolFlag, COMMON_HELP, intFlag, stringFlag, withClient, type Command } from '../command.js';
 import { parseDuration } from '../duration.js';
 import { EXIT } from '../exit-codes.js';
@@ -66,8 +67,10 @@ ${COMMON_HELP}`,
         holderTransactionAgeSeconds: horizon.holder_xact_age_seconds, holderXidAge: horizon.holder_xid_age,
         holderIsFeedConsumer: horizon.holder_consumer, holderConsumer: horizon.holder_consumer_name, holderLane: horizon.holder_lane,
       };
+      // On a Citus coordinator every node has its own feed: how far behind each consumer is there.
+      const feedNodes = await citusFeedLag(pool);
       if (input.json) {
-        printJson({ ok: true, command: 'stats', tenants: rows, upkeep, feedHorizon });
+        printJson({ ok: true, command: 'stats', tenants: rows, upkeep, feedHorizon, ...(feedNodes.length === 0 ? {} : { feedNodes }) });
       } else if (rows.length === 0) {
         printText('no operations');
       } else {
@@ -82,6 +85,14 @@ ${COMMON_HELP}`,
         );
       }
       if (!input.json) printText(`\n${renderUpkeep(upkeep)}\nfeed horizon held by: ${describeHolder(horizon)}`);
+      if (!input.json && feedNodes.length > 0) {
+        printText(
+          `\nfeed per node (Citus: each node has its own feed)\n${renderTable(
+            ['node', 'consumer', 'lag events', 'lag seconds', 'error'],
+            feedNodes.map((r) => [r.node, r.consumer ?? '-', r.lagEvents ?? '-', r.lagSeconds ?? '-', r.error ?? '']),
+          )}`,
+        );
+      }
       return EXIT.ok;
     });
   },
