@@ -1,0 +1,120 @@
+import { randomBytes } from 'node:crypto';
+import { expect, it } from 'vitest';
+import { createSettleClient, SettleConnectionError, type SettleClient } from '../../src/client/index.js';
+import { stopServer } from '../../src/dev-server/node-control.js';
+import { citusUrl, describeCitus, uniqueTenant, useCitus } from './support/cluster.js';
+
+// citusRouting when a node is missing (docs/scale-out.md, "Routing keys to their node"): the
+// coordinator stopped while the workers answer (routed calls go on with the last shard map read);
+// a worker stopped mid-run (its keys fail with a typed connection error, no other node can answer
+// for them; the other worker's keys go on; after it is back each key settles once). Effects are
+// counted by the test, rows by the database.
+const citus = useCitus();
+const APP = 'settle_citus_app';
+const BINDING = { principal: 'routing-app', scopes: ['payments.write'], generation: 0 };
+
+function nodeName(i: number): string {
+  const u = new URL(citusUrl(i));
+  return `${u.hostname}:${u.port}`;
+}
+
+function workerUrls(): Record<string, string> {
+  const nodes: Record<string, string> = {};
+  for (const i of citus.nodes) if (i !== 'coordinator') nodes[nodeName(i)] = citusUrl(i, APP);
+  return nodes;
+}
+
+/** Rows of `keys` in settle.operations and attempts per key, read through the coordinator as the superuser. */
+async function attemptsPerKey(tenant: string, keys: readonly string[]): Promise<Map<string, number>> {
+  const c = await citus.coordinator();
+  const { rows } = await c.query<{ key: string; n: number }>(
+    `select o.key, count(a.*)::int as n from settle_private.operations o
+       left join settle_private.attempts a on a.tenant = o.tenant and a.key = o.key
+      where o.tenant = $1 and o.key = any($2) group by o.key`,
+    [tenant, keys],
+  );
+  return new Map(rows.map((r) => [r.key, r.n]));
+}
+
+describeCitus('citusRouting when a node is missing', () => {
+  it('the coordinator stopped: calls routed to the workers settle with the last shard map read; after it is back, each key settled once', async () => {
+    const tenant = uniqueTenant('nocoord');
+    const errors: Error[] = [];
+    const client: SettleClient = createSettleClient({
+      connectionString: citusUrl('coordinator', APP),
+      poolSize: 2,
+      citusRouting: { nodes: workerUrls(), refreshMs: 200, onError: (e) => errors.push(e) },
+    });
+    const effects = new Map<string, number>();
+    const keys = Array.from({ length: 8 }, (_, i) => `nocoord-${i}-${randomBytes(3).toString('hex')}`);
+    const run = (key: string) =>
+      client.run({ tenant, key, request: { key }, binding: BINDING }, async () => {
+        effects.set(key, (effects.get(key) ?? 0) + 1);
+        return { done: key };
+      });
+    let stopped: Awaited<ReturnType<typeof stopServer>> | undefined;
+    try {
+      // The map is read while the coordinator answers.
+      expect(await run(keys[0] as string)).toMatchObject({ outcome: 'completed' });
+      stopped = await stopServer(citusUrl('coordinator'));
+      // The map is stale by now (refreshMs 200): reading it again fails and is reported; the last map serves.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      for (const key of keys.slice(1)) expect(await run(key), key).toMatchObject({ outcome: 'completed', result: { done: key } });
+      // A settled key replays from its worker.
+      expect(await run(keys[1] as string)).toMatchObject({ outcome: 'replay' });
+      expect(errors.length, 'the failed map read reported').toBeGreaterThan(0);
+    } finally {
+      await stopped?.start();
+      await client.end();
+    }
+    expect([...effects.values()]).toEqual(keys.map(() => 1));
+    const attempts = await attemptsPerKey(tenant, keys);
+    expect(keys.map((k) => attempts.get(k))).toEqual(keys.map(() => 1));
+  });
+
+  it('a worker stopped mid-run: its keys fail with SettleConnectionError naming it, the other worker\'s keys settle; after it is back each key settles once', async () => {
+    const tenant = uniqueTenant('noworker');
+    const client = createSettleClient({ connectionString: citusUrl('coordinator', APP), poolSize: 2, citusRouting: { nodes: workerUrls(), refreshMs: 60_000 } });
+    const effects = new Map<string, number>();
+    const keys = Array.from({ length: 12 }, (_, i) => `noworker-${i}-${randomBytes(3).toString('hex')}`);
+    const onWorker = new Map<string, number>();
+    for (const key of keys) onWorker.set(key, (await citus.placementOf(key)).worker);
+    expect(new Set(onWorker.values()).size).toBe(2);
+    const run = (key: string) =>
+      client.run({ tenant, key, request: { key }, binding: BINDING }, async () => {
+        effects.set(key, (effects.get(key) ?? 0) + 1);
+        return { done: key };
+      });
+    const failed: string[] = [];
+    let stopped: Awaited<ReturnType<typeof stopServer>> | undefined;
+    try {
+      for (const [i, key] of keys.entries()) {
+        if (i === 4) stopped = await stopServer(citusUrl(0));
+        if (stopped !== undefined && onWorker.get(key) === 0) {
+          // Neither the worker (down) nor the coordinator (which would delegate to it) can answer.
+          const error = await run(key).then(() => undefined, (e: unknown) => e);
+          expect(error, key).toBeInstanceOf(SettleConnectionError);
+          expect(effects.get(key) ?? 0, `${key}: no effect without a claim`).toBe(0);
+          failed.push(key);
+        } else {
+          expect(await run(key), key).toMatchObject({ outcome: 'completed' });
+        }
+      }
+    } finally {
+      await stopped?.start();
+    }
+    expect(failed.length, 'some keys were on the stopped worker').toBeGreaterThan(0);
+    try {
+      // Back: the failed keys settle now, once; the settled ones replay.
+      for (const key of keys) {
+        const outcome = await run(key);
+        expect(outcome.outcome, key).toBe(failed.includes(key) ? 'completed' : 'replay');
+      }
+    } finally {
+      await client.end();
+    }
+    expect(keys.map((k) => effects.get(k))).toEqual(keys.map(() => 1));
+    const attempts = await attemptsPerKey(tenant, keys);
+    expect(keys.map((k) => attempts.get(k))).toEqual(keys.map(() => 1));
+  });
+});
