@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { createSettleClient, SettleConnectionError, type SettleClient } from '../../src/client/index.js';
+import { distribute } from '../../src/db/distribute.js';
 import { stopServer } from '../../src/dev-server/node-control.js';
 import { citusUrl, describeCitus, uniqueTenant, useCitus } from './support/cluster.js';
 
@@ -112,6 +113,57 @@ describeCitus('citusRouting when a node is missing', () => {
       }
     } finally {
       await client.end();
+    }
+    expect(keys.map((k) => effects.get(k))).toEqual(keys.map(() => 1));
+    const attempts = await attemptsPerKey(tenant, keys);
+    expect(keys.map((k) => attempts.get(k))).toEqual(keys.map(() => 1));
+  });
+
+  it('a shard moved during a run (citus_move_shard_placement): calls on its keys racing the move each settle once, on the map before and after', async () => {
+    const tenant = uniqueTenant('moved');
+    const su = await citus.coordinator();
+    // Keys of one shard: the shard of the first key, and more keys until 8 share it.
+    const first = `moved-0-${randomBytes(3).toString('hex')}`;
+    const { shardId, worker: from } = await citus.placementOf(first);
+    const keys = [first];
+    for (let i = 1; keys.length < 8 && i < 5_000; i++) {
+      const key = `moved-${i}-${randomBytes(3).toString('hex')}`;
+      const { rows } = await su.query<{ id: string }>(`select get_shard_id_for_distribution_column('settle_private.operations', $1::text) as id`, [key]);
+      if (Number(rows[0]?.id) === shardId) keys.push(key);
+    }
+    expect(keys).toHaveLength(8);
+    const to = 1 - from;
+    const [fromHost, fromPort] = nodeName(from).split(':') as [string, string];
+    const [toHost, toPort] = nodeName(to).split(':') as [string, string];
+    const client = createSettleClient({ connectionString: citusUrl('coordinator', APP), poolSize: 4, citusRouting: { nodes: workerUrls(), refreshMs: 500 } });
+    const effects = new Map<string, number>();
+    const run = (key: string) =>
+      client.run({ tenant, key, request: { key }, binding: BINDING, waitForMs: 60_000 }, async () => {
+        effects.set(key, (effects.get(key) ?? 0) + 1);
+        return { done: key };
+      });
+    try {
+      // The map is read with the shard on `from`; half the keys settle before the move.
+      for (const key of keys.slice(0, 4)) expect(await run(key)).toMatchObject({ outcome: 'completed' });
+      const move = su.query(
+        `select citus_move_shard_placement($1, $2, $3::int, $4, $5::int, shard_transfer_mode => 'block_writes')`,
+        [shardId, fromHost, fromPort, toHost, toPort],
+      );
+      // The other half and replays of the first half race the move (routed by the old map).
+      const racing = await Promise.all(keys.map((key) => run(key)));
+      await move;
+      expect(racing.map((o) => o.outcome)).toEqual([...keys.slice(0, 4).map(() => 'replay'), ...keys.slice(4).map(() => 'completed')]);
+      expect((await citus.placementOf(first)).worker, 'the shard moved').toBe(to);
+      // After the move (the map read again), every key replays from its new node.
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      for (const key of keys) expect(await run(key), key).toMatchObject({ outcome: 'replay', result: { done: key } });
+    } finally {
+      await client.end();
+      // Back where it was, and distribute again as after every move (scale-out.md).
+      if ((await citus.placementOf(first)).worker !== from) {
+        await su.query(`select citus_move_shard_placement($1, $2, $3::int, $4, $5::int, shard_transfer_mode => 'block_writes')`, [shardId, toHost, toPort, fromHost, fromPort]);
+      }
+      await distribute(citusUrl('coordinator'));
     }
     expect(keys.map((k) => effects.get(k))).toEqual(keys.map(() => 1));
     const attempts = await attemptsPerKey(tenant, keys);
