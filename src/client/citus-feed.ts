@@ -131,5 +131,8 @@ export async function citusFeedLag(pool: DatabasePool): Promise<NodeFeedLag[]> {
     // E.g. a role that may not run run_command_on_all_nodes: say so instead of failing the caller.
     return [{ node: 'coordinator', consumer: null, lagEvents: null, lagSeconds: null, error: error instanceof Error ? error.message : String(error) }];
   }
-  return rows.map((r) => ({ node: r.node, consumer: r.consumer, lagEvents: r.lag_events, lagSeconds: r.lag_seconds, error: r.error }));
+  // Converted here too: a pool without the result-parser interceptor hands the raw rows over
+  // (int8 as BigInt), unparsed by nodeLagRow.
+  const num = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+  return rows.map((r) => ({ node: r.node, consumer: r.consumer, lagEvents: num(r.lag_events), lagSeconds: num(r.lag_seconds), error: r.error }));
 }

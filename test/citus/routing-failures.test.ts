@@ -73,7 +73,7 @@ describeCitus('citusRouting when a node is missing', () => {
     expect(keys.map((k) => attempts.get(k))).toEqual(keys.map(() => 1));
   });
 
-  it('a worker stopped mid-run: its keys fail with SettleConnectionError naming it, the other worker\'s keys settle; after it is back each key settles once', async () => {
+  it('a worker stopped mid-run: its keys fail with SettleConnectionError, the other worker\'s keys settle; after it is back each key settles once', async () => {
     const tenant = uniqueTenant('noworker');
     const client = createSettleClient({ connectionString: citusUrl('coordinator', APP), poolSize: 2, citusRouting: { nodes: workerUrls(), refreshMs: 60_000 } });
     const effects = new Map<string, number>();
