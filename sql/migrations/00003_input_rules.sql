@@ -20,7 +20,8 @@ set local role settle_owner;
 -- (of the JSON text for jsonb values). evidence_bytes bounds what the audit log keeps of a
 -- refused or fenced call's presented values, payload, principal and scopes together (larger
 -- ones are kept as sizes and SHA-256, 00012 _presented); refusal_rows is how many refused,
--- fenced or conflicting audit rows one key keeps in full (the rest are counted, 00006 _audit).
+-- fenced or conflicting audit rows one key keeps in full (the rest are counted, 00006 _audit);
+-- max_batch_keys bounds the keys of one batch call (settle.claim_many, complete_many: 00016).
 -- Changing one is a change of the public contract:
 -- src/client's LIMITS is tested against it.
 create function settle_private._limits()
@@ -44,6 +45,7 @@ as $$
     "max_lease_ms": 86400000,
     "max_attempts": 1000,
     "max_batch_size": 100000,
+    "max_batch_keys": 1000,
     "evidence_bytes": 8192,
     "refusal_rows": 20
   }'::jsonb

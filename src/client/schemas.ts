@@ -25,6 +25,8 @@ export const LIMITS = {
   maxLeaseMs: 86_400_000,
   maxAttempts: 1_000,
   maxBatchSize: 100_000,
+  /** Keys of one batch call (claimMany, completeMany, runMany). */
+  maxBatchKeys: 1_000,
   /** What the audit log keeps of a refused or fenced payload; larger ones: size and SHA-256. */
   evidenceBytes: 8_192,
   /** Refused, fenced or conflicting audit rows one key keeps in full; the rest are counted (settle.audit_overflow). */

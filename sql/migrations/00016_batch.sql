@@ -1,0 +1,311 @@
+-- 00016: batches: settle.claim_many and settle.complete_many.
+--
+-- Why: a caller that settles many keys of one tenant at once (a payout run, an import, a queue
+-- worker that takes 100 jobs) pays per key one commit, one round trip and one WAL flush with the
+-- single-key calls; the engine is bound by flushing its WAL (docs/performance.md), so one call and
+-- one commit for many keys is the lever. A batch changes the cost, never the answers:
+--   * every key is decided by the single-key call itself (settle.claim, settle.complete), inside
+--     the batch's transaction, so every key has exactly the single-key answer and guarantees: its
+--     own attempt, lease and fencing token, fingerprint, binding check, lattice, audit, feed event,
+--     tenant binding and revocation floor. A batch is its single calls made at one instant
+--     (test/engine/batch-property.test.ts holds the answers equal);
+--   * the keys are visited in one fixed order, (key COLLATE "C", ordinal), so every row lock and
+--     every wait on another session's uncommitted insert of a key is taken in that order: two
+--     batches over overlapping keys never deadlock, whatever order their callers listed the keys
+--     in (one waits for the other at the first key they share). A single-key call holds one lock;
+--   * a key listed twice is decided twice, in list order, as a second caller would be: a second
+--     claim of a key the batch acquired answers in_progress, a second identical complete answers
+--     duplicate;
+--   * the input is checked whole before any key is decided (nothing is written for a bad batch):
+--     the shape of the arrays (SE060-SE063), then every element by the single-key rules, whose
+--     SQLSTATE the batch raises with the element's ordinal added to DETAIL;
+--   * the answers come back one row per element, in the caller's order (ordinal, 1-based).
+-- The batch functions are not delegated on Citus (their keys live on many shards): there each
+-- key's call is routed to its shard from the coordinator, in the same key order.
+
+set local role settle_owner;
+
+create type settle.claim_many_result as (
+  ordinal integer,
+  key text,
+  outcome text,
+  status settle.status,
+  attempt integer,
+  lease_token uuid,
+  lease_expires_at timestamptz,
+  retry_after_ms integer,
+  fingerprint text,
+  result jsonb,
+  settled_attempt integer,
+  error jsonb,
+  dead_lettered boolean,
+  conflict_on text[],
+  reason text,
+  dead_letter_reason text
+);
+comment on type settle.claim_many_result is
+  'One element of settle.claim_many: its ordinal (1-based position in keys) and key, then exactly the columns settle.claim answers for that key (settle.claim_result).';
+
+create type settle.complete_many_result as (
+  ordinal integer,
+  key text,
+  outcome text,
+  reason text,
+  status settle.status,
+  attempt integer,
+  settled_attempt integer,
+  result jsonb,
+  error jsonb,
+  conflict_on text[],
+  dead_lettered boolean,
+  dead_letter_reason text
+);
+comment on type settle.complete_many_result is
+  'One element of settle.complete_many: its ordinal (1-based position in keys) and key, then exactly the columns settle.complete answers for that key (settle.observation_result).';
+
+-- The shape of a batch: `keys` one-dimensional, indexed from 1, without NULL, 1..max_batch_keys
+-- elements; every other array (`names`, `arrays` as text) of the same shape and length. Raises
+-- SE061 (empty), SE060 (too many), SE062 (a shape or length that differs), SE063 (a NULL array
+-- or element). The arrays come as anyarray's text form would lose NULLs, so each is passed with
+-- its own facts: cardinality, dimensions, lower bound, and the ordinal of its first NULL.
+create function settle_private._check_batch_shape(names text[], cardinalities integer[], dims integer[],
+  lowers integer[], first_nulls bigint[])
+returns void
+language plpgsql
+immutable
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_n integer := cardinalities[1];
+  v_max constant integer := settle_private._limit('max_batch_keys');
+begin
+  for i in 1 .. cardinality(names) loop
+    if cardinalities[i] is null then
+      perform settle_private._raise('SE063', format('%s must not be NULL', names[i]),
+        jsonb_build_object('field', names[i]), 'Pass an array with one element per key.');
+    end if;
+  end loop;
+  if v_n = 0 then
+    perform settle_private._raise('SE061', 'a batch needs at least one key',
+      jsonb_build_object('field', names[1]), 'Call with one or more keys (or skip the call: an empty batch settles nothing).');
+  end if;
+  if v_n > v_max then
+    perform settle_private._raise('SE060', format('a batch holds at most %s keys (got %s)', v_max, v_n),
+      jsonb_build_object('field', names[1], 'max_keys', v_max, 'keys', v_n),
+      'Split the keys into batches of at most max_batch_keys.');
+  end if;
+  for i in 1 .. cardinality(names) loop
+    if dims[i] <> 1 or lowers[i] <> 1 or cardinalities[i] <> v_n then
+      perform settle_private._raise('SE062', format('%s must be a one-dimensional array indexed from 1 with one element per key (%s keys, got %s)',
+        names[i], v_n, cardinalities[i]),
+        jsonb_build_object('field', names[i], 'keys', v_n, 'elements', cardinalities[i], 'dimensions', dims[i], 'lower_bound', lowers[i]),
+        'Pass the per-key arrays in the order of keys, one element each.');
+    end if;
+  end loop;
+  for i in 1 .. cardinality(names) loop
+    if first_nulls[i] is not null then
+      perform settle_private._raise('SE063', format('%s[%s] must not be NULL', names[i], first_nulls[i]),
+        jsonb_build_object('field', names[i], 'ordinal', first_nulls[i]), null);
+    end if;
+  end loop;
+end
+$$;
+
+-- Raise the single-key check's error for one element of a batch, with the element's ordinal
+-- added to its DETAIL. Called only for an element the fast predicates refused; `kind` names the
+-- single-key check (claim: _check_claim_args; complete: _check_observation).
+create function settle_private._check_batch_element(kind text, ordinal bigint, tenant text, key text, request jsonb,
+  principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer,
+  attempt integer, lease_token uuid, fingerprint text, result jsonb)
+returns void
+language plpgsql
+immutable
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_state text;
+  v_message text;
+  v_detail text;
+  v_hint text;
+begin
+  begin
+    if kind = 'claim' then
+      perform settle_private._check_claim_args(tenant, key, request, principal, scopes, binding_generation, lease,
+        worker, max_attempts);
+    else
+      perform settle_private._check_observation('complete', tenant, key, attempt, lease_token, fingerprint,
+        principal, scopes, binding_generation, result, null, null);
+    end if;
+  exception when others then
+    get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_detail = pg_exception_detail,
+      v_hint = pg_exception_hint;
+    raise exception using errcode = v_state, message = format('element %s: %s', ordinal, v_message),
+      detail = (coalesce(nullif(v_detail, '')::jsonb, '{}'::jsonb) || jsonb_build_object('ordinal', ordinal))::text,
+      hint = coalesce(v_hint, '');
+  end;
+end
+$$;
+
+-- claim_many(tenant, keys, requests, principal, scopes, binding_generation, lease, worker, max_attempts, rerun_after_unknown)
+-- settle.claim for every key, in one call and one transaction: one row per key, in list order.
+create function settle.claim_many(
+  tenant text,
+  keys text[],
+  requests jsonb[],
+  principal text,
+  scopes text[] default '{}',
+  binding_generation bigint default 0,
+  lease interval default '30 seconds',
+  worker text default null,
+  max_attempts integer default 5,
+  rerun_after_unknown boolean default true)
+returns setof settle.claim_many_result
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_bad bigint;
+  v_item record;
+  v_res settle.claim_result;
+  v_out settle.claim_many_result[] := '{}';
+begin
+  perform settle_private._check_batch_shape(array['keys', 'requests'],
+    array[cardinality(claim_many.keys), cardinality(claim_many.requests)],
+    array[array_ndims(claim_many.keys), array_ndims(claim_many.requests)],
+    array[array_lower(claim_many.keys, 1), array_lower(claim_many.requests, 1)],
+    array[(select min(u.i) from unnest(claim_many.keys) with ordinality u(v, i) where u.v is null),
+          (select min(u.i) from unnest(claim_many.requests) with ordinality u(v, i) where u.v is null)]);
+  -- The arguments every key shares, then every element, by the single-key rules (their fast
+  -- predicates first, as settle.claim's): nothing is decided before the whole batch passed.
+  if (settle_private._name_ok(claim_many.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._binding_ok(claim_many.principal, claim_many.scopes, claim_many.binding_generation)
+      and settle_private._lease_ok(claim_many.lease)
+      and (claim_many.worker is null or settle_private._name_ok(claim_many.worker, settle_private._limit('worker_bytes')))
+      and claim_many.max_attempts between 1 and settle_private._limit('max_attempts')
+      and claim_many.rerun_after_unknown is not null) is not true then
+    perform settle_private._check_claim_args(claim_many.tenant, 'key', '{}', claim_many.principal, claim_many.scopes,
+      claim_many.binding_generation, claim_many.lease, claim_many.worker, claim_many.max_attempts);
+    perform settle_private._raise('SE008', 'rerun_after_unknown must not be NULL',
+      jsonb_build_object('field', 'rerun_after_unknown'), 'Pass true (open a new attempt) or false (answer in_doubt).');
+  end if;
+  select min(u.i) into v_bad
+    from unnest(claim_many.keys, claim_many.requests) with ordinality u(k, r, i)
+   where (settle_private._name_ok(u.k, settle_private._limit('key_bytes'))
+          and settle_private._json_ok(u.r, settle_private._limit('request_bytes'))) is not true;
+  if v_bad is not null then
+    perform settle_private._check_batch_element('claim', v_bad, claim_many.tenant, claim_many.keys[v_bad],
+      claim_many.requests[v_bad], claim_many.principal, claim_many.scopes, claim_many.binding_generation,
+      claim_many.lease, claim_many.worker, claim_many.max_attempts, null, null, null, null);
+  end if;
+
+  -- One key at a time, in the fixed order (see the top of this file): each by settle.claim.
+  for v_item in
+    select u.k, u.r, u.i from unnest(claim_many.keys, claim_many.requests) with ordinality u(k, r, i)
+     order by u.k collate "C", u.i
+  loop
+    v_res := settle.claim(claim_many.tenant, v_item.k, v_item.r, claim_many.principal, claim_many.scopes,
+      claim_many.binding_generation, claim_many.lease, claim_many.worker, claim_many.max_attempts,
+      claim_many.rerun_after_unknown);
+    v_out := v_out || row(v_item.i, v_item.k, v_res.outcome, v_res.status, v_res.attempt, v_res.lease_token,
+      v_res.lease_expires_at, v_res.retry_after_ms, v_res.fingerprint, v_res.result, v_res.settled_attempt,
+      v_res.error, v_res.dead_lettered, v_res.conflict_on, v_res.reason, v_res.dead_letter_reason)::settle.claim_many_result;
+  end loop;
+  return query select * from unnest(v_out) o order by o.ordinal;
+end
+$$;
+
+comment on function settle.claim_many(text, text[], jsonb[], text, text[], bigint, interval, text, integer, boolean) is
+  'Claim many keys of one tenant in one call: settle.claim for every key, in one transaction, answered per key.
+Parameters: tenant; keys text[] (1 to max_batch_keys = 1000 keys, each as settle.claim''s key; a key may repeat); requests jsonb[] (one request per key, same order); principal, scopes, binding_generation, lease, worker, max_attempts, rerun_after_unknown: as settle.claim, shared by every key.
+Outcomes: one row per element of keys, in their order: ordinal (1-based), key, and exactly what settle.claim answers for that key (acquired with its own attempt, lease_token, lease_expires_at and fingerprint | in_progress | replay | failed | unknown | in_doubt | conflict | refused). A key listed twice is claimed twice, in list order, as a second caller would be (the second answers in_progress when the first acquired).
+SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 requests not one per key (a length, dimension or lower bound that differs); SE063 keys or requests NULL or with a NULL element (DETAIL: field, ordinal); an element that breaks settle.claim''s rules raises settle.claim''s code (SE002 key, SE004 request) with its ordinal in DETAIL; SE001, SE003, SE007, SE008 for the shared arguments; SE013 tenant not granted to this login role. The whole batch is checked before any key is claimed: an error claims nothing.
+Locking: as settle.claim for each key, the keys visited in one fixed order (key COLLATE "C", then ordinal), so concurrent batches over overlapping keys never deadlock. Every lock is held until the batch''s transaction ends.
+Idempotency: as settle.claim per key: repeating the batch with the same requests and binding joins the same operations (replay once completed). Each key leaves what its single claim leaves in settle.audit_log.';
+
+-- complete_many(tenant, keys, attempts, lease_tokens, fingerprints, principal, scopes, binding_generation, results)
+-- settle.complete for every key, in one call and one transaction: one row per key, in list order.
+create function settle.complete_many(
+  tenant text,
+  keys text[],
+  attempts integer[],
+  lease_tokens uuid[],
+  fingerprints text[],
+  principal text,
+  scopes text[],
+  binding_generation bigint,
+  results jsonb[])
+returns setof settle.complete_many_result
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_bad bigint;
+  v_item record;
+  v_res settle.observation_result;
+  v_out settle.complete_many_result[] := '{}';
+begin
+  perform settle_private._check_batch_shape(array['keys', 'attempts', 'lease_tokens', 'fingerprints', 'results'],
+    array[cardinality(complete_many.keys), cardinality(complete_many.attempts), cardinality(complete_many.lease_tokens),
+          cardinality(complete_many.fingerprints), cardinality(complete_many.results)],
+    array[array_ndims(complete_many.keys), array_ndims(complete_many.attempts), array_ndims(complete_many.lease_tokens),
+          array_ndims(complete_many.fingerprints), array_ndims(complete_many.results)],
+    array[array_lower(complete_many.keys, 1), array_lower(complete_many.attempts, 1), array_lower(complete_many.lease_tokens, 1),
+          array_lower(complete_many.fingerprints, 1), array_lower(complete_many.results, 1)],
+    array[(select min(u.i) from unnest(complete_many.keys) with ordinality u(v, i) where u.v is null),
+          (select min(u.i) from unnest(complete_many.attempts) with ordinality u(v, i) where u.v is null),
+          (select min(u.i) from unnest(complete_many.lease_tokens) with ordinality u(v, i) where u.v is null),
+          (select min(u.i) from unnest(complete_many.fingerprints) with ordinality u(v, i) where u.v is null),
+          (select min(u.i) from unnest(complete_many.results) with ordinality u(v, i) where u.v is null)]);
+  if (settle_private._name_ok(complete_many.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._binding_ok(complete_many.principal, complete_many.scopes, complete_many.binding_generation)) is not true then
+    perform settle_private._check_operation_key(complete_many.tenant, 'key');
+    perform settle_private._check_binding(complete_many.principal, complete_many.scopes, complete_many.binding_generation);
+  end if;
+  select min(u.i) into v_bad
+    from unnest(complete_many.keys, complete_many.attempts, complete_many.fingerprints, complete_many.results)
+         with ordinality u(k, a, f, r, i)
+   where (settle_private._name_ok(u.k, settle_private._limit('key_bytes')) and u.a >= 1
+          and u.f ~ '^v[0-9]+:[0-9a-f]{64}$'
+          and settle_private._json_ok(u.r, settle_private._limit('result_bytes'))) is not true;
+  if v_bad is not null then
+    perform settle_private._check_batch_element('complete', v_bad, complete_many.tenant, complete_many.keys[v_bad], null,
+      complete_many.principal, complete_many.scopes, complete_many.binding_generation, null, null, null,
+      complete_many.attempts[v_bad], complete_many.lease_tokens[v_bad], complete_many.fingerprints[v_bad],
+      complete_many.results[v_bad]);
+  end if;
+
+  -- One key at a time, in the fixed order (see the top of this file): each by settle.complete.
+  for v_item in
+    select u.k, u.a, u.t, u.f, u.r, u.i
+      from unnest(complete_many.keys, complete_many.attempts, complete_many.lease_tokens, complete_many.fingerprints,
+                  complete_many.results) with ordinality u(k, a, t, f, r, i)
+     order by u.k collate "C", u.i
+  loop
+    v_res := settle.complete(complete_many.tenant, v_item.k, v_item.a, v_item.t, v_item.f, complete_many.principal,
+      complete_many.scopes, complete_many.binding_generation, v_item.r);
+    v_out := v_out || row(v_item.i, v_item.k, v_res.outcome, v_res.reason, v_res.status, v_res.attempt,
+      v_res.settled_attempt, v_res.result, v_res.error, v_res.conflict_on, v_res.dead_lettered,
+      v_res.dead_letter_reason)::settle.complete_many_result;
+  end loop;
+  return query select * from unnest(v_out) o order by o.ordinal;
+end
+$$;
+
+comment on function settle.complete_many(text, text[], integer[], uuid[], text[], text, text[], bigint, jsonb[]) is
+  'Complete many attempts of one tenant in one call: settle.complete for every key, in one transaction, answered per key.
+Parameters: tenant; keys text[] (1 to max_batch_keys = 1000; a key may repeat); attempts integer[], lease_tokens uuid[], fingerprints text[] (from each key''s acquired claim), results jsonb[] (each <= 1 MiB): one element per key, same order; principal, scopes, binding_generation: the binding presented at claim, shared by every key.
+Outcomes: one row per element of keys, in their order: ordinal (1-based), key, and exactly what settle.complete answers for that key (settled | already_settled | duplicate | conflict | fenced, with its reason and the canonical state it discloses). A key listed twice is completed twice, in list order, as a second caller would be (the second, identical, answers duplicate).
+SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 a per-key array not one per key; SE063 an array or element NULL (DETAIL: field, ordinal); an element that breaks settle.complete''s rules raises its code (SE002 key, SE004 fingerprint, SE005 result, SE008 attempt) with its ordinal in DETAIL; SE001, SE003 for the shared arguments; SE010 a key never claimed; SE013 tenant not granted to this login role. The whole batch is checked before any key is completed: an error settles nothing.
+Locking: as settle.complete for each key (its operation row, FOR UPDATE), the keys visited in one fixed order (key COLLATE "C", then ordinal), so concurrent batches never deadlock. Works inside the caller''s transaction: commit a same-database effect atomically with the batch''s settlements.
+Idempotency: as settle.complete per key: repeating the batch answers duplicate for every key it settled. Each key leaves what its single complete leaves in settle.audit_log, and its own feed event.';
+
+revoke all on function settle.claim_many(text, text[], jsonb[], text, text[], bigint, interval, text, integer, boolean),
+  settle.complete_many(text, text[], integer[], uuid[], text[], text, text[], bigint, jsonb[]) from public;
+grant execute on function
+  settle.claim_many(text, text[], jsonb[], text, text[], bigint, interval, text, integer, boolean),
+  settle.complete_many(text, text[], integer[], uuid[], text[], text, text[], bigint, jsonb[])
+  to settle_app;
+
+reset role;
