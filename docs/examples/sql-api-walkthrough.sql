@@ -156,6 +156,11 @@ select settle.revoke_binding(tenant => 'acme', principal => 'svc-refunds', below
 set role settle_app;
 select outcome, reason from settle.claim(tenant => 'acme', key => 'order-49', request => '{"amount": 700, "currency": "EUR", "to": "acct_3"}', principal => 'svc-refunds', binding_generation => 4);
 select outcome, reason, status, error from settle.get(tenant => 'acme', key => 'order-49', request => '{"amount": 700, "currency": "EUR", "to": "acct_3"}', principal => 'svc-refunds', binding_generation => 5) \gx
+\echo '@@ claim_many'
+select ordinal, key, outcome, attempt, lease_token is not null as leased
+  from settle.claim_many(tenant => 'acme', keys => '{pay-2,pay-1,pay-2}',
+                         requests => array['{"amount":"2.00"}', '{"amount":"1.00"}', '{"amount":"2.00"}']::jsonb[],
+                         principal => 'svc-payments');
 \echo '@@ error_invalid_tenant'
 select * from settle.claim(tenant => ' ', key => 'order-42', request => '{}', principal => 'svc-checkout');
 \echo :LAST_ERROR_SQLSTATE

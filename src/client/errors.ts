@@ -90,6 +90,17 @@ export class ResolveLeaseHeldError extends SettleError {}
 /** SE052: resolve refused: the fingerprint presented is not the reservation's. */
 export class ResolveFingerprintMismatchError extends SettleError {}
 
+/** SE060-SE063: a batch call's arrays are malformed (too many keys, none, not one per key, a NULL). */
+export class InvalidBatchError extends SettleInputError {}
+/** SE060: more keys than LIMITS.maxBatchKeys in one batch call. */
+export class BatchTooLargeError extends InvalidBatchError {}
+/** SE061: a batch call without keys. */
+export class BatchEmptyError extends InvalidBatchError {}
+/** SE062: a per-key array of a batch call does not have one element per key. */
+export class BatchShapeMismatchError extends InvalidBatchError {}
+/** SE063: a batch array, or one of its elements, is NULL. */
+export class BatchNullElementError extends InvalidBatchError {}
+
 /** SE02x: a write broke an invariant the schema enforces (lattice, immutability, append-only). */
 export class IntegrityViolationError extends SettleError {}
 /** SE020 */ export class ReservationLockImmutableError extends IntegrityViolationError {}
@@ -314,6 +325,10 @@ export const errorClasses = {
   SE050: NotReconcilableError,
   SE051: ResolveLeaseHeldError,
   SE052: ResolveFingerprintMismatchError,
+  SE060: BatchTooLargeError,
+  SE061: BatchEmptyError,
+  SE062: BatchShapeMismatchError,
+  SE063: BatchNullElementError,
   SE020: ReservationLockImmutableError,
   SE021: StatusDowngradeError,
   SE022: ResultImmutableError,
