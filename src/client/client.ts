@@ -13,6 +13,8 @@ import { createPreparedStatementsInterceptor } from './prepared-statements.js';
 import { createSessionResetInterceptor } from './session-reset.js';
 import type { ClientCore } from './core.js';
 import { makeIdempotent } from './idempotent.js';
+import { makeIdempotentMany } from './idempotent-many.js';
+import { claimMany, completeMany, runMany } from './run-many.js';
 import { runEffect } from './run.js';
 import * as s from './schemas.js';
 import { consumeCitusFeed } from './citus-feed.js';
@@ -22,9 +24,13 @@ import { runInTransaction } from './transaction.js';
 import type {
   AttemptHandle,
   CallOptions,
+  ItemReport,
   Queryable,
   RunContext,
   RunInput,
+  RunManyContext,
+  RunManyInput,
+  RunManyOptions,
   RunOptions,
   RunOutcome,
   SettleClient,
@@ -195,6 +201,11 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     run: <T>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions<T>) =>
       telemetry.run('run', input.tenant, (timed) => runEffect(client, input, timed(effect), options)) as Promise<RunOutcome<VoidToNull<T>>>,
     idempotent: (fn, idempotentOptions) => makeIdempotent(client, fn, idempotentOptions),
+    claimMany: (input, options) => claimMany(core, (handle) => issued.add(freezeHandle(handle)), input, options),
+    completeMany: (handles, results, options) => completeMany(core, attemptArgs, handles, results, options),
+    runMany: <T>(input: RunManyInput, effect: (context: RunManyContext) => Promise<readonly ItemReport<T>[]>, options?: RunManyOptions<T>) =>
+      runMany(client, client.claimMany, client.completeMany, input, effect, options) as Promise<RunOutcome<VoidToNull<T>>[]>,
+    idempotentMany: (fn, manyOptions) => makeIdempotentMany(client, fn, manyOptions),
     runInTransaction: (input, effect, options) =>
       telemetry.run('run_in_transaction', input.tenant, (timed) => runInTransaction(client, core, input, timed(effect), options)),
 

@@ -21,6 +21,16 @@ export {
   type VoidToNull,
 } from './run.js';
 export { idempotencyContext, type IdempotentOptions, type PerCall } from './idempotent.js';
+export type {
+  AcquiredItem,
+  BatchItem,
+  ClaimManyInput,
+  IdempotentManyOptions,
+  ItemReport,
+  RunManyContext,
+  RunManyInput,
+  RunManyOptions,
+} from './run-many.js';
 export { LIMITS } from './schemas.js';
 export {
   type HttpRequestResult,

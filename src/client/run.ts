@@ -24,6 +24,7 @@ import type {
   Json,
   LockedRead,
   Observation,
+  OperationRef,
   ResultSchema,
   RunContext,
   RunInput,
@@ -59,6 +60,39 @@ const callOptions = (options: CallOptions | undefined): CallOptions =>
 
 const asError = (value: unknown): Error => (value instanceof Error ? value : new Error(String(value), { cause: value }));
 
+/** run()'s answer to a claim that did not acquire and will not be retried (every outcome but acquired and in_progress). */
+export function notAcquiredOutcome(
+  claimed: Exclude<Awaited<ReturnType<SettleClient['claim']>>, { outcome: 'acquired' | 'in_progress' }>,
+  input: OperationRef,
+): RunOutcome<never> {
+  switch (claimed.outcome) {
+    case 'replay':
+      return { outcome: 'replay', result: claimed.result as never, settledAttempt: claimed.settledAttempt };
+    case 'conflict':
+      return { outcome: 'conflict', conflictOn: claimed.conflictOn };
+    case 'refused':
+      return { outcome: 'refused', reason: claimed.reason };
+    case 'failed':
+      return { outcome: 'failed', error: claimed.error, final: true, deadLettered: claimed.deadLettered, attempt: claimed.attempt };
+    case 'unknown':
+    case 'in_doubt':
+      // Timeout means unknown: the budget is spent and an attempt may have taken effect (or,
+      // in_doubt, an attempt reported unknown and this claim asked not to run it again).
+      return {
+        outcome: 'unknown',
+        attempt: claimed.attempt,
+        record: null,
+        reason: 'needs_reconciliation',
+        cause: claimed.outcome === 'unknown'
+          ? new Error('the attempt budget is spent and an attempt may have taken effect: dead-lettered, needs reconciliation')
+          : new ReconciliationRequiredError(
+            `attempt ${claimed.attempt} of ${input.tenant}/${input.key} reported unknown: its effect may have happened, and this call asked not to run it again without reconciling; the effect did not run and no attempt was opened`,
+            { code: 'NEEDS_RECONCILIATION', hint: NEEDS_RECONCILIATION_HINT },
+          ),
+      };
+  }
+}
+
 /**
  * Claims until acquired, settled, conflicting, or waitForMs spent on someone else's lease;
  * `onAcquired` runs the attempt. Shared by run() and runInTransaction(). While another worker
@@ -80,51 +114,23 @@ export async function claimLoop<R>(
   for (let wait = Math.min(FIRST_WAIT_MS, cap); ; wait = Math.min(wait * 2, cap)) {
     signal?.throwIfAborted();
     const claimed = await claim();
-    switch (claimed.outcome) {
-      case 'acquired':
-        return claimed.value;
-      case 'replay':
-        return { outcome: 'replay', result: claimed.result as never, settledAttempt: claimed.settledAttempt };
-      case 'conflict':
-        return { outcome: 'conflict', conflictOn: claimed.conflictOn };
-      case 'refused':
-        return { outcome: 'refused', reason: claimed.reason };
-      case 'failed':
-        return { outcome: 'failed', error: claimed.error, final: true, deadLettered: claimed.deadLettered, attempt: claimed.attempt };
-      case 'unknown':
-      case 'in_doubt':
-        // Timeout means unknown: the budget is spent and an attempt may have taken effect (or,
-        // in_doubt, an attempt reported unknown and this claim asked not to run it again).
-        return {
-          outcome: 'unknown',
-          attempt: claimed.attempt,
-          record: null,
-          reason: 'needs_reconciliation',
-          cause: claimed.outcome === 'unknown'
-            ? new Error('the attempt budget is spent and an attempt may have taken effect: dead-lettered, needs reconciliation')
-            : new ReconciliationRequiredError(
-              `attempt ${claimed.attempt} of ${input.tenant}/${input.key} reported unknown: its effect may have happened, and this call asked not to run it again without reconciling; the effect did not run and no attempt was opened`,
-              { code: 'NEEDS_RECONCILIATION', hint: NEEDS_RECONCILIATION_HINT },
-            ),
-        };
-      case 'in_progress': {
-        const remaining = deadline - Date.now();
-        if (remaining <= 0) {
-          const { attempt, leaseExpiresAt, retryAfterMs } = claimed;
-          return { outcome: 'in_progress', attempt, leaseExpiresAt, retryAfterMs };
-        }
-        const jittered = wait / 2 + Math.random() * (wait / 2);
-        const ms = Math.max(1, Math.min(jittered, claimed.retryAfterMs, remaining));
-        // An abort (the only way this sleep rejects) ends the wait; the loop's throwIfAborted() then
-        // rejects with the caller's reason, not Node's AbortError.
-        await sleep(ms, undefined, { signal }).catch(() => {});
-      }
+    if (claimed.outcome === 'acquired') return claimed.value;
+    if (claimed.outcome !== 'in_progress') return notAcquiredOutcome(claimed, input);
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) {
+      const { attempt, leaseExpiresAt, retryAfterMs } = claimed;
+      return { outcome: 'in_progress', attempt, leaseExpiresAt, retryAfterMs };
     }
+    const jittered = wait / 2 + Math.random() * (wait / 2);
+    const ms = Math.max(1, Math.min(jittered, claimed.retryAfterMs, remaining));
+    // An abort (the only way this sleep rejects) ends the wait; the loop's throwIfAborted() then
+    // rejects with the caller's reason, not Node's AbortError.
+    await sleep(ms, undefined, { signal }).catch(() => {});
   }
 }
 
 /** Validates `value` with the run's result schema (if any); throws `onIssue(message)` when it does not pass. */
-function checkSchema<T>(schema: ResultSchema<T> | undefined, value: unknown, onIssue: (message: string) => Error): T {
+export function checkSchema<T>(schema: ResultSchema<T> | undefined, value: unknown, onIssue: (message: string) => Error): T {
   if (schema === undefined) return value as T;
   const verdict = schema['~standard'].validate(value);
   if (verdict instanceof Promise) throw onIssue('the result schema is asynchronous; run() needs a synchronous one');
@@ -143,7 +149,7 @@ function storedResult<T>(schema: ResultSchema<T> | undefined, value: Json | null
 }
 
 /** The outcome with its result checked against the schema (completed by another attempt, replay). */
-function typed<T>(outcome: RunOutcome<Json>, schema: ResultSchema<T> | undefined): RunOutcome<T> {
+export function typed<T>(outcome: RunOutcome<Json>, schema: ResultSchema<T> | undefined): RunOutcome<T> {
   if (outcome.outcome === 'replay') return { ...outcome, result: storedResult(schema, outcome.result, 'the stored result (replay)') };
   if (outcome.outcome === 'completed') {
     return { ...outcome, result: storedResult(schema, outcome.result, `the settled result (attempt ${outcome.attempt})`) };
@@ -248,12 +254,12 @@ export async function runEffect<T>(
   return settleSuccess(client, handle, result, call, schema, { ...input, leaseMs });
 }
 
-interface LeaseKeeper {
+export interface LeaseKeeper {
   beatNow(): Promise<HeartbeatOutcome>;
   stop(): Promise<void>;
 }
 
-function keepLease(
+export function keepLease(
   client: SettleClient,
   handle: AttemptHandle,
   opts: { leaseMs: number; intervalMs: number; localDeadline: number; controller: LazyAbortController; call: CallOptions },
@@ -347,7 +353,7 @@ async function settleSuccess<T>(
   return typed(await fromObservation(client, handle, observation, call), schema);
 }
 
-async function settleFailure<T>(
+export async function settleFailure<T>(
   client: SettleClient,
   handle: AttemptHandle,
   cause: unknown,

@@ -618,6 +618,80 @@ export interface TransactionEffectContext {
 /** Same outcomes as run(); `in_progress` means another worker's lease (run()) is live. */
 export type TransactionOutcome = RunOutcome;
 
+// ---------------------------------------------------------------------------------------------
+// Batches (client.claimMany, completeMany, runMany, idempotentMany: src/client/run-many.ts)
+// ---------------------------------------------------------------------------------------------
+
+/** One key of a batch and the request it stands for. */
+export interface BatchItem {
+  readonly key: string;
+  readonly request: Json;
+}
+
+/** claimMany's input: one tenant and one binding for every item (settle.claim_many). */
+export interface ClaimManyInput {
+  readonly tenant: string;
+  readonly binding: BindingInput;
+  /** 1 to LIMITS.maxBatchKeys items; a key may repeat (the repeat is answered as a second caller). */
+  readonly items: readonly BatchItem[];
+  readonly leaseMs?: number;
+  readonly worker?: string;
+  readonly maxAttempts?: number;
+  readonly rerunAfterUnknown?: boolean;
+}
+
+/** runMany's input: run()'s settings, shared by every item, and the items. */
+export interface RunManyInput extends Omit<RunInput, 'key' | 'request' | 'waitForMs' | 'pollIntervalMs' | 'rerunAfterUnknown'> {
+  readonly items: readonly BatchItem[];
+}
+
+/** An item runMany acquired: its place in the input, its request and its attempt. */
+export interface AcquiredItem {
+  /** Position of the item in `input.items` (0-based). */
+  readonly index: number;
+  readonly key: string;
+  readonly request: Json;
+  readonly attempt: AttemptHandle;
+  /** What earlier attempts of this key did (as run()'s context.earlier). */
+  readonly earlier: EarlierAttempts;
+}
+
+/** What the effect reports per acquired item, in the order of `context.items`: Promise.allSettled's shape. */
+export type ItemReport<T> = PromiseSettledResult<T>;
+
+/** The effect's view of a batch. */
+export interface RunManyContext {
+  /** Every item acquired by this call, in input order. */
+  readonly items: readonly AcquiredItem[];
+  /** Aborted when the caller's signal aborts or any item's lease is lost (LeaseLostError). */
+  readonly signal: AbortSignal;
+  /** Renew every item's lease now (it is renewed every heartbeatIntervalMs anyway). */
+  heartbeat(): Promise<void>;
+}
+
+export interface RunManyOptions<T = unknown> extends CallOptions {
+  readonly signal?: AbortSignal;
+  /** Validates each item's result before it is stored, and every replayed result. */
+  readonly result?: ResultSchema<T>;
+  /**
+   * Open a new attempt for an item whose earlier attempt reported unknown (the effect is safe to
+   * repeat, or the downstream honours one idempotency key for every attempt). Default false: such
+   * an item answers unknown / needs_reconciliation and is not given to the effect.
+   */
+  readonly rerunAfterUnknown?: boolean;
+}
+
+/**
+ * Options of `settle.idempotentMany(fn, options)`: one tenant and binding for the batch, how each
+ * item's key and request are derived, plus runMany()'s settings and options.
+ */
+export interface IdempotentManyOptions<A, R> extends Omit<RunManyInput, 'items'>, Omit<RunManyOptions<R>, keyof CallOptions | 'signal'> {
+  /** The idempotency key of an item (e.g. `(order) => order.id`). */
+  readonly key: (item: A) => string;
+  /** The effect-defining part of an item, fingerprinted at its first call (see IdempotentOptions.request). */
+  readonly request: (item: A) => Json;
+}
+
 // ---------------------------------------------------------------------------------------
 // The client
 // ---------------------------------------------------------------------------------------
@@ -676,6 +750,29 @@ export interface SettleClient {
     fn: F,
     options: IdempotentOptions<Parameters<F>, R>,
   ): (...args: Parameters<F>) => Promise<R>;
+  /** Claim many keys of one tenant in one round trip (settle.claim_many): one outcome per item, in order. */
+  claimMany(input: ClaimManyInput, options?: CallOptions): Promise<ClaimOutcome[]>;
+  /** Complete many attempts of one tenant and binding in one round trip (settle.complete_many): one observation per handle. */
+  completeMany(handles: readonly AttemptHandle[], results: readonly Json[], options?: CallOptions): Promise<Observation[]>;
+  /**
+   * run() for many keys of one tenant: one claim call, one effect that receives every acquired
+   * item and reports per item (Promise.allSettled's shape), one complete call; one RunOutcome per
+   * input item, in order (docs/client.md, "runMany()").
+   */
+  runMany<T = Json>(
+    input: RunManyInput,
+    effect: (context: RunManyContext) => Promise<readonly ItemReport<T>[]>,
+    options?: RunManyOptions<T>,
+  ): Promise<RunOutcome<VoidToNull<T>>[]>;
+  /**
+   * idempotent() for arrays: wrap `fn(items)` once; each call runs the items through runMany()
+   * and answers one settled result per item (fulfilled: the result, a replay included; rejected:
+   * the IdempotentCallError subclass of its outcome). `fn` gets only the items that must run.
+   */
+  idempotentMany<A, R>(
+    fn: (items: readonly A[], context: RunManyContext) => Promise<readonly ItemReport<R>[]>,
+    options: IdempotentManyOptions<A, R>,
+  ): (items: readonly A[]) => Promise<PromiseSettledResult<R>[]>;
   /** Claim, run your SQL and complete in one transaction: effect and settlement commit together. */
   runInTransaction<T extends Json>(
     input: TransactionRunInput,

@@ -16,6 +16,8 @@ export interface ClaimManyArgs extends Binding {
 export interface ClaimManyRow extends ClaimRow {
   ordinal: number;
   key: string;
+  /** refused only: binding_revoked. */
+  reason: string | null;
 }
 
 export interface CompleteManyRow extends ObservationRow {
