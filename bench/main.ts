@@ -5,6 +5,7 @@ import { describeLength, parseBenchArgs, USAGE, type BenchOptions } from './args
 import { BENCH_DIR, startBenchServer } from './database.js';
 import { locatePgbench, PGBENCH_MISSING_HINT } from './pgbench.js';
 import { renderMarkdown, renderTerminal } from './report.js';
+import { runBatch, runFeedLag } from './batch.js';
 import { runBaseline, runClient, runCpu, runEngineCycle, runHotkey, runPkread, runReplay, runScale, type ScenarioContext } from './scenarios.js';
 import { renderReportSvg } from './svg.js';
 import { evaluateReferenceRatios, evaluateTargets } from './targets.js';
@@ -16,15 +17,15 @@ import type { BenchReport, RunResult, ScenarioName } from './types.js';
  * when a run aborts or a correctness check fails; timing never fails the run.
  */
 
-const PGBENCH_SCENARIOS: ReadonlySet<ScenarioName> = new Set(['floor2', 'spec4', 'cycle', 'stripe', 'local', 'lww', 'replay', 'pkread', 'hotkey', 'scale']);
+const PGBENCH_SCENARIOS: ReadonlySet<ScenarioName> = new Set(['floor2', 'spec4', 'cycle', 'stripe', 'batch', 'local', 'lww', 'replay', 'pkread', 'hotkey', 'feedlag', 'scale']);
 
 /**
  * Per client count, neighbours are compared: floor2|spec4|cycle (spec4 sits between both sides
- * of its ratios; without it floor2|cycle), cycle|client, stripe, local|lww, replay|pkread.
+ * of its ratios; without it floor2|cycle), cycle|client, stripe|batch, local|lww, replay|pkread.
  */
-const PAIRED_ORDER: readonly ScenarioName[] = ['floor2', 'spec4', 'cycle', 'client', 'stripe', 'local', 'lww', 'replay', 'pkread'];
+const PAIRED_ORDER: readonly ScenarioName[] = ['floor2', 'spec4', 'cycle', 'client', 'stripe', 'batch', 'local', 'lww', 'replay', 'pkread'];
 /** In quick mode only these run at the second and later client counts. */
-const QUICK_WIDE: ReadonlySet<ScenarioName> = new Set(['floor2', 'cycle']);
+const QUICK_WIDE: ReadonlySet<ScenarioName> = new Set(['floor2', 'cycle', 'stripe', 'batch']);
 
 async function main(): Promise<number> {
   const parsed = parseBenchArgs(process.argv.slice(2), os.cpus().length);
@@ -87,6 +88,10 @@ async function main(): Promise<number> {
         record(await runPkread(ctx, opts.hotkeyClients, round, true));
       }
     }
+    // The feed's lag while FEED_RATE settlements per second are committed by the first client count.
+    if (wanted.includes('feedlag')) {
+      for (let round = 1; round <= opts.repeat; round++) record(await runFeedLag(ctx, opts.clients[0] ?? 8, round));
+    }
     // Server CPU per cycle, one backend: the plain-SQL rows, then the engine; in one DO block
     // without commits (the target), then statement by statement as pgbench sends them.
     if (wanted.includes('cpu')) {
@@ -145,11 +150,14 @@ function runScenario(ctx: ScenarioContext, scenario: ScenarioName, clients: numb
       return runEngineCycle(ctx, scenario, clients, round);
     case 'client':
       return runClient(ctx, clients, round);
+    case 'batch':
+      return runBatch(ctx, clients, round);
     case 'replay':
       return runReplay(ctx, clients, round);
     case 'pkread':
       return runPkread(ctx, clients, round);
     case 'hotkey':
+    case 'feedlag':
     case 'scale':
     case 'cpu':
       throw new Error(`${scenario} does not run per client count`);

@@ -52,6 +52,8 @@ export interface PgbenchRunOptions {
   readonly defines?: Readonly<Record<string, string | number>>;
   /** Write a per-transaction latency log (-l) and return its latencies. */
   readonly latencyLog?: boolean;
+  /** Throttle to this many transactions per second over all clients (-R). */
+  readonly rate?: number;
 }
 
 export interface PgbenchRun {
@@ -121,6 +123,7 @@ function pgbenchArgs(opts: PgbenchRunOptions, script: string, workDir: string): 
   else if (opts.transactionsPerClient !== undefined) args.push('-t', String(opts.transactionsPerClient));
   else throw new Error('runPgbench: give durationS or transactionsPerClient');
   for (const [name, value] of Object.entries(opts.defines ?? {})) args.push('-D', `${name}=${value}`);
+  if (opts.rate !== undefined) args.push('-R', String(opts.rate));
   if (opts.latencyLog === true) args.push('-l', `--log-prefix=${path.join(workDir, 'latency')}`);
   args.push('-f', script, opts.url);
   return args;

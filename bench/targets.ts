@@ -1,3 +1,4 @@
+import { FEED_LAG_P99_LIMIT_MS, FEED_RATE } from './batch.js';
 import type { ReferenceRatio, RunResult, TargetResult } from './types.js';
 
 /**
@@ -55,6 +56,8 @@ const RATIO_TARGETS: readonly RatioTarget[] = [
   { name: 'replay / pkread', numerator: byLabel('replay'), denominator: byLabel('pkread'), threshold: fixed(0.5), comparison: '>=' },
   // WAL bytes per cycle over the Stripe pattern's per operation.
   { name: 'WAL/op: cycle / stripe', numerator: byLabel('cycle'), denominator: byLabel('stripe'), threshold: fixed(2), comparison: '<=', metric: 'wal' },
+  // Settled keys per second, 100 keys per claim_many + complete_many, against the Stripe pattern's single keys.
+  { name: 'batch / stripe (settled keys per second)', numerator: byLabel('batch'), denominator: byLabel('stripe'), threshold: fixed(5), comparison: '>=' },
   { name: 'client / cycle', numerator: byLabel('client'), denominator: byLabel('cycle'), threshold: fixed(0.8), comparison: '>=' },
   { name: 'scale@max / scale@0', numerator: largestScale, denominator: byLabel('scale@0'), threshold: fixed(0.85), comparison: '>=' },
 ];
@@ -203,6 +206,27 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
         (p99s.length > 1 ? ` (${p99s.map((v) => v.toFixed(1)).join(', ')} ms)` : '') +
         `; p50 ${median(hot.map((r) => r.p50Ms ?? 0))?.toFixed(2) ?? '-'} ms` +
         (floor === null ? '' : `; a primary-key read at ${clients} clients in the same rounds: p99 ${floor.toFixed(1)} ms`),
+    });
+  }
+  const feed = runs.filter((r) => r.scenario === 'feedlag' && r.p99Ms !== null);
+  if (feed.length > 0) {
+    const p99s = feed.map((r) => r.p99Ms ?? 0);
+    const p99 = median(p99s);
+    const drain = median(feed.map((r) => r.counters.drainEventsPerSecond ?? 0));
+    results.push({
+      name: `feed lag p99 at ${FEED_RATE} settlements/s`,
+      clients: feed[0]?.clients ?? 0,
+      value: p99,
+      rounds: p99s,
+      threshold: FEED_LAG_P99_LIMIT_MS,
+      comparison: '<',
+      unit: 'ms',
+      verdict: p99 === null ? 'n/a' : p99 < FEED_LAG_P99_LIMIT_MS ? 'PASS' : 'MISS',
+      detail:
+        `median of ${p99s.length} round${p99s.length === 1 ? '' : 's'}` +
+        (p99s.length > 1 ? ` (${p99s.map((v) => v.toFixed(1)).join(', ')} ms)` : '') +
+        `; p50 ${median(feed.map((r) => r.p50Ms ?? 0))?.toFixed(1) ?? '-'} ms; produced ${median(feed.map((r) => r.counters.producedPerSecond ?? 0))?.toFixed(0) ?? '-'}/s` +
+        `; backlog drain ${drain?.toFixed(0) ?? '-'} events/s`,
     });
   }
   return results;

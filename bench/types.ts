@@ -1,6 +1,6 @@
 /** Shapes shared by the bench runner, its reports and results/latest.json. */
 
-export const SCENARIOS = ['floor2', 'spec4', 'cycle', 'client', 'stripe', 'local', 'lww', 'replay', 'pkread', 'hotkey', 'scale', 'cpu'] as const;
+export const SCENARIOS = ['floor2', 'spec4', 'cycle', 'client', 'stripe', 'batch', 'local', 'lww', 'replay', 'pkread', 'hotkey', 'feedlag', 'scale', 'cpu'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 /** Plain-SQL baselines: no engine code runs in them. */
 export type BaselineScenario = Extract<ScenarioName, 'floor2' | 'spec4' | 'lww' | 'stripe'>;

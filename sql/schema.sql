@@ -60,6 +60,37 @@ ALTER TYPE settle.status OWNER TO settle_owner;
 COMMENT ON TYPE settle.status IS 'Canonical operation status, declared in lattice order (the order matters): pending/running (rank 1) < unknown (2) < conflict (3) < failed (4) < completed (5). See settle.status_rank.';
 
 --
+-- Name: claim_many_result; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.claim_many_result AS (
+	ordinal integer,
+	key text,
+	outcome text,
+	status settle.status,
+	attempt integer,
+	lease_token uuid,
+	lease_expires_at timestamp with time zone,
+	retry_after_ms integer,
+	fingerprint text,
+	result jsonb,
+	settled_attempt integer,
+	error jsonb,
+	dead_lettered boolean,
+	conflict_on text[],
+	reason text,
+	dead_letter_reason text
+);
+
+ALTER TYPE settle.claim_many_result OWNER TO settle_owner;
+
+--
+-- Name: TYPE claim_many_result; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.claim_many_result IS 'One element of settle.claim_many: its ordinal (1-based position in keys) and key, then exactly the columns settle.claim answers for that key (settle.claim_result).';
+
+--
 -- Name: claim_result; Type: TYPE; Schema: settle; Owner: settle_owner
 --
 
@@ -87,6 +118,33 @@ ALTER TYPE settle.claim_result OWNER TO settle_owner;
 --
 
 COMMENT ON TYPE settle.claim_result IS 'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | unknown | in_doubt | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked). dead_letter_reason: attempts_exhausted (failed) or needs_reconciliation (unknown).';
+
+--
+-- Name: complete_many_result; Type: TYPE; Schema: settle; Owner: settle_owner
+--
+
+CREATE TYPE settle.complete_many_result AS (
+	ordinal integer,
+	key text,
+	outcome text,
+	reason text,
+	status settle.status,
+	attempt integer,
+	settled_attempt integer,
+	result jsonb,
+	error jsonb,
+	conflict_on text[],
+	dead_lettered boolean,
+	dead_letter_reason text
+);
+
+ALTER TYPE settle.complete_many_result OWNER TO settle_owner;
+
+--
+-- Name: TYPE complete_many_result; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON TYPE settle.complete_many_result IS 'One element of settle.complete_many: its ordinal (1-based position in keys) and key, then exactly the columns settle.complete answers for that key (settle.observation_result).';
 
 --
 -- Name: expire_result; Type: TYPE; Schema: settle; Owner: settle_owner
@@ -765,6 +823,78 @@ Locking: answers that change nothing (conflict, replay, in_progress, failed, unk
 Idempotency: retrying with the same request and binding joins the same operation. Every call leaves one row in settle.audit_log except the read-only answers replay and in_progress, which write nothing (no WAL, no commit flush); an acquiring claim is logged on the attempt row it opens.';
 
 --
+-- Name: claim_many(text, text[], jsonb[], text, text[], bigint, interval, text, integer, boolean); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.claim_many(tenant text, keys text[], requests jsonb[], principal text, scopes text[] DEFAULT '{}'::text[], binding_generation bigint DEFAULT 0, lease interval DEFAULT '00:00:30'::interval, worker text DEFAULT NULL::text, max_attempts integer DEFAULT 5, rerun_after_unknown boolean DEFAULT true) RETURNS SETOF settle.claim_many_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_bad bigint;
+  v_item record;
+  v_res settle.claim_result;
+  v_out settle.claim_many_result[] := '{}';
+begin
+  perform settle_private._check_batch_shape(array['keys', 'requests'],
+    array[cardinality(claim_many.keys), cardinality(claim_many.requests)],
+    array[array_ndims(claim_many.keys), array_ndims(claim_many.requests)],
+    array[array_lower(claim_many.keys, 1), array_lower(claim_many.requests, 1)],
+    array[(select min(u.i) from unnest(claim_many.keys) with ordinality u(v, i) where u.v is null),
+          (select min(u.i) from unnest(claim_many.requests) with ordinality u(v, i) where u.v is null)]);
+  -- The arguments every key shares, then every element, by the single-key rules (their fast
+  -- predicates first, as settle.claim's): nothing is decided before the whole batch passed.
+  if (settle_private._name_ok(claim_many.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._binding_ok(claim_many.principal, claim_many.scopes, claim_many.binding_generation)
+      and settle_private._lease_ok(claim_many.lease)
+      and (claim_many.worker is null or settle_private._name_ok(claim_many.worker, settle_private._limit('worker_bytes')))
+      and claim_many.max_attempts between 1 and settle_private._limit('max_attempts')
+      and claim_many.rerun_after_unknown is not null) is not true then
+    perform settle_private._check_claim_args(claim_many.tenant, 'key', '{}', claim_many.principal, claim_many.scopes,
+      claim_many.binding_generation, claim_many.lease, claim_many.worker, claim_many.max_attempts);
+    perform settle_private._raise('SE008', 'rerun_after_unknown must not be NULL',
+      jsonb_build_object('field', 'rerun_after_unknown'), 'Pass true (open a new attempt) or false (answer in_doubt).');
+  end if;
+  select min(u.i) into v_bad
+    from unnest(claim_many.keys, claim_many.requests) with ordinality u(k, r, i)
+   where (settle_private._name_ok(u.k, settle_private._limit('key_bytes'))
+          and settle_private._json_ok(u.r, settle_private._limit('request_bytes'))) is not true;
+  if v_bad is not null then
+    perform settle_private._check_batch_element('claim', v_bad, claim_many.tenant, claim_many.keys[v_bad],
+      claim_many.requests[v_bad], claim_many.principal, claim_many.scopes, claim_many.binding_generation,
+      claim_many.lease, claim_many.worker, claim_many.max_attempts, null, null, null, null);
+  end if;
+
+  -- One key at a time, in the fixed order (see the top of this file): each by settle.claim.
+  for v_item in
+    select u.k, u.r, u.i from unnest(claim_many.keys, claim_many.requests) with ordinality u(k, r, i)
+     order by u.k collate "C", u.i
+  loop
+    v_res := settle.claim(claim_many.tenant, v_item.k, v_item.r, claim_many.principal, claim_many.scopes,
+      claim_many.binding_generation, claim_many.lease, claim_many.worker, claim_many.max_attempts,
+      claim_many.rerun_after_unknown);
+    v_out := v_out || row(v_item.i, v_item.k, v_res.outcome, v_res.status, v_res.attempt, v_res.lease_token,
+      v_res.lease_expires_at, v_res.retry_after_ms, v_res.fingerprint, v_res.result, v_res.settled_attempt,
+      v_res.error, v_res.dead_lettered, v_res.conflict_on, v_res.reason, v_res.dead_letter_reason)::settle.claim_many_result;
+  end loop;
+  return query select * from unnest(v_out) o order by o.ordinal;
+end
+$$;
+
+ALTER FUNCTION settle.claim_many(tenant text, keys text[], requests jsonb[], principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION claim_many(tenant text, keys text[], requests jsonb[], principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.claim_many(tenant text, keys text[], requests jsonb[], principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) IS 'Claim many keys of one tenant in one call: settle.claim for every key, in one transaction, answered per key.
+Parameters: tenant; keys text[] (1 to max_batch_keys = 1000 keys, each as settle.claim''s key; a key may repeat); requests jsonb[] (one request per key, same order); principal, scopes, binding_generation, lease, worker, max_attempts, rerun_after_unknown: as settle.claim, shared by every key.
+Outcomes: one row per element of keys, in their order: ordinal (1-based), key, and exactly what settle.claim answers for that key (acquired with its own attempt, lease_token, lease_expires_at and fingerprint | in_progress | replay | failed | unknown | in_doubt | conflict | refused). A key listed twice is claimed twice, in list order, as a second caller would be (the second answers in_progress when the first acquired).
+SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 requests not one per key (a length, dimension or lower bound that differs); SE063 keys or requests NULL or with a NULL element (DETAIL: field, ordinal); an element that breaks settle.claim''s rules raises settle.claim''s code (SE002 key, SE004 request) with its ordinal in DETAIL; SE001, SE003, SE007, SE008 for the shared arguments; SE013 tenant not granted to this login role. The whole batch is checked before any key is claimed: an error claims nothing.
+Locking: as settle.claim for each key, the keys visited in one fixed order (key COLLATE "C", then ordinal), so concurrent batches over overlapping keys never deadlock. Every lock is held until the batch''s transaction ends.
+Idempotency: as settle.claim per key: repeating the batch with the same requests and binding joins the same operations (replay once completed). Each key leaves what its single claim leaves in settle.audit_log.';
+
+--
 -- Name: complete(text, text, integer, uuid, text, text, text[], bigint, jsonb); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
@@ -884,6 +1014,80 @@ Also fenced with reason binding_revoked: the presented generation is below the f
 SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found; SE013 tenant not granted to this login role.
 Locking: the operation row (FOR UPDATE). Works inside the caller''s transaction: commit a same-database effect atomically with its settlement.
 Idempotency: repeating the same call answers duplicate and changes nothing; every call leaves one row in settle.audit_log (a settling success: on its attempt row).';
+
+--
+-- Name: complete_many(text, text[], integer[], uuid[], text[], text, text[], bigint, jsonb[]); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.complete_many(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]) RETURNS SETOF settle.complete_many_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+  v_bad bigint;
+  v_item record;
+  v_res settle.observation_result;
+  v_out settle.complete_many_result[] := '{}';
+begin
+  perform settle_private._check_batch_shape(array['keys', 'attempts', 'lease_tokens', 'fingerprints', 'results'],
+    array[cardinality(complete_many.keys), cardinality(complete_many.attempts), cardinality(complete_many.lease_tokens),
+          cardinality(complete_many.fingerprints), cardinality(complete_many.results)],
+    array[array_ndims(complete_many.keys), array_ndims(complete_many.attempts), array_ndims(complete_many.lease_tokens),
+          array_ndims(complete_many.fingerprints), array_ndims(complete_many.results)],
+    array[array_lower(complete_many.keys, 1), array_lower(complete_many.attempts, 1), array_lower(complete_many.lease_tokens, 1),
+          array_lower(complete_many.fingerprints, 1), array_lower(complete_many.results, 1)],
+    array[(select min(u.i) from unnest(complete_many.keys) with ordinality u(v, i) where u.v is null),
+          (select min(u.i) from unnest(complete_many.attempts) with ordinality u(v, i) where u.v is null),
+          (select min(u.i) from unnest(complete_many.lease_tokens) with ordinality u(v, i) where u.v is null),
+          (select min(u.i) from unnest(complete_many.fingerprints) with ordinality u(v, i) where u.v is null),
+          (select min(u.i) from unnest(complete_many.results) with ordinality u(v, i) where u.v is null)]);
+  if (settle_private._name_ok(complete_many.tenant, settle_private._limit('tenant_bytes'))
+      and settle_private._binding_ok(complete_many.principal, complete_many.scopes, complete_many.binding_generation)) is not true then
+    perform settle_private._check_operation_key(complete_many.tenant, 'key');
+    perform settle_private._check_binding(complete_many.principal, complete_many.scopes, complete_many.binding_generation);
+  end if;
+  select min(u.i) into v_bad
+    from unnest(complete_many.keys, complete_many.attempts, complete_many.fingerprints, complete_many.results)
+         with ordinality u(k, a, f, r, i)
+   where (settle_private._name_ok(u.k, settle_private._limit('key_bytes')) and u.a >= 1
+          and u.f ~ '^v[0-9]+:[0-9a-f]{64}$'
+          and settle_private._json_ok(u.r, settle_private._limit('result_bytes'))) is not true;
+  if v_bad is not null then
+    perform settle_private._check_batch_element('complete', v_bad, complete_many.tenant, complete_many.keys[v_bad], null,
+      complete_many.principal, complete_many.scopes, complete_many.binding_generation, null, null, null,
+      complete_many.attempts[v_bad], complete_many.lease_tokens[v_bad], complete_many.fingerprints[v_bad],
+      complete_many.results[v_bad]);
+  end if;
+
+  -- One key at a time, in the fixed order (see the top of this file): each by settle.complete.
+  for v_item in
+    select u.k, u.a, u.t, u.f, u.r, u.i
+      from unnest(complete_many.keys, complete_many.attempts, complete_many.lease_tokens, complete_many.fingerprints,
+                  complete_many.results) with ordinality u(k, a, t, f, r, i)
+     order by u.k collate "C", u.i
+  loop
+    v_res := settle.complete(complete_many.tenant, v_item.k, v_item.a, v_item.t, v_item.f, complete_many.principal,
+      complete_many.scopes, complete_many.binding_generation, v_item.r);
+    v_out := v_out || row(v_item.i, v_item.k, v_res.outcome, v_res.reason, v_res.status, v_res.attempt,
+      v_res.settled_attempt, v_res.result, v_res.error, v_res.conflict_on, v_res.dead_lettered,
+      v_res.dead_letter_reason)::settle.complete_many_result;
+  end loop;
+  return query select * from unnest(v_out) o order by o.ordinal;
+end
+$_$;
+
+ALTER FUNCTION settle.complete_many(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION complete_many(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.complete_many(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]) IS 'Complete many attempts of one tenant in one call: settle.complete for every key, in one transaction, answered per key.
+Parameters: tenant; keys text[] (1 to max_batch_keys = 1000; a key may repeat); attempts integer[], lease_tokens uuid[], fingerprints text[] (from each key''s acquired claim), results jsonb[] (each <= 1 MiB): one element per key, same order; principal, scopes, binding_generation: the binding presented at claim, shared by every key.
+Outcomes: one row per element of keys, in their order: ordinal (1-based), key, and exactly what settle.complete answers for that key (settled | already_settled | duplicate | conflict | fenced, with its reason and the canonical state it discloses). A key listed twice is completed twice, in list order, as a second caller would be (the second, identical, answers duplicate).
+SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 a per-key array not one per key; SE063 an array or element NULL (DETAIL: field, ordinal); an element that breaks settle.complete''s rules raises its code (SE002 key, SE004 fingerprint, SE005 result, SE008 attempt) with its ordinal in DETAIL; SE001, SE003 for the shared arguments; SE010 a key never claimed; SE013 tenant not granted to this login role. The whole batch is checked before any key is completed: an error settles nothing.
+Locking: as settle.complete for each key (its operation row, FOR UPDATE), the keys visited in one fixed order (key COLLATE "C", then ordinal), so concurrent batches never deadlock. Works inside the caller''s transaction: commit a same-database effect atomically with the batch''s settlements.
+Idempotency: as settle.complete per key: repeating the batch answers duplicate for every key it settled. Each key leaves what its single complete leaves in settle.audit_log, and its own feed event.';
 
 --
 -- Name: drop_consumer(text); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -2762,6 +2966,86 @@ $$;
 ALTER FUNCTION settle_private._canonical_json_slow(value jsonb) OWNER TO settle_owner;
 
 --
+-- Name: _check_batch_element(text, bigint, text, text, jsonb, text, text[], bigint, interval, text, integer, integer, uuid, text, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_batch_element(kind text, ordinal bigint, tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, attempt integer, lease_token uuid, fingerprint text, result jsonb) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_state text;
+  v_message text;
+  v_detail text;
+  v_hint text;
+begin
+  begin
+    if kind = 'claim' then
+      perform settle_private._check_claim_args(tenant, key, request, principal, scopes, binding_generation, lease,
+        worker, max_attempts);
+    else
+      perform settle_private._check_observation('complete', tenant, key, attempt, lease_token, fingerprint,
+        principal, scopes, binding_generation, result, null, null);
+    end if;
+  exception when others then
+    get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_detail = pg_exception_detail,
+      v_hint = pg_exception_hint;
+    raise exception using errcode = v_state, message = format('element %s: %s', ordinal, v_message),
+      detail = (coalesce(nullif(v_detail, '')::jsonb, '{}'::jsonb) || jsonb_build_object('ordinal', ordinal))::text,
+      hint = coalesce(v_hint, '');
+  end;
+end
+$$;
+
+ALTER FUNCTION settle_private._check_batch_element(kind text, ordinal bigint, tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, attempt integer, lease_token uuid, fingerprint text, result jsonb) OWNER TO settle_owner;
+
+--
+-- Name: _check_batch_shape(text[], integer[], integer[], integer[], bigint[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_batch_shape(names text[], cardinalities integer[], dims integer[], lowers integer[], first_nulls bigint[]) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_n integer := cardinalities[1];
+  v_max constant integer := settle_private._limit('max_batch_keys');
+begin
+  for i in 1 .. cardinality(names) loop
+    if cardinalities[i] is null then
+      perform settle_private._raise('SE063', format('%s must not be NULL', names[i]),
+        jsonb_build_object('field', names[i]), 'Pass an array with one element per key.');
+    end if;
+  end loop;
+  if v_n = 0 then
+    perform settle_private._raise('SE061', 'a batch needs at least one key',
+      jsonb_build_object('field', names[1]), 'Call with one or more keys (or skip the call: an empty batch settles nothing).');
+  end if;
+  if v_n > v_max then
+    perform settle_private._raise('SE060', format('a batch holds at most %s keys (got %s)', v_max, v_n),
+      jsonb_build_object('field', names[1], 'max_keys', v_max, 'keys', v_n),
+      'Split the keys into batches of at most max_batch_keys.');
+  end if;
+  for i in 1 .. cardinality(names) loop
+    if dims[i] <> 1 or lowers[i] <> 1 or cardinalities[i] <> v_n then
+      perform settle_private._raise('SE062', format('%s must be a one-dimensional array indexed from 1 with one element per key (%s keys, got %s)',
+        names[i], v_n, cardinalities[i]),
+        jsonb_build_object('field', names[i], 'keys', v_n, 'elements', cardinalities[i], 'dimensions', dims[i], 'lower_bound', lowers[i]),
+        'Pass the per-key arrays in the order of keys, one element each.');
+    end if;
+  end loop;
+  for i in 1 .. cardinality(names) loop
+    if first_nulls[i] is not null then
+      perform settle_private._raise('SE063', format('%s[%s] must not be NULL', names[i], first_nulls[i]),
+        jsonb_build_object('field', names[i], 'ordinal', first_nulls[i]), null);
+    end if;
+  end loop;
+end
+$$;
+
+ALTER FUNCTION settle_private._check_batch_shape(names text[], cardinalities integer[], dims integer[], lowers integer[], first_nulls bigint[]) OWNER TO settle_owner;
+
+--
 -- Name: _check_binding(text, text[], bigint); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3617,6 +3901,7 @@ CREATE FUNCTION settle_private._limits() RETURNS jsonb
     "max_lease_ms": 86400000,
     "max_attempts": 1000,
     "max_batch_size": 100000,
+    "max_batch_keys": 1000,
     "evidence_bytes": 8192,
     "refusal_rows": 20
   }'::jsonb
@@ -6183,11 +6468,25 @@ REVOKE ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, princi
 GRANT ALL ON FUNCTION settle.claim(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) TO settle_app;
 
 --
+-- Name: FUNCTION claim_many(tenant text, keys text[], requests jsonb[], principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.claim_many(tenant text, keys text[], requests jsonb[], principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.claim_many(tenant text, keys text[], requests jsonb[], principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) TO settle_app;
+
+--
 -- Name: FUNCTION complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.complete(tenant text, key text, attempt integer, lease_token uuid, fingerprint text, principal text, scopes text[], binding_generation bigint, result jsonb) TO settle_app;
+
+--
+-- Name: FUNCTION complete_many(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.complete_many(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.complete_many(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]) TO settle_app;
 
 --
 -- Name: FUNCTION drop_consumer(name text); Type: ACL; Schema: settle; Owner: settle_owner
@@ -6432,6 +6731,18 @@ REVOKE ALL ON FUNCTION settle_private._canonical_json(value jsonb) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private._canonical_json_slow(value jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _check_batch_element(kind text, ordinal bigint, tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, attempt integer, lease_token uuid, fingerprint text, result jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_batch_element(kind text, ordinal bigint, tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, attempt integer, lease_token uuid, fingerprint text, result jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _check_batch_shape(names text[], cardinalities integer[], dims integer[], lowers integer[], first_nulls bigint[]); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_batch_shape(names text[], cardinalities integer[], dims integer[], lowers integer[], first_nulls bigint[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _check_binding(principal text, scopes text[], binding_generation bigint); Type: ACL; Schema: settle_private; Owner: settle_owner

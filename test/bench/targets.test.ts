@@ -64,6 +64,7 @@ describe('evaluateTargets with rounds', () => {
       'cycle@32 / cycle@8': '>= 0.95',
       'replay / pkread': '>= 0.5',
       'WAL/op: cycle / stripe': '<= 2',
+      'batch / stripe (settled keys per second)': '>= 5',
       'client / cycle': '>= 0.8',
       'scale@max / scale@0': '>= 0.85',
     });
