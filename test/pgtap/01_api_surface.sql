@@ -1,6 +1,6 @@
 -- 01_api_surface.sql: what the pg-settle SQL API is, and who may call it.
 --
--- The public interface is schema `settle`: eleven functions and six read-only views (tables in
+-- The public interface is schema `settle`: its functions and six read-only views (tables in
 -- settle_private are not an interface). PUBLIC may execute none of the functions; settle_app
 -- may execute the application functions and none of the maintenance ones. The status enum is
 -- declared in lattice order, and that order is part of the contract.
@@ -9,15 +9,15 @@
 -- everything happens in one transaction that is rolled back).
 begin;
 create extension if not exists pgtap;
-select plan(48);
+select plan(54);
 
 -- The functions, with their argument types (call them with named arguments).
 select functions_are('settle', array[
   'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'get', 'inspect', 'fingerprint', 'status_rank',
-  'expire_leases', 'redrive', 'purge', 'set_purge_min_retention', 'grant_tenant', 'revoke_tenant', 'revoke_binding',
+  'claim_many', 'complete_many', 'expire_leases', 'redrive', 'purge', 'set_purge_min_retention', 'grant_tenant', 'revoke_tenant', 'revoke_binding',
   'register_consumer', 'drop_consumer', 'read_feed', 'ack_feed', 'await_feed', 'reset_consumer', 'trim_feed',
   'resolve', 'lease_reconciliation', 'release_reconciliation', 'run_upkeep', 'set_retention', 'set_upkeep_interval'
-], 'schema settle has exactly the twenty-nine API functions');
+], 'schema settle has exactly the thirty-one API functions');
 
 select has_function('settle', 'claim',
   array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer', 'boolean'],
@@ -34,6 +34,12 @@ select has_function('settle', 'fail',
 select has_function('settle', 'report_unknown',
   array['text', 'text', 'integer', 'uuid', 'text', 'text', 'text[]', 'bigint'],
   'settle.report_unknown(tenant, key, attempt, lease_token, fingerprint, principal, scopes, binding_generation)');
+select has_function('settle', 'claim_many',
+  array['text', 'text[]', 'jsonb[]', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer', 'boolean'],
+  'settle.claim_many(tenant, keys, requests, principal, scopes, binding_generation, lease, worker, max_attempts, rerun_after_unknown)');
+select has_function('settle', 'complete_many',
+  array['text', 'text[]', 'integer[]', 'uuid[]', 'text[]', 'text', 'text[]', 'bigint', 'jsonb[]'],
+  'settle.complete_many(tenant, keys, attempts, lease_tokens, fingerprints, principal, scopes, binding_generation, results)');
 select has_function('settle', 'get', array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint'],
   'settle.get(tenant, key, request, principal, scopes, binding_generation)');
 select has_function('settle', 'fingerprint', array['jsonb'], 'settle.fingerprint(request)');
@@ -72,7 +78,19 @@ select function_privs_are('settle', 'redrive', array['text', 'text', 'integer', 
 select function_privs_are('settle', 'purge', array['interval', 'integer'],
   'public', array[]::text[], 'PUBLIC cannot execute settle.purge');
 
+select function_privs_are('settle', 'claim_many',
+  array['text', 'text[]', 'jsonb[]', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer', 'boolean'],
+  'public', array[]::text[], 'PUBLIC cannot execute settle.claim_many');
+select function_privs_are('settle', 'complete_many',
+  array['text', 'text[]', 'integer[]', 'uuid[]', 'text[]', 'text', 'text[]', 'bigint', 'jsonb[]'],
+  'public', array[]::text[], 'PUBLIC cannot execute settle.complete_many');
 -- settle_app executes the application functions ...
+select function_privs_are('settle', 'claim_many',
+  array['text', 'text[]', 'jsonb[]', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer', 'boolean'],
+  'settle_app', array['EXECUTE'], 'settle_app can execute settle.claim_many');
+select function_privs_are('settle', 'complete_many',
+  array['text', 'text[]', 'integer[]', 'uuid[]', 'text[]', 'text', 'text[]', 'bigint', 'jsonb[]'],
+  'settle_app', array['EXECUTE'], 'settle_app can execute settle.complete_many');
 select function_privs_are('settle', 'claim',
   array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer', 'boolean'],
   'settle_app', array['EXECUTE'], 'settle_app can execute settle.claim');
