@@ -267,7 +267,7 @@ begin
     from unnest(complete_many.keys, complete_many.attempts, complete_many.fingerprints, complete_many.results)
          with ordinality u(k, a, f, r, i)
    where (settle_private._name_ok(u.k, settle_private._limit('key_bytes')) and u.a >= 1
-          and u.f ~ '^v[0-9]+:[0-9a-f]{64}$'
+          and u.f ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(u.f) - strpos(u.f, ':') = 64
           and settle_private._json_ok(u.r, settle_private._limit('result_bytes'))) is not true;
   if v_bad is not null then
     perform settle_private._check_batch_element('complete', v_bad, complete_many.tenant, complete_many.keys[v_bad], null,
