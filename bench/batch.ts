@@ -191,24 +191,47 @@ async function startConsumer(url: string): Promise<Consumer> {
   const lagsMs: number[] = [];
   let stopped = false;
   let wake: (() => void) | undefined;
-  client.on('notification', () => wake?.());
+  // A NOTIFY arrived that no read has answered yet.
+  let pending = false;
+  client.on('notification', () => {
+    pending = true;
+    wake?.();
+  });
   let registeredAt = 0;
   const loop = (async () => {
+    // After a NOTIFY the event may not be below the horizon yet (an older transaction is still
+    // open, and its end sends no NOTIFY): read again after 1, 2, 4, 8 ms, then every 8 ms, for up
+    // to a second; without a NOTIFY, wait for one (or poll after 100 ms).
+    let retryMs = 0;
+    let pollingMs = 0;
     while (!stopped) {
       if (Date.now() - registeredAt > 4_000) {
         await client.query(`select settle.await_feed(consumer => 'lag', seconds => 5)`);
         registeredAt = Date.now();
       }
+      const announced = pending;
+      pending = false;
       const lags = await readBatch(client, 1_000);
       lagsMs.push(...lags);
-      if (lags.length > 0) continue;
-      // Nothing below the horizon yet: wait for the next commit's NOTIFY (or poll after 100 ms).
+      if (lags.length > 0) {
+        retryMs = 0;
+        pollingMs = 0;
+        continue;
+      }
+      if (announced || (retryMs > 0 && pollingMs < 1_000)) {
+        retryMs = retryMs === 0 ? 1 : Math.min(8, retryMs * 2);
+        pollingMs = announced ? retryMs : pollingMs + retryMs;
+        await new Promise((resolve) => setTimeout(resolve, retryMs));
+        continue;
+      }
+      retryMs = 0;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, 100);
         wake = () => {
           clearTimeout(timer);
           resolve();
         };
+        if (pending) wake();
       });
       wake = undefined;
     }
