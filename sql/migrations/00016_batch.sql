@@ -168,7 +168,7 @@ declare
   v_bad bigint;
   v_item record;
   v_res settle.claim_result;
-  v_out settle.claim_many_result[] := '{}';
+  v_out settle.claim_many_result[] := '{}'::settle.claim_many_result[];
 begin
   perform settle_private._check_batch_shape(array['keys', 'requests'],
     array[cardinality(claim_many.keys), cardinality(claim_many.requests)],
@@ -244,7 +244,7 @@ declare
   v_bad bigint;
   v_item record;
   v_res settle.observation_result;
-  v_out settle.complete_many_result[] := '{}';
+  v_out settle.complete_many_result[] := '{}'::settle.complete_many_result[];
 begin
   perform settle_private._check_batch_shape(array['keys', 'attempts', 'lease_tokens', 'fingerprints', 'results'],
     array[cardinality(complete_many.keys), cardinality(complete_many.attempts), cardinality(complete_many.lease_tokens),
