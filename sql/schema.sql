@@ -834,7 +834,7 @@ declare
   v_bad bigint;
   v_item record;
   v_res settle.claim_result;
-  v_out settle.claim_many_result[] := '{}';
+  v_out settle.claim_many_result[] := '{}'::settle.claim_many_result[];
 begin
   perform settle_private._check_batch_shape(array['keys', 'requests'],
     array[cardinality(claim_many.keys), cardinality(claim_many.requests)],
@@ -1027,7 +1027,7 @@ declare
   v_bad bigint;
   v_item record;
   v_res settle.observation_result;
-  v_out settle.complete_many_result[] := '{}';
+  v_out settle.complete_many_result[] := '{}'::settle.complete_many_result[];
 begin
   perform settle_private._check_batch_shape(array['keys', 'attempts', 'lease_tokens', 'fingerprints', 'results'],
     array[cardinality(complete_many.keys), cardinality(complete_many.attempts), cardinality(complete_many.lease_tokens),
@@ -1050,7 +1050,7 @@ begin
     from unnest(complete_many.keys, complete_many.attempts, complete_many.fingerprints, complete_many.results)
          with ordinality u(k, a, f, r, i)
    where (settle_private._name_ok(u.k, settle_private._limit('key_bytes')) and u.a >= 1
-          and u.f ~ '^v[0-9]+:[0-9a-f]{64}$'
+          and u.f ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(u.f) - strpos(u.f, ':') = 64
           and settle_private._json_ok(u.r, settle_private._limit('result_bytes'))) is not true;
   if v_bad is not null then
     perform settle_private._check_batch_element('complete', v_bad, complete_many.tenant, complete_many.keys[v_bad], null,
