@@ -764,6 +764,9 @@ export class ModelRun {
       if (r.settled > 1) this.violate('single-settlement', `${r.tenant}/${r.key} has ${r.settled} settled attempts`);
       this.ledger.onState(this, `${r.tenant}/${r.key}`, r.status, r.dead_letter_reason, markerOf(r.result), r.settled_attempt);
     }
+    // A purged key's history ended with it: its next reservation (an acquired first claim, or
+    // one a refused claim left converted) starts a new one.
+    for (const d of this.ops) if (!db.has(d.id)) this.ledger.forget(d.id);
     const consistent = this.scenarios.filter((sc) => {
       for (const d of this.ops) {
         const m = sc.committed.ops[d.id];
@@ -828,6 +831,10 @@ class Ledger {
     if (commit) for (const f of this.txEffects) f();
     this.txEffects = [];
     this.txReleased.clear();
+  }
+
+  forget(id: string): void {
+    this.byId.delete(id);
   }
 
   lapsed(id: string, e: number): void {

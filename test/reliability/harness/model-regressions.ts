@@ -238,4 +238,30 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
       { t: 'call', conn: 2, call: { kind: 'heartbeat', op: 1, ticket: 'latest', short: false } },
     ],
   },
+  {
+    // A purged key claimed again in a transaction that rolls back after a long wait, while its
+    // generation is revoked: the waiting claim is refused and leaves the new reservation
+    // converted to conflict. That is a new operation, not the purged one lowered from completed.
+    name: 'a purged key reserved again by a refused waiter starts a new history',
+    maxAttempts: [4,4],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'fail', op: 1, ticket: 'previous', retryable: true } },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false, answerUnknown: true } },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false, answerUnknown: true } },
+      { t: 'call', conn: 2, call: { kind: 'get', op: 0, variant: 'principal' } },
+      { t: 'purge' },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 1, variant: 'same', short: true } },
+      { t: 'call', conn: 1, call: { kind: 'complete', op: 1, ticket: 'latest' } },
+      { t: 'call', conn: 0, call: { kind: 'report_unknown', op: 0, ticket: 'latest' } },
+      { t: 'purge' },
+      { t: 'begin', conn: 1 },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 1, variant: 'same', short: false, answerUnknown: true } },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 1, variant: 'same', short: true, answerUnknown: true } },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 0, variant: 'same', short: true } },
+      { t: 'revoke', op: 1 },
+      { t: 'end', commit: false, longWait: true },
+    ],
+  },
 ];
