@@ -1,0 +1,97 @@
+// The console's only stylesheet and script, served from its own origin (the Content-Security-
+// Policy allows 'self' and nothing inline). The script is progressive enhancement: without it
+// every page works; with it, the feed lag and the gauges refresh every 5 s and the overview
+// reloads itself every 30 s while no form is in use. It writes with textContent only.
+
+export const STYLESHEET = `
+:root { --fg: #1d2430; --muted: #5b6575; --line: #d6dbe3; --bg: #fff; --panel: #f6f8fa; --ok: #1a7f37; --warn: #9a6700; --bad: #cf222e; --info: #0969da; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg); }
+header { display: flex; gap: 1.5em; align-items: center; padding: .6em 1.2em; background: #24292f; color: #fff; }
+header a { color: #fff; text-decoration: none; font-weight: 600; }
+header .who { margin-left: auto; font-size: 12px; opacity: .9; }
+header form { margin: 0; }
+main { padding: 1em 1.2em 3em; max-width: 1200px; }
+h1 { font-size: 20px; margin: .2em 0 .6em; }
+h2 { font-size: 16px; margin: 1.4em 0 .5em; border-bottom: 1px solid var(--line); padding-bottom: .2em; }
+table { border-collapse: collapse; width: 100%; margin: .3em 0 1em; }
+th, td { text-align: left; padding: .3em .5em; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { background: var(--panel); font-weight: 600; font-size: 12px; color: var(--muted); }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+pre { margin: 0; white-space: pre-wrap; word-break: break-all; font: 12px/1.4 ui-monospace, monospace; max-height: 16em; overflow: auto; }
+code, .mono { font: 12px ui-monospace, monospace; word-break: break-all; }
+.muted { color: var(--muted); }
+.badge { display: inline-block; padding: 0 .5em; border-radius: 1em; font-size: 12px; border: 1px solid var(--line); background: var(--panel); }
+.badge.firing, .badge.bad { background: #ffebe9; border-color: var(--bad); color: var(--bad); }
+.badge.ok { background: #dafbe1; border-color: var(--ok); color: var(--ok); }
+.badge.warn { background: #fff8c5; border-color: var(--warn); color: var(--warn); }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(160px, 1fr)); gap: .6em; }
+.tile { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: .5em .7em; }
+.tile .n { font-size: 22px; font-weight: 600; }
+.lattice { display: flex; gap: .3em; list-style: none; padding: 0; margin: .3em 0 1em; }
+.lattice li { padding: .2em .7em; border: 1px solid var(--line); border-radius: 4px; color: var(--muted); }
+.lattice li.passed { background: var(--panel); }
+.lattice li.current { background: #24292f; color: #fff; border-color: #24292f; font-weight: 600; }
+form.inline { display: inline; }
+fieldset { border: 1px solid var(--line); border-radius: 6px; margin: .6em 0; padding: .6em .9em; }
+label { display: block; margin: .4em 0 .15em; font-weight: 600; font-size: 12px; }
+input[type=text], input[type=number], select, textarea { font: 13px ui-monospace, monospace; padding: .3em; border: 1px solid var(--line); border-radius: 4px; }
+textarea { width: 100%; min-height: 4em; }
+button { font: inherit; padding: .35em .9em; border-radius: 4px; border: 1px solid #1f883d; background: #1f883d; color: #fff; cursor: pointer; }
+button.secondary { background: var(--panel); color: var(--fg); border-color: var(--line); }
+button.danger { background: var(--bad); border-color: var(--bad); }
+.answer { border-left: 4px solid var(--ok); background: #f0fff4; padding: .6em .9em; margin: 1em 0; }
+.answer.refused { border-color: var(--bad); background: #fff5f5; }
+.confirm { border-left: 4px solid var(--warn); background: #fffbea; padding: .6em .9em; margin: 1em 0; }
+.filters { display: flex; flex-wrap: wrap; gap: .8em; align-items: end; }
+.filters label { margin: 0 0 .15em; }
+svg text { font: 11px system-ui, sans-serif; fill: var(--fg); }
+svg .tick { fill: var(--muted); }
+svg .axis { stroke: var(--line); }
+svg .bar.completed, svg .span.settled, svg .observation.completed { fill: #2da44e; }
+svg .bar.failed, svg .observation.failed { fill: #8c959f; }
+svg .bar.unknown, svg .observation.unknown { fill: #d4a72c; }
+svg .bar.conflict, svg .observation.conflict { fill: #cf222e; }
+svg .span { fill: #9ec5fe; }
+svg .span.leased { fill: #0969da; }
+svg .span.lapsed { fill: #ffb3b8; }
+svg .span.superseded, svg .span.expired, svg .span.lease_expired { fill: #c8ccd1; }
+svg .span.fenced, svg .span.settled_elsewhere { fill: #e6c3f0; }
+svg .observation { stroke: #fff; stroke-width: 1.5; }
+svg .heartbeat { stroke: #0550ae; stroke-width: 2; }
+svg .late { fill: #bf3989; }
+svg .fenced { stroke: var(--bad); stroke-width: 2.5; fill: none; }
+`;
+
+export const SCRIPT = `'use strict';
+(function () {
+  var body = document.body;
+  function set(name, text) {
+    var nodes = document.querySelectorAll('[data-live="' + name + '"]');
+    for (var i = 0; i < nodes.length; i += 1) nodes[i].textContent = text;
+  }
+  function poll() {
+    fetch('/live.json', { credentials: 'same-origin', headers: { accept: 'application/json' } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (data) {
+        if (data === null) return;
+        (data.lanes || []).forEach(function (l) {
+          set('lag-events:' + l.consumer + ':' + l.lane, String(l.lagEvents));
+          set('lag-seconds:' + l.consumer + ':' + l.lane, l.lagSeconds.toFixed(1));
+        });
+        if (data.horizon) set('horizon', data.horizon);
+        set('updated', new Date().toISOString().slice(11, 19) + ' UTC');
+      })
+      .catch(function () {});
+  }
+  if (document.querySelector('[data-live]') !== null) setInterval(poll, 5000);
+  if (body.getAttribute('data-refresh') !== null) {
+    var seconds = Number(body.getAttribute('data-refresh')) || 30;
+    setInterval(function () {
+      var active = document.activeElement;
+      if (active && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) return;
+      location.reload();
+    }, seconds * 1000);
+  }
+})();
+`;

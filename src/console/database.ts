@@ -1,0 +1,71 @@
+import pg from 'pg';
+import type { z } from 'zod';
+
+// The console's connection: one small pool logged in as the operator's database login. What the
+// page may show and do is what that login may read and execute (capabilities.ts); every read
+// goes through the engine's public views, which already filter a tenant-bound login's rows.
+
+export interface ConsoleDatabase {
+  /** Rows of a parameterized query, each checked against `schema`. */
+  rows<S extends z.ZodType>(schema: S, text: string, values?: readonly unknown[]): Promise<z.output<S>[]>;
+  /** Runs `fn` in one transaction on one connection (rolled back when it throws). */
+  transaction<T>(fn: (db: ConsoleDatabase) => Promise<T>): Promise<T>;
+  end(): Promise<void>;
+}
+
+function over(query: (text: string, values: readonly unknown[]) => Promise<pg.QueryResult>): Pick<ConsoleDatabase, 'rows'> {
+  return {
+    async rows(schema, text, values = []) {
+      const result = await query(text, values);
+      return result.rows.map((row: unknown) => schema.parse(row));
+    },
+  };
+}
+
+export function openConsoleDatabase(connectionString: string): ConsoleDatabase {
+  const pool = new pg.Pool({ connectionString, max: 4, idleTimeoutMillis: 30_000, application_name: 'pg-settle console' });
+  pool.on('error', () => {});
+  const db: ConsoleDatabase = {
+    ...over((text, values) => pool.query(text, [...values])),
+    async transaction(fn) {
+      const client = await pool.connect();
+      try {
+        await client.query('begin');
+        const inner: ConsoleDatabase = {
+          ...over((text, values) => client.query(text, [...values])),
+          transaction: (nested) => nested(inner),
+          end: async () => {},
+        };
+        const value = await fn(inner);
+        await client.query('commit');
+        return value;
+      } catch (error) {
+        await client.query('rollback').catch(() => {});
+        throw error;
+      } finally {
+        client.release();
+      }
+    },
+    end: () => pool.end(),
+  };
+  return db;
+}
+
+/** The fields of a database error the page shows (an engine SQLSTATE, message, detail, hint). */
+export interface ApiError {
+  readonly sqlstate: string | null;
+  readonly message: string;
+  readonly detail: string | null;
+  readonly hint: string | null;
+}
+
+export function apiError(error: unknown): ApiError {
+  const e = (typeof error === 'object' && error !== null ? error : {}) as Record<string, unknown>;
+  const code = typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : null;
+  return {
+    sqlstate: code,
+    message: error instanceof Error ? error.message : String(error),
+    detail: typeof e.detail === 'string' && e.detail !== '' ? e.detail : null,
+    hint: typeof e.hint === 'string' && e.hint !== '' ? e.hint : null,
+  };
+}

@@ -1,0 +1,114 @@
+import { z } from 'zod';
+import type { Capabilities } from './capabilities.js';
+import type { ConsoleDatabase } from './database.js';
+
+// What the overview reads, each through a view the login may read and an index that holds a
+// small or recent set of rows (never a scan of every operation): the operations that reached a
+// status in the last hour by updated_at (operations_terminal_by_age_idx for completed and failed,
+// operations_needing_attention_idx for unknown and conflict), the waiting operations and dead
+// letters (operations_needing_attention_idx), settle.metrics, the feed lanes, settle.upkeep.
+// bench/console.ts measures it at 1 million operations.
+
+const date = z.date();
+const count = z.number();
+
+const minuteRow = z.object({ minute: z.date(), status: z.string(), n: count });
+const waitingRow = z.object({ status: z.string(), n: count, oldest: date.nullable() });
+const deadRow = z.object({ reason: z.string().nullable(), n: count, oldest: date.nullable(), newest: date.nullable() });
+const oldestRow = z.object({ tenant: z.string(), key: z.string(), status: z.string(), reason: z.string().nullable(), at: date });
+const laneRow = z.object({
+  consumer: z.string(), tenants: z.array(z.string()).nullable(), lanes: count, lane: count, position: z.string(), leased: z.boolean(),
+  lease_expires_at: date.nullable(), acked_at: date.nullable(), lag_events: count, oldest_unacked_at: date.nullable(), lag_seconds: count,
+});
+const horizonRow = z.object({
+  horizon: z.string(), holder_pid: z.number().nullable(), holder_login: z.string().nullable(), holder_state: z.string().nullable(),
+  holder_application: z.string().nullable(), holder_age_seconds: z.number().nullable(), holder_query: z.string().nullable(),
+});
+const upkeepRow = z.object({
+  job: z.string(), every: z.string(), last_started_at: date.nullable(), last_finished_at: date.nullable(), last_ok: z.boolean().nullable(),
+  last_error: z.string().nullable(), last_by: z.string().nullable(), runs: count, failures: count, next_due_at: date, overdue: z.boolean(),
+});
+const metricsRow = z.record(z.string(), z.unknown());
+
+export type MinuteRow = z.output<typeof minuteRow>;
+export type LaneRow = z.output<typeof laneRow>;
+export type HorizonRow = z.output<typeof horizonRow>;
+export type UpkeepRow = z.output<typeof upkeepRow>;
+
+export interface OverviewData {
+  readonly now: Date;
+  readonly minutes: readonly MinuteRow[];
+  readonly waiting: readonly z.output<typeof waitingRow>[];
+  readonly deadLetters: readonly z.output<typeof deadRow>[];
+  readonly oldest: readonly z.output<typeof oldestRow>[];
+  readonly lanes: readonly LaneRow[] | null;
+  readonly horizon: HorizonRow;
+  readonly upkeep: readonly UpkeepRow[] | null;
+  readonly metrics: Readonly<Record<string, unknown>> | null;
+}
+
+const MINUTES = `
+select date_trunc('minute', o.updated_at) as minute, o.status::text as status, count(*)::int as n
+  from settle.operations o
+ where o.status = any ($1::settle.status[]) and o.updated_at > clock_timestamp() - interval '1 hour'
+ group by 1, 2`;
+
+// The horizon: the oldest running transaction's xmin holds back every feed consumer (docs/feed.md).
+// pg_stat_activity shows another login's backend_xid only to a superuser or pg_read_all_stats.
+export const HORIZON = `
+select pg_snapshot_xmin(pg_current_snapshot())::text as horizon, a.pid as holder_pid, a.usename::text as holder_login,
+       a.state as holder_state, a.application_name as holder_application,
+       extract(epoch from clock_timestamp() - a.xact_start)::float8 as holder_age_seconds,
+       left(a.query, 200) as holder_query
+  from (select 1) one
+  left join lateral (select * from pg_catalog.pg_stat_activity s
+                      where (s.backend_xid is not null or s.backend_xmin is not null) and s.pid <> pg_backend_pid()
+                        and s.xact_start is not null
+                      order by greatest(age(s.backend_xid), age(s.backend_xmin)) desc nulls last limit 1) a on true`;
+
+export const LANES = `
+select consumer, tenants, lanes, lane, position, leased, lease_expires_at, acked_at, lag_events::float8 as lag_events,
+       oldest_unacked_at, lag_seconds
+  from settle.feed_consumers order by consumer, lane`;
+
+export async function readLanes(db: ConsoleDatabase, caps: Capabilities): Promise<LaneRow[] | null> {
+  return caps.read.feedConsumers ? db.rows(laneRow, LANES) : null;
+}
+
+export async function readHorizon(db: ConsoleDatabase): Promise<HorizonRow> {
+  const [row] = await db.rows(horizonRow, HORIZON);
+  if (row === undefined) throw new Error('horizon: no row');
+  return row;
+}
+
+export async function readOverview(db: ConsoleDatabase, caps: Capabilities): Promise<OverviewData> {
+  const ops = caps.read.operations;
+  const [final, open, waiting, deadLetters, oldest, lanes, horizon, upkeep, metrics] = await Promise.all([
+    ops ? db.rows(minuteRow, MINUTES, [['completed', 'failed']]) : [],
+    ops ? db.rows(minuteRow, MINUTES, [['unknown', 'conflict']]) : [],
+    ops
+      ? db.rows(waitingRow, `select o.status::text as status, count(*)::int as n, min(o.updated_at) as oldest
+                               from settle.operations o where o.status in ('pending', 'unknown', 'conflict') group by 1 order by 1`)
+      : [],
+    caps.read.deadLetters
+      ? db.rows(deadRow, `select d.reason, count(*)::int as n, min(d.dead_lettered_at) as oldest, max(d.dead_lettered_at) as newest
+                            from settle.dead_letters d group by 1 order by 1`)
+      : [],
+    caps.read.deadLetters
+      ? db.rows(oldestRow, `select d.tenant, d.key, d.status::text as status, d.reason, d.dead_lettered_at as at
+                              from settle.dead_letters d where d.status <> 'failed'
+                             order by d.dead_lettered_at, d.tenant, d.key limit 5`)
+      : [],
+    readLanes(db, caps),
+    readHorizon(db),
+    caps.read.upkeep
+      ? db.rows(upkeepRow, `select job, every::text as every, last_started_at, last_finished_at, last_ok, last_error, last_by,
+                                   runs::int as runs, failures::int as failures, next_due_at, overdue from settle.upkeep order by job`)
+      : null,
+    caps.read.metrics ? db.rows(metricsRow, 'select * from settle.metrics') : null,
+  ]);
+  return {
+    now: new Date(), minutes: [...final, ...open], waiting, deadLetters, oldest, lanes, horizon, upkeep,
+    metrics: metrics === null ? null : (metrics[0] ?? null),
+  };
+}

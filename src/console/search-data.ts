@@ -1,0 +1,100 @@
+import { z } from 'zod';
+import type { ConsoleDatabase } from './database.js';
+
+// Lists of operations, paged by a keyset cursor (never OFFSET: page 1,000 costs what page 1
+// costs). With a status or a dead-letter reason, the order is (updated_at, tenant, key), which
+// the partial indexes serve for every status but running (operations_needing_attention_idx:
+// pending, unknown, conflict and the dead letters; operations_terminal_by_age_idx: completed and
+// failed; running operations are the hot set, kept out of both). With only a tenant, the order
+// is the primary key (tenant, key). The cursor is the last row's sort key, as text.
+
+export const STATUSES = ['pending', 'running', 'unknown', 'conflict', 'failed', 'completed'] as const;
+export const REASONS = ['attempts_exhausted', 'needs_reconciliation'] as const;
+export const PAGE_SIZE = 50;
+
+export interface SearchQuery {
+  readonly tenant?: string;
+  readonly status?: (typeof STATUSES)[number];
+  readonly reason?: (typeof REASONS)[number];
+  /** Only operations last changed more than this many minutes ago. */
+  readonly olderThanMinutes?: number;
+  readonly cursor?: string;
+}
+
+const listRow = z.object({
+  tenant: z.string(), key: z.string(), status: z.string(), attempt: z.number(), max_attempts: z.number(), updated_at: z.date(),
+  cursor_at: z.string(), dead_letter_reason: z.string().nullable(), dead_lettered_at: z.date().nullable(),
+});
+export type ListRow = z.output<typeof listRow>;
+
+export interface SearchPage {
+  readonly rows: readonly ListRow[];
+  /** The cursor of the next page, or null on the last page. */
+  readonly next: string | null;
+}
+
+/** Thrown for a cursor the console did not write. */
+export class BadCursorError extends Error {}
+
+interface Cursor {
+  readonly at?: string;
+  readonly tenant: string;
+  readonly key: string;
+}
+
+export function encodeCursor(cursor: Cursor): string {
+  return Buffer.from(JSON.stringify(cursor), 'utf8').toString('base64url');
+}
+
+function decodeCursor(text: string): Cursor {
+  try {
+    const value = z.object({ at: z.string().optional(), tenant: z.string(), key: z.string() }).parse(JSON.parse(Buffer.from(text, 'base64url').toString('utf8')));
+    return value;
+  } catch {
+    throw new BadCursorError('not a cursor of this page');
+  }
+}
+
+export async function searchOperations(db: ConsoleDatabase, query: SearchQuery): Promise<SearchPage> {
+  const values: unknown[] = [];
+  const where: string[] = [];
+  const param = (value: unknown): string => {
+    values.push(value);
+    return `$${values.length}`;
+  };
+  const byAge = query.status !== undefined || query.reason !== undefined;
+  if (query.tenant !== undefined) where.push(`o.tenant = ${param(query.tenant)}`);
+  if (query.status !== undefined) where.push(`o.status = ${param(query.status)}::settle.status`);
+  if (query.reason !== undefined) {
+    where.push(`o.dead_lettered_at is not null and o.dead_letter_reason = ${param(query.reason)}`);
+    // The index's own terms, so the planner sees that it holds every row asked for.
+    if (query.status === undefined) where.push(query.reason === 'attempts_exhausted' ? `o.status = 'failed'` : `o.status in ('unknown', 'conflict')`);
+  }
+  if (query.olderThanMinutes !== undefined) where.push(`o.updated_at < clock_timestamp() - make_interval(mins => ${param(query.olderThanMinutes)})`);
+  if (query.cursor !== undefined) {
+    const c = decodeCursor(query.cursor);
+    if (byAge) {
+      if (c.at === undefined) throw new BadCursorError('not a cursor of this list');
+      where.push(`(o.updated_at, o.tenant, o.key) > (${param(c.at)}::timestamptz, ${param(c.tenant)}, ${param(c.key)})`);
+    } else {
+      where.push(`(o.tenant, o.key) > (${param(c.tenant)}, ${param(c.key)})`);
+    }
+  }
+  const order = byAge ? 'o.updated_at, o.tenant, o.key' : 'o.tenant, o.key';
+  const rows = await db.rows(
+    listRow,
+    `select o.tenant, o.key, o.status::text as status, o.attempt, o.max_attempts, o.updated_at, o.updated_at::text as cursor_at,
+            o.dead_letter_reason, o.dead_lettered_at
+       from settle.operations o
+      where ${where.length === 0 ? 'true' : where.join(' and ')}
+      order by ${order}
+      limit ${PAGE_SIZE + 1}`,
+    values,
+  );
+  const page = rows.slice(0, PAGE_SIZE);
+  const last = page.at(-1);
+  const next = rows.length > PAGE_SIZE && last !== undefined
+    ? encodeCursor(byAge ? { at: last.cursor_at, tenant: last.tenant, key: last.key } : { tenant: last.tenant, key: last.key })
+    : null;
+  return { rows: page, next };
+}
