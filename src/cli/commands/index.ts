@@ -1,5 +1,6 @@
 // The CLI's commands, in the order `pg-settle --help` lists them. Loaded by main() only when a
 // command (or the help) is asked for: `pg-settle --version` imports none of them (start-up time).
+import { consoleCommand } from './console.js';
 import { deadLettersCommand } from './dead-letters.js';
 import { devCommand } from './dev.js';
 import { distributeCommand } from './distribute.js';
@@ -28,6 +29,7 @@ export const COMMANDS: readonly Command[] = [
   scheduleCommand,
   statsCommand,
   feedCommand,
+  consoleCommand,
   simulateCommand,
   devCommand,
 ];
