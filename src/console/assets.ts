@@ -28,6 +28,8 @@ code, .mono { font: 12px ui-monospace, monospace; word-break: break-all; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(160px, 1fr)); gap: .6em; }
 .tile { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: .5em .7em; }
 .tile .n { font-size: 22px; font-weight: 600; }
+a.tile { color: inherit; text-decoration: none; }
+a.tile:hover { border-color: var(--info); }
 .lattice { display: flex; gap: .3em; list-style: none; padding: 0; margin: .3em 0 1em; }
 .lattice li { padding: .2em .7em; border: 1px solid var(--line); border-radius: 4px; color: var(--muted); }
 .lattice li.passed { background: var(--panel); }

@@ -12,7 +12,8 @@ export function csrfField(ctx: PageContext): Html {
 }
 
 function who(caps: Capabilities): Html {
-  const acts = Object.entries(caps.act).filter(([, granted]) => granted).map(([name]) => name);
+  const names: Record<keyof Capabilities['act'], string> = { resolve: 'resolve', redrive: 'redrive', expireLeases: 'expire leases', resetConsumer: 'reset consumers' };
+  const acts = (Object.keys(names) as (keyof Capabilities['act'])[]).filter((name) => caps.act[name]).map((name) => names[name]);
   return html`login <b class="mono">${caps.login}</b> (${caps.roles.length === 0 ? 'no settle role' : caps.roles.join(', ')})${caps.tenants === null ? '' : html`, tenants ${caps.tenants.join(', ')}`} · ${acts.length === 0 ? html`<span class="badge" id="read-only">read-only</span>` : html`can ${acts.join(', ')}`}`;
 }
 

@@ -16,6 +16,7 @@ export function throughputChart(rows: readonly MinuteRow[], now: Date): Html {
   const height = 180;
   const left = 44;
   const bottom = 22;
+  // The top label sits right of the axis: it is wider than the margin.
   const end = Math.floor(now.getTime() / 60_000) * 60_000;
   const start = end - 59 * 60_000;
   const byMinute = new Map<number, Map<string, number>>();
@@ -44,12 +45,12 @@ export function throughputChart(rows: readonly MinuteRow[], now: Date): Html {
       bars.push(html`<rect class="bar ${outcome}" x="${fmt(left + i * barWidth + 1)}" y="${fmt(y)}" width="${fmt(barWidth - 2)}" height="${fmt(h)}"><title>${new Date(minute).toISOString().slice(11, 16)} UTC: ${n} ${outcome} (${fmt(n / 60)}/s)</title></rect>`);
     }
   }
-  const perSecondMax = max / 60;
+  const perSecondMax = (max / 60).toFixed(max < 60 ? 2 : 1);
   const sum = (outcome: string): number => rows.filter((r) => r.status === outcome && r.minute.getTime() >= start).reduce((a, r) => a + r.n, 0);
   const legend = OUTCOMES.map((o, i) => html`<g transform="translate(${left + i * 130},${height - 4})"><rect class="bar ${o}" x="0" y="-9" width="10" height="10"></rect><text x="14" y="0">${o} ${sum(o)}</text></g>`);
   return html`<svg class="chart" role="img" aria-label="operations per minute by outcome, last hour" viewBox="0 0 ${width} ${height + 14}" width="${width}" height="${height + 14}">
 <line class="axis" x1="${left}" y1="${plot}" x2="${width}" y2="${plot}"></line>
-<text class="tick" x="${left - 4}" y="12" text-anchor="end">${fmt(perSecondMax)}/s</text>
+<text class="tick" x="${left + 4}" y="12">${max}/min (${perSecondMax}/s)</text>
 <text class="tick" x="${left - 4}" y="${plot}" text-anchor="end">0</text>
 <text class="tick" x="${left}" y="${plot + 14}">-60 min</text>
 <text class="tick" x="${width}" y="${plot + 14}" text-anchor="end">now</text>

@@ -1,3 +1,4 @@
+import { redactPassword } from '../../db/database-url.js';
 import { configFromFlags, DEFAULT_CONFIG, FAULTS, SIMULATOR_FLAGS } from '../../simulator/config.js';
 import { formatReport } from '../../simulator/report.js';
 import { runSimulation } from '../../simulator/run.js';
@@ -32,6 +33,25 @@ function simulationDatabaseUrl(input: CommandInput): string | undefined {
   return flagUrl;
 }
 
+/** How to look at the run in the console (stderr: stdout holds the report). */
+function consoleHint(throwaway: boolean, url: string): string {
+  return throwaway
+    ? 'pg-settle: to look at this run in the web console, run it again with --console (npm start -- --console): its throwaway database is deleted now\n'
+    : `pg-settle: to look at this run in the web console: pg-settle console --database-url '${redactPassword(url)}'\n`;
+}
+
+/** `pg-settle console` on the simulator's database until SIGINT or SIGTERM. */
+async function serveConsole(url: string): Promise<void> {
+  const { startConsole } = await import('../../console/server.js');
+  const running = await startConsole({ databaseUrl: url, port: 0 });
+  process.stderr.write(`pg-settle: the console on this run's database: open ${running.loginUrl}\n(the token works once; Ctrl-C stops the console and deletes a throwaway database)\n`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
+  await running.close();
+}
+
 export const simulateCommand: Command = {
   name: 'simulate',
   summary: 'run the fault-injecting settlement simulator and check the invariants',
@@ -52,6 +72,8 @@ docs/simulator.md). Exit code 0 when every invariant holds, 1 when one fails.
 ${faultHelp}
   --unsafe-downstream               the payout ledger forgets idempotency (default: off): the checker catches double pay
   --skip-baseline                   do not also run the naive last-write-wins baseline (default: off, it runs)
+  --console                         after the run, serve \`pg-settle console\` on the simulator's database
+                                    (its address on stderr) until Ctrl-C, then stop (default: off)
   --metrics-port N                  serve the client's metrics at http://127.0.0.1:N/metrics while it runs
                                     (0-65535, 0: a free port, printed on stderr; default: off; docs/observability.md)
 
@@ -68,6 +90,7 @@ Common flags:
     'skip-baseline': { type: 'boolean' },
     'write-to-database': { type: 'boolean' },
     'metrics-port': { type: 'string' },
+    console: { type: 'boolean' },
   },
   positionals: [],
   async run(input) {
@@ -98,6 +121,8 @@ Common flags:
       progress.finish();
       if (input.json) printJson({ command: 'simulate', throwaway: db.throwaway, ...report });
       else printText(formatReport(report));
+      if (input.values.console === true) await serveConsole(db.url);
+      else process.stderr.write(consoleHint(db.throwaway, db.url));
       return report.ok ? EXIT.ok : EXIT.failure;
     } finally {
       await metrics?.stop();
