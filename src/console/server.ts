@@ -52,8 +52,13 @@ class HttpProblem extends Error {
   }
 }
 
+/** When each request arrived: its response says how long the server took (Server-Timing). */
+const started = new WeakMap<ServerResponse, number>();
+
 function send(res: ServerResponse, status: number, body: string, type = 'text/html; charset=utf-8', extra: Record<string, string> = {}): void {
+  const since = started.get(res);
   res.writeHead(status, {
+    ...(since === undefined ? {} : { 'server-timing': `app;dur=${(performance.now() - since).toFixed(1)}` }),
     'content-type': type,
     'content-security-policy': CONTENT_SECURITY_POLICY,
     'x-content-type-options': 'nosniff',
@@ -109,6 +114,7 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
   });
   let allowedHosts = new Set<string>();
   const server: Server = createServer((req, res) => {
+    started.set(res, performance.now());
     handle(req, res).catch((error: unknown) => {
       if (res.headersSent) return res.destroy();
       if (error instanceof HttpProblem) return send(res, error.status, refusalPage(null, `Refused (${error.status})`, error.message));
