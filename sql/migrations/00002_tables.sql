@@ -81,7 +81,8 @@ create index operations_terminal_by_age_idx
 -- and tests each partial index's predicate, whether or not the row enters it; the two indexes
 -- fewer and the short predicate are -2.1% instructions per claim + complete
 -- (docs/performance.md, eighth session). The price: the retry backlog (pending operations) is
--- in the index, so the dead-letter gauges and the sweeper also step over it.
+-- in the index, so the sweeper also steps over it (the dead-letter gauges name their statuses
+-- and read only those ranges of it, 00010).
 create index operations_needing_attention_idx
   on settle_private.operations (status, updated_at)
   where status in ('pending', 'unknown', 'conflict') or dead_lettered_at is not null;

@@ -286,6 +286,10 @@ comment on view settle.stats is
 -- a millisecond. SECURITY DEFINER like the API: only the owner reads the private tables.
 -- A login bound to tenants counts only their rows (w.tenants; NULL for an unbound login, which
 -- leaves every partial-index read as it was).
+-- The dead-letter gauges name the statuses a dead letter can have (row rule
+-- dead_letter_reason_fits_status: failed, or unknown and conflict) rather than `status <>
+-- 'failed'`: the index is ordered by status, so they read those ranges only and step over the
+-- retry backlog (pending), which can be most of the index.
 create function settle_private._metrics()
 returns table (operations_in_flight bigint, lapsed_leases bigint, operations_unknown bigint,
                oldest_unknown_age_seconds double precision, operations_conflict bigint,
@@ -315,10 +319,11 @@ select (select count(*) from settle_private.operations o
          where o.dead_lettered_at is not null and o.status = 'failed'
            and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_failed,
        (select count(*) from settle_private.operations o
-         where o.dead_lettered_at is not null and o.status <> 'failed'
+         where o.dead_lettered_at is not null and o.status in ('unknown', 'conflict')
            and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_needs_reconciliation,
        coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
                    from settle_private.operations o where o.dead_lettered_at is not null
+                    and o.status in ('failed', 'unknown', 'conflict')
                     and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_dead_letter_age_seconds,
        (select count(*) from settle_private.audit_log a
          where a.outcome = 'conflict' and a.at > w.now - w.recent

@@ -644,7 +644,7 @@ select (select count(*) from settle_private.reconciliation_leases l
          where l.expires_at > w.now
            and (w.tenants is null or l.tenant = any (w.tenants))) as reconciliation_leased,
        coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
-                   from settle_private.operations o where o.dead_lettered_at is not null and o.status <> 'failed'
+                   from settle_private.operations o where o.dead_lettered_at is not null and o.status in ('unknown', 'conflict')
                     and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_needs_reconciliation_age_seconds,
        (select count(*) from settle_private.audit_log a
          where a.event = 'resolve' and a.outcome = 'resolved' and a.at > w.now - w.recent

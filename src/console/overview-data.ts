@@ -53,6 +53,25 @@ select date_trunc('minute', o.updated_at) as minute, o.status::text as status, c
  where o.status = any ($1::settle.status[]) and o.updated_at > clock_timestamp() - interval '1 hour'
  group by 1, 2`;
 
+/** Counts stop here: a retry backlog of a million pending operations is "10,000+", read in milliseconds. */
+export const COUNT_CAP = 10_000;
+
+// Per status, its count (up to COUNT_CAP + 1) and its oldest: ranges of
+// operations_needing_attention_idx (status, updated_at), never the whole index.
+const WAITING = `
+select s.status, (select count(*)::int from (select 1 from settle.operations o where o.status = s.status::settle.status limit ${COUNT_CAP + 1}) n) as n,
+       (select min(o.updated_at) from settle.operations o where o.status = s.status::settle.status) as oldest
+  from unnest(array['pending', 'unknown', 'conflict']) as s(status)`;
+
+// Dead letters by reason, each through the statuses its reason allows (row rule
+// dead_letter_reason_fits_status), so the read steps over the pending range of the index.
+const DEAD_LETTERS = `
+select r.reason, (select count(*)::int from (select 1 from settle.dead_letters d where d.reason = r.reason and d.status = any (r.statuses) limit ${COUNT_CAP + 1}) n) as n,
+       (select min(d.dead_lettered_at) from settle.dead_letters d where d.reason = r.reason and d.status = any (r.statuses)) as oldest,
+       (select max(d.dead_lettered_at) from settle.dead_letters d where d.reason = r.reason and d.status = any (r.statuses)) as newest
+  from (values ('attempts_exhausted', array['failed']::settle.status[]),
+               ('needs_reconciliation', array['unknown', 'conflict']::settle.status[])) as r(reason, statuses)`;
+
 // The horizon: the oldest running transaction's xmin holds back every feed consumer (docs/feed.md).
 // pg_stat_activity shows another login's backend_xid only to a superuser or pg_read_all_stats.
 export const HORIZON = `
@@ -86,17 +105,11 @@ export async function readOverview(db: ConsoleDatabase, caps: Capabilities): Pro
   const [final, open, waiting, deadLetters, oldest, lanes, horizon, upkeep, metrics] = await Promise.all([
     ops ? db.rows(minuteRow, MINUTES, [['completed', 'failed']]) : [],
     ops ? db.rows(minuteRow, MINUTES, [['unknown', 'conflict']]) : [],
-    ops
-      ? db.rows(waitingRow, `select o.status::text as status, count(*)::int as n, min(o.updated_at) as oldest
-                               from settle.operations o where o.status in ('pending', 'unknown', 'conflict') group by 1 order by 1`)
-      : [],
-    caps.read.deadLetters
-      ? db.rows(deadRow, `select d.reason, count(*)::int as n, min(d.dead_lettered_at) as oldest, max(d.dead_lettered_at) as newest
-                            from settle.dead_letters d group by 1 order by 1`)
-      : [],
+    ops ? db.rows(waitingRow, WAITING) : [],
+    caps.read.deadLetters ? db.rows(deadRow, DEAD_LETTERS) : [],
     caps.read.deadLetters
       ? db.rows(oldestRow, `select d.tenant, d.key, d.status::text as status, d.reason, d.dead_lettered_at as at
-                              from settle.dead_letters d where d.status <> 'failed'
+                              from settle.dead_letters d where d.status in ('unknown', 'conflict')
                              order by d.dead_lettered_at, d.tenant, d.key limit 5`)
       : [],
     readLanes(db, caps),

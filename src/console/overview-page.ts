@@ -1,7 +1,7 @@
 import { CLIENT_RULES, evaluateAlerts } from './alerts.js';
 import { href, html, type Html } from './escape.js';
 import { age, csrfField, page, when, type PageContext } from './layout.js';
-import type { OverviewData } from './overview-data.js';
+import { COUNT_CAP, type OverviewData } from './overview-data.js';
 import { throughputChart } from './svg.js';
 
 const num = (value: unknown): number => Number(value ?? 0);
@@ -10,7 +10,7 @@ function tiles(data: OverviewData): Html {
   const waiting = (status: string) => data.waiting.find((w) => w.status === status);
   const dead = (reason: string) => data.deadLetters.find((d) => d.reason === reason);
   const tile = (label: string, n: number, oldest: Date | null | undefined, link: string) =>
-    html`<a class="tile" href="${link}"><div class="muted">${label}</div><div class="n">${n}</div><div class="muted">${oldest === null || oldest === undefined ? 'none' : html`oldest ${age((data.now.getTime() - oldest.getTime()) / 1000)}`}</div></a>`;
+    html`<a class="tile" href="${link}"><div class="muted">${label}</div><div class="n">${n > COUNT_CAP ? `${COUNT_CAP.toLocaleString('en')}+` : n}</div><div class="muted">${oldest === null || oldest === undefined ? 'none' : html`oldest ${age((data.now.getTime() - oldest.getTime()) / 1000)}`}</div></a>`;
   return html`<div class="grid" id="attention">
 ${tile('unknown', waiting('unknown')?.n ?? 0, waiting('unknown')?.oldest, href('/search', { status: 'unknown' }))}
 ${tile('conflict', waiting('conflict')?.n ?? 0, waiting('conflict')?.oldest, href('/search', { status: 'conflict' }))}
@@ -75,8 +75,8 @@ export function overviewPage(ctx: PageContext, data: OverviewData): string {
 ${throughputChart(data.minutes, data.now)}
 <h2>Waiting for someone</h2>
 ${tiles(data)}
-${data.deadLetters.length === 0 ? '' : html`<table id="dead-letters"><tr><th>dead-letter reason</th><th class="num">count</th><th>oldest</th><th>newest</th></tr>
-${data.deadLetters.map((d) => html`<tr><td><a href="${href('/search', { reason: d.reason ?? '' })}">${d.reason ?? 'none'}</a></td><td class="num">${d.n}</td><td>${when(d.oldest, data.now)}</td><td>${when(d.newest, data.now)}</td></tr>`)}</table>`}
+${data.deadLetters.every((d) => d.n === 0) ? '' : html`<table id="dead-letters"><tr><th>dead-letter reason</th><th class="num">count</th><th>oldest</th><th>newest</th></tr>
+${data.deadLetters.filter((d) => d.n > 0).map((d) => html`<tr><td><a href="${href('/search', { reason: d.reason ?? '' })}">${d.reason ?? 'none'}</a></td><td class="num">${d.n > COUNT_CAP ? `${COUNT_CAP}+` : d.n}</td><td>${when(d.oldest, data.now)}</td><td>${when(d.newest, data.now)}</td></tr>`)}</table>`}
 ${oldest(data)}
 ${feed(ctx, data)}
 ${upkeep(data)}
