@@ -30,9 +30,14 @@ export async function launchChromium(): Promise<Browser> {
 /** Where the run writes its screenshots (gitignored). */
 export const SCREENSHOT_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'test-output', 'console');
 
-export async function screenshot(page: Page, name: string): Promise<string> {
+/** A full-page screenshot; with `top`, also the first `top` pixels alone (the docs' size). */
+export async function screenshot(page: Page, name: string, top?: number): Promise<string> {
   await mkdir(SCREENSHOT_DIR, { recursive: true });
   const file = path.join(SCREENSHOT_DIR, `${name}.png`);
   await page.screenshot({ path: file, fullPage: true });
+  if (top !== undefined) {
+    const width = page.viewportSize()?.width ?? 1100;
+    await page.screenshot({ path: path.join(SCREENSHOT_DIR, `${name}-top.png`), fullPage: true, clip: { x: 0, y: 0, width, height: top } });
+  }
   return file;
 }

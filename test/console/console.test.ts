@@ -105,7 +105,7 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
 
     expect(await page.locator('#attention').innerText()).toContain('needs_reconciliation');
     expect(await page.locator('#alerts').innerText()).toContain('PgSettleNeedsReconciliation');
-    await screenshot(page, 'overview');
+    await screenshot(page, 'overview', 860);
 
     await page.click('a.tile[href="/search?reason=needs_reconciliation"]');
     expect(await page.locator('#results').innerText()).toContain(key);
@@ -154,7 +154,7 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     expect((await drain(su, 'ledger')).filter((e) => e.key === key)).toHaveLength(0);
     await page.reload();
     expect(await page.locator('#feed-events').innerText()).toContain('ledger');
-    await screenshot(page, 'operation-resolved');
+    await screenshot(page, 'operation-resolved', 1300);
 
     // The stale tab still shows attempt 1, unknown: its resolution is refused, and says why.
     await stale.check('input[name=outcome][value=failed]');
