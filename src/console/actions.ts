@@ -68,7 +68,7 @@ export async function resolveAction(db: ConsoleDatabase, caps: Capabilities, r: 
           throw new StalePageError(
             `resolve refused: the operation moved on (it is ${answer.status_before} at attempt ${answer.outcome === 'already_final' ? answer.attempt : judged}; this page showed attempt ${r.expectedAttempt})`,
             JSON.stringify({ tenant: r.tenant, key: r.key, expected_attempt: r.expectedAttempt, attempt: answer.outcome === 'already_final' ? answer.attempt : judged, status: answer.status_before }),
-            'Read the operation again (its attempts and audit trail say what happened since) and decide on what it shows now.',
+            'Read the operation again (its attempts and audit trail say what happened since) and decide on what it shows now. (Checked by the console in the resolution\'s transaction: this database\'s settle.resolve takes no expected_attempt.)',
           );
         }
         return answer;
