@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import type { ConsoleDatabase } from './database.js';
 
-// Lists of operations, paged by a keyset cursor (never OFFSET: page 1,000 costs what page 1
-// costs). With a status or a dead-letter reason, the order is (updated_at, tenant, key), which
-// the partial indexes serve for every status but running (operations_needing_attention_idx:
-// pending, unknown, conflict and the dead letters; operations_terminal_by_age_idx: completed and
-// failed; running operations are the hot set, kept out of both). With only a tenant, the order
-// is the primary key (tenant, key). The cursor is the last row's sort key, as text.
+// Lists of operations, paged by a keyset cursor (never OFFSET: a later page costs what the first
+// costs). With a status or a dead-letter reason, the order is (updated_at, tenant, key); with only
+// a tenant, the primary key (tenant, key). The cursor is the last row's sort key, as text.
+// Measured limit: through the public views, a status filter is not an index condition (the
+// planner sorts the matching rows; bench/console.ts), so a status list costs in proportion to the
+// operations of that status, not to the page.
 
 export const STATUSES = ['pending', 'running', 'unknown', 'conflict', 'failed', 'completed'] as const;
 export const REASONS = ['attempts_exhausted', 'needs_reconciliation'] as const;
