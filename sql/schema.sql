@@ -4016,10 +4016,11 @@ select (select count(*) from settle_private.operations o
          where o.dead_lettered_at is not null and o.status = 'failed'
            and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_failed,
        (select count(*) from settle_private.operations o
-         where o.dead_lettered_at is not null and o.status <> 'failed'
+         where o.dead_lettered_at is not null and o.status in ('unknown', 'conflict')
            and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_needs_reconciliation,
        coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
                    from settle_private.operations o where o.dead_lettered_at is not null
+                    and o.status in ('failed', 'unknown', 'conflict')
                     and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_dead_letter_age_seconds,
        (select count(*) from settle_private.audit_log a
          where a.outcome = 'conflict' and a.at > w.now - w.recent
@@ -4848,7 +4849,7 @@ select (select count(*) from settle_private.reconciliation_leases l
          where l.expires_at > w.now
            and (w.tenants is null or l.tenant = any (w.tenants))) as reconciliation_leased,
        coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
-                   from settle_private.operations o where o.dead_lettered_at is not null and o.status <> 'failed'
+                   from settle_private.operations o where o.dead_lettered_at is not null and o.status in ('unknown', 'conflict')
                     and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_needs_reconciliation_age_seconds,
        (select count(*) from settle_private.audit_log a
          where a.event = 'resolve' and a.outcome = 'resolved' and a.at > w.now - w.recent
@@ -5587,6 +5588,98 @@ ALTER TABLE settle.feed_consumers OWNER TO settle_owner;
 COMMENT ON VIEW settle.feed_consumers IS 'One row per lane of each registered feed consumer: its position (position_xid/event_id), whether a process holds its lease and until when, when it last acknowledged, and its lag: events written beyond the position (committed or not yet visible; counted up to 1,000 in each of the lane''s key slots, a lane having 64/lanes slots) and the age of the oldest of them in seconds. A lag in seconds that grows while lag_events stays small means a long transaction holds the horizon back: settle.feed_horizon names it (docs/feed.md).';
 
 --
+-- Name: feed_events; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.feed_events (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    event_id bigint NOT NULL,
+    position_xid xid8 NOT NULL,
+    xid xid8 NOT NULL,
+    lane_hash integer NOT NULL,
+    status settle.status NOT NULL,
+    status_before settle.status NOT NULL,
+    attempt integer NOT NULL,
+    result jsonb,
+    error jsonb,
+    dead_letter_reason text,
+    redrive_count integer NOT NULL,
+    occurred_at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY settle_private.feed_events FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.feed_events OWNER TO settle_owner;
+
+--
+-- Name: TABLE feed_events; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.feed_events IS 'The settlement feed: one row per move of an operation into completed or failed, written in the same transaction by the guard trigger _100_guard_lattice of operations. Ordered by (position_xid, event_id). Private: read it with settle.read_feed.';
+
+--
+-- Name: feed_lanes; Type: TABLE; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TABLE settle_private.feed_lanes (
+    consumer text NOT NULL,
+    lane integer NOT NULL,
+    position_xid xid8 NOT NULL,
+    position_id bigint NOT NULL,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_through_xid xid8,
+    leased_through_id bigint,
+    acked_at timestamp with time zone,
+    CONSTRAINT lease_is_whole CHECK ((((lease_token IS NULL) = (lease_expires_at IS NULL)) AND ((lease_token IS NULL) = (leased_through_xid IS NULL)) AND ((lease_token IS NULL) = (leased_through_id IS NULL))))
+);
+
+ALTER TABLE ONLY settle_private.feed_lanes FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE settle_private.feed_lanes OWNER TO settle_owner;
+
+--
+-- Name: TABLE feed_lanes; Type: COMMENT; Schema: settle_private; Owner: settle_owner
+--
+
+COMMENT ON TABLE settle_private.feed_lanes IS 'Position and lease of each lane of each consumer. Private: moved by settle.read_feed, settle.ack_feed and settle.reset_consumer.';
+
+--
+-- Name: feed_events; Type: VIEW; Schema: settle; Owner: settle_owner
+--
+
+CREATE VIEW settle.feed_events AS
+ SELECT e.tenant,
+    e.key,
+    e.event_id,
+    (((e.position_xid)::text || '/'::text) || e.event_id) AS "position",
+    e.status,
+    e.status_before,
+    e.attempt,
+    e.occurred_at,
+    ARRAY( SELECT c.name
+           FROM (settle_private.feed_consumers c
+             JOIN settle_private.feed_lanes l ON ((l.consumer = c.name)))
+          WHERE (settle_private._feed_in_lane(e.lane_hash, e.tenant, c.lanes, l.lane, c.tenants) AND (ROW(l.position_xid, l.position_id) >= ROW(e.position_xid, e.event_id)) AND ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (c.tenants <@ ( SELECT settle_private._visible_tenants() AS _visible_tenants))))
+          ORDER BY c.name) AS acked_by,
+    ARRAY( SELECT c.name
+           FROM (settle_private.feed_consumers c
+             JOIN settle_private.feed_lanes l ON ((l.consumer = c.name)))
+          WHERE (settle_private._feed_in_lane(e.lane_hash, e.tenant, c.lanes, l.lane, c.tenants) AND (ROW(l.position_xid, l.position_id) < ROW(e.position_xid, e.event_id)) AND ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (c.tenants <@ ( SELECT settle_private._visible_tenants() AS _visible_tenants))))
+          ORDER BY c.name) AS pending_for
+   FROM settle_private.feed_events e
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (e.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
+
+ALTER TABLE settle.feed_events OWNER TO settle_owner;
+
+--
+-- Name: VIEW feed_events; Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON VIEW settle.feed_events IS 'The retained settlement-feed events (one per move of an operation into completed or failed) with their feed position (position_xid/event_id), and per event the registered consumers whose lane has passed it (acked_by: acknowledged, or skipped by a reset) and those that still have to deliver it (pending_for). Events every consumer has passed are removed by settle.trim_feed. A lookup by tenant and key scans the retained events (the feed is indexed by position only).';
+
+--
 -- Name: feed_horizon; Type: VIEW; Schema: settle; Owner: settle_owner
 --
 
@@ -5837,37 +5930,6 @@ ALTER TABLE settle_private.binding_floors OWNER TO settle_owner;
 COMMENT ON TABLE settle_private.binding_floors IS 'Revocation floor per (tenant, principal): binding generations below below_generation are revoked. Only rises. Private: use settle.revoke_binding.';
 
 --
--- Name: feed_events; Type: TABLE; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TABLE settle_private.feed_events (
-    tenant text NOT NULL,
-    key text NOT NULL,
-    event_id bigint NOT NULL,
-    position_xid xid8 NOT NULL,
-    xid xid8 NOT NULL,
-    lane_hash integer NOT NULL,
-    status settle.status NOT NULL,
-    status_before settle.status NOT NULL,
-    attempt integer NOT NULL,
-    result jsonb,
-    error jsonb,
-    dead_letter_reason text,
-    redrive_count integer NOT NULL,
-    occurred_at timestamp with time zone NOT NULL
-);
-
-ALTER TABLE ONLY settle_private.feed_events FORCE ROW LEVEL SECURITY;
-
-ALTER TABLE settle_private.feed_events OWNER TO settle_owner;
-
---
--- Name: TABLE feed_events; Type: COMMENT; Schema: settle_private; Owner: settle_owner
---
-
-COMMENT ON TABLE settle_private.feed_events IS 'The settlement feed: one row per move of an operation into completed or failed, written in the same transaction by the guard trigger _100_guard_lattice of operations. Ordered by (position_xid, event_id). Private: read it with settle.read_feed.';
-
---
 -- Name: feed_events_event_id_seq; Type: SEQUENCE; Schema: settle_private; Owner: settle_owner
 --
 
@@ -5879,33 +5941,6 @@ ALTER TABLE settle_private.feed_events ALTER COLUMN event_id ADD GENERATED ALWAY
     NO MAXVALUE
     CACHE 1
 );
-
---
--- Name: feed_lanes; Type: TABLE; Schema: settle_private; Owner: settle_owner
---
-
-CREATE TABLE settle_private.feed_lanes (
-    consumer text NOT NULL,
-    lane integer NOT NULL,
-    position_xid xid8 NOT NULL,
-    position_id bigint NOT NULL,
-    lease_token uuid,
-    lease_expires_at timestamp with time zone,
-    leased_through_xid xid8,
-    leased_through_id bigint,
-    acked_at timestamp with time zone,
-    CONSTRAINT lease_is_whole CHECK ((((lease_token IS NULL) = (lease_expires_at IS NULL)) AND ((lease_token IS NULL) = (leased_through_xid IS NULL)) AND ((lease_token IS NULL) = (leased_through_id IS NULL))))
-);
-
-ALTER TABLE ONLY settle_private.feed_lanes FORCE ROW LEVEL SECURITY;
-
-ALTER TABLE settle_private.feed_lanes OWNER TO settle_owner;
-
---
--- Name: TABLE feed_lanes; Type: COMMENT; Schema: settle_private; Owner: settle_owner
---
-
-COMMENT ON TABLE settle_private.feed_lanes IS 'Position and lease of each lane of each consumer. Private: moved by settle.read_feed, settle.ack_feed and settle.reset_consumer.';
 
 --
 -- Name: feed_waiters; Type: TABLE; Schema: settle_private; Owner: settle_owner
@@ -6890,6 +6925,8 @@ GRANT ALL ON FUNCTION settle_private._feed_horizon_holders() TO settle_admin;
 --
 
 REVOKE ALL ON FUNCTION settle_private._feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle_private._feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]) TO settle_readonly;
+GRANT ALL ON FUNCTION settle_private._feed_in_lane(lane_hash integer, tenant text, lanes integer, lane integer, tenants text[]) TO settle_admin;
 
 --
 -- Name: FUNCTION _feed_lag(); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -7251,6 +7288,13 @@ GRANT SELECT ON TABLE settle.dead_letters TO settle_reconciler;
 GRANT SELECT ON TABLE settle.feed_consumers TO settle_consumer;
 GRANT SELECT ON TABLE settle.feed_consumers TO settle_readonly;
 GRANT SELECT ON TABLE settle.feed_consumers TO settle_admin;
+
+--
+-- Name: TABLE feed_events; Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+GRANT SELECT ON TABLE settle.feed_events TO settle_readonly;
+GRANT SELECT ON TABLE settle.feed_events TO settle_admin;
 
 --
 -- Name: TABLE feed_horizon; Type: ACL; Schema: settle; Owner: settle_owner
