@@ -5677,7 +5677,7 @@ ALTER TABLE settle.feed_events OWNER TO settle_owner;
 -- Name: VIEW feed_events; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.feed_events IS 'The retained settlement-feed events (one per move of an operation into completed or failed) with their feed position (position_xid/event_id), and per event the registered consumers whose lane has passed it (acked_by: acknowledged, or skipped by a reset) and those that still have to deliver it (pending_for). Events every consumer has passed are removed by settle.trim_feed. A lookup by tenant and key scans the retained events (the feed is indexed by position only).';
+COMMENT ON VIEW settle.feed_events IS 'The retained settlement-feed events (one per move of an operation into completed or failed) with their feed position (position_xid/event_id), and per event the registered consumers whose lane has passed it (acked_by: acknowledged, or skipped by a reset) and those that still have to deliver it (pending_for). Events every consumer has passed are removed by settle.trim_feed. A lookup by tenant and key scans the retained events.';
 
 --
 -- Name: feed_horizon; Type: VIEW; Schema: settle; Owner: settle_owner

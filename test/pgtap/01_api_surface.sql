@@ -128,8 +128,8 @@ select function_privs_are('settle', 'resolve', array['text', 'text', 'text', 'te
 
 -- The read-only views (granted to settle_readonly and settle_admin, not to settle_app).
 select views_are('settle', array['operations', 'attempts', 'audit_log', 'dead_letters', 'settlements', 'stats', 'admin_log', 'metrics',
-  'feed_consumers', 'upkeep', 'audit_overflow', 'feed_horizon'],
-  'schema settle has exactly the twelve views');
+  'feed_consumers', 'upkeep', 'audit_overflow', 'feed_horizon', 'feed_events'],
+  'schema settle has exactly the thirteen views');
 select has_view('settle', 'operations', 'view settle.operations: the canonical record of each operation');
 select has_view('settle', 'attempts', 'view settle.attempts: every attempt epoch and its settlement');
 select has_view('settle', 'audit_log', 'view settle.audit_log: the append-only audit trail');
