@@ -189,9 +189,9 @@ $$;
 --     body, same signature, defaults, comment and grants, that the planner inlines into the
 --     caller's query: `select * from settle.claim(...)` is planned as a call of settle._claim.
 --     Its RETURN body is stored parsed, so inlining it needs no USAGE on any other schema.
---   * settle.resolve (00015) likewise (result, error and evidence are optional NULLs): its
---     body moves to settle_private.resolve, settle._resolve is the STRICT delegated entry
---     (the three as one-element arrays), settle.resolve the inlined wrapper. Delegated, the
+--   * settle.resolve (00015) likewise (result, error, evidence and expected_status are optional
+--     NULLs): its body moves to settle_private.resolve, settle._resolve is the STRICT delegated
+--     entry (the four as one-element arrays), settle.resolve the inlined wrapper. Delegated, the
 --     resolution runs on the key's worker, in the transaction whose id its audit row records
 --     and the failure guard (_resolving_failed, 00015) compares on the shard.
 do $$
@@ -223,12 +223,13 @@ begin
   comment on function settle._claim(text, text, jsonb, text, text[], bigint, interval, text[], integer, boolean) is
     'Citus only (pg-settle distribute): the delegated entry of settle.claim, STRICT so that a NULL argument never reaches Citus''s routing; worker travels as a one-element array. Call settle.claim.';
 $fn$),
-      ('resolve', '(text, text, text, text, text, jsonb, jsonb, jsonb)',
-       '(text, text, text, text, text, jsonb[], jsonb[], jsonb[])',
-       'tenant, key, fingerprint, outcome, reason, array[result], array[error], array[evidence]',
+      ('resolve', '(text, text, text, integer, text, text, jsonb, jsonb, jsonb, settle.status)',
+       '(text, text, text, integer, text, text, jsonb[], jsonb[], jsonb[], settle.status[])',
+       'tenant, key, fingerprint, expected_attempt, outcome, reason, array[result], array[error], array[evidence], array[expected_status]',
        $fn$
   create or replace function settle._resolve(
-    tenant text, key text, fingerprint text, outcome text, reason text, result jsonb[], error jsonb[], evidence jsonb[])
+    tenant text, key text, fingerprint text, expected_attempt integer, outcome text, reason text, result jsonb[],
+    error jsonb[], evidence jsonb[], expected_status settle.status[])
   returns settle.resolve_result
   language plpgsql
   strict
@@ -236,12 +237,13 @@ $fn$),
   set search_path = pg_catalog, pg_temp
   as $body$
   begin
-    return settle_private.resolve(_resolve.tenant, _resolve.key, _resolve.fingerprint, _resolve.outcome, _resolve.reason,
-      _resolve.result[1], _resolve.error[1], _resolve.evidence[1]);
+    return settle_private.resolve(_resolve.tenant, _resolve.key, _resolve.fingerprint, _resolve.expected_attempt,
+      _resolve.outcome, _resolve.reason, _resolve.result[1], _resolve.error[1], _resolve.evidence[1],
+      _resolve.expected_status[1]);
   end
   $body$;
-  comment on function settle._resolve(text, text, text, text, text, jsonb[], jsonb[], jsonb[]) is
-    'Citus only (pg-settle distribute): the delegated entry of settle.resolve, STRICT so that a NULL argument never reaches Citus''s routing; result, error and evidence travel as one-element arrays. Call settle.resolve.';
+  comment on function settle._resolve(text, text, text, integer, text, text, jsonb[], jsonb[], jsonb[], settle.status[]) is
+    'Citus only (pg-settle distribute): the delegated entry of settle.resolve, STRICT so that a NULL argument never reaches Citus''s routing; result, error, evidence and expected_status travel as one-element arrays. Call settle.resolve.';
 $fn$)) w(name, sig, entry_sig, call, entry_ddl)
   loop
     v_body := pg_catalog.to_regprocedure('settle_private.' || v_w.name || v_w.sig);

@@ -26,7 +26,15 @@
 -- A resolution never lowers a status (completed stays absorbing; failed and completed are final
 -- for it: it answers already_final and changes nothing), presents the reservation's fingerprint
 -- (so a key purged and claimed again in between is not resolved by mistake), and respects the
--- tenant binding of the login role. The reconciler leases the operations it checks
+-- tenant binding of the login role.
+-- Evidence has an epoch: what the downstream showed was true of the attempts that existed when
+-- it was read. A client that retries after the check opens attempt N+1, which may take effect
+-- after it; a verdict read for attempt N must not judge it (nor a status that moved since, e.g.
+-- unknown to conflict by a mismatched success). So a resolution presents the attempt its
+-- evidence concerns (expected_attempt) and, optionally, the status read with it
+-- (expected_status), and is refused (SE053) when the operation moved on: nothing is judged
+-- that the one who checked did not see. A final operation answers already_final first, so
+-- applying the same resolution twice stays idempotent. The reconciler leases the operations it checks
 -- (settle.lease_reconciliation) so that several processes share the work.
 --
 -- Upkeep: settle.run_upkeep runs what is due of three jobs, expire_leases (default every
@@ -79,16 +87,19 @@ begin
 end
 $$;
 
--- resolve(tenant, key, fingerprint, outcome, result, error, reason, evidence) -> resolved | already_final
+-- resolve(tenant, key, fingerprint, expected_attempt, outcome, reason, result, error, evidence,
+--         expected_status) -> resolved | already_final
 create function settle.resolve(
   tenant text,
   key text,
   fingerprint text,
+  expected_attempt integer,
   outcome text,
   reason text,
   result jsonb default null,
   error jsonb default null,
-  evidence jsonb default null)
+  evidence jsonb default null,
+  expected_status settle.status default null)
 returns settle.resolve_result
 language plpgsql
 security definer
@@ -110,6 +121,10 @@ begin
   if resolve.fingerprint is null or resolve.fingerprint !~ '^v[0-9]+:[0-9a-f]{64}$' then
     perform settle_private._raise('SE004', 'fingerprint must be the reservation''s fingerprint (v<n>:<64 hex>)',
       jsonb_build_object('field', 'fingerprint'), 'Read it from settle.inspect or settle.operations.');
+  end if;
+  if resolve.expected_attempt is null or resolve.expected_attempt < 1 then
+    perform settle_private._raise('SE008', 'expected_attempt is required: the attempt the checked evidence concerns (>= 1)',
+      jsonb_build_object('field', 'expected_attempt'), 'Read it with the operation (settle.inspect: attempt) when you check the downstream.');
   end if;
   if resolve.outcome is null or resolve.outcome not in ('completed', 'failed') then
     perform settle_private._raise('SE008', 'outcome must be completed or failed',
@@ -150,7 +165,8 @@ begin
       'The key may have been purged and claimed again: read the operation again (settle.inspect) and check the downstream for that reservation.');
   end if;
   v_detail := jsonb_build_object('asserted', resolve.outcome, 'reason', resolve.reason, 'evidence', resolve.evidence,
-    'dead_letter_reason', v_op.dead_letter_reason, 'xact', pg_current_xact_id()::text);
+    'dead_letter_reason', v_op.dead_letter_reason, 'xact', pg_current_xact_id()::text,
+    'expected_attempt', resolve.expected_attempt, 'expected_status', resolve.expected_status);
 
   if v_op.status in ('completed', 'failed') then
     -- Final already (a late success, or another resolution, came first): nothing changes; the
@@ -166,6 +182,17 @@ begin
           case resolve.outcome when 'completed' then 'result' else 'error' end, coalesce(resolve.result, resolve.error))));
     return row(v_res.outcome, v_res.reason, v_op.status, v_before, v_op.attempt, v_op.settled_attempt, v_op.result,
                v_op.error)::settle.resolve_result;
+  end if;
+  if v_op.attempt <> resolve.expected_attempt
+     or (resolve.expected_status is not null and v_op.status <> resolve.expected_status) then
+    -- The evidence was read before the operation moved on (a newer attempt, which may have taken
+    -- effect after the check; or another status): it cannot judge what it did not see.
+    perform settle_private._raise('SE053', format('resolve refused: the operation moved on since the evidence was read (attempt %s, status %s; expected attempt %s%s)',
+        v_op.attempt, v_op.status, resolve.expected_attempt,
+        case when resolve.expected_status is null then '' else ', status ' || resolve.expected_status end),
+      jsonb_build_object('tenant', resolve.tenant, 'key', resolve.key, 'attempt', v_op.attempt, 'status', v_op.status,
+                         'expected_attempt', resolve.expected_attempt, 'expected_status', resolve.expected_status),
+      'Read the operation again (settle.inspect), check the downstream again for every attempt up to the current one, and resolve with what you read then.');
   end if;
   if v_op.status not in ('unknown', 'conflict') then
     perform settle_private._raise('SE050', format('only an unknown or conflict operation can be resolved (status %s)', v_op.status),
@@ -234,14 +261,14 @@ begin
 end
 $$;
 
-comment on function settle.resolve(text, text, text, text, text, jsonb, jsonb, jsonb) is
+comment on function settle.resolve(text, text, text, integer, text, text, jsonb, jsonb, jsonb, settle.status) is
   'Record the verified outcome of an operation that lost it (status unknown or conflict, dead-lettered or not), after checking the downstream system: the way out of needs_reconciliation.
-Parameters: tenant, key; fingerprint (the reservation''s, from settle.inspect: a key purged and claimed again is refused); outcome completed (with result, <= 1 MiB: what the downstream reports) or failed (with error, <= 64 KiB: an explicit assertion that no attempt took effect); reason (required, 1-1024 bytes: why, the ticket); evidence (optional jsonb, <= 64 KiB).
+Parameters: tenant, key; fingerprint (the reservation''s, from settle.inspect: a key purged and claimed again is refused); expected_attempt (required: the attempt the checked evidence concerns, read with the operation; a newer attempt is refused); expected_status (optional: the status read with it; another status is refused); outcome completed (with result, <= 1 MiB: what the downstream reports) or failed (with error, <= 64 KiB: an explicit assertion that no attempt took effect); reason (required, 1-1024 bytes: why, the ticket); evidence (optional jsonb, <= 64 KiB).
 Outcomes: resolved (completed: settled through an attempt epoch of its own, N+1, worker resolve:<session_user>, settled_reason resolved; a held lease ends settled_elsewhere; failed: every attempt without a terminal observation records the verdict failed (not retryable), so a late success of one is already_settled and never a second final outcome) | already_final (completed or failed already, e.g. a late success came first: nothing changes; reason matches or differs; the assertion is kept in the audit log).
 Every call writes one settle.audit_log row (event resolve) with session_user, reason, evidence and the statuses; the dead letter is cleared, so retention applies again.
-SQLSTATEs: SE001, SE002, SE004 (fingerprint format), SE005 (result), SE006 (error), SE008 (outcome, reason, evidence, result with failed or error with completed); SE010 not found; SE013 tenant not granted to this login role; SE050 status pending or running; SE051 failed while an attempt holds a lease; SE052 fingerprint is not the reservation''s.
+SQLSTATEs: SE001, SE002, SE004 (fingerprint format), SE005 (result), SE006 (error), SE008 (outcome, reason, evidence, result with failed or error with completed); SE010 not found; SE013 tenant not granted to this login role; SE050 status pending or running; SE051 failed while an attempt holds a lease; SE052 fingerprint is not the reservation''s; SE053 the operation moved on since the evidence was read (its attempt is not expected_attempt, or its status not expected_status).
 Locking: the operation row (FOR UPDATE), as every writer: racing a late success or a redrive, exactly one goes first and the other sees its outcome.
-Idempotency: a repeat answers already_final (reason matches) and changes nothing but the audit log.';
+Idempotency: a repeat answers already_final (reason matches) and changes nothing but the audit log (already_final is answered before the precondition is compared).';
 
 -- ---------------------------------------------------------------------------------------
 -- The reconciler's leases
@@ -671,7 +698,7 @@ comment on view settle.metrics is
 -- Grants
 -- ---------------------------------------------------------------------------------------
 
-revoke all on function settle.resolve(text, text, text, text, text, jsonb, jsonb, jsonb),
+revoke all on function settle.resolve(text, text, text, integer, text, text, jsonb, jsonb, jsonb, settle.status),
   settle.lease_reconciliation(text, interval, integer),
   settle.release_reconciliation(text, text, uuid, interval),
   settle.run_upkeep(text, boolean),
@@ -682,7 +709,7 @@ revoke all on function settle.resolve(text, text, text, text, text, jsonb, jsonb
   from public;
 
 grant execute on function
-  settle.resolve(text, text, text, text, text, jsonb, jsonb, jsonb),
+  settle.resolve(text, text, text, integer, text, text, jsonb, jsonb, jsonb, settle.status),
   settle.lease_reconciliation(text, interval, integer),
   settle.release_reconciliation(text, text, uuid, interval),
   settle.inspect(text, text),

@@ -89,6 +89,8 @@ export class NotReconcilableError extends SettleError {}
 export class ResolveLeaseHeldError extends SettleError {}
 /** SE052: resolve refused: the fingerprint presented is not the reservation's. */
 export class ResolveFingerprintMismatchError extends SettleError {}
+/** SE053: resolve refused: the operation moved on since the evidence was read (a newer attempt, or another status). */
+export class ResolveEvidenceStaleError extends SettleError {}
 
 /** SE060-SE063: a batch call's arrays are malformed (too many keys, none, not one per key, a NULL). */
 export class InvalidBatchError extends SettleInputError {}
@@ -325,6 +327,7 @@ export const errorClasses = {
   SE050: NotReconcilableError,
   SE051: ResolveLeaseHeldError,
   SE052: ResolveFingerprintMismatchError,
+  SE053: ResolveEvidenceStaleError,
   SE060: BatchTooLargeError,
   SE061: BatchEmptyError,
   SE062: BatchShapeMismatchError,

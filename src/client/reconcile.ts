@@ -5,6 +5,7 @@ import { type DatabasePool, type QuerySqlToken, sql } from 'slonik';
 import { z } from 'zod';
 import { mapDatabaseError, notMigratedError, SettleInputError } from './errors.js';
 import { validateRow, wasValidated } from './interceptors.js';
+import { fromStored, isMiddlewareRequest, storedResponseOf, type HttpResolution } from '../http/core/stored-response.js';
 import { findJsonProblem } from './json.js';
 import { INSTRUMENTATION_SCOPE, loadOpenTelemetryApi, type TelemetryOptions } from './telemetry.js';
 import type { Json, Queryable, SettleClient, Status } from './types.js';
@@ -70,6 +71,15 @@ export type ResolveInput = {
   readonly key: string;
   /** The reservation's fingerprint (settle.inspect, or the candidate's): a re-claimed key is refused. */
   readonly fingerprint: string;
+  /**
+   * The attempt the checked evidence concerns: the operation's attempt as read when the downstream
+   * was checked (settle.inspect, or the candidate's). A newer attempt (a client retried after the
+   * check) is refused with ResolveEvidenceStaleError (SE053): fill it in when you read, never when
+   * you apply.
+   */
+  readonly expectedAttempt: number;
+  /** The status read with it (optional): another status is refused too (SE053). */
+  readonly expectedStatus?: Status;
   /** Why, and the ticket (1-1024 bytes). */
   readonly reason: string;
   /** What was checked (a bank reference, a statement id). */
@@ -98,14 +108,18 @@ export type ResolveOutcome =
     };
 
 const nonBlank = z.string().refine((s) => s.trim() !== '', 'must not be blank');
+const precondition = {
+  expectedAttempt: z.number().int().min(1).max(2_147_483_647),
+  expectedStatus: status.optional(),
+};
 const resolveInputSchema = z.union([
   z.object({
     tenant: nonBlank, key: nonBlank, fingerprint: z.string().regex(/^v\d+:[0-9a-f]{64}$/), reason: nonBlank,
-    evidence: json.optional(), outcome: z.literal('completed'), result: json,
+    ...precondition, evidence: json.optional(), outcome: z.literal('completed'), result: json,
   }),
   z.object({
     tenant: nonBlank, key: nonBlank, fingerprint: z.string().regex(/^v\d+:[0-9a-f]{64}$/), reason: nonBlank,
-    evidence: json.optional(), outcome: z.literal('failed'), error: json,
+    ...precondition, evidence: json.optional(), outcome: z.literal('failed'), error: json,
   }),
 ]);
 
@@ -145,7 +159,8 @@ async function query<S extends z.ZodType>(db: Queryable | DatabasePool, token: Q
 /**
  * settle.resolve through the client's pool (or `options.connection`): needs a login role with
  * settle_reconciler or settle_admin. Refusals are typed errors (NotReconcilableError SE050,
- * ResolveLeaseHeldError SE051, ResolveFingerprintMismatchError SE052, TenantNotGrantedError, ...).
+ * ResolveLeaseHeldError SE051, ResolveFingerprintMismatchError SE052, ResolveEvidenceStaleError SE053:
+ * the operation moved on since `expectedAttempt` / `expectedStatus` were read, TenantNotGrantedError, ...).
  */
 export async function resolveOperation(
   client: Pick<SettleClient, 'getPool'>,
@@ -159,8 +174,9 @@ export async function resolveOperation(
     db,
     sql.type(resolveRow)`
       select * from settle.resolve(
-        tenant => ${r.tenant}, key => ${r.key}, fingerprint => ${r.fingerprint}, outcome => ${r.outcome},
-        reason => ${r.reason},
+        tenant => ${r.tenant}, key => ${r.key}, fingerprint => ${r.fingerprint},
+        expected_attempt => ${r.expectedAttempt}::integer, expected_status => ${r.expectedStatus ?? null}::settle.status,
+        outcome => ${r.outcome}, reason => ${r.reason},
         result => ${payload(r.outcome === 'completed' ? r.result : undefined)}::jsonb,
         error => ${payload(r.outcome === 'failed' ? r.error : undefined)}::jsonb,
         evidence => ${payload(r.evidence)}::jsonb)`,
@@ -177,9 +193,26 @@ export async function resolveOperation(
       };
 }
 
+export { isMiddlewareRequest, storedResponseOf, type HttpResolution };
+
+/**
+ * Why a plain result is refused for a key the HTTP middleware owns (its request is the
+ * middleware's request description): every retry would answer 500 idempotency-misconfigured, and a
+ * settled result never changes. Null when the result may be recorded.
+ */
+export function httpResultProblem(request: Json, result: Json): string | null {
+  if (!isMiddlewareRequest(request) || fromStored(result) !== null) return null;
+  return 'this key belongs to the HTTP Idempotency-Key middleware: its result must be the stored response ' +
+    'the retry replays (status, headers, body), or every retry answers 500 idempotency-misconfigured for good ' +
+    '(a result never changes). Resolve it with an HTTP response instead (pg-settle resolve --http-status N ' +
+    '--http-body @file; a reconciler returns { outcome: \'completed\', http: { status, body } }).';
+}
+
 /** What the downstream lookup decided. */
 export type ReconcileDecision =
   | { readonly outcome: 'completed'; readonly result: Json; readonly evidence?: Json; readonly reason?: string }
+  /** For a key of the HTTP middleware: the response every retry replays (stored in its format). */
+  | { readonly outcome: 'completed'; readonly http: HttpResolution; readonly evidence?: Json; readonly reason?: string }
   | { readonly outcome: 'failed'; readonly error: Json; readonly evidence?: Json; readonly reason?: string }
   /** Not decidable (yet): leased again after retryAfterMs (default: the reconciler's). */
   | { readonly outcome: 'undecided'; readonly retryAfterMs?: number };
@@ -318,15 +351,24 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       return result ?? 'undecided';
     }
     const evidence = { ...(isObject(decision.evidence) ? decision.evidence : decision.evidence === undefined ? {} : { value: decision.evidence }), checked_by: holder, checks: row.checks };
+    // The precondition is what this check was made against: the attempt and status leased with
+    // it. A client that retried since opened a newer attempt, which the lookup did not see.
     const base = {
       tenant: row.tenant, key: row.key, fingerprint: row.fingerprint, evidence,
+      expectedAttempt: row.attempt, expectedStatus: row.status,
       reason: decision.reason === undefined ? `${reasonPrefix}: downstream lookup` : `${reasonPrefix}: ${decision.reason}`,
     };
     try {
-      const answer = await resolveOperation(
-        { getPool: async () => pool },
-        decision.outcome === 'completed' ? { ...base, outcome: 'completed', result: decision.result } : { ...base, outcome: 'failed', error: decision.error },
-      );
+      let input: ResolveInput;
+      if (decision.outcome === 'completed') {
+        const result = 'http' in decision ? storedResponseOf(decision.http) : decision.result;
+        const problem = httpResultProblem(row.request, result);
+        if (problem !== null) throw new SettleInputError(`invalid resolution of ${row.tenant} / ${row.key}: ${problem}`, { code: 'INVALID_INPUT' });
+        input = { ...base, outcome: 'completed', result };
+      } else {
+        input = { ...base, outcome: 'failed', error: decision.error };
+      }
+      const answer = await resolveOperation({ getPool: async () => pool }, input);
       if (answer.outcome === 'already_final') return 'already_final';
       return decision.outcome === 'completed' ? 'resolved_completed' : 'resolved_failed';
     } catch (error) {

@@ -160,7 +160,7 @@ describeCitus('no call by any role with any NULL argument crashes a node', () =>
     ]);
     for (const r of rows) expect({ fn: r.fn, strict: r.strict, retset: r.retset }).toEqual({ fn: r.fn, strict: true, retset: false });
     const resolvePlan = await su.query<{ 'QUERY PLAN': string }>(
-      `explain (verbose, costs off) select * from settle.resolve('acme', 'plan-k', 'v1:${'0'.repeat(64)}', 'failed', 'r')`);
+      `explain (verbose, costs off) select * from settle.resolve('acme', 'plan-k', 'v1:${'0'.repeat(64)}', 1, 'failed', 'r')`);
     expect(resolvePlan.rows.map((r) => r['QUERY PLAN']).join('\n')).toMatch(/settle\._resolve\(/);
     const plan = await su.query<{ 'QUERY PLAN': string }>(
       `explain (verbose, costs off) select * from settle.claim('acme', 'plan-k', '{}', 'p')`);

@@ -29,7 +29,8 @@ async function stateOf(t: Pick<Ticket, 'tenant' | 'key'>): Promise<{ status: str
   return rows[0];
 }
 
-const RESOLVE = `select * from settle.resolve(tenant => $1, key => $2, fingerprint => $3, outcome => $4, reason => $5,
+// Every operation resolved here is read at its first attempt (max_attempts 1).
+const RESOLVE = `select * from settle.resolve(tenant => $1, key => $2, fingerprint => $3, expected_attempt => 1, outcome => $4, reason => $5,
                                           result => $6::jsonb, error => $7::jsonb, evidence => $8::jsonb)`;
 
 describeCitus('reconciliation on a coordinator and two workers', () => {

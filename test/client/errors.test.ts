@@ -35,7 +35,7 @@ import { binding, type ClientTestContext, setupClientTest, uniqueKey, waitFor } 
 const REGISTERED = [
   'SE001', 'SE002', 'SE003', 'SE004', 'SE005', 'SE006', 'SE007', 'SE008',
   'SE010', 'SE011', 'SE012', 'SE013', 'SE014', 'SE019', 'SE040', 'SE041', 'SE042', 'SE020', 'SE021', 'SE022', 'SE023', 'SE024', 'SE025', 'SE030', 'SE031',
-  'SE050', 'SE051', 'SE052',
+  'SE050', 'SE051', 'SE052', 'SE053',
   'SE060', 'SE061', 'SE062', 'SE063',
 ];
 

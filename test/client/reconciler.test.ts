@@ -49,17 +49,17 @@ describe('resolveOperation', () => {
     const record = await t.admin.inspect({ tenant, key });
     if (record === null) throw new Error('no record');
     await expect(
-      resolveOperation(reconcilerClient, { tenant, key, fingerprint: `v1:${'0'.repeat(64)}`, outcome: 'failed', error: {}, reason: 'x' }),
+      resolveOperation(reconcilerClient, { tenant, key, fingerprint: `v1:${'0'.repeat(64)}`, expectedAttempt: record.attempt, outcome: 'failed', error: {}, reason: 'x' }),
     ).rejects.toBeInstanceOf(ResolveFingerprintMismatchError);
     await expect(
-      resolveOperation(reconcilerClient, { tenant, key, fingerprint: record.fingerprint, outcome: 'failed', error: {}, reason: ' ' }),
+      resolveOperation(reconcilerClient, { tenant, key, fingerprint: record.fingerprint, expectedAttempt: record.attempt, outcome: 'failed', error: {}, reason: ' ' }),
     ).rejects.toBeInstanceOf(SettleInputError);
     const answer = await resolveOperation(reconcilerClient, {
-      tenant, key, fingerprint: record.fingerprint, outcome: 'completed', result: { charge: 'ch_1' }, reason: 'INC-1', evidence: { psp: 'ref' },
+      tenant, key, fingerprint: record.fingerprint, expectedAttempt: record.attempt, outcome: 'completed', result: { charge: 'ch_1' }, reason: 'INC-1', evidence: { psp: 'ref' },
     });
     expect(answer).toMatchObject({ outcome: 'resolved', status: 'completed', statusBefore: 'unknown', settledAttempt: 2 });
     const again = await resolveOperation(reconcilerClient, {
-      tenant, key, fingerprint: record.fingerprint, outcome: 'completed', result: { charge: 'ch_1' }, reason: 'INC-1',
+      tenant, key, fingerprint: record.fingerprint, expectedAttempt: record.attempt, outcome: 'completed', result: { charge: 'ch_1' }, reason: 'INC-1',
     });
     expect(again).toMatchObject({ outcome: 'already_final', matches: true });
 
@@ -67,7 +67,7 @@ describe('resolveOperation', () => {
     const claim = await t.app.claim({ tenant, key: running, request: { amount: '1.00' }, binding });
     if (claim.outcome !== 'acquired') throw new Error('not acquired');
     await expect(
-      resolveOperation(reconcilerClient, { tenant, key: running, fingerprint: claim.attempt.fingerprint, outcome: 'failed', error: {}, reason: 'x' }),
+      resolveOperation(reconcilerClient, { tenant, key: running, fingerprint: claim.attempt.fingerprint, expectedAttempt: 1, outcome: 'failed', error: {}, reason: 'x' }),
     ).rejects.toBeInstanceOf(NotReconcilableError);
   });
 });

@@ -98,9 +98,9 @@ beforeAll(async () => {
   await writeFile(
     path.join(dir, 'outcomes.csv'),
     [
-      'tenant,key,outcome,result,error,reason,evidence',
-      'acme,order-47,completed,"{""payment_id"": ""pay_47""}",,INC-4711: PSP statement line 12,"{""statement"": ""2026-11-30""}"',
-      'acme,order-48,failed,,"{""code"": ""no_charge""}",,',
+      'tenant,key,expected_attempt,outcome,result,error,reason,evidence',
+      'acme,order-47,1,completed,"{""payment_id"": ""pay_47""}",,INC-4711: PSP statement line 12,"{""statement"": ""2026-11-30""}"',
+      'acme,order-48,1,failed,,"{""code"": ""no_charge""}",,',
     ].join('\n'),
   );
 });

@@ -161,7 +161,7 @@ describe('settle.metrics', () => {
     try {
       const resolved = await reconciler.query(
         `select r.outcome from settle.inspect(tenant => $1, key => $2) op,
-           settle.resolve(tenant => op.tenant, key => op.key, fingerprint => op.fingerprint, outcome => 'completed',
+           settle.resolve(tenant => op.tenant, key => op.key, fingerprint => op.fingerprint, expected_attempt => op.attempt, outcome => 'completed',
                           result => '{"charge": "ch_1"}', reason => 'PSP shows ch_1') r`,
         [tenant, keys[1]],
       );

@@ -31,12 +31,17 @@ interface ResolveArgs {
   readonly reason?: string | null;
   readonly evidence?: unknown;
   readonly fingerprint?: string;
+  /** The attempt the evidence concerns (default: the operation's current attempt, read now). */
+  readonly expectedAttempt?: number;
+  readonly expectedStatus?: string;
 }
 
 async function resolve(client: pg.ClientBase, ticket: Pick<Ticket, 'tenant' | 'key' | 'fingerprint'>, args: ResolveArgs): Promise<ResolveRow> {
   const { rows } = await client.query<ResolveRow>(
     `select * from settle.resolve(tenant => $1, key => $2, fingerprint => $3, outcome => $4, reason => $5,
-                                  result => $6::jsonb, error => $7::jsonb, evidence => $8::jsonb)`,
+                                  result => $6::jsonb, error => $7::jsonb, evidence => $8::jsonb,
+                                  expected_attempt => coalesce($9::integer, (select o.attempt from settle.operations o where o.tenant = $1 and o.key = $2), 1),
+                                  expected_status => $10::settle.status)`,
     [
       ticket.tenant,
       ticket.key,
@@ -46,6 +51,8 @@ async function resolve(client: pg.ClientBase, ticket: Pick<Ticket, 'tenant' | 'k
       args.result === undefined ? null : JSON.stringify(args.result),
       args.error === undefined ? null : JSON.stringify(args.error),
       args.evidence === undefined ? null : JSON.stringify(args.evidence),
+      args.expectedAttempt ?? null,
+      args.expectedStatus ?? null,
     ],
   );
   const row = rows[0];

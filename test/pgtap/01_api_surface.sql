@@ -121,9 +121,9 @@ select function_privs_are('settle', 'redrive', array['text', 'text', 'integer', 
   'settle_app', array[]::text[], 'settle_app cannot execute settle.redrive');
 select function_privs_are('settle', 'purge', array['interval', 'integer'],
   'settle_app', array[]::text[], 'settle_app cannot execute settle.purge');
-select function_privs_are('settle', 'resolve', array['text', 'text', 'text', 'text', 'text', 'jsonb', 'jsonb', 'jsonb'],
+select function_privs_are('settle', 'resolve', array['text', 'text', 'text', 'integer', 'text', 'text', 'jsonb', 'jsonb', 'jsonb', 'settle.status'],
   'settle_app', array[]::text[], 'settle_app cannot execute settle.resolve');
-select function_privs_are('settle', 'resolve', array['text', 'text', 'text', 'text', 'text', 'jsonb', 'jsonb', 'jsonb'],
+select function_privs_are('settle', 'resolve', array['text', 'text', 'text', 'integer', 'text', 'text', 'jsonb', 'jsonb', 'jsonb', 'settle.status'],
   'settle_reconciler', array['EXECUTE'], 'settle_reconciler can execute settle.resolve');
 
 -- The read-only views (granted to settle_readonly and settle_admin, not to settle_app).

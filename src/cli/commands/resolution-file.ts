@@ -4,9 +4,11 @@ import type { Json } from '../../client/types.js';
 
 /**
  * The file of `pg-settle resolve --file`: verified outcomes, one per row, as CSV (a header
- * `tenant,key,outcome,result,error,reason,evidence[,fingerprint]`; result, error and evidence as
- * JSON text) or JSON (an array of objects with those fields). Every row is checked before anything
- * is applied; errors name the row (CSV: its line; JSON: its index).
+ * `tenant,key,expected_attempt,outcome,result,error,reason,evidence[,expected_status][,fingerprint]`;
+ * result, error and evidence as JSON text) or JSON (an array of objects with those fields). Every
+ * row is checked before anything is applied; errors name the row (CSV: its line; JSON: its index).
+ * expected_attempt is required and is never filled in at apply time: it is the attempt the
+ * evidence concerns, written when the operation was read (a newer attempt is refused, SE053).
  */
 export interface FileRow {
   /** 1-based line (CSV) or index (JSON) of the row. */
@@ -22,8 +24,9 @@ export interface ParsedFile {
   readonly errors: string[];
 }
 
-const COLUMNS = ['tenant', 'key', 'outcome', 'result', 'error', 'reason', 'evidence', 'fingerprint'] as const;
-const REQUIRED = ['tenant', 'key', 'outcome'] as const;
+const COLUMNS = ['tenant', 'key', 'expected_attempt', 'expected_status', 'outcome', 'result', 'error', 'reason', 'evidence', 'fingerprint'] as const;
+const REQUIRED = ['tenant', 'key', 'expected_attempt', 'outcome'] as const;
+const STATUSES = ['pending', 'running', 'unknown', 'conflict', 'failed', 'completed'] as const;
 /** A syntactically valid stand-in while a row without a fingerprint is checked. */
 const PLACEHOLDER = `v1:${'0'.repeat(64)}`;
 
@@ -57,7 +60,23 @@ export function parseResolutionFile(text: string, path: string, defaultReason: s
     };
     for (const name of REQUIRED) {
       const value = field(name);
-      if (typeof value !== 'string' || value.trim() === '') problems.push(`${name} is missing`);
+      if (name === 'expected_attempt' && typeof value === 'number') continue;
+      if (typeof value !== 'string' || value.trim() === '') {
+        problems.push(name === 'expected_attempt'
+          ? 'expected_attempt is missing: the attempt your evidence concerns, as read with the operation (pg-settle inspect); it is never filled in at apply time'
+          : `${name} is missing`);
+      }
+    }
+    const attemptValue = field('expected_attempt');
+    const attemptText = typeof attemptValue === 'number' ? String(attemptValue) : typeof attemptValue === 'string' ? attemptValue.trim() : '';
+    const expectedAttempt = /^[1-9][0-9]{0,9}$/.test(attemptText) ? Number(attemptText) : undefined;
+    if (attemptText !== '' && (expectedAttempt === undefined || expectedAttempt > 2_147_483_647)) {
+      problems.push(`expected_attempt must be a whole number >= 1 (got ${JSON.stringify(attemptValue)})`);
+    }
+    const statusValue = field('expected_status');
+    const expectedStatus = typeof statusValue === 'string' && statusValue.trim() !== '' ? statusValue.trim() : undefined;
+    if (expectedStatus !== undefined && !(STATUSES as readonly string[]).includes(expectedStatus)) {
+      problems.push(`expected_status must be one of ${STATUSES.join(', ')} (got ${JSON.stringify(statusValue)})`);
     }
     const outcome = field('outcome');
     if (typeof outcome === 'string' && outcome !== '' && outcome !== 'completed' && outcome !== 'failed') {
@@ -80,7 +99,8 @@ export function parseResolutionFile(text: string, path: string, defaultReason: s
     if (problems.length === 0) {
       try {
         const input = parseResolveInput({
-          tenant: field('tenant'), key: field('key'), outcome, reason,
+          tenant: field('tenant'), key: field('key'), outcome, reason, expectedAttempt,
+          ...(expectedStatus === undefined ? {} : { expectedStatus }),
           fingerprint: fingerprint === '' ? PLACEHOLDER : fingerprint,
           ...(result === undefined ? {} : { result }),
           ...(error === undefined ? {} : { error }),
@@ -129,7 +149,11 @@ function csvRecords(text: string): { list: FileRecord[] } | { error: string } {
   const names = header.fields.map((h) => h.trim());
   const unknown = names.filter((n) => !(COLUMNS as readonly string[]).includes(n));
   if (unknown.length > 0) return { error: `line ${header.line}: unknown column(s) ${unknown.join(', ')} (columns: ${COLUMNS.join(',')})` };
-  for (const name of REQUIRED) if (!names.includes(name)) return { error: `line ${header.line}: the header lacks the column ${name}` };
+  for (const name of REQUIRED) {
+    if (names.includes(name)) continue;
+    const why = name === 'expected_attempt' ? ' (the attempt each row\'s evidence concerns, as read with the operation: it is never filled in at apply time)' : '';
+    return { error: `line ${header.line}: the header lacks the column ${name}${why}` };
+  }
   const list: FileRecord[] = [];
   for (const row of body) {
     if (row.fields.length === 1 && row.fields[0]?.trim() === '') continue; // a blank line

@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import type { DatabaseTransactionConnection } from 'slonik';
 import { mapDatabaseError, OperationNotFoundError, SettleError } from '../../client/errors.js';
-import { parseResolveInput, resolveOperation, type ResolveInput } from '../../client/reconcile.js';
+import { httpResultProblem, parseResolveInput, resolveOperation, storedResponseOf, type ResolveInput } from '../../client/reconcile.js';
 import type { SettleClient } from '../../client/client.js';
-import type { Json, OperationRecord } from '../../client/types.js';
+import type { Json, OperationRecord, Status } from '../../client/types.js';
 import { boolFlag, COMMON_HELP, stringFlag, withClient, type Command, type CommandInput } from '../command.js';
 import { confirm } from '../confirm.js';
 import { EXIT } from '../exit-codes.js';
@@ -15,7 +15,9 @@ import { parseResolutionFile, type FileRow } from './resolution-file.js';
 export const resolveCommand: Command = {
   name: 'resolve',
   summary: 'record the verified outcome of an unknown or conflict operation (one key, or a file)',
-  help: `Usage: pg-settle resolve <tenant> <key> (--completed --result JSON | --failed --error JSON) --reason TEXT
+  help: `Usage: pg-settle resolve <tenant> <key> --expected-attempt N [--expected-status S]
+                         (--completed (--result JSON | --http-status N --http-body @FILE|TEXT [--http-header 'Name: value']...)
+                          | --failed --error JSON) --reason TEXT
                          [--evidence JSON] [--dry-run] [--yes] [--database-url URL] [--json]
        pg-settle resolve --file PATH [--reason TEXT] [--dry-run] [--yes] [--skip-refused] ...
 
@@ -24,21 +26,34 @@ unknown or conflict, e.g. dead-lettered needs_reconciliation) with settle.resolv
 (the login role), why (--reason, required) and the evidence are kept in its audit trail.
 --completed: the effect happened, with the result the downstream reports (what replays answer).
 --failed: an explicit assertion that no attempt took effect, with the error clients will read.
+--expected-attempt (required): the attempt your evidence concerns, as you read it (pg-settle
+inspect) when you checked the downstream. If a client retried since, the operation has a newer
+attempt your check did not see, and the resolution is refused (SE053): read it again, check again.
+A key of the HTTP Idempotency-Key middleware takes the HTTP response its retries replay
+(--http-status, --http-body, --http-header), never a plain --result (docs/http.md).
 Shows the operation and its attempts first, then asks (a terminal) or needs --yes (no terminal).
 An operation already completed or failed is left alone (exit 0, "already final").
 
-With --file, every row of a CSV (header: tenant,key,outcome,result,error,reason,evidence[,fingerprint])
-or JSON file (an array of objects with those fields; result, error and evidence are JSON, in CSV
-as JSON text) is checked first: any malformed row is reported with its line and nothing is
-applied (exit 2). Then all rows are resolved in ONE transaction, with a progress line on stderr:
-a row the engine refuses (SE050 pending or running, SE051 lease held, SE052 fingerprint, SE013,
-not found) is reported and, unless --skip-refused, nothing is committed (exit 1). The summary
-counts resolved, skipped (already final) and refused rows.
+With --file, every row of a CSV (header: tenant,key,expected_attempt,outcome,result,error,reason,
+evidence[,expected_status][,fingerprint]) or JSON file (an array of objects with those fields;
+result, error and evidence are JSON, in CSV as JSON text) is checked first: any malformed row (a
+missing expected_attempt included: it is never filled in at apply time) is reported with its line
+and nothing is applied (exit 2). Then all rows are resolved in ONE transaction, with a progress
+line on stderr: a row the engine refuses (SE050 pending or running, SE051 lease held, SE052
+fingerprint, SE053 moved on since expected_attempt, SE013, not found) is reported and, unless
+--skip-refused, nothing is committed (exit 1). The summary counts resolved, skipped (already
+final) and refused rows.
 
   --completed          the downstream confirms the effect (needs --result; default: off)
   --failed             the downstream proves no effect happened (needs --error; default: off)
   --result JSON        the result to settle, e.g. '{"charge":"ch_1"}' (required with --completed)
   --error JSON         the error to record, e.g. '{"code":"declined"}' (required with --failed)
+  --expected-attempt N the attempt the evidence concerns, as read with the operation (required)
+  --expected-status S  the status read with it; another status is refused too (default: not compared)
+  --http-status N      for a key of the HTTP middleware: the status its retries replay (with --completed)
+  --http-body VALUE    the body they replay: @PATH reads a file, else the text itself (default: empty)
+  --http-header TEXT   'Name: value' replayed with it, repeatable (default: content-type
+                       application/json when the body is JSON, else none)
   --reason TEXT        why, and the ticket (required; with --file: for rows without a reason)
   --evidence JSON      what you checked, kept in the audit row (default: none)
   --file PATH          resolve every row of this CSV or JSON file instead of one <tenant> <key>
@@ -56,6 +71,11 @@ ${COMMON_HELP}`,
     error: { type: 'string' },
     reason: { type: 'string' },
     evidence: { type: 'string' },
+    'expected-attempt': { type: 'string' },
+    'expected-status': { type: 'string' },
+    'http-status': { type: 'string' },
+    'http-body': { type: 'string' },
+    'http-header': { type: 'string', multiple: true },
     file: { type: 'string' },
     'dry-run': { type: 'boolean' },
     yes: { type: 'boolean' },
@@ -80,6 +100,72 @@ function jsonFlag(input: CommandInput, name: string): Json | undefined {
   }
 }
 
+const STATUSES: readonly Status[] = ['pending', 'running', 'unknown', 'conflict', 'failed', 'completed'];
+
+/** --expected-attempt (required) and --expected-status: the state the evidence was read in. */
+function precondition(input: CommandInput): { expectedAttempt: number; expectedStatus?: Status } {
+  const attempt = stringFlag(input, 'expected-attempt');
+  if (attempt === undefined) {
+    throw new UsageError('--expected-attempt N is required: the attempt your evidence concerns, as you read it with the operation (pg-settle inspect) when you checked the downstream');
+  }
+  if (!/^[1-9][0-9]{0,9}$/.test(attempt) || Number(attempt) > 2_147_483_647) throw new UsageError(`--expected-attempt must be a whole number >= 1 (got ${JSON.stringify(attempt)})`);
+  const status = stringFlag(input, 'expected-status');
+  if (status !== undefined && !(STATUSES as readonly string[]).includes(status)) {
+    throw new UsageError(`--expected-status must be one of ${STATUSES.join(', ')} (got ${JSON.stringify(status)})`);
+  }
+  return { expectedAttempt: Number(attempt), ...(status === undefined ? {} : { expectedStatus: status as Status }) };
+}
+
+/** --http-status, --http-body, --http-header: the middleware's stored response, or undefined. */
+async function httpResult(input: CommandInput): Promise<Json | undefined> {
+  const statusText = stringFlag(input, 'http-status');
+  const bodyText = stringFlag(input, 'http-body');
+  const rawHeaders = input.values['http-header'] as unknown;
+  const headerList = Array.isArray(rawHeaders) ? (rawHeaders as string[]) : typeof rawHeaders === 'string' ? [rawHeaders] : [];
+  if (statusText === undefined) {
+    if (bodyText !== undefined || headerList.length > 0) throw new UsageError('--http-body and --http-header go with --http-status N');
+    return undefined;
+  }
+  if (!/^[1-5][0-9][0-9]$/.test(statusText)) throw new UsageError(`--http-status must be an HTTP status 100-599 (got ${JSON.stringify(statusText)})`);
+  let body: Buffer = Buffer.alloc(0);
+  if (bodyText !== undefined && bodyText.startsWith('@')) {
+    try {
+      body = await readFile(bodyText.slice(1));
+    } catch (error) {
+      throw new UsageError(`cannot read --http-body ${JSON.stringify(bodyText)}: ${(error as Error).message}`);
+    }
+  } else if (bodyText !== undefined) {
+    body = Buffer.from(bodyText, 'utf8');
+  }
+  let headers: Record<string, string> | undefined;
+  if (headerList.length > 0) {
+    headers = {};
+    for (const line of headerList) {
+      const colon = line.indexOf(':');
+      if (colon <= 0) throw new UsageError(`--http-header takes 'Name: value' (got ${JSON.stringify(line)})`);
+      headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim();
+    }
+  } else if (body.length > 0 && isJsonText(body)) {
+    headers = { 'content-type': 'application/json' };
+  }
+  try {
+    return storedResponseOf({ status: Number(statusText), body, ...(headers === undefined ? {} : { headers }) }) as unknown as Json;
+  } catch (error) {
+    throw new UsageError(`--http-*: ${(error as Error).message}`);
+  }
+}
+
+function isJsonText(body: Buffer): boolean {
+  const text = body.toString('utf8').trim();
+  if (!text.startsWith('{') && !text.startsWith('[')) return false;
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 async function resolveOne(input: CommandInput): Promise<number> {
   for (const flag of ['skip-refused']) {
     if (input.values[flag] !== undefined) throw new UsageError(`--${flag} goes with --file`);
@@ -87,14 +173,18 @@ async function resolveOne(input: CommandInput): Promise<number> {
   const [tenant = '', key = ''] = input.positionals;
   const completed = boolFlag(input, 'completed');
   const failed = boolFlag(input, 'failed');
-  if (completed === failed) throw new UsageError('give exactly one of --completed (with --result) or --failed (with --error)');
-  const result = jsonFlag(input, 'result');
+  if (completed === failed) throw new UsageError('give exactly one of --completed (with --result or --http-status) or --failed (with --error)');
+  const http = await httpResult(input);
+  const plain = jsonFlag(input, 'result');
   const error = jsonFlag(input, 'error');
-  if (completed && (result === undefined || error !== undefined)) throw new UsageError('--completed takes --result JSON (and no --error)');
+  if (http !== undefined && (failed || plain !== undefined)) throw new UsageError('--http-status goes with --completed, instead of --result');
+  const result = http ?? plain;
+  if (completed && (result === undefined || error !== undefined)) throw new UsageError('--completed takes --result JSON or --http-status N (and no --error)');
   if (failed && (error === undefined || result !== undefined)) throw new UsageError('--failed takes --error JSON (and no --result)');
   const reason = stringFlag(input, 'reason');
   if (reason === undefined || reason.trim() === '') throw new UsageError('--reason TEXT is required: why, and the ticket');
   const evidence = jsonFlag(input, 'evidence');
+  const expected = precondition(input);
 
   return withClient(input, async (client) => {
     const operation = await client.inspect({ tenant, key });
@@ -102,23 +192,34 @@ async function resolveOne(input: CommandInput): Promise<number> {
       throw new OperationNotFoundError(`operation not found: ${tenant} / ${key}`, { code: 'SE010', sqlstate: 'SE010', detail: { tenant, key } });
     }
     const resolution = parseResolveInput({
-      tenant, key, fingerprint: operation.fingerprint, reason,
+      tenant, key, fingerprint: operation.fingerprint, reason, ...expected,
       ...(evidence === undefined ? {} : { evidence }),
       ...(completed ? { outcome: 'completed', result } : { outcome: 'failed', error }),
     });
+    if (completed && result !== undefined) {
+      const problem = httpResultProblem(operation.request, result);
+      if (problem !== null) throw new UsageError(`refused: ${problem}`);
+    }
     if (!input.json) await showOperation(client, operation);
     if (operation.status === 'completed' || operation.status === 'failed') {
       if (input.json) printJson({ ok: true, command: 'resolve', outcome: 'already_final', status: operation.status, dryRun: boolFlag(input, 'dry-run') });
       else printText(`\nalready final (${operation.status}): nothing to resolve`);
       return EXIT.ok;
     }
-    const what = completed ? `completed with result ${JSON.stringify(result)}` : `failed with error ${JSON.stringify(error)} (asserting that no attempt took effect)`;
+    const what = http !== undefined ? `completed with the HTTP response ${(http as { status: number }).status} its retries replay`
+      : completed ? `completed with result ${JSON.stringify(result)}` : `failed with error ${JSON.stringify(error)} (asserting that no attempt took effect)`;
+    const moved = operation.attempt !== expected.expectedAttempt || (expected.expectedStatus !== undefined && operation.status !== expected.expectedStatus);
     if (boolFlag(input, 'dry-run')) {
-      if (input.json) printJson({ ok: true, command: 'resolve', dryRun: true, wouldResolve: { tenant, key, from: operation.status, outcome: resolution.outcome } });
-      else printText(`\ndry run: would resolve ${tenant} / ${key} (${operation.status}) as ${what}; nothing changed`);
+      if (input.json) {
+        printJson({ ok: true, command: 'resolve', dryRun: true, wouldResolve: { tenant, key, from: operation.status, outcome: resolution.outcome, attempt: operation.attempt, expectedAttempt: expected.expectedAttempt, movedOn: moved } });
+      } else {
+        printText(moved
+          ? `\ndry run: would be refused (SE053): the operation is at attempt ${operation.attempt} (${operation.status}), your evidence concerns attempt ${expected.expectedAttempt}; nothing changed`
+          : `\ndry run: would resolve ${tenant} / ${key} (${operation.status}) as ${what}; nothing changed`);
+      }
       return EXIT.ok;
     }
-    const go = await confirm(`resolve ${tenant} / ${key} (${operation.status}) as ${what}?`, { yes: boolFlag(input, 'yes'), command: 'resolve' });
+    const go = await confirm(`resolve ${tenant} / ${key} (${operation.status}, attempt ${expected.expectedAttempt}) as ${what}?`, { yes: boolFlag(input, 'yes'), command: 'resolve' });
     if (!go) {
       if (input.json) printJson({ ok: false, command: 'resolve', aborted: true });
       else printText('aborted: nothing resolved');
@@ -164,7 +265,7 @@ async function showOperation(client: SettleClient, operation: OperationRecord): 
 type RowResult = { row: FileRow; result: 'resolved' | 'skipped' | 'refused'; detail: string };
 
 async function resolveFile(input: CommandInput): Promise<number> {
-  for (const flag of ['completed', 'failed', 'result', 'error', 'evidence']) {
+  for (const flag of ['completed', 'failed', 'result', 'error', 'evidence', 'expected-attempt', 'expected-status', 'http-status', 'http-body', 'http-header']) {
     if (input.values[flag] !== undefined) throw new UsageError(`--${flag} goes with one <tenant> <key>, not --file (put it in the file)`);
   }
   const path = stringFlag(input, 'file') ?? '';
@@ -252,11 +353,13 @@ async function resolveRow(client: SettleClient, tx: DatabaseTransactionConnectio
     // A savepoint per row: a refused row is undone alone, the transaction goes on.
     return await tx.transaction(async (savepoint) => {
       let input: ResolveInput = row.input;
-      if (row.input.fingerprint === '') {
-        const op = await client.inspect({ tenant: row.input.tenant, key: row.input.key }, { connection: savepoint });
-        if (op === null) throw new OperationNotFoundError('operation not found', { code: 'SE010', sqlstate: 'SE010' });
-        input = { ...row.input, fingerprint: op.fingerprint };
-      }
+      // The fingerprint may be read now (it names the reservation, not the evidence); the
+      // expected attempt never is: it comes from the file, as read when the downstream was checked.
+      const op = await client.inspect({ tenant: row.input.tenant, key: row.input.key }, { connection: savepoint });
+      if (op === null) throw new OperationNotFoundError('operation not found', { code: 'SE010', sqlstate: 'SE010' });
+      if (row.input.fingerprint === '') input = { ...row.input, fingerprint: op.fingerprint };
+      const problem = input.outcome === 'completed' ? httpResultProblem(op.request, input.result) : null;
+      if (problem !== null) return { row, result: 'refused' as const, detail: `refused: ${problem}` };
       const answer = await resolveOperation(client, input, { connection: savepoint });
       return answer.outcome === 'resolved'
         ? { row, result: 'resolved' as const, detail: `${answer.statusBefore} -> ${answer.status}` }
