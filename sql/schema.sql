@@ -2202,10 +2202,10 @@ SQLSTATEs: SE008 (dry_run NULL), SE040 (no such consumer; to a tenant-bound logi
 Locking: the consumer''s lanes (FOR UPDATE): waits for a process holding one in an open transaction; unless dry_run, the feed''s trim lock (an advisory lock: waits for a settle.trim_feed in progress). Idempotency: repeating it moves to the same position (when no event was written in between).';
 
 --
--- Name: resolve(text, text, text, text, text, jsonb, jsonb, jsonb); Type: FUNCTION; Schema: settle; Owner: settle_owner
+-- Name: resolve(text, text, text, integer, text, text, jsonb, jsonb, jsonb, settle.status); Type: FUNCTION; Schema: settle; Owner: settle_owner
 --
 
-CREATE FUNCTION settle.resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb DEFAULT NULL::jsonb, error jsonb DEFAULT NULL::jsonb, evidence jsonb DEFAULT NULL::jsonb) RETURNS settle.resolve_result
+CREATE FUNCTION settle.resolve(tenant text, key text, fingerprint text, expected_attempt integer, outcome text, reason text, result jsonb DEFAULT NULL::jsonb, error jsonb DEFAULT NULL::jsonb, evidence jsonb DEFAULT NULL::jsonb, expected_status settle.status DEFAULT NULL::settle.status) RETURNS settle.resolve_result
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -2225,6 +2225,10 @@ begin
   if resolve.fingerprint is null or resolve.fingerprint !~ '^v[0-9]+:[0-9a-f]{64}$' then
     perform settle_private._raise('SE004', 'fingerprint must be the reservation''s fingerprint (v<n>:<64 hex>)',
       jsonb_build_object('field', 'fingerprint'), 'Read it from settle.inspect or settle.operations.');
+  end if;
+  if resolve.expected_attempt is null or resolve.expected_attempt < 1 then
+    perform settle_private._raise('SE008', 'expected_attempt is required: the attempt the checked evidence concerns (>= 1)',
+      jsonb_build_object('field', 'expected_attempt'), 'Read it with the operation (settle.inspect: attempt) when you check the downstream.');
   end if;
   if resolve.outcome is null or resolve.outcome not in ('completed', 'failed') then
     perform settle_private._raise('SE008', 'outcome must be completed or failed',
@@ -2265,7 +2269,8 @@ begin
       'The key may have been purged and claimed again: read the operation again (settle.inspect) and check the downstream for that reservation.');
   end if;
   v_detail := jsonb_build_object('asserted', resolve.outcome, 'reason', resolve.reason, 'evidence', resolve.evidence,
-    'dead_letter_reason', v_op.dead_letter_reason, 'xact', pg_current_xact_id()::text);
+    'dead_letter_reason', v_op.dead_letter_reason, 'xact', pg_current_xact_id()::text,
+    'expected_attempt', resolve.expected_attempt, 'expected_status', resolve.expected_status);
 
   if v_op.status in ('completed', 'failed') then
     -- Final already (a late success, or another resolution, came first): nothing changes; the
@@ -2281,6 +2286,17 @@ begin
           case resolve.outcome when 'completed' then 'result' else 'error' end, coalesce(resolve.result, resolve.error))));
     return row(v_res.outcome, v_res.reason, v_op.status, v_before, v_op.attempt, v_op.settled_attempt, v_op.result,
                v_op.error)::settle.resolve_result;
+  end if;
+  if v_op.attempt <> resolve.expected_attempt
+     or (resolve.expected_status is not null and v_op.status <> resolve.expected_status) then
+    -- The evidence was read before the operation moved on (a newer attempt, which may have taken
+    -- effect after the check; or another status): it cannot judge what it did not see.
+    perform settle_private._raise('SE053', format('resolve refused: the operation moved on since the evidence was read (attempt %s, status %s; expected attempt %s%s)',
+        v_op.attempt, v_op.status, resolve.expected_attempt,
+        case when resolve.expected_status is null then '' else ', status ' || resolve.expected_status end),
+      jsonb_build_object('tenant', resolve.tenant, 'key', resolve.key, 'attempt', v_op.attempt, 'status', v_op.status,
+                         'expected_attempt', resolve.expected_attempt, 'expected_status', resolve.expected_status),
+      'Read the operation again (settle.inspect), check the downstream again for every attempt up to the current one, and resolve with what you read then.');
   end if;
   if v_op.status not in ('unknown', 'conflict') then
     perform settle_private._raise('SE050', format('only an unknown or conflict operation can be resolved (status %s)', v_op.status),
@@ -2349,19 +2365,19 @@ begin
 end
 $_$;
 
-ALTER FUNCTION settle.resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb) OWNER TO settle_owner;
+ALTER FUNCTION settle.resolve(tenant text, key text, fingerprint text, expected_attempt integer, outcome text, reason text, result jsonb, error jsonb, evidence jsonb, expected_status settle.status) OWNER TO settle_owner;
 
 --
--- Name: FUNCTION resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb); Type: COMMENT; Schema: settle; Owner: settle_owner
+-- Name: FUNCTION resolve(tenant text, key text, fingerprint text, expected_attempt integer, outcome text, reason text, result jsonb, error jsonb, evidence jsonb, expected_status settle.status); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb) IS 'Record the verified outcome of an operation that lost it (status unknown or conflict, dead-lettered or not), after checking the downstream system: the way out of needs_reconciliation.
-Parameters: tenant, key; fingerprint (the reservation''s, from settle.inspect: a key purged and claimed again is refused); outcome completed (with result, <= 1 MiB: what the downstream reports) or failed (with error, <= 64 KiB: an explicit assertion that no attempt took effect); reason (required, 1-1024 bytes: why, the ticket); evidence (optional jsonb, <= 64 KiB).
+COMMENT ON FUNCTION settle.resolve(tenant text, key text, fingerprint text, expected_attempt integer, outcome text, reason text, result jsonb, error jsonb, evidence jsonb, expected_status settle.status) IS 'Record the verified outcome of an operation that lost it (status unknown or conflict, dead-lettered or not), after checking the downstream system: the way out of needs_reconciliation.
+Parameters: tenant, key; fingerprint (the reservation''s, from settle.inspect: a key purged and claimed again is refused); expected_attempt (required: the attempt the checked evidence concerns, read with the operation; a newer attempt is refused); expected_status (optional: the status read with it; another status is refused); outcome completed (with result, <= 1 MiB: what the downstream reports) or failed (with error, <= 64 KiB: an explicit assertion that no attempt took effect); reason (required, 1-1024 bytes: why, the ticket); evidence (optional jsonb, <= 64 KiB).
 Outcomes: resolved (completed: settled through an attempt epoch of its own, N+1, worker resolve:<session_user>, settled_reason resolved; a held lease ends settled_elsewhere; failed: every attempt without a terminal observation records the verdict failed (not retryable), so a late success of one is already_settled and never a second final outcome) | already_final (completed or failed already, e.g. a late success came first: nothing changes; reason matches or differs; the assertion is kept in the audit log).
 Every call writes one settle.audit_log row (event resolve) with session_user, reason, evidence and the statuses; the dead letter is cleared, so retention applies again.
-SQLSTATEs: SE001, SE002, SE004 (fingerprint format), SE005 (result), SE006 (error), SE008 (outcome, reason, evidence, result with failed or error with completed); SE010 not found; SE013 tenant not granted to this login role; SE050 status pending or running; SE051 failed while an attempt holds a lease; SE052 fingerprint is not the reservation''s.
+SQLSTATEs: SE001, SE002, SE004 (fingerprint format), SE005 (result), SE006 (error), SE008 (outcome, reason, evidence, result with failed or error with completed); SE010 not found; SE013 tenant not granted to this login role; SE050 status pending or running; SE051 failed while an attempt holds a lease; SE052 fingerprint is not the reservation''s; SE053 the operation moved on since the evidence was read (its attempt is not expected_attempt, or its status not expected_status).
 Locking: the operation row (FOR UPDATE), as every writer: racing a late success or a redrive, exactly one goes first and the other sees its outcome.
-Idempotency: a repeat answers already_final (reason matches) and changes nothing but the audit log.';
+Idempotency: a repeat answers already_final (reason matches) and changes nothing but the audit log (already_final is answered before the precondition is compared).';
 
 --
 -- Name: revoke_binding(text, text, bigint); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -6669,12 +6685,12 @@ REVOKE ALL ON FUNCTION settle.reset_consumer(name text, to_time timestamp with t
 GRANT ALL ON FUNCTION settle.reset_consumer(name text, to_time timestamp with time zone, dry_run boolean) TO settle_admin;
 
 --
--- Name: FUNCTION resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb); Type: ACL; Schema: settle; Owner: settle_owner
+-- Name: FUNCTION resolve(tenant text, key text, fingerprint text, expected_attempt integer, outcome text, reason text, result jsonb, error jsonb, evidence jsonb, expected_status settle.status); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle.resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION settle.resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb) TO settle_reconciler;
-GRANT ALL ON FUNCTION settle.resolve(tenant text, key text, fingerprint text, outcome text, reason text, result jsonb, error jsonb, evidence jsonb) TO settle_admin;
+REVOKE ALL ON FUNCTION settle.resolve(tenant text, key text, fingerprint text, expected_attempt integer, outcome text, reason text, result jsonb, error jsonb, evidence jsonb, expected_status settle.status) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.resolve(tenant text, key text, fingerprint text, expected_attempt integer, outcome text, reason text, result jsonb, error jsonb, evidence jsonb, expected_status settle.status) TO settle_reconciler;
+GRANT ALL ON FUNCTION settle.resolve(tenant text, key text, fingerprint text, expected_attempt integer, outcome text, reason text, result jsonb, error jsonb, evidence jsonb, expected_status settle.status) TO settle_admin;
 
 --
 -- Name: FUNCTION revoke_binding(tenant text, principal text, below_generation bigint); Type: ACL; Schema: settle; Owner: settle_owner

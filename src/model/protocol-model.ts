@@ -89,6 +89,10 @@ export type Call =
     readonly payload: string;
     /** The request whose fingerprint is presented (the reservation's, or another). */
     readonly request: string;
+    /** The evidence's epoch: the attempt read when the downstream was checked. */
+    readonly expectedAttempt: number;
+    /** The status read with it (absent: not compared). */
+    readonly expectedStatus?: Status;
   }
   | { readonly kind: 'revoke_binding'; readonly tenant: string; readonly principal: string; readonly below: number }
   | { readonly kind: 'purge' };
@@ -571,7 +575,10 @@ export const RESOLVED_FAILED = '(resolved failed)';
  * through an attempt epoch of its own (N + 1, whose token nobody holds), ending a held lease;
  * failed records the verdict on every attempt without a terminal observation, so a late success
  * of one is already_settled, never a second final outcome. A final operation answers
- * already_final and nothing changes.
+ * already_final and nothing changes. The evidence has an epoch: a resolution presents the attempt
+ * (and optionally the status) read when the downstream was checked, and is refused (SE053) when
+ * the operation moved on since (a newer attempt, which the check did not see, or another status);
+ * already_final is answered first, so a repeat stays harmless.
  */
 function resolve(w: World, c: Extract<Call, { kind: 'resolve' }>): Branch[] {
   const op = w.ops[c.id];
@@ -589,6 +596,14 @@ function resolve(w: World, c: Extract<Call, { kind: 'resolve' }>): Branch[] {
   // §13 The engine converts a revoked operation at its next touch by a call of the binding;
   // settle.resolve is not one, so it may still see the status and lease from before.
   const unconverted = op.revoked === null ? [] : [error('SE050'), error('SE051')];
+  if (n !== c.expectedAttempt) return [error('SE053')];
+  if (c.expectedStatus !== undefined) {
+    // An unconverted revoked operation may still hold the status it had before: either status
+    // may be the one compared.
+    const seen = op.revoked === null ? [op.status] : [op.status, op.revoked.statusBefore];
+    if (!seen.includes(c.expectedStatus)) return [error('SE053')];
+    if (seen.some((st) => st !== c.expectedStatus)) unconverted.push(error('SE053'));
+  }
   if (op.status !== 'unknown' && op.status !== 'conflict') return [error('SE050')];
   if (c.outcome === 'failed' && op.lease !== null) return [error('SE051')];
   if (c.outcome === 'completed') {

@@ -54,37 +54,66 @@ afterAll(async () => {
 describe('pg-settle resolve <tenant> <key>', () => {
   it('shows the operation and its attempts, needs --yes off a terminal, --dry-run changes nothing, then resolves', async () => {
     await unknown('one');
-    const dry = await cli(['resolve', TENANT, 'one', '--completed', '--result', '{"payout_id":"p-1"}', '--reason', 'INC-1: bank says paid', '--dry-run']);
+    const dry = await cli(['resolve', TENANT, 'one', '--expected-attempt', '1', '--completed', '--result', '{"payout_id":"p-1"}', '--reason', 'INC-1: bank says paid', '--dry-run']);
     expect(dry.code).toBe(0);
     expect(dry.stdout).toContain('status');
     expect(dry.stdout).toContain('attempts');
     expect(dry.stdout).toContain('dry run: would resolve');
     expect(await statusOf('one')).toBe('unknown');
 
-    const noTerminal = await cli(['resolve', TENANT, 'one', '--completed', '--result', '{"payout_id":"p-1"}', '--reason', 'INC-1']);
+    const noTerminal = await cli(['resolve', TENANT, 'one', '--expected-attempt', '1', '--completed', '--result', '{"payout_id":"p-1"}', '--reason', 'INC-1']);
     expect(noTerminal.code).toBe(2);
     expect(noTerminal.stderr).toContain('--yes');
     expect(await statusOf('one')).toBe('unknown');
 
-    const missingReason = await cli(['resolve', TENANT, 'one', '--completed', '--result', '{}', '--yes']);
+    const missingReason = await cli(['resolve', TENANT, 'one', '--expected-attempt', '1', '--completed', '--result', '{}', '--yes']);
     expect(missingReason.code).toBe(2);
-    const both = await cli(['resolve', TENANT, 'one', '--completed', '--failed', '--result', '{}', '--reason', 'x', '--yes']);
+    const both = await cli(['resolve', TENANT, 'one', '--expected-attempt', '1', '--completed', '--failed', '--result', '{}', '--reason', 'x', '--yes']);
     expect(both.code).toBe(2);
 
-    const done = await cli(['resolve', TENANT, 'one', '--completed', '--result', '{"payout_id":"p-1"}', '--reason', 'INC-1: bank says paid', '--evidence', '{"bank_ref":"r1"}', '--yes', '--json']);
+    const done = await cli(['resolve', TENANT, 'one', '--expected-attempt', '1', '--completed', '--result', '{"payout_id":"p-1"}', '--reason', 'INC-1: bank says paid', '--evidence', '{"bank_ref":"r1"}', '--yes', '--json']);
     expect(done.code).toBe(0);
     expect(done.json).toMatchObject({ ok: true, command: 'resolve', outcome: 'resolved', status: 'completed', statusBefore: 'unknown' });
     expect(await statusOf('one')).toBe('completed');
 
-    const again = await cli(['resolve', TENANT, 'one', '--failed', '--error', '{"code":"x"}', '--reason', 'INC-1', '--yes']);
+    const again = await cli(['resolve', TENANT, 'one', '--expected-attempt', '1', '--failed', '--error', '{"code":"x"}', '--reason', 'INC-1', '--yes']);
     expect(again.code).toBe(0);
     expect(again.stdout).toContain('already final (completed)');
+  });
+
+  it('needs --expected-attempt (the attempt the evidence concerns); a verdict read for an older attempt is refused, SE053', async () => {
+    // Attempt 1 lost its response; the operator checks the downstream (nothing), then the client
+    // retries: attempt 2 runs and loses its response too. The verdict read for attempt 1 must not
+    // judge attempt 2.
+    const first = await client.claim({ tenant: TENANT, key: 'stale', request: { amount_cents: 7 }, binding, maxAttempts: 3 });
+    if (first.outcome !== 'acquired') throw new Error('setup');
+    await client.reportUnknown(first.attempt);
+    const second = await client.claim({ tenant: TENANT, key: 'stale', request: { amount_cents: 7 }, binding, maxAttempts: 3 });
+    if (second.outcome !== 'acquired') throw new Error('setup');
+    await client.reportUnknown(second.attempt);
+
+    const missing = await cli(['resolve', TENANT, 'stale', '--failed', '--error', '{"code":"none"}', '--reason', 'INC-7', '--yes']);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('--expected-attempt N is required');
+
+    const dry = await cli(['resolve', TENANT, 'stale', '--expected-attempt', '1', '--failed', '--error', '{"code":"none"}', '--reason', 'INC-7', '--dry-run']);
+    expect(dry.code).toBe(0);
+    expect(dry.stdout).toContain('would be refused (SE053)');
+
+    const stale = await cli(['resolve', TENANT, 'stale', '--expected-attempt', '1', '--failed', '--error', '{"code":"none"}', '--reason', 'INC-7', '--yes']);
+    expect(stale.code).toBe(1);
+    expect(stale.stderr).toContain('SE053');
+    expect(await statusOf('stale')).toBe('unknown');
+
+    const checked = await cli(['resolve', TENANT, 'stale', '--expected-attempt', '2', '--expected-status', 'unknown', '--completed', '--result', '{"payout_id":"p-7"}', '--reason', 'INC-7: attempt 2 paid', '--yes']);
+    expect(checked.code).toBe(0);
+    expect(await statusOf('stale')).toBe('completed');
   });
 
   it('refused by the engine (a running operation): exit 1 with the SQLSTATE', async () => {
     const claim = await client.claim({ tenant: TENANT, key: 'running', request: { amount_cents: 1 }, binding });
     expect(claim.outcome).toBe('acquired');
-    const refused = await cli(['resolve', TENANT, 'running', '--failed', '--error', '{"code":"x"}', '--reason', 'INC-2', '--yes']);
+    const refused = await cli(['resolve', TENANT, 'running', '--expected-attempt', '1', '--failed', '--error', '{"code":"x"}', '--reason', 'INC-2', '--yes']);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('SE050');
   });
@@ -98,23 +127,31 @@ describe('pg-settle resolve --file', () => {
     await writeFile(
       file,
       [
-        'tenant,key,outcome,result,error,reason',
-        `${TENANT},bulk-bad-1,completed,"{""payout_id"":""p""}",,INC-3`,
-        `${TENANT},bulk-bad-2,completed,{not json},,INC-3`,
-        `${TENANT},bulk-bad-2,maybe,,,INC-3`,
-        `${TENANT},bulk-bad-1,failed,,,INC-3`,
+        'tenant,key,expected_attempt,outcome,result,error,reason',
+        `${TENANT},bulk-bad-1,1,completed,"{""payout_id"":""p""}",,INC-3`,
+        `${TENANT},bulk-bad-2,1,completed,{not json},,INC-3`,
+        `${TENANT},bulk-bad-2,1,maybe,,,INC-3`,
+        `${TENANT},bulk-bad-1,1,failed,,,INC-3`,
         `${TENANT},only,three`,
+        `${TENANT},bulk-bad-3,,completed,"{""payout_id"":""p""}",,INC-3`,
       ].join('\n'),
     );
     const run = await cli(['resolve', '--file', file, '--yes', '--json']);
     expect(run.code).toBe(2);
     expect(run.json).toMatchObject({ ok: false, applied: 0, command: 'resolve' });
     const errors = run.json.errors as string[];
-    expect(errors).toHaveLength(4);
+    expect(errors).toHaveLength(5);
     expect(errors[0]).toMatch(/^line 3: result is not valid JSON/);
     expect(errors[1]).toMatch(/^line 4: outcome must be completed or failed/);
     expect(errors[2]).toMatch(/^line 5: a failed row needs an error and no result; the same operation as line 2/);
-    expect(errors[3]).toMatch(/^line 6: 3 fields, the header has 6/);
+    expect(errors[3]).toMatch(/^line 6: 3 fields, the header has 7/);
+    expect(errors[4]).toMatch(/^line 7: expected_attempt is missing: .* never filled in at apply time/);
+    // A file without the column is refused as a whole, saying why.
+    const old = path.join(dir, 'no-epoch.csv');
+    await writeFile(old, ['tenant,key,outcome,result,error,reason', `${TENANT},bulk-bad-1,failed,,"{}",INC-3`].join('\n'));
+    const noEpoch = await cli(['resolve', '--file', old, '--yes', '--json']);
+    expect(noEpoch.code).toBe(2);
+    expect((noEpoch.json.errors as string[])[0]).toMatch(/lacks the column expected_attempt \(the attempt each row's evidence concerns/);
     expect(await statusOf('bulk-bad-1')).toBe('unknown');
     expect(await statusOf('bulk-bad-2')).toBe('unknown');
   });
@@ -132,10 +169,10 @@ describe('pg-settle resolve --file', () => {
     await writeFile(
       file,
       JSON.stringify([
-        { tenant: TENANT, key: 'bulk-1', outcome: 'completed', result: { payout_id: 'p-b1' }, evidence: { bank_ref: 'b1' } },
-        { tenant: TENANT, key: 'bulk-2', outcome: 'failed', error: { code: 'no_payout' }, reason: 'INC-4: statement shows nothing' },
-        { tenant: TENANT, key: 'bulk-done', outcome: 'completed', result: { payout_id: 'p-done' } },
-        { tenant: TENANT, key: 'bulk-running', outcome: 'failed', error: { code: 'x' } },
+        { tenant: TENANT, expected_attempt: 1, key: 'bulk-1', outcome: 'completed', result: { payout_id: 'p-b1' }, evidence: { bank_ref: 'b1' } },
+        { tenant: TENANT, expected_attempt: 1, key: 'bulk-2', outcome: 'failed', error: { code: 'no_payout' }, reason: 'INC-4: statement shows nothing' },
+        { tenant: TENANT, expected_attempt: 1, key: 'bulk-done', outcome: 'completed', result: { payout_id: 'p-done' } },
+        { tenant: TENANT, expected_attempt: 1, key: 'bulk-running', outcome: 'failed', error: { code: 'x' } },
       ]),
     );
     const dry = await cli(['resolve', '--file', file, '--reason', 'INC-4', '--dry-run', '--json']);

@@ -40,7 +40,7 @@ async function resolve(client: pg.ClientBase, ticket: Pick<Ticket, 'tenant' | 'k
   const { rows } = await client.query<ResolveRow>(
     `select * from settle.resolve(tenant => $1, key => $2, fingerprint => $3, outcome => $4, reason => $5,
                                   result => $6::jsonb, error => $7::jsonb, evidence => $8::jsonb,
-                                  expected_attempt => coalesce($9::integer, (select o.attempt from settle.operations o where o.tenant = $1 and o.key = $2), 1),
+                                  expected_attempt => coalesce($9::integer, (select o.attempt from settle.inspect($1, $2) o), 1),
                                   expected_status => $10::settle.status)`,
     [
       ticket.tenant,
@@ -334,6 +334,85 @@ describe('settle.resolve racing', () => {
     );
     expect(resolved2.status).toBe('failed');
     expect(refused).toBe('SE011');
+  });
+});
+
+describe('settle.resolve: the evidence has an epoch (expected_attempt, SE053)', () => {
+  // Attempt 1 reports unknown; the reconciler reads the operation (attempt 1, unknown) and checks
+  // the downstream: no charge. The client retries: attempt 2 charges and reports unknown. The
+  // verdict read for attempt 1 must not judge attempt 2 (it was accepted, and attempt 2's
+  // success then answered attempt_already_observed: the operation ended failed after a charge).
+  it('a client retry racing the verdict: the retry holds the row, the verdict waits and is refused; attempt 2 still settles', async () => {
+    const app = await db.app();
+    const observer = await db.connect();
+    const { client: reconciler } = await reconcilerSession();
+    const args = newOperation('epoch', { max_attempts: 3 });
+    const first = await acquire(app, args);
+    expect(await reportUnknown(app, first)).toMatchObject({ outcome: 'recorded', status: 'unknown' });
+    const read = (await reconciler.query(`select attempt, status::text as status from settle.inspect(tenant => $1, key => $2)`,
+      [first.tenant, first.key])).rows[0] as { attempt: number; status: string };
+    expect(read).toEqual({ attempt: 1, status: 'unknown' });
+
+    // The retry (settle_app) claims attempt 2 and, in the same transaction, charges and loses the
+    // response; the verdict arrives meanwhile and queues behind the retry's row lock.
+    const retry = await db.app();
+    let second: Ticket | undefined;
+    const [, refused] = await secondWaitsForFirst(
+      { one: retry, two: reconciler, observer },
+      async (one) => {
+        second = await acquire(one, args);
+        expect(second.attempt).toBe(2);
+        return reportUnknown(one, second);
+      },
+      (two) => sqlStateOf(resolve(two, first, { outcome: 'failed', error: { none: true }, expectedAttempt: read.attempt, expectedStatus: read.status })),
+    );
+    expect(refused).toBe('SE053');
+    if (second === undefined) throw new Error('no second attempt');
+    // Nothing was judged: attempt 2's success settles the operation.
+    expect(await complete(app, second, { charge: 'ch_2' })).toMatchObject({ outcome: 'settled', status: 'completed', settled_attempt: 2 });
+    const after = await state(observer, first);
+    expect(after.op).toMatchObject({ status: 'completed', result: { charge: 'ch_2' } });
+    expect(after.audit.filter((row) => row.event === 'resolve')).toEqual([]);
+  });
+
+  it('the verdict first, the retry waits: the verdict judges attempt 1 only, and the retry is answered failed', async () => {
+    const app = await db.app();
+    const observer = await db.connect();
+    const { client: reconciler } = await reconcilerSession();
+    const args = newOperation('epoch-first', { max_attempts: 3 });
+    const first = await acquire(app, args);
+    await reportUnknown(app, first);
+    const retry = await db.app();
+    const [resolved, claimed] = await secondWaitsForFirst(
+      { one: reconciler, two: retry, observer },
+      (one) => resolve(one, first, { outcome: 'failed', error: { none: true }, expectedAttempt: 1, expectedStatus: 'unknown' }),
+      (two) => claim(two, args),
+    );
+    expect(resolved).toMatchObject({ outcome: 'resolved', status: 'failed', attempt: 1 });
+    expect(claimed).toMatchObject({ outcome: 'failed', status: 'failed' });
+    expect((await state(observer, first)).attempts.map((a) => a.attempt)).toEqual([1]);
+  });
+
+  it('another status than the one read (unknown became conflict) is refused; expected_attempt is required; a repeat after completion is already_final', async () => {
+    const app = await db.app();
+    const superuser = await db.connect();
+    const { client: reconciler } = await reconcilerSession();
+    const ticket = await acquire(app, newOperation('epoch-status', { max_attempts: 1 }));
+    await reportUnknown(app, ticket);
+    // A mismatched success of attempt 1 (its own token, another binding generation): conflict.
+    expect(await complete(app, { ...ticket, binding_generation: (ticket.binding_generation ?? 1) + 1 }, { other: true }))
+      .toMatchObject({ outcome: 'conflict' });
+    expect(await sqlStateOf(resolve(reconciler, ticket, { outcome: 'failed', error: {}, expectedAttempt: 1, expectedStatus: 'unknown' }))).toBe('SE053');
+    expect(await sqlStateOf(reconciler.query(
+      `select settle.resolve(tenant => $1, key => $2, fingerprint => $3, expected_attempt => null, outcome => 'failed', error => '{}', reason => 'x')`,
+      [ticket.tenant, ticket.key, ticket.fingerprint]))).toBe('SE008');
+    const done = await resolve(reconciler, ticket, { outcome: 'completed', result: { ok: 1 }, expectedAttempt: 1, expectedStatus: 'conflict' });
+    expect(done).toMatchObject({ outcome: 'resolved', status: 'completed', attempt: 2 });
+    // Applying the same verdict again (its precondition is now stale) changes nothing and is no error.
+    expect(await resolve(reconciler, ticket, { outcome: 'completed', result: { ok: 1 }, expectedAttempt: 1, expectedStatus: 'conflict' }))
+      .toMatchObject({ outcome: 'already_final', reason: 'matches' });
+    const audit = (await state(superuser, ticket)).audit.filter((row) => row.event === 'resolve');
+    expect(audit[0]?.detail).toMatchObject({ expected_attempt: 1, expected_status: 'conflict' });
   });
 });
 

@@ -78,7 +78,7 @@ beforeAll(async () => {
       await p1.reportUnknown(t);
       await admin.query(
         `select settle.resolve(tenant => $1, key => $2, fingerprint => settle.fingerprint($3::jsonb), outcome => $4, reason => 'checked the ledger',
-                               expected_attempt => (select o.attempt from settle.operations o where o.tenant = $1 and o.key = $2),
+                               expected_attempt => (select o.attempt from settle.inspect($1, $2) o),
                                result => $5::jsonb, error => $6::jsonb)`,
         [TENANT, key, JSON.stringify(request(key)), outcome, outcome === 'completed' ? '{"receipt":"d-r"}' : null, outcome === 'failed' ? '{"code":"never_sent"}' : null],
       );

@@ -43,6 +43,12 @@ export type Step =
   | { readonly t: 'purge' }
   | { readonly t: 'redrive'; readonly op: number }
   | { readonly t: 'resolve'; readonly op: number; readonly outcome: 'completed' | 'failed'; readonly forged?: boolean }
+  /**
+   * The reconciler reads the operation (its attempt and status) and checks the downstream: the
+   * evidence a later resolve presents as its precondition. A resolve without a check reads the
+   * operation right before it.
+   */
+  | { readonly t: 'check'; readonly op: number }
   | { readonly t: 'revoke'; readonly op: number }
   | FeedStep;
 
@@ -146,6 +152,8 @@ export class ModelRun {
   private ops: OpDef[] = [];
   private maxAttempts: number[] = [];
   private tickets: Ticket[][] = [];
+  /** Per operation: the attempt and status the last check read (the evidence's epoch). */
+  private evidence: ({ readonly attempt: number; readonly status: Status } | null)[] = [];
   private scenarios: Scenario[] = [];
   private txConn: number | null = null;
   /** The open transaction raised an error: PostgreSQL aborted it (its end is a rollback). */
@@ -192,6 +200,7 @@ export class ModelRun {
     });
     this.maxAttempts = [...maxAttempts];
     this.tickets = [[], []];
+    this.evidence = [null, null];
     this.scenarios = [{ committed: EMPTY_WORLD, tx: null }];
     this.txConn = null;
     this.pending = [];
@@ -263,9 +272,12 @@ export class ModelRun {
     if (r < 0.11) return { t: 'purge' };
     if (r < 0.14) return { t: 'redrive', op };
     if (r < 0.15) return { t: 'revoke', op };
-    // settle.resolve mostly where it applies: an operation that lost its outcome.
+    // settle.resolve mostly where it applies: an operation that lost its outcome, often with
+    // evidence read some steps earlier (a check), so that attempts opened since meet a verdict
+    // that did not see them.
     const lost = ['unknown', 'conflict'].includes(this.scenarios[0]?.committed.ops[this.def(op).id]?.status ?? '');
-    if (r < 0.16 || (lost && r < 0.3)) return { t: 'resolve', op, outcome: rng.chance(0.5) ? 'completed' : 'failed', ...(rng.chance(0.1) ? { forged: true } : {}) };
+    if (lost && r < 0.21) return { t: 'check', op };
+    if (r < 0.16 || (lost && r < 0.33)) return { t: 'resolve', op, outcome: rng.chance(0.5) ? 'completed' : 'failed', ...(rng.chance(0.1) ? { forged: true } : {}) };
     return { t: 'call', conn: rng.int(0, 2), call: this.randomCall(rng, op, false) };
   }
 
@@ -342,6 +354,11 @@ export class ModelRun {
         return this.resolve(s);
       case 'feed':
         return this.feed?.run(s);
+      case 'check': {
+        this.evidence[s.op] = await this.read(s.op);
+        this.shape.push(`check${s.op}`);
+        return;
+      }
       case 'revoke': {
         const def = this.def(s.op);
         const below = def.lock.generation + 1;
@@ -380,7 +397,7 @@ export class ModelRun {
     if (call.kind === 'resolve') {
       const tally = a.outcome === 'resolved' ? `resolved_${a.status ?? ''}` : a.outcome === 'error' ? a.sqlstate ?? 'error' : a.outcome;
       this.figures.resolutions[tally] = (this.figures.resolutions[tally] ?? 0) + 1;
-      if (a.outcome === 'resolved') this.ledger.resolved(call.id, a.status ?? null);
+      if (a.outcome === 'resolved') this.ledger.resolved(this, call.id, a.status ?? null, call.expectedAttempt);
     }
     this.ledger.onAnswer(this, call, a, true);
   }
@@ -396,14 +413,29 @@ export class ModelRun {
     const presented = s.forged === true ? this.def(1 - s.op) : def;
     const payload = `${def.marker}-resolved-${randomUUID().slice(0, 8)}`;
     const value = JSON.stringify({ m: payload });
+    // The evidence's epoch: what the last check read, or (no check) the operation read now.
+    const evidence = this.evidence[s.op] ?? (await this.read(s.op)) ?? { attempt: 1, status: undefined };
     await this.admin(
-      { kind: 'resolve', id: def.id, outcome: s.outcome, payload, request: presented.lock.request },
+      {
+        kind: 'resolve', id: def.id, outcome: s.outcome, payload, request: presented.lock.request,
+        expectedAttempt: evidence.attempt, ...(evidence.status === undefined ? {} : { expectedStatus: evidence.status }),
+      },
       `select r.outcome, r.reason, r.status::text as status, r.attempt, r.settled_attempt, r.result::text as result, r.error::text as error, ${NOW}
          from settle.resolve(tenant => $1, key => $2, fingerprint => settle.fingerprint($3::jsonb), outcome => $4,
-                             reason => 'model-based test: verified downstream', result => $5::jsonb, error => $6::jsonb) r`,
-      [def.tenant, def.key, this.requestOf(presented.lock, presented), s.outcome, s.outcome === 'completed' ? value : null, s.outcome === 'failed' ? value : null],
+                             reason => 'model-based test: verified downstream', result => $5::jsonb, error => $6::jsonb,
+                             expected_attempt => $7::integer, expected_status => $8::settle.status) r`,
+      [def.tenant, def.key, this.requestOf(presented.lock, presented), s.outcome, s.outcome === 'completed' ? value : null, s.outcome === 'failed' ? value : null,
+        evidence.attempt, evidence.status ?? null],
       (row) => normalizeRow(row),
     );
+  }
+
+  /** The operation's attempt and status as committed now (the observer reads them). */
+  private async read(op: number): Promise<{ attempt: number; status: Status } | null> {
+    const def = this.def(op);
+    const { rows } = await this.c.observer.query<{ attempt: number; status: Status }>(
+      `select attempt, status::text as status from settle_private.operations where tenant = $1 and key = $2`, [def.tenant, def.key]);
+    return rows[0] ?? null;
   }
 
   private async lapse(op: number): Promise<void> {
@@ -850,9 +882,19 @@ class Ledger {
     }
   }
 
-  /** A failed resolution is the operator's verified assertion that no attempt took effect. */
-  resolved(id: string, status: string | null): void {
-    if (status === 'failed') this.of(id).failedSeen = true;
+  /**
+   * A failed resolution is the operator's verified assertion that no attempt took effect, valid
+   * for the attempts its evidence saw: a later attempt that may have taken effect must not be
+   * judged by it.
+   */
+  resolved(run: ModelRun, id: string, status: string | null, expectedAttempt: number): void {
+    if (status !== 'failed') return;
+    const led = this.of(id);
+    const later = [...led.effect].filter((a) => a > expectedAttempt && !led.failedAttempts.has(a));
+    if (later.length > 0) {
+      run.fail('false-failed', `${id}: a failed resolution of the evidence of attempt ${expectedAttempt} judged attempt ${later.join(', ')}, which may have taken effect`);
+    }
+    led.failedSeen = true;
   }
 
   onAnswer(run: ModelRun, call: Call, a: Answer, committed: boolean, txConn: number | null = null): void {

@@ -264,4 +264,65 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
       { t: 'end', commit: false, longWait: true },
     ],
   },
+  {
+    // The evidence's epoch: attempt 1 lost its response; the reconciler read the operation
+    // (attempt 1, unknown) and checked the downstream; the client retried: attempt 2 ran and lost
+    // its response too. The verdict read for attempt 1 is refused (SE053): it never judges attempt
+    // 2, whose success then settles. Read again and checked again, a verdict of attempt 2 applies.
+    name: 'resolve: a verdict read for attempt 1 never judges attempt 2 (SE053); attempt 2 still settles',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'report_unknown', op: 0, ticket: 'latest' } },
+      { t: 'check', op: 0 },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 1, call: { kind: 'report_unknown', op: 0, ticket: 'latest' } },
+      { t: 'resolve', op: 0, outcome: 'failed' },
+      { t: 'resolve', op: 0, outcome: 'completed' },
+      { t: 'call', conn: 1, call: { kind: 'complete', op: 0, ticket: 'latest' } },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 1, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'report_unknown', op: 1, ticket: 'latest' } },
+      { t: 'check', op: 1 },
+      { t: 'call', conn: 2, call: { kind: 'complete', op: 1, ticket: 'latest', mismatch: 'generation' } },
+      { t: 'resolve', op: 1, outcome: 'failed' },
+      { t: 'check', op: 1 },
+      { t: 'resolve', op: 1, outcome: 'failed' },
+      { t: 'call', conn: 0, call: { kind: 'complete', op: 1, ticket: 'latest' } },
+    ],
+  },
+  {
+    // A mismatched success presenting the attempt's own token while it holds the lease: conflict
+    // (conflict_on binding), the status moves to conflict, the attempt records conflict, loses its
+    // lease and is fenced for good (its later failure is attempt_conflicted); the operation never
+    // becomes failed through it: the last failure is needs_reconciliation, a redrive keeps it in
+    // doubt.
+    name: 'a mismatched success with the attempt\'s own token: conflict, the attempt fenced for good, never failed after it',
+    maxAttempts: [2, 2],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 1, call: { kind: 'complete', op: 0, ticket: 'latest', mismatch: 'generation' } },
+      { t: 'call', conn: 0, call: { kind: 'fail', op: 0, ticket: 'latest', retryable: false } },
+      { t: 'call', conn: 2, call: { kind: 'get', op: 0, variant: 'same' } },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'fail', op: 0, ticket: 'latest', retryable: true } },
+      { t: 'redrive', op: 0 },
+      { t: 'call', conn: 2, call: { kind: 'get', op: 0, variant: 'same' } },
+    ],
+  },
+  {
+    // A mismatched success presenting a token that is not the attempt's (a guessed or stale one):
+    // the token gate answers first, fenced invalid_token, and nothing changes: no conflict status,
+    // nothing on the attempt, nothing disclosed. The attempt's own final failure then settles
+    // failed (running -> failed), and a redrive of nothing is refused.
+    name: 'a mismatched success with a token that is not the attempt\'s: fenced invalid_token, nothing changes',
+    maxAttempts: [2, 2],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 1, call: { kind: 'complete', op: 0, ticket: 'forged', mismatch: 'generation' } },
+      { t: 'call', conn: 1, call: { kind: 'complete', op: 0, ticket: 'forged', mismatch: 'fingerprint' } },
+      { t: 'call', conn: 0, call: { kind: 'fail', op: 0, ticket: 'latest', retryable: false } },
+      { t: 'redrive', op: 0 },
+      { t: 'call', conn: 2, call: { kind: 'get', op: 0, variant: 'same' } },
+    ],
+  },
 ];

@@ -233,7 +233,7 @@ async function operatorResolve(
       const { rows } = await world.operator.query<Record<string, unknown>>(
         `select outcome, reason, status::text as status, attempt, settled_attempt, result, error
            from settle.resolve(tenant => $1, key => $2, fingerprint => settle.fingerprint($3::jsonb), outcome => $4,
-                               expected_attempt => coalesce((select o.attempt from settle.operations o where o.tenant = $1 and o.key = $2), 1),
+                               expected_attempt => coalesce((select o.attempt from settle.inspect($1, $2) o), 1),
                                reason => 'workload: checked the downstream', result => $5::jsonb, error => $6::jsonb)`,
         [world.tenant, key, JSON.stringify(request), completed ? 'completed' : 'failed',
           completed ? JSON.stringify(value) : null, completed ? null : JSON.stringify(value)],
