@@ -64,6 +64,17 @@ const MODEL_MUTANTS: readonly ModelMutant[] = [
     }],
   },
   {
+    name: 'resolve-ignores-epoch',
+    defect: 'I30 2.2: settle.resolve ignores the evidence\'s epoch, so a verdict read for attempt N judges a later attempt that may have taken effect',
+    replacements: [{
+      file: RECONCILIATION,
+      find: `  if v_op.attempt <> resolve.expected_attempt
+     or (resolve.expected_status is not null and v_op.status <> resolve.expected_status) then`,
+      replace: `  if false then`,
+    }],
+    randomRuns: 25,
+  },
+  {
     name: 'in-doubt-ignored',
     defect: 'I21: rerun_after_unknown => false still opens a new attempt on a reported unknown',
     replacements: [{ file: CLAIM, find: IN_DOUBT, replace: `if false then` }],

@@ -266,6 +266,7 @@ export class ModelRun {
     if (feed !== undefined) return feed;
     const op = rng.int(0, 1);
     if (this.txConn === null && rng.chance(0.22)) return this.episode(rng);
+    if (this.txConn === null && rng.chance(0.1)) return this.verdictRace(rng, op);
     const r = rng.next();
     if (r < 0.05) return { t: 'lapse', op };
     if (r < 0.09) return { t: 'expire' };
@@ -276,9 +277,42 @@ export class ModelRun {
     // evidence read some steps earlier (a check), so that attempts opened since meet a verdict
     // that did not see them.
     const lost = ['unknown', 'conflict'].includes(this.scenarios[0]?.committed.ops[this.def(op).id]?.status ?? '');
-    if (lost && r < 0.21) return { t: 'check', op };
+    const checked = this.evidence[op] !== null && this.evidence[op] !== undefined;
+    if (lost && checked && this.txConn === null && r < 0.45 && rng.chance(0.6)) {
+      // A client retry races a verdict read earlier: a new attempt runs (and may take effect, then
+      // lose its response) between the check and the resolve.
+      const conn = rng.int(0, 2);
+      const report: CallSpec = rng.chance(0.7) ? { kind: 'report_unknown', op, ticket: 'latest' } : { kind: 'fail', op, ticket: 'latest', retryable: true };
+      return [
+        { t: 'call', conn, call: { kind: 'claim', op, variant: 'same', short: false } },
+        { t: 'call', conn, call: report },
+        { t: 'resolve', op, outcome: rng.chance(0.7) ? 'failed' : 'completed' },
+      ];
+    }
+    if (lost && r < (checked ? 0.18 : 0.24)) return { t: 'check', op };
     if (r < 0.16 || (lost && r < 0.33)) return { t: 'resolve', op, outcome: rng.chance(0.5) ? 'completed' : 'failed', ...(rng.chance(0.1) ? { forged: true } : {}) };
     return { t: 'call', conn: rng.int(0, 2), call: this.randomCall(rng, op, false) };
+  }
+
+  /**
+   * A verdict and a client retry race: the attempt loses its response, the reconciler reads the
+   * operation and checks the downstream, the client retries (a new attempt runs and reports), and
+   * the verdict arrives: it concerns the attempt the check saw, never the newer one.
+   */
+  private verdictRace(rng: Prng, op: number): Step[] {
+    const conn = rng.int(0, 2);
+    const steps: Step[] = [];
+    if (rng.chance(0.7)) steps.push({ t: 'call', conn, call: { kind: 'report_unknown', op, ticket: 'latest' } });
+    steps.push({ t: 'check', op });
+    const retries = rng.int(0, 2);
+    for (let i = 0; i < retries; i++) {
+      const c = rng.int(0, 2);
+      steps.push({ t: 'call', conn: c, call: { kind: 'claim', op, variant: 'same', short: false } });
+      const r = rng.next();
+      steps.push({ t: 'call', conn: c, call: r < 0.6 ? { kind: 'report_unknown', op, ticket: 'latest' } : r < 0.8 ? { kind: 'fail', op, ticket: 'latest', retryable: true } : { kind: 'complete', op, ticket: 'latest' } });
+    }
+    steps.push({ t: 'resolve', op, outcome: rng.chance(0.7) ? 'failed' : 'completed' });
+    return steps;
   }
 
   /** One connection opens a transaction, calls, others call (and may wait), then it ends. */
