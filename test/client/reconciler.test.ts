@@ -6,6 +6,7 @@ import {
   type ReconcileCandidate,
   type ReconcileDecision,
   resolveOperation,
+  ResolveEvidenceStaleError,
   ResolveFingerprintMismatchError,
   SettleInputError,
 } from '../../src/index.js';
@@ -154,5 +155,78 @@ describe('createReconciler', () => {
     expect(rows).toHaveLength(2);
     expect(rows[0].detail.reason).toMatch(/^reconciler reconciler-[ab]: PSP shows the charge$/);
     expect(rows[0].detail.evidence).toMatchObject({ checked_by: expect.stringMatching(/^reconciler-[ab]$/), checks: 1 });
+  });
+});
+
+describe('createReconciler: the precondition and HTTP keys', () => {
+  it('a client retry while the check runs: the verdict is refused (SE053), nothing is judged, the retry\'s success settles', async () => {
+    const key = await needsReconciliation('retried');
+    let second: Awaited<ReturnType<typeof t.app.claim>> | undefined;
+    const errors: unknown[] = [];
+    const reconciler = createReconciler({
+      client: t.client({ role: 'settle_reconciler' }),
+      holder: 'reconciler-epoch',
+      batchSize: 100,
+      retryAfterMs: 3_600_000,
+      check: async (op) => {
+        if (op.key !== key) return undefined;
+        expect(op.attempt).toBe(1);
+        // Meanwhile an operator redrives it and the client retries: attempt 2 charges and loses
+        // the response. The lookup below saw no charge (it looked before attempt 2 ran).
+        await t.admin.redrive({ tenant, key, reason: 'retry it' });
+        second = await t.app.claim({ tenant, key, request: { amount: '5.00', charge: key }, binding, maxAttempts: 1 });
+        if (second.outcome !== 'acquired') throw new Error(`claim answered ${second.outcome}`);
+        await t.app.reportUnknown(second.attempt);
+        return { outcome: 'failed', error: { code: 'no_charge' }, reason: 'PSP has no charge (yet)' };
+      },
+      onError: (error) => errors.push(error),
+    });
+    const summary = await reconciler.sweep();
+    expect(summary.operations.find((o) => o.key === key)?.result).toBe('refused');
+    expect(errors.some((e) => e instanceof ResolveEvidenceStaleError)).toBe(true);
+    expect(await stateOf(key)).toMatchObject({ status: 'unknown' });
+    if (second?.outcome !== 'acquired') throw new Error('no second attempt');
+    expect(await t.app.complete(second.attempt, { charge: 'ch_2' })).toMatchObject({ outcome: 'settled' });
+    expect(await stateOf(key)).toMatchObject({ status: 'completed', result: { charge: 'ch_2' } });
+  });
+
+  it('a key of the HTTP middleware: a plain result is refused, saying why; an http decision stores the response format', async () => {
+    // The middleware's request description (src/http/core/fingerprint.ts).
+    const httpKey = async (label: string, url: string): Promise<string> => {
+      const key = uniqueKey(label);
+      const claim = await t.app.claim({ tenant, key, request: { v: 2, method: 'POST', url, body: 'none', headers: {} }, binding, maxAttempts: 1 });
+      if (claim.outcome !== 'acquired') throw new Error(`claim answered ${claim.outcome}`);
+      await t.app.reportUnknown(claim.attempt);
+      return key;
+    };
+    const plain = await httpKey('http-plain', '/payouts/1');
+    const aware = await httpKey('http-aware', '/payouts/2');
+    const errors: unknown[] = [];
+    const reconciler = createReconciler({
+      client: t.client({ role: 'settle_reconciler' }),
+      holder: 'reconciler-http',
+      batchSize: 100,
+      retryAfterMs: 3_600_000,
+      check: async (op) => {
+        if (op.key === plain) return { outcome: 'completed', result: { payout: 'po_1' } };
+        if (op.key === aware) return { outcome: 'completed', http: { status: 201, body: { payout: 'po_2' }, headers: { 'content-type': 'application/json', location: '/payouts/po_2' } } };
+        return undefined;
+      },
+      onError: (error) => errors.push(error),
+    });
+    const summary = await reconciler.sweep();
+    const results = Object.fromEntries(summary.operations.filter((o) => [plain, aware].includes(o.key)).map((o) => [o.key, o.result]));
+    expect(results).toEqual({ [plain]: 'refused', [aware]: 'resolved_completed' });
+    const refusal = errors.find((e) => e instanceof SettleInputError) as Error | undefined;
+    expect(refusal?.message).toMatch(/HTTP Idempotency-Key middleware.*idempotency-misconfigured/);
+    expect(await stateOf(plain)).toMatchObject({ status: 'unknown' });
+    expect(await stateOf(aware)).toMatchObject({
+      status: 'completed',
+      result: {
+        v: 1, stored: true, status: 201,
+        headers: [['content-type', 'application/json'], ['location', '/payouts/po_2']],
+        body: Buffer.from('{"payout":"po_2"}').toString('base64'),
+      },
+    });
   });
 });
