@@ -292,7 +292,7 @@ declare
   v_delegated constant text[] := array['settle._claim', 'settle.heartbeat', 'settle.complete', 'settle.fail',
     'settle.report_unknown', 'settle.get', 'settle._resolve'];
   v_force constant text[] := array['settle_private._expire_key', 'settle_private._purge_key',
-    'settle_private._purge_tombstone'];
+    'settle_private._purge_tombstone', 'settle_private._dead_letter_in_doubt_key'];
   v_failed text;
 begin
   for v_fn in

@@ -268,7 +268,7 @@ create table settle_private.settings (
   value interval not null,
   updated_at timestamptz not null,
   constraint settings_pkey primary key (name),
-  constraint setting_is_known check (name in ('purge_min_retention', 'retention')),
+  constraint setting_is_known check (name in ('purge_min_retention', 'retention', 'in_doubt_after')),
   constraint setting_not_negative check (value >= interval '0')
 );
 comment on table settle_private.settings is

@@ -37,10 +37,20 @@
 -- applying the same resolution twice stays idempotent. The reconciler leases the operations it checks
 -- (settle.lease_reconciliation) so that several processes share the work.
 --
--- Upkeep: settle.run_upkeep runs what is due of three jobs, expire_leases (default every
--- minute), purge (default every hour, retention 7 days, never an unresolved operation) and
--- trim_feed (default every minute: settle.trim_feed, never an event a registered consumer has not
--- acknowledged; without it the feed's own copy of every outcome would stay forever), each under
+-- In-doubt operations whose caller gave up: an operation that may have taken effect (unknown,
+-- conflict, or pending after a lapsed lease nobody reported on) with budget left is dead-lettered
+-- only when an attempt spends the budget. A caller that got a timeout and never retried leaves it
+-- so for good: no dead letter, so no reconciler and no `pg-settle dead-letters` sees it, and the
+-- feed never delivers it. settle.dead_letter_in_doubt gives it a lifecycle: once no attempt has
+-- touched it for in_doubt_after (default 15 minutes, settle.set_in_doubt_after) and no lease is
+-- held, it is dead-lettered needs_reconciliation (audited: event expire, outcome dead_lettered,
+-- cause in_doubt_abandoned), the state a spent budget leads to, so the reconciler leases it.
+--
+-- Upkeep: settle.run_upkeep runs what is due of four jobs, expire_leases (default every
+-- minute), dead_letter_in_doubt (default every minute), purge (default every hour, retention 7
+-- days, never an unresolved operation) and trim_feed (default every minute: settle.trim_feed,
+-- never an event a registered consumer has not acknowledged; without it the feed's own copy of
+-- every outcome would stay forever), each under
 -- its job row's lock taken with SKIP LOCKED: whoever calls it (a pg_cron job, several
 -- `pg-settle maintain` loops) one caller runs a job at a time, and a job that ran recently is
 -- not run again. settle.upkeep shows when each job last ran and whether it is overdue.
@@ -415,6 +425,12 @@ SQLSTATEs: SE001, SE002, SE008. Locking: the lease row. Idempotency: repeating m
 insert into settle_private.settings (name, value, updated_at)
 values ('retention', interval '7 days', clock_timestamp());
 
+-- Default age after which an abandoned in-doubt operation is dead-lettered: 15 minutes, longer
+-- than a client's retry loop (which opens an attempt, and so touches the operation, on every
+-- retry with reconcile) and short enough that a charged payout is checked within the hour.
+insert into settle_private.settings (name, value, updated_at)
+values ('in_doubt_after', interval '15 minutes', clock_timestamp());
+
 create table settle_private.upkeep_jobs (
   job text not null,
   every interval not null,
@@ -428,11 +444,11 @@ create table settle_private.upkeep_jobs (
   runs bigint not null default 0,
   failures bigint not null default 0,
   constraint upkeep_jobs_pkey primary key (job),
-  constraint upkeep_job_is_known check (job in ('expire_leases', 'purge', 'trim_feed')),
+  constraint upkeep_job_is_known check (job in ('expire_leases', 'dead_letter_in_doubt', 'purge', 'trim_feed')),
   constraint upkeep_every_in_range check (every between interval '1 second' and interval '1 day')
 );
 comment on table settle_private.upkeep_jobs is
-  'The upkeep jobs settle.run_upkeep runs (expire_leases, purge, trim_feed): how often, and what their last run did. Private: read settle.upkeep.';
+  'The upkeep jobs settle.run_upkeep runs (expire_leases, dead_letter_in_doubt, purge, trim_feed): how often, and what their last run did. Private: read settle.upkeep.';
 alter table settle_private.upkeep_jobs enable row level security;
 alter table settle_private.upkeep_jobs force row level security;
 create policy owner_only on settle_private.upkeep_jobs to settle_owner using (true) with check (true);
@@ -440,6 +456,7 @@ revoke all on settle_private.upkeep_jobs from public;
 
 insert into settle_private.upkeep_jobs (job, every, created_at)
 values ('expire_leases', interval '1 minute', clock_timestamp()),
+       ('dead_letter_in_doubt', interval '1 minute', clock_timestamp()),
        ('purge', interval '1 hour', clock_timestamp()),
        ('trim_feed', interval '1 minute', clock_timestamp());
 
@@ -451,7 +468,132 @@ select j.job, j.every,
        clock_timestamp() > coalesce(j.last_finished_at, j.created_at) + 2 * j.every + interval '1 minute' as overdue
   from settle_private.upkeep_jobs j;
 comment on view settle.upkeep is
-  'The upkeep jobs (expire_leases, purge, trim_feed) settle.run_upkeep runs: every (the interval), retention (purge: terminal operations older than this go), the last run (started, finished, ok, detail, error, by whom), runs and failures, next_due_at, and overdue: no run finished within twice the interval plus a minute (nothing runs settle.run_upkeep: schedule it, docs/operations.md "Upkeep").';
+  'The upkeep jobs (expire_leases, dead_letter_in_doubt, purge, trim_feed) settle.run_upkeep runs: every (the interval), retention (purge: terminal operations older than this go), the last run (started, finished, ok, detail, error, by whom), runs and failures, next_due_at, and overdue: no run finished within twice the interval plus a minute (nothing runs settle.run_upkeep: schedule it, docs/operations.md "Upkeep").';
+
+-- The in-doubt step for one operation found by dead_letter_in_doubt's lock-free scan: lock the
+-- row without waiting (a busy row is a live caller: left alone), decide again under the lock
+-- (unleased, not dead-lettered, untouched since `cutoff`, may have taken effect) and dead-letter
+-- it needs_reconciliation through _dead_letter (00008), as a spent budget would. Returns 1
+-- (dead-lettered) or 0. One operation's rows, found by (tenant, key): on Citus the call is
+-- delegated to the worker holding the key (force_delegation, sql/citus/distribute.sql).
+create function settle_private._dead_letter_in_doubt_key(tenant text, key text, cutoff timestamptz, as_of timestamptz,
+                                                         actor text)
+returns integer
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_op settle_private.operations;
+  v_after settle_private.operations;
+begin
+  select * into v_op from settle_private.operations o
+   where o.tenant = _dead_letter_in_doubt_key.tenant and o.key = _dead_letter_in_doubt_key.key
+     and o.lease_token is null and o.dead_lettered_at is null
+     and o.status in ('pending', 'unknown', 'conflict') and o.updated_at <= _dead_letter_in_doubt_key.cutoff
+   for update skip locked;
+  if not found or not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status) then
+    return 0;
+  end if;
+  v_after := settle_private._dead_letter(v_op, _dead_letter_in_doubt_key.as_of, null);
+  perform settle_private._audit(v_op.tenant, v_op.key, _dead_letter_in_doubt_key.as_of, 'expire', 'dead_lettered',
+    v_op.attempt, v_op.status, v_after.status, _dead_letter_in_doubt_key.actor,
+    jsonb_build_object('dead_letter_reason', v_after.dead_letter_reason, 'cause', 'in_doubt_abandoned',
+                       'idle_since', v_op.updated_at, 'attempts', v_op.attempt, 'max_attempts', v_op.max_attempts));
+  return 1;
+end
+$$;
+
+-- dead_letter_in_doubt(older_than, batch_size) -> operations dead-lettered
+create function settle.dead_letter_in_doubt(older_than interval default null, batch_size integer default 1000)
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_after interval := dead_letter_in_doubt.older_than;
+  v_cutoff timestamptz;
+  -- Plain values for the per-key call (Citus refuses a forced delegation carrying an expression).
+  v_actor text := session_user::text;
+  v_mine text[] := settle_private._visible_tenants();
+  v_due record;
+  v_done integer;
+  v_count integer := 0;
+begin
+  perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  if v_after is null then
+    select s.value into v_after from settle_private.settings s where s.name = 'in_doubt_after';
+  elsif v_after < interval '0' or not settle_private._exact(v_after) then
+    perform settle_private._raise('SE008', 'older_than must be a non-negative exact duration (no month or year part)',
+      jsonb_build_object('field', 'older_than'), null);
+  end if;
+  v_cutoff := v_now - v_after;
+  -- A lock-free scan (on Citus a multi-shard read) through operations_needing_attention_idx, then
+  -- one locked, re-checked step per key. A pending operation qualifies only if an attempt did
+  -- not record a failure (a lapsed lease nobody reported on): every attempt failing retryably is
+  -- not in doubt, and is left for its caller.
+  for v_due in
+    select o.tenant, o.key from settle_private.operations o
+     where o.status in ('pending', 'unknown', 'conflict') and o.dead_lettered_at is null and o.lease_token is null
+       and o.updated_at <= v_cutoff
+       and (o.status <> 'pending'
+            or exists (select 1 from settle_private.attempts a
+                        where a.tenant = o.tenant and a.key = o.key and a.observation is distinct from 'failed'))
+       and (v_mine is null or o.tenant = any (v_mine))
+     order by o.updated_at
+     limit batch_size
+  loop
+    -- The FROM form, so that Citus can delegate the call from inside this function.
+    select r into v_done from settle_private._dead_letter_in_doubt_key(v_due.tenant, v_due.key, v_cutoff, v_now, v_actor) r;
+    v_count := v_count + v_done;
+  end loop;
+  return v_count;
+end
+$$;
+
+comment on function settle.dead_letter_in_doubt(interval, integer) is
+  'Maintenance (the dead_letter_in_doubt upkeep job): dead-letter needs_reconciliation the operations that may have taken effect and that nobody came back for: status unknown or conflict (or pending after a lapsed lease no attempt reported on), no lease held, not dead-lettered, and untouched (no claim, attempt or observation) for older_than. They have budget left, so no attempt would dead-letter them, and a caller that gave up after a timeout leaves them so for good; dead-lettered, the reconciler (settle.lease_reconciliation), settle.dead_letters and `pg-settle dead-letters` see them.
+Parameters: older_than (exact, >= 0; default NULL: the stored in_doubt_after, 15 minutes unless settle.set_in_doubt_after changed it); batch_size (1-100000, default 1000); call again while it returns a full batch.
+Outcomes: the number of operations dead-lettered. Each writes an audit row (event expire, outcome dead_lettered, detail cause in_doubt_abandoned, idle_since, dead_letter_reason needs_reconciliation); a pending one moves to unknown, as a spent budget would move it. A caller that claims it afterwards is answered unknown (dead-lettered); a matching success of an earlier attempt still settles it.
+SQLSTATEs: SE008 (older_than, batch_size). A login bound to tenants handles only their operations.
+Locking: finds candidates without locks, then locks each (FOR UPDATE SKIP LOCKED: a row a caller holds is left) and decides again under the lock. Idempotency: safe to run concurrently and repeatedly.';
+
+-- set_in_doubt_after(older_than) -> the new age
+create function settle.set_in_doubt_after(older_than interval)
+returns interval
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_before interval;
+  v_now timestamptz := clock_timestamp();
+begin
+  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('set_in_doubt_after', '{}'::jsonb);
+  end if;
+  if older_than is null or not settle_private._exact(older_than)
+     or older_than not between interval '1 second' and interval '30 days' then
+    perform settle_private._raise('SE008', 'older_than must be an exact duration between 1 second and 30 days',
+      jsonb_build_object('field', 'older_than'), null);
+  end if;
+  select s.value into v_before from settle_private.settings s where s.name = 'in_doubt_after' for update;
+  insert into settle_private.settings as s (name, value, updated_at)
+  values ('in_doubt_after', older_than, v_now)
+  on conflict on constraint settings_pkey do update set value = excluded.value, updated_at = excluded.updated_at;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'set_in_doubt_after', session_user::text, jsonb_build_object('before', v_before::text, 'after', older_than::text));
+  return older_than;
+end
+$$;
+
+comment on function settle.set_in_doubt_after(interval) is
+  'Set how long an operation that may have taken effect (unknown, conflict, or pending after a lapsed lease) may stay untouched, with no lease and budget left, before the dead_letter_in_doubt upkeep job dead-letters it needs_reconciliation for the reconciler (default 15 minutes). Longer than your callers'' retry horizon: a caller that comes back later is answered unknown (dead-lettered).
+Parameters: older_than, an exact duration between 1 second and 30 days.
+Outcomes: the new age; logged in settle.admin_log (event set_in_doubt_after, before and after).
+SQLSTATEs: SE008 (bad duration), SE019 (a login bound to tenants). Locking: the settings row. Idempotency: setting the same value again changes nothing but the log.';
 
 create type settle.upkeep_run as (
   job text,
@@ -459,7 +601,7 @@ create type settle.upkeep_run as (
   detail jsonb
 );
 comment on type settle.upkeep_run is
-  'A row of settle.run_upkeep: job; outcome ran | failed (detail.error) | not_due | busy (another caller is running it); detail (expire_leases: expired, dead_lettered; purge: purged, retention; trim_feed: trimmed).';
+  'A row of settle.run_upkeep: job; outcome ran | failed (detail.error) | not_due | busy (another caller is running it); detail (expire_leases: expired, dead_lettered; dead_letter_in_doubt: dead_lettered, in_doubt_after; purge: purged, retention; trim_feed: trimmed).';
 
 -- run_upkeep(job, force) -> one row per job
 create function settle.run_upkeep(job text default null, force boolean default false)
@@ -480,6 +622,8 @@ declare
   v_total_purged integer;
   v_trimmed integer;
   v_total_trimmed integer;
+  v_in_doubt integer;
+  v_total_in_doubt integer;
   v_retention interval;
   v_rounds integer;
   v_batch constant integer := 1000;
@@ -490,11 +634,13 @@ begin
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('run_upkeep', '{}'::jsonb);
   end if;
-  if run_upkeep.job is not null and run_upkeep.job not in ('expire_leases', 'purge', 'trim_feed') then
-    perform settle_private._raise('SE008', 'job must be expire_leases, purge or trim_feed (or NULL for all three)',
+  if run_upkeep.job is not null and run_upkeep.job not in ('expire_leases', 'dead_letter_in_doubt', 'purge', 'trim_feed') then
+    perform settle_private._raise('SE008', 'job must be expire_leases, dead_letter_in_doubt, purge or trim_feed (or NULL for all four)',
       jsonb_build_object('field', 'job'), null);
   end if;
-  foreach v_name in array array['expire_leases', 'purge', 'trim_feed'] loop
+  -- expire_leases first: a lapsed lease it ends makes its operation touched now, so an
+  -- operation is never dead-lettered as abandoned in the run that found its caller's lease lapsed.
+  foreach v_name in array array['expire_leases', 'dead_letter_in_doubt', 'purge', 'trim_feed'] loop
     continue when run_upkeep.job is not null and run_upkeep.job <> v_name;
     v_now := clock_timestamp();
     -- The job row's lock is the leader election: a second caller skips a job being run.
@@ -520,6 +666,16 @@ begin
           exit when v_expired.expired < v_batch or v_rounds >= v_max_rounds;
         end loop;
         v_detail := jsonb_build_object('expired', v_total_expired, 'dead_lettered', v_total_dead);
+      elsif v_name = 'dead_letter_in_doubt' then
+        select s.value into v_retention from settle_private.settings s where s.name = 'in_doubt_after';
+        v_total_in_doubt := 0;
+        loop
+          v_in_doubt := settle.dead_letter_in_doubt(v_retention, v_batch);
+          v_total_in_doubt := v_total_in_doubt + v_in_doubt;
+          v_rounds := v_rounds + 1;
+          exit when v_in_doubt < v_batch or v_rounds >= v_max_rounds;
+        end loop;
+        v_detail := jsonb_build_object('dead_lettered', v_total_in_doubt, 'in_doubt_after', v_retention::text);
       elsif v_name = 'trim_feed' then
         -- Feed events every registered consumer has acknowledged (settle.trim_feed, 00014): an
         -- event some consumer still has to read stays, whatever its age.
@@ -561,11 +717,11 @@ end
 $$;
 
 comment on function settle.run_upkeep(text, boolean) is
-  'Run the upkeep jobs that are due: expire_leases (settle.expire_leases until a batch is not full, at most 20 batches of 1000), purge (settle.purge with the stored retention, same bounds) and trim_feed (settle.trim_feed until a batch is not full, at most 20 batches of 10000; never an event a registered consumer has not acknowledged). What pg_cron or `pg-settle maintain` call (docs/operations.md "Upkeep").
-Parameters: job (expire_leases, purge, trim_feed, or NULL for all); force (run even if not due, default false).
+  'Run the upkeep jobs that are due: expire_leases (settle.expire_leases until a batch is not full, at most 20 batches of 1000), dead_letter_in_doubt (settle.dead_letter_in_doubt with the stored in_doubt_after, same bounds: operations that may have taken effect and that nobody touched since become dead letters needing reconciliation), purge (settle.purge with the stored retention, same bounds) and trim_feed (settle.trim_feed until a batch is not full, at most 20 batches of 10000; never an event a registered consumer has not acknowledged). What pg_cron or `pg-settle maintain` call (docs/operations.md "Upkeep").
+Parameters: job (expire_leases, dead_letter_in_doubt, purge, trim_feed, or NULL for all); force (run even if not due, default false).
 Outcomes: one row per job: ran (detail: counts) | failed (detail: sqlstate, error; the job''s work is rolled back, the failure recorded) | not_due (ran less than its interval ago) | busy (another caller holds the job: leader election by the job row''s lock, SKIP LOCKED). Each run is recorded in settle.upkeep.
 SQLSTATEs: SE008 (unknown job), SE019 (a login bound to tenants: upkeep is engine-wide).
-Locking: the job''s row in settle_private.upkeep_jobs for the run (FOR UPDATE SKIP LOCKED), then the locks of expire_leases, purge and trim_feed. Idempotency: safe to call from several processes at once and repeatedly.';
+Locking: the job''s row in settle_private.upkeep_jobs for the run (FOR UPDATE SKIP LOCKED), then the locks of expire_leases, dead_letter_in_doubt, purge and trim_feed. Idempotency: safe to call from several processes at once and repeatedly.';
 
 -- set_retention(older_than) -> the new retention
 create function settle.set_retention(older_than interval)
@@ -623,8 +779,8 @@ begin
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('set_upkeep_interval', '{}'::jsonb);
   end if;
-  if set_upkeep_interval.job is null or set_upkeep_interval.job not in ('expire_leases', 'purge', 'trim_feed') then
-    perform settle_private._raise('SE008', 'job must be expire_leases, purge or trim_feed', jsonb_build_object('field', 'job'), null);
+  if set_upkeep_interval.job is null or set_upkeep_interval.job not in ('expire_leases', 'dead_letter_in_doubt', 'purge', 'trim_feed') then
+    perform settle_private._raise('SE008', 'job must be expire_leases, dead_letter_in_doubt, purge or trim_feed', jsonb_build_object('field', 'job'), null);
   end if;
   if every is null or not settle_private._exact(every) or every not between interval '1 second' and interval '1 day' then
     perform settle_private._raise('SE008', 'every must be an exact duration between 1 second and 1 day',
@@ -640,8 +796,8 @@ end
 $$;
 
 comment on function settle.set_upkeep_interval(text, interval) is
-  'Set how often an upkeep job is due (defaults: expire_leases 1 minute, purge 1 hour, trim_feed 1 minute).
-Parameters: job (expire_leases, purge or trim_feed), every (1 second - 1 day, exact).
+  'Set how often an upkeep job is due (defaults: expire_leases 1 minute, dead_letter_in_doubt 1 minute, purge 1 hour, trim_feed 1 minute).
+Parameters: job (expire_leases, dead_letter_in_doubt, purge or trim_feed), every (1 second - 1 day, exact).
 Outcomes: the new interval; logged in settle.admin_log (event set_upkeep_interval).
 SQLSTATEs: SE008, SE019 (a login bound to tenants). Locking: the job row (waits for a running job). Idempotency: repeatable.';
 
@@ -660,7 +816,8 @@ create index audit_log_resolutions_by_at_idx
 -- engine-wide (settle.upkeep).
 create function settle_private._upkeep_metrics()
 returns table (reconciliation_leased bigint, oldest_needs_reconciliation_age_seconds double precision,
-               resolutions_recent bigint, upkeep_jobs_overdue bigint, upkeep_jobs_failing bigint)
+               resolutions_recent bigint, upkeep_jobs_overdue bigint, upkeep_jobs_failing bigint,
+               in_doubt_under_5m bigint, in_doubt_5m_to_1h bigint, in_doubt_over_1h bigint)
 language sql
 stable
 security definer
@@ -677,22 +834,34 @@ select (select count(*) from settle_private.reconciliation_leases l
          where a.event = 'resolve' and a.outcome = 'resolved' and a.at > w.now - w.recent
            and (w.tenants is null or a.tenant = any (w.tenants))) as resolutions_recent,
        (select count(*) from settle.upkeep u where u.overdue) as upkeep_jobs_overdue,
-       (select count(*) from settle_private.upkeep_jobs j where j.last_ok = false) as upkeep_jobs_failing
+       (select count(*) from settle_private.upkeep_jobs j where j.last_ok = false) as upkeep_jobs_failing,
+       d.under_5m as in_doubt_under_5m, d.from_5m_to_1h as in_doubt_5m_to_1h, d.over_1h as in_doubt_over_1h
   from (select clock_timestamp() as now, interval '5 minutes' as recent,
                settle_private._visible_tenants() as tenants) w
+       -- In doubt and not (yet) dead-lettered, by how long nobody touched them: what the
+       -- dead_letter_in_doubt job hands to the reconciler once they pass in_doubt_after.
+       cross join lateral (
+         select count(*) filter (where o.updated_at > w.now - interval '5 minutes') as under_5m,
+                count(*) filter (where o.updated_at <= w.now - interval '5 minutes'
+                                   and o.updated_at > w.now - interval '1 hour') as from_5m_to_1h,
+                count(*) filter (where o.updated_at <= w.now - interval '1 hour') as over_1h
+           from settle_private.operations o
+          where o.status in ('unknown', 'conflict') and o.dead_lettered_at is null
+            and (w.tenants is null or o.tenant = any (w.tenants))) d
 $$;
 comment on function settle_private._upkeep_metrics() is
-  'The reconciliation and upkeep gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
+  'The reconciliation, upkeep and in-doubt gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
 
 -- settle.metrics gains them (the columns of 00010 and 00014 first, unchanged).
 create or replace view settle.metrics as
 select m.*, f.feed_consumers, f.feed_lag_events, f.feed_lag_seconds, f.feed_events_retained,
        u.reconciliation_leased, u.oldest_needs_reconciliation_age_seconds, u.resolutions_recent,
        u.upkeep_jobs_overdue, u.upkeep_jobs_failing,
-       f.feed_horizon_age_seconds, f.feed_horizon_xid_age, f.feed_horizon_held_by_consumer
+       f.feed_horizon_age_seconds, f.feed_horizon_xid_age, f.feed_horizon_held_by_consumer,
+       u.in_doubt_under_5m, u.in_doubt_5m_to_1h, u.in_doubt_over_1h
   from settle_private._metrics() m, settle_private._feed_metrics() f, settle_private._upkeep_metrics() u;
 comment on view settle.metrics is
-  'Gauges for monitoring, one row, each read from a partial index or a small table (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts and refused observations; the settlement feed (consumers, the largest lag in events and the age of the oldest unacknowledged event, events retained); reconciliation (operations a reconciler holds a lease on, the age of the oldest dead letter needing reconciliation, resolutions in the window); upkeep (jobs overdue, jobs whose last run failed); the feed''s horizon (the age in seconds and in transaction ids of the oldest transaction holding it back, and 1 when a feed consumer''s transaction is that one: settle.feed_horizon names it). docs/observability.md lists every column.';
+  'Gauges for monitoring, one row, each read from a partial index or a small table (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts and refused observations; the settlement feed (consumers, the largest lag in events and the age of the oldest unacknowledged event, events retained); reconciliation (operations a reconciler holds a lease on, the age of the oldest dead letter needing reconciliation, resolutions in the window); upkeep (jobs overdue, jobs whose last run failed); the feed''s horizon (the age in seconds and in transaction ids of the oldest transaction holding it back, and 1 when a feed consumer''s transaction is that one: settle.feed_horizon names it); operations in doubt (unknown or conflict, not dead-lettered) by how long nobody touched them (under 5 minutes, 5 minutes to 1 hour, over 1 hour): the dead_letter_in_doubt upkeep job dead-letters them for reconciliation after in_doubt_after. docs/observability.md lists every column.';
 
 -- ---------------------------------------------------------------------------------------
 -- Grants
@@ -704,6 +873,9 @@ revoke all on function settle.resolve(text, text, text, integer, text, text, jso
   settle.run_upkeep(text, boolean),
   settle.set_retention(interval),
   settle.set_upkeep_interval(text, interval),
+  settle.dead_letter_in_doubt(interval, integer),
+  settle.set_in_doubt_after(interval),
+  settle_private._dead_letter_in_doubt_key(text, text, timestamptz, timestamptz, text),
   settle_private._resolving_failed(text, text),
   settle_private._upkeep_metrics()
   from public;
@@ -717,7 +889,9 @@ grant execute on function
   to settle_reconciler, settle_admin;
 grant execute on function
   settle.run_upkeep(text, boolean),
+  settle.dead_letter_in_doubt(interval, integer),
   settle.set_retention(interval),
+  settle.set_in_doubt_after(interval),
   settle.set_upkeep_interval(text, interval)
   to settle_admin;
 grant select on settle.upkeep to settle_readonly, settle_admin;

@@ -30,6 +30,9 @@ interface MetricsRow {
   resolutions_recent: string;
   upkeep_jobs_overdue: string;
   upkeep_jobs_failing: string;
+  in_doubt_under_5m: string;
+  in_doubt_5m_to_1h: string;
+  in_doubt_over_1h: string;
 }
 
 /** `url` authenticated as the login role `name` (trust auth in the test cluster). */
@@ -83,6 +86,9 @@ describe('settle.metrics', () => {
       resolutions_recent: '0',
       upkeep_jobs_overdue: '0',
       upkeep_jobs_failing: '0',
+      in_doubt_under_5m: '0',
+      in_doubt_5m_to_1h: '0',
+      in_doubt_over_1h: '0',
     });
   });
 
@@ -132,6 +138,10 @@ describe('settle.metrics', () => {
       dead_letters_needs_reconciliation: '0',
       conflicts_recent: '2',
       refused_observations_recent: '2',
+      // The unknown one (100 s) and the conflicted one are in doubt, neither dead-lettered yet.
+      in_doubt_under_5m: '2',
+      in_doubt_5m_to_1h: '0',
+      in_doubt_over_1h: '0',
     });
     expect(m.oldest_unknown_age_seconds).toBeGreaterThanOrEqual(100);
     expect(m.oldest_unknown_age_seconds).toBeLessThan(160);

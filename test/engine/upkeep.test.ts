@@ -34,11 +34,12 @@ async function upkeep(client: pg.ClientBase) {
 }
 
 describe('upkeep', () => {
-  it('defaults: expire_leases every minute, purge every hour with a 7-day retention, trim_feed every minute; never ran yet', async () => {
+  it('defaults: expire_leases and dead_letter_in_doubt every minute, purge every hour with a 7-day retention, trim_feed every minute; never ran yet', async () => {
     const admin = await (await loginRole('ops', ['settle_admin'])).connect();
     // `overdue` is left out: a job that never ran is overdue once twice its interval plus a minute
     // has passed since the migration, which a long test run reaches (the last test checks it).
     expect(await upkeep(admin)).toEqual([
+      expect.objectContaining({ job: 'dead_letter_in_doubt', every: '00:01:00', retention: null, runs: 0, last_ok: null }),
       expect.objectContaining({ job: 'expire_leases', every: '00:01:00', retention: null, runs: 0, last_ok: null }),
       expect.objectContaining({ job: 'purge', every: '01:00:00', retention: '7 days', runs: 0, last_ok: null }),
       expect.objectContaining({ job: 'trim_feed', every: '00:01:00', retention: null, runs: 0, last_ok: null }),
@@ -63,19 +64,22 @@ describe('upkeep', () => {
     const first = await runUpkeep(one);
     expect(first.map((r) => [r.job, r.outcome])).toEqual([
       ['expire_leases', 'ran'],
+      ['dead_letter_in_doubt', 'ran'],
       ['purge', 'ran'],
       ['trim_feed', 'ran'],
     ]);
     expect(first[0]?.detail).toMatchObject({ expired: 1 });
-    expect(first[2]?.detail).toMatchObject({ trimmed: expect.any(Number) });
+    expect(first[1]?.detail).toMatchObject({ dead_lettered: 0, in_doubt_after: '00:15:00' });
+    expect(first[3]?.detail).toMatchObject({ trimmed: expect.any(Number) });
     // While `one` holds the job rows, another caller runs nothing and waits for nothing.
-    expect((await runUpkeep(two)).map((r) => r.outcome)).toEqual(['busy', 'busy', 'busy']);
+    expect((await runUpkeep(two)).map((r) => r.outcome)).toEqual(['busy', 'busy', 'busy', 'busy']);
     await one.query('commit');
 
-    expect((await runUpkeep(two)).map((r) => r.outcome)).toEqual(['not_due', 'not_due', 'not_due']);
+    expect((await runUpkeep(two)).map((r) => r.outcome)).toEqual(['not_due', 'not_due', 'not_due', 'not_due']);
     expect((await runUpkeep(two, 'purge', true)).map((r) => r.outcome)).toEqual(['ran']);
     const jobs = await upkeep(two);
     expect(jobs).toEqual([
+      expect.objectContaining({ job: 'dead_letter_in_doubt', last_ok: true, last_by: role.name, runs: 1, overdue: false }),
       expect.objectContaining({ job: 'expire_leases', last_ok: true, last_by: role.name, runs: 1, overdue: false }),
       expect.objectContaining({ job: 'purge', last_ok: true, last_by: role.name, runs: 2, overdue: false }),
       expect.objectContaining({ job: 'trim_feed', last_ok: true, last_by: role.name, runs: 1, overdue: false }),
