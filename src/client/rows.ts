@@ -323,6 +323,9 @@ export const metricsRow = z
     conflicts_recent: int8,
     refused_observations_recent: int8,
     recent_window_seconds: int4,
+    in_doubt_under_5m: int8,
+    in_doubt_5m_to_1h: int8,
+    in_doubt_over_1h: int8,
   })
   .transform(
     (row): SettleMetrics => ({
@@ -337,6 +340,7 @@ export const metricsRow = z
       conflictsRecent: row.conflicts_recent,
       refusedObservationsRecent: row.refused_observations_recent,
       recentWindowSeconds: row.recent_window_seconds,
+      inDoubt: { under5m: row.in_doubt_under_5m, from5mTo1h: row.in_doubt_5m_to_1h, over1h: row.in_doubt_over_1h },
     }),
   );
 

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { defaultClassify } from './classify.js';
 import {
@@ -35,6 +36,9 @@ import type {
 } from './types.js';
 
 export type { Classification } from './classify.js';
+
+/** The worker name of run()'s attempts when the input names none: this process. */
+export const DEFAULT_WORKER = `run:${hostname()}:${process.pid}`;
 export type { EarlierAttempts, ResultSchema, RunContext, RunInput, RunOptions, RunOutcome, UnknownReason, VoidToNull } from './types.js';
 
 const NEEDS_RECONCILIATION_HINT =
@@ -174,7 +178,9 @@ export async function runEffect<T>(
   // to report it unknown again. run() decides this from its options: the input's own field is
   // overridden.
   const rerunAfterUnknown = options?.reconcile !== undefined || options?.rerunAfterUnknown === true;
-  const claimInput: RunInput = input.rerunAfterUnknown === rerunAfterUnknown ? input : { ...input, rerunAfterUnknown };
+  // Every attempt names its process (audit log, settle.attempts), unless the caller named it.
+  const claimInput: RunInput =
+    input.rerunAfterUnknown === rerunAfterUnknown && input.worker !== undefined ? input : { ...input, rerunAfterUnknown, worker: input.worker ?? DEFAULT_WORKER };
   const acquired = await claimLoop(
     input,
     async () => {

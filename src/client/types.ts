@@ -282,6 +282,12 @@ export interface SettleMetrics {
   readonly conflictsRecent: bigint;
   readonly refusedObservationsRecent: bigint;
   readonly recentWindowSeconds: number;
+  /**
+   * Operations in doubt (unknown or conflict, not dead-lettered) by how long nobody touched them.
+   * The dead_letter_in_doubt upkeep job dead-letters them for the reconciler once they pass
+   * in_doubt_after (default 15 minutes; docs/client.md, "What the reconciler picks up").
+   */
+  readonly inDoubt: { readonly under5m: bigint; readonly from5mTo1h: bigint; readonly over1h: bigint };
 }
 
 /** What expireLeases() did in one call: leases ended and operations dead-lettered. */

@@ -76,7 +76,7 @@ afterAll(async () => {
 
 describe('pg-settle maintain, the loop', () => {
   it('two loops at once: each run recorded once, the lapsed lease expired, both stop on SIGTERM', async () => {
-    for (const job of ['expire_leases', 'purge', 'trim_feed']) {
+    for (const job of ['expire_leases', 'dead_letter_in_doubt', 'purge', 'trim_feed']) {
       await su.query(`select settle.set_upkeep_interval(job => $1, every => interval '1 second')`, [job]);
     }
     const claim = await app.claim({ tenant: 'loop', key: 'lapsed', request: { n: 1 }, binding, leaseMs: 60_000 });
@@ -86,7 +86,7 @@ describe('pg-settle maintain, the loop', () => {
     const loops = [startLoop(), startLoop()];
     try {
       // Each loop has made at least three calls (one line per job and call with --json).
-      await until('three calls of each loop', () => loops.every((l) => l.lines.length >= 9), 240_000);
+      await until('three calls of each loop', () => loops.every((l) => l.lines.length >= 12), 240_000);
       const { rows } = await su.query(`select status::text from settle.operations where tenant = 'loop' and key = 'lapsed'`);
       expect(rows).toEqual([{ status: 'pending' }]);
     } finally {

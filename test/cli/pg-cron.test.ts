@@ -147,13 +147,14 @@ describe.skipIf(missing.length > 0)(title, () => {
       },
       240_000,
     );
-    expect(run).toEqual({ status: 'succeeded', return_message: 'SELECT 3', username: SWEEPER });
+    expect(run).toEqual({ status: 'succeeded', return_message: 'SELECT 4', username: SWEEPER });
 
     // What it did, as settle.upkeep recorded it, and in the tables.
     const { rows: upkeep } = await su.query(
       `select job, last_ok, last_by, runs::int >= 1 as ran, last_detail from settle.upkeep order by job`,
     );
     expect(upkeep).toEqual([
+      { job: 'dead_letter_in_doubt', last_ok: true, last_by: SWEEPER, ran: true, last_detail: expect.objectContaining({ dead_lettered: 0 }) },
       { job: 'expire_leases', last_ok: true, last_by: SWEEPER, ran: true, last_detail: expect.objectContaining({}) },
       { job: 'purge', last_ok: true, last_by: SWEEPER, ran: true, last_detail: expect.objectContaining({ retention: '00:00:00' }) },
       { job: 'trim_feed', last_ok: true, last_by: SWEEPER, ran: true, last_detail: expect.objectContaining({}) },
@@ -167,6 +168,7 @@ describe.skipIf(missing.length > 0)(title, () => {
     expect(stats.code, stats.stderr).toBe(0);
     const shown = stats.json.upkeep as { job: string; lastFinishedAt: string | null; lastBy: string; lastOk: boolean; overdue: boolean }[];
     expect(shown.map((j) => [j.job, j.lastBy, j.lastOk, j.overdue])).toEqual([
+      ['dead_letter_in_doubt', SWEEPER, true, false],
       ['expire_leases', SWEEPER, true, false],
       ['purge', SWEEPER, true, false],
       ['trim_feed', SWEEPER, true, false],

@@ -214,6 +214,7 @@ describe('upkeep from the CLI', () => {
     const lines = once.stdout.trim().split('\n').map((l) => JSON.parse(l) as { job: string; outcome: string });
     expect(lines.map((l) => [l.job, l.outcome])).toEqual([
       ['expire_leases', 'ran'],
+      ['dead_letter_in_doubt', 'ran'],
       ['purge', 'ran'],
       ['trim_feed', 'ran'],
     ]);
@@ -223,6 +224,7 @@ describe('upkeep from the CLI', () => {
     const stats = await cli(['stats', '--json']);
     const upkeep = stats.json.upkeep as { job: string; runs: number; lastOk: boolean; overdue: boolean }[];
     expect(upkeep.map((j) => [j.job, j.runs, j.lastOk, j.overdue])).toEqual([
+      ['dead_letter_in_doubt', 1, true, false],
       ['expire_leases', 1, true, false],
       ['purge', 1, true, false],
       ['trim_feed', 1, true, false],

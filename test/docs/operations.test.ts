@@ -248,9 +248,10 @@ describe('docs/operations.md SQL blocks', () => {
     const [jobs, run] = answerOf('from settle.upkeep order by job');
     // Whether a job that never ran is overdue yet depends on how long ago the database was
     // migrated (twice its interval plus a minute): only the jobs listed are checked here.
-    expect(jobs?.rows.map((r) => r.job)).toEqual(['expire_leases', 'purge', 'trim_feed']);
+    expect(jobs?.rows.map((r) => r.job)).toEqual(['dead_letter_in_doubt', 'expire_leases', 'purge', 'trim_feed']);
     expect(run?.rows.map((r) => [r.job, r.outcome])).toEqual([
       ['expire_leases', 'ran'],
+      ['dead_letter_in_doubt', 'ran'],
       ['purge', 'ran'],
       ['trim_feed', 'ran'],
     ]);

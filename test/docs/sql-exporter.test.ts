@@ -73,18 +73,20 @@ describe('deploy/sql_exporter', () => {
     }
     const { fields } = await reader.query('select * from settle.metrics');
     const exported = new Set(metrics.flatMap((m) => m.values));
-    const viaDeadLetters = ['dead_letters_failed', 'dead_letters_needs_reconciliation'];
+    const viaDeadLetters = ['dead_letters_failed', 'dead_letters_needs_reconciliation', 'in_doubt_under_5m', 'in_doubt_5m_to_1h', 'in_doubt_over_1h'];
     const notExported = fields.map((f) => f.name).filter((c) => !exported.has(c) && !viaDeadLetters.includes(c) && c !== 'recent_window_seconds');
     expect(notExported).toEqual([]);
     const dead = await reader.query<{ reason: string }>(queries.get('settle_dead_letters') ?? '');
     expect(dead.rows.map((r) => r.reason)).toEqual(['failed', 'needs_reconciliation']);
+    const inDoubt = await reader.query<{ age: string }>(queries.get('settle_in_doubt') ?? '');
+    expect(inDoubt.rows.map((r) => r.age)).toEqual(['under_5m', '5m_to_1h', 'over_1h']);
 
     const doc = await readFile(path.join(root, 'docs/observability.md'), 'utf8');
     for (const metric of metrics) expect(doc, `docs/observability.md lists ${metric.name}`).toContain(`\`${metric.name}\``);
 
     // The page's table of settle.metrics has exactly the view's columns, in its order.
     const gauges = section(doc, '## SQL gauges', '### Cost at');
-    const documented = [...gauges.matchAll(/^\| `([a-z_]+)` \| (?:bigint|integer|double precision) \|/gm)].map((m) => m[1]);
+    const documented = [...gauges.matchAll(/^\| `([a-z0-9_]+)` \| (?:bigint|integer|double precision) \|/gm)].map((m) => m[1]);
     expect(documented).toEqual(fields.map((f) => f.name));
 
     // Every alert names metrics the page defines: an exported gauge or a client metric.

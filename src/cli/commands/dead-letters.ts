@@ -4,13 +4,15 @@ import { printJson, printText, renderTable } from '../output.js';
 
 export const deadLettersCommand: Command = {
   name: 'dead-letters',
-  summary: 'list operations that spent their attempt budget',
+  summary: 'list operations that spent their attempt budget, or were left in doubt',
   help: `Usage: pg-settle dead-letters [--limit N] [--database-url URL] [--json]
 
-Lists dead-lettered operations (they spent their attempt budget), oldest first, with why:
+Lists dead-lettered operations, oldest first, with why:
   attempts_exhausted     every attempt recorded a failure (status failed)
   needs_reconciliation   an attempt may have taken effect (status unknown or conflict):
-                         check the downstream system before anything else
+                         check the downstream system before anything else. Either the attempt
+                         budget is spent, or nobody touched the operation for in_doubt_after
+                         (15 minutes by default; the dead_letter_in_doubt upkeep job)
 Re-open one with \`pg-settle redrive <tenant> <key>\` (never lowers an unknown operation).
 
   --limit N            at most N rows (1-10000, default 100)

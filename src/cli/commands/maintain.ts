@@ -27,8 +27,9 @@ export const maintainCommand: Command = {
   help: `Usage: pg-settle maintain [--interval D] [--once] [--count N] [--force] [--database-url URL] [--json]
 
 Calls settle.run_upkeep() every --interval until Ctrl-C (SIGINT/SIGTERM): it runs each job that
-is due (expire_leases, every minute by default; purge with the retention stored in the database,
-every hour; trim_feed, every minute), records the run in settle.upkeep (\`pg-settle stats\` shows it) and answers busy when
+is due (expire_leases, every minute by default; dead_letter_in_doubt, every minute: in-doubt
+operations nobody touched for in_doubt_after become dead letters needing reconciliation; purge
+with the retention stored in the database, every hour; trim_feed, every minute), records the run in settle.upkeep (\`pg-settle stats\` shows it) and answers busy when
 another caller is running the job. Run one or more of these (e.g. one per app host): the job
 row's lock elects one runner per job, and a job that ran recently is not run again. Needs a
 login role with settle_admin. Use \`pg-settle schedule\` instead where pg_cron is installed.

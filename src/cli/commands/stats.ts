@@ -14,7 +14,10 @@ export const statsCommand: Command = {
   help: `Usage: pg-settle stats [--watch [--interval D] [--census-interval D] [--count N]] [--database-url URL] [--json]
 
 Per-tenant counts from the settle.stats view: operations by status, dead letters, live and
-lapsed leases, and attempts opened. settle.stats scans every operation. Then the upkeep jobs
+lapsed leases, and attempts opened. settle.stats scans every operation. Then the operations in
+doubt (unknown or conflict, not dead-lettered) by how long nobody touched them: the
+dead_letter_in_doubt upkeep job hands them to the reconciler after in_doubt_after (15 minutes
+by default; see \`pg-settle dead-letters\`). Then the upkeep jobs
 (settle.upkeep: lease expiry and retention): when each last ran, whether it failed, and a
 WARNING for each job that is overdue (nothing runs settle.run_upkeep: see \`pg-settle schedule\`
 and \`pg-settle maintain\`). Last, the session holding the settlement feed's horizon back, if any
@@ -69,8 +72,9 @@ ${COMMON_HELP}`,
       };
       // On a Citus coordinator every node has its own feed: how far behind each consumer is there.
       const feedNodes = await citusFeedLag(pool);
+      const { inDoubt } = await client.metrics();
       if (input.json) {
-        printJson({ ok: true, command: 'stats', tenants: rows, upkeep, feedHorizon, ...(feedNodes.length === 0 ? {} : { feedNodes }) });
+        printJson({ ok: true, command: 'stats', tenants: rows, inDoubt, upkeep, feedHorizon, ...(feedNodes.length === 0 ? {} : { feedNodes }) });
       } else if (rows.length === 0) {
         printText('no operations');
       } else {
@@ -84,6 +88,7 @@ ${COMMON_HELP}`,
           ),
         );
       }
+      if (!input.json) printText(`\nin doubt, not dead-lettered (untouched for): under 5m ${inDoubt.under5m}, 5m-1h ${inDoubt.from5mTo1h}, over 1h ${inDoubt.over1h}`);
       if (!input.json) printText(`\n${renderUpkeep(upkeep)}\nfeed horizon held by: ${describeHolder(horizon)}`);
       if (!input.json && feedNodes.length > 0) {
         printText(
