@@ -21,6 +21,8 @@ import type {
   RunInput,
   RunOptions,
   SettleClient,
+  RunOutcome,
+  VoidToNull,
 } from './types.js';
 
 export type { IdempotentOptions, PerCall } from './types.js';
@@ -98,7 +100,10 @@ export function makeIdempotent<A extends readonly unknown[], R>(
       ...(reconcile === undefined ? {} : { reconcile: (context: RunContext) => reconcile(context, ...args) }),
       ...(rerunAfterUnknown === undefined ? {} : { rerunAfterUnknown }),
     };
-    const outcome = await client.run<R>(input, (context) => contexts.run(context, () => fn(...args)), runOptions);
+    // R is JSON unless a result schema says otherwise (findJsonProblem checks it at run time).
+    const effect = (context: RunContext) => contexts.run(context, () => fn(...args));
+    const run = client.run as (i: RunInput, e: typeof effect, o: RunOptions<R>) => Promise<RunOutcome<VoidToNull<R>>>;
+    const outcome = await run.call(client, input, effect, runOptions);
     if (outcome.outcome === 'completed' || outcome.outcome === 'replay') return outcome.result as R;
     throw unsettledError(outcome, input);
   };

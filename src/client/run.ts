@@ -341,7 +341,7 @@ async function settleSuccess<T>(
     const reason = (error as Error).message;
     await client.reportUnknown(handle, call).catch(() => {});
     throw new EffectResultError(
-      `the effect of ${handle.tenant}/${handle.key} attempt ${handle.attempt} ran, but its result cannot be stored (${reason}); the attempt was recorded as unknown, so the next run() reconciles before it runs the effect again`,
+      `the effect of ${handle.tenant}/${handle.key} attempt ${handle.attempt} ran, but its result cannot be stored (${reason}); the attempt was recorded as unknown, so no later run() runs the effect again unless it passes reconcile (which looks the effect up first) or rerunAfterUnknown; left alone, the operation goes to the reconciler (the dead_letter_in_doubt upkeep job)`,
       { code: 'EFFECT_RESULT', cause: error, issues: error instanceof SettleInputError ? error.issues : [] },
     );
   }

@@ -20,7 +20,7 @@ export type { MeterProviderLike, TelemetryOptions, TracerProviderLike } from './
  * What the HTTP middleware answered: `first` (the handler's own response), `replay` (a stored
  * response), or the status of a refusal it answered itself (400, 409, 422, 500, 503, ...).
  */
-export type HttpRequestResult = 'first' | 'replay' | `${number}`;
+export type HttpRequestResult = 'first' | 'replay' | 'misconfigured' | `${number}`;
 
 /** A transparent retry as the client reports it (typed structurally). */
 interface RetryEventLike {

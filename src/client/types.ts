@@ -4,6 +4,30 @@ import type { Classification } from './classify.js';
 /** A JSON value as stored in jsonb: finite numbers, plain objects and arrays only. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
+/**
+ * `T` where every part is a JSON value: what run() and idempotent() accept from an effect when no
+ * `result` schema is given (a Date, bigint, Map, Set, function or symbol anywhere in it makes the
+ * call fail to compile, rather than fail at run time after the effect ran). Interfaces are
+ * checked member by member, so they need no index signature. `undefined` (an absent optional
+ * member, or no value at all) is allowed: it is not stored.
+ */
+export type JsonResult<T> = T extends Json | undefined | void
+  ? T
+  : T extends Date | bigint | symbol | ((...args: never[]) => unknown) | ReadonlyMap<unknown, unknown> | ReadonlySet<unknown>
+    ? never
+    : T extends readonly (infer U)[]
+      ? readonly JsonResult<U>[]
+      : T extends object
+        ? { [K in keyof T]: JsonResult<T[K]> }
+        : never;
+
+/**
+ * Empty when `T` is JSON (JsonResult). Otherwise one required argument no call can pass, so
+ * run() without a `result` schema does not compile; the compiler names it: return JSON from the
+ * effect (an ISO string for a Date, a string for a bigint), or pass `result`.
+ */
+export type NotJsonWithoutSchema<T> = [T] extends [JsonResult<T>] ? [] : [effectResultIsNotJson_returnJsonOrPassAResultSchema: never];
+
 /** Canonical status, in lattice order: pending/running < unknown < conflict < failed < completed. */
 export type Status = 'pending' | 'running' | 'unknown' | 'conflict' | 'failed' | 'completed';
 
@@ -741,7 +765,9 @@ export interface SettleClient {
   inspect(ref: OperationRef, options?: CallOptions): Promise<OperationRecord | null>;
 
   /** Run an effect exactly once per (tenant, key): claim, heartbeat, settle (see docs/client.md). */
-  run<T = Json>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions<T>): Promise<RunOutcome<VoidToNull<T>>>;
+  run<T>(input: RunInput, effect: (context: RunContext) => Promise<T>, options: RunOptions<T> & { readonly result: ResultSchema<T> }): Promise<RunOutcome<VoidToNull<T>>>;
+  /** Without a `result` schema the effect's value must be JSON (JsonResult): a Date or bigint does not compile. */
+  run<T = Json>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions<T>, ...notJson: NotJsonWithoutSchema<T>): Promise<RunOutcome<VoidToNull<T>>>;
   /**
    * Wrap an async function once and call it as before: each call runs through run() under the
    * key, request, tenant and binding derived from its arguments. A completed call's result is

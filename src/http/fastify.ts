@@ -187,6 +187,8 @@ async function readPayload(payload: unknown, maxBytes: number): Promise<{ body: 
 
 export default idempotency;
 export type { IdempotencyContext } from './core/context.js';
-export type { IdempotencyBinding, IdempotencyOptions, ResponseDecision, RouteOptions } from './core/options.js';
+export { downstreamKeyOf } from './core/context.js';
+export { byKeyPrefix } from './core/key-prefix.js';
+export type { IdempotencyBinding, IdempotencyOptions, InDoubtKey, ResponseDecision, RouteOptions } from './core/options.js';
 export { defaultResponsePolicy } from './core/options.js';
 export { PROBLEMS } from './core/problem.js';

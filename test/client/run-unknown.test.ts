@@ -285,8 +285,37 @@ describe('run(): results that cannot be stored', () => {
     });
     expect(again).toMatchObject({ outcome: 'unknown', reason: 'needs_reconciliation' });
     expect(runs).toBe(1);
+    // The message promises only what happens: no re-run without reconcile or rerunAfterUnknown.
+    expect((error as Error).message).toMatch(/no later run\(\) runs the effect again unless it passes reconcile .* or rerunAfterUnknown/);
+    expect((error as Error).message).not.toMatch(/the next run\(\) reconciles/);
+  });
+
+  it('a Date or bigint result does not compile without a result schema (npm run typecheck checks the directives)', () => {
+    // Never called: the compiler is the test. Each @ts-expect-error fails the typecheck if the
+    // line below it compiles.
+    const calls = (app: typeof t.app) => [
+      // @ts-expect-error a Date is not JSON
+      app.run(input('x'), async () => ({ chargedAt: new Date() })),
+      // @ts-expect-error a bigint is not JSON
+      app.run(input('x'), async () => 10n),
+      // @ts-expect-error a Map deep inside is not JSON either
+      app.run(input('x'), async () => ({ items: [{ byId: new Map<string, number>() }] })),
+      // JSON values, interfaces without index signatures and void compile.
+      app.run(input('x'), async () => ({ chargedAt: new Date().toISOString(), amount: '1.00', tags: ['a'] })),
+      app.run(input('x'), async (): Promise<ChargeShape> => ({ id: 'ch_1', cents: 1 })),
+      app.run(input('x'), async () => {}),
+      // With a schema the effect may return anything the schema accepts.
+      app.run(input('x'), async () => new Date(), { result: z.date() }),
+    ];
+    expect(typeof calls).toBe('function');
   });
 });
+
+interface ChargeShape {
+  readonly id: string;
+  readonly cents: number;
+  readonly note?: string;
+}
 
 describe('run<T>(): typed results', () => {
   const Charge = z.object({ chargeId: z.string(), amountCents: z.number().int() });

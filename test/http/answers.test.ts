@@ -142,7 +142,7 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     }
   });
 
-  test('a login not granted the tenant (SE013): 500 idempotency-misconfigured, no Retry-After, nothing run', async () => {
+  test('a login not granted the tenant (SE013): the caller gets a plain 500, the operator the cause (log hook, metric); nothing run', async () => {
     const role = `http_globex_${framework}_${process.pid}`;
     await ctx.su.query(`drop role if exists ${role}`);
     await ctx.su.query(`create role ${role} login in role settle_app`);
@@ -150,15 +150,20 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     const url = new URL(ctx.db.url);
     url.username = role;
     url.password = '';
-    const bound = createSettleClient({ connectionString: url.toString(), poolSize: 2 });
-    const other = await startApp(framework, { settle: bound });
+    const bound = createSettleClient({ connectionString: url.toString(), poolSize: 2, telemetry: { meterProvider: otel.meterProvider } });
+    const reported: Error[] = [];
+    const other = await startApp(framework, { settle: bound, orders: { onMisconfiguration: (error) => reported.push(error) } });
     try {
       const answer = await send(`${other.url}/orders`, { key: newKey(), json: {}, headers: { 'x-tenant': 'acme' } });
       expect(answer.status).toBe(500);
       expect(answer.headers.get('content-type')).toContain('application/problem+json');
       expect(answer.headers.get('retry-after')).toBeNull();
       expect(answer.json()).toMatchObject({ type: `${PROBLEM}idempotency-misconfigured`, status: 500 });
-      expect(answer.body.toString()).toContain('SE013');
+      // Nothing of the deployment reaches the caller; all of it reaches the operator.
+      expect(answer.body.toString()).not.toMatch(/SE013|grant_tenant|tenant/);
+      expect(reported.map((e) => e.message)).toEqual([expect.stringMatching(/not granted this tenant \(SE013, settle\.grant_tenant\)/)]);
+      expect(reported[0]?.name).toBe('IdempotencyMisconfiguredError');
+      expect(await otel.total('pg_settle.http.requests', { 'pg_settle.http.result': 'misconfigured' })).toBe(1);
       expect(other.hooks.calls.orders).toBeUndefined();
       // The tenant it is granted works.
       expect((await send(`${other.url}/orders`, { key: newKey(), json: {}, headers: { 'x-tenant': 'globex' } })).status).toBe(201);

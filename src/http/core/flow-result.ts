@@ -54,14 +54,43 @@ export { TIMEOUT };
 
 export const answer = (a: HttpAnswer): FlowResult => ({ kind: 'answer', answer: a });
 
-/** A database that cannot be reached before the handler ran: 503, nothing executed. */
-export function storeError(error: unknown, o: Resolved<never>): FlowResult {
+/** Answers the middleware made because the deployment is set up wrong (counted as `misconfigured`). */
+export const MISCONFIGURED = new WeakSet<HttpAnswer>();
+
+/** What the operator is told about a misconfiguration; the caller gets only a plain 500. */
+export class IdempotencyMisconfiguredError extends Error {
+  constructor(detail: string, cause: unknown) {
+    super(`pg-settle idempotency middleware: ${detail}`, { cause });
+    this.name = 'IdempotencyMisconfiguredError';
+  }
+}
+
+/**
+ * A database that cannot be reached before the handler ran: 503, nothing executed. A server set
+ * up wrong: the operator gets the cause (`report`: onMisconfiguration, default console.error,
+ * and the `misconfigured` result of pg_settle.http.requests); the caller a plain 500 that
+ * discloses nothing of the deployment (no SQLSTATE, no function to grant).
+ */
+export function storeError(error: unknown, o: Resolved<never>, report: (error: IdempotencyMisconfiguredError) => void = defaultReport): FlowResult {
   if (isAmbiguous(error)) {
     return answer(problem('settlement-unavailable', o.problemTypeBase, 'the idempotency store did not answer; nothing was executed', {}, { 'retry-after': '1' }));
   }
   const misconfigured = misconfiguration(error);
-  if (misconfigured !== null) return answer(problem('idempotency-misconfigured', o.problemTypeBase, misconfigured));
+  if (misconfigured !== null) {
+    try {
+      report(new IdempotencyMisconfiguredError(misconfigured, error));
+    } catch {
+      // A logger that throws must not turn the answer into a crash.
+    }
+    const plain = problem('idempotency-misconfigured', o.problemTypeBase, 'the server cannot process requests with an Idempotency-Key right now; nothing was executed');
+    MISCONFIGURED.add(plain);
+    return answer(plain);
+  }
   throw error;
+}
+
+function defaultReport(error: IdempotencyMisconfiguredError): void {
+  console.error(error.message);
 }
 
 /**
@@ -125,7 +154,15 @@ export function notAcquired(
  * key), 500 without Retry-After, since retrying the key cannot change it; `deadLettered` says
  * whether the key is already in the operators' queue (needs_reconciliation).
  */
-export function outcomeUnknown(o: Resolved<never>, deadLettered: boolean): FlowResult {
+export function outcomeUnknown(o: Resolved<never>, deadLettered: boolean, waiting = false): FlowResult {
+  if (waiting) {
+    // beforeRerun said wait: the downstream may still tell; a later retry can change the answer.
+    return answer(
+      problem('outcome-unknown', o.problemTypeBase, 'an earlier request with this key may have taken effect and its outcome is not known yet; retry later with the same key', {
+        deadLettered,
+      }, { 'retry-after': '1' }),
+    );
+  }
   return answer(
     problem('outcome-unknown', o.problemTypeBase, 'an earlier request with this key may have taken effect and its outcome is unknown; it is not run again until it is reconciled', {
       deadLettered,

@@ -6,10 +6,10 @@ import { downstreamKeyOf, type IdempotencyContext } from './context.js';
 import { defaultFingerprint, type RequestView } from './fingerprint.js';
 import { parseIdempotencyKey } from './key.js';
 import { keepLease } from './lease.js';
-import type { Resolved } from './options.js';
+import type { InDoubtKey, Resolved } from './options.js';
 import { problem } from './problem.js';
 import { type CapturedResponse, toStored } from './stored-response.js';
-import { answer, type FlowResult, isAmbiguous, notAcquired, type RunHandler, storeError, TIMEOUT, withTimeout } from './flow-result.js';
+import { answer, type FlowResult, isAmbiguous, MISCONFIGURED, notAcquired, outcomeUnknown, type RunHandler, storeError, TIMEOUT, withTimeout } from './flow-result.js';
 import { runInRequestTransaction } from './transaction-flow.js';
 
 // The results and answers transaction-flow.ts shares with this flow live in flow-result.ts (no cycle).
@@ -28,6 +28,7 @@ export async function handleRequest<Req>(view: RequestView, req: Req, o: Resolve
 function httpResultOf(result: FlowResult): HttpRequestResult | null {
   if (result.kind === 'pass') return null;
   if (result.kind === 'captured') return 'first';
+  if (MISCONFIGURED.has(result.answer)) return 'misconfigured';
   return result.answer.replayed ? 'replay' : `${result.answer.status}`;
 }
 
@@ -46,7 +47,7 @@ async function handleKeyedRequest<Req>(view: RequestView, req: Req, o: Resolved<
   const binding = await o.binding(req);
   const input: ClaimInput = {
     tenant: binding.tenant,
-    key: parsed.key,
+    key: o.keyPrefix + parsed.key,
     request: o.fingerprint === undefined ? defaultFingerprint(view, o.fingerprintHeaders, o.fingerprintTarget) : o.fingerprint(view, req),
     binding: { principal: binding.principal, scopes: binding.scopes ?? [], generation: binding.generation },
     leaseMs: o.leaseMs,
@@ -54,10 +55,13 @@ async function handleKeyedRequest<Req>(view: RequestView, req: Req, o: Resolved<
     maxAttempts: o.maxAttempts,
   };
   try {
-    if (o.settlement === 'transaction') return await runInRequestTransaction(input, o, runHandler);
-    return await runUnderLease(input, o, runHandler);
+    if (o.settlement === 'transaction') return await runInRequestTransaction(input, parsed.key, o, runHandler);
+    const beforeRerun = o.beforeRerun;
+    const ask = beforeRerun === undefined ? undefined : (key: InDoubtKey) => beforeRerun(key, req);
+    return await runUnderLease(input, parsed.key, o, runHandler, ask);
   } catch (error) {
-    return storeError(error, o);
+    const report = o.onMisconfiguration;
+    return storeError(error, o, report === undefined ? undefined : (e) => report(e, req));
   }
 }
 
@@ -82,13 +86,28 @@ async function reportInDoubt(handle: AttemptHandle, o: Resolved<never>): Promise
 }
 
 /** Lease mode: claim, run the handler under a renewed lease, settle its response. */
-async function runUnderLease(input: ClaimInput, o: Resolved<never>, runHandler: RunHandler): Promise<FlowResult> {
-  const claimedAt = Date.now();
+async function runUnderLease(
+  input: ClaimInput,
+  clientKey: string,
+  o: Resolved<never>,
+  runHandler: RunHandler,
+  beforeRerun: ((key: InDoubtKey) => Promise<'run' | 'wait'> | 'run' | 'wait') | undefined,
+): Promise<FlowResult> {
+  let claimedAt = Date.now();
   // Without rerunAfterUnknown, as the client's run() without reconcile: never a blind re-run
   // after an unknown outcome. The engine answers such a key `in_doubt` (outcome-unknown here)
   // without opening an attempt, whichever instance or process the retry reaches (docs/http.md,
   // "In-doubt requests"); a takeover after a crash (a lapsed lease, nothing reported) still runs.
-  const claimed = await claimWaiting({ ...input, rerunAfterUnknown: o.rerunAfterUnknown }, o);
+  let claimed = await claimWaiting({ ...input, rerunAfterUnknown: o.rerunAfterUnknown }, o);
+  if (claimed.outcome === 'in_doubt' && beforeRerun !== undefined) {
+    // Asked before an attempt is opened: waiting for the downstream spends no attempt.
+    const verdict = await beforeRerun({
+      tenant: input.tenant, key: clientKey, operationKey: input.key, downstreamKey: downstreamKeyOf(input.tenant, input.key), attempt: claimed.attempt,
+    });
+    if (verdict !== 'run') return outcomeUnknown(o, false, true);
+    claimedAt = Date.now();
+    claimed = await claimWaiting({ ...input, rerunAfterUnknown: true }, o);
+  }
   if (claimed.outcome !== 'acquired') return notAcquired(claimed, o);
   const handle = claimed.attempt;
   const earlier = { count: handle.attempt - 1, reportedUnknown: claimed.status === 'unknown', mayHaveTakenEffect: handle.attempt > 1 };
@@ -96,7 +115,8 @@ async function runUnderLease(input: ClaimInput, o: Resolved<never>, runHandler: 
   const keeper = keepLease(o.settle, handle, o.leaseMs, o.heartbeatIntervalMs, claimedAt);
   let downstreamKey: string | undefined;
   const context: IdempotencyContext = {
-    key: handle.key,
+    key: clientKey,
+    operationKey: handle.key,
     tenant: handle.tenant,
     attempt: handle.attempt,
     earlier,

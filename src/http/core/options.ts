@@ -30,8 +30,29 @@ export function defaultResponsePolicy(status: number): ResponseDecision {
   return status === 504 ? 'unknown' : 'retryable';
 }
 
+/** What `beforeRerun` is told about a key whose earlier attempt reported unknown. */
+export interface InDoubtKey {
+  readonly tenant: string;
+  /** The Idempotency-Key as sent. */
+  readonly key: string;
+  /** The key the engine stores (keyPrefix + key): what the feed, the reconciler and the CLI show. */
+  readonly operationKey: string;
+  /** The same downstreamKey the handler got: look the effect up by it. */
+  readonly downstreamKey: string;
+  /** The attempt that reported unknown. */
+  readonly attempt: number;
+}
+
 /** Options that may differ per route. */
 export interface RouteOptions<Req> {
+  /**
+   * Stored before the client's key (default none): the engine key is `keyPrefix + key`, so the
+   * middleware's keys never meet the keys of your own run() calls in the tenant's key space, and
+   * a feed consumer or reconciler tells them apart (`byKeyPrefix`). 1-64 characters, no spaces;
+   * the client's key may then be at most 255 minus its length. Fixed per route for good: a
+   * changed prefix makes every stored key another key.
+   */
+  readonly keyPrefix?: string;
   /** Methods the middleware acts on (default POST and PATCH); others pass through untouched. */
   readonly methods?: readonly string[];
   /** Answer 400 when the key is missing (default true); false lets keyless requests through. */
@@ -73,6 +94,14 @@ export interface RouteOptions<Req> {
    * API that honours it, or that look their effect up first (`context.earlier`).
    */
   readonly rerunAfterUnknown?: boolean;
+  /**
+   * Asked on a retry of a key whose earlier attempt reported unknown, before any attempt is
+   * opened (instead of `rerunAfterUnknown`): `'run'` runs the handler again as the next attempt;
+   * `'wait'` answers 500 `outcome-unknown` with Retry-After and opens no attempt, so waiting
+   * for the downstream (or the reconciler) never spends the attempt budget. Look the effect up
+   * by `downstreamKey`.
+   */
+  readonly beforeRerun?: (key: InDoubtKey, req: Req) => Promise<'run' | 'wait'> | 'run' | 'wait';
   /** Give the handler this long to respond (default 60 000 ms); then 503 and outcome unknown. */
   readonly handlerTimeoutMs?: number;
   /** What a response becomes (default: defaultResponsePolicy). */
@@ -90,6 +119,14 @@ export interface RouteOptions<Req> {
    * (`pg_settle.http.errors_after_response`).
    */
   readonly onErrorAfterResponse?: (error: unknown, req: Req) => void;
+  /**
+   * Called when the deployment is set up wrong (the login is not granted the binding's tenant,
+   * lacks settle_app, the database is not migrated, the engine refused the key the middleware
+   * built): the error names the cause and how to fix it. The caller gets a plain 500
+   * `idempotency-misconfigured` that discloses none of it. Default: console.error. Counted either
+   * way (`pg_settle.http.requests`, result `misconfigured`).
+   */
+  readonly onMisconfiguration?: (error: Error, req: Req) => void;
 }
 
 export interface IdempotencyOptions<Req> extends RouteOptions<Req> {
@@ -126,11 +163,14 @@ export interface Resolved<Req> {
   readonly waitForMs: number;
   readonly handlerTimeoutMs: number;
   readonly rerunAfterUnknown: boolean;
+  readonly beforeRerun: ((key: InDoubtKey, req: Req) => Promise<'run' | 'wait'> | 'run' | 'wait') | undefined;
+  readonly keyPrefix: string;
   readonly responsePolicy: (status: number) => ResponseDecision;
   readonly settlement: 'lease' | 'transaction';
   readonly isolation: Isolation | undefined;
   readonly problemTypeBase: string;
   readonly onErrorAfterResponse: ((error: unknown, req: Req) => void) | undefined;
+  readonly onMisconfiguration: ((error: Error, req: Req) => void) | undefined;
 }
 
 /** The binding used without a resolver: one shared keyspace (documented loudly in docs/http.md). */
@@ -149,6 +189,13 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>, route: Rou
     );
   }
   const leaseMs = o.leaseMs ?? 30_000;
+  const keyPrefix = o.keyPrefix ?? '';
+  if (o.keyPrefix !== undefined && !(typeof keyPrefix === 'string' && /^[!-~]{1,64}$/.test(keyPrefix))) {
+    throw new RangeError('keyPrefix must be 1-64 visible ASCII characters (no spaces)');
+  }
+  if (o.beforeRerun !== undefined && o.rerunAfterUnknown === true) {
+    throw new RangeError('beforeRerun and rerunAfterUnknown: true exclude each other (beforeRerun decides each re-run)');
+  }
   const maxBodyBytes = o.maxBodyBytes ?? 256 * 1024;
   if (!(Number.isInteger(maxBodyBytes) && maxBodyBytes >= 0 && maxBodyBytes <= MAX_BODY_BYTES_LIMIT)) {
     throw new RangeError(`maxBodyBytes must be an integer 0-${MAX_BODY_BYTES_LIMIT} (stored results are at most 1 MiB as base64 JSON)`);
@@ -160,7 +207,7 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>, route: Rou
     methods: new Set((o.methods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase())),
     required: o.required ?? true,
     strict: o.strict ?? false,
-    maxKeyLength: o.maxKeyLength ?? 255,
+    maxKeyLength: Math.min(o.maxKeyLength ?? 255, 255 - keyPrefix.length),
     fingerprintHeaders: o.fingerprintHeaders ?? [],
     fingerprintTarget: fingerprintTargetOf(o.fingerprintTarget),
     fingerprint: o.fingerprint,
@@ -173,11 +220,14 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>, route: Rou
     waitForMs: o.waitForMs ?? 0,
     handlerTimeoutMs: o.handlerTimeoutMs ?? 60_000,
     rerunAfterUnknown: o.rerunAfterUnknown ?? false,
+    beforeRerun: o.beforeRerun,
+    keyPrefix,
     responsePolicy: o.responsePolicy ?? defaultResponsePolicy,
     settlement: o.settlement ?? 'lease',
     isolation: o.isolation,
     problemTypeBase: o.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE,
     onErrorAfterResponse: o.onErrorAfterResponse,
+    onMisconfiguration: o.onMisconfiguration,
   };
 }
 

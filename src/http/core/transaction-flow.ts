@@ -22,7 +22,7 @@ class HandlerAlreadyRan extends Error {}
  * thrown error or a timeout rolls the handler's writes back and records a failure; the response
  * is sent only after the commit, so a caller never sees a success that did not commit.
  */
-export async function runInRequestTransaction(input: ClaimInput, o: Resolved<never>, runHandler: RunHandler): Promise<FlowResult> {
+export async function runInRequestTransaction(input: ClaimInput, clientKey: string, o: Resolved<never>, runHandler: RunHandler): Promise<FlowResult> {
   let ran = false;
   const outcome = await o.settle.runInTransaction(
     {
@@ -38,7 +38,8 @@ export async function runInRequestTransaction(input: ClaimInput, o: Resolved<nev
       ran = true;
       const captured = await withTimeout(
         runHandler({
-          key: attempt.key,
+          key: clientKey,
+          operationKey: attempt.key,
           tenant: attempt.tenant,
           attempt: attempt.attempt,
           // Earlier attempts of a transaction-mode key rolled back or failed; an unknown can
