@@ -739,12 +739,13 @@ export interface SettleClient {
    */
   consume(
     name: string,
-    handler: FeedHandler,
-    options?: ConsumeOptions & {
-      /** For the NOTIFY listener when the client was created over your own pool. */
-      readonly listenConnectionString?: string;
-    },
+    handler: FeedHandler<'transaction'>,
+    options?: ConsumeOptions & { readonly mode?: 'transaction' } & ListenOption,
   ): Promise<ConsumeSummary>;
+  /** External mode: the handler's context.connection is null (at least once; deduplicate by eventId). */
+  consume(name: string, handler: FeedHandler<'external'>, options: ConsumeOptions & { readonly mode: 'external' } & ListenOption): Promise<ConsumeSummary>;
+  /** A mode known only at run time: context.connection may be null. */
+  consume(name: string, handler: FeedHandler, options?: ConsumeOptions & ListenOption): Promise<ConsumeSummary>;
 
   /** Reserve (tenant, key) on first call, or join it. Never throws for an outcome. */
   claim(input: ClaimInput, options?: CallOptions): Promise<ClaimOutcome>;
@@ -863,11 +864,20 @@ export interface FeedEvent {
 }
 
 /** What consume() passes to the handler with each batch: the consumer, its lane, the transaction (transaction mode) and a signal that fires on stop. */
-export interface FeedBatchContext {
+/** How consume() delivers: `transaction` (exactly once for effects in this database) or `external` (at least once). */
+export type FeedMode = 'transaction' | 'external';
+
+/** The option of consume() for the NOTIFY listener. */
+export interface ListenOption {
+  /** For the NOTIFY listener when the client was created over your own pool. */
+  readonly listenConnectionString?: string;
+}
+
+export interface FeedBatchContext<M extends FeedMode = FeedMode> {
   readonly consumer: string;
   readonly lane: number;
   /** transaction mode: the transaction that reads and acknowledges the batch; write your effect through it. null in external mode. */
-  readonly connection: DatabaseTransactionConnection | null;
+  readonly connection: M extends 'external' ? null : DatabaseTransactionConnection;
   /** Aborted when consume() is asked to stop (the batch may still finish). */
   readonly signal: AbortSignal;
   /** On a Citus cluster (citusRouting): the node ("host:port") whose feed the batch came from. */
@@ -875,7 +885,7 @@ export interface FeedBatchContext {
 }
 
 /** A feed consumer's handler: called with each batch of settlement events, in order; the batch is acknowledged when it resolves. */
-export type FeedHandler = (events: readonly FeedEvent[], context: FeedBatchContext) => Promise<void>;
+export type FeedHandler<M extends FeedMode = FeedMode> = (events: readonly FeedEvent[], context: FeedBatchContext<M>) => Promise<void>;
 
 /** Options of consume(): batch size, delivery mode and pacing (docs/feed.md). */
 export interface ConsumeOptions {

@@ -25,8 +25,16 @@ export const STRICT_COMPILER_OPTIONS = {
   skipLibCheck: false,
 } as const;
 
-/** The documents whose TypeScript snippets an app copies. */
-export const SNIPPET_DOCUMENTS = ['README.md', 'docs/client.md', 'docs/http.md', 'docs/observability.md'] as const;
+/** Every page with a TypeScript block that imports the package (test/docs/snippets.test.ts checks the list is complete). */
+export const SNIPPET_DOCUMENTS = [
+  'README.md',
+  'docs/client.md',
+  'docs/http.md',
+  'docs/observability.md',
+  'docs/feed.md',
+  'docs/operations.md',
+  'docs/scale-out.md',
+] as const;
 
 /** How an example in this repository imports the package, and what an app writes instead. */
 const IMPORT_REWRITES: readonly (readonly [RegExp, string])[] = [
