@@ -1,7 +1,7 @@
 // Runs one HTTP example against a throwaway PostgreSQL of its own, for when no database is at
 // hand: `npx tsx examples/http/throwaway.ts express-app` (or fastify-app). It does what
-// docs/http.md's setup line does as an admin (a login `shop_app` granted settle_app, owning schema
-// `shop`), runs the example's main() as that login, and deletes the server when it ends
+// docs/http.md's setup line does as an admin (a login `shop_app` granted settle_app, that may
+// create in schema `shop`), runs the example's main() as that login, and deletes the server when it ends
 // (examples/support/throwaway-database.ts, as the other examples). The example files themselves
 // stay what an application copies: they take a DATABASE_URL.
 import { runExample } from '../support/throwaway-database.js';
@@ -19,6 +19,6 @@ if (name !== 'express-app' && name !== 'fastify-app') {
 const main = await examples[name]();
 await runExample(
   import.meta.url,
-  { logins: { shop_app: ['settle_app'] }, adminStatements: ['create schema shop authorization shop_app'] },
+  { logins: { shop_app: ['settle_app'] }, adminStatements: ['create schema shop', 'grant usage, create on schema shop to shop_app'] },
   (urls) => main(urls.shop_app),
 );

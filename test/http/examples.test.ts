@@ -41,16 +41,31 @@ const commandOf = (file: string): string => {
 
 let db: TestDatabase;
 let login: string;
+let deploy: string;
 let loginUrl: string;
 beforeAll(async () => {
   db = await createTestDatabase('http_examples');
   login = `shop_app_${randomBytes(4).toString('hex')}`; // roles are cluster-wide: a fresh name
+  deploy = `deploy_${randomBytes(4).toString('hex')}`;
+  // The statements run as the recommended admin: a CREATEROLE login that owns the database (not a
+  // superuser, who may do what that login may not, e.g. create a schema for another role).
   const su = new pg.Client({ connectionString: db.url });
   await su.connect();
   try {
-    for (const statement of setupStatements()) await su.query(statement.replaceAll('shop_app', login));
+    await su.query(`create role ${deploy} login createrole`);
+    await su.query(`alter database "${new URL(db.url).pathname.slice(1)}" owner to ${deploy}`);
   } finally {
     await su.end();
+  }
+  const adminUrl = new URL(db.url);
+  adminUrl.username = deploy;
+  adminUrl.password = '';
+  const admin = new pg.Client({ connectionString: adminUrl.toString() });
+  await admin.connect();
+  try {
+    for (const statement of setupStatements()) await admin.query(statement.replaceAll('shop_app', login));
+  } finally {
+    await admin.end();
   }
   const url = new URL(db.url);
   url.username = login;
@@ -62,14 +77,19 @@ afterAll(async () => {
     const su = new pg.Client({ connectionString: db.url });
     await su.connect();
     await su.query(`drop schema if exists shop cascade; drop owned by ${login}; drop role if exists ${login}`).catch(() => {});
+    await su.query(`alter database "${new URL(db.url).pathname.slice(1)}" owner to current_user; drop owned by ${deploy}; drop role if exists ${deploy}`).catch(() => {});
     await su.end();
   }
   await db?.drop();
 });
 
 describe('HTTP examples', () => {
-  it('the setup makes a settle_app login that owns schema shop and may not create in public', () => {
-    expect(setupStatements()).toEqual(["create role shop_app login password 'shop' in role settle_app", 'create schema shop authorization shop_app']);
+  it('the setup makes a settle_app login that may create in schema shop and not in public', () => {
+    expect(setupStatements()).toEqual([
+      "create role shop_app login password 'shop' in role settle_app",
+      'create schema shop',
+      'grant usage, create on schema shop to shop_app',
+    ]);
   });
 
   it.each(files)('%s runs with its documented command as a settle_app login', { timeout: 120_000 }, async (file) => {

@@ -23,7 +23,7 @@ export async function runUpkeep(pool: DatabasePool, force = false): Promise<{ jo
 
 export const maintainCommand: Command = {
   name: 'maintain',
-  summary: 'run lease expiry, retention and the feed trim on a schedule (the fallback when pg_cron is not installed)',
+  summary: 'run the upkeep jobs (lease expiry, in-doubt hand-over, retention, feed trim) on a schedule (without pg_cron)',
   help: `Usage: pg-settle maintain [--interval D] [--once] [--count N] [--force] [--database-url URL] [--json]
 
 Calls settle.run_upkeep() every --interval until Ctrl-C (SIGINT/SIGTERM): it runs each job that
