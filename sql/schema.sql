@@ -375,7 +375,7 @@ ALTER TYPE settle.upkeep_run OWNER TO settle_owner;
 -- Name: TYPE upkeep_run; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON TYPE settle.upkeep_run IS 'A row of settle.run_upkeep: job; outcome ran | failed (detail.error) | not_due | busy (another caller is running it); detail (expire_leases: expired, dead_lettered; purge: purged, retention; trim_feed: trimmed).';
+COMMENT ON TYPE settle.upkeep_run IS 'A row of settle.run_upkeep: job; outcome ran | failed (detail.error) | not_due | busy (another caller is running it); detail (expire_leases: expired, dead_lettered; dead_letter_in_doubt: dead_lettered, in_doubt_after; purge: purged, retention; trim_feed: trimmed).';
 
 --
 -- Name: audit_event; Type: DOMAIN; Schema: settle_private; Owner: settle_owner
@@ -1088,6 +1088,68 @@ Outcomes: one row per element of keys, in their order: ordinal (1-based), key, a
 SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 a per-key array not one per key; SE063 an array or element NULL (DETAIL: field, ordinal); an element that breaks settle.complete''s rules raises its code (SE002 key, SE004 fingerprint, SE005 result, SE008 attempt) with its ordinal in DETAIL; SE001, SE003 for the shared arguments; SE010 a key never claimed; SE013 tenant not granted to this login role. The whole batch is checked before any key is completed: an error settles nothing.
 Locking: as settle.complete for each key (its operation row, FOR UPDATE), the keys visited in one fixed order (key COLLATE "C", then ordinal), so concurrent batches never deadlock. Works inside the caller''s transaction: commit a same-database effect atomically with the batch''s settlements.
 Idempotency: as settle.complete per key: repeating the batch answers duplicate for every key it settled. Each key leaves what its single complete leaves in settle.audit_log, and its own feed event.';
+
+--
+-- Name: dead_letter_in_doubt(interval, integer); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.dead_letter_in_doubt(older_than interval DEFAULT NULL::interval, batch_size integer DEFAULT 1000) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_after interval := dead_letter_in_doubt.older_than;
+  v_cutoff timestamptz;
+  -- Plain values for the per-key call (Citus refuses a forced delegation carrying an expression).
+  v_actor text := session_user::text;
+  v_mine text[] := settle_private._visible_tenants();
+  v_due record;
+  v_done integer;
+  v_count integer := 0;
+begin
+  perform settle_private._check_count(batch_size, 'batch_size', settle_private._limit('max_batch_size'));
+  if v_after is null then
+    select s.value into v_after from settle_private.settings s where s.name = 'in_doubt_after';
+  elsif v_after < interval '0' or not settle_private._exact(v_after) then
+    perform settle_private._raise('SE008', 'older_than must be a non-negative exact duration (no month or year part)',
+      jsonb_build_object('field', 'older_than'), null);
+  end if;
+  v_cutoff := v_now - v_after;
+  -- A lock-free scan (on Citus a multi-shard read) through operations_needing_attention_idx, then
+  -- one locked, re-checked step per key. A pending operation qualifies only if an attempt did
+  -- not record a failure (a lapsed lease nobody reported on): every attempt failing retryably is
+  -- not in doubt, and is left for its caller.
+  for v_due in
+    select o.tenant, o.key from settle_private.operations o
+     where o.status in ('pending', 'unknown', 'conflict') and o.dead_lettered_at is null and o.lease_token is null
+       and o.updated_at <= v_cutoff
+       and (o.status <> 'pending'
+            or exists (select 1 from settle_private.attempts a
+                        where a.tenant = o.tenant and a.key = o.key and a.observation is distinct from 'failed'))
+       and (v_mine is null or o.tenant = any (v_mine))
+     order by o.updated_at
+     limit batch_size
+  loop
+    -- The FROM form, so that Citus can delegate the call from inside this function.
+    select r into v_done from settle_private._dead_letter_in_doubt_key(v_due.tenant, v_due.key, v_cutoff, v_now, v_actor) r;
+    v_count := v_count + v_done;
+  end loop;
+  return v_count;
+end
+$$;
+
+ALTER FUNCTION settle.dead_letter_in_doubt(older_than interval, batch_size integer) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION dead_letter_in_doubt(older_than interval, batch_size integer); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.dead_letter_in_doubt(older_than interval, batch_size integer) IS 'Maintenance (the dead_letter_in_doubt upkeep job): dead-letter needs_reconciliation the operations that may have taken effect and that nobody came back for: status unknown or conflict (or pending after a lapsed lease no attempt reported on), no lease held, not dead-lettered, and untouched (no claim, attempt or observation) for older_than. They have budget left, so no attempt would dead-letter them, and a caller that gave up after a timeout leaves them so for good; dead-lettered, the reconciler (settle.lease_reconciliation), settle.dead_letters and `pg-settle dead-letters` see them.
+Parameters: older_than (exact, >= 0; default NULL: the stored in_doubt_after, 15 minutes unless settle.set_in_doubt_after changed it); batch_size (1-100000, default 1000); call again while it returns a full batch.
+Outcomes: the number of operations dead-lettered. Each writes an audit row (event expire, outcome dead_lettered, detail cause in_doubt_abandoned, idle_since, dead_letter_reason needs_reconciliation); a pending one moves to unknown, as a spent budget would move it. A caller that claims it afterwards is answered unknown (dead-lettered); a matching success of an earlier attempt still settles it.
+SQLSTATEs: SE008 (older_than, batch_size). A login bound to tenants handles only their operations.
+Locking: finds candidates without locks, then locks each (FOR UPDATE SKIP LOCKED: a row a caller holds is left) and decides again under the lock. Idempotency: safe to run concurrently and repeatedly.';
 
 --
 -- Name: drop_consumer(text); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -2517,6 +2579,8 @@ declare
   v_total_purged integer;
   v_trimmed integer;
   v_total_trimmed integer;
+  v_in_doubt integer;
+  v_total_in_doubt integer;
   v_retention interval;
   v_rounds integer;
   v_batch constant integer := 1000;
@@ -2527,11 +2591,13 @@ begin
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('run_upkeep', '{}'::jsonb);
   end if;
-  if run_upkeep.job is not null and run_upkeep.job not in ('expire_leases', 'purge', 'trim_feed') then
-    perform settle_private._raise('SE008', 'job must be expire_leases, purge or trim_feed (or NULL for all three)',
+  if run_upkeep.job is not null and run_upkeep.job not in ('expire_leases', 'dead_letter_in_doubt', 'purge', 'trim_feed') then
+    perform settle_private._raise('SE008', 'job must be expire_leases, dead_letter_in_doubt, purge or trim_feed (or NULL for all four)',
       jsonb_build_object('field', 'job'), null);
   end if;
-  foreach v_name in array array['expire_leases', 'purge', 'trim_feed'] loop
+  -- expire_leases first: a lapsed lease it ends makes its operation touched now, so an
+  -- operation is never dead-lettered as abandoned in the run that found its caller's lease lapsed.
+  foreach v_name in array array['expire_leases', 'dead_letter_in_doubt', 'purge', 'trim_feed'] loop
     continue when run_upkeep.job is not null and run_upkeep.job <> v_name;
     v_now := clock_timestamp();
     -- The job row's lock is the leader election: a second caller skips a job being run.
@@ -2557,6 +2623,16 @@ begin
           exit when v_expired.expired < v_batch or v_rounds >= v_max_rounds;
         end loop;
         v_detail := jsonb_build_object('expired', v_total_expired, 'dead_lettered', v_total_dead);
+      elsif v_name = 'dead_letter_in_doubt' then
+        select s.value into v_retention from settle_private.settings s where s.name = 'in_doubt_after';
+        v_total_in_doubt := 0;
+        loop
+          v_in_doubt := settle.dead_letter_in_doubt(v_retention, v_batch);
+          v_total_in_doubt := v_total_in_doubt + v_in_doubt;
+          v_rounds := v_rounds + 1;
+          exit when v_in_doubt < v_batch or v_rounds >= v_max_rounds;
+        end loop;
+        v_detail := jsonb_build_object('dead_lettered', v_total_in_doubt, 'in_doubt_after', v_retention::text);
       elsif v_name = 'trim_feed' then
         -- Feed events every registered consumer has acknowledged (settle.trim_feed, 00014): an
         -- event some consumer still has to read stays, whatever its age.
@@ -2603,11 +2679,53 @@ ALTER FUNCTION settle.run_upkeep(job text, force boolean) OWNER TO settle_owner;
 -- Name: FUNCTION run_upkeep(job text, force boolean); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.run_upkeep(job text, force boolean) IS 'Run the upkeep jobs that are due: expire_leases (settle.expire_leases until a batch is not full, at most 20 batches of 1000), purge (settle.purge with the stored retention, same bounds) and trim_feed (settle.trim_feed until a batch is not full, at most 20 batches of 10000; never an event a registered consumer has not acknowledged). What pg_cron or `pg-settle maintain` call (docs/operations.md "Upkeep").
-Parameters: job (expire_leases, purge, trim_feed, or NULL for all); force (run even if not due, default false).
+COMMENT ON FUNCTION settle.run_upkeep(job text, force boolean) IS 'Run the upkeep jobs that are due: expire_leases (settle.expire_leases until a batch is not full, at most 20 batches of 1000), dead_letter_in_doubt (settle.dead_letter_in_doubt with the stored in_doubt_after, same bounds: operations that may have taken effect and that nobody touched since become dead letters needing reconciliation), purge (settle.purge with the stored retention, same bounds) and trim_feed (settle.trim_feed until a batch is not full, at most 20 batches of 10000; never an event a registered consumer has not acknowledged). What pg_cron or `pg-settle maintain` call (docs/operations.md "Upkeep").
+Parameters: job (expire_leases, dead_letter_in_doubt, purge, trim_feed, or NULL for all); force (run even if not due, default false).
 Outcomes: one row per job: ran (detail: counts) | failed (detail: sqlstate, error; the job''s work is rolled back, the failure recorded) | not_due (ran less than its interval ago) | busy (another caller holds the job: leader election by the job row''s lock, SKIP LOCKED). Each run is recorded in settle.upkeep.
 SQLSTATEs: SE008 (unknown job), SE019 (a login bound to tenants: upkeep is engine-wide).
-Locking: the job''s row in settle_private.upkeep_jobs for the run (FOR UPDATE SKIP LOCKED), then the locks of expire_leases, purge and trim_feed. Idempotency: safe to call from several processes at once and repeatedly.';
+Locking: the job''s row in settle_private.upkeep_jobs for the run (FOR UPDATE SKIP LOCKED), then the locks of expire_leases, dead_letter_in_doubt, purge and trim_feed. Idempotency: safe to call from several processes at once and repeatedly.';
+
+--
+-- Name: set_in_doubt_after(interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
+--
+
+CREATE FUNCTION settle.set_in_doubt_after(older_than interval) RETURNS interval
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_before interval;
+  v_now timestamptz := clock_timestamp();
+begin
+  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  if settle_private._visible_tenants() is not null then
+    perform settle_private._refuse_bound('set_in_doubt_after', '{}'::jsonb);
+  end if;
+  if older_than is null or not settle_private._exact(older_than)
+     or older_than not between interval '1 second' and interval '30 days' then
+    perform settle_private._raise('SE008', 'older_than must be an exact duration between 1 second and 30 days',
+      jsonb_build_object('field', 'older_than'), null);
+  end if;
+  select s.value into v_before from settle_private.settings s where s.name = 'in_doubt_after' for update;
+  insert into settle_private.settings as s (name, value, updated_at)
+  values ('in_doubt_after', older_than, v_now)
+  on conflict on constraint settings_pkey do update set value = excluded.value, updated_at = excluded.updated_at;
+  insert into settle_private.admin_log (at, event, actor, detail)
+  values (v_now, 'set_in_doubt_after', session_user::text, jsonb_build_object('before', v_before::text, 'after', older_than::text));
+  return older_than;
+end
+$$;
+
+ALTER FUNCTION settle.set_in_doubt_after(older_than interval) OWNER TO settle_owner;
+
+--
+-- Name: FUNCTION set_in_doubt_after(older_than interval); Type: COMMENT; Schema: settle; Owner: settle_owner
+--
+
+COMMENT ON FUNCTION settle.set_in_doubt_after(older_than interval) IS 'Set how long an operation that may have taken effect (unknown, conflict, or pending after a lapsed lease) may stay untouched, with no lease and budget left, before the dead_letter_in_doubt upkeep job dead-letters it needs_reconciliation for the reconciler (default 15 minutes). Longer than your callers'' retry horizon: a caller that comes back later is answered unknown (dead-lettered).
+Parameters: older_than, an exact duration between 1 second and 30 days.
+Outcomes: the new age; logged in settle.admin_log (event set_in_doubt_after, before and after).
+SQLSTATEs: SE008 (bad duration), SE019 (a login bound to tenants). Locking: the settings row. Idempotency: setting the same value again changes nothing but the log.';
 
 --
 -- Name: set_purge_min_retention(interval); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -2714,8 +2832,8 @@ begin
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('set_upkeep_interval', '{}'::jsonb);
   end if;
-  if set_upkeep_interval.job is null or set_upkeep_interval.job not in ('expire_leases', 'purge', 'trim_feed') then
-    perform settle_private._raise('SE008', 'job must be expire_leases, purge or trim_feed', jsonb_build_object('field', 'job'), null);
+  if set_upkeep_interval.job is null or set_upkeep_interval.job not in ('expire_leases', 'dead_letter_in_doubt', 'purge', 'trim_feed') then
+    perform settle_private._raise('SE008', 'job must be expire_leases, dead_letter_in_doubt, purge or trim_feed', jsonb_build_object('field', 'job'), null);
   end if;
   if every is null or not settle_private._exact(every) or every not between interval '1 second' and interval '1 day' then
     perform settle_private._raise('SE008', 'every must be an exact duration between 1 second and 1 day',
@@ -2736,8 +2854,8 @@ ALTER FUNCTION settle.set_upkeep_interval(job text, every interval) OWNER TO set
 -- Name: FUNCTION set_upkeep_interval(job text, every interval); Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle.set_upkeep_interval(job text, every interval) IS 'Set how often an upkeep job is due (defaults: expire_leases 1 minute, purge 1 hour, trim_feed 1 minute).
-Parameters: job (expire_leases, purge or trim_feed), every (1 second - 1 day, exact).
+COMMENT ON FUNCTION settle.set_upkeep_interval(job text, every interval) IS 'Set how often an upkeep job is due (defaults: expire_leases 1 minute, dead_letter_in_doubt 1 minute, purge 1 hour, trim_feed 1 minute).
+Parameters: job (expire_leases, dead_letter_in_doubt, purge or trim_feed), every (1 second - 1 day, exact).
 Outcomes: the new interval; logged in settle.admin_log (event set_upkeep_interval).
 SQLSTATEs: SE008, SE019 (a login bound to tenants). Locking: the job row (waits for a running job). Idempotency: repeatable.';
 
@@ -3397,6 +3515,37 @@ end
 $$;
 
 ALTER FUNCTION settle_private._dead_letter(op settle_private.operations, as_of timestamp with time zone, error jsonb) OWNER TO settle_owner;
+
+--
+-- Name: _dead_letter_in_doubt_key(text, text, timestamp with time zone, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._dead_letter_in_doubt_key(tenant text, key text, cutoff timestamp with time zone, as_of timestamp with time zone, actor text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_op settle_private.operations;
+  v_after settle_private.operations;
+begin
+  select * into v_op from settle_private.operations o
+   where o.tenant = _dead_letter_in_doubt_key.tenant and o.key = _dead_letter_in_doubt_key.key
+     and o.lease_token is null and o.dead_lettered_at is null
+     and o.status in ('pending', 'unknown', 'conflict') and o.updated_at <= _dead_letter_in_doubt_key.cutoff
+   for update skip locked;
+  if not found or not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status) then
+    return 0;
+  end if;
+  v_after := settle_private._dead_letter(v_op, _dead_letter_in_doubt_key.as_of, null);
+  perform settle_private._audit(v_op.tenant, v_op.key, _dead_letter_in_doubt_key.as_of, 'expire', 'dead_lettered',
+    v_op.attempt, v_op.status, v_after.status, _dead_letter_in_doubt_key.actor,
+    jsonb_build_object('dead_letter_reason', v_after.dead_letter_reason, 'cause', 'in_doubt_abandoned',
+                       'idle_since', v_op.updated_at, 'attempts', v_op.attempt, 'max_attempts', v_op.max_attempts));
+  return 1;
+end
+$$;
+
+ALTER FUNCTION settle_private._dead_letter_in_doubt_key(tenant text, key text, cutoff timestamp with time zone, as_of timestamp with time zone, actor text) OWNER TO settle_owner;
 
 --
 -- Name: _end_attempt(text, text, integer, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -4856,7 +5005,7 @@ ALTER FUNCTION settle_private._tenant_ok(tenant text) OWNER TO settle_owner;
 -- Name: _upkeep_metrics(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private._upkeep_metrics() RETURNS TABLE(reconciliation_leased bigint, oldest_needs_reconciliation_age_seconds double precision, resolutions_recent bigint, upkeep_jobs_overdue bigint, upkeep_jobs_failing bigint)
+CREATE FUNCTION settle_private._upkeep_metrics() RETURNS TABLE(reconciliation_leased bigint, oldest_needs_reconciliation_age_seconds double precision, resolutions_recent bigint, upkeep_jobs_overdue bigint, upkeep_jobs_failing bigint, in_doubt_under_5m bigint, in_doubt_5m_to_1h bigint, in_doubt_over_1h bigint)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET jit TO 'off'
@@ -4871,9 +5020,20 @@ select (select count(*) from settle_private.reconciliation_leases l
          where a.event = 'resolve' and a.outcome = 'resolved' and a.at > w.now - w.recent
            and (w.tenants is null or a.tenant = any (w.tenants))) as resolutions_recent,
        (select count(*) from settle.upkeep u where u.overdue) as upkeep_jobs_overdue,
-       (select count(*) from settle_private.upkeep_jobs j where j.last_ok = false) as upkeep_jobs_failing
+       (select count(*) from settle_private.upkeep_jobs j where j.last_ok = false) as upkeep_jobs_failing,
+       d.under_5m as in_doubt_under_5m, d.from_5m_to_1h as in_doubt_5m_to_1h, d.over_1h as in_doubt_over_1h
   from (select clock_timestamp() as now, interval '5 minutes' as recent,
                settle_private._visible_tenants() as tenants) w
+       -- In doubt and not (yet) dead-lettered, by how long nobody touched them: what the
+       -- dead_letter_in_doubt job hands to the reconciler once they pass in_doubt_after.
+       cross join lateral (
+         select count(*) filter (where o.updated_at > w.now - interval '5 minutes') as under_5m,
+                count(*) filter (where o.updated_at <= w.now - interval '5 minutes'
+                                   and o.updated_at > w.now - interval '1 hour') as from_5m_to_1h,
+                count(*) filter (where o.updated_at <= w.now - interval '1 hour') as over_1h
+           from settle_private.operations o
+          where o.status in ('unknown', 'conflict') and o.dead_lettered_at is null
+            and (w.tenants is null or o.tenant = any (w.tenants))) d
 $$;
 
 ALTER FUNCTION settle_private._upkeep_metrics() OWNER TO settle_owner;
@@ -4882,7 +5042,7 @@ ALTER FUNCTION settle_private._upkeep_metrics() OWNER TO settle_owner;
 -- Name: FUNCTION _upkeep_metrics(); Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON FUNCTION settle_private._upkeep_metrics() IS 'The reconciliation and upkeep gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
+COMMENT ON FUNCTION settle_private._upkeep_metrics() IS 'The reconciliation, upkeep and in-doubt gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
 
 --
 -- Name: tg_any__refuse_delete(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -5748,10 +5908,13 @@ CREATE VIEW settle.metrics AS
     u.upkeep_jobs_failing,
     f.feed_horizon_age_seconds,
     f.feed_horizon_xid_age,
-    f.feed_horizon_held_by_consumer
+    f.feed_horizon_held_by_consumer,
+    u.in_doubt_under_5m,
+    u.in_doubt_5m_to_1h,
+    u.in_doubt_over_1h
    FROM settle_private._metrics() m(operations_in_flight, lapsed_leases, operations_unknown, oldest_unknown_age_seconds, operations_conflict, dead_letters_failed, dead_letters_needs_reconciliation, oldest_dead_letter_age_seconds, conflicts_recent, refused_observations_recent, recent_window_seconds),
     settle_private._feed_metrics() f(feed_consumers, feed_lag_events, feed_lag_seconds, feed_events_retained, feed_horizon_age_seconds, feed_horizon_xid_age, feed_horizon_held_by_consumer),
-    settle_private._upkeep_metrics() u(reconciliation_leased, oldest_needs_reconciliation_age_seconds, resolutions_recent, upkeep_jobs_overdue, upkeep_jobs_failing);
+    settle_private._upkeep_metrics() u(reconciliation_leased, oldest_needs_reconciliation_age_seconds, resolutions_recent, upkeep_jobs_overdue, upkeep_jobs_failing, in_doubt_under_5m, in_doubt_5m_to_1h, in_doubt_over_1h);
 
 ALTER TABLE settle.metrics OWNER TO settle_owner;
 
@@ -5759,7 +5922,7 @@ ALTER TABLE settle.metrics OWNER TO settle_owner;
 -- Name: VIEW metrics; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.metrics IS 'Gauges for monitoring, one row, each read from a partial index or a small table (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts and refused observations; the settlement feed (consumers, the largest lag in events and the age of the oldest unacknowledged event, events retained); reconciliation (operations a reconciler holds a lease on, the age of the oldest dead letter needing reconciliation, resolutions in the window); upkeep (jobs overdue, jobs whose last run failed); the feed''s horizon (the age in seconds and in transaction ids of the oldest transaction holding it back, and 1 when a feed consumer''s transaction is that one: settle.feed_horizon names it). docs/observability.md lists every column.';
+COMMENT ON VIEW settle.metrics IS 'Gauges for monitoring, one row, each read from a partial index or a small table (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts and refused observations; the settlement feed (consumers, the largest lag in events and the age of the oldest unacknowledged event, events retained); reconciliation (operations a reconciler holds a lease on, the age of the oldest dead letter needing reconciliation, resolutions in the window); upkeep (jobs overdue, jobs whose last run failed); the feed''s horizon (the age in seconds and in transaction ids of the oldest transaction holding it back, and 1 when a feed consumer''s transaction is that one: settle.feed_horizon names it); operations in doubt (unknown or conflict, not dead-lettered) by how long nobody touched them (under 5 minutes, 5 minutes to 1 hour, over 1 hour): the dead_letter_in_doubt upkeep job dead-letters them for reconciliation after in_doubt_after. docs/observability.md lists every column.';
 
 --
 -- Name: settlements; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -5820,7 +5983,7 @@ CREATE TABLE settle_private.settings (
     name text NOT NULL,
     value interval NOT NULL,
     updated_at timestamp with time zone NOT NULL,
-    CONSTRAINT setting_is_known CHECK ((name = ANY (ARRAY['purge_min_retention'::text, 'retention'::text]))),
+    CONSTRAINT setting_is_known CHECK ((name = ANY (ARRAY['purge_min_retention'::text, 'retention'::text, 'in_doubt_after'::text]))),
     CONSTRAINT setting_not_negative CHECK ((value >= '00:00:00'::interval))
 );
 
@@ -5851,7 +6014,7 @@ CREATE TABLE settle_private.upkeep_jobs (
     runs bigint DEFAULT 0 NOT NULL,
     failures bigint DEFAULT 0 NOT NULL,
     CONSTRAINT upkeep_every_in_range CHECK (((every >= '00:00:01'::interval) AND (every <= '1 day'::interval))),
-    CONSTRAINT upkeep_job_is_known CHECK ((job = ANY (ARRAY['expire_leases'::text, 'purge'::text, 'trim_feed'::text])))
+    CONSTRAINT upkeep_job_is_known CHECK ((job = ANY (ARRAY['expire_leases'::text, 'dead_letter_in_doubt'::text, 'purge'::text, 'trim_feed'::text])))
 );
 
 ALTER TABLE ONLY settle_private.upkeep_jobs FORCE ROW LEVEL SECURITY;
@@ -5862,7 +6025,7 @@ ALTER TABLE settle_private.upkeep_jobs OWNER TO settle_owner;
 -- Name: TABLE upkeep_jobs; Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON TABLE settle_private.upkeep_jobs IS 'The upkeep jobs settle.run_upkeep runs (expire_leases, purge, trim_feed): how often, and what their last run did. Private: read settle.upkeep.';
+COMMENT ON TABLE settle_private.upkeep_jobs IS 'The upkeep jobs settle.run_upkeep runs (expire_leases, dead_letter_in_doubt, purge, trim_feed): how often, and what their last run did. Private: read settle.upkeep.';
 
 --
 -- Name: upkeep; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -5895,7 +6058,7 @@ ALTER TABLE settle.upkeep OWNER TO settle_owner;
 -- Name: VIEW upkeep; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.upkeep IS 'The upkeep jobs (expire_leases, purge, trim_feed) settle.run_upkeep runs: every (the interval), retention (purge: terminal operations older than this go), the last run (started, finished, ok, detail, error, by whom), runs and failures, next_due_at, and overdue: no run finished within twice the interval plus a minute (nothing runs settle.run_upkeep: schedule it, docs/operations.md "Upkeep").';
+COMMENT ON VIEW settle.upkeep IS 'The upkeep jobs (expire_leases, dead_letter_in_doubt, purge, trim_feed) settle.run_upkeep runs: every (the interval), retention (purge: terminal operations older than this go), the last run (started, finished, ok, detail, error, by whom), runs and failures, next_due_at, and overdue: no run finished within twice the interval plus a minute (nothing runs settle.run_upkeep: schedule it, docs/operations.md "Upkeep").';
 
 --
 -- Name: admin_log_log_id_seq; Type: SEQUENCE; Schema: settle_private; Owner: settle_owner
@@ -6540,6 +6703,13 @@ REVOKE ALL ON FUNCTION settle.complete_many(tenant text, keys text[], attempts i
 GRANT ALL ON FUNCTION settle.complete_many(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]) TO settle_app;
 
 --
+-- Name: FUNCTION dead_letter_in_doubt(older_than interval, batch_size integer); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.dead_letter_in_doubt(older_than interval, batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.dead_letter_in_doubt(older_than interval, batch_size integer) TO settle_admin;
+
+--
 -- Name: FUNCTION drop_consumer(name text); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
@@ -6714,6 +6884,13 @@ REVOKE ALL ON FUNCTION settle.run_upkeep(job text, force boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION settle.run_upkeep(job text, force boolean) TO settle_admin;
 
 --
+-- Name: FUNCTION set_in_doubt_after(older_than interval); Type: ACL; Schema: settle; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle.set_in_doubt_after(older_than interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION settle.set_in_doubt_after(older_than interval) TO settle_admin;
+
+--
 -- Name: FUNCTION set_purge_min_retention(min_retention interval); Type: ACL; Schema: settle; Owner: settle_owner
 --
 
@@ -6878,6 +7055,12 @@ REVOKE ALL ON FUNCTION settle_private._conflict_on(diff text[]) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION settle_private._dead_letter(op settle_private.operations, as_of timestamp with time zone, error jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _dead_letter_in_doubt_key(tenant text, key text, cutoff timestamp with time zone, as_of timestamp with time zone, actor text); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._dead_letter_in_doubt_key(tenant text, key text, cutoff timestamp with time zone, as_of timestamp with time zone, actor text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _end_attempt(tenant text, key text, attempt integer, at timestamp with time zone, reason text); Type: ACL; Schema: settle_private; Owner: settle_owner
