@@ -4,7 +4,7 @@ import { answerPage, confirmPage, refusalPage, resetTable } from './action-pages
 import { expireLeasesAction, redriveAction, resetConsumer, resolveAction } from './actions.js';
 import { STYLESHEET, SCRIPT } from './assets.js';
 import { discoverCapabilities, type Capabilities } from './capabilities.js';
-import { apiError, openConsoleDatabase, type ConsoleDatabase } from './database.js';
+import { apiError, openConsoleDatabase, } from './database.js';
 import { href, html } from './escape.js';
 import { page, type PageContext } from './layout.js';
 import { readOperation } from './operation-data.js';

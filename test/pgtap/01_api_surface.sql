@@ -16,8 +16,9 @@ select functions_are('settle', array[
   'claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'get', 'inspect', 'fingerprint', 'status_rank',
   'claim_many', 'complete_many', 'expire_leases', 'redrive', 'purge', 'set_purge_min_retention', 'grant_tenant', 'revoke_tenant', 'revoke_binding',
   'register_consumer', 'drop_consumer', 'read_feed', 'ack_feed', 'await_feed', 'reset_consumer', 'trim_feed',
-  'resolve', 'lease_reconciliation', 'release_reconciliation', 'run_upkeep', 'set_retention', 'set_upkeep_interval'
-], 'schema settle has exactly the thirty-one API functions');
+  'resolve', 'lease_reconciliation', 'release_reconciliation', 'run_upkeep', 'set_retention', 'set_upkeep_interval',
+  'dead_letter_in_doubt', 'set_in_doubt_after'
+], 'schema settle has exactly the thirty-three API functions');
 
 select has_function('settle', 'claim',
   array['text', 'text', 'jsonb', 'text', 'text[]', 'bigint', 'interval', 'text', 'integer', 'boolean'],
