@@ -97,10 +97,10 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
        where n.nspname in ('settle', 'settle_private') and p.prokind = 'f'
        order by 1`);
     expect(rows.length).toBeGreaterThan(20);
-    // Only the two helpers that take or return a row of a per-node feed table are not Citus's
-    // (it refuses them): distribute creates them on every worker itself.
+    // Only the helper that returns a row of a per-node feed table is not Citus's (it refuses it):
+    // distribute creates it on every worker itself.
     const local = rows.filter((r) => !r.distributed).map((r) => r.fn);
-    expect(local.map((f) => f.replace(/\(.*/, '')).sort()).toEqual(['settle_private._feed_check_tenants', 'settle_private._feed_consumer']);
+    expect(local.map((f) => f.replace(/\(.*/, '')).sort()).toEqual(['settle_private._feed_consumer']);
     for (const i of [0, 1]) {
       const w = await citus.worker(i);
       const { rows: there } = await w.query<{ fn: string | null }>(`select to_regprocedure(f)::text as fn from unnest($1::text[]) f`, [local]);
@@ -109,7 +109,7 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
     const delegated = rows.filter((r) => r.arg !== null);
     expect(delegated.map((r) => r.fn.replace(/\(.*/, '')).sort()).toEqual([
       'settle._claim', 'settle._resolve', 'settle.complete', 'settle.fail', 'settle.get', 'settle.heartbeat', 'settle.report_unknown',
-      'settle_private._expire_key', 'settle_private._purge_key', 'settle_private._purge_tombstone',
+      'settle_private._dead_letter_in_doubt_key', 'settle_private._expire_key', 'settle_private._purge_key', 'settle_private._purge_tombstone',
     ]);
     for (const r of delegated) expect({ fn: r.fn, arg: r.arg, colocated: r.colocated, strict: r.strict }).toEqual({ fn: r.fn, arg: 'key', colocated: true, strict: true });
     // inspect, redrive and the private helpers keep their key argument but are never routed by it.
@@ -156,7 +156,7 @@ describeCitus('pg-settle distribute on a coordinator and two workers', () => {
          where n.nspname in ('settle', 'settle_private') and has_function_privilege('settle_citus_app', p.oid, 'execute')
          order by 1`);
       expect(rows.map((r) => r.fn.replace(/\(.*/, '')).sort()).toEqual([
-        'settle._claim', 'settle.claim', 'settle.complete', 'settle.fail', 'settle.fingerprint', 'settle.get', 'settle.heartbeat',
+        'settle._claim', 'settle.claim', 'settle.claim_many', 'settle.complete', 'settle.complete_many', 'settle.fail', 'settle.fingerprint', 'settle.get', 'settle.heartbeat',
         'settle.report_unknown', 'settle.status_rank',
       ].filter((f) => expected.some((e) => e.fn.startsWith(`${f}(`))).sort());
     }
