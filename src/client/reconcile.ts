@@ -5,7 +5,7 @@ import { type DatabasePool, type QuerySqlToken, sql } from 'slonik';
 import { z } from 'zod';
 import { mapDatabaseError, notMigratedError, SettleInputError } from './errors.js';
 import { validateRow, wasValidated } from './interceptors.js';
-import { fromStored, isMiddlewareRequest, storedResponseOf, type HttpResolution } from '../http/core/stored-response.js';
+import { fromStored, isMiddlewareRequest, storedResponseOf, type HttpResolution } from './stored-response.js';
 import { findJsonProblem } from './json.js';
 import { INSTRUMENTATION_SCOPE, loadOpenTelemetryApi, type TelemetryOptions } from './telemetry.js';
 import type { Json, Queryable, SettleClient, Status } from './types.js';

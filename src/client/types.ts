@@ -873,6 +873,7 @@ export interface ListenOption {
   readonly listenConnectionString?: string;
 }
 
+/** What a feed handler receives with each batch: the consumer and lane, the transaction (by mode), the stop signal. */
 export interface FeedBatchContext<M extends FeedMode = FeedMode> {
   readonly consumer: string;
   readonly lane: number;

@@ -7,7 +7,7 @@ import { type FlowResult, handleRequest } from './core/flow.js';
 import type { RequestView } from './core/fingerprint.js';
 import { type IdempotencyOptions, type Resolved, resolveOptions, type RouteOptions } from './core/options.js';
 import { type HttpAnswer, problem } from './core/problem.js';
-import type { CapturedResponse } from './core/stored-response.js';
+import type { CapturedResponse } from '../client/stored-response.js';
 import { hasBody } from './request-body.js';
 
 declare module 'fastify' {

@@ -1,6 +1,6 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { HttpAnswer } from './core/problem.js';
-import type { CapturedResponse } from './core/stored-response.js';
+import type { CapturedResponse } from '../client/stored-response.js';
 
 /** Holds a node ServerResponse back until the middleware has settled it. */
 export interface ResponseCapture {

@@ -191,7 +191,7 @@ describe('pg-settle CLI', { timeout: 300_000 }, () => {
     const commands = [
       ['stats'], ['dead-letters'], ['inspect', 't', 'k'], ['expire-leases'], ['purge', '--older-than', '30d', '--yes'],
       ['redrive', 't', 'k'], ['redrive', '--all', '--yes'], ['migrate'], ['distribute'], ['feed'],
-      ['resolve', 't', 'k', '--completed', '--result', '{}', '--reason', 'x', '--yes'], ['maintain', '--once'], ['schedule'], ['console'],
+      ['resolve', 't', 'k', '--completed', '--result', '{}', '--reason', 'x', '--expected-attempt', '1', '--yes'], ['maintain', '--once'], ['schedule'], ['console'],
     ];
     expect(new Set(commands.map((c) => c[0]))).toEqual(new Set(COMMANDS.map((c) => c.name).filter((n) => n !== 'simulate' && n !== 'dev')));
     for (const args of commands) {

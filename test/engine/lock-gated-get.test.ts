@@ -105,12 +105,15 @@ describe('settle.get is gated by the reservation lock', () => {
     const admin = await db.connect();
     // What settle_app can execute in schema settle, and can read: the allow-list below is the
     // whole surface. Every function on it answers a stranger with a conflict (tested above and
-    // in claim-outcomes / settlement-orders), or takes no key at all.
+    // in claim-outcomes / settlement-orders; claim_many and complete_many decide each key by
+    // claim and complete), or takes no key at all.
     const { rows } = await admin.query<{ fn: string }>(
       `select p.proname as fn from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         where n.nspname = 'settle' and has_function_privilege('settle_app', p.oid, 'execute') order by 1`,
     );
-    expect(rows.map((r) => r.fn)).toEqual(['claim', 'complete', 'fail', 'fingerprint', 'get', 'heartbeat', 'report_unknown', 'status_rank']);
+    expect(rows.map((r) => r.fn)).toEqual([
+      'claim', 'claim_many', 'complete', 'complete_many', 'fail', 'fingerprint', 'get', 'heartbeat', 'report_unknown', 'status_rank',
+    ]);
     // (settle.limits, if present, takes no key and returns only the engine's constants.)
     const views = await admin.query<{ relname: string }>(
       `select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace

@@ -50,7 +50,7 @@ final) and refused rows.
   --error JSON         the error to record, e.g. '{"code":"declined"}' (required with --failed)
   --expected-attempt N the attempt the evidence concerns, as read with the operation (required)
   --expected-status S  the status read with it; another status is refused too (default: not compared)
-  --http-status N      for a key of the HTTP middleware: the status its retries replay (with --completed)
+  --http-status N      for a key of the HTTP middleware: the status its retries replay, 100-599 (with --completed)
   --http-body VALUE    the body they replay: @PATH reads a file, else the text itself (default: empty)
   --http-header TEXT   'Name: value' replayed with it, repeatable (default: content-type
                        application/json when the body is JSON, else none)

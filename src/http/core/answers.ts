@@ -1,7 +1,7 @@
 import type { Json } from '../../client/types.js';
 import { type HttpAnswer, problem } from './problem.js';
 import type { Resolved } from './options.js';
-import { fromStored } from './stored-response.js';
+import { fromStored } from '../../client/stored-response.js';
 
 /** The answer to a retry: the stored status, allowlisted headers and body bytes, marked as replayed. */
 export function replayAnswer(result: Json, options: Resolved<never>): HttpAnswer {

@@ -12,7 +12,7 @@ import { replayAnswer, retryAfterSeconds } from './answers.js';
 import type { IdempotencyContext } from './context.js';
 import type { Resolved } from './options.js';
 import { type HttpAnswer, problem } from './problem.js';
-import type { CapturedResponse } from './stored-response.js';
+import type { CapturedResponse } from '../../client/stored-response.js';
 
 /**
  * What the adapter does next:

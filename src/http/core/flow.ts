@@ -8,7 +8,7 @@ import { parseIdempotencyKey } from './key.js';
 import { keepLease } from './lease.js';
 import type { InDoubtKey, Resolved } from './options.js';
 import { problem } from './problem.js';
-import { type CapturedResponse, toStored } from './stored-response.js';
+import { type CapturedResponse, toStored } from '../../client/stored-response.js';
 import { answer, type FlowResult, isAmbiguous, MISCONFIGURED, notAcquired, outcomeUnknown, type RunHandler, storeError, TIMEOUT, withTimeout } from './flow-result.js';
 import { runInRequestTransaction } from './transaction-flow.js';
 

@@ -3,7 +3,7 @@ import type { Isolation } from '../../client/transaction.js';
 import type { Json } from '../../client/types.js';
 import type { FingerprintTarget, RequestView } from './fingerprint.js';
 import { DEFAULT_PROBLEM_TYPE_BASE } from './problem.js';
-import { DEFAULT_REPLAY_HEADERS } from './stored-response.js';
+import { DEFAULT_REPLAY_HEADERS } from '../../client/stored-response.js';
 
 /** Who is asking: the key is reserved for this caller (see docs/http.md, "Bound keys"). */
 export interface IdempotencyBinding {

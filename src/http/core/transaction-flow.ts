@@ -4,7 +4,7 @@ import { downstreamKeyOf } from './context.js';
 import { answer, type FlowResult, notAcquired, type RunHandler, TIMEOUT, withTimeout } from './flow-result.js';
 import type { Resolved } from './options.js';
 import { problem } from './problem.js';
-import { type CapturedResponse, toStored } from './stored-response.js';
+import { type CapturedResponse, toStored } from '../../client/stored-response.js';
 
 /** The handler answered with a response the policy does not store: roll its writes back. */
 class NotStored extends Error {

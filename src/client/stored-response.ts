@@ -1,6 +1,6 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { z } from 'zod';
-import type { Json } from '../../client/types.js';
+import type { Json } from './types.js';
 
 /** A response as the handler produced it (status, every header it set, the body bytes). */
 export interface CapturedResponse {
