@@ -835,19 +835,21 @@ select (select count(*) from settle_private.reconciliation_leases l
            and (w.tenants is null or a.tenant = any (w.tenants))) as resolutions_recent,
        (select count(*) from settle.upkeep u where u.overdue) as upkeep_jobs_overdue,
        (select count(*) from settle_private.upkeep_jobs j where j.last_ok = false) as upkeep_jobs_failing,
-       d.under_5m as in_doubt_under_5m, d.from_5m_to_1h as in_doubt_5m_to_1h, d.over_1h as in_doubt_over_1h
+       -- In doubt and not (yet) dead-lettered, by how long nobody touched them: what the
+       -- dead_letter_in_doubt job hands to the reconciler once they pass in_doubt_after. Scalar
+       -- subqueries, like the gauges above: Citus refuses a lateral join of the distributed
+       -- operations to this local row.
+       (select count(*) from settle_private.operations o
+         where o.status in ('unknown', 'conflict') and o.dead_lettered_at is null and o.updated_at > w.now - interval '5 minutes'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as in_doubt_under_5m,
+       (select count(*) from settle_private.operations o
+         where o.status in ('unknown', 'conflict') and o.dead_lettered_at is null and o.updated_at <= w.now - interval '5 minutes' and o.updated_at > w.now - interval '1 hour'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as in_doubt_5m_to_1h,
+       (select count(*) from settle_private.operations o
+         where o.status in ('unknown', 'conflict') and o.dead_lettered_at is null and o.updated_at <= w.now - interval '1 hour'
+           and (w.tenants is null or o.tenant = any (w.tenants))) as in_doubt_over_1h
   from (select clock_timestamp() as now, interval '5 minutes' as recent,
                settle_private._visible_tenants() as tenants) w
-       -- In doubt and not (yet) dead-lettered, by how long nobody touched them: what the
-       -- dead_letter_in_doubt job hands to the reconciler once they pass in_doubt_after.
-       cross join lateral (
-         select count(*) filter (where o.updated_at > w.now - interval '5 minutes') as under_5m,
-                count(*) filter (where o.updated_at <= w.now - interval '5 minutes'
-                                   and o.updated_at > w.now - interval '1 hour') as from_5m_to_1h,
-                count(*) filter (where o.updated_at <= w.now - interval '1 hour') as over_1h
-           from settle_private.operations o
-          where o.status in ('unknown', 'conflict') and o.dead_lettered_at is null
-            and (w.tenants is null or o.tenant = any (w.tenants))) d
 $$;
 comment on function settle_private._upkeep_metrics() is
   'The reconciliation, upkeep and in-doubt gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';

@@ -76,7 +76,7 @@ describeCitus('the typed client consumes every node\'s feed of a Citus cluster',
     // Before consuming: each worker's lag is its share of the events.
     const stats = async (): Promise<StatsJson> => {
       const run = await runCli(['stats', '--json'], { databaseUrl: citusUrl('coordinator'), timeoutMs: 120_000 });
-      expect(run.code, run.stderr).toBe(0);
+      expect(run.code, `${run.stderr}${run.stdout}`).toBe(0);
       return JSON.parse(run.stdout) as StatsJson;
     };
     const before = await stats();

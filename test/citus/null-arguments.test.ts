@@ -156,7 +156,7 @@ describeCitus('no call by any role with any NULL argument crashes a node', () =>
        where o.distribution_argument_index is not null order by 1`);
     expect(rows.map((r) => r.fn.replace(/\(.*/, '')).sort()).toEqual([
       'settle._claim', 'settle._resolve', 'settle.complete', 'settle.fail', 'settle.get', 'settle.heartbeat', 'settle.report_unknown',
-      'settle_private._expire_key', 'settle_private._purge_key', 'settle_private._purge_tombstone',
+      'settle_private._dead_letter_in_doubt_key', 'settle_private._expire_key', 'settle_private._purge_key', 'settle_private._purge_tombstone',
     ]);
     for (const r of rows) expect({ fn: r.fn, strict: r.strict, retset: r.retset }).toEqual({ fn: r.fn, strict: true, retset: false });
     const resolvePlan = await su.query<{ 'QUERY PLAN': string }>(
