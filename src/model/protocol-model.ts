@@ -556,8 +556,11 @@ function redrive(w: World, c: Extract<Call, { kind: 'redrive' }>): Branch[] {
     status: op.deadLetter === 'attempts_exhausted' ? 'pending' : op.status,
     error: op.deadLetter === 'attempts_exhausted' ? null : op.error,
   };
+  // §13 redrive is not a call of the binding: it does not convert a revoked operation, so it
+  // answers the status the row still holds, unknown or conflict for reconciliation's dead letter.
+  const status = op.revoked !== null && op.deadLetter === 'needs_reconciliation' ? ['unknown', 'conflict'] : reopened.status;
   const ok: Branch = {
-    expect: { outcome: 'redriven', status: reopened.status, attempt: op.attempts.length, maxAttempts: reopened.maxAttempts },
+    expect: { outcome: 'redriven', status, attempt: op.attempts.length, maxAttempts: reopened.maxAttempts },
     next: () => withOp(w, c.id, reopened),
   };
   // RULES-18 keeps "redrive only from attempts_exhausted failed"; protocol §7 also redrives a

@@ -325,4 +325,20 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
       { t: 'call', conn: 2, call: { kind: 'get', op: 0, variant: 'same' } },
     ],
   },
+  {
+    // Found by seed 718993782: an unknown operation dead-lettered for reconciliation, its binding
+    // then revoked. The model converts it to conflict at once; the engine converts it at the next
+    // call of the binding, which a redrive is not: the redrive answers the status the row holds
+    // (unknown), and the re-opened operation still refuses its binding's calls.
+    name: 'a redrive of a revoked operation that needs reconciliation answers the unconverted status',
+    maxAttempts: [1, 1],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'report_unknown', op: 0, ticket: 'latest' } },
+      { t: 'revoke', op: 0 },
+      { t: 'redrive', op: 0 },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 2, call: { kind: 'get', op: 0, variant: 'same' } },
+    ],
+  },
 ];
