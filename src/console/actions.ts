@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import type { Capabilities } from './capabilities.js';
 import { apiError, type ApiError, type ConsoleDatabase } from './database.js';
 
 // The console's actions, each one call of the SQL API the CLI uses (settle.resolve,
@@ -12,16 +11,6 @@ export interface ActionAnswer {
   readonly summary: string;
   readonly fields: readonly (readonly [string, unknown])[];
   readonly error: ApiError | null;
-}
-
-/** The console's own refusal of a stale resolution, where settle.resolve has no expected_attempt. */
-export const STALE_SQLSTATE = 'SE053';
-
-export class StalePageError extends Error {
-  readonly code = STALE_SQLSTATE;
-  constructor(message: string, readonly detail: string, readonly hint: string) {
-    super(message);
-  }
 }
 
 export interface ResolveRequest {
@@ -46,34 +35,15 @@ function refused(summary: string, error: unknown): ActionAnswer {
   return { ok: false, summary, fields: [], error: apiError(error) };
 }
 
-export async function resolveAction(db: ConsoleDatabase, caps: Capabilities, r: ResolveRequest): Promise<ActionAnswer> {
-  const args = [r.tenant, r.key, r.fingerprint, r.outcome, r.reason,
-    r.outcome === 'completed' ? r.payload : null, r.outcome === 'failed' ? r.payload : null, r.evidence];
-  const call = (withExpected: boolean) => `select * from settle.resolve(tenant => $1, key => $2, fingerprint => $3, outcome => $4, reason => $5,
-      result => $6::jsonb, error => $7::jsonb, evidence => $8::jsonb${withExpected ? ', expected_attempt => $9::integer' : ''})`;
+export async function resolveAction(db: ConsoleDatabase, r: ResolveRequest): Promise<ActionAnswer> {
   try {
-    let row: z.output<typeof resolveRow> | undefined;
-    if (caps.resolveTakesExpectedAttempt) {
-      [row] = await db.rows(resolveRow, call(true), [...args, r.expectedAttempt]);
-    } else {
-      // Until settle.resolve takes the precondition itself: the call and the check in one
-      // transaction. settle.resolve holds the operation's row lock to the end of it, and its
-      // answer says which attempt it judged (a completed resolution settles through attempt N+1),
-      // so a resolution of anything but the attempt the page showed is rolled back.
-      row = await db.transaction(async (tx) => {
-        const [answer] = await tx.rows(resolveRow, call(false), args);
-        if (answer === undefined) throw new Error('settle.resolve answered no row');
-        const judged = answer.outcome === 'resolved' && answer.status === 'completed' ? answer.attempt - 1 : answer.attempt;
-        if (answer.outcome === 'already_final' || judged !== r.expectedAttempt) {
-          throw new StalePageError(
-            `resolve refused: the operation moved on (it is ${answer.status_before} at attempt ${answer.outcome === 'already_final' ? answer.attempt : judged}; this page showed attempt ${r.expectedAttempt})`,
-            JSON.stringify({ tenant: r.tenant, key: r.key, expected_attempt: r.expectedAttempt, attempt: answer.outcome === 'already_final' ? answer.attempt : judged, status: answer.status_before }),
-            'Read the operation again (its attempts and audit trail say what happened since) and decide on what it shows now. (Checked by the console in the resolution\'s transaction: this database\'s settle.resolve takes no expected_attempt.)',
-          );
-        }
-        return answer;
-      });
-    }
+    // expected_attempt is the precondition: a resolution of a page that shows an attempt the
+    // operation has moved past is refused by settle.resolve itself (SE053).
+    const [row] = await db.rows(resolveRow, `select * from settle.resolve(tenant => $1, key => $2, fingerprint => $3,
+        expected_attempt => $4::integer, outcome => $5, reason => $6, result => $7::jsonb, error => $8::jsonb,
+        evidence => $9::jsonb)`,
+    [r.tenant, r.key, r.fingerprint, r.expectedAttempt, r.outcome, r.reason,
+      r.outcome === 'completed' ? r.payload : null, r.outcome === 'failed' ? r.payload : null, r.evidence]);
     if (row === undefined) throw new Error('settle.resolve answered no row');
     return {
       ok: row.outcome === 'resolved',

@@ -29,8 +29,6 @@ export interface Capabilities {
     readonly expireLeases: boolean;
     readonly resetConsumer: boolean;
   };
-  /** settle.resolve takes expected_attempt (the precondition that refuses a stale page, SE053). */
-  readonly resolveTakesExpectedAttempt: boolean;
 }
 
 const row = z.object({
@@ -49,13 +47,11 @@ const row = z.object({
   redrive: z.boolean(),
   expire_leases: z.boolean(),
   reset_consumer: z.boolean(),
-  expected_attempt: z.boolean(),
 });
 
 const QUERY = `
 with f as (
-  select p.proname::text as name, bool_or(has_function_privilege(p.oid, 'execute')) as granted,
-         bool_or(p.proname = 'resolve' and 'expected_attempt' = any (coalesce(p.proargnames, '{}'))) as expected_attempt
+  select p.proname::text as name, bool_or(has_function_privilege(p.oid, 'execute')) as granted
     from pg_catalog.pg_proc p
    where p.pronamespace = 'settle'::regnamespace and p.proname in ('resolve', 'redrive', 'expire_leases', 'reset_consumer')
    group by 1),
@@ -81,8 +77,7 @@ select session_user::text as login,
        coalesce((select granted from f where name = 'resolve'), false) as resolve,
        coalesce((select granted from f where name = 'redrive'), false) as redrive,
        coalesce((select granted from f where name = 'expire_leases'), false) as expire_leases,
-       coalesce((select granted from f where name = 'reset_consumer'), false) as reset_consumer,
-       coalesce((select expected_attempt from f where name = 'resolve'), false) as expected_attempt`;
+       coalesce((select granted from f where name = 'reset_consumer'), false) as reset_consumer`;
 
 export async function discoverCapabilities(db: ConsoleDatabase): Promise<Capabilities> {
   const [r] = await db.rows(row, QUERY);
@@ -101,6 +96,5 @@ export async function discoverCapabilities(db: ConsoleDatabase): Promise<Capabil
       feedConsumers: r.feed_consumers, feedEvents: r.feed_events, upkeep: r.upkeep,
     },
     act: { resolve: r.resolve, redrive: r.redrive, expireLeases: r.expire_leases, resetConsumer: r.reset_consumer },
-    resolveTakesExpectedAttempt: r.expected_attempt,
   };
 }

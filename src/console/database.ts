@@ -8,47 +8,19 @@ import type { z } from 'zod';
 export interface ConsoleDatabase {
   /** Rows of a parameterized query, each checked against `schema`. */
   rows<S extends z.ZodType>(schema: S, text: string, values?: readonly unknown[]): Promise<z.output<S>[]>;
-  /** Runs `fn` in one transaction on one connection (rolled back when it throws). */
-  transaction<T>(fn: (db: ConsoleDatabase) => Promise<T>): Promise<T>;
   end(): Promise<void>;
-}
-
-function over(query: (text: string, values: readonly unknown[]) => Promise<pg.QueryResult>): Pick<ConsoleDatabase, 'rows'> {
-  return {
-    async rows(schema, text, values = []) {
-      const result = await query(text, values);
-      return result.rows.map((row: unknown) => schema.parse(row));
-    },
-  };
 }
 
 export function openConsoleDatabase(connectionString: string): ConsoleDatabase {
   const pool = new pg.Pool({ connectionString, max: 4, idleTimeoutMillis: 30_000, application_name: 'pg-settle console' });
   pool.on('error', () => {});
-  const db: ConsoleDatabase = {
-    ...over((text, values) => pool.query(text, [...values])),
-    async transaction(fn) {
-      const client = await pool.connect();
-      try {
-        await client.query('begin');
-        const inner: ConsoleDatabase = {
-          ...over((text, values) => client.query(text, [...values])),
-          transaction: (nested) => nested(inner),
-          end: async () => {},
-        };
-        const value = await fn(inner);
-        await client.query('commit');
-        return value;
-      } catch (error) {
-        await client.query('rollback').catch(() => {});
-        throw error;
-      } finally {
-        client.release();
-      }
+  return {
+    async rows(schema, text, values = []) {
+      const result = await pool.query(text, [...values]);
+      return result.rows.map((row: unknown) => schema.parse(row));
     },
     end: () => pool.end(),
   };
-  return db;
 }
 
 /** The fields of a database error the page shows (an engine SQLSTATE, message, detail, hint). */

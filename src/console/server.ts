@@ -244,7 +244,7 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
 <p class="muted">Recorded in the audit trail with the login ${ctx.caps.login}. A page older than the operation's current attempt is refused.</p>`;
           return send(res, 200, confirmPage(ctx, 'Confirm resolution', '/actions/resolve', what, values, `Resolve as ${outcome}`, opHref));
         }
-        const answer = await resolveAction(db, ctx.caps, {
+        const answer = await resolveAction(db, {
           tenant, key, fingerprint, outcome, payload: payload.text ?? 'null', reason, evidence: evidence.text, expectedAttempt: Number(expected),
         });
         return send(res, answer.ok ? 200 : 409, answerPage(ctx, 'Resolve', answer, opHref, 'Back to the operation'));
