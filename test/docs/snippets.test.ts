@@ -54,6 +54,7 @@ describe('documentation snippets', () => {
             'pg-settle': src('src/index.ts'),
             'pg-settle/express': src('src/http/express.ts'),
             'pg-settle/fastify': src('src/http/fastify.ts'),
+            'pg-settle/fetch': src('src/http/fetch.ts'),
             'pg-settle/testing': src('src/testing/index.ts'),
           },
         },

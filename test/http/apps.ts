@@ -11,9 +11,12 @@ import type { SettleClient } from '../../src/index.js';
 import { createIdempotency } from '../../src/http/express.js';
 import { idempotency } from '../../src/http/fastify.js';
 import type { IdempotencyBinding, RouteOptions } from '../../src/http/core/options.js';
+import { startWebApp, WEB_FRAMEWORKS, type WebFramework } from './web-apps.js';
 
-export type Framework = 'express' | 'fastify';
+export type Framework = 'express' | 'fastify' | WebFramework;
 export const FRAMEWORKS: readonly Framework[] = ['express', 'fastify'];
+/** Every adapter: Express, Fastify, and pg-settle/fetch on Hono and as a plain fetch handler. */
+export const ALL_FRAMEWORKS: readonly Framework[] = [...FRAMEWORKS, ...WEB_FRAMEWORKS];
 
 /** A handler invocation held by the test until it releases it. */
 export interface Hold {
@@ -90,6 +93,7 @@ const ledgerCount = (account: string) => sql.type(z.object({ count: z.number() }
   select count(*)::int as count from http_ledger where account = ${account}`;
 
 export async function startApp(framework: Framework, config: AppConfig): Promise<TestApp> {
+  if (framework === 'hono' || framework === 'fetch') return startWebApp(framework, config);
   return framework === 'express' ? startExpress(config) : startFastify(config);
 }
 

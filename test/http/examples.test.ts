@@ -13,7 +13,7 @@ import { createTestDatabase, type TestDatabase } from '../../src/testing/index.j
 
 const run = promisify(execFile);
 const doc = readFileSync('docs/http.md', 'utf8');
-const files = ['examples/http/express-app.ts', 'examples/http/fastify-app.ts'];
+const files = ['examples/http/express-app.ts', 'examples/http/fastify-app.ts', 'examples/http/hono-app.ts'];
 const expectations: Record<string, unknown> = {
   'examples/http/express-app.ts': [
     expect.stringMatching(/^201 \/payments\/ch_\d+$/),
@@ -24,6 +24,7 @@ const expectations: Record<string, unknown> = {
     'charges=1',
   ],
   'examples/http/fastify-app.ts': ['201 201 replayed=true orders=1', '400', '200'],
+  'examples/http/hono-app.ts': ['201 201 replayed=true orders=1', '422', '400', '200'],
 };
 
 /** The documented setup: the -c statements of the psql line under "Run the examples". */

@@ -1,13 +1,14 @@
-// The idempotency middleware end to end, for Express 5 and Fastify 5: real servers on 127.0.0.1,
+// The idempotency middleware end to end, for Express 5, Fastify 5, and pg-settle/fetch on Hono
+// and as a plain fetch handler on node:http: real servers on 127.0.0.1,
 // Node's fetch, a real PostgreSQL. Interleavings are controlled by holding handlers on latches.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { expireLease } from '../../src/testing/clock.js';
-import { FRAMEWORKS, startApp, type TestApp } from './apps.js';
+import { ALL_FRAMEWORKS, startApp, type TestApp } from './apps.js';
 import { type HttpTestContext, newKey, observeClaims, send, setupHttpTest, until } from './support.js';
 
 const PROBLEM = 'application/problem+json';
 
-describe.each(FRAMEWORKS)('%s', (framework) => {
+describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
   let ctx: HttpTestContext;
   let app: TestApp;
 

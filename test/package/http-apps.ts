@@ -1,6 +1,6 @@
-// The HTTP examples against an INSTALLED pg-settle (issue 21): examples/http/express-app.ts and
-// fastify-app.ts, their imports rewritten to 'pg-settle', 'pg-settle/express' and
-// 'pg-settle/fastify', compiled with the app's TypeScript against the installed .d.ts, and run
+// The HTTP examples against an INSTALLED pg-settle (issue 21): examples/http/express-app.ts,
+// fastify-app.ts and hono-app.ts, their imports rewritten to 'pg-settle', 'pg-settle/express',
+// 'pg-settle/fastify' and 'pg-settle/fetch', compiled with the app's TypeScript against the installed .d.ts, and run
 // with Node as a settle_app login made the way docs/http.md ("Run the examples") makes it.
 //
 // For the packaging test: `await checkHttpApps({ app, adminUrl, check })` after the tarball is
@@ -22,6 +22,7 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const EXAMPLES = {
   'express-app': (lines: string[]) => lines.length === 6 && /^201 \/payments\/ch_\d+$/.test(lines[0] ?? '') && lines.slice(1).join('|') === '201 replayed=true|422 application/problem+json|422|201|charges=1',
   'fastify-app': (lines: string[]) => lines.join('|') === '201 201 replayed=true orders=1|400|200',
+  'hono-app': (lines: string[]) => lines.join('|') === '201 201 replayed=true orders=1|422|400|200',
 } as const;
 
 export interface HttpAppsOptions {
@@ -34,7 +35,7 @@ export interface HttpAppsOptions {
 
 export async function checkHttpApps({ app, adminUrl, check }: HttpAppsOptions): Promise<void> {
   const rootPackage = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
-  const needed = ['express', 'fastify', '@types/express', 'typescript', '@types/node'].filter((name) => !existsSync(path.join(app, 'node_modules', name, 'package.json')));
+  const needed = ['express', 'fastify', 'hono', '@hono/node-server', '@types/express', 'typescript', '@types/node'].filter((name) => !existsSync(path.join(app, 'node_modules', name, 'package.json')));
   if (needed.length > 0) {
     await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...needed.map((name) => `${name}@${rootPackage.devDependencies[name]}`)], { cwd: app, maxBuffer: 64 << 20 });
   }
@@ -53,7 +54,7 @@ export async function checkHttpApps({ app, adminUrl, check }: HttpAppsOptions): 
   await run(process.execPath, [path.join(app, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir], { cwd: app }).catch((error: { stdout?: string }) => {
     throw new Error(`tsc failed on the HTTP examples:\n${error.stdout ?? String(error)}`);
   });
-  check(true, 'the HTTP examples type-check against the installed pg-settle/express and pg-settle/fastify');
+  check(true, 'the HTTP examples type-check against the installed pg-settle/express, pg-settle/fastify and pg-settle/fetch');
 
   // The login and schema of docs/http.md, "Run the examples" (a fresh name: roles are cluster-wide).
   const doc = await readFile(path.join(ROOT, 'docs', 'http.md'), 'utf8');
@@ -69,7 +70,7 @@ export async function checkHttpApps({ app, adminUrl, check }: HttpAppsOptions): 
     for (const [name, expected] of Object.entries(EXAMPLES)) {
       const { stdout } = await run(process.execPath, [path.join(dir, 'dist', `${name}.js`)], { cwd: app, env: { ...process.env, DATABASE_URL: url.toString() } });
       const lines = stdout.trim().split('\n');
-      check(expected(lines), `the installed ${name === 'express-app' ? 'Express' : 'Fastify'} example ran as a settle_app login: ${lines.join(' | ')}`);
+      check(expected(lines), `the installed ${name} example ran as a settle_app login: ${lines.join(' | ')}`);
     }
   } finally {
     await admin.query(`drop schema if exists shop cascade; drop owned by ${login}; drop role if exists ${login}`).catch(() => {});

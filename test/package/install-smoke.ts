@@ -92,7 +92,7 @@ try {
   });
 
   await step('type-check the app and every documented snippet against the installed .d.ts (strictest settings)', async () => {
-    const pins = ['typescript', '@types/node', 'express', '@types/express', 'fastify', '@opentelemetry/sdk-metrics'].map((name) => `${name}@${rootPackage.devDependencies[name]}`);
+    const pins = ['typescript', '@types/node', 'express', '@types/express', 'fastify', 'hono', '@hono/node-server', '@opentelemetry/sdk-metrics'].map((name) => `${name}@${rootPackage.devDependencies[name]}`);
     await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...pins], { cwd: app, maxBuffer: 64 << 20 });
     await copyFile(APP_SOURCE, path.join(app, 'main.ts'));
     await mkdir(path.join(app, 'snippets'));

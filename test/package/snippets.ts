@@ -41,6 +41,7 @@ const IMPORT_REWRITES: readonly (readonly [RegExp, string])[] = [
   [/'(?:\.\.\/)+src\/index\.js'/g, "'pg-settle'"],
   [/'(?:\.\.\/)+src\/http\/express\.js'/g, "'pg-settle/express'"],
   [/'(?:\.\.\/)+src\/http\/fastify\.js'/g, "'pg-settle/fastify'"],
+  [/'(?:\.\.\/)+src\/http\/fetch\.js'/g, "'pg-settle/fetch'"],
   [/'(?:\.\.\/)+src\/testing\/index\.js'/g, "'pg-settle/testing'"],
 ];
 
