@@ -101,14 +101,28 @@ async function runMigrations(client: MigrationClient, dir: string, logger: (msg:
 interface Me {
   readonly name: string;
   readonly superuser: boolean;
+  /** Able to act as settle_owner: SET ROLE to it or inherit its privileges. */
   readonly member: boolean;
+  /** Holds ADMIN OPTION on settle_owner (may grant it; PostgreSQL 16+ needs it for that). */
+  readonly admin: boolean;
   readonly ownerExists: boolean;
+  /** server_version_num >= 160000: the role-membership rules of PostgreSQL 16 apply. */
+  readonly pg16: boolean;
 }
+
+// On PostgreSQL 15 every membership lets its member SET ROLE; from 16 on that is the SET option,
+// and a membership may carry ADMIN OPTION alone, which acts as nothing.
+const CAN_ACT_AS_OWNER = (member: string, owner: string): string =>
+  `(pg_has_role(${member}, ${owner}, 'USAGE') or pg_has_role(${member}, ${owner},
+      case when current_setting('server_version_num')::int >= 160000 then 'SET' else 'MEMBER' end))`;
 
 async function whoAmI(client: MigrationClient): Promise<Me> {
   const { rows } = await client.query<Me>(
     `select r.rolname as name, r.rolsuper as superuser,
-            coalesce(pg_has_role(r.oid, o.oid, 'MEMBER'), false) as member, o.oid is not null as "ownerExists"
+            coalesce(${CAN_ACT_AS_OWNER('r.oid', 'o.oid')}, false) as member,
+            coalesce(pg_has_role(r.oid, o.oid, 'MEMBER WITH ADMIN OPTION'), false) as admin,
+            o.oid is not null as "ownerExists",
+            current_setting('server_version_num')::int >= 160000 as pg16
        from pg_roles r left join pg_roles o on o.rolname = 'settle_owner'
       where r.rolname = current_user`,
   );
@@ -118,8 +132,10 @@ async function whoAmI(client: MigrationClient): Promise<Me> {
 }
 
 /**
- * The login roles, superusers aside, that are members of settle_owner; for an indirect member
- * the revoke names the direct member (a group role) it goes through.
+ * The login roles, superusers aside, able to act as settle_owner (SET ROLE to it or inherit its
+ * privileges); for an indirect member the revoke names the direct member (a group role) it goes
+ * through. A membership with ADMIN OPTION only (PostgreSQL 16+) is not listed: see
+ * docs/operations.md, "Migrations", for what it still allows.
  */
 export async function ownerMembers(client: MigrationClient): Promise<OwnerMember[]> {
   const { rows } = await client.query<OwnerMember>(
@@ -127,38 +143,93 @@ export async function ownerMembers(client: MigrationClient): Promise<OwnerMember
        select m.member, m.member from pg_auth_members m where m.roleid = 'settle_owner'::regrole
        union
        select m.member, members.via from pg_auth_members m join members on m.roleid = members.member)
-     select r.rolname as role,
+     select distinct r.rolname as role,
             format('REVOKE settle_owner FROM %I;', v.rolname) as revoke
        from members join pg_roles r on r.oid = members.member join pg_roles v on v.oid = members.via
       where r.rolcanlogin and not r.rolsuper
+        and ${CAN_ACT_AS_OWNER('r.oid', "'settle_owner'::regrole")}
+        and ${CAN_ACT_AS_OWNER('v.oid', "'settle_owner'::regrole")}
       order by 1, 2`,
   ).catch(() => ({ rows: [] as OwnerMember[] }));
   return rows;
 }
 
+const SETTLE_ROLES = ['settle_owner', 'settle_app', 'settle_readonly', 'settle_admin', 'settle_consumer', 'settle_reconciler'];
+
+/** The settle roles the login holds by a grant of its own (PostgreSQL 16+ records the grantor). */
+async function selfGranted(client: MigrationClient): Promise<Set<string>> {
+  const { rows } = await client.query<{ role: string }>(
+    `select r.rolname as role from pg_auth_members m join pg_roles r on r.oid = m.roleid
+      where m.member = m.grantor and m.member = (select oid from pg_roles where rolname = current_user)
+        and r.rolname = any($1::text[])`,
+    [SETTLE_ROLES],
+  );
+  return new Set(rows.map((row) => row.role));
+}
+
+/**
+ * On PostgreSQL 16+ a non-superuser login may grant a role only with ADMIN OPTION on it, and
+ * needs the SET option (not mere membership) to create objects owned by it. A CREATEROLE login
+ * that creates the roles (a fresh cluster: migration 00001) gets ADMIN OPTION on each, from the
+ * server, with neither SET nor INHERIT; createrole_self_grant adds a grant of its own with both,
+ * which migrate revokes afterwards together with any other grant it made itself. Where the roles
+ * exist already, the login must have been given ADMIN OPTION on settle_owner by a superuser.
+ */
+async function grantOwnerToSelf(client: MigrationClient, me: Me): Promise<void> {
+  const statement = me.pg16
+    ? `grant settle_owner to ${quoteIdent(me.name)} with inherit true, set true`
+    : `grant settle_owner to ${quoteIdent(me.name)}`;
+  if (me.pg16 && !me.admin) {
+    const error = Object.assign(new Error(`permission denied to grant role "settle_owner"`), {
+      code: '42501',
+      detail: `${me.name} has no ADMIN OPTION on settle_owner, which PostgreSQL 16 and later require to grant it.`,
+      hint: `As a superuser: GRANT settle_owner TO ${quoteIdent(me.name)} WITH ADMIN TRUE, INHERIT FALSE, SET FALSE;`
+        + ' (docs/operations.md, "Migrations").',
+    });
+    throw new MigrationError(`${error.message}: ${error.detail} ${error.hint}`, error, error);
+  }
+  await client.query(statement);
+}
+
 /**
  * Runs the migrations with the migrating login a member of settle_owner only while they run:
- * a non-superuser login is granted the membership it lacks first (it needs CREATEROLE; on a
- * fresh database 00001 grants it) and always loses it afterwards, so that no login keeps the
- * owner's rights (disabling a guard trigger, rewriting a completed result): issue 18 §11.
- * A superuser needs no membership and is left as it is.
+ * a non-superuser login is granted the membership it lacks first (it needs CREATEROLE, and on
+ * PostgreSQL 16+ ADMIN OPTION on settle_owner; on a fresh database 00001 grants it) and always
+ * loses it afterwards, so that no login keeps the owner's rights (disabling a guard trigger,
+ * rewriting a completed result). A superuser needs no membership and is left as it is.
  */
 async function runAsOwnerWhileMigrating(client: MigrationClient, dir: string, logger: (msg: string) => void): Promise<MigrateResult> {
   const before = await whoAmI(client);
-  if (!before.superuser && before.ownerExists && !before.member) {
-    await client.query(`grant settle_owner to ${quoteIdent(before.name)}`);
+  const ownGrantsBefore = before.pg16 && !before.superuser ? await selfGranted(client) : new Set<string>();
+  let selfGrantSetting: string | undefined;
+  if (before.pg16 && !before.superuser) {
+    const { rows } = await client.query<{ previous: string }>(
+      `select current_setting('createrole_self_grant') as previous, set_config('createrole_self_grant', 'set, inherit', false)`,
+    );
+    selfGrantSetting = rows[0]?.previous ?? '';
   }
   let result: { applied: string[] } | undefined;
   let failure: unknown;
   try {
+    if (!before.superuser && before.ownerExists && !before.member) await grantOwnerToSelf(client, before);
     result = await runMigrations(client, dir, logger);
   } catch (error) {
     failure = error;
   }
+  if (selfGrantSetting !== undefined) {
+    await client.query(`select set_config('createrole_self_grant', $1, false)`, [selfGrantSetting]).catch(() => {});
+  }
   const after = await whoAmI(client).catch(() => before);
-  if (!after.superuser && after.member) {
-    await client.query(`revoke settle_owner from ${quoteIdent(after.name)}`).catch((error: unknown) => {
-      logger(`could not revoke settle_owner from ${after.name}: ${(error as Error).message}`);
+  const revokes: string[] = [];
+  if (after.pg16 && !after.superuser) {
+    const made = await selfGranted(client).catch(() => new Set<string>());
+    for (const role of made) if (!ownGrantsBefore.has(role)) revokes.push(role);
+  } else if (!after.superuser && after.member) {
+    revokes.push('settle_owner');
+  }
+  for (const role of revokes) {
+    await client.query(`revoke ${quoteIdent(role)} from ${quoteIdent(after.name)}`).catch((error: unknown) => {
+      logger(`could not revoke ${role} from ${after.name}: ${(error as Error).message}`);
     });
   }
   if (failure !== undefined) throw failure;

@@ -9,10 +9,12 @@ import { migrate } from '../../src/db/migrate.js';
 import { defaultMigrationsDir } from '../../src/db/migrations-dir.js';
 import '../../src/testing/index.js';
 
-// Issue 18 §11: the recommended deployment migrates as a non-superuser CREATEROLE deploy login
-// (the database's owner). That login must not stay a member of settle_owner: as a member it could
-// `set role settle_owner` and disable _100_guard_lattice, then rewrite a completed result, which
-// protocol §10 says only a superuser can do.
+// The recommended deployment migrates as a non-superuser CREATEROLE deploy login (the database's
+// owner). That login must not stay able to act as settle_owner: then it could `set role
+// settle_owner` and disable _100_guard_lattice, then rewrite a completed result, which protocol §10
+// says only a superuser can do. The roles exist already here (the template was migrated by a
+// superuser): on PostgreSQL 16+ the login then needs ADMIN OPTION on settle_owner, as
+// docs/operations.md says, and keeps that option (neither SET nor INHERIT) afterwards.
 
 const suffix = randomBytes(4).toString('hex');
 const deploy = `deploy_${suffix}`;
@@ -41,17 +43,22 @@ async function asDeploy<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
-/** Non-superuser logins that are members of settle_owner, directly or through other roles. */
+const pg16 = inject('serverVersionNum') >= 160000;
+// On 15 every membership allows SET ROLE; on 16+ that is the SET option.
+const CAN_ACT = `(pg_has_role(%s, 'settle_owner', 'USAGE') or pg_has_role(%s, 'settle_owner', '${pg16 ? 'SET' : 'MEMBER'}'))`;
+const canAct = (who: string): string => CAN_ACT.replaceAll('%s', who);
+
+/** Non-superuser logins able to act as settle_owner, directly or through other roles. */
 async function loginOwners(): Promise<string[]> {
   return asSuperuser(async (c) => (await c.query<{ rolname: string }>(
-    `select r.rolname from pg_roles r
-      where r.rolcanlogin and not r.rolsuper and pg_has_role(r.oid, 'settle_owner', 'MEMBER') order by 1`,
+    `select r.rolname from pg_roles r where r.rolcanlogin and not r.rolsuper and ${canAct('r.oid')} order by 1`,
   )).rows.map((r) => r.rolname));
 }
 
 beforeAll(async () => {
   await asSuperuser(async (c) => {
     await c.query(`create role ${quoteIdent(deploy)} login createrole`);
+    if (pg16) await c.query(`grant settle_owner to ${quoteIdent(deploy)} with admin true, inherit false, set false`);
     await c.query(`create database ${quoteIdent(dbName)} owner ${quoteIdent(deploy)} template template0 encoding 'UTF8'`);
   });
   const u = new URL(withDatabase(inject('adminUrl'), dbName));
@@ -77,7 +84,7 @@ describe('migrate as a non-superuser CREATEROLE deploy login', () => {
     expect(ownerMembers).toEqual([]);
     expect(await loginOwners()).not.toContain(deploy);
     await asDeploy(async (c) => {
-      expect((await c.query(`select pg_has_role(current_user, 'settle_owner', 'MEMBER') as m`)).rows[0].m).toBe(false);
+      expect((await c.query(`select ${canAct('current_user')} as m`)).rows[0].m).toBe(false);
       await expect(c.query('set role settle_owner')).rejects.toMatchObject({ code: '42501' });
       await expect(c.query('alter table settle_private.operations disable trigger _100_guard_lattice')).rejects.toMatchObject({ code: '42501' });
     });
@@ -95,6 +102,35 @@ describe('migrate as a non-superuser CREATEROLE deploy login', () => {
     const owner = await asSuperuser(async () => asDeploy(async (c) =>
       (await c.query(`select pg_get_userbyid(p.proowner) as owner from pg_proc p where p.proname = '_later'`)).rows[0].owner));
     expect(owner).toBe('settle_owner');
+  });
+
+  it('a CREATEROLE login with no grant on the existing roles: refused on 16+ with the grant that fixes it', async () => {
+    const bare = `bare_${suffix}`;
+    const bareDb = `settle_bare_${suffix}`;
+    await asSuperuser(async (c) => {
+      await c.query(`create role ${quoteIdent(bare)} login createrole`);
+      await c.query(`create database ${quoteIdent(bareDb)} owner ${quoteIdent(bare)} template template0 encoding 'UTF8'`);
+    });
+    try {
+      const u = new URL(withDatabase(inject('adminUrl'), bareDb));
+      u.username = bare;
+      u.password = '';
+      if (pg16) {
+        await expect(migrate(u.toString(), { dir })).rejects.toMatchObject({
+          name: 'MigrationError',
+          code: '42501',
+          hint: expect.stringContaining(`GRANT settle_owner TO "${bare}" WITH ADMIN TRUE, INHERIT FALSE, SET FALSE`),
+        });
+      } else {
+        // PostgreSQL 15's CREATEROLE may grant any non-superuser role: the hole docs/operations.md names.
+        expect((await migrate(u.toString(), { dir })).ownerMembers).toEqual([]);
+      }
+    } finally {
+      await asSuperuser(async (c) => {
+        await c.query(`drop database if exists ${quoteIdent(bareDb)} with (force)`);
+        await c.query(`drop role ${quoteIdent(bare)}`);
+      });
+    }
   });
 
   it('a login left a member by someone else is named with the REVOKE that drops it', async () => {

@@ -12,7 +12,8 @@ export const migrateCommand: Command = {
 
 Applies the pending files of sql/migrations to the database, in order, each in its own
 transaction. Safe to repeat and to run from several processes at once. Needs a role that may
-create schemas and roles (a superuser, or the database owner with CREATEROLE). A non-superuser
+create schemas and roles (a superuser, or the database owner with CREATEROLE; on PostgreSQL
+16+ where the roles exist already, that login needs ADMIN OPTION on settle_owner). A non-superuser
 login is a member of settle_owner only while the migrations run; any login still able to act
 as settle_owner afterwards is named, with the REVOKE that drops it (--json: ownerMembers).
 
