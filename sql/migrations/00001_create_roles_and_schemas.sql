@@ -8,14 +8,14 @@
 --                   report_unknown, get, fingerprint). It holds no table privilege at all.
 --   settle_readonly may read the `settle` views and call get/fingerprint.
 --   settle_admin    may call the maintenance API (expire_leases, redrive, purge) and read views.
---   settle_consumer may read the settlement feed of the consumers it is given (00014).
---   settle_reconciler may resolve operations that need reconciliation (00015): the
+--   settle_consumer may read the settlement feed of the consumers it is given (00013).
+--   settle_reconciler may resolve operations that need reconciliation (00014): the
 --                   application's reconciler, least privilege.
 -- Grant the last three to your own login roles (`grant settle_app to my_service;`).
 --
 -- Every role is created here, in the first migration, and used only by later ones: on Citus a
 -- role created and granted in the same transaction is unknown to the workers' other
--- connections (the feed's role, created in 00014, failed the Citus migration that way).
+-- connections (the feed's role, created in 00013, failed the Citus migration that way).
 -- Roles are cluster-wide, while migrations run per database: several databases in one
 -- cluster (test databases, staging) may migrate at the same moment, so role creation
 -- tolerates a concurrent creator instead of failing.
@@ -78,7 +78,6 @@ comment on schema settle_private is
 
 revoke all on schema settle from public;
 revoke all on schema settle_private from public;
-grant usage on schema settle to settle_app, settle_readonly, settle_admin;
 
 -- Functions created by the owner are not executable by PUBLIC; grants are explicit.
 alter default privileges for role settle_owner revoke execute on functions from public;

@@ -2,7 +2,7 @@
 --
 -- Why: the canonical outcome of an operation must never regress, whoever writes to it. The
 -- tables below hold it; the rules that keep it (the lattice, the guard triggers, the row
--- rules) are in 00004, the protocol that writes it in 00007-00011.
+-- rules) are in 00004, the protocol that writes it in 00006-00012.
 --   operations  one canonical record per (tenant, key): the immutable reservation lock, the
 --               lattice status, the current attempt epoch and its lease, the immutable result;
 --   attempts    one row per attempt epoch: its lease token and its own terminal observation
@@ -72,7 +72,7 @@ create index operations_terminal_by_age_idx
 -- The operations that wait for someone: unleased and unfinished (pending: for the next claim;
 -- unknown or conflict: for a success, a reconciler or an operator), and the dead letters.
 -- settle.metrics counts and ages the unknown, conflicting and dead-lettered ones through it, and
--- the sweeper (settle.expire_leases, 00008) finds the unfinished operations whose attempt budget
+-- the sweeper (settle.expire_leases, 00009) finds the unfinished operations whose attempt budget
 -- is spent through it, so a scrape or a sweep reads this set, never all operations: it costs the
 -- same at 10 million operations as at 10 (docs/observability.md). No row of the hot path
 -- (running, completed) is in it.
@@ -82,7 +82,7 @@ create index operations_terminal_by_age_idx
 -- fewer and the short predicate are -2.1% instructions per claim + complete
 -- (docs/performance.md, eighth session). The price: the retry backlog (pending operations) is
 -- in the index, so the sweeper also steps over it (the dead-letter gauges name their statuses
--- and read only those ranges of it, 00010).
+-- and read only those ranges of it, 00011).
 create index operations_needing_attention_idx
   on settle_private.operations (status, updated_at)
   where status in ('pending', 'unknown', 'conflict') or dead_lettered_at is not null;
@@ -101,7 +101,7 @@ create table settle_private.attempts (
   -- The attempt row is the log of the two events every settled operation has: the claim that
   -- opened the attempt and the success that settled it. Each has its place in the operation's
   -- history (seq, audit_id, as in audit_log) and the statuses around it; settle.audit_log
-  -- shows them as rows `claim:acquired` and `complete:settled` (00010). Written with the
+  -- shows them as rows `claim:acquired` and `complete:settled` (00011). Written with the
   -- event, never changed (guard trigger, 00004). The claim's columns, written at INSERT, come
   -- before those an observation changes (the prefix an UPDATE does not log, as in operations).
   claim_seq bigint,
@@ -186,7 +186,7 @@ create index audit_log_refusals_by_at_idx
   on settle_private.audit_log (at, outcome, event)
   where outcome in ('conflict', 'fenced');
 
--- Retention of purged keys (settle.purge, 00011) finds the tombstones by age through this
+-- Retention of purged keys (settle.purge, 00012) finds the tombstones by age through this
 -- index: it holds one row per purged key.
 create index audit_log_tombstones_by_at_idx
   on settle_private.audit_log (at)
@@ -215,7 +215,7 @@ comment on table settle_private.audit_overflow is
 comment on table settle_private.audit_log is
   'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress, and none for a claim that opened an attempt: that one is logged on its attempt row), observation (but none for the success that settled: logged on its attempt row), fence, conflict, expiry, redrive and purge, written in the same transaction. settle.audit_log shows both in one order. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
 
--- Access (00012_access.sql): tenant bindings of login roles, revocation floors of binding
+-- Access (00007_access.sql): tenant bindings of login roles, revocation floors of binding
 -- generations, and the log of changes to both. Small, global and rarely written: on a sharded
 -- cluster they are reference tables (copied to every node, read locally by every call).
 create table settle_private.tenant_bindings (
@@ -247,6 +247,10 @@ create table settle_private.binding_floors (
 comment on table settle_private.binding_floors is
   'Revocation floor per (tenant, principal): binding generations below below_generation are revoked. Only rises. Private: use settle.revoke_binding.';
 
+-- The administrative changes, one row each: access (00007: grant_tenant, revoke_tenant,
+-- revoke_binding), settings (00012: set_purge_min_retention; 00014: set_retention,
+-- set_upkeep_interval) and feed consumers (00013: register_consumer, drop_consumer,
+-- reset_consumer).
 create table settle_private.admin_log (
   log_id bigint generated always as identity,
   at timestamptz not null,
@@ -255,7 +259,8 @@ create table settle_private.admin_log (
   detail jsonb not null,
   constraint admin_log_pkey primary key (log_id),
   constraint admin_event_is_known check (event in ('grant_tenant', 'revoke_tenant', 'revoke_binding',
-                                                 'set_purge_min_retention', 'set_retention', 'set_upkeep_interval'))
+                                                 'set_purge_min_retention', 'set_retention', 'set_upkeep_interval',
+                                                 'register_consumer', 'drop_consumer', 'reset_consumer'))
 );
 comment on table settle_private.admin_log is
   'Append-only log of changes to access: tenant grants and revocations, binding revocations. UPDATE, DELETE and TRUNCATE are refused.';

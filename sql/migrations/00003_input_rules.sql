@@ -19,7 +19,7 @@ set local role settle_owner;
 -- The engine's input limits, the one place they are written. Byte limits count UTF-8 bytes
 -- (of the JSON text for jsonb values). evidence_bytes bounds what the audit log keeps of a
 -- refused or fenced call's presented values, payload, principal and scopes together (larger
--- ones are kept as sizes and SHA-256, 00012 _presented); refusal_rows is how many refused,
+-- ones are kept as sizes and SHA-256, 00007 _presented); refusal_rows is how many refused,
 -- fenced or conflicting audit rows one key keeps in full (the rest are counted, 00006 _audit);
 -- max_batch_keys bounds the keys of one batch call (settle.claim_many, complete_many: 00016).
 -- Changing one is a change of the public contract:

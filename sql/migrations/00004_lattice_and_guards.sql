@@ -1,6 +1,6 @@
 -- 00004: the status lattice and the guard triggers that hold every writer to it.
 --
--- Why: the functions of 00007-00011 implement the protocol, but the invariants below are
+-- Why: the functions of 00006-00012 implement the protocol, but the invariants below are
 -- enforced by the schema itself, so a maintenance script or a DBA in psql is held to them too
 -- (a rescuer that flips a completed job back to retryable is the bug class excluded here):
 --   * the reservation lock (request fingerprint + authorization binding) never changes;
@@ -54,14 +54,14 @@ Locking: none. Idempotency: pure (IMMUTABLE).';
 -- ---------------------------------------------------------------------------------------
 -- Guard triggers. Numeric prefixes order them (PostgreSQL fires triggers in name order).
 -- ENABLE ALWAYS keeps them firing under session_replication_role = replica.
--- The guards of operations and attempts (and the feed trigger, 00014) carry no
+-- The guards of operations and attempts (and the feed trigger, 00013) carry no
 -- `SET search_path` (issue 24): the clause makes every call save, set and restore the GUC and
 -- recompute the search path, 3.5% of a claim + complete (docs/performance.md, seventh
 -- session). They are SECURITY INVOKER and name every table, function and type of the engine
 -- schema-qualified; built-in functions and operators resolve in pg_catalog, which is searched
 -- first unless a session names it explicitly later in its path. Who fires them: the engine's
 -- functions, which are SECURITY DEFINER and pin the path themselves, and direct writers, which
--- the owner_only policies and table grants (00002, 00013) limit to the owner and superusers,
+-- the owner_only policies and table grants (00002, 00015) limit to the owner and superusers,
 -- who can disable or drop a trigger anyway: a pinned path would protect nothing from them.
 -- Every SECURITY DEFINER function still pins its path (test/engine/security.test.ts).
 -- ---------------------------------------------------------------------------------------
@@ -88,9 +88,28 @@ begin
 end
 $$;
 
+-- Whether this transaction is applying a failed resolution of (tenant, key): the audit row
+-- settle.resolve (00014) writes before its update (event resolve, outcome resolved,
+-- status_after failed, and this transaction's id in its detail). Read by the failure guard of
+-- _100_guard_lattice (below): the one move to failed it lets through after an attempt that may
+-- have taken effect.
+create function settle_private._resolving_failed(tenant text, key text)
+returns boolean
+language plpgsql
+stable
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  return exists (select 1 from settle_private.audit_log l
+                  where l.tenant = _resolving_failed.tenant and l.key = _resolving_failed.key
+                    and l.event = 'resolve' and l.outcome = 'resolved' and l.status_after = 'failed'
+                    and l.detail ->> 'xact' = pg_current_xact_id()::text);
+end
+$$;
+
 -- The guard of settle_private.operations, for INSERT (trigger _100_guard_insert) and UPDATE
 -- (_100_guard_lattice), then the row rules (below), then the failure guard (a move to failed),
--- then the feed event of a move into a final status (00014). One function, so that the row rules are
+-- then the feed event of a move into a final status (00013). One function, so that the row rules are
 -- written once; the rules are written out here rather than in a function taking the row,
 -- because on Citus the trigger fires on a shard, whose row type is another type.
 -- What it checks is only what the statement can break (issue 24). An INSERT: a new row starts
@@ -225,7 +244,7 @@ begin
   -- after the row rules, and only on a move to failed. (It was a trigger of its own,
   -- _995_guard_failure, with a WHEN clause: PostgreSQL 15 reads back and plans a trigger's WHEN
   -- clause for every UPDATE statement, which cost more than this test; docs/performance.md.)
-  -- The one audited exception: an operator's resolution (settle.resolve, 00015) asserting with
+  -- The one audited exception: an operator's resolution (settle.resolve, 00014) asserting with
   -- evidence that no effect happened, recognised by its audit row written in this very
   -- transaction.
   -- (An INSERT has returned above: this is an UPDATE.)
@@ -240,7 +259,7 @@ begin
     end if;
   end if;
 
-  -- The settlement feed (00014): a move into completed or failed, once every rule above has
+  -- The settlement feed (00013): a move into completed or failed, once every rule above has
   -- accepted the row, writes its feed event in the same statement, whoever the writer. Here
   -- rather than in a trigger of its own: one PL/pgSQL trigger call per settling UPDATE, not
   -- two (each call sets up its frame and expressions again in every transaction). A key has a

@@ -9,7 +9,10 @@
 --   _record_observation write an attempt's observation that does not settle, and stamp its
 --                       end (once);
 --   _end_attempt        end an attempt without an observation (expiry, exhaustion, settled
---                       by another attempt).
+--                       by another attempt);
+--   _dead_letter        dead-letter an operation whose attempt budget is spent, as failed or
+--                       as needing reconciliation;
+--   _expire             end a lapsed lease (claim takes over with it, the sweeper sweeps).
 -- They are PL/pgSQL (plans cached per session) or inlinable SQL, never non-inlinable SQL
 -- functions, which PostgreSQL parses and plans again in every transaction. The writers return
 -- true, so that callers invoke them as an assignment (`v_writes := v_writes + settle_private._audit(...)`),
@@ -61,7 +64,7 @@ $$;
 -- settle_private.audit_log): after its audit rows and the events logged on its attempt rows (a
 -- claim that opened an attempt, a success that settled). Read from the operation's own rows,
 -- through the primary keys: no global sequence, so the order holds on Citus whichever node
--- writes. settle.complete reads the same number inside its attempt read (00009).
+-- writes. settle.complete reads the same number inside its attempt read (00010).
 create function settle_private._next_seq(tenant text, key text)
 returns bigint
 language plpgsql
@@ -89,7 +92,7 @@ $$;
 -- refusal_rows (20) in full; every later one is folded into its settle_private.audit_overflow
 -- row (count, first and last time, the last call's event, outcome, login and actor, and a chained
 -- SHA-256 of each folded detail), so a flood of calls with random tokens writes a bounded
--- amount. Each full row's detail is bounded too (settle_private._presented, 00012).
+-- amount. Each full row's detail is bounded too (settle_private._presented, 00007).
 create function settle_private._audit(
   tenant text, key text, at timestamptz, event text, outcome text, attempt integer,
   status_before settle.status, status_after settle.status, actor text, detail jsonb)
@@ -177,7 +180,7 @@ $$;
 -- Write an attempt's observation that does not settle (the guard trigger refuses a second
 -- terminal one) and stamp its end with reason `observed` unless it already ended (expired or
 -- superseded before it reported). The settling success is written by settle.complete's own
--- statement (00009), with its log.
+-- statement (00010), with its log.
 create function settle_private._record_observation(
   tenant text, key text, attempt integer, observation settle.status, at timestamptz,
   error jsonb default null, retryable boolean default null, late_result jsonb default null)
@@ -216,6 +219,76 @@ begin
      and a.ended_at is null;
   get diagnostics v_rows = row_count;
   return v_rows;
+end
+$$;
+
+-- The attempt budget of `op` is spent and its last attempt has ended (caller holds the row
+-- lock): dead-letter the operation. This is the one place that decides between the two dead
+-- letters, because timeout means unknown, not failure:
+--   * every attempt recorded a failure: status failed with `error`, reason attempts_exhausted
+--     (settle.redrive may re-open it as pending);
+--   * an attempt may have taken effect (it reported unknown, presented a mismatched success,
+--     or its lease lapsed without an observation): the status is raised to unknown if it was
+--     below, never to failed, reason needs_reconciliation. The effect must not run again until
+--     an operator reconciled it; a matching success of an attempt still settles it.
+create function settle_private._dead_letter(op settle_private.operations, as_of timestamptz, error jsonb)
+returns settle_private.operations
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_op settle_private.operations;
+begin
+  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status) then
+    update settle_private.operations o
+       set status = case when settle_private._rank(op.status) < settle_private._rank('unknown')
+                         then 'unknown'::settle.status else op.status end,
+           lease_token = null, lease_expires_at = null, dead_lettered_at = as_of,
+           dead_letter_reason = 'needs_reconciliation', updated_at = as_of
+     where o.tenant = op.tenant and o.key = op.key
+    returning * into v_op;
+  else
+    update settle_private.operations o
+       set status = 'failed', lease_token = null, lease_expires_at = null, dead_lettered_at = as_of,
+           dead_letter_reason = 'attempts_exhausted', error = _dead_letter.error, updated_at = as_of
+     where o.tenant = op.tenant and o.key = op.key
+    returning * into v_op;
+  end if;
+  return v_op;
+end
+$$;
+
+-- Ends the lapsed lease of `op` (judged against `now`) and dead-letters the operation if
+-- its attempt budget is spent. Caller holds the row lock. Returns the updated row.
+create function settle_private._expire(op settle_private.operations, as_of timestamptz, actor text)
+returns settle_private.operations
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_writes integer := 0;
+  v_op settle_private.operations := op;
+  v_exhausted boolean := op.attempt >= op.max_attempts;
+begin
+  if v_op.lease_token is not null then
+    v_writes := v_writes + settle_private._end_attempt(op.tenant, op.key, op.attempt, as_of,
+      case when v_exhausted then 'exhausted' else 'lease_expired' end);
+  end if;
+  if v_exhausted then
+    v_op := settle_private._dead_letter(op, as_of, jsonb_build_object('code', 'attempts_exhausted',
+      'attempts', op.attempt, 'last_status', op.status::text));
+  else
+    update settle_private.operations o
+       set status = case when op.status = 'running' then 'pending'::settle.status else op.status end,
+           lease_token = null, lease_expires_at = null, updated_at = as_of
+     where o.tenant = op.tenant and o.key = op.key
+    returning * into v_op;
+  end if;
+  v_writes := v_writes + settle_private._audit(op.tenant, op.key, as_of, 'expire',
+    case when v_exhausted then 'dead_lettered' else 'expired' end, op.attempt, op.status, v_op.status, actor,
+    jsonb_strip_nulls(jsonb_build_object('lease_expires_at', op.lease_expires_at,
+                                         'dead_letter_reason', v_op.dead_letter_reason)));
+  return v_op;
 end
 $$;
 

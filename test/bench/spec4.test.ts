@@ -123,7 +123,7 @@ describe.skipIf(pgbench === undefined)('spec4 script under pgbench', () => {
       const verification = await verifySpec4(c, { processed: 50, maxInFlight: 2 });
       expect(verification.checks.filter((check) => !check.ok)).toEqual([]);
       expect(verification.counters).toMatchObject({ completed: 50, open: 0, auditRows: 0 });
-      // The attempt row logs both events of the cycle, as the engine's does (00007, 00009).
+      // The attempt row logs both events of the cycle, as the engine's does (00008, 00010).
       const logged = await c.query<Record<string, string | null>>(
         `select claim_seq::text, claim_status_before::text, claim_status_after::text, settled_seq::text,
                 settled_status_before::text, settled_reason, settled_as::text,

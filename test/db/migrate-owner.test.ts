@@ -80,7 +80,7 @@ afterAll(async () => {
 describe('migrate as a non-superuser CREATEROLE deploy login', () => {
   it('leaves no non-superuser login a member of settle_owner, and the deploy login cannot disable a guard', async () => {
     const { applied, ownerMembers } = await migrate(url, { dir });
-    expect(applied).toContain('00013_grants.sql');
+    expect(applied).toContain('00015_grants.sql');
     expect(ownerMembers).toEqual([]);
     expect(await loginOwners()).not.toContain(deploy);
     await asDeploy(async (c) => {

@@ -4,18 +4,18 @@ import { describe, expect, it } from 'vitest';
 import { defaultMigrationsDir } from '../../src/db/migrations-dir.js';
 
 // The access verdict (tenant binding of the login role, then the revocation floor) is one
-// expression, settle_private._access (00012). settle.claim (00007) writes it out inside its
-// first statement, which also reads the operation row, and the observations (00009) inside the
+// expression, settle_private._access (00007). settle.claim (00008) writes it out inside its
+// first statement, which also reads the operation row, and the observations (00010) inside the
 // statement that reads the attempt after taking the row lock (issue 18 §2):
 // Citus refuses the inlinable SQL function that would have kept it in one place
 // (docs/performance.md). The copies must stay the same expression.
 
 const COPIES = [
-  { file: '00012_access.sql', fns: ['_access'] },
-  { file: '00007_claim.sql', fns: ['claim'] },
+  { file: '00007_access.sql', fns: ['_access'] },
+  { file: '00008_claim.sql', fns: ['claim'] },
   // _observe's read after the row lock, and settle.complete's settling success (its own copy
   // of that read, in the statement that writes the settlement).
-  { file: '00009_merge.sql', fns: ['_observe', 'complete'] },
+  { file: '00010_merge.sql', fns: ['_observe', 'complete'] },
 ] as const;
 
 const START = 'case when exists (select 1 from settle_private.tenant_bindings b';

@@ -228,7 +228,7 @@ describe('settle.metrics', () => {
       // unknown, conflict and the dead letters: one partial index (00002).
       expect(plan).toContain('operations_needing_attention_idx');
       expect(plan).toContain('audit_log_refusals_by_at_idx');
-      // The reconciliation and upkeep gauges (00015): the same rule.
+      // The reconciliation and upkeep gauges (00014): the same rule.
       const upkeepBody = await t.su.query<{ prosrc: string; proconfig: string[] }>(
         "select prosrc, proconfig from pg_proc where oid = 'settle_private._upkeep_metrics()'::regprocedure",
       );

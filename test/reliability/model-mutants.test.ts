@@ -16,10 +16,10 @@ import { writeMutatedMigrations, type Mutant, type Replacement } from './harness
 // and the number of sequences it took is printed. The control is model-based.test.ts itself:
 // the same cases pass on the unmutated engine.
 
-const CLAIM = '00007_claim.sql';
+const CLAIM = '00008_claim.sql';
 const GUARDS = '00004_lattice_and_guards.sql';
-const MERGE = '00009_merge.sql';
-const RECONCILIATION = '00015_reconciliation.sql';
+const MERGE = '00010_merge.sql';
+const RECONCILIATION = '00014_reconciliation.sql';
 
 /** The locked branch of settle.claim re-reads the clock and the access verdict after FOR UPDATE. */
 const LOCKED_REDECIDE = `      -- and the revocation floor.

@@ -12,7 +12,7 @@ import type { Invariant } from './invariants.js';
  * copy and requires the history checker to report the invariants each mutant breaks.
  */
 export interface Replacement {
-  /** Migration file name, e.g. `00009_merge.sql`. */
+  /** Migration file name, e.g. `00010_merge.sql`. */
   readonly file: string;
   /** Exact text that must occur exactly once in the file. */
   readonly find: string;
@@ -48,11 +48,11 @@ export interface Mutant {
 
 const GUARDS = '00004_lattice_and_guards.sql';
 const RECORDS = '00006_records.sql';
-const CLAIM = '00007_claim.sql';
-const LEASES = '00008_leases_and_fencing.sql';
-const MERGE = '00009_merge.sql';
-const READS = '00010_views_and_reads.sql';
-const ACCESS = '00012_access.sql';
+const CLAIM = '00008_claim.sql';
+const LEASES = '00009_leases_and_fencing.sql';
+const MERGE = '00010_merge.sql';
+const READS = '00011_views_and_reads.sql';
+const ACCESS = '00007_access.sql';
 
 /** The guard that refuses downgrades and result changes, removed (trigger never created). */
 const DROP_LATTICE_GUARD: readonly Replacement[] = [
@@ -182,7 +182,7 @@ export const MUTANTS: readonly Mutant[] = [
     bug: "River's rescuer bug: ending a lapsed lease resets the status to pending, also from unknown or conflict (lattice guard dropped)",
     replacements: [
       {
-        file: LEASES,
+        file: RECORDS,
         find: `set status = case when op.status = 'running' then 'pending'::settle.status else op.status end,`,
         replace: `set status = 'pending'::settle.status,`,
       },
@@ -288,12 +288,12 @@ export const MUTANTS: readonly Mutant[] = [
     bug: 'a spent attempt budget always ends failed, also when an attempt reported unknown or lost its lease (the pre-issue-8 engine): timeout becomes failure',
     replacements: [
       {
-        file: LEASES,
+        file: RECORDS,
         find: '  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status) then',
         replace: '  if false then',
       },
       {
-        file: LEASES,
+        file: RECORDS,
         find: "dead_letter_reason = 'attempts_exhausted', error = _dead_letter.error, updated_at = as_of",
         replace: `dead_letter_reason = 'attempts_exhausted', error = coalesce(_dead_letter.error, '{"code": "attempts_exhausted"}'), updated_at = as_of`,
       },

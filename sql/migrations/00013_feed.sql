@@ -1,4 +1,4 @@
--- 00014: the settlement feed: every final outcome delivered exactly once to named consumers,
+-- 00013: the settlement feed: every final outcome delivered exactly once to named consumers,
 -- in a commit-safe order (issue #19; the design and its limits are in docs/feed.md).
 --
 -- Why: a settled payment still has to be posted to a ledger, credited, mailed: each exactly
@@ -32,46 +32,7 @@
 --                   a waiter is registered, the trigger sends NOTIFY settle_feed. Correctness
 --                   never depends on it (consumers poll with backoff).
 
--- The owner reads every session's transaction start and state (settle.feed_horizon's
--- xact_age_seconds and state): pg_stat_activity shows pid, login, application_name and
--- backend_xid of every session to anyone, the rest only to the session's own role or
--- pg_read_all_stats. Granted by the migrating user (before acting as the owner below) when it
--- may (a superuser); otherwise those two columns stay NULL for other roles' sessions (docs/feed.md).
-do $$
-begin
-  if not pg_catalog.pg_has_role('settle_owner', 'pg_read_all_stats', 'MEMBER') then
-    execute 'grant pg_read_all_stats to settle_owner';
-  end if;
-exception
-  when unique_violation or duplicate_object then
-    null; -- another database of this cluster granted it a moment ago
-  when insufficient_privilege then
-    raise notice 'settle_owner is not a member of pg_read_all_stats: settle.feed_horizon shows no transaction age for other roles'' sessions';
-end
-$$;
-
--- The consumer role (created in 00001): reads the feed of the consumers it is given, nothing
--- else (no table, no view of operations). Tenant binding (settle.grant_tenant) applies to its
--- login roles.
 set local role settle_owner;
-
-grant usage on schema settle to settle_consumer;
-
--- The consumer changes an admin makes are logged in settle_private.admin_log: its list of known
--- events (00002) gains three, whatever else it holds.
-do $$
-declare
-  v_events text[];
-begin
-  select array_agg(distinct m[1] order by m[1]) into v_events
-    from pg_catalog.pg_constraint c, regexp_matches(pg_catalog.pg_get_constraintdef(c.oid), '''([a-z_]+)''', 'g') m
-   where c.conrelid = 'settle_private.admin_log'::regclass and c.conname = 'admin_event_is_known';
-  v_events := array(select distinct e from unnest(coalesce(v_events, '{}') ||
-                      array['register_consumer', 'drop_consumer', 'reset_consumer']) e order by e);
-  execute format('alter table settle_private.admin_log drop constraint admin_event_is_known, '
-                 'add constraint admin_event_is_known check (event = any (%L::text[]))', v_events);
-end
-$$;
 
 create table settle_private.feed_events (
   tenant text not null,
@@ -859,7 +820,7 @@ select f.consumer, f.tenants, f.lanes, f.lane, f.position_xid::text || '/' || f.
 comment on view settle.feed_consumers is
   'One row per lane of each registered feed consumer: its position (position_xid/event_id), whether a process holds its lease and until when, when it last acknowledged, and its lag: events written beyond the position (committed or not yet visible; counted up to 1,000 in each of the lane''s key slots, a lane having 64/lanes slots) and the age of the oldest of them in seconds. A lag in seconds that grows while lag_events stays small means a long transaction holds the horizon back: settle.feed_horizon names it (docs/feed.md).';
 
--- settle.metrics gains the feed's gauges (the columns of 00010 first, unchanged). The lanes
+-- settle.metrics gains the feed's gauges (the columns of 00011 first, unchanged). The lanes
 -- are read once (settle_private._feed_lag, bounded per slot); the retained events are counted
 -- up to 1,000,000 (an index-only count of the feed order).
 create function settle_private._feed_metrics()
@@ -893,29 +854,6 @@ create or replace view settle.metrics as
 select m.*, f.feed_consumers, f.feed_lag_events, f.feed_lag_seconds, f.feed_events_retained
   from settle_private._metrics() m, settle_private._feed_metrics() f;
 
--- ---------------------------------------------------------------------------------------
--- Grants
--- ---------------------------------------------------------------------------------------
-
-revoke all on all functions in schema settle from public;
-revoke all on all functions in schema settle_private from public;
-
-grant execute on function
-  settle.read_feed(text, integer, interval),
-  settle.ack_feed(text, integer, uuid, xid8, bigint),
-  settle.await_feed(text, integer)
-  to settle_consumer;
-grant execute on function
-  settle.register_consumer(text, text[], integer, text),
-  settle.drop_consumer(text),
-  settle.reset_consumer(text, timestamptz, boolean),
-  settle.trim_feed(integer)
-  to settle_admin;
-grant select on settle.feed_consumers, settle.feed_horizon to settle_consumer, settle_readonly, settle_admin;
-grant execute on function settle_private._feed_lag(), settle_private._feed_horizon_holders()
-  to settle_consumer, settle_readonly, settle_admin;
-grant execute on function settle_private._feed_metrics() to settle_readonly, settle_admin;
-
 -- settle.feed_events: a key's feed events and which consumers have passed them. An operator
 -- reading one operation (the console's operation page, docs/operations.md) asks "did the ledger
 -- get it?"; settle.feed_consumers says where each consumer's lanes stand, this view where each
@@ -940,9 +878,5 @@ select e.tenant, e.key, e.event_id, e.position_xid::text || '/' || e.event_id as
     or e.tenant = any ((select settle_private._visible_tenants())::text[]);
 comment on view settle.feed_events is
   'The retained settlement-feed events (one per move of an operation into completed or failed) with their feed position (position_xid/event_id), and per event the registered consumers whose lane has passed it (acked_by: acknowledged, or skipped by a reset) and those that still have to deliver it (pending_for). Events every consumer has passed are removed by settle.trim_feed. A lookup by tenant and key scans the retained events.';
-
-grant select on settle.feed_events to settle_readonly, settle_admin;
-grant execute on function settle_private._feed_in_lane(integer, text, integer, integer, text[]) to settle_readonly, settle_admin;
-
 
 reset role;

@@ -1,4 +1,4 @@
--- 00009: the observation merge: settle.complete, settle.fail, settle.report_unknown.
+-- 00010: the observation merge: settle.complete, settle.fail, settle.report_unknown.
 --
 -- Why: settlement is a locked monotonic merge, not last-write-wins. One attempt's observation
 -- is merged into the canonical record only
@@ -29,6 +29,29 @@ create type settle.observation_result as (
 comment on type settle.observation_result is
   'Answer of settle.complete / fail / report_unknown. outcome: settled | recorded | duplicate | already_settled | fenced | conflict. status/result/error/dead_lettered/dead_letter_reason are the canonical state after the merge, disclosed only to the holder of a valid attempt token whose lock matched (NULL for conflict and invalid_token).';
 
+-- An observation presenting a revoked generation: fenced (binding_revoked), nothing merged,
+-- nothing disclosed; what it presented (fingerprint, binding, result or error, bounded) is
+-- kept in the audit log as evidence.
+create function settle_private._observation_revoked(
+  kind text, op settle_private.operations, attempt integer, fingerprint text, principal text, scopes text[],
+  binding_generation bigint, payload jsonb, below bigint, as_of timestamptz)
+returns settle.observation_result
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_res settle.observation_result;
+begin
+  perform settle_private._audit(op.tenant, op.key, as_of, kind, 'fenced', attempt, op.status, op.status, null,
+    jsonb_build_object('reason', 'binding_revoked', 'below_generation', below,
+      'presented', settle_private._presented(fingerprint, principal, scopes, binding_generation,
+                                             case kind when 'fail' then 'error' else 'result' end, payload)));
+  v_res.outcome := 'fenced';
+  v_res.reason := 'binding_revoked';
+  return v_res;
+end
+$$;
+
 create function settle_private._observe(
   kind text,
   tenant text,
@@ -57,7 +80,7 @@ declare
   v_exhausted boolean;
   v_res settle.observation_result;
   v_floor bigint;
-  v_seen record; -- verdict and op, as in settle.claim (00007)
+  v_seen record; -- verdict and op, as in settle.claim (00008)
   v_logged boolean := false;
   v_audit_id bigint;
 begin
@@ -76,7 +99,7 @@ begin
       _observe.binding_generation, _observe.result, _observe.error, _observe.retryable);
   end if;
 
-  -- One statement checks access (00012: the login role's tenant binding) and the presented
+  -- One statement checks access (00007: the login role's tenant binding) and the presented
   -- token, and locks the operation row only when both pass: a refused caller never holds a row
   -- lock of a tenant it may not reach, and a caller without the named attempt's token (a
   -- guessed or stale token, a purged key) is answered from a plain read below, without waiting
@@ -120,7 +143,7 @@ begin
   -- revocation floor, the attempt, and the place of this call in the key's history (as
   -- settle_private._next_seq numbers it, 00006) for a settlement logged on the attempt below.
   v_now := clock_timestamp();
-  select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+  select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00007)
                             where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_observe.tenant = any (b.tenants))) then -1
               else coalesce((select f.below_generation from settle_private.binding_floors f
                               where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict,
@@ -385,7 +408,7 @@ begin
       v_now := clock_timestamp();
       v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
       with s as materialized (
-        select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+        select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00007)
                                   where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (complete.tenant = any (b.tenants))) then -1
                     else coalesce((select f.below_generation from settle_private.binding_floors f
                                     where f.tenant = complete.tenant and f.principal = complete.principal), 0) end as verdict,

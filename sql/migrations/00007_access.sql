@@ -1,4 +1,4 @@
--- 00012: access: tenant binding of login roles, and revocation of authorization bindings.
+-- 00007: access: tenant binding of login roles, and revocation of authorization bindings.
 --
 -- Why: the database cannot authenticate the principal a service acts for, but it knows the
 -- login role that connected (session_user, which SET ROLE does not change) and it can hold two
@@ -17,7 +17,11 @@
 -- The tables (settle_private.tenant_bindings, binding_floors, admin_log) are in 00002; on a
 -- sharded cluster they are reference tables (copied to every node), read by the delegated call
 -- on the node of its key. The administrative changes are logged in settle_private.admin_log
--- (view settle.admin_log). Each check lives here once; the API functions call it.
+-- (view settle.admin_log). Each check lives here once; the API functions call it, and each
+-- call's refusal answer is written next to that call (settle_private._claim_refused in 00008,
+-- _heartbeat_revoked in 00009, _observation_revoked in 00010). It comes before every API call
+-- because every call checks access first; settle_private._visible_tenants, the tenant filter of
+-- the views and the maintenance calls, is here for the same reason.
 
 set local role settle_owner;
 
@@ -31,7 +35,7 @@ set local role settle_owner;
 -- The access verdict of one call, both checks in one query: -1 when the connected login role
 -- holds tenant grants and not `tenant`'s (the caller raises SE013: _refuse_tenant); otherwise
 -- the revocation floor of (tenant, principal) (0: nothing revoked; principal NULL: 0).
--- settle.claim (00007) and the observations (00009) evaluate the same expression inside their
+-- settle.claim (00008) and the observations (00010) evaluate the same expression inside their
 -- first statement, which also reads their operation row: one executor start for both
 -- (docs/performance.md). It is written out there rather than called as an inlinable SQL
 -- function because Citus refuses a parameterized query on a SQL function over distributed or
@@ -65,6 +69,37 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
   return settle_private._access(_tenant_ok.tenant, null) >= 0;
+end
+$$;
+
+-- The tenants the connected login may reach: NULL for a login without a binding (a trusted
+-- multi-tenant service), else the tenants every binding row matching it lists (by OID, or by
+-- the recorded name: see settle_private.tenant_bindings; empty when bound to none). The one
+-- rule the views, settle.metrics and the maintenance calls apply (docs/protocol.md §12); settle_private._access (above)
+-- matches the login to its bindings the same way.
+-- SECURITY DEFINER: the views call it as their reader, who cannot read the bindings.
+create function settle_private._visible_tenants()
+returns text[]
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_me oid := to_regrole(quote_ident(session_user::text))::oid;
+  v_rows integer;
+  v_tenants text[];
+begin
+  select count(*), array(select t from (select distinct u.t from settle_private.tenant_bindings b1, unnest(b1.tenants) as u(t)
+                                          where b1.role_oid = v_me or b1.role_name = session_user::text) d
+                          where not exists (select 1 from settle_private.tenant_bindings b2
+                                             where (b2.role_oid = v_me or b2.role_name = session_user::text)
+                                               and not (d.t = any (b2.tenants)))
+                          order by 1)
+    into v_rows, v_tenants
+    from settle_private.tenant_bindings b
+   where b.role_oid = v_me or b.role_name = session_user::text;
+  return case when v_rows > 0 then v_tenants end;
 end
 $$;
 
@@ -239,84 +274,6 @@ begin
     return settle_private._revoke_operation(op, v_below, as_of, null);
   end if;
   return op;
-end
-$$;
-
--- settle.claim presenting a revoked generation: nothing runs, nothing is disclosed; the refusal
--- is audited with what it presented. Decided on a plain read, without the row lock: anyone who
--- knows a principal's name can present its revoked generation, and must not make the operation's
--- callers wait (issue 18 §3). The operation it reserved, if any, is converted at the next touch
--- by a caller that may wait (a valid attempt token, or a claim or get above the floor).
-create function settle_private._claim_refused(
-  tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint,
-  below bigint, as_of timestamptz, worker text)
-returns settle.claim_result
-language plpgsql
-set search_path = pg_catalog, pg_temp
-as $$
-declare
-  v_op settle_private.operations;
-  v_res settle.claim_result;
-begin
-  select * into v_op from settle_private.operations o where o.tenant = _claim_refused.tenant and o.key = _claim_refused.key;
-  perform settle_private._audit(tenant, key, as_of, 'claim', 'refused', null, v_op.status, v_op.status, worker,
-    jsonb_build_object('reason', 'binding_revoked', 'below_generation', below,
-      'presented', settle_private._presented(settle_private._fingerprint(request), principal, scopes,
-                                             binding_generation, null, null)));
-  v_res.outcome := 'refused';
-  v_res.reason := 'binding_revoked';
-  return v_res;
-end
-$$;
-
--- settle.heartbeat of an attempt whose reservation is revoked (`op` locked, op.binding_generation
--- below `below`): the operation is converted, the heartbeat fenced with reason binding_revoked.
--- NULL outcome when the token is not a valid attempt token (the caller answers invalid_token,
--- disclosing nothing about the revocation).
-create function settle_private._heartbeat_revoked(op settle_private.operations, attempt integer, lease_token uuid,
-  below bigint, as_of timestamptz)
-returns settle.heartbeat_result
-language plpgsql
-set search_path = pg_catalog, pg_temp
-as $$
-declare
-  v_op settle_private.operations;
-  v_res settle.heartbeat_result;
-begin
-  if not exists (select 1 from settle_private.attempts a
-                  where a.tenant = op.tenant and a.key = op.key and a.attempt = _heartbeat_revoked.attempt
-                    and a.lease_token = _heartbeat_revoked.lease_token) then
-    return v_res;
-  end if;
-  v_op := settle_private._revoke_operation(op, below, as_of, null);
-  perform settle_private._audit(op.tenant, op.key, as_of, 'heartbeat', 'fenced', attempt, v_op.status, v_op.status, null,
-    jsonb_build_object('reason', 'binding_revoked', 'below_generation', below));
-  v_res.outcome := 'fenced';
-  v_res.reason := 'binding_revoked';
-  return v_res;
-end
-$$;
-
--- An observation presenting a revoked generation: fenced (binding_revoked), nothing merged,
--- nothing disclosed; what it presented (fingerprint, binding, result or error, bounded) is
--- kept in the audit log as evidence.
-create function settle_private._observation_revoked(
-  kind text, op settle_private.operations, attempt integer, fingerprint text, principal text, scopes text[],
-  binding_generation bigint, payload jsonb, below bigint, as_of timestamptz)
-returns settle.observation_result
-language plpgsql
-set search_path = pg_catalog, pg_temp
-as $$
-declare
-  v_res settle.observation_result;
-begin
-  perform settle_private._audit(op.tenant, op.key, as_of, kind, 'fenced', attempt, op.status, op.status, null,
-    jsonb_build_object('reason', 'binding_revoked', 'below_generation', below,
-      'presented', settle_private._presented(fingerprint, principal, scopes, binding_generation,
-                                             case kind when 'fail' then 'error' else 'result' end, payload)));
-  v_res.outcome := 'fenced';
-  v_res.reason := 'binding_revoked';
-  return v_res;
 end
 $$;
 

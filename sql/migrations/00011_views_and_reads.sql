@@ -1,4 +1,4 @@
--- 00010: the read-only views for DBAs, settle.get (lock-gated) and settle.inspect.
+-- 00011: the read-only views for DBAs, settle.get (lock-gated) and settle.inspect.
 --
 -- Why: tables are not an interface (they live in settle_private); what operators and support
 -- staff may read is these views, granted to settle_readonly and settle_admin. No view shows a
@@ -7,42 +7,10 @@
 -- caller, the readers' column grants can leave lease_token out (sql/citus/distribute.sql).
 -- settle.get is the one read granted to settle_app: it answers the holder of the reservation
 -- lock only; settle.inspect is the unrestricted read, for settle_readonly and settle_admin. A
--- login role bound to tenants (00012) sees only their rows in every view, settle.admin_log
+-- login role bound to tenants (00007) sees only their rows in every view, settle.admin_log
 -- included, and settle.metrics counts only their rows (settle_private._visible_tenants).
 
 set local role settle_owner;
-
--- The tenants the connected login may reach: NULL for a login without a binding (a trusted
--- multi-tenant service), else the tenants every binding row matching it lists (by OID, or by
--- the recorded name: see settle_private.tenant_bindings; empty when bound to none). The one
--- rule the views, settle.metrics and the maintenance calls apply (docs/protocol.md §12); settle_private._access (00012)
--- matches the login to its bindings the same way.
--- SECURITY DEFINER: the views call it as their reader, who cannot read the bindings.
-create function settle_private._visible_tenants()
-returns text[]
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, pg_temp
-as $$
-declare
-  v_me oid := to_regrole(quote_ident(session_user::text))::oid;
-  v_rows integer;
-  v_tenants text[];
-begin
-  select count(*), array(select t from (select distinct u.t from settle_private.tenant_bindings b1, unnest(b1.tenants) as u(t)
-                                          where b1.role_oid = v_me or b1.role_name = session_user::text) d
-                          where not exists (select 1 from settle_private.tenant_bindings b2
-                                             where (b2.role_oid = v_me or b2.role_name = session_user::text)
-                                               and not (d.t = any (b2.tenants)))
-                          order by 1)
-    into v_rows, v_tenants
-    from settle_private.tenant_bindings b
-   where b.role_oid = v_me or b.role_name = session_user::text;
-  return case when v_rows > 0 then v_tenants end;
-end
-$$;
-
 
 create view settle.operations as
 select o.tenant, o.key, o.status, settle.status_rank(o.status) as status_rank, o.attempt, o.max_attempts,

@@ -1,8 +1,8 @@
--- 00015: reconciliation and upkeep: settle.resolve, the reconciler's leases, retention stored in
+-- 00014: reconciliation and upkeep: settle.resolve, the reconciler's leases, retention stored in
 -- the database and the upkeep jobs that run expiry and purge on a schedule.
 --
 -- Why: an operation whose attempt may have taken effect is never answered `failed` (00004,
--- 00008): once its budget is spent it stays `unknown` (or `conflict`), dead-lettered
+-- 00009): once its budget is spent it stays `unknown` (or `conflict`), dead-lettered
 -- needs_reconciliation, and only a matching success of one of its attempts could end it. The
 -- worker that held that attempt's token is usually long gone. settle.resolve is the way out:
 -- someone who checked the downstream system (an operator, or the application's reconciler)
@@ -16,7 +16,7 @@
 --   * `failed` with the error: an explicit, audited assertion that no attempt took effect. The
 --     lattice guard (the failure guard of _100_guard_lattice, 00004) refuses every move to failed while an attempt
 --     may have taken effect; it makes one exception, recognised by the `resolve` audit row this
---     transaction wrote for this key with status_after failed (_resolving_failed below), which
+--     transaction wrote for this key with status_after failed (_resolving_failed, 00004), which
 --     only settle.resolve writes. The operator's verdict is also recorded on every attempt that
 --     had no terminal observation (null or unknown): failed, not retryable, with an error that
 --     names the resolution. So a late success of such an attempt is answered
@@ -55,13 +55,7 @@
 -- `pg-settle maintain` loops) one caller runs a job at a time, and a job that ran recently is
 -- not run again. settle.upkeep shows when each job last ran and whether it is overdue.
 
--- settle_reconciler (created with the other roles in 00001): the role of a reconciler process, a
--- least-privilege alternative to settle_admin: resolve, lease operations needing reconciliation,
--- read them.
 set local role settle_owner;
-
-grant usage on schema settle to settle_reconciler;
-
 
 -- ---------------------------------------------------------------------------------------
 -- settle.resolve
@@ -79,23 +73,6 @@ create type settle.resolve_result as (
 );
 comment on type settle.resolve_result is
   'Answer of settle.resolve. outcome: resolved (status_before -> status, the resolution is recorded) | already_final (the operation was completed or failed already; nothing changed; reason matches: the final outcome is the one asserted, or differs). status, attempt, settled_attempt, result and error are the canonical state after the call.';
-
--- Whether this transaction is applying a failed resolution of (tenant, key): the audit row
--- settle.resolve writes before its update (event resolve, outcome resolved, status_after
--- failed, and this transaction's id in its detail). Read by the failure guard of _100_guard_lattice (00004).
-create function settle_private._resolving_failed(tenant text, key text)
-returns boolean
-language plpgsql
-stable
-set search_path = pg_catalog, pg_temp
-as $$
-begin
-  return exists (select 1 from settle_private.audit_log l
-                  where l.tenant = _resolving_failed.tenant and l.key = _resolving_failed.key
-                    and l.event = 'resolve' and l.outcome = 'resolved' and l.status_after = 'failed'
-                    and l.detail ->> 'xact' = pg_current_xact_id()::text);
-end
-$$;
 
 -- resolve(tenant, key, fingerprint, expected_attempt, outcome, reason, result, error, evidence,
 --         expected_status) -> resolved | already_final
@@ -473,7 +450,7 @@ comment on view settle.upkeep is
 -- The in-doubt step for one operation found by dead_letter_in_doubt's lock-free scan: lock the
 -- row without waiting (a busy row is a live caller: left alone), decide again under the lock
 -- (unleased, not dead-lettered, untouched since `cutoff`, may have taken effect) and dead-letter
--- it needs_reconciliation through _dead_letter (00008), as a spent budget would. Returns 1
+-- it needs_reconciliation through _dead_letter (00006), as a spent budget would. Returns 1
 -- (dead-lettered) or 0. One operation's rows, found by (tenant, key): on Citus the call is
 -- delegated to the worker holding the key (force_delegation, sql/citus/distribute.sql).
 create function settle_private._dead_letter_in_doubt_key(tenant text, key text, cutoff timestamptz, as_of timestamptz,
@@ -570,7 +547,7 @@ declare
   v_before interval;
   v_now timestamptz := clock_timestamp();
 begin
-  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  -- Engine-wide: a login bound to tenants may not (SE019, 00007).
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('set_in_doubt_after', '{}'::jsonb);
   end if;
@@ -630,7 +607,7 @@ declare
   v_trim_batch constant integer := 10000;
   v_max_rounds constant integer := 20;
 begin
-  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  -- Engine-wide: a login bound to tenants may not (SE019, 00007).
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('run_upkeep', '{}'::jsonb);
   end if;
@@ -677,7 +654,7 @@ begin
         end loop;
         v_detail := jsonb_build_object('dead_lettered', v_total_in_doubt, 'in_doubt_after', v_retention::text);
       elsif v_name = 'trim_feed' then
-        -- Feed events every registered consumer has acknowledged (settle.trim_feed, 00014): an
+        -- Feed events every registered consumer has acknowledged (settle.trim_feed, 00013): an
         -- event some consumer still has to read stays, whatever its age.
         v_total_trimmed := 0;
         loop
@@ -735,7 +712,7 @@ declare
   v_min interval;
   v_now timestamptz := clock_timestamp();
 begin
-  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  -- Engine-wide: a login bound to tenants may not (SE019, 00007).
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('set_retention', '{}'::jsonb);
   end if;
@@ -775,7 +752,7 @@ as $$
 declare
   v_before interval;
 begin
-  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  -- Engine-wide: a login bound to tenants may not (SE019, 00007).
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('set_upkeep_interval', '{}'::jsonb);
   end if;
@@ -811,7 +788,7 @@ create index audit_log_resolutions_by_at_idx
   on settle_private.audit_log (at)
   where event = 'resolve' and outcome = 'resolved';
 
--- Whether reconciliation keeps up (the backlog itself is dead_letters_needs_reconciliation, 00010)
+-- Whether reconciliation keeps up (the backlog itself is dead_letters_needs_reconciliation, 00011)
 -- and whether upkeep runs. A login bound to tenants counts only their rows; the upkeep jobs are
 -- engine-wide (settle.upkeep).
 create function settle_private._upkeep_metrics()
@@ -854,7 +831,7 @@ $$;
 comment on function settle_private._upkeep_metrics() is
   'The reconciliation, upkeep and in-doubt gauges of settle.metrics (one row), run with jit = off. Internal: read settle.metrics.';
 
--- settle.metrics gains them (the columns of 00010 and 00014 first, unchanged).
+-- settle.metrics gains them (the columns of 00011 and 00013 first, unchanged).
 create or replace view settle.metrics as
 select m.*, f.feed_consumers, f.feed_lag_events, f.feed_lag_seconds, f.feed_events_retained,
        u.reconciliation_leased, u.oldest_needs_reconciliation_age_seconds, u.resolutions_recent,
@@ -864,40 +841,5 @@ select m.*, f.feed_consumers, f.feed_lag_events, f.feed_lag_seconds, f.feed_even
   from settle_private._metrics() m, settle_private._feed_metrics() f, settle_private._upkeep_metrics() u;
 comment on view settle.metrics is
   'Gauges for monitoring, one row, each read from a partial index or a small table (cheap at any table size): live leases (operations_in_flight), leases past expiry not yet taken over or swept (lapsed_leases), unknown operations and the age in seconds of the least recently touched one, operations in conflict, dead letters by reason (failed: every attempt failed; needs_reconciliation: an attempt may have taken effect) and the oldest dead letter''s age, and in the last recent_window_seconds (300): conflicts and refused observations; the settlement feed (consumers, the largest lag in events and the age of the oldest unacknowledged event, events retained); reconciliation (operations a reconciler holds a lease on, the age of the oldest dead letter needing reconciliation, resolutions in the window); upkeep (jobs overdue, jobs whose last run failed); the feed''s horizon (the age in seconds and in transaction ids of the oldest transaction holding it back, and 1 when a feed consumer''s transaction is that one: settle.feed_horizon names it); operations in doubt (unknown or conflict, not dead-lettered) by how long nobody touched them (under 5 minutes, 5 minutes to 1 hour, over 1 hour): the dead_letter_in_doubt upkeep job dead-letters them for reconciliation after in_doubt_after. docs/observability.md lists every column.';
-
--- ---------------------------------------------------------------------------------------
--- Grants
--- ---------------------------------------------------------------------------------------
-
-revoke all on function settle.resolve(text, text, text, integer, text, text, jsonb, jsonb, jsonb, settle.status),
-  settle.lease_reconciliation(text, interval, integer),
-  settle.release_reconciliation(text, text, uuid, interval),
-  settle.run_upkeep(text, boolean),
-  settle.set_retention(interval),
-  settle.set_upkeep_interval(text, interval),
-  settle.dead_letter_in_doubt(interval, integer),
-  settle.set_in_doubt_after(interval),
-  settle_private._dead_letter_in_doubt_key(text, text, timestamptz, timestamptz, text),
-  settle_private._resolving_failed(text, text),
-  settle_private._upkeep_metrics()
-  from public;
-
-grant execute on function
-  settle.resolve(text, text, text, integer, text, text, jsonb, jsonb, jsonb, settle.status),
-  settle.lease_reconciliation(text, interval, integer),
-  settle.release_reconciliation(text, text, uuid, interval),
-  settle.inspect(text, text),
-  settle.status_rank(settle.status)
-  to settle_reconciler, settle_admin;
-grant execute on function
-  settle.run_upkeep(text, boolean),
-  settle.dead_letter_in_doubt(interval, integer),
-  settle.set_retention(interval),
-  settle.set_in_doubt_after(interval),
-  settle.set_upkeep_interval(text, interval)
-  to settle_admin;
-grant select on settle.upkeep to settle_readonly, settle_admin;
-grant execute on function settle_private._upkeep_metrics() to settle_readonly, settle_admin;
-grant select on settle.operations, settle.attempts, settle.audit_log, settle.dead_letters to settle_reconciler;
 
 reset role;

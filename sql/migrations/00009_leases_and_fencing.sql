@@ -1,11 +1,12 @@
--- 00008: leases and fencing: ending lapsed leases, the heartbeat, the sweeper.
+-- 00009: leases and fencing: the heartbeat and the sweeper.
 --
 -- Why: an attempt may run its effect only while it holds the lease of the current attempt
 -- epoch, judged by the database clock (clock_timestamp()), never the caller's. Fencing is the
 -- other half: an attempt that no longer holds the lease (superseded, released, settled) is told
 -- so by every call it makes (settle_private._fence_reason, 00006), and its weaker observations
--- change nothing (00009). _expire ends a lapsed lease; settle.claim calls it to take over and
--- settle.expire_leases sweeps; correctness never depends on the sweeper running.
+-- change nothing (00010). settle_private._expire (00006) ends a lapsed lease; settle.claim
+-- calls it to take over and settle.expire_leases sweeps; correctness never depends on the
+-- sweeper running.
 
 set local role settle_owner;
 
@@ -24,73 +25,31 @@ create type settle.expire_result as (
 );
 comment on type settle.expire_result is 'Answer of settle.expire_leases: leases expired and operations dead-lettered in this call.';
 
--- The attempt budget of `op` is spent and its last attempt has ended (caller holds the row
--- lock): dead-letter the operation. This is the one place that decides between the two dead
--- letters, because timeout means unknown, not failure:
---   * every attempt recorded a failure: status failed with `error`, reason attempts_exhausted
---     (settle.redrive may re-open it as pending);
---   * an attempt may have taken effect (it reported unknown, presented a mismatched success,
---     or its lease lapsed without an observation): the status is raised to unknown if it was
---     below, never to failed, reason needs_reconciliation. The effect must not run again until
---     an operator reconciled it; a matching success of an attempt still settles it.
-create function settle_private._dead_letter(op settle_private.operations, as_of timestamptz, error jsonb)
-returns settle_private.operations
+-- settle.heartbeat of an attempt whose reservation is revoked (`op` locked, op.binding_generation
+-- below `below`): the operation is converted, the heartbeat fenced with reason binding_revoked.
+-- NULL outcome when the token is not a valid attempt token (the caller answers invalid_token,
+-- disclosing nothing about the revocation).
+create function settle_private._heartbeat_revoked(op settle_private.operations, attempt integer, lease_token uuid,
+  below bigint, as_of timestamptz)
+returns settle.heartbeat_result
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_op settle_private.operations;
+  v_res settle.heartbeat_result;
 begin
-  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status) then
-    update settle_private.operations o
-       set status = case when settle_private._rank(op.status) < settle_private._rank('unknown')
-                         then 'unknown'::settle.status else op.status end,
-           lease_token = null, lease_expires_at = null, dead_lettered_at = as_of,
-           dead_letter_reason = 'needs_reconciliation', updated_at = as_of
-     where o.tenant = op.tenant and o.key = op.key
-    returning * into v_op;
-  else
-    update settle_private.operations o
-       set status = 'failed', lease_token = null, lease_expires_at = null, dead_lettered_at = as_of,
-           dead_letter_reason = 'attempts_exhausted', error = _dead_letter.error, updated_at = as_of
-     where o.tenant = op.tenant and o.key = op.key
-    returning * into v_op;
+  if not exists (select 1 from settle_private.attempts a
+                  where a.tenant = op.tenant and a.key = op.key and a.attempt = _heartbeat_revoked.attempt
+                    and a.lease_token = _heartbeat_revoked.lease_token) then
+    return v_res;
   end if;
-  return v_op;
-end
-$$;
-
--- Ends the lapsed lease of `op` (judged against `now`) and dead-letters the operation if
--- its attempt budget is spent. Caller holds the row lock. Returns the updated row.
-create function settle_private._expire(op settle_private.operations, as_of timestamptz, actor text)
-returns settle_private.operations
-language plpgsql
-set search_path = pg_catalog, pg_temp
-as $$
-declare
-  v_writes integer := 0;
-  v_op settle_private.operations := op;
-  v_exhausted boolean := op.attempt >= op.max_attempts;
-begin
-  if v_op.lease_token is not null then
-    v_writes := v_writes + settle_private._end_attempt(op.tenant, op.key, op.attempt, as_of,
-      case when v_exhausted then 'exhausted' else 'lease_expired' end);
-  end if;
-  if v_exhausted then
-    v_op := settle_private._dead_letter(op, as_of, jsonb_build_object('code', 'attempts_exhausted',
-      'attempts', op.attempt, 'last_status', op.status::text));
-  else
-    update settle_private.operations o
-       set status = case when op.status = 'running' then 'pending'::settle.status else op.status end,
-           lease_token = null, lease_expires_at = null, updated_at = as_of
-     where o.tenant = op.tenant and o.key = op.key
-    returning * into v_op;
-  end if;
-  v_writes := v_writes + settle_private._audit(op.tenant, op.key, as_of, 'expire',
-    case when v_exhausted then 'dead_lettered' else 'expired' end, op.attempt, op.status, v_op.status, actor,
-    jsonb_strip_nulls(jsonb_build_object('lease_expires_at', op.lease_expires_at,
-                                         'dead_letter_reason', v_op.dead_letter_reason)));
-  return v_op;
+  v_op := settle_private._revoke_operation(op, below, as_of, null);
+  perform settle_private._audit(op.tenant, op.key, as_of, 'heartbeat', 'fenced', attempt, v_op.status, v_op.status, null,
+    jsonb_build_object('reason', 'binding_revoked', 'below_generation', below));
+  v_res.outcome := 'fenced';
+  v_res.reason := 'binding_revoked';
+  return v_res;
 end
 $$;
 
@@ -164,7 +123,7 @@ begin
   if not settle_private._tenant_ok(heartbeat.tenant) then
     perform settle_private._refuse_tenant(heartbeat.tenant, heartbeat.key, 'heartbeat');
   end if;
-  -- An attempt reserved under a revoked binding generation keeps no lease (00012).
+  -- An attempt reserved under a revoked binding generation keeps no lease (00007).
   v_floor := settle_private._floor(heartbeat.tenant, v_op.principal);
   if v_op.binding_generation < v_floor then
     v_res := settle_private._heartbeat_revoked(v_op, heartbeat.attempt, heartbeat.lease_token, v_floor, v_now);

@@ -1,4 +1,4 @@
--- 00007: settle.claim, the claim phase of locked reservation.
+-- 00008: settle.claim, the claim phase of locked reservation.
 --
 -- Why: the first claim of (tenant, key) records the reservation lock (request fingerprint and
 -- authorization binding) and opens attempt 1 with a fenced lease judged by the database clock;
@@ -6,7 +6,7 @@
 -- held, failed, conflict for a different request or binding (nothing disclosed, nothing runs),
 -- in_doubt when the caller asked not to re-run an operation whose attempt reported unknown
 -- (rerun_after_unknown => false), or a new attempt epoch. A lapsed lease is taken over here, without waiting for the sweeper
--- (settle_private._expire, 00008). The call touches the rows of one (tenant, key) only, found
+-- (settle_private._expire, 00006). The call touches the rows of one (tenant, key) only, found
 -- through its arguments, so it can later be delegated to the shard that holds that key.
 
 set local role settle_owner;
@@ -29,6 +29,33 @@ create type settle.claim_result as (
 );
 comment on type settle.claim_result is
   'Answer of settle.claim. outcome: acquired | in_progress | replay | failed | unknown | in_doubt | conflict | refused. Columns that do not apply to an outcome are NULL; a conflict discloses only conflict_on, a refusal only its reason (binding_revoked). dead_letter_reason: attempts_exhausted (failed) or needs_reconciliation (unknown).';
+
+-- settle.claim presenting a revoked generation: nothing runs, nothing is disclosed; the refusal
+-- is audited with what it presented. Decided on a plain read, without the row lock: anyone who
+-- knows a principal's name can present its revoked generation, and must not make the operation's
+-- callers wait (issue 18 §3). The operation it reserved, if any, is converted at the next touch
+-- by a caller that may wait (a valid attempt token, or a claim or get above the floor).
+create function settle_private._claim_refused(
+  tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint,
+  below bigint, as_of timestamptz, worker text)
+returns settle.claim_result
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_op settle_private.operations;
+  v_res settle.claim_result;
+begin
+  select * into v_op from settle_private.operations o where o.tenant = _claim_refused.tenant and o.key = _claim_refused.key;
+  perform settle_private._audit(tenant, key, as_of, 'claim', 'refused', null, v_op.status, v_op.status, worker,
+    jsonb_build_object('reason', 'binding_revoked', 'below_generation', below,
+      'presented', settle_private._presented(settle_private._fingerprint(request), principal, scopes,
+                                             binding_generation, null, null)));
+  v_res.outcome := 'refused';
+  v_res.reason := 'binding_revoked';
+  return v_res;
+end
+$$;
 
 -- claim(tenant, key, request, principal, scopes, binding_generation, lease, worker, max_attempts, rerun_after_unknown)
 -- Reserve (tenant, key) on first call, or join it: acquired | in_progress | replay | failed | unknown
@@ -65,7 +92,7 @@ declare
   v_audit_attempt integer;
   v_res settle.claim_result;
   v_floor bigint;
-  -- The first statement's row: the access verdict of the call (00012), the operation row (all
+  -- The first statement's row: the access verdict of the call (00007), the operation row (all
   -- NULL: no such key), the answer to a replay and whether a new key may be inserted. A record,
   -- not a declared composite type: Citus propagates functions to the workers but not a type
   -- that depends on a distributed table's row type.
@@ -97,7 +124,7 @@ begin
     end if;
   end if;
 
-  -- One statement reads the access verdict (00012: the login role's tenant binding, then the
+  -- One statement reads the access verdict (00007: the login role's tenant binding, then the
   -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
   -- before the verdict is checked. Most claims of an existing key (replays, retries,
   -- duplicates) are decided on this plain read; only a missing key tries the insert.
@@ -113,7 +140,7 @@ begin
                                        where l.tenant = claim.tenant and l.key = claim.key) end as seq,
          s.op is null and s.verdict >= 0 and claim.binding_generation >= s.verdict as new_key
     into v_seen
-    from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+    from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00007)
                                     where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (claim.tenant = any (b.tenants))) then -1
                       else coalesce((select f.below_generation from settle_private.binding_floors f
                                       where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
@@ -275,7 +302,7 @@ begin
     v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal, claim.scopes, claim.binding_generation);
     if cardinality(v_diff) > 0 then
       if v_op.principal = claim.principal and v_op.binding_generation < v_floor and v_op.status <> 'completed' then
-        -- The reservation's own generation is revoked: convert it at this touch (00012).
+        -- The reservation's own generation is revoked: convert it at this touch (00007).
         perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
       end if;
       -- Only the holder of the same binding learns which part differs (issue 18 §9); the audit

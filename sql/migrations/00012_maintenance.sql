@@ -1,5 +1,5 @@
--- 00011: maintenance: settle.redrive and settle.purge (the sweeper, settle.expire_leases, is
--- with the leases in 00008).
+-- 00012: maintenance: settle.redrive and settle.purge (the sweeper, settle.expire_leases, is
+-- with the leases in 00009).
 --
 -- Why: operators re-open dead letters and enforce retention; both are audited, both lock the
 -- operation rows they touch, and neither can break the lattice (the guard triggers of 00004
