@@ -249,7 +249,7 @@ comment on table settle_private.binding_floors is
 
 -- The administrative changes, one row each: access (00007: grant_tenant, revoke_tenant,
 -- revoke_binding), settings (00012: set_purge_min_retention; 00014: set_retention,
--- set_upkeep_interval) and feed consumers (00013: register_consumer, drop_consumer,
+-- set_upkeep_interval, set_in_doubt_after) and feed consumers (00013: register_consumer, drop_consumer,
 -- reset_consumer).
 create table settle_private.admin_log (
   log_id bigint generated always as identity,
@@ -260,10 +260,11 @@ create table settle_private.admin_log (
   constraint admin_log_pkey primary key (log_id),
   constraint admin_event_is_known check (event in ('grant_tenant', 'revoke_tenant', 'revoke_binding',
                                                  'set_purge_min_retention', 'set_retention', 'set_upkeep_interval',
-                                                 'register_consumer', 'drop_consumer', 'reset_consumer'))
+                                                 'set_in_doubt_after', 'register_consumer', 'drop_consumer',
+                                                 'reset_consumer'))
 );
 comment on table settle_private.admin_log is
-  'Append-only log of changes to access: tenant grants and revocations, binding revocations. UPDATE, DELETE and TRUNCATE are refused.';
+  'Append-only log of administrative changes: tenant grants and revocations, binding revocations, engine settings, feed consumers. UPDATE, DELETE and TRUNCATE are refused.';
 
 -- Engine settings an operator changes through the API (settle.set_purge_min_retention), read
 -- by the functions that need them: never session settings, which do not reach Citus workers and

@@ -116,6 +116,16 @@ describe('upkeep', () => {
     expect(log.rows.at(-1)).toMatchObject({ event: 'set_retention', detail: { after: '7 days' } });
   });
 
+  it('set_in_doubt_after stores the age and logs the change in settle.admin_log; bad input is SE008', async () => {
+    const admin = await (await loginRole('ops', ['settle_admin'])).connect();
+    expect(await sqlStateOf(admin.query(`select settle.set_in_doubt_after(interval '0 seconds')`))).toBe('SE008');
+    const { rows } = await admin.query(`select settle.set_in_doubt_after(interval '20 minutes')::text as r`);
+    expect(rows[0].r).toBe('00:20:00');
+    const log = await admin.query(`select event, detail from settle.admin_log where event = 'set_in_doubt_after' order by log_id`);
+    expect(log.rows.at(-1)).toMatchObject({ event: 'set_in_doubt_after', detail: { after: '00:20:00' } });
+    await admin.query(`select settle.set_in_doubt_after(interval '15 minutes')`);
+  });
+
   it('a job that never runs becomes overdue; settle_app may not run upkeep', async () => {
     const superuser = await db.connect();
     const admin = await (await loginRole('ops', ['settle_admin'])).connect();
