@@ -502,7 +502,7 @@ declare
   v_audit_attempt integer;
   v_res settle.claim_result;
   v_floor bigint;
-  -- The first statement's row: the access verdict of the call (00012), the operation row (all
+  -- The first statement's row: the access verdict of the call (00007), the operation row (all
   -- NULL: no such key), the answer to a replay and whether a new key may be inserted. A record,
   -- not a declared composite type: Citus propagates functions to the workers but not a type
   -- that depends on a distributed table's row type.
@@ -534,7 +534,7 @@ begin
     end if;
   end if;
 
-  -- One statement reads the access verdict (00012: the login role's tenant binding, then the
+  -- One statement reads the access verdict (00007: the login role's tenant binding, then the
   -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
   -- before the verdict is checked. Most claims of an existing key (replays, retries,
   -- duplicates) are decided on this plain read; only a missing key tries the insert.
@@ -550,7 +550,7 @@ begin
                                        where l.tenant = claim.tenant and l.key = claim.key) end as seq,
          s.op is null and s.verdict >= 0 and claim.binding_generation >= s.verdict as new_key
     into v_seen
-    from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+    from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00007)
                                     where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (claim.tenant = any (b.tenants))) then -1
                       else coalesce((select f.below_generation from settle_private.binding_floors f
                                       where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
@@ -712,7 +712,7 @@ begin
     v_diff := settle_private._lock_diff(v_op, v_fp, claim.principal, claim.scopes, claim.binding_generation);
     if cardinality(v_diff) > 0 then
       if v_op.principal = claim.principal and v_op.binding_generation < v_floor and v_op.status <> 'completed' then
-        -- The reservation's own generation is revoked: convert it at this touch (00012).
+        -- The reservation's own generation is revoked: convert it at this touch (00007).
         perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
       end if;
       -- Only the holder of the same binding learns which part differs (issue 18 §9); the audit
@@ -954,7 +954,7 @@ begin
       v_now := clock_timestamp();
       v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
       with s as materialized (
-        select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+        select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00007)
                                   where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (complete.tenant = any (b.tenants))) then -1
                     else coalesce((select f.below_generation from settle_private.binding_floors f
                                     where f.tenant = complete.tenant and f.principal = complete.principal), 0) end as verdict,
@@ -1522,7 +1522,7 @@ begin
   if not settle_private._tenant_ok(heartbeat.tenant) then
     perform settle_private._refuse_tenant(heartbeat.tenant, heartbeat.key, 'heartbeat');
   end if;
-  -- An attempt reserved under a revoked binding generation keeps no lease (00012).
+  -- An attempt reserved under a revoked binding generation keeps no lease (00007).
   v_floor := settle_private._floor(heartbeat.tenant, v_op.principal);
   if v_op.binding_generation < v_floor then
     v_res := settle_private._heartbeat_revoked(v_op, heartbeat.attempt, heartbeat.lease_token, v_floor, v_now);
@@ -2587,7 +2587,7 @@ declare
   v_trim_batch constant integer := 10000;
   v_max_rounds constant integer := 20;
 begin
-  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  -- Engine-wide: a login bound to tenants may not (SE019, 00007).
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('run_upkeep', '{}'::jsonb);
   end if;
@@ -2634,7 +2634,7 @@ begin
         end loop;
         v_detail := jsonb_build_object('dead_lettered', v_total_in_doubt, 'in_doubt_after', v_retention::text);
       elsif v_name = 'trim_feed' then
-        -- Feed events every registered consumer has acknowledged (settle.trim_feed, 00014): an
+        -- Feed events every registered consumer has acknowledged (settle.trim_feed, 00013): an
         -- event some consumer still has to read stays, whatever its age.
         v_total_trimmed := 0;
         loop
@@ -2697,7 +2697,7 @@ declare
   v_before interval;
   v_now timestamptz := clock_timestamp();
 begin
-  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  -- Engine-wide: a login bound to tenants may not (SE019, 00007).
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('set_in_doubt_after', '{}'::jsonb);
   end if;
@@ -2782,7 +2782,7 @@ declare
   v_min interval;
   v_now timestamptz := clock_timestamp();
 begin
-  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  -- Engine-wide: a login bound to tenants may not (SE019, 00007).
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('set_retention', '{}'::jsonb);
   end if;
@@ -2828,7 +2828,7 @@ CREATE FUNCTION settle.set_upkeep_interval(job text, every interval) RETURNS int
 declare
   v_before interval;
 begin
-  -- Engine-wide: a login bound to tenants may not (SE019, 00012).
+  -- Engine-wide: a login bound to tenants may not (SE019, 00007).
   if settle_private._visible_tenants() is not null then
     perform settle_private._refuse_bound('set_upkeep_interval', '{}'::jsonb);
   end if;
@@ -4326,7 +4326,7 @@ declare
   v_exhausted boolean;
   v_res settle.observation_result;
   v_floor bigint;
-  v_seen record; -- verdict and op, as in settle.claim (00007)
+  v_seen record; -- verdict and op, as in settle.claim (00008)
   v_logged boolean := false;
   v_audit_id bigint;
 begin
@@ -4345,7 +4345,7 @@ begin
       _observe.binding_generation, _observe.result, _observe.error, _observe.retryable);
   end if;
 
-  -- One statement checks access (00012: the login role's tenant binding) and the presented
+  -- One statement checks access (00007: the login role's tenant binding) and the presented
   -- token, and locks the operation row only when both pass: a refused caller never holds a row
   -- lock of a tenant it may not reach, and a caller without the named attempt's token (a
   -- guessed or stale token, a purged key) is answered from a plain read below, without waiting
@@ -4389,7 +4389,7 @@ begin
   -- revocation floor, the attempt, and the place of this call in the key's history (as
   -- settle_private._next_seq numbers it, 00006) for a settlement logged on the attempt below.
   v_now := clock_timestamp();
-  select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00012)
+  select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00007)
                             where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_observe.tenant = any (b.tenants))) then -1
               else coalesce((select f.below_generation from settle_private.binding_floors f
                               where f.tenant = _observe.tenant and f.principal = _observe.principal), 0) end as verdict,
@@ -5356,7 +5356,7 @@ begin
   -- after the row rules, and only on a move to failed. (It was a trigger of its own,
   -- _995_guard_failure, with a WHEN clause: PostgreSQL 15 reads back and plans a trigger's WHEN
   -- clause for every UPDATE statement, which cost more than this test; docs/performance.md.)
-  -- The one audited exception: an operator's resolution (settle.resolve, 00015) asserting with
+  -- The one audited exception: an operator's resolution (settle.resolve, 00014) asserting with
   -- evidence that no effect happened, recognised by its audit row written in this very
   -- transaction.
   -- (An INSERT has returned above: this is an UPDATE.)
@@ -5371,7 +5371,7 @@ begin
     end if;
   end if;
 
-  -- The settlement feed (00014): a move into completed or failed, once every rule above has
+  -- The settlement feed (00013): a move into completed or failed, once every rule above has
   -- accepted the row, writes its feed event in the same statement, whoever the writer. Here
   -- rather than in a trigger of its own: one PL/pgSQL trigger call per settling UPDATE, not
   -- two (each call sets up its frame and expressions again in every transaction). A key has a
@@ -5437,7 +5437,7 @@ CREATE TABLE settle_private.admin_log (
     event text NOT NULL,
     actor text NOT NULL,
     detail jsonb NOT NULL,
-    CONSTRAINT admin_event_is_known CHECK ((event = ANY ('{drop_consumer,grant_tenant,register_consumer,reset_consumer,revoke_binding,revoke_tenant,set_purge_min_retention,set_retention,set_upkeep_interval}'::text[])))
+    CONSTRAINT admin_event_is_known CHECK ((event = ANY (ARRAY['grant_tenant'::text, 'revoke_tenant'::text, 'revoke_binding'::text, 'set_purge_min_retention'::text, 'set_retention'::text, 'set_upkeep_interval'::text, 'set_in_doubt_after'::text, 'register_consumer'::text, 'drop_consumer'::text, 'reset_consumer'::text])))
 );
 
 ALTER TABLE ONLY settle_private.admin_log FORCE ROW LEVEL SECURITY;
@@ -5448,7 +5448,7 @@ ALTER TABLE settle_private.admin_log OWNER TO settle_owner;
 -- Name: TABLE admin_log; Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON TABLE settle_private.admin_log IS 'Append-only log of changes to access: tenant grants and revocations, binding revocations. UPDATE, DELETE and TRUNCATE are refused.';
+COMMENT ON TABLE settle_private.admin_log IS 'Append-only log of administrative changes: tenant grants and revocations, binding revocations, engine settings, feed consumers. UPDATE, DELETE and TRUNCATE are refused.';
 
 --
 -- Name: admin_log; Type: VIEW; Schema: settle; Owner: settle_owner
