@@ -120,7 +120,8 @@ async function main(): Promise<void> {
       }
       metricsTimes.sort((a, b) => a - b);
       // Each read's own execution time (EXPLAIN ANALYZE, median of 3): the database's share,
-      // apart from a loaded machine's scheduling.
+      // apart from a loaded machine's scheduling. With jit off, as the console's connections.
+      await client.query('set jit = off');
       const explained: string[] = [];
       for (const [name, text] of Object.entries(OVERVIEW_QUERIES)) {
         const ms: number[] = [];

@@ -12,7 +12,12 @@ export interface ConsoleDatabase {
 }
 
 export function openConsoleDatabase(connectionString: string): ConsoleDatabase {
-  const pool = new pg.Pool({ connectionString, max: 4, idleTimeoutMillis: 30_000, application_name: 'pg-settle console' });
+  // Without statistics for a status behind the views (overview-data.ts), the planner prices each
+  // bounded read of the overview like a scan of a quarter of the table, above jit_above_cost, and
+  // compiling it costs ~100 ms for a read of a few milliseconds (as for settle.metrics, 00011).
+  const pool = new pg.Pool({
+    connectionString, max: 4, idleTimeoutMillis: 30_000, application_name: 'pg-settle console', options: '-c jit=off',
+  });
   pool.on('error', () => {});
   return {
     async rows(schema, text, values = []) {

@@ -2,11 +2,19 @@ import { z } from 'zod';
 import type { Capabilities } from './capabilities.js';
 import type { ConsoleDatabase } from './database.js';
 
-// What the overview reads, each through a view the login may read: the operations that reached a
-// status in the last hour (by updated_at), the waiting operations and dead letters (counts capped
-// at COUNT_CAP), settle.metrics, the feed lanes, settle.upkeep. bench/console.ts measures it at a
-// million operations and prints each read's own execution time: through the views a status
-// filter is not an index condition, so the waiting counts scan the operations (left to the engine).
+// What the overview reads, each through a view the login may read, each a bounded range of an
+// index: the operations that reached a final status in the last hour (operations_terminal_by_age_idx
+// from an hour ago) or an open one (operations_needing_attention_idx), the waiting operations and
+// dead letters (ranges of operations_needing_attention_idx, counts capped at COUNT_CAP),
+// settle.metrics, the feed lanes, settle.upkeep. bench/console.ts measures it at a million
+// operations and prints each read's own execution time.
+//
+// Why the reads look the way they do: the tables have row-level security, and an enum equality is
+// not leakproof, so behind a view the planner neither uses the statistics of status (it guesses a
+// quarter of the table for any status) nor treats `status = 'x'` as fixing the index's first
+// column. A read that wants the first rows of a status range therefore orders by the whole index
+// key (status, updated_at) and says LIMIT: the ordered index scan is then the only plan without a
+// sort, and it stops after LIMIT rows.
 
 const date = z.date();
 const count = z.number();
@@ -49,27 +57,44 @@ export interface OverviewData {
 const minutes = (statuses: string) => `
 select date_trunc('minute', o.updated_at) as minute, o.status::text as status, count(*)::int as n
   from settle.operations o
- where o.status in ${statuses} and o.updated_at > clock_timestamp() - interval '1 hour'
+ where o.status in ${statuses} and o.updated_at > statement_timestamp() - interval '1 hour'
  group by 1, 2`;
 
 /** Counts stop here: a retry backlog of a million pending operations is "10,000+", read in milliseconds. */
 export const COUNT_CAP = 10_000;
 
-// Per status, its count (up to COUNT_CAP + 1) and its oldest: ranges of
-// operations_needing_attention_idx (status, updated_at), never the whole index. Each status is a
+// Per status, its count (up to COUNT_CAP + 1) and its oldest: the first rows of a status range of
+// operations_needing_attention_idx (status, updated_at), never the whole range. Each status is a
 // literal: the planner uses a partial index only for a predicate it can prove at plan time.
 const WAITING = ['pending', 'unknown', 'conflict'].map((status) => `
 select '${status}' as status,
-       (select count(*)::int from (select 1 from settle.operations o where o.status = '${status}' limit ${COUNT_CAP + 1}) n) as n,
-       (select min(o.updated_at) from settle.operations o where o.status = '${status}') as oldest`).join('\nunion all');
+       (select count(*)::int from (select 1 from settle.operations o where o.status = '${status}'
+                                    order by o.status, o.updated_at limit ${COUNT_CAP + 1}) n) as n,
+       (select o.updated_at from settle.operations o where o.status = '${status}'
+         order by o.status, o.updated_at limit 1) as oldest`).join('\nunion all');
 
 // Dead letters by reason, each through the statuses its reason allows (row rule
-// dead_letter_reason_fits_status), so the read steps over the pending range of the index.
-const DEAD_LETTERS = ([['attempts_exhausted', `('failed')`], ['needs_reconciliation', `('unknown', 'conflict')`]] as const).map(([reason, statuses]) => `
+// dead_letter_reason_fits_status), so the read steps over the pending range of the index. The
+// failed ones as the range [failed, failed]: with `status = 'failed'` the planner may also prove
+// the predicate of operations_terminal_by_age_idx (failed or completed) and, guessing without
+// statistics, read every settled operation there; the range reads only the failed range of
+// operations_needing_attention_idx, which holds the failed dead letters and nothing else.
+// Oldest and newest read the whole range: the dead letters themselves, what metrics reads too.
+const DEAD_LETTER_STATUSES = [
+  ['attempts_exhausted', `d.status between 'failed' and 'failed'`],
+  ['needs_reconciliation', `d.status in ('unknown', 'conflict')`],
+] as const;
+const DEAD_LETTERS = DEAD_LETTER_STATUSES.map(([reason, statuses]) => `
 select '${reason}' as reason,
-       (select count(*)::int from (select 1 from settle.dead_letters d where d.reason = '${reason}' and d.status in ${statuses} limit ${COUNT_CAP + 1}) n) as n,
-       (select min(d.dead_lettered_at) from settle.dead_letters d where d.reason = '${reason}' and d.status in ${statuses}) as oldest,
-       (select max(d.dead_lettered_at) from settle.dead_letters d where d.reason = '${reason}' and d.status in ${statuses}) as newest`).join('\nunion all');
+       (select count(*)::int from (select 1 from settle.dead_letters d where d.reason = '${reason}' and ${statuses}
+                                    limit ${COUNT_CAP + 1}) n) as n,
+       (select min(d.dead_lettered_at) from settle.dead_letters d where d.reason = '${reason}' and ${statuses}) as oldest,
+       (select max(d.dead_lettered_at) from settle.dead_letters d where d.reason = '${reason}' and ${statuses}) as newest`).join('\nunion all');
+
+const OLDEST_NEEDING_RECONCILIATION = `
+select d.tenant, d.key, d.status::text as status, d.reason, d.dead_lettered_at as at
+  from settle.dead_letters d where d.status in ('unknown', 'conflict')
+ order by d.dead_lettered_at, d.tenant, d.key limit 5`;
 
 // The horizon: the oldest running transaction's xmin holds back every feed consumer (docs/feed.md).
 // pg_stat_activity shows another login's backend_xid only to a superuser or pg_read_all_stats.
@@ -95,6 +120,7 @@ export const OVERVIEW_QUERIES: Readonly<Record<string, string>> = {
   'unknown per minute': minutes(`('unknown', 'conflict')`),
   waiting: WAITING,
   'dead letters': DEAD_LETTERS,
+  'oldest needing reconciliation': OLDEST_NEEDING_RECONCILIATION,
   'settle.metrics': 'select * from settle.metrics',
   'settle.feed_consumers': LANES,
   'settle.upkeep': 'select * from settle.upkeep',
@@ -119,9 +145,7 @@ export async function readOverview(db: ConsoleDatabase, caps: Capabilities): Pro
     ops ? db.rows(waitingRow, WAITING) : [],
     caps.read.deadLetters ? db.rows(deadRow, DEAD_LETTERS) : [],
     caps.read.deadLetters
-      ? db.rows(oldestRow, `select d.tenant, d.key, d.status::text as status, d.reason, d.dead_lettered_at as at
-                              from settle.dead_letters d where d.status in ('unknown', 'conflict')
-                             order by d.dead_lettered_at, d.tenant, d.key limit 5`)
+      ? db.rows(oldestRow, OLDEST_NEEDING_RECONCILIATION)
       : [],
     readLanes(db, caps),
     readHorizon(db),

@@ -70,7 +70,7 @@ export async function searchOperations(db: ConsoleDatabase, query: SearchQuery):
     // The index's own terms, so the planner sees that it holds every row asked for.
     if (query.status === undefined) where.push(query.reason === 'attempts_exhausted' ? `o.status = 'failed'` : `o.status in ('unknown', 'conflict')`);
   }
-  if (query.olderThanMinutes !== undefined) where.push(`o.updated_at < clock_timestamp() - make_interval(mins => ${param(query.olderThanMinutes)})`);
+  if (query.olderThanMinutes !== undefined) where.push(`o.updated_at < statement_timestamp() - make_interval(mins => ${param(query.olderThanMinutes)})`);
   if (query.cursor !== undefined) {
     const c = decodeCursor(query.cursor);
     if (byAge) {
