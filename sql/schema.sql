@@ -1666,7 +1666,7 @@ CREATE VIEW settle.operations AS
     settle.status_rank(o.status) AS status_rank,
     o.attempt,
     o.max_attempts,
-    COALESCE((o.lease_expires_at > clock_timestamp()), false) AS in_flight,
+    COALESCE((o.lease_expires_at > statement_timestamp()), false) AS in_flight,
     o.lease_expires_at,
     o.result,
     o.settled_attempt,
@@ -1691,7 +1691,7 @@ ALTER TABLE settle.operations OWNER TO settle_owner;
 -- Name: VIEW operations; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.operations IS 'Canonical record of every operation (read-only). in_flight: a lease is held and has not lapsed by the database clock. The lease token itself is never shown.';
+COMMENT ON VIEW settle.operations IS 'Canonical record of every operation (read-only). in_flight: a lease is held and has not lapsed by the database clock at the start of the reading statement. The lease token itself is never shown.';
 
 --
 -- Name: inspect(text, text); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -4160,7 +4160,7 @@ ALTER FUNCTION settle_private._may_have_taken_effect(tenant text, key text, stat
 --
 
 CREATE FUNCTION settle_private._metrics() RETURNS TABLE(operations_in_flight bigint, lapsed_leases bigint, operations_unknown bigint, oldest_unknown_age_seconds double precision, operations_conflict bigint, dead_letters_failed bigint, dead_letters_needs_reconciliation bigint, oldest_dead_letter_age_seconds double precision, conflicts_recent bigint, refused_observations_recent bigint, recent_window_seconds integer)
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE sql STABLE SECURITY DEFINER ROWS 1
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET jit TO 'off'
     AS $$
@@ -4178,7 +4178,7 @@ select (select count(*) from settle_private.operations o
        (select count(*) from settle_private.operations o where o.status = 'conflict'
            and (w.tenants is null or o.tenant = any (w.tenants))) as operations_conflict,
        (select count(*) from settle_private.operations o
-         where o.dead_lettered_at is not null and o.status = 'failed'
+         where o.dead_lettered_at is not null and o.status between 'failed' and 'failed'
            and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_failed,
        (select count(*) from settle_private.operations o
          where o.dead_lettered_at is not null and o.status in ('unknown', 'conflict')
