@@ -1,3 +1,5 @@
+import path from 'node:path';
+import { writeExportedMigrations } from '../../db/export-migrations.js';
 import { migrate, type OwnerMember } from '../../db/migrate.js';
 import { COMMON_HELP, stringFlag, type Command } from '../command.js';
 import { openDatabase } from '../database.js';
@@ -7,8 +9,9 @@ import { printJson, printText } from '../output.js';
 
 export const migrateCommand: Command = {
   name: 'migrate',
-  summary: 'apply pending migrations (forward-only, idempotent)',
+  summary: 'apply pending migrations (forward-only, idempotent); --print DIR writes them for your own tool',
   help: `Usage: pg-settle migrate [--database-url URL] [--json]
+       pg-settle migrate --print DIR [--json]
 
 Applies the pending files of sql/migrations to the database, in order, each in its own
 transaction. Safe to repeat and to run from several processes at once. Needs a role that may
@@ -17,10 +20,25 @@ create schemas and roles (a superuser, or the database owner with CREATEROLE; on
 login is a member of settle_owner only while the migrations run; any login still able to act
 as settle_owner afterwards is named, with the REVOKE that drops it (--json: ownerMembers).
 
+Flags:
+  --print DIR          write the migrations as versioned SQL files (NNNNN_name.sql) into DIR
+                       (created if missing) instead of applying them, for your own migration
+                       tool (docs/migrations-in-your-tool.md); connects to no database
+                       (default: off, apply them). Apply the files in order, each in its own
+                       transaction: each also does what migrate does around it (the login acts
+                       as settle_owner only while the file runs)
+
 ${COMMON_HELP}`,
-  flags: {},
+  flags: { print: { type: 'string' } },
   positionals: [],
   async run(input) {
+    const printTo = stringFlag(input, 'print');
+    if (printTo !== undefined) {
+      const written = await writeExportedMigrations(printTo);
+      if (input.json) printJson({ ok: true, command: 'migrate', print: path.resolve(printTo), files: written });
+      else printText(`wrote ${written.length} migration files to ${printTo}:\n${written.map((f) => `  ${f}`).join('\n')}`);
+      return EXIT.ok;
+    }
     const db = await openDatabase(stringFlag(input, 'database-url'));
     let applied: string[];
     let ownerMembers: readonly OwnerMember[];
