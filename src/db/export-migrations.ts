@@ -94,10 +94,28 @@ export async function exportMigrations(dir: string = defaultMigrationsDir()): Pr
   return out;
 }
 
-/** Writes the exported migrations into `outDir` (created if missing); returns the file names written. */
-export async function writeExportedMigrations(outDir: string, dir?: string): Promise<string[]> {
+/**
+ * Migration files in `outDir` that this version does not have (`NNNNN_name.sql` under another
+ * name): printed by a version whose migrations were numbered differently. A tool would apply them
+ * beside the current ones, so writing into such a directory is refused.
+ */
+export async function staleMigrationFiles(outDir: string, current: readonly string[]): Promise<string[]> {
+  const present = await readdir(outDir).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return [] as string[];
+    throw error;
+  });
+  return present.filter((f) => FILE_NAME.test(f) && !current.includes(f)).sort();
+}
+
+/**
+ * Writes the exported migrations into `outDir` (created if missing); returns the file names
+ * written, or the stale files that made it refuse (see staleMigrationFiles), writing nothing.
+ */
+export async function writeExportedMigrations(outDir: string, dir?: string): Promise<{ written: string[]; stale: string[] }> {
   const migrations = await exportMigrations(dir);
+  const stale = await staleMigrationFiles(outDir, migrations.map((m) => m.fileName));
+  if (stale.length > 0) return { written: [], stale };
   await mkdir(outDir, { recursive: true });
   for (const m of migrations) await writeFile(path.join(outDir, m.fileName), m.sql);
-  return migrations.map((m) => m.fileName);
+  return { written: migrations.map((m) => m.fileName), stale: [] };
 }

@@ -5,7 +5,7 @@
 // leave the login unable to act as settle_owner, and the engine works there as settle_app.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -79,6 +79,19 @@ describe('pg-settle migrate --print', () => {
     expect((await readdir(dir)).sort()).toEqual(sources);
     for (const file of sources) {
       expect(await readFile(path.join(dir, file), 'utf8')).toContain(await readFile(path.join(defaultMigrationsDir(), file), 'utf8'));
+    }
+  });
+
+  it('refuses a directory holding migration files this version does not have, writing nothing', { timeout: 120_000 }, async () => {
+    const other = await mkdtemp(path.join(tmpdir(), 'settle-export-stale-'));
+    try {
+      await writeFile(path.join(other, '00007_claim.sql'), '-- printed by a version numbered differently\n');
+      const run = await runCli(['migrate', '--print', other]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain('00007_claim.sql');
+      expect(await readdir(other)).toEqual(['00007_claim.sql']);
+    } finally {
+      await rm(other, { recursive: true, force: true });
     }
   });
 

@@ -6,6 +6,7 @@ import { openDatabase } from '../database.js';
 import { DatabaseUnavailableError } from '../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, printText } from '../output.js';
+import { UsageError } from '../usage-error.js';
 
 export const migrateCommand: Command = {
   name: 'migrate',
@@ -26,7 +27,8 @@ Flags:
                        tool (docs/migrations-in-your-tool.md); connects to no database
                        (default: off, apply them). Apply the files in order, each in its own
                        transaction: each also does what migrate does around it (the login acts
-                       as settle_owner only while the file runs)
+                       as settle_owner only while the file runs). Refused (exit 2) when DIR
+                       holds NNNNN_*.sql files this version does not have
 
 ${COMMON_HELP}`,
   flags: { print: { type: 'string' } },
@@ -34,7 +36,14 @@ ${COMMON_HELP}`,
   async run(input) {
     const printTo = stringFlag(input, 'print');
     if (printTo !== undefined) {
-      const written = await writeExportedMigrations(printTo);
+      const { written, stale } = await writeExportedMigrations(printTo);
+      if (stale.length > 0) {
+        throw new UsageError(
+          `${printTo} holds migration files this version of pg-settle does not have (${stale.join(', ')}): `
+            + 'they were printed by a version whose migrations were numbered differently, and a tool would apply them too; '
+            + 'print into an empty directory',
+        );
+      }
       if (input.json) printJson({ ok: true, command: 'migrate', print: path.resolve(printTo), files: written });
       else printText(`wrote ${written.length} migration files to ${printTo}:\n${written.map((f) => `  ${f}`).join('\n')}`);
       return EXIT.ok;
