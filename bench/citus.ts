@@ -17,7 +17,7 @@ import { migrate } from '../src/db/migrate.js';
 import { withPgClient } from '../src/db/with-pg-client.js';
 import { citusUnavailableReason, startCitusCluster } from '../src/dev-server/citus-cluster.js';
 import { DEBIAN_PG_BIN_DIR, startLocalCluster } from '../src/dev-server/local-cluster.js';
-import { locatePgbench, PGBENCH_MISSING_HINT, runPgbench } from './pgbench.js';
+import { locatePgbench, PGBENCH_MISSING_HINT, runPgbench } from './lib/pgbench.js';
 
 const SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'scripts', 'citus-cycle.sql');
 const { values } = parseArgs({

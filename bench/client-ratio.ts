@@ -4,11 +4,11 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { createPool, sql } from 'slonik';
 import { settleTypeParsers } from '../src/client/interceptors.js';
-import { runClientCycle } from './client-cycle.js';
-import { checkpoint, startBenchServer, type BenchServer } from './database.js';
-import { scriptPath } from './measure.js';
-import { locatePgbench, runPgbench } from './pgbench.js';
-import { option } from './script-options.js';
+import { runClientCycle } from './lib/client-cycle.js';
+import { checkpoint, startBenchServer, type BenchServer } from './lib/database.js';
+import { scriptPath } from './lib/measure.js';
+import { locatePgbench, runPgbench } from './lib/pgbench.js';
+import { option } from './lib/script-options.js';
 
 /**
  * Issue #10's `client` target in isolation: the fresh-key cycle (claim, no-op effect, complete)
@@ -30,7 +30,7 @@ import { option } from './script-options.js';
  *   npx tsx bench/client-ratio.ts [--clients 8] [--duration 5] [--warmup 1] [--rounds 2] [--only client,pg] [--baseline <path>] [--threads 1]
  *
  * `--threads N` runs the client drivers (client, unprepared, baseline) on N event loops (worker
- * threads, bench/client-cycle.ts), as pgbench runs on `-j 2` threads; `pg` and `slonik` stay on
+ * threads, bench/lib/client-cycle.ts), as pgbench runs on `-j 2` threads; `pg` and `slonik` stay on
  * this one.
  *
  * Prints cycles/s per run (for the drivers in this process also the CPU, user + system, the

@@ -5,13 +5,13 @@
  *   npx tsx bench/console.ts [--rows 1000000] [--runs 15]
  *
  * Starts a throwaway PostgreSQL (or uses DATABASE_URL's server), makes two databases: one empty
- * (the baseline of the same run) and one with `--rows` operations from bench/scale-rows.ts plus
+ * (the baseline of the same run) and one with `--rows` operations from bench/lib/scale-rows.ts plus
  * recent work the overview draws (10,000 settlements spread over the last hour, unknown
  * operations, dead letters of both reasons, a feed consumer with a backlog). Starts the console
  * in this process as the superuser, signs in, and requests the overview `--runs` times after two
  * warm-up requests, reading the server's own time from its Server-Timing header. Prints the
  * median and the slowest, the ratio to the empty database, and PASS/FAIL against 1,000 ms.
- * The million operations of bench/scale-rows.ts are pending (a retry backlog): the worst case for
+ * The million operations of bench/lib/scale-rows.ts are pending (a retry backlog): the worst case for
  * the overview's counts, which share operations_needing_attention_idx with them.
  */
 import pg from 'pg';
@@ -20,7 +20,7 @@ import { startConsole } from '../src/console/server.js';
 import { migrate } from '../src/db/migrate.js';
 import { withDatabase } from '../src/db/database-url.js';
 import { provisionPostgres } from '../src/dev-server/provision.js';
-import { generateScaleRows } from './scale-rows.js';
+import { generateScaleRows } from './lib/scale-rows.js';
 
 function flag(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);

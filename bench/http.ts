@@ -13,7 +13,7 @@ import { availableParallelism, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { createApp } from '../examples/http/express-app.js';
 import { createSettleClient, type SettleClient } from '../src/index.js';
-import { startBenchServer } from './database.js';
+import { startBenchServer } from './lib/database.js';
 
 const { values } = parseArgs({
   options: {

@@ -1,15 +1,15 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { describeLength, parseBenchArgs, USAGE, type BenchOptions } from './args.js';
-import { BENCH_DIR, startBenchServer } from './database.js';
-import { locatePgbench, PGBENCH_MISSING_HINT } from './pgbench.js';
-import { renderMarkdown, renderTerminal } from './report.js';
-import { runBatch, runFeedLag } from './batch.js';
-import { runBaseline, runClient, runCpu, runEngineCycle, runHotkey, runPkread, runReplay, runScale, type ScenarioContext } from './scenarios.js';
-import { renderReportSvg } from './svg.js';
-import { evaluateReferenceRatios, evaluateTargets } from './targets.js';
-import type { BenchReport, RunResult, ScenarioName } from './types.js';
+import { describeLength, parseBenchArgs, USAGE, type BenchOptions } from './lib/args.js';
+import { BENCH_DIR, startBenchServer } from './lib/database.js';
+import { locatePgbench, PGBENCH_MISSING_HINT } from './lib/pgbench.js';
+import { renderMarkdown, renderTerminal } from './lib/report.js';
+import { runBatch, runFeedLag } from './lib/batch.js';
+import { runBaseline, runClient, runCpu, runEngineCycle, runHotkey, runPkread, runReplay, runScale, type ScenarioContext } from './lib/scenarios.js';
+import { renderReportSvg } from './lib/svg.js';
+import { evaluateReferenceRatios, evaluateTargets } from './lib/targets.js';
+import type { BenchReport, RunResult, ScenarioName } from './lib/types.js';
 
 /**
  * `npm run bench [-- --quick]`: every scenario of issue #5 against a freshly provisioned

@@ -5,7 +5,7 @@
  *   npx tsx bench/metrics-view.ts --rows 10000000 [--runs 7]
  *
  * Starts a throwaway PostgreSQL (or uses DATABASE_URL's server), migrates, loads `--rows`
- * operations with bench/scale-rows.ts (each with its attempt and two audit rows), then puts a
+ * operations with bench/lib/scale-rows.ts (each with its attempt and two audit rows), then puts a
  * few thousand operations in the states the view counts through the API itself (live and lapsed
  * leases, unknown, conflict, dead letters, claim conflicts, fenced reports), VACUUM ANALYZEs, and
  * prints EXPLAIN (ANALYZE, BUFFERS) of `select * from settle.metrics` (median of `--runs`), next
@@ -15,7 +15,7 @@ import pg from 'pg';
 import { migrate } from '../src/db/migrate.js';
 import { withDatabase } from '../src/db/database-url.js';
 import { provisionPostgres } from '../src/dev-server/provision.js';
-import { generateScaleRows } from './scale-rows.js';
+import { generateScaleRows } from './lib/scale-rows.js';
 
 function flag(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);

@@ -3,8 +3,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { CPU_LOOPS, readCpuLoop } from './cpu.js';
-import { seedReplayKeys, startBenchServer } from './database.js';
+import { CPU_LOOPS, readCpuLoop } from './lib/cpu.js';
+import { seedReplayKeys, startBenchServer } from './lib/database.js';
 
 /**
  * Where one backend's CPU goes: `npx tsx bench/perf-profile.ts [seconds-cap]`. For each loop of

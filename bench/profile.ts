@@ -1,9 +1,9 @@
 import pg from 'pg';
-import { seedReplayKeys, startBenchServer } from './database.js';
+import { seedReplayKeys, startBenchServer } from './lib/database.js';
 import { withPgClient } from '../src/db/with-pg-client.js';
-import { scriptPath } from './measure.js';
-import { sampleWaitEvents } from './wait-events.js';
-import { locatePgbench, PGBENCH_MISSING_HINT, runPgbench, type PgbenchRunOptions } from './pgbench.js';
+import { scriptPath } from './lib/measure.js';
+import { sampleWaitEvents } from './lib/wait-events.js';
+import { locatePgbench, PGBENCH_MISSING_HINT, runPgbench, type PgbenchRunOptions } from './lib/pgbench.js';
 
 /**
  * Where the time of one operation goes: `npx tsx bench/profile.ts [ops] [clients] [seconds]`.
@@ -13,7 +13,7 @@ import { locatePgbench, PGBENCH_MISSING_HINT, runPgbench, type PgbenchRunOptions
  * (pg_stat_statements.track = all), and EXPLAIN (ANALYZE, BUFFERS, WAL) of every nested
  * statement of one claim and one complete (auto_explain, sent back as NOTICEs); and what the
  * backends wait on while `clients` pgbench clients run cycle and floor2 for `seconds`
- * (pg_stat_activity sampled every 10 ms, bench/wait-events.ts).
+ * (pg_stat_activity sampled every 10 ms, bench/lib/wait-events.ts).
  * Prints Markdown; docs/performance.md quotes it.
  */
 

@@ -1,9 +1,9 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { BENCH_DIR } from './database.js';
-import { renderMarkdown } from './report.js';
-import { renderReportSvg } from './svg.js';
-import type { BenchReport } from './types.js';
+import { BENCH_DIR } from './lib/database.js';
+import { renderMarkdown } from './lib/report.js';
+import { renderReportSvg } from './lib/svg.js';
+import type { BenchReport } from './lib/types.js';
 
 /**
  * `npm run bench:publish [-- <report.json>]`: the one home of published benchmark figures.

@@ -4,7 +4,7 @@ import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan, type SpanEx
 import { sql } from 'slonik';
 import { createSettleClient, type SettleClient } from '../src/client/index.js';
 import { type ClientTelemetry, createClientTelemetry } from '../src/client/telemetry.js';
-import { startBenchServer } from './database.js';
+import { startBenchServer } from './lib/database.js';
 
 /**
  * What recording OpenTelemetry costs the client (docs/observability.md, "Overhead measured").

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { parseLatencyLog, parsePgbenchOutput, percentile } from '../../bench/pgbench-parse.js';
+import { parseLatencyLog, parsePgbenchOutput, percentile } from '../../bench/lib/pgbench-parse.js';
 
 // Fixtures are real pgbench 15.18 output captured on this project's machines (see fixtures/README.md).
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');

@@ -2,11 +2,11 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BENCH_DIR } from '../../bench/database.js';
-import { scriptPath } from '../../bench/measure.js';
-import { locatePgbench, runPgbench } from '../../bench/pgbench.js';
-import { loadScript } from '../../bench/script-runner.js';
-import { verifySpec4 } from '../../bench/verify.js';
+import { BENCH_DIR } from '../../bench/lib/database.js';
+import { scriptPath } from '../../bench/lib/measure.js';
+import { locatePgbench, runPgbench } from '../../bench/lib/pgbench.js';
+import { loadScript } from '../../bench/lib/script-runner.js';
+import { verifySpec4 } from '../../bench/lib/verify.js';
 import { withPgClient } from '../../src/db/with-pg-client.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
 

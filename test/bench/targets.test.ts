@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { parseBenchArgs } from '../../bench/args.js';
-import { summarizeRuns } from '../../bench/summary.js';
-import { evaluateReferenceRatios, evaluateTargets, median } from '../../bench/targets.js';
-import type { RunResult, ScenarioName } from '../../bench/types.js';
+import { parseBenchArgs } from '../../bench/lib/args.js';
+import { summarizeRuns } from '../../bench/lib/summary.js';
+import { evaluateReferenceRatios, evaluateTargets, median } from '../../bench/lib/targets.js';
+import type { RunResult, ScenarioName } from '../../bench/lib/types.js';
 
 function run(label: string, clients: number, round: number, tps: number, extra: Partial<RunResult> = {}): RunResult {
   const scenario = (label.startsWith('scale@') ? 'scale' : label.startsWith('cpu:') ? 'cpu' : label) as ScenarioName;

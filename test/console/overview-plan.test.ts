@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateScaleRows } from '../../bench/scale-rows.js';
+import { generateScaleRows } from '../../bench/lib/scale-rows.js';
 import { discoverCapabilities } from '../../src/console/capabilities.js';
 import { openConsoleDatabase, type ConsoleDatabase } from '../../src/console/database.js';
 import { COUNT_CAP, OVERVIEW_QUERIES, readOverview } from '../../src/console/overview-data.js';

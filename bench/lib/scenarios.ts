@@ -2,7 +2,7 @@ import type { BenchOptions } from './args.js';
 import { runClientCycle } from './client-cycle.js';
 import { CPU_LOOPS, CPU_SCRIPTS, measureCpuLoop, measureCpuScript } from './cpu.js';
 import { checkpoint, seedReplayKeys, type BenchServer, type RunDatabase } from './database.js';
-import { withPgClient } from '../src/db/with-pg-client.js';
+import { withPgClient } from '../../src/db/with-pg-client.js';
 import { genericChecks, measurePgbench, measureWindow, perOp, type PgbenchMeasurement } from './measure.js';
 import { generateScaleRows } from './scale-rows.js';
 import type { BaselineScenario, RunResult } from './types.js';
@@ -118,7 +118,7 @@ export function runPkread(ctx: ScenarioContext, clients: number, round: number, 
 
 /**
  * Server CPU per cycle of the engine or of the same rows in plain SQL, one backend
- * (bench/cpu.ts), reported as a run at 1 client whose tps is operations per CPU-second.
+ * (bench/lib/cpu.ts), reported as a run at 1 client whose tps is operations per CPU-second.
  * `loop` (the target of issue #10): bench/sql/cycle-cpu-loop.sql against spec4-cpu-loop.sql,
  * one DO block each, no commits. `call` (reference): the pgbench scripts cycle.sql and
  * spec4.sql sent statement by statement, each its own transaction, so per-transaction costs

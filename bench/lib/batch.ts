@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { withPgClient } from '../src/db/with-pg-client.js';
+import { withPgClient } from '../../src/db/with-pg-client.js';
 import { checkpoint, type RunDatabase } from './database.js';
 import { genericChecks, measurePgbench, measureWindow, perOp, scriptPath } from './measure.js';
 import { percentile, runPgbench } from './pgbench.js';

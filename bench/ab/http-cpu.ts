@@ -1,7 +1,7 @@
 // One HTTP scenario of bench/http.ts against the Express example app of a given checkout, with the
 // process CPU per request: an A/B of the middleware between two builds, one run per build,
 // alternated by the caller.
-//   npx tsx bench/http-cpu.ts [first|replay|plain] [clients 16] [seconds 3] [checkout root: this one]
+//   npx tsx bench/ab/http-cpu.ts [first|replay|plain] [clients 16] [seconds 3] [checkout root: this one]
 // `checkout root` holds src/ and examples/ of the other build (e.g. `git archive <commit> src
 // examples | tar -x -C bench/out/base`). Prints requests/s and CPU (user + system) per request
 // over the measured window, after a 1.5 s warm-up; every answer must be 201.
@@ -10,11 +10,11 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { startBenchServer } from './database.js';
+import { startBenchServer } from '../lib/database.js';
 
 const [scenario = 'first', clientsArg = '16', secondsArg = '3', rootArg] = process.argv.slice(2);
 if (!['first', 'replay', 'plain'].includes(scenario)) throw new Error('scenario: first, replay or plain');
-const root = path.resolve(rootArg ?? path.join(path.dirname(new URL(import.meta.url).pathname), '..'));
+const root = path.resolve(rootArg ?? path.join(path.dirname(new URL(import.meta.url).pathname), '../..'));
 const load = async (file: string) => import(pathToFileURL(path.join(root, file)).href);
 const { createApp } = await load('examples/http/express-app.ts');
 const { createSettleClient } = await load('src/index.ts');

@@ -3,17 +3,23 @@
 // the backend's own CPU time (/proc/<pid>/schedstat): immune to the wall-clock noise of a
 // shared machine. Commits are asynchronous in the measuring session (SET synchronous_commit =
 // off) so that the kernel's fsync time, the same for every build, does not blur the engine's
-// own CPU; bench/ab-cpu.mjs measures the loop without commits instead. Builds alternate in
+// own CPU; bench/ab/cpu-loop.ts measures the loop without commits instead. Builds alternate in
 // rounds; the minimum per build is reported. Needs the server on this machine.
-//   node bench/ab-cpu-call.mjs <rounds> <cycles> <label>=<connection url> ...
+//   npx tsx bench/ab/cpu-call.ts <rounds> <cycles> <label>=<connection url> ...
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 
 const [roundsArg, cyclesArg, ...specs] = process.argv.slice(2);
 const rounds = Number(roundsArg);
 const cycles = Number(cyclesArg);
-const builds = specs.map((spec) => ({ label: spec.slice(0, spec.indexOf('=')), url: spec.slice(spec.indexOf('=') + 1), us: [] }));
-const cpuNs = (pid) => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
+interface Build {
+  label: string;
+  url: string;
+  us: number[];
+  ratios?: number[];
+}
+const builds: Build[] = specs.map((spec) => ({ label: spec.slice(0, spec.indexOf('=')), url: spec.slice(spec.indexOf('=') + 1), us: [] }));
+const cpuNs = (pid: number): number => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
 const claim = {
   name: 'claim',
   text: `select c.attempt, c.lease_token, c.fingerprint
@@ -31,7 +37,7 @@ const complete = {
           where r.outcome = 'settled'`,
 };
 
-async function run(client, label, round, count) {
+async function run(client: pg.Client, label: string, round: number | string, count: number): Promise<void> {
   for (let i = 0; i < count; i += 1) {
     const key = `ab-${label}-${round}-${i}-${Math.random()}`;
     const acquired = (await client.query({ ...claim, values: [key, i] })).rows[0];
@@ -47,7 +53,7 @@ async function run(client, label, round, count) {
 const chunk = Number(process.env.CHUNK ?? 0);
 for (let round = 1; round <= rounds; round += 1) {
   if (chunk > 0) {
-    const sessions = [];
+    const sessions: { b: Build; client: pg.Client; pid: number; ns: number }[] = [];
     for (const b of builds) {
       const client = new pg.Client({ connectionString: b.url });
       await client.connect();
@@ -63,12 +69,14 @@ for (let round = 1; round <= rounds; round += 1) {
         s.ns += cpuNs(s.pid) - before;
       }
     }
+    const base = sessions[0];
+    if (base === undefined) throw new Error('no build given');
     for (const s of sessions) {
       await s.client.end();
       const us = s.ns / cycles / 1000;
       s.b.us.push(us);
-      s.b.ratios = [...(s.b.ratios ?? []), us / (sessions[0].ns / cycles / 1000)];
-      console.log(`${s.b.label} round=${round} cpu_us_per_cycle=${us.toFixed(1)} ratio_to_${sessions[0].b.label}=${(us / (sessions[0].ns / cycles / 1000)).toFixed(3)}`);
+      s.b.ratios = [...(s.b.ratios ?? []), us / (base.ns / cycles / 1000)];
+      console.log(`${s.b.label} round=${round} cpu_us_per_cycle=${us.toFixed(1)} ratio_to_${base.b.label}=${(us / (base.ns / cycles / 1000)).toFixed(3)}`);
     }
     continue;
   }
@@ -89,8 +97,9 @@ for (let round = 1; round <= rounds; round += 1) {
 for (const b of builds) {
   const sorted = [...b.us].sort((x, y) => x - y);
   const ratios = [...(b.ratios ?? [])].sort((x, y) => x - y);
+  const middle = (xs: number[]): number => xs[Math.floor(xs.length / 2)] ?? Number.NaN;
   const ratio = ratios.length > 0
-    ? ` median_ratio_to_${builds[0].label}=${ratios[Math.floor(ratios.length / 2)].toFixed(3)} (rounds: ${b.ratios.map((r) => r.toFixed(2)).join(', ')})`
+    ? ` median_ratio_to_${builds[0]?.label}=${middle(ratios).toFixed(3)} (rounds: ${(b.ratios ?? []).map((r) => r.toFixed(2)).join(', ')})`
     : '';
-  console.log(`${b.label} min=${sorted[0].toFixed(1)} median=${sorted[Math.floor(sorted.length / 2)].toFixed(1)} us/cycle${ratio}`);
+  console.log(`${b.label} min=${(sorted[0] ?? Number.NaN).toFixed(1)} median=${middle(sorted).toFixed(1)} us/cycle${ratio}`);
 }

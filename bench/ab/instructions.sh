@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per call of engine builds, counted by valgrind (callgrind): deterministic, so a
 # lever's effect reads to about 1% however busy the shared machine is (the CPU-time A/Bs of
-# bench/ab-cpu-call.mjs move 5-10% between rounds here). Each build is a directory of
+# bench/ab/cpu-call.ts move 5-10% between rounds here). Each build is a directory of
 # migrations; each is migrated into its own database of a throwaway cluster, then a
 # single-user backend runs under callgrind a procedure that claims new keys (each call its own
 # transaction: COMMIT after every call, so PL/pgSQL's per-transaction set-up is counted),
@@ -9,8 +9,8 @@
 # difference divided by N2 - N1, so start-up and first-call compilation cancel out. Prints the
 # instructions per claim of a new key, per complete, per cycle and per replay.
 #
-#   bench/ab-instructions.sh <label>=<migrations dir> ...
-#   N1=10 N2=40 VGDIR=/tmp/settle-vg VGPORT=34999 bench/ab-instructions.sh base=/tmp/mig-base lever=sql/migrations
+#   bench/ab/instructions.sh <label>=<migrations dir> ...
+#   N1=10 N2=40 VGDIR=/tmp/settle-vg VGPORT=34999 bench/ab/instructions.sh base=/tmp/mig-base lever=sql/migrations
 #
 # Needs valgrind and the Debian PostgreSQL 15 binaries; runs the server as user postgres when
 # started as root. About 2 minutes per build on this machine (more when it is loaded).

@@ -4,13 +4,13 @@
 # modified copy). One throwaway cluster, one database per build, alternating rounds so a slow
 # phase of a shared machine hits every build alike.
 #
-#   bench/ab-migrations.sh <label>=<migrations dir> <label>=<migrations dir> ...
-#   ROUNDS=3 SECONDS_PER_RUN=20 CLIENTS=8 SCRIPT=bench/scripts/cycle.sql bench/ab-migrations.sh ...
-#   CPU_LOOP=1 ROUNDS=7 bench/ab-migrations.sh ...   # server CPU instead: bench/sql/cycle-cpu-loop.sql
-#   CPU_NS=1 ROUNDS=5 bench/ab-migrations.sh ...     # the same loop, CPU from schedstat (bench/ab-cpu.mjs)
-#   DRAIN=1 bench/ab-migrations.sh ... feed=sql/migrations   # then the feed's drain rate on the
-#                                                            # last build (bench/feed-drain.mjs)
-#   CPU_CALL=1 ROUNDS=7 CYCLES=1000 bench/ab-migrations.sh ...   # server CPU per call: bench/ab-cpu-call.mjs
+#   bench/ab/migrations.sh <label>=<migrations dir> <label>=<migrations dir> ...
+#   ROUNDS=3 SECONDS_PER_RUN=20 CLIENTS=8 SCRIPT=bench/scripts/cycle.sql bench/ab/migrations.sh ...
+#   CPU_LOOP=1 ROUNDS=7 bench/ab/migrations.sh ...   # server CPU instead: bench/sql/cycle-cpu-loop.sql
+#   CPU_NS=1 ROUNDS=5 bench/ab/migrations.sh ...     # the same loop, CPU from schedstat (bench/ab/cpu-loop.ts)
+#   DRAIN=1 bench/ab/migrations.sh ... feed=sql/migrations   # then the feed's drain rate on the
+#                                                            # last build (bench/ab/feed-drain.ts)
+#   CPU_CALL=1 ROUNDS=7 CYCLES=1000 bench/ab/migrations.sh ...   # server CPU per call: bench/ab/cpu-call.ts
 #
 # Prints one line per run (label, round, tps) and the median tps per build; with CPU_LOOP=1 the
 # milliseconds of 3000 claim + complete pairs in one backend (no commits, no client) and the
@@ -50,14 +50,14 @@ if [ "${CPU_CALL:-0}" = 1 ]; then
   # from /proc/<pid>/schedstat, builds alternating; prints the minimum and median per build.
   urls=()
   for label in "${labels[@]}"; do urls+=("$label=postgres://postgres@localhost/ab_$label?host=$DIR&port=$PORT"); done
-  node "$(dirname "$0")/ab-cpu-call.mjs" "$ROUNDS" "${CYCLES:-1000}" "${urls[@]}"
+  npx tsx "$(dirname "$0")/cpu-call.ts" "$ROUNDS" "${CYCLES:-1000}" "${urls[@]}"
   exit 0
 fi
 if [ "${CPU_NS:-0}" = 1 ]; then
-  # Server CPU from the backends' schedstat (bench/ab-cpu.mjs): immune to a loaded machine's wall clock.
+  # Server CPU from the backends' schedstat (bench/ab/cpu-loop.ts): immune to a loaded machine's wall clock.
   specs=()
   for label in "${labels[@]}"; do specs+=("$label=postgresql://postgres@/ab_$label?host=$DIR&port=$PORT"); done
-  node bench/ab-cpu.mjs "$ROUNDS" "${specs[@]}"
+  npx tsx bench/ab/cpu-loop.ts "$ROUNDS" "${specs[@]}"
   exit 0
 fi
 if [ "${CPU_LOOP:-0}" = 1 ]; then
@@ -92,5 +92,5 @@ for label in "${labels[@]}"; do
   echo "median $label tps=$median (runs:${results[$label]})"
 done
 if [ "${DRAIN:-0}" = 1 ]; then
-  node bench/feed-drain.mjs "postgresql://postgres@/ab_${labels[-1]}?host=$DIR&port=$PORT" "${DRAIN_RUNS:-5}" "${DRAIN_BATCHES:-100,500,1000}"
+  npx tsx bench/ab/feed-drain.ts "postgresql://postgres@/ab_${labels[-1]}?host=$DIR&port=$PORT" "${DRAIN_RUNS:-5}" "${DRAIN_BATCHES:-100,500,1000}"
 fi

@@ -1,13 +1,13 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { baselineRoot, option, REPO_ROOT } from './script-options.js';
+import { baselineRoot, option, REPO_ROOT } from '../lib/script-options.js';
 
 /**
  * The client's own per-cycle work without a database, A/B between two builds in one process:
  * what run() spends around its two statements (the bench's `client` scenario: claim a fresh key,
  * no-op effect, complete), piece by piece, free of the database's and the machine's noise.
  *
- *   npx tsx bench/client-micro.ts [--baseline <checkout>] [--rounds 7] [--n 20000]
+ *   npx tsx bench/ab/client-micro.ts [--baseline <checkout>] [--rounds 7] [--n 20000]
  *
  * `--baseline` is another checkout's root (e.g. `git archive <commit> src | tar -x -C /tmp/base`);
  * without it only this build is measured. Pieces (process CPU per cycle, median and minimum of the

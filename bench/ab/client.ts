@@ -2,16 +2,16 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { sql } from 'slonik';
-import type { createSettleClient as CreateSettleClient, SettleClient } from '../src/client/index.js';
-import { startBenchServer } from './database.js';
-import { baselineRoot, option, REPO_ROOT } from './script-options.js';
+import type { createSettleClient as CreateSettleClient, SettleClient } from '../../src/client/index.js';
+import { startBenchServer } from '../lib/database.js';
+import { baselineRoot, option, REPO_ROOT } from '../lib/script-options.js';
 
 /**
  * Node CPU per run() cycle of two builds of the client against one real database, interleaved
  * in short chunks so that the machine's noise (a shared, loaded 2-vCPU box) hits both alike:
  * the same-run A/B of a client lever, end to end (slonik, node-pg and the socket included).
  *
- *   npx tsx bench/client-ab.ts --baseline <checkout root> [--workers 8] [--chunk 200] [--rounds 9]
+ *   npx tsx bench/ab/client.ts --baseline <checkout root> [--workers 8] [--chunk 200] [--rounds 9]
  *
  * `<checkout root>` holds the other build's src/ (e.g. `git archive <commit> src | tar -x -C
  * bench/out/base`; inside this repository so it resolves the same node_modules). Each round runs

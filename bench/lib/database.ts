@@ -1,12 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { quoteIdent, withDatabase } from '../src/db/database-url.js';
-import { migrate } from '../src/db/migrate.js';
-import { provisionPostgres, type ProvisionedPostgres } from '../src/dev-server/provision.js';
-import { withPgClient } from '../src/db/with-pg-client.js';
+import { quoteIdent, withDatabase } from '../../src/db/database-url.js';
+import { migrate } from '../../src/db/migrate.js';
+import { provisionPostgres, type ProvisionedPostgres } from '../../src/dev-server/provision.js';
+import { withPgClient } from '../../src/db/with-pg-client.js';
 
-export const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));
+/** bench/ (this module is in bench/lib): scripts/, sql/ and out/ are found from here. */
+export const BENCH_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const TEMPLATE = 'settle_bench_template';
 
 /** Settings reported with every result: what a durable-write benchmark depends on. */

@@ -2,7 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { openCycle } from './client-cycle.js';
 import type { RunLength } from './types.js';
 
-// One thread of the `client` driver with threads > 1 (bench/client-cycle.ts): opens its client,
+// One thread of the `client` driver with threads > 1 (bench/lib/client-cycle.ts): opens its client,
 // says ready, runs its share of the workers on each `go` (answering the latencies), and closes
 // its client on `end`.
 const { url, clients, preparedStatements, clientModule } = workerData as {

@@ -1,12 +1,12 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { baselineRoot, option, REPO_ROOT } from './script-options.js';
+import { baselineRoot, option, REPO_ROOT } from '../lib/script-options.js';
 
 /**
  * The HTTP middleware's own per-request work without a database or a socket, A/B between two
- * builds in one process (as bench/client-micro.ts does for the client):
+ * builds in one process (as bench/ab/client-micro.ts does for the client):
  *
- *   npx tsx bench/http-micro.ts [--baseline <checkout root>] [--rounds 7] [--n 50000]
+ *   npx tsx bench/ab/http-micro.ts [--baseline <checkout root>] [--rounds 7] [--n 50000]
  *
  * Pieces (process CPU per request, median and minimum of the rounds, builds interleaved):
  * - `key + fingerprint`: parseIdempotencyKey of the header, defaultFingerprint of a JSON body

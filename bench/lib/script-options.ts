@@ -15,4 +15,4 @@ export function baselineRoot(): string | undefined {
 }
 
 /** This checkout's root (the directory above bench/). */
-export const REPO_ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+export const REPO_ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');

@@ -1,13 +1,13 @@
 // The settlement feed's drain rate: one consumer, one connection, read + ack in one transaction
 // per batch (the exactly-once path of docs/feed.md), over a backlog of settlements written by
 // the cycle (bench/sql/cycle-cpu-loop.sql, 3000 claim + complete per run). Reports events per
-// second per batch size; compare with the cycle's throughput (bench/ab-migrations.sh).
-//   node bench/feed-drain.mjs <connection url> [backlog runs, default 5] [batch sizes, default 100,500,1000]
+// second per batch size; compare with the cycle's throughput (bench/ab/migrations.sh).
+//   npx tsx bench/ab/feed-drain.ts <connection url> [backlog runs, default 5] [batch sizes, default 100,500,1000]
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 
 const [url, runsArg = '5', sizesArg = '100,500,1000'] = process.argv.slice(2);
-const loop = readFileSync(new URL('./sql/cycle-cpu-loop.sql', import.meta.url), 'utf8').replace(/^\\timing on$/m, '');
+const loop = readFileSync(new URL('../sql/cycle-cpu-loop.sql', import.meta.url), 'utf8').replace(/^\\timing on$/m, '');
 const client = new pg.Client({ connectionString: url });
 await client.connect();
 await client.query(`select * from settle.register_consumer(name => 'bench-drain', start_at => 'earliest')`);

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { sql } from 'slonik';
-import { createSettleClient } from '../src/client/index.js';
+import { createSettleClient } from '../../src/client/index.js';
 import { percentile } from './pgbench-parse.js';
 import type { RunLength } from './types.js';
 
@@ -13,7 +13,7 @@ import type { RunLength } from './types.js';
  *
  * `threads` (default 1) spreads the workers over that many event loops, as pgbench's `-j`
  * spreads its clients over threads: thread 0 is this one when `threads` is 1, otherwise each is a
- * worker thread (bench/client-cycle-worker.ts) with a client of its own (pool of its share of
+ * worker thread (bench/lib/client-cycle-worker.ts) with a client of its own (pool of its share of
  * the connections). One event loop serializes every worker's JavaScript: once it is busy (a
  * loaded machine gives it a fraction of a CPU), replies wait in its queue, and the ratio to
  * pgbench measures that queue rather than the client's cost. The clock starts when every

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type pg from 'pg';
 import { checkpoint, readServerCounters, walBytesBetween, BENCH_DIR, type RunDatabase, type ServerCounters } from './database.js';
-import { withPgClient } from '../src/db/with-pg-client.js';
+import { withPgClient } from '../../src/db/with-pg-client.js';
 import { percentile, runPgbench, type PgbenchRunOptions } from './pgbench.js';
 import type { Check, RunLength, RunResult, ScenarioName } from './types.js';
 import { check } from './verify.js';

@@ -3,15 +3,15 @@
 // machine. Each build's database runs bench/sql/cycle-cpu-loop.sql's loop (3000 cycles in one
 // DO block: no commits, no client) in alternating rounds; the minimum per build is reported.
 // Needs the server on this machine (schedstat of its backends).
-//   node bench/ab-cpu.mjs <rounds> <label>=<connection url> ...
+//   npx tsx bench/ab/cpu-loop.ts <rounds> <label>=<connection url> ...
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 
 const [roundsArg, ...specs] = process.argv.slice(2);
 const rounds = Number(roundsArg);
-const loop = readFileSync(new URL('./sql/cycle-cpu-loop.sql', import.meta.url), 'utf8').replace(/^\\timing on$/m, '');
-const builds = specs.map((spec) => ({ label: spec.slice(0, spec.indexOf('=')), url: spec.slice(spec.indexOf('=') + 1), ns: [] }));
-const cpuNs = (pid) => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
+const loop = readFileSync(new URL('../sql/cycle-cpu-loop.sql', import.meta.url), 'utf8').replace(/^\\timing on$/m, '');
+const builds = specs.map((spec) => ({ label: spec.slice(0, spec.indexOf('=')), url: spec.slice(spec.indexOf('=') + 1), ns: [] as number[] }));
+const cpuNs = (pid: number): number => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
 for (let round = 1; round <= rounds; round += 1) {
   for (const b of builds) {
     const client = new pg.Client({ connectionString: b.url });
@@ -28,5 +28,6 @@ for (let round = 1; round <= rounds; round += 1) {
 }
 for (const b of builds) {
   const sorted = [...b.ns].sort((x, y) => x - y);
-  console.log(`${b.label} min=${(sorted[0] / 3e6).toFixed(1)} median=${(sorted[Math.floor(sorted.length / 2)] / 3e6).toFixed(1)} us/cycle`);
+  const at = (i: number): number => sorted[i] ?? Number.NaN;
+  console.log(`${b.label} min=${(at(0) / 3e6).toFixed(1)} median=${(at(Math.floor(sorted.length / 2)) / 3e6).toFixed(1)} us/cycle`);
 }

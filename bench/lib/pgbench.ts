@@ -71,7 +71,7 @@ export interface PgbenchRun {
 /**
  * pgbench exited non-zero, printed "Run was aborted" or processed nothing: the numbers are not a
  * measurement. (A timed run on a loaded machine can close its window before its connections
- * open; the quick bench therefore counts transactions instead, see bench/args.ts.)
+ * open; the quick bench therefore counts transactions instead, see bench/lib/args.ts.)
  */
 export class PgbenchAbortedError extends Error {
   constructor(

@@ -4,15 +4,15 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { startBenchServer } from './database.js';
-import { baselineRoot, option, REPO_ROOT } from './script-options.js';
+import { startBenchServer } from '../lib/database.js';
+import { baselineRoot, option, REPO_ROOT } from '../lib/script-options.js';
 
 /**
  * Process CPU per HTTP request of two builds of the middleware and client, in one process against
  * one real database, interleaved in short chunks so that the machine's noise hits both alike
- * (bench/http-cpu.ts runs one build per process, which a loaded machine turns into noise):
+ * (bench/ab/http-cpu.ts runs one build per process, which a loaded machine turns into noise):
  *
- *   npx tsx bench/http-ab.ts --baseline <checkout root> [--scenario first|replay] [--clients 16] [--chunk 200] [--rounds 9]
+ *   npx tsx bench/ab/http.ts --baseline <checkout root> [--scenario first|replay] [--clients 16] [--chunk 200] [--rounds 9]
  *
  * `<checkout root>` holds the other build's src/ and examples/ (e.g. `git archive <commit> src
  * examples | tar -x -C bench/out/base`). Each build serves the Express example app
