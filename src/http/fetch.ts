@@ -19,6 +19,7 @@ export interface FetchMiddlewareContext {
   res: Response | undefined;
 }
 
+/** What createIdempotency() returns: a handler wrapper, with the `(c, next)` middleware form as `.middleware()`. */
 export interface FetchIdempotency {
   /**
    * Wraps a handler: `export const POST = idempotency(handler)` (Next.js), `Bun.serve({ fetch:

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
-// The API reference (`npm run docs`, TypeDoc from the TSDoc of every export of the four entry
+// The API reference (`npm run docs`, TypeDoc from the TSDoc of every export of the five entry
 // points, typedoc.json) builds, and fails on an exported symbol without documentation:
 // typedoc.json sets validation.notDocumented with treatValidationWarningsAsErrors, so this test
 // (run by `npm test` in .ci/run) fails with the symbol's name.
@@ -26,7 +26,7 @@ describe('API reference (TypeDoc)', () => {
       const index = await readFile(path.join(out, 'index.html'), 'utf8');
       expect(index).toContain('pg-settle');
       const modules = await readFile(path.join(out, 'modules.html'), 'utf8').catch(() => index);
-      for (const entry of ['index', 'testing', 'http/express', 'http/fastify']) expect(modules).toContain(entry);
+      for (const entry of ['index', 'testing', 'http/express', 'http/fastify', 'http/fetch']) expect(modules).toContain(entry);
     } finally {
       await rm(out, { recursive: true, force: true });
     }
