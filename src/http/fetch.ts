@@ -15,7 +15,12 @@ export type FetchHandler<A extends unknown[] = []> = (request: Request, ...rest:
  * pattern as `c.req.routePath` when there is one, and the response as a settable `c.res` (Hono).
  */
 export interface FetchMiddlewareContext {
-  readonly req: { readonly raw: Request; readonly routePath?: string };
+  readonly req: {
+    readonly raw: Request;
+    readonly routePath?: string;
+    /** The body from the framework's cache, when a middleware before this one read it (Hono). */
+    arrayBuffer?(): Promise<ArrayBuffer>;
+  };
   res: Response | undefined;
 }
 
@@ -50,13 +55,14 @@ export function createIdempotency(options: IdempotencyOptions<Request>): FetchId
   resolveOptions(options); // validate early (and warn once without a binding resolver)
   const wrap = <A extends unknown[]>(handler: FetchHandler<A>, route?: RouteOptions<Request>) => {
     const o = resolveOptions(options, route);
-    return (request: Request, ...rest: A): Promise<Response> => handle(o, request, undefined, async () => handler(request, ...rest));
+    return (request: Request, ...rest: A): Promise<Response> => handle(o, request, undefined, undefined, async () => handler(request, ...rest));
   };
   wrap.middleware = (route?: RouteOptions<Request>) => {
     const o = resolveOptions(options, route);
     return async (c: FetchMiddlewareContext, next: () => Promise<void>): Promise<void> => {
       let sent: Response | undefined;
-      const response = await handle(o, c.req.raw, c.req.routePath, async () => {
+      const cached = c.req.arrayBuffer === undefined ? undefined : () => c.req.arrayBuffer!();
+      const response = await handle(o, c.req.raw, c.req.routePath, cached, async () => {
         await next();
         // Answered before the handler finished (handler timeout): the framework kept our answer
         // as c.res and dropped the handler's response, so there is nothing to settle late; the
@@ -83,9 +89,15 @@ interface Produced {
   readonly rest: ReadableStreamDefaultReader<Uint8Array> | null;
 }
 
-async function handle(o: Resolved<Request>, request: Request, route: string | undefined, run: () => Promise<Response>): Promise<Response> {
+async function handle(
+  o: Resolved<Request>,
+  request: Request,
+  route: string | undefined,
+  cachedBody: (() => Promise<ArrayBuffer>) | undefined,
+  run: () => Promise<Response>,
+): Promise<Response> {
   if (!o.methods.has(request.method.toUpperCase())) return run();
-  const view = await viewOf(request, route);
+  const view = await viewOf(request, route, cachedBody);
   // Transaction mode calls the handler from inside the request transaction: run it in the
   // request's own async context, as the Express and Fastify adapters do.
   const inRequestContext = o.settlement === 'transaction' ? AsyncLocalStorage.snapshot() : null;
@@ -127,16 +139,22 @@ async function handle(o: Resolved<Request>, request: Request, route: string | un
   return replayable(produced);
 }
 
-/** The request as the core sees it; the body is read from a clone, so the handler still reads it. */
-async function viewOf(request: Request, route: string | undefined): Promise<RequestView> {
+/**
+ * The request as the core sees it. The body is read from a clone, so the handler still reads it;
+ * a body something before the middleware already consumed comes from the framework's cache, or,
+ * without one, cannot be fingerprinted (the core answers 500 idempotency-misconfigured).
+ */
+async function viewOf(request: Request, route: string | undefined, cachedBody: (() => Promise<ArrayBuffer>) | undefined): Promise<RequestView> {
   const url = new URL(request.url);
   const headers: IncomingHttpHeaders = Object.fromEntries(request.headers);
-  const bytes = request.body === null ? Buffer.alloc(0) : Buffer.from(await request.clone().arrayBuffer());
+  const target = { method: request.method.toUpperCase(), url: `${url.pathname}${url.search}`, route: route ?? url.pathname, headers };
+  if (request.body !== null && request.bodyUsed && cachedBody === undefined) return { ...target, body: undefined, hasBody: true };
+  let bytes: Buffer;
+  if (request.body === null) bytes = Buffer.alloc(0);
+  else if (request.bodyUsed) bytes = Buffer.from(await cachedBody!());
+  else bytes = Buffer.from(await request.clone().arrayBuffer());
   return {
-    method: request.method.toUpperCase(),
-    url: `${url.pathname}${url.search}`,
-    route: route ?? url.pathname,
-    headers,
+    ...target,
     body: bytes.length === 0 ? undefined : parseBody(bytes, request.headers.get('content-type')),
     hasBody: bytes.length > 0,
   };
