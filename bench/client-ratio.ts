@@ -11,7 +11,7 @@ import { locatePgbench, runPgbench } from './lib/pgbench.js';
 import { option } from './lib/script-options.js';
 
 /**
- * Issue #10's `client` target in isolation: the fresh-key cycle (claim, no-op effect, complete)
+ * The bench's `client` target in isolation: the fresh-key cycle (claim, no-op effect, complete)
  * driven several ways against the same throwaway server, each run in a fresh database after a
  * CHECKPOINT and an unmeasured warm-up of the same driver (full-page images after the
  * checkpoint; Node's JIT), rounds interleaved so the machine's noise hits every driver alike:

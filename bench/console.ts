@@ -1,6 +1,6 @@
 /**
- * What the console's overview costs the server at 1 million operations (issue: "renders within
- * 1 s server time"): a benchmark, not a timed test.
+ * What the console's overview costs the server at 1 million operations (the goal: it renders
+ * within 1 s of server time): a benchmark, not a timed test.
  *
  *   npx tsx bench/console.ts [--rows 1000000] [--runs 15]
  *

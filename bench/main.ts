@@ -12,7 +12,7 @@ import { evaluateReferenceRatios, evaluateTargets } from './lib/targets.js';
 import type { BenchReport, RunResult, ScenarioName } from './lib/types.js';
 
 /**
- * `npm run bench [-- --quick]`: every scenario of issue #5 against a freshly provisioned
+ * `npm run bench [-- --quick]`: every scenario against a freshly provisioned
  * PostgreSQL, baselines in the same run, correctness counters after every run. Exit code 1
  * when a run aborts or a correctness check fails; timing never fails the run.
  */

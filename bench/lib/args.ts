@@ -100,7 +100,7 @@ export function parseBenchArgs(argv: readonly string[], cpus: number): BenchOpti
 
 /**
  * Quick runs are counted, not timed: a `-T 1` window on a loaded machine can close before 64
- * connections have opened and process nothing (issue #10 §0). A counted run always measures
+ * connections have opened and process nothing. A counted run always measures
  * exactly clients x N transactions, however slow the machine is.
  */
 function runLength(duration: string | undefined, transactions: string | undefined, quick: boolean): RunLength {

@@ -119,7 +119,7 @@ export function runPkread(ctx: ScenarioContext, clients: number, round: number, 
 /**
  * Server CPU per cycle of the engine or of the same rows in plain SQL, one backend
  * (bench/lib/cpu.ts), reported as a run at 1 client whose tps is operations per CPU-second.
- * `loop` (the target of issue #10): bench/sql/cycle-cpu-loop.sql against spec4-cpu-loop.sql,
+ * `loop` (the target): bench/sql/cycle-cpu-loop.sql against spec4-cpu-loop.sql,
  * one DO block each, no commits. `call` (reference): the pgbench scripts cycle.sql and
  * spec4.sql sent statement by statement, each its own transaction, so per-transaction costs
  * (PL/pgSQL expression set-up, executor start, commit) are counted too.

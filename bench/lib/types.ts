@@ -66,7 +66,7 @@ export interface TargetResult {
 }
 
 /**
- * A ratio reported for reference, not one of issue #5's targets: no threshold, no verdict
+ * A ratio reported for reference, not one of the bench's targets: no threshold, no verdict
  * (e.g. cycle / spec4, the engine's cost over the rows the specification requires).
  */
 export interface ReferenceRatio {

@@ -5,8 +5,8 @@
 -- the engine tables' shapes, no PL/pgSQL API, triggers, RLS or validation), inside one DO
 -- block, so no WAL flush, no round trip and no client is measured. The fingerprint is
 -- computed as spec4.sql does.
--- The bench's `cpu` scenario runs both loops in the same run and reports the ratio (target of
--- issue #10: the engine's server CPU per cycle <= 2x this loop's):
+-- The bench's `cpu` scenario runs both loops in the same run and reports the ratio (target:
+-- the engine's server CPU per cycle <= 2x this loop's):
 --
 --   psql -d <database with bench/sql/baselines.sql> -f bench/sql/spec4-cpu-loop.sql
 \timing on

@@ -59,7 +59,7 @@ $$;
 
 -- The migrating user must be able to act as the owner (a superuser always can; a
 -- CREATEROLE deployment user needs the membership). migrate() (src/db/migrate.ts) revokes it
--- again when the migrations end: no login keeps the owner's rights (issue 18 §11).
+-- again when the migrations end: no login keeps the owner's rights.
 do $$
 begin
   if not pg_catalog.pg_has_role(current_user, 'settle_owner', 'MEMBER') then

@@ -76,11 +76,10 @@ create index operations_terminal_by_age_idx
 -- is spent through it, so a scrape or a sweep reads this set, never all operations: it costs the
 -- same at 10 million operations as at 10 (docs/observability.md). No row of the hot path
 -- (running, completed) is in it.
--- One index with a short predicate, not one per consumer (three until issue 24's eighth
--- session): every INSERT or UPDATE of operations opens every index of the table and prepares
--- and tests each partial index's predicate, whether or not the row enters it; the two indexes
+-- One index with a short predicate, not one per consumer (it was three): every INSERT or
+-- UPDATE of operations opens every index of the table and prepares and tests each partial index's predicate, whether or not the row enters it; the two indexes
 -- fewer and the short predicate are -2.1% instructions per claim + complete
--- (docs/performance.md, eighth session). The price: the retry backlog (pending operations) is
+-- (docs/performance.md). The price: the retry backlog (pending operations) is
 -- in the index, so the sweeper also steps over it (the dead-letter gauges name their statuses
 -- and read only those ranges of it, 00011).
 create index operations_needing_attention_idx
@@ -195,7 +194,7 @@ create index audit_log_tombstones_by_at_idx
 -- Evidence beyond the first refusal_rows (20) refused, fenced or conflicting rows of one key
 -- (settle_private._audit, 00006): one row per key that counts them, with the first and last
 -- time, the last call's event, outcome, login and actor, and a chained SHA-256 of every folded
--- row's detail. A flood of calls on one key writes a bounded amount (issue 18 §8).
+-- row's detail. A flood of calls on one key writes a bounded amount.
 create table settle_private.audit_overflow (
   tenant text not null,
   key text not null,

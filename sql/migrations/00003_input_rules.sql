@@ -111,8 +111,8 @@ $$;
 -- The code points that render as a space or as nothing visible without being default-ignorable:
 -- the Unicode space separators other than U+0020 (Zs: U+00A0 NO-BREAK SPACE, U+1680,
 -- U+2000-U+200A, U+202F, U+205F, U+3000 IDEOGRAPHIC SPACE), the line and paragraph separators
--- (U+2028, U+2029) and U+2800 BRAILLE PATTERN BLANK. No name may contain one anywhere (issue 18
--- §10): 'k' and 'k' + U+3000, or 'a b' and 'a' + U+00A0 + 'b', would be two operations, two
+-- (U+2028, U+2029) and U+2800 BRAILLE PATTERN BLANK. No name may contain one anywhere:
+-- 'k' and 'k' + U+3000, or 'a b' and 'a' + U+00A0 + 'b', would be two operations, two
 -- principals, that render the same. (The Hangul fillers U+115F, U+1160, U+3164, U+FFA0 are in
 -- _invisible.) Listed in docs/sql-api.md ("Input limits").
 create function settle_private._lookalike_spaces()
@@ -145,7 +145,7 @@ $$;
 -- Printable ASCII that begins and ends with a non-space character passes every rule at once
 -- (no control, invisible or look-alike space character, no white space at either end, not
 -- blank, already NFC): _name_ascii_ok. Built-in functions only, so that the hot paths test it
--- alone first (issue 24: every function in an expression is looked up and permission-checked
+-- alone first (every function in an expression is looked up and permission-checked
 -- when the expression is set up, in every transaction, a PL/pgSQL one the most; the fallback of
 -- _name_ok is set up only when a name is not printable ASCII).
 create function settle_private._name_ascii_ok(value text, max_bytes integer)

@@ -55,7 +55,7 @@ Locking: none. Idempotency: pure (IMMUTABLE).';
 -- Guard triggers. Numeric prefixes order them (PostgreSQL fires triggers in name order).
 -- ENABLE ALWAYS keeps them firing under session_replication_role = replica.
 -- The guards of operations and attempts (and the feed trigger, 00013) carry no
--- `SET search_path` (issue 24): the clause makes every call save, set and restore the GUC and
+-- `SET search_path`: the clause makes every call save, set and restore the GUC and
 -- recompute the search path, 3.5% of a claim + complete (docs/performance.md, seventh
 -- session). They are SECURITY INVOKER and name every table, function and type of the engine
 -- schema-qualified; built-in functions and operators resolve in pg_catalog, which is searched
@@ -66,7 +66,7 @@ Locking: none. Idempotency: pure (IMMUTABLE).';
 -- Every SECURITY DEFINER function still pins its path (test/engine/security.test.ts).
 -- ---------------------------------------------------------------------------------------
 
--- Whether operation (tenant, key), now at `status`, may have taken effect (issue 18 §4-5): its
+-- Whether operation (tenant, key), now at `status`, may have taken effect: its
 -- status is unknown or conflict (a caller lost a response, or a success was reported under a
 -- mismatched lock: that stays true whatever its attempts record later), or an attempt did not
 -- record a failure (it reported unknown, presented a mismatched observation, succeeded, or its
@@ -112,7 +112,7 @@ $$;
 -- then the feed event of a move into a final status (00013). One function, so that the row rules are
 -- written once; the rules are written out here rather than in a function taking the row,
 -- because on Citus the trigger fires on a shard, whose row type is another type.
--- What it checks is only what the statement can break (issue 24). An INSERT: a new row starts
+-- What it checks is only what the statement can break. An INSERT: a new row starts
 -- unsettled, so of the state rules only those on the attempt budget and the lease apply. An
 -- UPDATE: the reservation
 -- lock's columns are the business of _050_guard_lock (below), so the rules on them alone
@@ -120,7 +120,7 @@ $$;
 -- INSERT; each rule that applies to an earlier state only (a completed result, a move down)
 -- is tested inside a branch that the settlement's UPDATE never enters. PL/pgSQL sets up an
 -- expression again in every transaction, but only when it is evaluated: a rule in an untaken
--- branch costs nothing (docs/performance.md, seventh session).
+-- branch costs nothing (docs/performance.md).
 create function settle_private.tg_operations__guard()
 returns trigger
 language plpgsql
@@ -240,7 +240,7 @@ begin
   -- recorded a failure, and the operation never reached unknown or conflict). A final failure
   -- or a spent budget after an attempt that may have taken effect (it reported unknown,
   -- conflicted, or its lease lapsed without an observation) is a dead letter that needs
-  -- reconciliation, never `failed` (issue 18 §4-5). It reads the attempts, so it is checked
+  -- reconciliation, never `failed`. It reads the attempts, so it is checked
   -- after the row rules, and only on a move to failed. (It was a trigger of its own,
   -- _995_guard_failure, with a WHEN clause: PostgreSQL 15 reads back and plans a trigger's WHEN
   -- clause for every UPDATE statement, which cost more than this test; docs/performance.md.)
@@ -291,7 +291,7 @@ $$;
 -- The reservation lock of an operation (tenant, key, request, its fingerprint, the
 -- authorization binding, the creation time) never changes. Trigger _050_guard_lock fires only
 -- for an UPDATE that names one of these columns in its SET list (BEFORE UPDATE OF ...): the
--- engine never does, so its UPDATEs do not pay for the comparisons (issue 24). It still
+-- engine never does, so its UPDATEs do not pay for the comparisons. It still
 -- compares, so an UPDATE that names a column without changing it (`set key = key`, a
 -- logically replicated row that lists every column) passes. Which writer could change a
 -- column without naming it: only a BEFORE UPDATE trigger that assigns NEW.<column>, and

@@ -37,7 +37,7 @@ end
 $$;
 
 -- No SET search_path: reached only through _fingerprint from the engine's SECURITY DEFINER
--- functions, which pin it (a SET clause costs a GUC save and restore per call, issue 24).
+-- functions, which pin it (a SET clause costs a GUC save and restore per call).
 create function settle_private._canonical_json(value jsonb)
 returns text
 language plpgsql

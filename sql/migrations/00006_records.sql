@@ -26,9 +26,9 @@ set local role settle_owner;
 -- serializes them without advisory locks (portable to a sharded cluster).
 -- With purged_ok, a key that settle.purge removed (its tombstone audit row is there) returns
 -- an all-NULL row instead of raising: the caller answers without disclosing anything and
--- audits the straggler's call (issue 8 §5: a call on a purged key leaves a trace).
+-- audits the straggler's call (a call on a purged key leaves a trace).
 -- With lock => false it is the same look-up as a plain read, for the answers that change
--- nothing and so must not wait on the row (issue 18 §3: an invalid token takes no lock).
+-- nothing and so must not wait on the row (an invalid token takes no lock).
 create function settle_private._lock_operation(tenant text, key text, purged_ok boolean default false,
   lock boolean default true)
 returns settle_private.operations
@@ -87,7 +87,7 @@ $$;
 -- numbered next in its operation's history (_next_seq), with the authenticated login
 -- (session_user) beside the caller-supplied actor.
 --
--- Evidence is bounded per key (issue 18 §8): of the rows a caller can cause without holding
+-- Evidence is bounded per key: of the rows a caller can cause without holding
 -- the lease or the lock (outcome refused, fenced or conflict), a key keeps the first
 -- refusal_rows (20) in full; every later one is folded into its settle_private.audit_overflow
 -- row (count, first and last time, the last call's event, outcome, login and actor, and a chained
@@ -153,7 +153,7 @@ $$;
 -- What a conflicting caller is told of `diff` (settle_private._lock_diff): the parts only to the
 -- holder of the same binding, who can then tell "you changed the request" ({request}); anyone
 -- whose principal, scopes or binding generation differ learns only {binding}, never whether the
--- request matched too (issue 18 §9: a per-part answer let a stranger recover a lock one part at
+-- request matched too (a per-part answer let a stranger recover a lock one part at
 -- a time). The audit log keeps the full list for operators.
 create function settle_private._conflict_on(diff text[])
 returns text[]

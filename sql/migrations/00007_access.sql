@@ -154,7 +154,7 @@ $$;
 -- What an observation, claim or read presented, for the audit log, bounded as a whole: when
 -- the JSON text of fingerprint, principal, scopes, generation and payload together exceeds
 -- evidence_bytes (8 KiB), the scopes and the payload are kept as their size and SHA-256 (the
--- fingerprint, principal and generation, at most ~400 bytes, stay readable). Issue 18 §8: 64
+-- fingerprint, principal and generation, at most ~400 bytes, stay readable). The whole is bounded because 64
 -- scopes of 128 bytes are 8 KiB on their own, and were not covered by the payload's cap.
 create function settle_private._presented(
   fingerprint text, principal text, scopes text[], binding_generation bigint, payload_name text, payload jsonb)

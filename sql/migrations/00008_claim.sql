@@ -33,7 +33,7 @@ comment on type settle.claim_result is
 -- settle.claim presenting a revoked generation: nothing runs, nothing is disclosed; the refusal
 -- is audited with what it presented. Decided on a plain read, without the row lock: anyone who
 -- knows a principal's name can present its revoked generation, and must not make the operation's
--- callers wait (issue 18 §3). The operation it reserved, if any, is converted at the next touch
+-- callers wait. The operation it reserved, if any, is converted at the next touch
 -- by a caller that may wait (a valid attempt token, or a claim or get above the floor).
 create function settle_private._claim_refused(
   tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint,
@@ -100,7 +100,7 @@ declare
 begin
   -- The input rules: printable ASCII names and at most one scope pass the first test, of
   -- built-in functions only; any other input is judged by the full rules, set up only then
-  -- (issue 24, docs/performance.md).
+  -- (docs/performance.md).
   if (settle_private._name_ascii_ok(claim.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ascii_ok(claim.key, settle_private._limit('key_bytes'))
       and settle_private._binding_ascii_ok(claim.principal, claim.scopes, claim.binding_generation)
@@ -160,7 +160,7 @@ begin
     returning o.tenant, o.status, o.lease_token, o.lease_expires_at, o.fingerprint
       into v_op.tenant, v_op.status, v_op.lease_token, v_op.lease_expires_at, v_op.fingerprint;
     -- Only the five columns the answer and the paths below read come back (RETURNING * builds
-    -- and assigns all 21: -1.7% instructions per new key, docs/performance.md, eighth session);
+    -- and assigns all 21: -1.7% instructions per new key, docs/performance.md);
     -- the waited path below reads the whole row back from its UPDATE ... RETURNING * before it
     -- uses more than the lease token.
     -- The insert waits only behind another session's uncommitted insert of the same key. A
@@ -205,8 +205,8 @@ begin
     v_fp := settle_private._fingerprint(claim.request);
     if v_op.tenant is not null then
       -- The insert above waited behind another session's uncommitted insert of the same key
-      -- that then rolled back. The decision is this moment, not the call's start (issue 18
-      -- §1-2): access is judged again with what committed meanwhile (a revocation converts the
+      -- that then rolled back. The decision is this moment, not the call's start:
+      -- access is judged again with what committed meanwhile (a revocation converts the
       -- new operation before anything runs), and the lease is measured from now, so no answer
       -- carries a lease that already lapsed.
       v_token := v_op.lease_token;
@@ -240,7 +240,7 @@ begin
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
     -- Another session's first claim reserved the key; this insert may have waited for it to
-    -- commit. Decide with what committed meanwhile (issue 18 §1-2): the time its lease is judged
+    -- commit. Decide with what committed meanwhile: the time its lease is judged
     -- by, the tenant binding and the revocation floor.
     v_decided := clock_timestamp();
     if v_decided > v_now + interval '5 milliseconds' then
@@ -275,7 +275,7 @@ begin
       select * into v_op from settle_private.operations o
        where o.tenant = claim.tenant and o.key = claim.key
        for update;
-      -- Locked: decide again with what committed while this call waited (issue 18 §1-2): the
+      -- Locked: decide again with what committed while this call waited: the
       -- time a lease is measured from (and whether the current one lapsed), the tenant binding
       -- and the revocation floor.
       v_now := clock_timestamp();
@@ -305,7 +305,7 @@ begin
         -- The reservation's own generation is revoked: convert it at this touch (00007).
         perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
       end if;
-      -- Only the holder of the same binding learns which part differs (issue 18 §9); the audit
+      -- Only the holder of the same binding learns which part differs; the audit
       -- row keeps the full list and what was presented, so an enumeration is visible.
       v_res := row('conflict', null, null, null, null, null, null, null, null, null, null,
                    settle_private._conflict_on(v_diff), null, null);

@@ -85,7 +85,7 @@ begin
 
   -- The tenant binding and the token are checked before the row lock: a caller without the
   -- named attempt's token never waits on the row, so it cannot hold the lease holder up by
-  -- keeping its transaction open (issue 18 §3). An attempt's token never changes.
+  -- keeping its transaction open. An attempt's token never changes.
   -- The binding is read in its own statement: on Citus a function reading the bindings (a
   -- reference table) may not run inside a statement routed to the key's shard.
   v_tenant_ok := settle_private._tenant_ok(heartbeat.tenant);
@@ -116,7 +116,7 @@ begin
   end if;
   v_op := v_seen.op;
 
-  -- Locked: decide again with what committed while this call waited (issue 18 §1-2). The new
+  -- Locked: decide again with what committed while this call waited. The new
   -- lease is measured from now, the moment of the decision, never from the call's start: a
   -- heartbeat that waited on the row never answers `extended` with an expiry in the past.
   v_now := clock_timestamp();

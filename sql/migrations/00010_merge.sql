@@ -103,7 +103,7 @@ begin
   -- token, and locks the operation row only when both pass: a refused caller never holds a row
   -- lock of a tenant it may not reach, and a caller without the named attempt's token (a
   -- guessed or stale token, a purged key) is answered from a plain read below, without waiting
-  -- on the row or making the lease holder wait (issue 18 §3). An attempt's token never changes,
+  -- on the row or making the lease holder wait. An attempt's token never changes,
   -- so the snapshot this statement reads it from cannot be stale.
   with a as materialized (
     select case when exists (select 1 from settle_private.tenant_bindings r
@@ -138,8 +138,8 @@ begin
     return v_res;
   end if;
 
-  -- Locked. Everything is decided again from here with what committed while this call waited
-  -- (issue 18 §1-2): the time (settled_at, a lapsed lease), the tenant binding and the
+  -- Locked. Everything is decided again from here with what committed while this call waited:
+  -- the time (settled_at, a lapsed lease), the tenant binding and the
   -- revocation floor, the attempt, and the place of this call in the key's history (as
   -- settle_private._next_seq numbers it, 00006) for a settlement logged on the attempt below.
   v_now := clock_timestamp();
@@ -174,7 +174,7 @@ begin
   -- Binding gate: an observation that does not re-present the reserved lock never
   -- upgrades the canonical state and never sees or touches the result. A mismatched
   -- success flags the operation `conflict` (an effect may have run for another intent).
-  -- Any mismatched observation is terminal for its attempt (issue 8 section 4): the attempt
+  -- Any mismatched observation is terminal for its attempt: the attempt
   -- records `conflict`, loses the lease if it held it, and is fenced from then on, so it can
   -- never settle later by presenting the right lock with what it did for another one.
   v_diff := settle_private._lock_diff(v_op, _observe.fingerprint, _observe.principal, _observe.scopes,
@@ -291,7 +291,7 @@ begin
       v_res.reason := 'final_failure';
     elsif v_exhausted then
       -- The last allowed attempt failed, or a final failure arrived after an earlier attempt may
-      -- have taken effect (it reported unknown, conflicted, or lapsed: issue 18 §5): failed only
+      -- have taken effect (it reported unknown, conflicted, or lapsed): failed only
       -- if every attempt failed, else unknown and needs_reconciliation (see _dead_letter). A
       -- false `failed` would make the caller issue the effect again.
       v_op := settle_private._dead_letter(v_op, v_now, _observe.error);
@@ -366,7 +366,7 @@ begin
   -- is decided here in two statements and a few expressions; every other case (bad input, a
   -- refused login, an invalid or stale token, a mismatched lock, a floor, an attempt that
   -- already reported, a completed operation) is left to the general merge
-  -- settle_private._observe, which decides it from scratch (docs/performance.md, issue 24:
+  -- settle_private._observe, which decides it from scratch (docs/performance.md:
   -- PL/pgSQL sets up every expression it evaluates again in each transaction, so the number of
   -- expressions and statements per call is the cost). The fingerprint's format is not tested
   -- here: this path settles only when the fingerprint equals the stored one, which every writer
@@ -385,7 +385,7 @@ begin
     -- (the operation's current attempt and lease token are the presented ones: the token is
     -- checked on the operation row, where the live lease is; the attempt row's own token is
     -- checked again under the lock, below), the presented lock matches the reservation and
-    -- nothing settled. One plain locking read (issue 24): the access test refers to no row of
+    -- nothing settled. One plain locking read: the access test refers to no row of
     -- operations, so it is evaluated once, before the scan, as the scan's gate (a refused login
     -- reads and locks nothing), without the CTE and lateral join that cost three plan nodes.
     select o.status into v_seen

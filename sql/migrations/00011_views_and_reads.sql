@@ -81,7 +81,7 @@ begin
   v_fp := settle_private._fingerprint(get.request);
 
   if get.binding_generation < v_floor then
-    -- A revoked generation reads nothing, from a plain read (issue 18 §3: it must not wait on
+    -- A revoked generation reads nothing, from a plain read (it must not wait on
     -- the row); the operation it reserved is converted at the next touch by a caller that may wait.
     select * into v_op from settle_private.operations o where o.tenant = get.tenant and o.key = get.key;
     perform settle_private._audit(get.tenant, get.key, v_now, 'get', 'refused', null, v_op.status, v_op.status, null,

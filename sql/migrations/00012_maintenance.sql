@@ -126,7 +126,7 @@ begin
 end
 $$;
 
--- Retention's step for a purged key (issue 18 §8): its tombstone and the rows written after it
+-- Retention's step for a purged key: its tombstone and the rows written after it
 -- (calls on the purged key, refused and audited, and their overflow row) are deleted once the
 -- key has no operation and none of its rows is as recent as `cutoff`. A key claimed again keeps
 -- its tombstone with its new operation (deleted with it, by _purge_key); a key still called

@@ -1,5 +1,5 @@
 -- 00013: the settlement feed: every final outcome delivered exactly once to named consumers,
--- in a commit-safe order (issue #19; the design and its limits are in docs/feed.md).
+-- in a commit-safe order (the design and its limits are in docs/feed.md).
 --
 -- Why: a settled payment still has to be posted to a ledger, credited, mailed: each exactly
 -- once. Polling settle.settlements by settled_at loses settlements, because settled_at (and any

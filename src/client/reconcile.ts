@@ -10,7 +10,7 @@ import { findJsonProblem } from './json.js';
 import { INSTRUMENTATION_SCOPE, loadOpenTelemetryApi, type TelemetryOptions } from './telemetry.js';
 import type { Json, Queryable, SettleClient, Status } from './types.js';
 
-// Reconciliation (issue 20): settle.resolve records the verified outcome of an operation that lost
+// Reconciliation: settle.resolve records the verified outcome of an operation that lost
 // it, and createReconciler runs the application's downstream lookup over the operations that need
 // reconciliation, sharing them between processes through the engine's reconciler leases
 // (settle.lease_reconciliation). docs/operations.md "Needs reconciliation" is the runbook.

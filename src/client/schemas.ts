@@ -41,7 +41,7 @@ const BLANK = /^[\s\u180e\u200b-\u200d\u2060]*$/u;
 // Printable ASCII: one byte per character, no control characters, already NFC.
 const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
 // The same set as settle_private._lookalike_spaces: spaces other than U+0020 and U+2800 BRAILLE
-// PATTERN BLANK, refused anywhere in a name (issue 18 §10).
+// PATTERN BLANK, refused anywhere in a name.
 const LOOKALIKE_SPACE = /[\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u2800\u3000]/u;
 const EDGE_SPACE = /^\s|\s$/u;
 

@@ -1,8 +1,8 @@
 /**
- * The executable reference model of the pg-settle protocol (docs/protocol.md, the two seed
- * documents in the issue tracker, and the issue-18 rules: lease from decision time, access under
- * lock, no hostage-taking, may-have-taken-effect, final failure after a possible effect, R9
- * conflict_on). Written from those texts, not from the SQL: the model-based test
+ * The executable reference model of the pg-settle protocol (docs/protocol.md and its rules
+ * for adversarial timing: lease from decision time, access under lock, no hostage-taking,
+ * may-have-taken-effect, final failure after a possible effect, R9 conflict_on). Written from
+ * those texts, not from the SQL: the model-based test
  * (test/reliability/model-based.test.ts) drives the real engine and checks every answer against
  * the set this module allows.
  *

@@ -149,7 +149,7 @@ describe('parseBenchArgs', () => {
     expect(() => parseBenchArgs(['--repeat', '0'], 2)).toThrow(/--repeat/);
   });
 
-  // Issue #10 §0: a timed quick window (-T 1 with 64 clients) came out empty on a loaded machine
+  // A timed quick window (-T 1 with 64 clients) came out empty on a loaded machine
   // and failed CI. Quick runs count transactions, so no window can be empty.
   it('counts transactions in quick mode instead of timing a window', () => {
     expect(parseBenchArgs(['--quick'], 2)).toMatchObject({

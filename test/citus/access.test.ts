@@ -5,7 +5,7 @@ import { newOperation } from '../engine/support/fixtures.js';
 import { acquire, claim, complete, fail } from '../engine/support/settle.js';
 import { describeCitus, useCitus } from './support/cluster.js';
 
-// Issue 23, items 2 and 3: tenant binding set up after `pg-settle distribute` (settle.grant_tenant
+// Tenant binding set up after `pg-settle distribute` (settle.grant_tenant
 // on the reference table of bindings), and a bound login isolated to its tenants on every node:
 // the views show only its tenants, and every private table and every shard of them is refused to
 // every caller role, on the coordinator and straight on each worker, as on plain PostgreSQL.

@@ -4,7 +4,7 @@ import { newOperation } from '../engine/support/fixtures.js';
 import { acquire, complete, fail, type Ticket } from '../engine/support/settle.js';
 import { describeCitus, uniqueTenant, useCitus } from './support/cluster.js';
 
-// Issue 23, item 7: the settlement feed on Citus is per node (docs/scale-out.md, "The settlement
+// The settlement feed on Citus is per node (docs/scale-out.md, "The settlement
 // feed on Citus"): the trigger writes each final outcome into the feed of the worker that holds
 // the key, in the settling transaction; a consumer reads each worker's feed on that worker, with
 // that node's horizon and positions. Here keys settle across both workers through the

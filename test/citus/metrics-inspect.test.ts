@@ -5,7 +5,7 @@ import { acquire, complete, reportUnknown, type Ticket } from '../engine/support
 import { citusUrl, describeCitus, uniqueTenant, useCitus } from './support/cluster.js';
 import { type CliRun, runCli } from '../support/cli.js';
 
-// Issue 23: settle.metrics on Citus (its counting subqueries read an outer row, which Citus
+// settle.metrics on Citus (its counting subqueries read an outer row, which Citus
 // cannot plan over distributed tables: sql/citus/distribute.sql step 8 runs the same query in
 // PL/pgSQL), and the CLI's `inspect` (settle.inspect plus the attempts and audit_log views, which
 // read through SECURITY DEFINER functions on Citus) as each role that reads: a settle_readonly

@@ -5,7 +5,7 @@ import { ModelRun, type Violation } from '../reliability/harness/model-driver.js
 import { REGRESSIONS } from '../reliability/harness/model-regressions.js';
 import { citusUrl, describeCitus, useCitus } from './support/cluster.js';
 
-// Issue 23, item 7: the model-based test (test/reliability/model-based.test.ts) against the
+// The model-based test (test/reliability/model-based.test.ts) against the
 // distributed engine, shorter. Every model operation has key 'k' (the tenants differ), so they
 // all live on one shard: the run connects its three settle_app logins, its settle_admin login and
 // its observer to the worker holding that shard, where Citus runs each call in the calling

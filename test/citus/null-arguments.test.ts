@@ -4,7 +4,7 @@ import { expect, it } from 'vitest';
 import { describeCitus, useCitus } from './support/cluster.js';
 import { LOGIN_ROLES } from './support/roles.js';
 
-// Issue 23, item 1: Citus 13.2 hashes the distribution argument of a delegated call while it plans
+// Citus 13.2 hashes the distribution argument of a delegated call while it plans
 // the call (before any permission check) without testing it for NULL, and a NULL key crashed the
 // node. sql/citus/distribute.sql delegates only STRICT functions (PostgreSQL folds a call with a
 // NULL constant away first) and settle.claim through the STRICT settle._claim. Here every function
@@ -98,7 +98,7 @@ describeCitus('no call by any role with any NULL argument crashes a node', () =>
          and p.prorettype <> 'trigger'::regtype
        order by 1, 4`);
     expect(fns.length).toBeGreaterThan(40);
-    // The calls this issue found crashing a node are among them.
+    // The calls that crashed a node (a NULL distribution argument) are among them.
     for (const name of ['settle.claim', 'settle.get', 'settle.heartbeat', 'settle.complete', 'settle.report_unknown', 'settle.inspect', 'settle.redrive']) {
       expect(fns.map((f) => f.fn)).toContain(name);
     }
@@ -120,7 +120,7 @@ describeCitus('no call by any role with any NULL argument crashes a node', () =>
     expect(await postmasterStarts(), 'no node restarted').toEqual(before);
   }, 600_000);
 
-  it('the calls of the issue: a NULL key answers a row of NULLs on Citus and writes nothing, as a constant or a parameter, through the coordinator and a worker', async () => {
+  it('a NULL key answers a row of NULLs on Citus and writes nothing, as a constant or a parameter, through the coordinator and a worker', async () => {
     const app = await citus.coordinator('settle_citus_app');
     const worker = await citus.node(0, 'settle_citus_app');
     const reader = await citus.coordinator('settle_citus_readonly');

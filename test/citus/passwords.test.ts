@@ -6,7 +6,7 @@ import { newOperation } from '../engine/support/fixtures.js';
 import { acquire, complete } from '../engine/support/settle.js';
 import { describeCitus, useCitus } from './support/cluster.js';
 
-// Issue 23, item 4: application logins with passwords (scram-sha-256). A delegated call reaches
+// Application logins with passwords (scram-sha-256). A delegated call reaches
 // the worker over a connection Citus opens as the calling login, so the worker's pg_hba.conf asks
 // that connection for the password, which Citus takes from pg_dist_authinfo. Here every node asks
 // the members of one group for scram-sha-256 (lines put first in each node's pg_hba.conf for this

@@ -5,7 +5,7 @@ import { newOperation } from '../engine/support/fixtures.js';
 import { acquire, complete, reportUnknown, type Ticket } from '../engine/support/settle.js';
 import { describeCitus, remoteCommandsOf, uniqueTenant, useCitus } from './support/cluster.js';
 
-// Issue 23, item 7: reconciliation (00014) on Citus. settle.resolve is delegated to the key's
+// Reconciliation (00014) on Citus. settle.resolve is delegated to the key's
 // worker through the STRICT entry settle._resolve (sql/citus/distribute.sql step 4): the
 // resolution's audit row records the worker's transaction id, which the failure guard compares
 // on the shard. lease_reconciliation scans every shard through the coordinator and leases

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
 
-// Issue 20: `pg-settle maintain`, the fallback when pg_cron is not installed, as a loop (not
+// `pg-settle maintain`, the fallback when pg_cron is not installed, as a loop (not
 // --once): two loops on two "hosts" at once, as a settle_admin login, until SIGTERM. Every run
 // either loop reports is recorded once in settle.upkeep (the job row's lock elects one runner),
 // the lapsed lease gets expired, and both stop cleanly on SIGTERM (exit 0).

@@ -10,7 +10,7 @@ import { withPgClient } from '../../src/db/with-pg-client.js';
 import { REPORT_WIDTH, wrapLines } from '../../src/simulator/report.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
 
-// Issue 22 item 8: the CLI's papercuts, each through the real binary (stdin a pipe, as in cron).
+// The CLI's papercuts, each through the real binary (stdin a pipe, as in cron).
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BIN = path.join(ROOT, 'bin/pg-settle.js');
 

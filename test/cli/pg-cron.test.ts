@@ -8,7 +8,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { DEBIAN_PG_BIN_DIR, type LocalCluster, startLocalCluster } from '../../src/dev-server/local-cluster.js';
 import { type CliRun, runCli } from '../support/cli.js';
 
-// Issue 20: the scheduled upkeep, live with pg_cron. pg_cron must be in shared_preload_libraries
+// The scheduled upkeep, live with pg_cron. pg_cron must be in shared_preload_libraries
 // and names ONE database in cron.database_name, both server settings read at start: the
 // harness's shared server (one cloned database per test file) cannot have them, so this file
 // starts its own cluster from Debian's PostgreSQL 15 binaries, where Debian's postgresql-15-cron

@@ -7,7 +7,7 @@ import { createSettleClient, type SettleClient } from '../../src/client/client.j
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
 import { type CliRun, runCli } from '../support/cli.js';
 
-// Issue 20: `pg-settle resolve` (one key, and a file of verified outcomes), `maintain`,
+// `pg-settle resolve` (one key, and a file of verified outcomes), `maintain`,
 // `schedule` and the upkeep part of `stats`, run as the real binary with stdin a pipe (as cron
 // and CI run it), against a harness database.
 

@@ -59,7 +59,7 @@ describe('claim()', () => {
 
   it.each([
     ['request', 'request', { request: { amount: '99' } }],
-    // Another binding learns only that it differs (issue 18 §9).
+    // Another binding learns only that it differs.
     ['principal', 'binding', { binding: { ...binding, principal: 'mallory' } }],
     ['scopes', 'binding', { binding: { ...binding, scopes: ['admin'] } }],
     ['binding_generation', 'binding', { binding: { ...binding, generation: 8n } }],

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it, vi } from 'vitest';
 import { binding, useClientTest, waitFor } from './helpers.js';
 
-// Issue 20: the reconciler in two OS processes (node + tsx, each with its own client and pool,
+// The reconciler in two OS processes (node + tsx, each with its own client and pool,
 // logged in as a role granted settle_reconciler), against one database with operations that
 // need reconciliation and a downstream lookup that sometimes times out. Every decidable
 // operation is resolved exactly once, by one process; those the downstream never answers for

@@ -12,7 +12,7 @@ import {
 } from '../../src/index.js';
 import { binding, useClientTest, uniqueKey } from './helpers.js';
 
-// Issue 20: the client's reconciler. Two reconcilers (two clients with their own pools and
+// The client's reconciler. Two reconcilers (two clients with their own pools and
 // holders, as two processes would be) share the operations needing reconciliation through the
 // engine's reconciler leases; a downstream that never answers leaves its operations undecided.
 const t = useClientTest('client_reconciler');

@@ -83,7 +83,7 @@ describe('run(): a timeout is unknown, never a failure', () => {
     expect(outcome).toMatchObject({ outcome: 'unknown', reason: 'effect_outcome_unknown', attempt: 1 });
     if (outcome.outcome !== 'unknown') throw new Error('unreachable');
     expect(outcome.cause.message).toContain('ETIMEDOUT');
-    // Issue 8 section 1: the budget is spent and the attempt may have taken effect: the engine
+    // The budget is spent and the attempt may have taken effect: the engine
     // dead-letters it as needs_reconciliation, with status unknown (never failed).
     expect(await status(key)).toEqual({ status: 'unknown', attempt: 1, dead: true });
   });

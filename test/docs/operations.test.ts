@@ -242,7 +242,7 @@ describe('docs/operations.md SQL blocks', () => {
     expect(answerOf('settle.purge(older_than => interval')[1]?.rows).toEqual([{ purge: 0 }]);
   });
 
-  it('the resolutions settle the unknown and the conflicting operation, audited with the reason (issue 20)', () => {
+  it('the resolutions settle the unknown and the conflicting operation, audited with the reason', () => {
     expect(answerOf("key => 'order-45') op,")[0]?.rows).toEqual([
       { outcome: 'resolved', status: 'completed', status_before: 'unknown', settled_attempt: 2, result: { payment_id: 'pay_45' } },
     ]);

@@ -10,7 +10,7 @@ import { createReconciler, createSettleClient, type SettleClient } from '../../s
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
 import { fencedBlocks } from './markdown.js';
 
-// docs/operations.md, "Needs reconciliation" (issue 20): every path of the runbook, run as
+// docs/operations.md, "Needs reconciliation": every path of the runbook, run as
 // written. Each `pg-settle` line of its sh blocks runs through a shell (the doc's quoting) with
 // `pg-settle` on PATH, DATABASE_URL set to an on-call login (settle_admin) and a terminal on
 // stdin answering `y` to the confirmation (`script` gives it a pseudo-terminal), in a directory

@@ -100,7 +100,7 @@ describe('deploy/sql_exporter', () => {
       expect(names.length, expr).toBeGreaterThan(0);
       for (const name of names) expect(known, `${expr}: ${name ?? ''}`).toContain(name);
     }
-    // The reconciliation queue and upkeep have their alerts (issue 20), the feed lag its own (issue 19).
+    // The reconciliation queue and upkeep have their alerts, the feed lag its own.
     for (const metric of ['pg_settle_feed_lag_seconds', 'pg_settle_oldest_needs_reconciliation_age_seconds', 'pg_settle_upkeep_jobs_overdue']) {
       expect(expressions.some((e) => e.includes(metric)), metric).toBe(true);
     }

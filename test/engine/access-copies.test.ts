@@ -6,7 +6,7 @@ import { defaultMigrationsDir } from '../../src/db/migrations-dir.js';
 // The access verdict (tenant binding of the login role, then the revocation floor) is one
 // expression, settle_private._access (00007). settle.claim (00008) writes it out inside its
 // first statement, which also reads the operation row, and the observations (00010) inside the
-// statement that reads the attempt after taking the row lock (issue 18 §2):
+// statement that reads the attempt after taking the row lock:
 // Citus refuses the inlinable SQL function that would have kept it in one place
 // (docs/performance.md). The copies must stay the same expression.
 

@@ -19,7 +19,7 @@ import {
   type Ticket,
 } from './support/settle.js';
 
-// Issue 18: the engine under adversarial timing. Each sequence the issue lists, with real
+// The engine under adversarial timing: each sequence below, with real
 // connections through the roles a deployment uses (a login granted settle_app, one granted
 // settle_admin), interleaved by locks, never by sleeping.
 const db = useEngineDatabase('adversarial_timing');
@@ -275,7 +275,7 @@ describe('§3 a caller that cannot change the record never waits on the row', ()
 });
 
 describe('§4 conflict is never erased to failed, nor redriven below conflict', () => {
-  it('the issue: fail(retryable), a mismatched success of the same attempt, then the last attempt fails', async () => {
+  it('fail(retryable), a mismatched success of the same attempt, then the last attempt fails', async () => {
     const s = await sessions();
     const op = newOperation('conflict-then-fail', { max_attempts: 2 });
     const first = await acquire(s.one, op);
@@ -318,7 +318,7 @@ describe('§4 conflict is never erased to failed, nor redriven below conflict', 
 });
 
 describe('§5 a later final failure never overrides an earlier unknown', () => {
-  it('the issue: attempt 1 unknown, attempt 2 fails finally, attempt 1 then completes', async () => {
+  it('attempt 1 unknown, attempt 2 fails finally, attempt 1 then completes', async () => {
     const s = await sessions();
     const op = newOperation('unknown-then-final');
     const first = await acquire(s.one, op);

@@ -7,7 +7,7 @@ import { newOperation } from './support/fixtures.js';
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, claim, complete, type Ticket } from './support/settle.js';
 
-// Issue 18 §8: the audit log cannot be flooded, and says who called. Refused, fenced and
+// The audit log cannot be flooded, and says who called. Refused, fenced and
 // conflicting evidence is bounded per key (the first 20 rows in full, the rest counted in
 // settle.audit_overflow with a chained digest), each row's presented values (payload, principal
 // and scopes together) are capped, every row records the authenticated login apart from the

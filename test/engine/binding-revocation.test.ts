@@ -9,7 +9,7 @@ import { auditTrail, mustGetOperation, storedAttempts } from './support/inspect.
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, claim, complete, fail, get, heartbeat, reportUnknown, type ClaimArgs } from './support/settle.js';
 
-// Issue #8 §3: settle.revoke_binding(tenant, principal, below_generation). The lock stays
+// settle.revoke_binding(tenant, principal, below_generation). The lock stays
 // immutable; a generation below the floor is refused everywhere (reason binding_revoked), and an
 // operation reserved under it can no longer complete (it moves to conflict at its next touch).
 const db = useEngineDatabase('binding_revocation');
@@ -38,7 +38,7 @@ async function sessions() {
 }
 
 describe('settle.revoke_binding', () => {
-  it('the issue: a generation-1 attempt can no longer settle after the principal re-authenticated as generation 2', async () => {
+  it('a generation-1 attempt can no longer settle after the principal re-authenticated as generation 2', async () => {
     const { app, admin, superuser } = await sessions();
     const op = newOperation('reauth', { binding_generation: 1 });
     const ticket = await acquire(app, op);
@@ -154,7 +154,7 @@ describe('settle.revoke_binding', () => {
     await expireLease(superuser, lapsed.tenant ?? '', lapsed.key ?? '');
     await revoke(admin, lapsed, 2);
     expect(await claim(app, lapsed)).toMatchObject({ outcome: 'refused', reason: 'binding_revoked' });
-    // Issue 18 §3: a claim presenting a revoked generation is answered from a plain read and
+    // A claim presenting a revoked generation is answered from a plain read and
     // converts nothing (anyone who knows the principal's name could present it).
     expect(await mustGetOperation(superuser, lapsed.tenant ?? '', lapsed.key ?? '')).toMatchObject({ status: 'running' });
     // The attempt's own token holder may wait on the row: it is fenced and the operation converted.

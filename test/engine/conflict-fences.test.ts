@@ -7,7 +7,7 @@ import { auditTrail, mustGetOperation, storedAttempts } from './support/inspect.
 import { fingerprintOf } from './support/scenarios.js';
 import { acquire, claim, complete, fail, reportUnknown, type Ticket } from './support/settle.js';
 
-// Issue 8 §4: an attempt that presented a mismatched observation (fingerprint or binding:
+// An attempt that presented a mismatched observation (fingerprint or binding:
 // conflict) is done. It is fenced from then on and can never settle by presenting the right
 // lock afterwards with what it did for another intent.
 const db = useEngineDatabase('conflict_fences');
@@ -20,7 +20,7 @@ async function sessions() {
 }
 
 describe('a mismatched observation fences its attempt', () => {
-  it('the issue: complete with F2 -> conflict, then complete with F1 and the same result -> fenced, nothing settles', async () => {
+  it('complete with F2 -> conflict, then complete with F1 and the same result -> fenced, nothing settles', async () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
     const op = newOperation('issue-f2-f1');
     const ticket = await acquire(app, op);

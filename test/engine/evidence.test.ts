@@ -8,7 +8,7 @@ import { storedOperation } from './support/inspect.js';
 import { fingerprintOf, supersededPair } from './support/scenarios.js';
 import { acquire, complete, fail, heartbeat, reportUnknown, type Ticket } from './support/settle.js';
 
-// Issue 8 §5: the audit keeps the evidence. Every refused, fenced or conflicting observation is
+// The audit keeps the evidence. Every refused, fenced or conflicting observation is
 // audited with what it presented (bounded in size, readable only by settle_readonly and
 // settle_admin); a call on a purged key leaves an audit row; purge keeps dead letters and unknown
 // operations.

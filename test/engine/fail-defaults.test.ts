@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { useEngineDatabase } from './support/database.js';
 
 // settle.fail takes claim's defaults for the binding (scopes '{}', binding_generation 0), so a
-// caller that claimed without them reports a failure without them (issue 22). error defaults
+// caller that claimed without them reports a failure without them. error defaults
 // to {} only because PostgreSQL wants every parameter after a defaulted one to have a default.
 // Through a settle_app login, as a deployment calls it.
 const db = useEngineDatabase('fail_defaults');

@@ -8,7 +8,7 @@ import { newOperation } from './support/fixtures.js';
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, complete, fail, redrive } from './support/settle.js';
 
-// Issue #19: the settlement feed. Every final outcome reaches every consumer exactly once, in a
+// The settlement feed. Every final outcome reaches every consumer exactly once, in a
 // commit-safe order, whatever order the settling transactions commit in. Producers run as
 // settle_app, consumers as login roles holding settle_consumer, the admin as settle_admin.
 const db = useEngineDatabase('feed');
@@ -38,7 +38,7 @@ function keysOf(events: readonly FeedEventRow[]): string[] {
 }
 
 describe('settlement feed', () => {
-  it('regression (issue #19): a settlement that commits after a later one is delivered; a settled_at cursor loses it', async () => {
+  it('regression: a settlement that commits after a later one is delivered; a settled_at cursor loses it', async () => {
     const ops = await admin();
     const name = uniqueKey('ledger');
     await registerConsumer(ops, name);

@@ -129,7 +129,7 @@ describe('guard triggers hold for the superuser', () => {
   });
 
   // The reservation lock of an operation and the identity of an attempt are guarded by triggers
-  // that fire only for an UPDATE naming one of their columns (BEFORE UPDATE OF, issue 24): every
+  // that fire only for an UPDATE naming one of their columns (BEFORE UPDATE OF): every
   // such column is held, also named next to others, for the superuser and in replica mode; an
   // UPDATE naming one without changing it (as a logically replicated row does) passes.
   it('every column of the reservation lock and of an attempt\'s identity is held by the column triggers', async () => {

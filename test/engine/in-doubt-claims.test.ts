@@ -9,7 +9,7 @@ import { auditTrail, mustGetOperation, storedAttempts } from './support/inspect.
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, claim, reportUnknown, type ClaimArgs } from './support/settle.js';
 
-// Issue 21 item 3: settle.claim(rerun_after_unknown => false) answers an operation whose attempt
+// settle.claim(rerun_after_unknown => false) answers an operation whose attempt
 // reported unknown with `in_doubt`: no attempt opened, no lease taken, no row changed, whichever
 // process or connection retries (the HTTP middleware's instances behind a load balancer). A
 // crashed attempt (lapsed lease, nothing reported) is still taken over. Real connections of a

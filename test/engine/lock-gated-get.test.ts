@@ -6,7 +6,7 @@ import { auditTrail } from './support/inspect.js';
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, claim, complete, get } from './support/settle.js';
 
-// Issue #8 §2: reads are gated by the reservation lock. Every hostile call runs as a real login
+// Reads are gated by the reservation lock. Every hostile call runs as a real login
 // role granted settle_app (session_user is the caller), never as the superuser.
 const db = useEngineDatabase('lock_gated_get');
 const loginRole = useLoginRoles(db);
@@ -14,7 +14,7 @@ const loginRole = useLoginRoles(db);
 const SECRET = 'pay_secret_5d1e';
 
 describe('settle.get is gated by the reservation lock', () => {
-  it('the issue: mallory learns nothing from claim or get; alice reads her own result', async () => {
+  it('mallory learns nothing from claim or get; alice reads her own result', async () => {
     const alice = await (await loginRole('alice', ['settle_app'])).connect();
     const mallory = await (await loginRole('mallory', ['settle_app'])).connect();
     const admin = await db.connect();
@@ -53,7 +53,7 @@ describe('settle.get is gated by the reservation lock', () => {
     await complete(app, await acquire(app, op), { ok: true });
     const cases: [Partial<typeof op>, string[]][] = [
       [{ request: { amount: '99.00', currency: 'EUR', to: 'acct-42' } }, ['request']],
-      // Issue 18 §9: another binding learns only that it differs, never which part, nor
+      // Another binding learns only that it differs, never which part, nor
       // whether the request matched too (no oracle for recovering a lock part by part).
       [{ principal: 'someone-else' }, ['binding']],
       [{ scopes: ['payments:admin'] }, ['binding']],

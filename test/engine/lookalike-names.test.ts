@@ -7,7 +7,7 @@ import { countOperations } from './support/inspect.js';
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, claim, complete, get, type ClaimArgs } from './support/settle.js';
 
-// Issue 18 §10: names that render alike are one name or refused. Leading or trailing white
+// Names that render alike are one name or refused. Leading or trailing white
 // space, spaces other than U+0020 and blank patterns (U+00A0, U+3000, U+2800, ...) are refused in
 // tenant, key, principal, scope and worker with the field's own SQLSTATE; scopes are accepted
 // only as a one-dimensional array indexed from 1. Callers are real logins (settle_app, settle_admin).

@@ -152,7 +152,7 @@ describe('settle.metrics', () => {
     await expect(readMetrics('settle_app')).rejects.toMatchObject({ code: '42501' });
   });
 
-  it('counts the reconciliation backlog, the reconcilers at work, recent resolutions and upkeep that does not run (issue 20)', async () => {
+  it('counts the reconciliation backlog, the reconcilers at work, recent resolutions and upkeep that does not run', async () => {
     const before = await readMetrics();
     // Three operations needing reconciliation (their only attempt lost its response); the oldest
     // was dead-lettered 200 s ago.

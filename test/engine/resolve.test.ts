@@ -7,7 +7,7 @@ import { newOperation } from './support/fixtures.js';
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, claim, complete, redrive, reportUnknown, type Ticket } from './support/settle.js';
 
-// Issue 20: settle.resolve records the verified outcome of an operation that lost it. Callers
+// settle.resolve records the verified outcome of an operation that lost it. Callers
 // are real login roles (session_user is what the audit records), racing on real connections;
 // interleavings are ordered by row locks (secondWaitsForFirst), never by sleeping.
 const db = useEngineDatabase('resolve');
@@ -416,7 +416,7 @@ describe('settle.resolve: the evidence has an epoch (expected_attempt, SE053)', 
   });
 });
 
-describe('settle.resolve and the settlement feed (issue 19)', () => {
+describe('settle.resolve and the settlement feed', () => {
   it('each resolution enters the feed once, like any final outcome; a late success after a failed resolution adds nothing', async () => {
     const app = await db.app();
     const superuser = await db.connect();

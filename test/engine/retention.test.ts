@@ -4,7 +4,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
 import { sqlStateOf } from './support/errors.js';
 
-// Issue 8 §5: settle.purge refuses a retention shorter than a minimum stored in the database
+// settle.purge refuses a retention shorter than a minimum stored in the database
 // (default 24 hours); settle_admin may lower it explicitly. A database migrated here, without
 // the test template's lowering (src/testing/global-setup.ts).
 let db: TestDatabase;

@@ -7,7 +7,7 @@ import { countOperations } from './support/inspect.js';
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, claim, complete, fail, get, heartbeat, reportUnknown } from './support/settle.js';
 
-// Issue #8 §2: tenant binding. A login role holding tenant grants reaches only those tenants;
+// Tenant binding. A login role holding tenant grants reaches only those tenants;
 // a role without any is a trusted multi-tenant service. Callers are real login roles.
 const db = useEngineDatabase('tenant_binding');
 const loginRole = useLoginRoles(db);

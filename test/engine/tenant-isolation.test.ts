@@ -9,7 +9,7 @@ import { storedOperation } from './support/inspect.js';
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, claim, complete, fail, redrive, reportUnknown, type Ticket } from './support/settle.js';
 
-// Issue 18, defects 6, 7 and 12: a login bound to tenants sees and acts on those tenants only,
+// A login bound to tenants sees and acts on those tenants only,
 // in every view and every maintenance call; its binding follows the role (OID) and fails closed.
 // Every caller is a real login granted a deployment role (settle_app, settle_readonly,
 // settle_admin), never the superuser; the superuser only sets the scene and renames roles.

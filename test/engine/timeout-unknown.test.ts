@@ -7,7 +7,7 @@ import { newOperation } from './support/fixtures.js';
 import { auditTrail, mustGetOperation } from './support/inspect.js';
 import { acquire, claim, complete, expireLeases, fail, redrive, reportUnknown } from './support/settle.js';
 
-// Issue 8 §1, seed "timeout means unknown, not failure": `failed` is a committed failure only.
+// Timeout means unknown, not failure: `failed` is a committed failure only.
 // When the attempt budget is spent and an attempt may have taken effect, the operation stays
 // unknown, dead-lettered with reason needs_reconciliation; a matching success still settles it.
 const db = useEngineDatabase('timeout_unknown');
@@ -23,7 +23,7 @@ async function deadLetterRow(admin: import('pg').ClientBase, tenant: string, key
 }
 
 describe('an attempt budget spent on timeouts stays unknown', () => {
-  it('the issue: report_unknown of the only attempt, then claim: unknown, needs_reconciliation, never failed', async () => {
+  it('report_unknown of the only attempt, then claim: unknown, needs_reconciliation, never failed', async () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
     const op = newOperation('issue-e3', { max_attempts: 1 });
     const ticket = await acquire(app, op);
@@ -67,7 +67,7 @@ describe('an attempt budget spent on timeouts stays unknown', () => {
     expect(await claim(app, op)).toMatchObject({ outcome: 'failed', dead_letter_reason: 'attempts_exhausted', error: { code: 'e2' } });
   });
 
-  it('issue 18 §5: a final failure after an unknown attempt is recorded, the operation stays unknown until a matching success', async () => {
+  it('a final failure after an unknown attempt is recorded, the operation stays unknown until a matching success', async () => {
     const app = await db.app();
     const op = newOperation('final-after-unknown', { max_attempts: 3 });
     const first = await acquire(app, op);
@@ -82,7 +82,7 @@ describe('an attempt budget spent on timeouts stays unknown', () => {
     expect(await claim(app, op)).toMatchObject({ outcome: 'replay', result: { charge: 'ch_1' } });
   });
 
-  it('issue 18 §5: a final failure after a lapsed attempt (a crashed worker may have charged) is not `failed`', async () => {
+  it('a final failure after a lapsed attempt (a crashed worker may have charged) is not `failed`', async () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
     const op = newOperation('final-after-lapse', { max_attempts: 3 });
     const first = await acquire(app, op);

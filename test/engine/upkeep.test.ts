@@ -8,7 +8,7 @@ import { newOperation } from './support/fixtures.js';
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, complete, reportUnknown } from './support/settle.js';
 
-// Issue 20: retention stored in the database and upkeep that runs itself. settle.run_upkeep is
+// Retention stored in the database and upkeep that runs itself. settle.run_upkeep is
 // what pg_cron and `pg-settle maintain` call; several callers elect one runner per job by the
 // job row's lock (SKIP LOCKED).
 const db = useEngineDatabase('upkeep');
@@ -141,7 +141,7 @@ describe('upkeep', () => {
     expect(await sqlStateOf(admin.query(`select settle.set_upkeep_interval(job => 'purge', every => interval '2 days')`))).toBe('SE008');
   });
 
-  it('the trim_feed job races a slow consumer holding its batch: it never waits for it and never takes an unacknowledged outcome; purge neither; a dropped consumer releases it (issue 19)', async () => {
+  it('the trim_feed job races a slow consumer holding its batch: it never waits for it and never takes an unacknowledged outcome; purge neither; a dropped consumer releases it', async () => {
     const sweeperRole = await loginRole('sweeper', ['settle_admin']);
     const sweeper = await sweeperRole.connect(); // pg_cron, say
     const loop = await sweeperRole.connect(); // and a `pg-settle maintain` loop

@@ -1,4 +1,4 @@
-// What the caller receives in the hard cases (issue #21), for Express 5 and Fastify 5 on real
+// What the caller receives in the hard cases, for Express 5 and Fastify 5 on real
 // servers and a real PostgreSQL: a handler that throws after it answered, a key reused against
 // another resource, retries after an unknown outcome, a login not granted the tenant, and a
 // transaction-mode handler that also queries through the client's pool.

@@ -1,4 +1,4 @@
-// The HTTP examples against an INSTALLED pg-settle (issue 21): examples/http/express-app.ts,
+// The HTTP examples against an INSTALLED pg-settle: examples/http/express-app.ts,
 // fastify-app.ts and hono-app.ts, their imports rewritten to 'pg-settle', 'pg-settle/express',
 // 'pg-settle/fastify' and 'pg-settle/fetch', compiled with the app's TypeScript against the installed .d.ts, and run
 // with Node as a settle_app login made the way docs/http.md ("Run the examples") makes it.

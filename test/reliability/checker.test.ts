@@ -71,7 +71,7 @@ beforeAll(async () => {
     await p1.complete(tc, { receipt: 'c-1' });
     await p4.complete({ ...tc, binding: { ...BINDING, generation: '2' } }, { receipt: 'forged' });
 
-    // d, e: the attempt reports unknown; an operator resolves the operation (issue 20), completed
+    // d, e: the attempt reports unknown; an operator resolves the operation, completed
     // through an attempt epoch of its own, or failed; retries replay the verified outcome.
     for (const [key, outcome] of [['d', 'completed'], ['e', 'failed']] as const) {
       const t = acquiredTicket(await p1.claim(claimOf(key)));

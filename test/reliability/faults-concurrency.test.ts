@@ -132,7 +132,7 @@ describe('dead-letter redrive', () => {
     const first = await driver.claim({ tenant: TENANT, key, request: { key }, binding: BINDING, maxAttempts: 1 });
     await expireLease(sessions.admin, TENANT, key);
     tally.fault('leaseExpired');
-    // The lapsed lease may have run the effect: a needs_reconciliation dead letter (issue 8 §1).
+    // The lapsed lease may have run the effect: a needs_reconciliation dead letter.
     expect(await driver.claim({ tenant: TENANT, key, request: { key }, binding: BINDING })).toMatchObject({ outcome: 'unknown', deadLettered: true });
     return first.ticket!;
   }

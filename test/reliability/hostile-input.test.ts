@@ -12,7 +12,7 @@ import {
 } from './harness/hostile-inputs.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
 
-// Issue #4 §3: as the application role, every hostile input gets a typed error (an SQLSTATE of
+// As the application role, every hostile input gets a typed error (an SQLSTATE of
 // the registry or PostgreSQL's own, or a typed client error) or a defined outcome, with nothing
 // stored (row counts of the private tables before/after) and nothing disclosed (no answer or
 // error text ever contains the stored request or result).

@@ -52,14 +52,14 @@ function observationsOf(stories: readonly Story[], repeats: readonly number[], f
 
 /**
  * What the lattice prescribes, independent of order except which success came first and whether
- * attempt 1's forged success came before its real one (issue 8 §4: an attempt that presented a
+ * attempt 1's forged success came before its real one (an attempt that presented a
  * mismatched lock is fenced from then on, so its later real success does not count).
  */
 function expectedStatus(stories: readonly Story[], forged: boolean, order: readonly Observation[]): StatusName {
   if (firstSuccess(order) !== null) return 'completed';
   // Attempts 1 and 2 always lost their leases without recording a failure (a superseded
   // attempt's failure is fenced), so they may have taken effect: the holder's final failure
-  // leaves the operation unknown, dead-lettered needs_reconciliation, never failed (issue 18 §5).
+  // leaves the operation unknown, dead-lettered needs_reconciliation, never failed.
   const byStory: Record<string, StatusName> = { 'fail-retryable': 'pending', 'fail-final': 'unknown', unknown: 'unknown', silent: 'running' };
   const holder = byStory[stories[2] ?? 'silent'] ?? 'running';
   return forged && rank(holder) < rank('conflict') ? 'conflict' : holder;

@@ -5,7 +5,7 @@ import { REGRESSIONS } from './harness/model-regressions.js';
 import { openModelSession, type ModelSession } from './harness/model-session.js';
 import { useReliabilityDatabase } from './support/database.js';
 
-// The model-based test of issue 18 part B: random sequences of claim / heartbeat / complete /
+// The model-based test: random sequences of claim / heartbeat / complete /
 // fail / report_unknown / get / expire_leases / redrive / revoke_binding / purge over two
 // operations, three settle_app connections and an admin login, with row-lock waits (some held
 // past the waiter's lease), rolled-back caller transactions, lapsed leases and revocations that

@@ -8,7 +8,7 @@ import { REGRESSIONS } from './harness/model-regressions.js';
 import { openModelSession } from './harness/model-session.js';
 import { writeMutatedMigrations, type Mutant, type Replacement } from './harness/mutants.js';
 
-// The model-based test against the issue-18 fixes reverted, one at a time: each mutant is a copy
+// The model-based test against the adversarial-timing fixes reverted, one at a time: each mutant is a copy
 // of sql/migrations with one fix undone (exact text replacements that must match once, as in
 // harness/mutants.ts), migrated into a fresh database from template0. The model's regression
 // cases (harness/model-regressions.ts) run against it and must report a violation; with
@@ -34,7 +34,7 @@ interface ModelMutant {
   readonly randomRuns?: number;
 }
 
-/** The in_doubt answer of settle.claim (issue 21 item 3). */
+/** The in_doubt answer of settle.claim. */
 const IN_DOUBT = `if not claim.rerun_after_unknown and v_op.status = 'unknown' and v_op.dead_lettered_at is null then`;
 
 const MODEL_MUTANTS: readonly ModelMutant[] = [
@@ -151,7 +151,7 @@ async function againstMutant(m: ModelMutant, body: (run: ModelRun) => Promise<vo
   }
 }
 
-describe('the model-based test catches the issue-18 fixes reverted', () => {
+describe('the model-based test catches the adversarial-timing fixes reverted', () => {
   for (const m of MODEL_MUTANTS) {
     it(`${m.name} (defect ${m.defect})`, async () => {
       let caughtBy: string[] = [];

@@ -134,7 +134,7 @@ function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
         }
         r.lease = null;
       } else if (row.outcome === 'conflict' && row.attempt !== null && row.attempt === r.lease) {
-        // A mismatched observation of the lease holder ends its attempt (issue 8 §4): the lease
+        // A mismatched observation of the lease holder ends its attempt: the lease
         // goes, running becomes pending, nothing else changes.
         r.lease = null;
         if (before !== after && !(before === 'running' && after === 'pending')) {
@@ -171,7 +171,7 @@ function checkComplete(row: AuditRow, r: Replay, what: string, log: ViolationLog
 }
 
 /**
- * settle.resolve (issue 20): only an unknown or conflict operation is resolved. completed
+ * settle.resolve: only an unknown or conflict operation is resolved. completed
  * settles through an attempt epoch of its own (N + 1), ending a held lease; failed never while
  * an attempt holds the lease. already_final (or a refusal) changes nothing.
  */
@@ -210,7 +210,7 @@ function checkEndOfTrail(op: OperationRow, r: Replay, attempts: readonly Attempt
     log.add('single-settlement', op, `settled attempts [${settled.map((a) => a.attempt).join(', ')}], record settled_attempt ${op.settledAttempt}, status ${op.status}`);
   }
   // Only a spent budget, or a final failure after an attempt that may have taken effect
-  // (recorded on its attempt, the operation left unknown: issue 18 §5), dead-letters early.
+  // (recorded on its attempt, the operation left unknown), dead-letters early.
   const finalFailure = attempts.some((a) => a.observation === 'failed' && a.retryable === false);
   if (op.deadLettered && op.attempt < op.maxAttempts && !finalFailure) {
     log.add('retryable-failure-reopens', op, `dead-lettered after ${op.attempt} of ${op.maxAttempts} attempts`);

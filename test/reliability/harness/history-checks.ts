@@ -247,14 +247,14 @@ export function checkRevocations(h: KeyHistory, revocations: readonly CompletedO
 }
 
 /**
- * Timeout means unknown (issue 8 section 1, issue 18 §4-5): `failed` is a committed failure
+ * Timeout means unknown: `failed` is a committed failure
  * only, answered while no attempt may have taken effect. An answer saying failed (a claim
  * outcome, or the status after an observation) with current attempt N is judged against
  * attempts 1..N of the final state (attempt observations are immutable once terminal): every one
  * of them recorded a failure — a final failure after an attempt that reported unknown, lapsed or
  * conflicted does not make it failed — and no earlier answer showed the status unknown or
  * conflict (the lattice never goes back below them). The final state is judged the same way.
- * A failed resolution (settle.resolve, issue 20) is the operator's verdict on every attempt up to
+ * A failed resolution (settle.resolve) is the operator's verdict on every attempt up to
  * its own: from the moment it was invoked (or, when the history does not hold the call, always)
  * those attempts count as failed whatever they had observed (an attempt that saw a conflicting
  * completion keeps that observation).

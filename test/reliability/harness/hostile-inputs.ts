@@ -2,7 +2,7 @@ import type pg from 'pg';
 
 /**
  * Hostile and malformed inputs for the settle API, and the probes that prove nothing was
- * stored or disclosed (issue #4 §3). Used by test/reliability/hostile-input.test.ts.
+ * stored or disclosed. Used by test/reliability/hostile-input.test.ts.
  */
 
 /** A malformed tenant or key, and the SQLSTATE the engine must answer (SE001 tenant, SE002 key). */

@@ -1,7 +1,7 @@
 import type { Step } from './model-driver.js';
 
 /**
- * Regression cases: sequences the random run found on main before the issue-18 fixes (kept as
+ * Regression cases: sequences the random run found against an engine without the adversarial-timing fixes (kept as
  * scripts: the same steps, whatever the seed). `maxAttempts` is per operation.
  */
 export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts: readonly number[]; readonly steps: readonly Step[] }[] = [
@@ -188,7 +188,7 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
     ],
   },
   {
-    // Issue 21 item 3: rerun_after_unknown => false answers a reported unknown with in_doubt
+    // rerun_after_unknown => false answers a reported unknown with in_doubt
     // (nothing opened, from every connection, inside a transaction too); a claim that asks to
     // re-run opens attempt 2; a crashed attempt (lapsed lease, nothing reported) is taken over.
     name: 'I21: a claim that does not re-run a reported unknown answers in_doubt; a crashed attempt is still taken over',
@@ -210,7 +210,7 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
     ],
   },
   {
-    // Issue 20: settle.resolve. Only an unknown or conflict operation is resolved (not a running
+    // settle.resolve. Only an unknown or conflict operation is resolved (not a running
     // one); a failed resolution waits for the lease holder; another request's fingerprint is
     // refused; a failed resolution judges every open attempt, so their late successes settle
     // nothing; a completed one settles through an epoch of its own and ends the held lease.

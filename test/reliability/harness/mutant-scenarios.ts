@@ -102,7 +102,7 @@ const SCENARIOS: Record<ScenarioName, Scenario> = {
     await c.p[0].complete(t1, { receipt: 'attempt-1' });
     await c.p[1].claim(call);
   },
-  // Issue 8 section 1: the only attempt loses its response; the budget is spent. The operation
+  // The only attempt loses its response; the budget is spent. The operation
   // must stay unknown (dead letter needs_reconciliation), never failed.
   async 'timeout-exhaustion'(c, claim) {
     const call = { ...claim('timeout-exhaustion'), maxAttempts: 1 };

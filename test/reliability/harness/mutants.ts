@@ -285,7 +285,7 @@ export const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'exhaustion-fails',
-    bug: 'a spent attempt budget always ends failed, also when an attempt reported unknown or lost its lease (the pre-issue-8 engine): timeout becomes failure',
+    bug: 'a spent attempt budget always ends failed, also when an attempt reported unknown or lost its lease (an engine without the may-have-taken-effect rule): timeout becomes failure',
     replacements: [
       {
         file: RECORDS,

@@ -214,7 +214,7 @@ function retire(world: World, slot: number, key: string): void {
 }
 
 /**
- * The operator resolves the key's operation with a verified outcome (issue 20): completed with
+ * The operator resolves the key's operation with a verified outcome: completed with
  * a result no attempt proposed, or failed; one call in ten presents another request's
  * fingerprint (SE052). Only an unknown or conflict operation is resolved (SE050 otherwise), a
  * failed resolution never while an attempt holds a lease (SE051): the checker judges what it did
