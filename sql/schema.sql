@@ -510,7 +510,7 @@ declare
 begin
   -- The input rules: printable ASCII names and at most one scope pass the first test, of
   -- built-in functions only; any other input is judged by the full rules, set up only then
-  -- (issue 24, docs/performance.md).
+  -- (docs/performance.md).
   if (settle_private._name_ascii_ok(claim.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ascii_ok(claim.key, settle_private._limit('key_bytes'))
       and settle_private._binding_ascii_ok(claim.principal, claim.scopes, claim.binding_generation)
@@ -570,7 +570,7 @@ begin
     returning o.tenant, o.status, o.lease_token, o.lease_expires_at, o.fingerprint
       into v_op.tenant, v_op.status, v_op.lease_token, v_op.lease_expires_at, v_op.fingerprint;
     -- Only the five columns the answer and the paths below read come back (RETURNING * builds
-    -- and assigns all 21: -1.7% instructions per new key, docs/performance.md, eighth session);
+    -- and assigns all 21: -1.7% instructions per new key, docs/performance.md);
     -- the waited path below reads the whole row back from its UPDATE ... RETURNING * before it
     -- uses more than the lease token.
     -- The insert waits only behind another session's uncommitted insert of the same key. A
@@ -615,8 +615,8 @@ begin
     v_fp := settle_private._fingerprint(claim.request);
     if v_op.tenant is not null then
       -- The insert above waited behind another session's uncommitted insert of the same key
-      -- that then rolled back. The decision is this moment, not the call's start (issue 18
-      -- §1-2): access is judged again with what committed meanwhile (a revocation converts the
+      -- that then rolled back. The decision is this moment, not the call's start:
+      -- access is judged again with what committed meanwhile (a revocation converts the
       -- new operation before anything runs), and the lease is measured from now, so no answer
       -- carries a lease that already lapsed.
       v_token := v_op.lease_token;
@@ -650,7 +650,7 @@ begin
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
     -- Another session's first claim reserved the key; this insert may have waited for it to
-    -- commit. Decide with what committed meanwhile (issue 18 §1-2): the time its lease is judged
+    -- commit. Decide with what committed meanwhile: the time its lease is judged
     -- by, the tenant binding and the revocation floor.
     v_decided := clock_timestamp();
     if v_decided > v_now + interval '5 milliseconds' then
@@ -685,7 +685,7 @@ begin
       select * into v_op from settle_private.operations o
        where o.tenant = claim.tenant and o.key = claim.key
        for update;
-      -- Locked: decide again with what committed while this call waited (issue 18 §1-2): the
+      -- Locked: decide again with what committed while this call waited: the
       -- time a lease is measured from (and whether the current one lapsed), the tenant binding
       -- and the revocation floor.
       v_now := clock_timestamp();
@@ -715,7 +715,7 @@ begin
         -- The reservation's own generation is revoked: convert it at this touch (00007).
         perform settle_private._revoke_touch(claim.tenant, claim.key, claim.principal, v_floor, v_now, claim.worker);
       end if;
-      -- Only the holder of the same binding learns which part differs (issue 18 §9); the audit
+      -- Only the holder of the same binding learns which part differs; the audit
       -- row keeps the full list and what was presented, so an enumeration is visible.
       v_res := row('conflict', null, null, null, null, null, null, null, null, null, null,
                    settle_private._conflict_on(v_diff), null, null);
@@ -912,7 +912,7 @@ begin
   -- is decided here in two statements and a few expressions; every other case (bad input, a
   -- refused login, an invalid or stale token, a mismatched lock, a floor, an attempt that
   -- already reported, a completed operation) is left to the general merge
-  -- settle_private._observe, which decides it from scratch (docs/performance.md, issue 24:
+  -- settle_private._observe, which decides it from scratch (docs/performance.md:
   -- PL/pgSQL sets up every expression it evaluates again in each transaction, so the number of
   -- expressions and statements per call is the cost). The fingerprint's format is not tested
   -- here: this path settles only when the fingerprint equals the stored one, which every writer
@@ -931,7 +931,7 @@ begin
     -- (the operation's current attempt and lease token are the presented ones: the token is
     -- checked on the operation row, where the live lease is; the attempt row's own token is
     -- checked again under the lock, below), the presented lock matches the reservation and
-    -- nothing settled. One plain locking read (issue 24): the access test refers to no row of
+    -- nothing settled. One plain locking read: the access test refers to no row of
     -- operations, so it is evaluated once, before the scan, as the scan's gate (a refused login
     -- reads and locks nothing), without the CTE and lateral join that cost three plan nodes.
     select o.status into v_seen
@@ -1331,7 +1331,7 @@ begin
   v_fp := settle_private._fingerprint(get.request);
 
   if get.binding_generation < v_floor then
-    -- A revoked generation reads nothing, from a plain read (issue 18 §3: it must not wait on
+    -- A revoked generation reads nothing, from a plain read (it must not wait on
     -- the row); the operation it reserved is converted at the next touch by a caller that may wait.
     select * into v_op from settle_private.operations o where o.tenant = get.tenant and o.key = get.key;
     perform settle_private._audit(get.tenant, get.key, v_now, 'get', 'refused', null, v_op.status, v_op.status, null,
@@ -1484,7 +1484,7 @@ begin
 
   -- The tenant binding and the token are checked before the row lock: a caller without the
   -- named attempt's token never waits on the row, so it cannot hold the lease holder up by
-  -- keeping its transaction open (issue 18 §3). An attempt's token never changes.
+  -- keeping its transaction open. An attempt's token never changes.
   -- The binding is read in its own statement: on Citus a function reading the bindings (a
   -- reference table) may not run inside a statement routed to the key's shard.
   v_tenant_ok := settle_private._tenant_ok(heartbeat.tenant);
@@ -1515,7 +1515,7 @@ begin
   end if;
   v_op := v_seen.op;
 
-  -- Locked: decide again with what committed while this call waited (issue 18 §1-2). The new
+  -- Locked: decide again with what committed while this call waited. The new
   -- lease is measured from now, the moment of the decision, never from the call's start: a
   -- heartbeat that waited on the row never answers `extended` with an expiry in the past.
   v_now := clock_timestamp();
@@ -4349,7 +4349,7 @@ begin
   -- token, and locks the operation row only when both pass: a refused caller never holds a row
   -- lock of a tenant it may not reach, and a caller without the named attempt's token (a
   -- guessed or stale token, a purged key) is answered from a plain read below, without waiting
-  -- on the row or making the lease holder wait (issue 18 §3). An attempt's token never changes,
+  -- on the row or making the lease holder wait. An attempt's token never changes,
   -- so the snapshot this statement reads it from cannot be stale.
   with a as materialized (
     select case when exists (select 1 from settle_private.tenant_bindings r
@@ -4384,8 +4384,8 @@ begin
     return v_res;
   end if;
 
-  -- Locked. Everything is decided again from here with what committed while this call waited
-  -- (issue 18 §1-2): the time (settled_at, a lapsed lease), the tenant binding and the
+  -- Locked. Everything is decided again from here with what committed while this call waited:
+  -- the time (settled_at, a lapsed lease), the tenant binding and the
   -- revocation floor, the attempt, and the place of this call in the key's history (as
   -- settle_private._next_seq numbers it, 00006) for a settlement logged on the attempt below.
   v_now := clock_timestamp();
@@ -4420,7 +4420,7 @@ begin
   -- Binding gate: an observation that does not re-present the reserved lock never
   -- upgrades the canonical state and never sees or touches the result. A mismatched
   -- success flags the operation `conflict` (an effect may have run for another intent).
-  -- Any mismatched observation is terminal for its attempt (issue 8 section 4): the attempt
+  -- Any mismatched observation is terminal for its attempt: the attempt
   -- records `conflict`, loses the lease if it held it, and is fenced from then on, so it can
   -- never settle later by presenting the right lock with what it did for another one.
   v_diff := settle_private._lock_diff(v_op, _observe.fingerprint, _observe.principal, _observe.scopes,
@@ -4537,7 +4537,7 @@ begin
       v_res.reason := 'final_failure';
     elsif v_exhausted then
       -- The last allowed attempt failed, or a final failure arrived after an earlier attempt may
-      -- have taken effect (it reported unknown, conflicted, or lapsed: issue 18 §5): failed only
+      -- have taken effect (it reported unknown, conflicted, or lapsed): failed only
       -- if every attempt failed, else unknown and needs_reconciliation (see _dead_letter). A
       -- false `failed` would make the caller issue the effect again.
       v_op := settle_private._dead_letter(v_op, v_now, _observe.error);
@@ -5352,7 +5352,7 @@ begin
   -- recorded a failure, and the operation never reached unknown or conflict). A final failure
   -- or a spent budget after an attempt that may have taken effect (it reported unknown,
   -- conflicted, or its lease lapsed without an observation) is a dead letter that needs
-  -- reconciliation, never `failed` (issue 18 §4-5). It reads the attempts, so it is checked
+  -- reconciliation, never `failed`. It reads the attempts, so it is checked
   -- after the row rules, and only on a move to failed. (It was a trigger of its own,
   -- _995_guard_failure, with a WHEN clause: PostgreSQL 15 reads back and plans a trigger's WHEN
   -- clause for every UPDATE statement, which cost more than this test; docs/performance.md.)
