@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { expireLease } from '../../src/testing/clock.js';
 import { asRole } from '../client/helpers.js';
-import { FRAMEWORKS, startApp } from './apps.js';
+import { ALL_FRAMEWORKS, startApp } from './apps.js';
 import { type HttpTestContext, newKey, send, setupHttpTest, until } from './support.js';
 
 const SCRIPT = fileURLToPath(new URL('./fixtures/crash-server.ts', import.meta.url));
@@ -26,7 +26,7 @@ afterAll(async () => {
   await ctx?.close();
 });
 
-describe.each(FRAMEWORKS)('%s', (framework) => {
+describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
   test('SIGKILL mid-handler: the retry after the lease lapses takes over; the downstream effect happens once', { timeout: 180_000 }, async () => {
     const { child, lines } = startServerProcess(framework, asRole(ctx.db.url, 'settle_app'));
     try {

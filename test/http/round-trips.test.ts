@@ -5,7 +5,7 @@ import { createPool, type Interceptor } from 'slonik';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createSettleClient, settleInterceptors, settleTypeParsers, type SettleClient } from '../../src/index.js';
 import { asRole } from '../client/helpers.js';
-import { FRAMEWORKS, startApp, type TestApp } from './apps.js';
+import { ALL_FRAMEWORKS, startApp, type TestApp } from './apps.js';
 import { type HttpTestContext, newKey, send, setupHttpTest, until } from './support.js';
 
 let ctx: HttpTestContext;
@@ -40,7 +40,7 @@ const measure = async (fn: () => Promise<unknown>): Promise<string[]> => {
   return [...statements];
 };
 
-describe.each(FRAMEWORKS)('%s', (framework) => {
+describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
   let app: TestApp;
   beforeAll(async () => {
     app = await startApp(framework, { settle, orders: { leaseMs: 3_000, heartbeatIntervalMs: 1_000 } });

@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/index.js';
 import { asRole } from '../client/helpers.js';
-import { FRAMEWORKS, startApp, type TestApp } from '../http/apps.js';
+import { ALL_FRAMEWORKS, startApp, type TestApp } from '../http/apps.js';
 import { type HttpTestContext, newKey, send, setupHttpTest } from '../http/support.js';
 import { createTestTelemetry, type TestTelemetry } from './sdk.js';
 
 // pg_settle.http.requests: every request the idempotency middleware answers, by result, for
 // both frameworks, on real servers and a real database.
-describe.each(FRAMEWORKS)('%s', (framework) => {
+describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
   let ctx: HttpTestContext;
   let otel: TestTelemetry;
   let settle: SettleClient;
