@@ -4,11 +4,19 @@
 -- worker that takes 100 jobs) pays per key one commit, one round trip and one WAL flush with the
 -- single-key calls; the engine is bound by flushing its WAL (docs/performance.md), so one call and
 -- one commit for many keys is the lever. A batch changes the cost, never the answers:
---   * every key is decided by the single-key call itself (settle.claim, settle.complete), inside
---     the batch's transaction, so every key has exactly the single-key answer and guarantees: its
---     own attempt, lease and fencing token, fingerprint, binding check, lattice, audit, feed event,
---     tenant binding and revocation floor. A batch is its single calls made at one instant
+--   * every key has exactly the single-key answer and guarantees: its own attempt, lease and
+--     fencing token, fingerprint, binding check, lattice, audit, feed event, tenant binding and
+--     revocation floor. A batch is its single calls made at one instant
 --     (test/engine/batch-property.test.ts holds the answers equal);
+--   * the common batches are decided set-based, a statement for all keys rather than a call per
+--     key: claim_many of new keys (_claim_new_keys) and complete_many by the lease holders
+--     (_complete_holders), each taken only when access is granted, the generation not revoked and
+--     every key distinct, and each checking under its locks that every key is the common case.
+--     Anything else (a key that exists, was inserted meanwhile, waited longer than a first claim
+--     may, or is not its lease holder's plain success) rolls the set-based try back to its
+--     subtransaction and the batch is decided key by key by the single-key calls themselves
+--     (settle.claim, settle.complete), inside the batch's transaction
+--     (test/engine/batch-set-based.test.ts);
 --   * the keys are visited in one fixed order, (key COLLATE "C", ordinal), so every row lock and
 --     every wait on another session's uncommitted insert of a key is taken in that order: two
 --     batches over overlapping keys never deadlock, whatever order their callers listed the keys
@@ -146,6 +154,187 @@ begin
 end
 $$;
 
+-- Whether the batches may take their set-based paths: not on Citus, where the keys of a batch
+-- live on many shards and each key's single call is routed to its own (the key-by-key path).
+create function settle_private._set_based_batches()
+returns boolean
+language sql
+stable
+set search_path = pg_catalog, pg_temp
+as $$
+  select not exists (select 1 from pg_catalog.pg_extension e where e.extname = 'citus')
+$$;
+
+-- The set-based claim of a batch of new keys (settle.claim_many, whose caller checked the input,
+-- access, the floor, and that every key is distinct and had no operation). Every key gets what
+-- its single first claim writes and answers: the operation (running, attempt 1, its own lease
+-- token, the fingerprint of its request), attempt 1 as the log of the claim (its place in the
+-- key's history after any audit row of the key, as settle.claim numbers it) and `acquired`.
+-- The operations are inserted in the batch's fixed order (key COLLATE "C"), so a wait behind
+-- another session's uncommitted insert of a key comes in the order the key-by-key path takes.
+-- Every lease is measured from the batch's instant, its start. Raises SE099 when a key was
+-- inserted by another session since the caller's read, and 55P03 when any key's insert waited
+-- longer than the 5 ms a single first claim allows (its lease would be measured from before the
+-- wait); the caller catches both and decides key by key after the rollback to its block.
+create function settle_private._claim_new_keys(tenant text, keys text[], requests jsonb[], principal text,
+  scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer)
+returns setof settle.claim_many_result
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_expires timestamptz := settle_private._expiry(v_now, _claim_new_keys.lease);
+  v_lock_timeout text := current_setting('lock_timeout');
+  v_keys text[];
+  v_tokens uuid[];
+  v_fingerprints text[];
+begin
+  -- The operations, in the fixed order. An insert of a key that another session inserted and
+  -- has not committed waits for that session; a wait longer than the 5 ms a single first claim
+  -- allows ends in lock_not_available (55P03), which the caller takes as SE099. The setting is
+  -- put back before anything else runs (a rollback to the caller's block puts it back too).
+  perform set_config('lock_timeout', '5ms', true);
+  with ins as (
+    insert into settle_private.operations as o
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+    select _claim_new_keys.tenant, u.k, settle_private._fingerprint(u.r), u.r, _claim_new_keys.principal,
+           settle_private._normalize_scopes(_claim_new_keys.scopes), _claim_new_keys.binding_generation, 'running', 1,
+           _claim_new_keys.max_attempts, gen_random_uuid(), v_expires, v_now, v_now
+      from unnest(_claim_new_keys.keys, _claim_new_keys.requests) u(k, r)
+     order by u.k collate "C"
+    on conflict on constraint operations_pkey do nothing
+    returning o.key, o.lease_token, o.fingerprint
+  )
+  select array_agg(ins.key order by ins.key collate "C"), array_agg(ins.lease_token order by ins.key collate "C"),
+         array_agg(ins.fingerprint order by ins.key collate "C")
+    into v_keys, v_tokens, v_fingerprints
+    from ins;
+  perform set_config('lock_timeout', v_lock_timeout, true);
+  if coalesce(cardinality(v_keys), 0) <> cardinality(_claim_new_keys.keys) then
+    raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+  end if;
+
+  -- Attempt 1 of every key, in the fixed order (its claim_audit_id drawn as settle.claim draws
+  -- it, key after key), placed in the key's history after any audit row of the key.
+  insert into settle_private.attempts
+    (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
+     claim_status_after)
+  select _claim_new_keys.tenant, u.k, 1, u.t, _claim_new_keys.worker, v_now,
+         (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+           where l.tenant = _claim_new_keys.tenant and l.key = u.k),
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running'
+    from unnest(v_keys, v_tokens) with ordinality u(k, t, i)
+   order by u.i;
+
+  return query
+    select u.i::integer, u.k, 'acquired'::text, 'running'::settle.status, 1, n.t, v_expires, null::integer,
+           n.f, null::jsonb, null::integer, null::jsonb, null::boolean, null::text[], null::text, null::text
+      from unnest(_claim_new_keys.keys) with ordinality u(k, i)
+      join unnest(v_keys, v_tokens, v_fingerprints) n(k, t, f) on n.k = u.k
+     order by u.i;
+end
+$$;
+
+-- The set-based complete of a batch of lease holders (settle.complete_many, whose caller checked
+-- the input, access, the floor, and that every key is distinct). Locks the operations in the
+-- batch's fixed order (key COLLATE "C"), each only if, on its latest version, the presented
+-- attempt holds its lease with the presented token, lock and binding and nothing settled (the
+-- test of settle.complete's common path); then, under the locks, settles every key as that path
+-- does: the operation completed with its result (its feed event written by the guard), the
+-- attempt's observation and the log of the settlement in the key's history; every answer
+-- `settled`, reason current_attempt. Raises SE099 (the caller then decides key by key, after the
+-- rollback to its block releases these locks) when any key is not such a success: not locked,
+-- or its attempt already reported.
+create function settle_private._complete_holders(tenant text, keys text[], attempts integer[], lease_tokens uuid[],
+  fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[])
+returns setof settle.complete_many_result
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_now timestamptz;
+  v_n integer := cardinality(_complete_holders.keys);
+  v_locked integer;
+  v_settled integer;
+  v_keys text[];
+  v_before settle.status[];
+begin
+  -- Each key's row is looked up (and locked) by its primary key, one key after the other in
+  -- the fixed order: the lateral subquery runs once per key of the sorted list.
+  select count(*), array_agg(x.key), array_agg(x.status) into v_locked, v_keys, v_before
+    from (select u.* from unnest(_complete_holders.keys, _complete_holders.attempts, _complete_holders.lease_tokens,
+                                 _complete_holders.fingerprints) u(k, a, t, f)
+           order by u.k collate "C") u
+   cross join lateral (
+     select o.key, o.status from settle_private.operations o
+      where o.tenant = _complete_holders.tenant and o.key = u.k
+        and o.attempt = u.a and o.lease_token = u.t and o.status <> 'completed' and o.fingerprint = u.f
+        and o.principal = _complete_holders.principal
+        and o.scopes = settle_private._normalize_scopes(_complete_holders.scopes)
+        and o.binding_generation = _complete_holders.binding_generation
+        for update) x;
+  if v_locked <> v_n then
+    raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+  end if;
+
+  v_now := clock_timestamp();
+  -- As settle.complete: the attempts of each key say whether this attempt has not reported yet
+  -- and the last place its attempts took in the key's history; the settlement and the
+  -- observation are written in one statement (the attempts' guard reads the operation's write).
+  with s as materialized (
+    select u.k, u.a, u.r, b.status_before, ax.unobserved,
+           coalesce(greatest(
+             (select l.seq from settle_private.audit_log l where l.tenant = _complete_holders.tenant and l.key = u.k
+               order by l.seq desc limit 1),
+             ax.seq), 0) + 1 as seq
+      from unnest(_complete_holders.keys, _complete_holders.attempts, _complete_holders.lease_tokens,
+                  _complete_holders.results) u(k, a, t, r)
+      join unnest(v_keys, v_before) b(k, status_before) on b.k = u.k
+     cross join lateral (
+       select bool_or(a.attempt = u.a and a.lease_token = u.t and a.observation is null) as unobserved,
+              max(greatest(a.claim_seq, a.settled_seq)) as seq
+         from settle_private.attempts a
+        where a.tenant = _complete_holders.tenant and a.key = u.k) ax
+  ), op as (
+    update settle_private.operations o
+       set status = 'completed', result = s.r, settled_attempt = s.a,
+           settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+           dead_letter_reason = null, error = null, updated_at = v_now
+      from s
+     where o.tenant = _complete_holders.tenant and o.key = s.k and s.unobserved
+    returning o.key
+  ), x as materialized (
+    -- The settlements' audit ids drawn once each, in the fixed order, as settle.complete draws
+    -- them key after key.
+    select y.k, y.a, y.seq, y.status_before, nextval('settle_private.audit_log_audit_id_seq') as audit_id
+      from (select s.k, s.a, s.seq, s.status_before from s join op on op.key = s.k order by s.k collate "C") y
+  ), observed as (
+    update settle_private.attempts a
+       set observation = 'completed', observed_at = v_now, error = null, retryable = null,
+           late_result = null, settled = true, settled_as = x.a,
+           ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
+           settled_seq = x.seq, settled_audit_id = x.audit_id,
+           settled_status_before = x.status_before, settled_reason = 'current_attempt'
+      from x
+     where a.tenant = _complete_holders.tenant and a.key = x.k and a.attempt = x.a
+    returning a.key
+  )
+  select count(*) into v_settled from observed;
+  if v_settled <> v_n then
+    raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+  end if;
+
+  return query
+    select u.i::integer, u.k, 'settled'::text, 'current_attempt'::text, 'completed'::settle.status, u.a, u.a, u.r,
+           null::jsonb, null::text[], false, null::text
+      from unnest(_complete_holders.keys, _complete_holders.attempts, _complete_holders.results)
+           with ordinality u(k, a, r, i)
+     order by u.i;
+end
+$$;
+
 -- claim_many(tenant, keys, requests, principal, scopes, binding_generation, lease, worker, max_attempts, rerun_after_unknown)
 -- settle.claim for every key, in one call and one transaction: one row per key, in list order.
 create function settle.claim_many(
@@ -169,6 +358,7 @@ declare
   v_item record;
   v_res settle.claim_result;
   v_out settle.claim_many_result[] := '{}'::settle.claim_many_result[];
+  v_floor bigint;
 begin
   perform settle_private._check_batch_shape(array['keys', 'requests'],
     array[cardinality(claim_many.keys), cardinality(claim_many.requests)],
@@ -197,6 +387,27 @@ begin
     perform settle_private._check_batch_element('claim', v_bad, claim_many.tenant, claim_many.keys[v_bad],
       claim_many.requests[v_bad], claim_many.principal, claim_many.scopes, claim_many.binding_generation,
       claim_many.lease, claim_many.worker, claim_many.max_attempts, null, null, null, null);
+  end if;
+
+  -- A batch of new keys (the common case) is claimed set-based when nothing can make it differ
+  -- from its single claims: access granted and the generation not revoked, every key distinct and
+  -- without an operation. A key inserted meanwhile by another session, or a wait, sends the batch
+  -- back to the key-by-key path below (settle_private._claim_new_keys).
+  v_floor := settle_private._access(claim_many.tenant, claim_many.principal);
+  if v_floor >= 0 and claim_many.binding_generation >= v_floor and settle_private._set_based_batches()
+     and (select count(distinct u.k) from unnest(claim_many.keys) u(k)) = cardinality(claim_many.keys)
+     and not exists (select 1 from unnest(claim_many.keys) u(k)
+                      cross join lateral (select 1 from settle_private.operations o
+                                           where o.tenant = claim_many.tenant and o.key = u.k limit 1) x) then
+    begin
+      return query select * from settle_private._claim_new_keys(claim_many.tenant, claim_many.keys, claim_many.requests,
+        claim_many.principal, claim_many.scopes, claim_many.binding_generation, claim_many.lease, claim_many.worker,
+        claim_many.max_attempts);
+      return;
+    exception when sqlstate 'SE099' or lock_not_available then
+      -- Rolled back to the block's start: nothing of the set-based attempt is left, no lock held.
+      null;
+    end;
   end if;
 
   -- One key at a time, in the fixed order (see the top of this file): each by settle.claim.
@@ -245,6 +456,7 @@ declare
   v_item record;
   v_res settle.observation_result;
   v_out settle.complete_many_result[] := '{}'::settle.complete_many_result[];
+  v_floor bigint;
 begin
   perform settle_private._check_batch_shape(array['keys', 'attempts', 'lease_tokens', 'fingerprints', 'results'],
     array[cardinality(complete_many.keys), cardinality(complete_many.attempts), cardinality(complete_many.lease_tokens),
@@ -274,6 +486,23 @@ begin
       complete_many.principal, complete_many.scopes, complete_many.binding_generation, null, null, null,
       complete_many.attempts[v_bad], complete_many.lease_tokens[v_bad], complete_many.fingerprints[v_bad],
       complete_many.results[v_bad]);
+  end if;
+
+  -- A batch of lease holders (the common case) settles set-based when nothing can make it differ
+  -- from its single completes: access granted and the generation not revoked, every key distinct;
+  -- settle_private._complete_holders checks the rest under the row locks and sends the batch
+  -- back to the key-by-key path below when any key is not its lease holder's plain success.
+  v_floor := settle_private._access(complete_many.tenant, complete_many.principal);
+  if v_floor >= 0 and complete_many.binding_generation >= v_floor and settle_private._set_based_batches()
+     and (select count(distinct u.k) from unnest(complete_many.keys) u(k)) = cardinality(complete_many.keys) then
+    begin
+      return query select * from settle_private._complete_holders(complete_many.tenant, complete_many.keys,
+        complete_many.attempts, complete_many.lease_tokens, complete_many.fingerprints, complete_many.principal,
+        complete_many.scopes, complete_many.binding_generation, complete_many.results);
+      return;
+    exception when sqlstate 'SE099' then
+      null;
+    end;
   end if;
 
   -- One key at a time, in the fixed order (see the top of this file): each by settle.complete.
