@@ -252,6 +252,10 @@ create function settle_private._complete_holders(tenant text, keys text[], attem
 returns setof settle.complete_many_result
 language plpgsql
 set search_path = pg_catalog, pg_temp
+-- Planned at every call, with the batch's arrays and the tables' current sizes: a plan kept for
+-- the session from a young table (a hash join over a sequential scan of a few pages) stays
+-- after the table grew, and every batch then reads every row.
+set plan_cache_mode = force_custom_plan
 as $$
 declare
   v_now timestamptz;
