@@ -835,6 +835,7 @@ declare
   v_item record;
   v_res settle.claim_result;
   v_out settle.claim_many_result[] := '{}'::settle.claim_many_result[];
+  v_floor bigint;
 begin
   perform settle_private._check_batch_shape(array['keys', 'requests'],
     array[cardinality(claim_many.keys), cardinality(claim_many.requests)],
@@ -863,6 +864,27 @@ begin
     perform settle_private._check_batch_element('claim', v_bad, claim_many.tenant, claim_many.keys[v_bad],
       claim_many.requests[v_bad], claim_many.principal, claim_many.scopes, claim_many.binding_generation,
       claim_many.lease, claim_many.worker, claim_many.max_attempts, null, null, null, null);
+  end if;
+
+  -- A batch of new keys (the common case) is claimed set-based when nothing can make it differ
+  -- from its single claims: access granted and the generation not revoked, every key distinct and
+  -- without an operation. A key inserted meanwhile by another session, or a wait, sends the batch
+  -- back to the key-by-key path below (settle_private._claim_new_keys).
+  v_floor := settle_private._access(claim_many.tenant, claim_many.principal);
+  if v_floor >= 0 and claim_many.binding_generation >= v_floor and settle_private._set_based_batches()
+     and (select count(distinct u.k) from unnest(claim_many.keys) u(k)) = cardinality(claim_many.keys)
+     and not exists (select 1 from unnest(claim_many.keys) u(k)
+                      cross join lateral (select 1 from settle_private.operations o
+                                           where o.tenant = claim_many.tenant and o.key = u.k limit 1) x) then
+    begin
+      return query select * from settle_private._claim_new_keys(claim_many.tenant, claim_many.keys, claim_many.requests,
+        claim_many.principal, claim_many.scopes, claim_many.binding_generation, claim_many.lease, claim_many.worker,
+        claim_many.max_attempts);
+      return;
+    exception when sqlstate 'SE099' or lock_not_available then
+      -- Rolled back to the block's start: nothing of the set-based attempt is left, no lock held.
+      null;
+    end;
   end if;
 
   -- One key at a time, in the fixed order (see the top of this file): each by settle.claim.
@@ -1028,6 +1050,7 @@ declare
   v_item record;
   v_res settle.observation_result;
   v_out settle.complete_many_result[] := '{}'::settle.complete_many_result[];
+  v_floor bigint;
 begin
   perform settle_private._check_batch_shape(array['keys', 'attempts', 'lease_tokens', 'fingerprints', 'results'],
     array[cardinality(complete_many.keys), cardinality(complete_many.attempts), cardinality(complete_many.lease_tokens),
@@ -1057,6 +1080,23 @@ begin
       complete_many.principal, complete_many.scopes, complete_many.binding_generation, null, null, null,
       complete_many.attempts[v_bad], complete_many.lease_tokens[v_bad], complete_many.fingerprints[v_bad],
       complete_many.results[v_bad]);
+  end if;
+
+  -- A batch of lease holders (the common case) settles set-based when nothing can make it differ
+  -- from its single completes: access granted and the generation not revoked, every key distinct;
+  -- settle_private._complete_holders checks the rest under the row locks and sends the batch
+  -- back to the key-by-key path below when any key is not its lease holder's plain success.
+  v_floor := settle_private._access(complete_many.tenant, complete_many.principal);
+  if v_floor >= 0 and complete_many.binding_generation >= v_floor and settle_private._set_based_batches()
+     and (select count(distinct u.k) from unnest(complete_many.keys) u(k)) = cardinality(complete_many.keys) then
+    begin
+      return query select * from settle_private._complete_holders(complete_many.tenant, complete_many.keys,
+        complete_many.attempts, complete_many.lease_tokens, complete_many.fingerprints, complete_many.principal,
+        complete_many.scopes, complete_many.binding_generation, complete_many.results);
+      return;
+    exception when sqlstate 'SE099' then
+      null;
+    end;
   end if;
 
   -- One key at a time, in the fixed order (see the top of this file): each by settle.complete.
@@ -3448,6 +3488,71 @@ $$;
 ALTER FUNCTION settle_private._check_role_within(role text, mine text[], call text) OWNER TO settle_owner;
 
 --
+-- Name: _claim_new_keys(text, text[], jsonb[], text, text[], bigint, interval, text, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._claim_new_keys(tenant text, keys text[], requests jsonb[], principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) RETURNS SETOF settle.claim_many_result
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_expires timestamptz := settle_private._expiry(v_now, _claim_new_keys.lease);
+  v_lock_timeout text := current_setting('lock_timeout');
+  v_keys text[];
+  v_tokens uuid[];
+  v_fingerprints text[];
+begin
+  -- The operations, in the fixed order. An insert of a key that another session inserted and
+  -- has not committed waits for that session; a wait longer than the 5 ms a single first claim
+  -- allows ends in lock_not_available (55P03), which the caller takes as SE099. The setting is
+  -- put back before anything else runs (a rollback to the caller's block puts it back too).
+  perform set_config('lock_timeout', '5ms', true);
+  with ins as (
+    insert into settle_private.operations as o
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
+       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+    select _claim_new_keys.tenant, u.k, settle_private._fingerprint(u.r), u.r, _claim_new_keys.principal,
+           settle_private._normalize_scopes(_claim_new_keys.scopes), _claim_new_keys.binding_generation, 'running', 1,
+           _claim_new_keys.max_attempts, gen_random_uuid(), v_expires, v_now, v_now
+      from unnest(_claim_new_keys.keys, _claim_new_keys.requests) u(k, r)
+     order by u.k collate "C"
+    on conflict on constraint operations_pkey do nothing
+    returning o.key, o.lease_token, o.fingerprint
+  )
+  select array_agg(ins.key order by ins.key collate "C"), array_agg(ins.lease_token order by ins.key collate "C"),
+         array_agg(ins.fingerprint order by ins.key collate "C")
+    into v_keys, v_tokens, v_fingerprints
+    from ins;
+  perform set_config('lock_timeout', v_lock_timeout, true);
+  if coalesce(cardinality(v_keys), 0) <> cardinality(_claim_new_keys.keys) then
+    raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+  end if;
+
+  -- Attempt 1 of every key, in the fixed order (its claim_audit_id drawn as settle.claim draws
+  -- it, key after key), placed in the key's history after any audit row of the key.
+  insert into settle_private.attempts
+    (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
+     claim_status_after)
+  select _claim_new_keys.tenant, u.k, 1, u.t, _claim_new_keys.worker, v_now,
+         (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+           where l.tenant = _claim_new_keys.tenant and l.key = u.k),
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running'
+    from unnest(v_keys, v_tokens) with ordinality u(k, t, i)
+   order by u.i;
+
+  return query
+    select u.i::integer, u.k, 'acquired'::text, 'running'::settle.status, 1, n.t, v_expires, null::integer,
+           n.f, null::jsonb, null::integer, null::jsonb, null::boolean, null::text[], null::text, null::text
+      from unnest(_claim_new_keys.keys) with ordinality u(k, i)
+      join unnest(v_keys, v_tokens, v_fingerprints) n(k, t, f) on n.k = u.k
+     order by u.i;
+end
+$$;
+
+ALTER FUNCTION settle_private._claim_new_keys(tenant text, keys text[], requests jsonb[], principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) OWNER TO settle_owner;
+
+--
 -- Name: _claim_refused(text, text, jsonb, text, text[], bigint, bigint, timestamp with time zone, text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -3471,6 +3576,99 @@ end
 $$;
 
 ALTER FUNCTION settle_private._claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text) OWNER TO settle_owner;
+
+--
+-- Name: _complete_holders(text, text[], integer[], uuid[], text[], text, text[], bigint, jsonb[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._complete_holders(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]) RETURNS SETOF settle.complete_many_result
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+declare
+  v_now timestamptz;
+  v_n integer := cardinality(_complete_holders.keys);
+  v_locked integer;
+  v_settled integer;
+  v_keys text[];
+  v_before settle.status[];
+begin
+  -- Each key's row is looked up (and locked) by its primary key, one key after the other in
+  -- the fixed order: the lateral subquery runs once per key of the sorted list.
+  select count(*), array_agg(x.key), array_agg(x.status) into v_locked, v_keys, v_before
+    from (select u.* from unnest(_complete_holders.keys, _complete_holders.attempts, _complete_holders.lease_tokens,
+                                 _complete_holders.fingerprints) u(k, a, t, f)
+           order by u.k collate "C") u
+   cross join lateral (
+     select o.key, o.status from settle_private.operations o
+      where o.tenant = _complete_holders.tenant and o.key = u.k
+        and o.attempt = u.a and o.lease_token = u.t and o.status <> 'completed' and o.fingerprint = u.f
+        and o.principal = _complete_holders.principal
+        and o.scopes = settle_private._normalize_scopes(_complete_holders.scopes)
+        and o.binding_generation = _complete_holders.binding_generation
+        for update) x;
+  if v_locked <> v_n then
+    raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+  end if;
+
+  v_now := clock_timestamp();
+  -- As settle.complete: the attempts of each key say whether this attempt has not reported yet
+  -- and the last place its attempts took in the key's history; the settlement and the
+  -- observation are written in one statement (the attempts' guard reads the operation's write).
+  with s as materialized (
+    select u.k, u.a, u.r, b.status_before, ax.unobserved,
+           coalesce(greatest(
+             (select l.seq from settle_private.audit_log l where l.tenant = _complete_holders.tenant and l.key = u.k
+               order by l.seq desc limit 1),
+             ax.seq), 0) + 1 as seq
+      from unnest(_complete_holders.keys, _complete_holders.attempts, _complete_holders.lease_tokens,
+                  _complete_holders.results) u(k, a, t, r)
+      join unnest(v_keys, v_before) b(k, status_before) on b.k = u.k
+     cross join lateral (
+       select bool_or(a.attempt = u.a and a.lease_token = u.t and a.observation is null) as unobserved,
+              max(greatest(a.claim_seq, a.settled_seq)) as seq
+         from settle_private.attempts a
+        where a.tenant = _complete_holders.tenant and a.key = u.k) ax
+  ), op as (
+    update settle_private.operations o
+       set status = 'completed', result = s.r, settled_attempt = s.a,
+           settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+           dead_letter_reason = null, error = null, updated_at = v_now
+      from s
+     where o.tenant = _complete_holders.tenant and o.key = s.k and s.unobserved
+    returning o.key
+  ), x as materialized (
+    -- The settlements' audit ids drawn once each, in the fixed order, as settle.complete draws
+    -- them key after key.
+    select y.k, y.a, y.seq, y.status_before, nextval('settle_private.audit_log_audit_id_seq') as audit_id
+      from (select s.k, s.a, s.seq, s.status_before from s join op on op.key = s.k order by s.k collate "C") y
+  ), observed as (
+    update settle_private.attempts a
+       set observation = 'completed', observed_at = v_now, error = null, retryable = null,
+           late_result = null, settled = true, settled_as = x.a,
+           ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
+           settled_seq = x.seq, settled_audit_id = x.audit_id,
+           settled_status_before = x.status_before, settled_reason = 'current_attempt'
+      from x
+     where a.tenant = _complete_holders.tenant and a.key = x.k and a.attempt = x.a
+    returning a.key
+  )
+  select count(*) into v_settled from observed;
+  if v_settled <> v_n then
+    raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+  end if;
+
+  return query
+    select u.i::integer, u.k, 'settled'::text, 'current_attempt'::text, 'completed'::settle.status, u.a, u.a, u.r,
+           null::jsonb, null::text[], false, null::text
+      from unnest(_complete_holders.keys, _complete_holders.attempts, _complete_holders.results)
+           with ordinality u(k, a, r, i)
+     order by u.i;
+end
+$$;
+
+ALTER FUNCTION settle_private._complete_holders(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]) OWNER TO settle_owner;
 
 --
 -- Name: _conflict_on(text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -4970,6 +5168,19 @@ end
 $$;
 
 ALTER FUNCTION settle_private._scopes_ok(scopes text[]) OWNER TO settle_owner;
+
+--
+-- Name: _set_based_batches(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._set_based_batches() RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  select not exists (select 1 from pg_catalog.pg_extension e where e.extname = 'citus')
+$$;
+
+ALTER FUNCTION settle_private._set_based_batches() OWNER TO settle_owner;
 
 --
 -- Name: _sort_scopes(text[]); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -7041,10 +7252,22 @@ REVOKE ALL ON FUNCTION settle_private._check_operation_key(tenant text, key text
 REVOKE ALL ON FUNCTION settle_private._check_role_within(role text, mine text[], call text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _claim_new_keys(tenant text, keys text[], requests jsonb[], principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._claim_new_keys(tenant text, keys text[], requests jsonb[], principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle_private._claim_refused(tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, below bigint, as_of timestamp with time zone, worker text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _complete_holders(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._complete_holders(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _conflict_on(diff text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -7387,6 +7610,12 @@ REVOKE ALL ON FUNCTION settle_private._revoke_touch(tenant text, key text, princ
 --
 
 REVOKE ALL ON FUNCTION settle_private._scopes_ok(scopes text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _set_based_batches(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._set_based_batches() FROM PUBLIC;
 
 --
 -- Name: FUNCTION _sort_scopes(scopes text[]); Type: ACL; Schema: settle_private; Owner: settle_owner
