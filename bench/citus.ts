@@ -64,9 +64,15 @@ if (singleTable !== 'auto' && singleTable !== 'on' && singleTable !== 'off') {
 // in this process, one pool per target, against plain PostgreSQL and Citus alike.
 const via = values.via;
 const driver = values.driver;
-if (!['coordinator', 'workers', 'key'].includes(via) || !['pgbench', 'client'].includes(driver)
-    || (via === 'key' && driver !== 'client') || (via === 'workers' && driver !== 'pgbench')) {
-  console.error('bench:citus: --driver pgbench|client; --via coordinator|workers with pgbench, coordinator|key with client');
+if (
+  !['coordinator', 'workers', 'key'].includes(via) ||
+  !['pgbench', 'client'].includes(driver) ||
+  (via === 'key' && driver !== 'client') ||
+  (via === 'workers' && driver !== 'pgbench')
+) {
+  console.error(
+    'bench:citus: --driver pgbench|client; --via coordinator|workers with pgbench, coordinator|key with client',
+  );
   process.exit(2);
 }
 const workerCount = Number(values.workers);
@@ -95,20 +101,33 @@ try {
   await migrate(citus.coordinator.adminUrl);
   const summary = await distribute(citus.coordinator.adminUrl, { singleTableStatements: singleTable });
   await migrate(plain.adminUrl);
-  log(`Citus: ${JSON.stringify(summary)} (${values['citus-bin'] ?? 'the installed Citus'}); plain PostgreSQL 15 on the same machine`);
+  log(
+    `Citus: ${JSON.stringify(summary)} (${values['citus-bin'] ?? 'the installed Citus'}); plain PostgreSQL 15 on the same machine`,
+  );
   // Proof of delegation: the workers' pg_stat_statements count the claims they ran themselves.
   await withPgClient(citus.coordinator.adminUrl, (c) => c.query('create extension if not exists pg_stat_statements')); // propagated to the workers
   const workerClaims = async (): Promise<number> => {
     let total = 0;
     for (const w of citus.workers) {
       total += await withPgClient(w.adminUrl, async (c) =>
-        Number((await c.query<{ n: string }>(`select coalesce(sum(calls), 0) as n from pg_stat_statements where query ~* 'FROM settle\\._?claim\\('`)).rows[0]?.n));
+        Number(
+          (
+            await c.query<{ n: string }>(
+              `select coalesce(sum(calls), 0) as n from pg_stat_statements where query ~* 'FROM settle\\._?claim\\('`,
+            )
+          ).rows[0]?.n,
+        ),
+      );
     }
     return total;
   };
   // The application's login (a delegated call runs on the worker as the caller).
   const appUrl = async (adminUrl: string): Promise<string> => {
-    await withPgClient(adminUrl, (c) => c.query(`do $$ begin if not exists (select 1 from pg_roles where rolname = 'bench_app') then create role bench_app login in role settle_app; end if; end $$`));
+    await withPgClient(adminUrl, (c) =>
+      c.query(
+        `do $$ begin if not exists (select 1 from pg_roles where rolname = 'bench_app') then create role bench_app login in role settle_app; end if; end $$`,
+      ),
+    );
     return asAppUrl(adminUrl);
   };
   const asAppUrl = (adminUrl: string): string => {
@@ -125,13 +144,19 @@ try {
   const citusClient = createSettleClient({
     connectionString: asAppUrl(citus.coordinator.adminUrl),
     poolSize: clients,
-    ...(via === 'key' ? { citusRouting: { nodes: routes, onError: (e: Error) => log(`citusRouting: ${e.message}`) } } : {}),
+    ...(via === 'key'
+      ? { citusRouting: { nodes: routes, onError: (e: Error) => log(`citusRouting: ${e.message}`) } }
+      : {}),
   });
   const targets = [
     { name: 'plain', admin: plain.adminUrl, urls: [await appUrl(plain.adminUrl)] },
     // The role is created once, on the coordinator (Citus propagates it to every worker; creating
     // it from several nodes at once deadlocks).
-    { name: 'citus', admin: citus.coordinator.adminUrl, urls: await appUrl(citus.coordinator.adminUrl).then(() => citusEntries.map((n) => asAppUrl(n.adminUrl))) },
+    {
+      name: 'citus',
+      admin: citus.coordinator.adminUrl,
+      urls: await appUrl(citus.coordinator.adminUrl).then(() => citusEntries.map((n) => asAppUrl(n.adminUrl))),
+    },
   ];
   // CPU seconds a server spent: its postmaster, the backends alive now, and (cutime/cstime) the
   // backends that exited. Sampled around each round: CPU per cycle on each node.
@@ -147,7 +172,10 @@ try {
       const nodes = t.name === 'plain' ? ['plain'] : Object.keys(nodeDirs).filter((n) => n !== 'plain');
       let cpuBefore = await Promise.all(nodes.map((n) => serverCpuSeconds(nodeDirs[n] as string)));
       const durationS = warmup > 0 ? warmup + seconds + 2 : seconds;
-      const running = driver === 'pgbench' ? runSplit(t.urls, durationS) : runClient(t.name === 'plain' ? plainClient : citusClient, durationS);
+      const running =
+        driver === 'pgbench'
+          ? runSplit(t.urls, durationS)
+          : runClient(t.name === 'plain' ? plainClient : citusClient, durationS);
       let windowBefore = before;
       let cpuAfter: number[] = [];
       let windowCycles = 0;
@@ -166,29 +194,49 @@ try {
       }
       if (t.name === 'citus') {
         const delegated = (await workerClaims()) - claimsBefore;
-        if (delegated < run.output.processed) throw new Error(`citus: ${run.output.processed} cycles but only ${delegated} claims ran on the workers`);
+        if (delegated < run.output.processed)
+          throw new Error(`citus: ${run.output.processed} cycles but only ${delegated} claims ran on the workers`);
       }
       if (warmup === 0) {
         cpuAfter = await Promise.all(nodes.map((n) => serverCpuSeconds(nodeDirs[n] as string)));
         windowCycles = run.output.processed;
       }
       const tps = warmup > 0 ? windowCycles / seconds : (run.output.tps ?? 0);
-      const perCycle = nodes.map((n, i) => `${n} ${(((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / windowCycles * 1e6).toFixed(0)} us`);
+      const perCycle = nodes.map(
+        (n, i) => `${n} ${((((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / windowCycles) * 1e6).toFixed(0)} us`,
+      );
       nodes.forEach((n, i) => (cpu[n] ??= []).push(((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / windowCycles));
       results[t.name]?.push(tps);
       latency[t.name]?.push(run.output.latencyAverageMs ?? 0);
-      console.log(`round ${round} ${t.name.padEnd(5)} tps ${tps.toFixed(1).padStart(7)}  latency ${(run.output.latencyAverageMs ?? 0).toFixed(2)} ms  (${run.output.processed} cycles, ${made} settlements); server CPU per cycle: ${perCycle.join(', ')}`);
+      console.log(
+        `round ${round} ${t.name.padEnd(5)} tps ${tps.toFixed(1).padStart(7)}  latency ${(run.output.latencyAverageMs ?? 0).toFixed(2)} ms  (${run.output.processed} cycles, ${made} settlements); server CPU per cycle: ${perCycle.join(', ')}`,
+      );
     }
   }
   const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
   const p = mean(results.plain ?? []);
   const c = mean(results.citus ?? []);
-  const entry = { coordinator: 'clients connected to the coordinator', workers: 'clients spread over the workers', key: "each call sent to its key's worker (citusRouting)" }[via];
-  console.log(`\nsummary (${clients} clients, ${driver === 'pgbench' ? 'pgbench -M prepared' : "the typed client's run()"}, ${seconds} s x ${rounds} rounds each${warmup > 0 ? `, measured after ${warmup} s of warm-up` : ''}; Citus: coordinator + ${workerCount} worker${workerCount > 1 ? 's' : ''}, ${entry}):`);
-  console.log(`  ${'plain PostgreSQL'.padEnd(25)}${p.toFixed(1)} cycles/s  (${results.plain?.map((x) => x.toFixed(0)).join(', ')})`);
-  console.log(`  ${`Citus (via ${via})`.padEnd(25)}${c.toFixed(1)} cycles/s  (${results.citus?.map((x) => x.toFixed(0)).join(', ')})`);
+  const entry = {
+    coordinator: 'clients connected to the coordinator',
+    workers: 'clients spread over the workers',
+    key: "each call sent to its key's worker (citusRouting)",
+  }[via];
+  console.log(
+    `\nsummary (${clients} clients, ${driver === 'pgbench' ? 'pgbench -M prepared' : "the typed client's run()"}, ${seconds} s x ${rounds} rounds each${warmup > 0 ? `, measured after ${warmup} s of warm-up` : ''}; Citus: coordinator + ${workerCount} worker${workerCount > 1 ? 's' : ''}, ${entry}):`,
+  );
+  console.log(
+    `  ${'plain PostgreSQL'.padEnd(25)}${p.toFixed(1)} cycles/s  (${results.plain?.map((x) => x.toFixed(0)).join(', ')})`,
+  );
+  console.log(
+    `  ${`Citus (via ${via})`.padEnd(25)}${c.toFixed(1)} cycles/s  (${results.citus?.map((x) => x.toFixed(0)).join(', ')})`,
+  );
   console.log(`  ${'citus / plain'.padEnd(25)}${(c / p).toFixed(2)}x`);
-  console.log('  server CPU per cycle (mean of rounds): ' + Object.entries(cpu).map(([n, xs]) => `${n} ${(mean(xs) * 1e6).toFixed(0)} us`).join(', '));
+  console.log(
+    '  server CPU per cycle (mean of rounds): ' +
+      Object.entries(cpu)
+        .map(([n, xs]) => `${n} ${(mean(xs) * 1e6).toFixed(0)} us`)
+        .join(', '),
+  );
   await Promise.all([plainClient.end(), citusClient.end()]);
 } finally {
   await Promise.all([citus.stop(), plain.stop()]);
@@ -198,38 +246,64 @@ try {
  * pgbench against each URL at once, the clients split between them (as evenly as they divide), as
  * one run: transactions summed, latency weighted by them, tps summed.
  */
-async function runSplit(urls: readonly string[], durationS: number): Promise<{ output: { processed: number; tps: number | null; latencyAverageMs: number | null } }> {
-  const runs = await Promise.all(urls.map((url, i) => {
-    const share = Math.floor(clients / urls.length) + (i < clients % urls.length ? 1 : 0);
-    return runPgbench({ pgbench: pgbench as string, url, script: SCRIPT, clients: share, threads: urls.length === 1 ? 2 : 1, durationS, protocol: 'prepared' });
-  }));
+async function runSplit(
+  urls: readonly string[],
+  durationS: number,
+): Promise<{ output: { processed: number; tps: number | null; latencyAverageMs: number | null } }> {
+  const runs = await Promise.all(
+    urls.map((url, i) => {
+      const share = Math.floor(clients / urls.length) + (i < clients % urls.length ? 1 : 0);
+      return runPgbench({
+        pgbench: pgbench as string,
+        url,
+        script: SCRIPT,
+        clients: share,
+        threads: urls.length === 1 ? 2 : 1,
+        durationS,
+        protocol: 'prepared',
+      });
+    }),
+  );
   const processed = runs.reduce((a, r) => a + r.output.processed, 0);
   return {
     output: {
       processed,
       tps: runs.reduce((a, r) => a + (r.output.tps ?? 0), 0),
-      latencyAverageMs: runs.reduce((a, r) => a + (r.output.latencyAverageMs ?? 0) * r.output.processed, 0) / Math.max(1, processed),
+      latencyAverageMs:
+        runs.reduce((a, r) => a + (r.output.latencyAverageMs ?? 0) * r.output.processed, 0) / Math.max(1, processed),
     },
   };
 }
 
 /** `clients` loops of run() (claim, an empty effect, complete) on new keys for durationS. */
-async function runClient(client: SettleClient, durationS: number): Promise<{ output: { processed: number; tps: number | null; latencyAverageMs: number | null } }> {
+async function runClient(
+  client: SettleClient,
+  durationS: number,
+): Promise<{ output: { processed: number; tps: number | null; latencyAverageMs: number | null } }> {
   const until = performance.now() + durationS * 1000;
   let processed = 0;
   let busyMs = 0;
   const started = performance.now();
-  await Promise.all(Array.from({ length: clients }, async (_, loop) => {
-    for (let i = 0; performance.now() < until; i++) {
-      const key = `op-${process.pid}-${loop}-${i}-${Math.random().toString(36).slice(2)}`;
-      const t0 = performance.now();
-      const outcome = await client.run({ tenant: 'bench-citus', key, request: { amount: i % 10000, currency: 'EUR' },
-        binding: { principal: 'bench-app', scopes: ['payments.write'], generation: 0 } }, async () => ({ charge: key }));
-      if (outcome.outcome !== 'completed') throw new Error(`run() answered ${outcome.outcome} for a new key`);
-      busyMs += performance.now() - t0;
-      processed++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: clients }, async (_, loop) => {
+      for (let i = 0; performance.now() < until; i++) {
+        const key = `op-${process.pid}-${loop}-${i}-${Math.random().toString(36).slice(2)}`;
+        const t0 = performance.now();
+        const outcome = await client.run(
+          {
+            tenant: 'bench-citus',
+            key,
+            request: { amount: i % 10000, currency: 'EUR' },
+            binding: { principal: 'bench-app', scopes: ['payments.write'], generation: 0 },
+          },
+          async () => ({ charge: key }),
+        );
+        if (outcome.outcome !== 'completed') throw new Error(`run() answered ${outcome.outcome} for a new key`);
+        busyMs += performance.now() - t0;
+        processed++;
+      }
+    }),
+  );
   const elapsedS = (performance.now() - started) / 1000;
   return { output: { processed, tps: processed / elapsedS, latencyAverageMs: busyMs / Math.max(1, processed) } };
 }
@@ -240,7 +314,10 @@ async function serverCpuSeconds(dataDir: string): Promise<number> {
   const statOf = async (p: number): Promise<number[] | undefined> => {
     const text = await readFile(`/proc/${p}/stat`, 'utf8').catch(() => undefined);
     if (text === undefined) return undefined;
-    return text.slice(text.lastIndexOf(')') + 2).split(' ').map(Number); // fields from 3 (state) on
+    return text
+      .slice(text.lastIndexOf(')') + 2)
+      .split(' ')
+      .map(Number); // fields from 3 (state) on
   };
   // utime 14, stime 15, cutime 16, cstime 17 (1-based) -> indexes 11..14 here. A backend that
   // exits while /proc is scanned would be in neither its own entry nor the postmaster's cutime
@@ -266,5 +343,10 @@ function sleep(ms: number): Promise<void> {
 }
 
 async function settlements(url: string): Promise<number> {
-  return withPgClient(url, async (c) => Number((await c.query<{ n: string }>(`select count(*) as n from settle.settlements where tenant = 'bench-citus'`)).rows[0]?.n));
+  return withPgClient(url, async (c) =>
+    Number(
+      (await c.query<{ n: string }>(`select count(*) as n from settle.settlements where tenant = 'bench-citus'`))
+        .rows[0]?.n,
+    ),
+  );
 }

@@ -76,15 +76,24 @@ async function cycleLoop(send: Send, worker: number, deadline: number): Promise<
 
 /** A bare slonik pool: the same statements as named prepared statements, no interceptors. */
 async function runSlonikCycle(url: string, clients: number, durationS: number): Promise<number> {
-  const pool = await createPool(url, { maxPoolSize: clients, typeParsers: settleTypeParsers(), resetConnection: async () => {}, queryRetryLimit: 0 });
+  const pool = await createPool(url, {
+    maxPoolSize: clients,
+    typeParsers: settleTypeParsers(),
+    resetConnection: async () => {},
+    queryRetryLimit: 0,
+  });
   try {
     await Promise.all(Array.from({ length: clients }, () => pool.query(sql.unsafe`select 1`)));
     const started = performance.now();
     const send: Send = async (statement, values) => {
-      const token = { ...sql.unsafe``, sql: statement.text, name: statement.name, values } as unknown as Parameters<typeof pool.query>[0];
+      const token = { ...sql.unsafe``, sql: statement.text, name: statement.name, values } as unknown as Parameters<
+        typeof pool.query
+      >[0];
       return (await pool.query(token)).rows[0] as Row;
     };
-    const counts = await Promise.all(Array.from({ length: clients }, (_, worker) => cycleLoop(send, worker, started + durationS * 1000)));
+    const counts = await Promise.all(
+      Array.from({ length: clients }, (_, worker) => cycleLoop(send, worker, started + durationS * 1000)),
+    );
     return counts.reduce((a, b) => a + b, 0) / ((performance.now() - started) / 1000);
   } finally {
     await pool.end();
@@ -104,7 +113,11 @@ async function runPgCycle(url: string, clients: number, durationS: number): Prom
     const started = performance.now();
     const counts = await Promise.all(
       connections.map((client, worker) =>
-        cycleLoop(async (statement, values) => (await client.query({ ...statement, values })).rows[0] as Row, worker, started + durationS * 1000),
+        cycleLoop(
+          async (statement, values) => (await client.query({ ...statement, values })).rows[0] as Row,
+          worker,
+          started + durationS * 1000,
+        ),
       ),
     );
     return counts.reduce((a, b) => a + b, 0) / ((performance.now() - started) / 1000);
@@ -119,7 +132,13 @@ interface Measured {
   readonly nodeCpuUsPerCycle: number | null;
 }
 
-async function measure(server: BenchServer, driver: Driver, clients: number, durationS: number, warmupS: number): Promise<Measured> {
+async function measure(
+  server: BenchServer,
+  driver: Driver,
+  clients: number,
+  durationS: number,
+  warmupS: number,
+): Promise<Measured> {
   const db = await server.createRunDatabase(`ratio_${driver}_${clients}`);
   try {
     await checkpoint(db.url);
@@ -139,7 +158,13 @@ async function measure(server: BenchServer, driver: Driver, clients: number, dur
 }
 
 /** Cycles per second of one timed run of `driver`, and the Node CPU per cycle of its timed window if it counts it. */
-async function drive(url: string, driver: Driver, clients: number, durationS: number, warmupS: number): Promise<{ tps: number; cpuPerCycle: number | null }> {
+async function drive(
+  url: string,
+  driver: Driver,
+  clients: number,
+  durationS: number,
+  warmupS: number,
+): Promise<{ tps: number; cpuPerCycle: number | null }> {
   const length = { kind: 'seconds', seconds: durationS } as const;
   const bare = (tps: number) => ({ tps, cpuPerCycle: null });
   const viaClient = async (options: Parameters<typeof runClientCycle>[3]) => {
@@ -152,7 +177,14 @@ async function drive(url: string, driver: Driver, clients: number, durationS: nu
       const pgbench = locatePgbench();
       if (pgbench === undefined) throw new Error('pgbench not found (see bench/README.md)');
       const run = await runPgbench({
-        pgbench, url, script: scriptPath('cycle.sql'), clients, threads: 2, durationS, protocol: 'prepared', maxTries: 3,
+        pgbench,
+        url,
+        script: scriptPath('cycle.sql'),
+        clients,
+        threads: 2,
+        durationS,
+        protocol: 'prepared',
+        maxTries: 3,
       });
       return bare(run.output.tps ?? 0);
     }
@@ -171,14 +203,15 @@ async function drive(url: string, driver: Driver, clients: number, durationS: nu
   }
 }
 
-
 const clients = Number(option('clients', '8'));
 const durationS = Number(option('duration', '5'));
 const warmupS = Number(option('warmup', '1'));
 const rounds = Number(option('rounds', '2'));
 const baseline = process.argv.includes('--baseline') ? option('baseline', '') : undefined;
 const threads = Number(option('threads', '1'));
-const drivers = option('only', `pgbench,pg,slonik,client${baseline === undefined ? '' : ',baseline'}`).split(',') as Driver[];
+const drivers = option('only', `pgbench,pg,slonik,client${baseline === undefined ? '' : ',baseline'}`).split(
+  ',',
+) as Driver[];
 
 const server = await startBenchServer(() => {});
 const tps: Record<string, number[]> = {};
@@ -190,7 +223,9 @@ try {
       (tps[driver] ??= []).push(value);
       if (nodeCpuUsPerCycle !== null) (cpuPerCycle[driver] ??= []).push(nodeCpuUsPerCycle);
       const cpu = nodeCpuUsPerCycle === null ? '' : `, Node CPU ${nodeCpuUsPerCycle.toFixed(0)} us/cycle`;
-      console.log(`round ${round} ${driver.padEnd(10)} ${clients} workers ${durationS}s: ${value.toFixed(0)} cycles/s${cpu}`);
+      console.log(
+        `round ${round} ${driver.padEnd(10)} ${clients} workers ${durationS}s: ${value.toFixed(0)} cycles/s${cpu}`,
+      );
     }
   }
 } finally {
@@ -211,8 +246,19 @@ const ratio = (a: Driver, b: Driver): string => {
   return `median ${median(perRound).toFixed(2)}x (rounds ${perRound.map((r) => r.toFixed(2)).join(', ')})`;
 };
 for (const [driver, values] of Object.entries(cpuPerCycle)) {
-  console.log(`${driver.padEnd(10)} Node CPU per cycle: median ${median(values).toFixed(0)} us, min ${Math.min(...values).toFixed(0)} us`);
+  console.log(
+    `${driver.padEnd(10)} Node CPU per cycle: median ${median(values).toFixed(0)} us, min ${Math.min(...values).toFixed(0)} us`,
+  );
 }
-for (const [a, b] of [['client', 'pgbench'], ['client', 'pg'], ['pg', 'pgbench'], ['slonik', 'pg'], ['client', 'slonik'], ['baseline', 'pgbench'], ['client', 'baseline'], ['client', 'unprepared']] as const) {
+for (const [a, b] of [
+  ['client', 'pgbench'],
+  ['client', 'pg'],
+  ['pg', 'pgbench'],
+  ['slonik', 'pg'],
+  ['client', 'slonik'],
+  ['baseline', 'pgbench'],
+  ['client', 'baseline'],
+  ['client', 'unprepared'],
+] as const) {
   if (drivers.includes(a) && drivers.includes(b)) console.log(`${`${a}/${b}:`.padEnd(20)} ${ratio(a, b)}`);
 }

@@ -31,7 +31,8 @@ function flag(name: string, fallback: number): number {
 const rows = flag('rows', 1_000_000);
 const runs = flag('runs', 15);
 const TARGET_MS = 1000;
-const log = (msg: string): void => void process.stderr.write(`[console-bench] ${new Date().toISOString().slice(11, 19)} ${msg}\n`);
+const log = (msg: string): void =>
+  void process.stderr.write(`[console-bench] ${new Date().toISOString().slice(11, 19)} ${msg}\n`);
 
 // The states the overview shows, through the API (as superuser), then spread over the last hour.
 const RECENT_WORK = `
@@ -103,11 +104,17 @@ async function main(): Promise<void> {
       await client.query(`select settle.register_consumer(name => 'ledger', lanes => 4, start_at => 'earliest')`);
       await client.query(RECENT_WORK);
       // Spread the recent settlements over the hour, so the chart has sixty bars to draw.
-      await client.query(`update settle_private.operations set updated_at = clock_timestamp() - (random() * interval '59 minutes')
-                           where tenant = 'recent' and key like 'done-%'`).catch((error: unknown) => log(`recent work stays at one minute: ${(error as Error).message}`));
-      await client.query('vacuum (analyze) settle_private.operations, settle_private.audit_log, settle_private.feed_events');
+      await client
+        .query(`update settle_private.operations set updated_at = clock_timestamp() - (random() * interval '59 minutes')
+                           where tenant = 'recent' and key like 'done-%'`)
+        .catch((error: unknown) => log(`recent work stays at one minute: ${(error as Error).message}`));
+      await client.query(
+        'vacuum (analyze) settle_private.operations, settle_private.audit_log, settle_private.feed_events',
+      );
       log(`${rows} operations and the recent work loaded in ${Math.round((Date.now() - loadStarted) / 1000)} s`);
-      const count = (await client.query<{ n: string }>('select count(*)::text as n from settle_private.operations')).rows[0]?.n ?? '?';
+      const count =
+        (await client.query<{ n: string }>('select count(*)::text as n from settle_private.operations')).rows[0]?.n ??
+        '?';
       const median = (xs: number[]): number => xs[Math.floor(xs.length / 2)] ?? NaN;
       const empty = await overviewTimes(emptyUrl, runs);
       const full = await overviewTimes(url, runs);

@@ -24,7 +24,8 @@ function flag(name: string, fallback: number): number {
 const events = flag('events', 50_000);
 const lanes = flag('lanes', 64);
 const runs = flag('runs', 9);
-const log = (msg: string): void => void process.stderr.write(`[feed-lag] ${new Date().toISOString().slice(11, 19)} ${msg}\n`);
+const log = (msg: string): void =>
+  void process.stderr.write(`[feed-lag] ${new Date().toISOString().slice(11, 19)} ${msg}\n`);
 
 async function median(client: pg.Client, query: string): Promise<number> {
   const times: number[] = [];
@@ -49,7 +50,10 @@ async function main(): Promise<void> {
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {
-      await client.query(`select * from settle.register_consumer(name => 'bench', lanes => $1, start_at => 'earliest')`, [lanes]);
+      await client.query(
+        `select * from settle.register_consumer(name => 'bench', lanes => $1, start_at => 'earliest')`,
+        [lanes],
+      );
       const scrapes = ['select * from settle.metrics', 'select * from settle.feed_consumers'];
       const empty: number[] = [];
       for (const q of scrapes) empty.push(await median(client, q));
@@ -74,7 +78,10 @@ async function main(): Promise<void> {
           '',
           '| scrape | empty feed (ms) | backlog (ms) | ratio |',
           '|---|---|---|---|',
-          ...scrapes.map((q, i) => `| \`${q}\` | ${empty[i]} | ${backlog[i]} | ${((backlog[i] as number) / (empty[i] as number)).toFixed(1)} |`),
+          ...scrapes.map(
+            (q, i) =>
+              `| \`${q}\` | ${empty[i]} | ${backlog[i]} | ${((backlog[i] as number) / (empty[i] as number)).toFixed(1)} |`,
+          ),
           '',
         ].join('\n'),
       );

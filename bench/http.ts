@@ -69,7 +69,8 @@ async function drive(url: string, scenario: Scenario, ms: number, replayKeys: re
   await Promise.all(
     Array.from({ length: clients }, async () => {
       while (performance.now() < deadline) {
-        const key = scenario === 'plain' ? null : scenario === 'first' ? randomUUID() : replayKeys[next++ % replayKeys.length]!;
+        const key =
+          scenario === 'plain' ? null : scenario === 'first' ? randomUUID() : replayKeys[next++ % replayKeys.length]!;
         const t0 = performance.now();
         const response = await post(url, key);
         await response.arrayBuffer();
@@ -84,7 +85,8 @@ async function drive(url: string, scenario: Scenario, ms: number, replayKeys: re
   return { requests: latencies.length, elapsedMs: performance.now() - started, latencies };
 }
 
-const percentile = (sorted: readonly number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+const percentile = (sorted: readonly number[], p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
 const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
@@ -105,7 +107,9 @@ async function main(): Promise<void> {
     // Keys that completed once, for the replay scenario.
     const replayKeys = Array.from({ length: 1000 }, () => randomUUID());
     for (let i = 0; i < replayKeys.length; i += clients) {
-      await Promise.all(replayKeys.slice(i, i + clients).map(async (key) => (await post(urls.first, key)).arrayBuffer()));
+      await Promise.all(
+        replayKeys.slice(i, i + clients).map(async (key) => (await post(urls.first, key)).arrayBuffer()),
+      );
     }
     const results: Record<Scenario, Run[]> = { plain: [], first: [], replay: [] };
     const order: Scenario[] = ['plain', 'first', 'replay'];
@@ -120,9 +124,15 @@ async function main(): Promise<void> {
     }
     const rps = (run: Run): number => (run.requests * 1000) / run.elapsedMs;
     const plainRps = median(results.plain.map(rps));
-    console.log(`\nHTTP bench: Express example app, ${clients} concurrent clients over loopback, ${rounds} x ${seconds} s per scenario`);
-    console.log(`node ${process.version}, PostgreSQL ${server.serverVersion}, synchronous_commit=${server.settings.synchronous_commit}`);
-    console.log(`load average (1 min) ${loadBefore.toFixed(1)} before, ${loadavg()[0]!.toFixed(1)} after, on ${availableParallelism()} CPUs\n`);
+    console.log(
+      `\nHTTP bench: Express example app, ${clients} concurrent clients over loopback, ${rounds} x ${seconds} s per scenario`,
+    );
+    console.log(
+      `node ${process.version}, PostgreSQL ${server.serverVersion}, synchronous_commit=${server.settings.synchronous_commit}`,
+    );
+    console.log(
+      `load average (1 min) ${loadBefore.toFixed(1)} before, ${loadavg()[0]!.toFixed(1)} after, on ${availableParallelism()} CPUs\n`,
+    );
     console.log('| scenario | requests/s (median) | rounds | vs plain | p50 ms | p99 ms |');
     console.log('|---|---|---|---|---|---|');
     for (const scenario of order) {

@@ -6,7 +6,17 @@ import { BENCH_DIR, startBenchServer } from './lib/database.js';
 import { locatePgbench, PGBENCH_MISSING_HINT } from './lib/pgbench.js';
 import { renderMarkdown, renderTerminal } from './lib/report.js';
 import { runBatch, runFeedLag } from './lib/batch.js';
-import { runBaseline, runClient, runCpu, runEngineCycle, runHotkey, runPkread, runReplay, runScale, type ScenarioContext } from './lib/scenarios.js';
+import {
+  runBaseline,
+  runClient,
+  runCpu,
+  runEngineCycle,
+  runHotkey,
+  runPkread,
+  runReplay,
+  runScale,
+  type ScenarioContext,
+} from './lib/scenarios.js';
 import { renderReportSvg } from './lib/svg.js';
 import { evaluateReferenceRatios, evaluateTargets } from './lib/targets.js';
 import type { BenchReport, RunResult, ScenarioName } from './lib/types.js';
@@ -17,13 +27,37 @@ import type { BenchReport, RunResult, ScenarioName } from './lib/types.js';
  * when a run aborts or a correctness check fails; timing never fails the run.
  */
 
-const PGBENCH_SCENARIOS: ReadonlySet<ScenarioName> = new Set(['floor2', 'spec4', 'cycle', 'stripe', 'batch', 'local', 'lww', 'replay', 'pkread', 'hotkey', 'feedlag', 'scale']);
+const PGBENCH_SCENARIOS: ReadonlySet<ScenarioName> = new Set([
+  'floor2',
+  'spec4',
+  'cycle',
+  'stripe',
+  'batch',
+  'local',
+  'lww',
+  'replay',
+  'pkread',
+  'hotkey',
+  'feedlag',
+  'scale',
+]);
 
 /**
  * Per client count, neighbours are compared: floor2|spec4|cycle (spec4 sits between both sides
  * of its ratios; without it floor2|cycle), cycle|client, stripe|batch, local|lww, replay|pkread.
  */
-const PAIRED_ORDER: readonly ScenarioName[] = ['floor2', 'spec4', 'cycle', 'client', 'stripe', 'batch', 'local', 'lww', 'replay', 'pkread'];
+const PAIRED_ORDER: readonly ScenarioName[] = [
+  'floor2',
+  'spec4',
+  'cycle',
+  'client',
+  'stripe',
+  'batch',
+  'local',
+  'lww',
+  'replay',
+  'pkread',
+];
 /** In quick mode only these run at the second and later client counts. */
 const QUICK_WIDE: ReadonlySet<ScenarioName> = new Set(['floor2', 'cycle', 'stripe', 'batch']);
 
@@ -134,7 +168,9 @@ async function main(): Promise<number> {
   };
   await writeOutputs(report);
   console.log(`\n${renderTerminal(report)}`);
-  console.log(`\n[bench] wrote bench/out/latest.json, bench/out/results.md, bench/out/throughput.svg${exitCode === 0 ? '' : ' (with FAILURES)'}`);
+  console.log(
+    `\n[bench] wrote bench/out/latest.json, bench/out/results.md, bench/out/throughput.svg${exitCode === 0 ? '' : ' (with FAILURES)'}`,
+  );
   return exitCode;
 }
 
@@ -166,7 +202,9 @@ function runScenario(ctx: ScenarioContext, scenario: ScenarioName, clients: numb
 
 function clientNotes(runs: readonly RunResult[]): string[] {
   return runs.some((r) => r.scenario === 'client')
-    ? ['client: createSettleClient().run() from one Node process (same CPUs as the server and pgbench), pool size = clients.']
+    ? [
+        'client: createSettleClient().run() from one Node process (same CPUs as the server and pgbench), pool size = clients.',
+      ]
     : [];
 }
 
@@ -197,6 +235,5 @@ async function writeOutputs(report: BenchReport): Promise<void> {
   await writeFile(path.join(outDir, 'results.md'), renderMarkdown(report));
   await writeFile(path.join(outDir, 'throughput.svg'), renderReportSvg(report));
 }
-
 
 process.exitCode = await main();

@@ -25,7 +25,8 @@ function flag(name: string, fallback: number): number {
 
 const rows = flag('rows', 10_000_000);
 const runs = flag('runs', 7);
-const log = (msg: string): void => void process.stderr.write(`[metrics-view] ${new Date().toISOString().slice(11, 19)} ${msg}\n`);
+const log = (msg: string): void =>
+  void process.stderr.write(`[metrics-view] ${new Date().toISOString().slice(11, 19)} ${msg}\n`);
 
 /** The states settle.metrics counts, produced by the API (as superuser, which may call it all). */
 const INTERESTING_STATES = `
@@ -97,12 +98,19 @@ async function main(): Promise<void> {
       const times: number[] = [];
       for (let i = 0; i < runs; i += 1) times.push((await explain('select * from settle.metrics')).ms);
       // The plan inside settle_private._metrics() (the view's function), as it runs there: jit off.
-      const body = (await client.query<{ prosrc: string }>("select prosrc from pg_proc where oid = 'settle_private._metrics()'::regprocedure")).rows[0]?.prosrc ?? '';
+      const body =
+        (
+          await client.query<{ prosrc: string }>(
+            "select prosrc from pg_proc where oid = 'settle_private._metrics()'::regprocedure",
+          )
+        ).rows[0]?.prosrc ?? '';
       await client.query('set jit = off');
       const inner = await explain(body);
       await client.query('reset jit');
       const withJit = await explain(body);
-      const { rows: [metrics] } = await client.query('select * from settle.metrics');
+      const {
+        rows: [metrics],
+      } = await client.query('select * from settle.metrics');
       const statsStarted = performance.now();
       await client.query('select * from settle.stats');
       const statsMs = performance.now() - statsStarted;

@@ -14,7 +14,9 @@ let total = 0;
 let stack: string[] = [];
 const add = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1);
 const packageOf = (frame: string): string =>
-  /node_modules\/((@[^/]+\/)?[^/]+)/.exec(frame)?.[1] ?? /(src\/[^:]+|bench\/[^:]+|node:[^:]+)/.exec(frame)?.[1] ?? frame.slice(0, 60);
+  /node_modules\/((@[^/]+\/)?[^/]+)/.exec(frame)?.[1] ??
+  /(src\/[^:]+|bench\/[^:]+|node:[^:]+)/.exec(frame)?.[1] ??
+  frame.slice(0, 60);
 const flush = () => {
   if (stack.length === 0) return;
   total += 1;
@@ -23,7 +25,12 @@ const flush = () => {
     add(byPackage, packageOf(js));
     add(byFunction, js.slice(0, 140));
   } else {
-    add(byPackage, stack.some((frame) => /Scaveng|GC|Marking|Sweeper|Heap::/.test(frame)) ? '(garbage collection)' : '(native, no JS frame)');
+    add(
+      byPackage,
+      stack.some((frame) => /Scaveng|GC|Marking|Sweeper|Heap::/.test(frame))
+        ? '(garbage collection)'
+        : '(native, no JS frame)',
+    );
   }
   stack = [];
 };
@@ -33,7 +40,10 @@ for await (const line of createInterface({ input: process.stdin })) {
 }
 flush();
 const show = (map: Map<string, number>, count: number) =>
-  [...map].sort((a, b) => b[1] - a[1]).slice(0, count).forEach(([key, n]) => console.log(`${((100 * n) / total).toFixed(1).padStart(5)}%  ${key}`));
+  [...map]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, count)
+    .forEach(([key, n]) => console.log(`${((100 * n) / total).toFixed(1).padStart(5)}%  ${key}`));
 console.log(`${total} samples; by package:`);
 show(byPackage, 25);
 console.log('by function:');

@@ -43,7 +43,9 @@ async function profileLoop(url: string, name: string, sql: string, dir: string):
     await client.query(sql); // warm-up: plan caches, catalog caches, PL/pgSQL compilation
     await client.query('rollback');
     const data = path.join(dir, `${name.replace(/\W+/g, '_')}.data`);
-    const perf = spawn('perf', ['record', '-q', '-e', 'cpu-clock', '-F', '2000', '-g', '-p', String(pid), '-o', data], { stdio: 'ignore' });
+    const perf = spawn('perf', ['record', '-q', '-e', 'cpu-clock', '-F', '2000', '-g', '-p', String(pid), '-o', data], {
+      stdio: 'ignore',
+    });
     await new Promise((r) => setTimeout(r, 300)); // perf attaches
     const started = process.hrtime.bigint();
     await client.query(sql);
@@ -51,9 +53,24 @@ async function profileLoop(url: string, name: string, sql: string, dir: string):
     perf.kill('SIGINT');
     await new Promise((r) => perf.once('exit', r));
     const report = (children: boolean): string =>
-      spawnSync('perf', ['report', '-i', data, '--stdio', '-g', 'none', '--percent-limit', children ? '4' : '1.5',
-        children ? '--children' : '--no-children', '--sort', 'symbol'], { encoding: 'utf8' }).stdout
-        .split('\n')
+      spawnSync(
+        'perf',
+        [
+          'report',
+          '-i',
+          data,
+          '--stdio',
+          '-g',
+          'none',
+          '--percent-limit',
+          children ? '4' : '1.5',
+          children ? '--children' : '--no-children',
+          '--sort',
+          'symbol',
+        ],
+        { encoding: 'utf8' },
+      )
+        .stdout.split('\n')
         .filter((l) => l.trim() !== '' && !l.startsWith('#'))
         .slice(0, children ? 45 : 30)
         .join('\n');

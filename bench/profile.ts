@@ -36,10 +36,13 @@ async function main(): Promise<void> {
   const pgbench = locatePgbench();
   if (pgbench === undefined) throw new Error(PGBENCH_MISSING_HINT);
   const server = await startBenchServer(() => {});
-  if (!server.hasPgStatStatements) console.log('> pg_stat_statements is not preloaded: statement counts are skipped.\n');
+  if (!server.hasPgStatStatements)
+    console.log('> pg_stat_statements is not preloaded: statement counts are skipped.\n');
   try {
     console.log(`# Profile: ${ops} operations per script, 1 client, PostgreSQL ${server.serverVersion}\n`);
-    console.log('| script | WAL bytes/op | WAL records/op | full-page images/op | statements/op (incl. nested) | tps (1 client) |');
+    console.log(
+      '| script | WAL bytes/op | WAL records/op | full-page images/op | statements/op (incl. nested) | tps (1 client) |',
+    );
     console.log('|---|---|---|---|---|---|');
     const details: string[] = [];
     for (const script of SCRIPTS) {
@@ -103,17 +106,19 @@ async function walSnapshot(url: string): Promise<{ bytes: number; records: numbe
 }
 
 async function topStatements(url: string): Promise<StatementRow[]> {
-  return withPgClient(url, async (c) =>
-    (
-      await c.query<StatementRow>(
-        `select query, calls::text, total_exec_time::text as total_ms, wal_bytes::text, wal_records::text,
+  return withPgClient(
+    url,
+    async (c) =>
+      (
+        await c.query<StatementRow>(
+          `select query, calls::text, total_exec_time::text as total_ms, wal_bytes::text, wal_records::text,
                 shared_blks_hit::text, shared_blks_dirtied::text
            from pg_stat_statements
           where dbid = (select oid from pg_database where datname = current_database())
             and query !~* '^\\s*(alter database|checkpoint|select pg_wal_lsn_diff)'
           order by calls desc, total_exec_time desc`,
-      )
-    ).rows,
+        )
+      ).rows,
   );
 }
 

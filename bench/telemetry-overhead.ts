@@ -1,6 +1,16 @@
 import { performance } from 'node:perf_hooks';
-import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
-import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import {
+  AggregationTemporality,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics';
+import {
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  type ReadableSpan,
+  type SpanExporter,
+} from '@opentelemetry/sdk-trace-base';
 import { sql } from 'slonik';
 import { createSettleClient, type SettleClient } from '../src/client/index.js';
 import { type ClientTelemetry, createClientTelemetry } from '../src/client/telemetry.js';
@@ -61,15 +71,25 @@ async function measure(client: SettleClient, arm: string, round: number): Promis
       for (let i = 0; i < cycles; i += 1) {
         const key = `${arm}-${round}-${worker}-${i}`;
         const outcome = await client.run(
-          { tenant: 'bench', key, request: { amount: i, currency: 'EUR' }, binding: { principal: 'bench-app', generation: 0 }, worker: 'node' },
+          {
+            tenant: 'bench',
+            key,
+            request: { amount: i, currency: 'EUR' },
+            binding: { principal: 'bench-app', generation: 0 },
+            worker: 'node',
+          },
           async () => ({ charge: key }),
         );
-        if (outcome.outcome !== 'completed') throw new Error(`${arm}: run() of a fresh key answered ${outcome.outcome}`);
+        if (outcome.outcome !== 'completed')
+          throw new Error(`${arm}: run() of a fresh key answered ${outcome.outcome}`);
       }
     }),
   );
   const used = process.cpuUsage(cpu);
-  return { perSecond: (clients * cycles) / ((performance.now() - started) / 1000), cpuUsPerCycle: (used.user + used.system) / (clients * cycles) };
+  return {
+    perSecond: (clients * cycles) / ((performance.now() - started) / 1000),
+    cpuUsPerCycle: (used.user + used.system) / (clients * cycles),
+  };
 }
 
 type Arm = 'off' | 'metrics' | 'sdk';
@@ -113,12 +133,25 @@ async function main(): Promise<void> {
   const spanExporter = new CountingSpanExporter();
   const tracerProvider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(spanExporter)] });
   const metricsOnlyProvider = new MeterProvider({
-    readers: [new PeriodicExportingMetricReader({ exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE), exportIntervalMillis: 1000 })],
+    readers: [
+      new PeriodicExportingMetricReader({
+        exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE),
+        exportIntervalMillis: 1000,
+      }),
+    ],
   });
   const arms: Record<Arm, SettleClient> = {
     off: createSettleClient({ connectionString: db.url, poolSize: clients, telemetry: false }),
-    metrics: createSettleClient({ connectionString: db.url, poolSize: clients, telemetry: { meterProvider: metricsOnlyProvider } }),
-    sdk: createSettleClient({ connectionString: db.url, poolSize: clients, telemetry: { meterProvider, tracerProvider } }),
+    metrics: createSettleClient({
+      connectionString: db.url,
+      poolSize: clients,
+      telemetry: { meterProvider: metricsOnlyProvider },
+    }),
+    sdk: createSettleClient({
+      connectionString: db.url,
+      poolSize: clients,
+      telemetry: { meterProvider, tracerProvider },
+    }),
   };
   try {
     for (const client of Object.values(arms)) {
@@ -132,8 +165,11 @@ async function main(): Promise<void> {
       sdk: createClientTelemetry({ meterProvider, tracerProvider }),
     };
     const hookCpu: Record<Arm, number[]> = { off: [], metrics: [], sdk: [] };
-    for (let round = 0; round < 4; round += 1) for (const arm of ARMS) hookCpu[arm].push(await hookCpuUs(hooks[arm], 20_000));
-    log(`hooks alone, CPU per cycle: ${ARMS.map((a) => `${a} ${median(hookCpu[a].slice(1)).toFixed(1)} us`).join(', ')}`);
+    for (let round = 0; round < 4; round += 1)
+      for (const arm of ARMS) hookCpu[arm].push(await hookCpuUs(hooks[arm], 20_000));
+    log(
+      `hooks alone, CPU per cycle: ${ARMS.map((a) => `${a} ${median(hookCpu[a].slice(1)).toFixed(1)} us`).join(', ')}`,
+    );
     for (const arm of ARMS) await measure(arms[arm], `warm-${arm}`, 0);
     const rows: Record<Arm, Round>[] = [];
     for (let round = 1; round <= rounds; round += 1) {
@@ -142,11 +178,17 @@ async function main(): Promise<void> {
       for (const arm of order) result[arm] = await measure(arms[arm], arm, round);
       const row = result as Record<Arm, Round>;
       rows.push(row);
-      log(`round ${round}: ${ARMS.map((a) => `${a} ${row[a].perSecond.toFixed(0)}/s ${row[a].cpuUsPerCycle.toFixed(0)} us`).join(', ')}`);
+      log(
+        `round ${round}: ${ARMS.map((a) => `${a} ${row[a].perSecond.toFixed(0)}/s ${row[a].cpuUsPerCycle.toFixed(0)} us`).join(', ')}`,
+      );
     }
     await meterProvider.forceFlush();
     await tracerProvider.forceFlush();
-    const recorded = metricExporter.getMetrics().at(-1)?.scopeMetrics.flatMap((s) => s.metrics.map((m) => m.descriptor.name)) ?? [];
+    const recorded =
+      metricExporter
+        .getMetrics()
+        .at(-1)
+        ?.scopeMetrics.flatMap((s) => s.metrics.map((m) => m.descriptor.name)) ?? [];
     const ratio = (arm: Arm): number => median(rows.map((r) => r[arm].perSecond / r.off.perSecond));
     const cpu = (arm: Arm): number => median(rows.map((r) => r[arm].cpuUsPerCycle));
     const rate = (arm: Arm): number => median(rows.map((r) => r[arm].perSecond));

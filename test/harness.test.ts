@@ -24,10 +24,14 @@ afterAll(async () => {
 
 describe('provisioned server', () => {
   it('is PostgreSQL 15 and reachable through the provided admin URL', async () => {
-    const row = await withClient(inject('adminUrl'), async (c) =>
-      (await c.query<{ version: string; db: string; su: boolean }>(
-        "select version(), current_database() as db, current_setting('is_superuser') = 'on' as su",
-      )).rows[0],
+    const row = await withClient(
+      inject('adminUrl'),
+      async (c) =>
+        (
+          await c.query<{ version: string; db: string; su: boolean }>(
+            "select version(), current_database() as db, current_setting('is_superuser') = 'on' as su",
+          )
+        ).rows[0],
     );
     expect(row?.version).toMatch(/^PostgreSQL 15\./);
     expect(row?.db).toBe('postgres');
@@ -35,11 +39,15 @@ describe('provisioned server', () => {
   });
 
   it('keeps the template sealed (no connections allowed, marked as template)', async () => {
-    const row = await withClient(inject('adminUrl'), async (c) =>
-      (await c.query<{ datistemplate: boolean; datallowconn: boolean }>(
-        'select datistemplate, datallowconn from pg_database where datname = $1',
-        [inject('templateDb')],
-      )).rows[0],
+    const row = await withClient(
+      inject('adminUrl'),
+      async (c) =>
+        (
+          await c.query<{ datistemplate: boolean; datallowconn: boolean }>(
+            'select datistemplate, datallowconn from pg_database where datname = $1',
+            [inject('templateDb')],
+          )
+        ).rows[0],
     );
     expect(row).toEqual({ datistemplate: true, datallowconn: false });
   });
@@ -114,12 +122,19 @@ describe('createTestDatabase()', () => {
 
     await withClient(a.url, (c) => c.query('create table only_in_a (id int)'));
     const visible = async (url: string): Promise<boolean> =>
-      withClient(url, async (c) => (await c.query<{ t: string | null }>("select to_regclass('only_in_a')::text as t")).rows[0]?.t != null);
+      withClient(
+        url,
+        async (c) =>
+          (await c.query<{ t: string | null }>("select to_regclass('only_in_a')::text as t")).rows[0]?.t != null,
+      );
     expect(await visible(a.url)).toBe(true);
     expect(await visible(b.url)).toBe(false);
 
     // Both carry the template's migrations.
-    const migrated = await withClient(b.url, async (c) => (await c.query('select count(*)::int as n from migrations')).rows[0]);
+    const migrated = await withClient(
+      b.url,
+      async (c) => (await c.query('select count(*)::int as n from migrations')).rows[0],
+    );
     expect(migrated).toEqual({ n: expect.any(Number) });
   });
 
@@ -130,8 +145,9 @@ describe('createTestDatabase()', () => {
     await lingering.connect();
     await db.drop();
     await db.drop();
-    const exists = await withClient(db.adminUrl, async (c) =>
-      (await c.query('select 1 from pg_database where datname = $1', [db.name])).rowCount,
+    const exists = await withClient(
+      db.adminUrl,
+      async (c) => (await c.query('select 1 from pg_database where datname = $1', [db.name])).rowCount,
     );
     expect(exists).toBe(0);
     await lingering.end().catch(() => {});

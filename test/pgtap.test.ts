@@ -25,7 +25,10 @@ describe('pgTAP suite (pg_prove test/pgtap/*.sql)', () => {
   it('passes against a freshly migrated database and leaves nothing behind', async (ctx) => {
     const pgProve = await findOnPath('pg_prove');
     ctx.skip(pgProve === undefined, 'pg_prove is not on PATH: libtap-parser-sourcehandler-pgtap-perl not installed');
-    ctx.skip(!(await pgtapAvailable(db.url)), 'the pgtap extension is not available: postgresql-15-pgtap not installed');
+    ctx.skip(
+      !(await pgtapAvailable(db.url)),
+      'the pgtap extension is not available: postgresql-15-pgtap not installed',
+    );
 
     const scripts = (await readdir(pgtapDir)).filter((f) => f.endsWith('.sql')).sort();
     expect(scripts.length).toBeGreaterThanOrEqual(4);
@@ -94,10 +97,15 @@ async function findOnPath(name: string): Promise<string | undefined> {
 /** Runs a program to completion; resolves with its exit code and combined output, never rejects. */
 function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<ProcessResult> {
   return new Promise((resolve) => {
-    execFile(file, args, { env, timeout: PG_PROVE_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      const exitCode = error === null ? 0 : (error.code ?? error.signal ?? null);
-      const output = [`$ ${file} ${args.join(' ')}`, stdout, stderr, error?.message ?? ''].join('\n');
-      resolve({ exitCode, output });
-    });
+    execFile(
+      file,
+      args,
+      { env, timeout: PG_PROVE_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        const exitCode = error === null ? 0 : (error.code ?? error.signal ?? null);
+        const output = [`$ ${file} ${args.join(' ')}`, stdout, stderr, error?.message ?? ''].join('\n');
+        resolve({ exitCode, output });
+      },
+    );
   });
 }

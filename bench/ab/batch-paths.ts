@@ -19,10 +19,11 @@ const client = new pg.Client({ connectionString: url });
 await client.connect();
 const pid: number = (await client.query('select pg_backend_pid() as pid')).rows[0].pid;
 const cpuNs = (): number => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
-const walBytes = async (): Promise<number> => Number((await client.query("select pg_current_wal_lsn() - '0/0'::pg_lsn as b")).rows[0].b);
-const original: string = (await client.query(
-  "select pg_get_functiondef('settle_private._set_based_batches()'::regprocedure) as def",
-)).rows[0].def;
+const walBytes = async (): Promise<number> =>
+  Number((await client.query("select pg_current_wal_lsn() - '0/0'::pg_lsn as b")).rows[0].b);
+const original: string = (
+  await client.query("select pg_get_functiondef('settle_private._set_based_batches()'::regprocedure) as def")
+).rows[0].def;
 
 let serial = 0;
 async function batch(): Promise<void> {
@@ -37,20 +38,31 @@ async function batch(): Promise<void> {
   const done = await client.query(
     `select outcome from settle.complete_many('bench', $1::text[], $2::int[], $3::uuid[], $4::text[], 'bench-app',
                                                array['payments.write'], 0, $5::jsonb[])`,
-    [names, claimed.rows.map((r) => r.attempt), claimed.rows.map((r) => r.lease_token),
-      claimed.rows.map((r) => r.fingerprint), names.map((n) => JSON.stringify({ charge: n }))],
+    [
+      names,
+      claimed.rows.map((r) => r.attempt),
+      claimed.rows.map((r) => r.lease_token),
+      claimed.rows.map((r) => r.fingerprint),
+      names.map((n) => JSON.stringify({ charge: n })),
+    ],
   );
   if (done.rows.some((r) => r.outcome !== 'settled')) throw new Error('a key was not settled');
 }
 
 async function usePath(setBased: boolean): Promise<void> {
   if (setBased) await client.query(original);
-  else await client.query("create or replace function settle_private._set_based_batches() returns boolean language sql stable as 'select false'");
+  else
+    await client.query(
+      "create or replace function settle_private._set_based_batches() returns boolean language sql stable as 'select false'",
+    );
   await batch(); // warm the session's plans
   await batch();
 }
 
-const runs = { 'set-based': { cpu: [] as number[], wal: [] as number[] }, 'key by key': { cpu: [] as number[], wal: [] as number[] } };
+const runs = {
+  'set-based': { cpu: [] as number[], wal: [] as number[] },
+  'key by key': { cpu: [] as number[], wal: [] as number[] },
+};
 try {
   for (let round = 0; round < rounds; round += 1) {
     const order = round % 2 === 0 ? (['set-based', 'key by key'] as const) : (['key by key', 'set-based'] as const);
@@ -68,7 +80,10 @@ try {
   await client.query(original);
   await client.end();
 }
-const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+const median = (xs: readonly number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 const set = median(runs['set-based'].cpu);
 const each = median(runs['key by key'].cpu);
-console.log(`${keys} keys per batch: server CPU per key (claim + complete) set-based ${set.toFixed(1)} us, key by key ${each.toFixed(1)} us, ratio ${(set / each).toFixed(2)}x; WAL per key ${median(runs['set-based'].wal).toFixed(0)} / ${median(runs['key by key'].wal).toFixed(0)} B`);
+console.log(
+  `${keys} keys per batch: server CPU per key (claim + complete) set-based ${set.toFixed(1)} us, key by key ${each.toFixed(1)} us, ratio ${(set / each).toFixed(2)}x; WAL per key ${median(runs['set-based'].wal).toFixed(0)} / ${median(runs['key by key'].wal).toFixed(0)} B`,
+);

@@ -31,7 +31,11 @@ interface Build {
 async function load(name: string, root: string): Promise<Build> {
   const mod = async (file: string) => import(pathToFileURL(path.join(root, 'src/client', file)).href);
   const [telemetry, schemas, queries, rows, interceptors] = await Promise.all([
-    mod('telemetry.ts'), mod('schemas.ts'), mod('queries.ts'), mod('rows.ts'), mod('interceptors.ts'),
+    mod('telemetry.ts'),
+    mod('schemas.ts'),
+    mod('queries.ts'),
+    mod('rows.ts'),
+    mod('interceptors.ts'),
   ]);
   const hooks = telemetry.createClientTelemetry(undefined);
   const claimed = [{ outcome: 'acquired', reason: null }];
@@ -43,31 +47,76 @@ async function load(name: string, root: string): Promise<Build> {
     name,
     pieces: {
       telemetry: () =>
-        hooks.run('run', 'bench', async (timed: (effect: (context: unknown) => Promise<number>) => (context: unknown) => Promise<number>) => {
-          await hooks.call('claim', 'bench', async () => claimed);
-          await timed(async () => 1)({ attempt: { attempt: 1 } });
-          await hooks.call('complete', 'bench', async () => settled);
-          return { outcome: 'completed', attempt: 1 };
-        }),
+        hooks.run(
+          'run',
+          'bench',
+          async (timed: (effect: (context: unknown) => Promise<number>) => (context: unknown) => Promise<number>) => {
+            await hooks.call('claim', 'bench', async () => claimed);
+            await timed(async () => 1)({ attempt: { attempt: 1 } });
+            await hooks.call('complete', 'bench', async () => settled);
+            return { outcome: 'completed', attempt: 1 };
+          },
+        ),
       'claim input': () => {
         k += 1;
-        const input = { tenant: 'bench', key: `op-${k}-n1`, request: { amount: k % 10000, currency: 'EUR' }, binding, leaseMs: 30_000, worker: 'node' };
+        const input = {
+          tenant: 'bench',
+          key: `op-${k}-n1`,
+          request: { amount: k % 10000, currency: 'EUR' },
+          binding,
+          leaseMs: 30_000,
+          worker: 'node',
+        };
         return queries.claimQuery(schemas.parseClaimInput(input));
       },
       rows: () => {
-        interceptors.validateRow(rows.claimRow, {
-          outcome: 'acquired', status: 'running', attempt: 1, lease_token: 'b6f2f9a4-1c51-4a7e-9f2c-2a0a8d1e1d11', lease_expires_at: leaseExpiresAt,
-          retry_after_ms: null, fingerprint: '9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08', result: null, settled_attempt: null,
-          error: null, dead_lettered: null, conflict_on: null, reason: null, dead_letter_reason: null,
-        }, 'claim');
-        return interceptors.validateRow(rows.observationRow, {
-          outcome: 'settled', reason: 'current_attempt', status: 'completed', attempt: 1, settled_attempt: 1, result: { charge: 'ch-1' },
-          error: null, conflict_on: null, dead_lettered: false, dead_letter_reason: null,
-        }, 'complete');
+        interceptors.validateRow(
+          rows.claimRow,
+          {
+            outcome: 'acquired',
+            status: 'running',
+            attempt: 1,
+            lease_token: 'b6f2f9a4-1c51-4a7e-9f2c-2a0a8d1e1d11',
+            lease_expires_at: leaseExpiresAt,
+            retry_after_ms: null,
+            fingerprint: '9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08',
+            result: null,
+            settled_attempt: null,
+            error: null,
+            dead_lettered: null,
+            conflict_on: null,
+            reason: null,
+            dead_letter_reason: null,
+          },
+          'claim',
+        );
+        return interceptors.validateRow(
+          rows.observationRow,
+          {
+            outcome: 'settled',
+            reason: 'current_attempt',
+            status: 'completed',
+            attempt: 1,
+            settled_attempt: 1,
+            result: { charge: 'ch-1' },
+            error: null,
+            conflict_on: null,
+            dead_lettered: false,
+            dead_letter_reason: null,
+          },
+          'complete',
+        );
       },
       'complete input': () => {
         k += 1;
-        const handle = { tenant: 'bench', key: `op-${k}-n1`, attempt: 1, leaseToken: 'b6f2f9a4-1c51-4a7e-9f2c-2a0a8d1e1d11', fingerprint: 'ab', binding };
+        const handle = {
+          tenant: 'bench',
+          key: `op-${k}-n1`,
+          attempt: 1,
+          leaseToken: 'b6f2f9a4-1c51-4a7e-9f2c-2a0a8d1e1d11',
+          fingerprint: 'ab',
+          binding,
+        };
         return queries.completeQuery(handle, schemas.parseResult({ charge: `ch-${k}` }));
       },
     },
@@ -89,5 +138,9 @@ for (let round = 0; round <= rounds; round += 1) {
 const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 console.log(`CPU per cycle (ns), median / min of ${rounds} rounds of ${n}; node ${process.version}`);
 for (const [piece, byBuild] of Object.entries(cpu)) {
-  console.log(`${piece.padEnd(16)} ${Object.entries(byBuild).map(([b, xs]) => `${b} ${median(xs).toFixed(0)} / ${Math.min(...xs).toFixed(0)}`).join('   ')}`);
+  console.log(
+    `${piece.padEnd(16)} ${Object.entries(byBuild)
+      .map(([b, xs]) => `${b} ${median(xs).toFixed(0)} / ${Math.min(...xs).toFixed(0)}`)
+      .join('   ')}`,
+  );
 }

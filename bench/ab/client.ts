@@ -28,7 +28,11 @@ const baseline = baselineRoot();
 const here = REPO_ROOT;
 
 const load = async (root: string): Promise<typeof CreateSettleClient> =>
-  ((await import(pathToFileURL(path.join(root, 'src/client/index.ts')).href)) as { createSettleClient: typeof CreateSettleClient }).createSettleClient;
+  (
+    (await import(pathToFileURL(path.join(root, 'src/client/index.ts')).href)) as {
+      createSettleClient: typeof CreateSettleClient;
+    }
+  ).createSettleClient;
 
 async function cycles(client: SettleClient, count: number): Promise<void> {
   let left = count;
@@ -58,7 +62,10 @@ const server = await startBenchServer(() => {});
 const db = await server.createRunDatabase('client_ab');
 const builds: { name: string; client: SettleClient; cpu: number[] }[] = [];
 try {
-  for (const [name, root] of [['this build', here], ...(baseline === undefined ? [] : [['baseline', baseline]])] as const) {
+  for (const [name, root] of [
+    ['this build', here],
+    ...(baseline === undefined ? [] : [['baseline', baseline]]),
+  ] as const) {
     const client = (await load(root))({ connectionString: db.url, poolSize: workers });
     const pool = await client.getPool();
     await Promise.all(Array.from({ length: workers }, () => pool.query(sql.unsafe`select 1`)));
@@ -71,7 +78,10 @@ try {
       await cycles(build.client, chunk);
       const used = process.cpuUsage(started);
       if (round > 0) build.cpu.push((used.user + used.system) / chunk);
-      if (round > 0) console.log(`round ${round} ${build.name.padEnd(10)} ${((used.user + used.system) / chunk).toFixed(0)} us CPU/cycle, ${((chunk * 1000) / (performance.now() - t0)).toFixed(0)} cycles/s`);
+      if (round > 0)
+        console.log(
+          `round ${round} ${build.name.padEnd(10)} ${((used.user + used.system) / chunk).toFixed(0)} us CPU/cycle, ${((chunk * 1000) / (performance.now() - t0)).toFixed(0)} cycles/s`,
+        );
     }
   }
 } finally {
@@ -79,11 +89,17 @@ try {
   await db.drop();
   await server.stop();
 }
-const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
-console.log(`Node CPU per run() cycle, ${workers} workers, ${rounds} rounds of ${chunk} cycles per build (median / min):`);
-for (const b of builds) console.log(`  ${b.name.padEnd(10)} ${median(b.cpu).toFixed(0)} / ${Math.min(...b.cpu).toFixed(0)} us`);
+const median = (xs: readonly number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+console.log(
+  `Node CPU per run() cycle, ${workers} workers, ${rounds} rounds of ${chunk} cycles per build (median / min):`,
+);
+for (const b of builds)
+  console.log(`  ${b.name.padEnd(10)} ${median(b.cpu).toFixed(0)} / ${Math.min(...b.cpu).toFixed(0)} us`);
 const [a, b] = builds;
 if (a !== undefined && b !== undefined) {
   const ratios = a.cpu.map((x, i) => x / (b.cpu[i] ?? Number.NaN));
-  console.log(`  this / baseline: median ${median(ratios).toFixed(3)} (rounds ${ratios.map((r) => r.toFixed(2)).join(', ')})`);
+  console.log(
+    `  this / baseline: median ${median(ratios).toFixed(3)} (rounds ${ratios.map((r) => r.toFixed(2)).join(', ')})`,
+  );
 }

@@ -18,7 +18,11 @@ interface Build {
   us: number[];
   ratios?: number[];
 }
-const builds: Build[] = specs.map((spec) => ({ label: spec.slice(0, spec.indexOf('=')), url: spec.slice(spec.indexOf('=') + 1), us: [] }));
+const builds: Build[] = specs.map((spec) => ({
+  label: spec.slice(0, spec.indexOf('=')),
+  url: spec.slice(spec.indexOf('=') + 1),
+  us: [],
+}));
 const cpuNs = (pid: number): number => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
 const claim = {
   name: 'claim',
@@ -42,7 +46,10 @@ async function run(client: pg.Client, label: string, round: number | string, cou
     const key = `ab-${label}-${round}-${i}-${Math.random()}`;
     const acquired = (await client.query({ ...claim, values: [key, i] })).rows[0];
     if (acquired === undefined) throw new Error(`${label}: claim ${i} did not acquire`);
-    const settled = await client.query({ ...complete, values: [key, acquired.attempt, acquired.lease_token, acquired.fingerprint] });
+    const settled = await client.query({
+      ...complete,
+      values: [key, acquired.attempt, acquired.lease_token, acquired.fingerprint],
+    });
     if (settled.rowCount !== 1) throw new Error(`${label}: complete ${i} did not settle`);
   }
 }
@@ -76,7 +83,9 @@ for (let round = 1; round <= rounds; round += 1) {
       const us = s.ns / cycles / 1000;
       s.b.us.push(us);
       s.b.ratios = [...(s.b.ratios ?? []), us / (base.ns / cycles / 1000)];
-      console.log(`${s.b.label} round=${round} cpu_us_per_cycle=${us.toFixed(1)} ratio_to_${base.b.label}=${(us / (base.ns / cycles / 1000)).toFixed(3)}`);
+      console.log(
+        `${s.b.label} round=${round} cpu_us_per_cycle=${us.toFixed(1)} ratio_to_${base.b.label}=${(us / (base.ns / cycles / 1000)).toFixed(3)}`,
+      );
     }
     continue;
   }
@@ -98,8 +107,11 @@ for (const b of builds) {
   const sorted = [...b.us].sort((x, y) => x - y);
   const ratios = [...(b.ratios ?? [])].sort((x, y) => x - y);
   const middle = (xs: number[]): number => xs[Math.floor(xs.length / 2)] ?? Number.NaN;
-  const ratio = ratios.length > 0
-    ? ` median_ratio_to_${builds[0]?.label}=${middle(ratios).toFixed(3)} (rounds: ${(b.ratios ?? []).map((r) => r.toFixed(2)).join(', ')})`
-    : '';
-  console.log(`${b.label} min=${(sorted[0] ?? Number.NaN).toFixed(1)} median=${middle(sorted).toFixed(1)} us/cycle${ratio}`);
+  const ratio =
+    ratios.length > 0
+      ? ` median_ratio_to_${builds[0]?.label}=${middle(ratios).toFixed(3)} (rounds: ${(b.ratios ?? []).map((r) => r.toFixed(2)).join(', ')})`
+      : '';
+  console.log(
+    `${b.label} min=${(sorted[0] ?? Number.NaN).toFixed(1)} median=${middle(sorted).toFixed(1)} us/cycle${ratio}`,
+  );
 }

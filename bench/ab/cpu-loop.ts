@@ -10,7 +10,11 @@ import pg from 'pg';
 const [roundsArg, ...specs] = process.argv.slice(2);
 const rounds = Number(roundsArg);
 const loop = readFileSync(new URL('../sql/cycle-cpu-loop.sql', import.meta.url), 'utf8').replace(/^\\timing on$/m, '');
-const builds = specs.map((spec) => ({ label: spec.slice(0, spec.indexOf('=')), url: spec.slice(spec.indexOf('=') + 1), ns: [] as number[] }));
+const builds = specs.map((spec) => ({
+  label: spec.slice(0, spec.indexOf('=')),
+  url: spec.slice(spec.indexOf('=') + 1),
+  ns: [] as number[],
+}));
 const cpuNs = (pid: number): number => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
 for (let round = 1; round <= rounds; round += 1) {
   for (const b of builds) {
@@ -29,5 +33,7 @@ for (let round = 1; round <= rounds; round += 1) {
 for (const b of builds) {
   const sorted = [...b.ns].sort((x, y) => x - y);
   const at = (i: number): number => sorted[i] ?? Number.NaN;
-  console.log(`${b.label} min=${(at(0) / 3e6).toFixed(1)} median=${(at(Math.floor(sorted.length / 2)) / 3e6).toFixed(1)} us/cycle`);
+  console.log(
+    `${b.label} min=${(at(0) / 3e6).toFixed(1)} median=${(at(Math.floor(sorted.length / 2)) / 3e6).toFixed(1)} us/cycle`,
+  );
 }

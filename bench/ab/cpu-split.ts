@@ -31,7 +31,11 @@ interface Session {
   complete: number;
   replay: number;
 }
-const builds: Build[] = specs.map((spec) => ({ label: spec.slice(0, spec.indexOf('=')), url: spec.slice(spec.indexOf('=') + 1), rounds: [] }));
+const builds: Build[] = specs.map((spec) => ({
+  label: spec.slice(0, spec.indexOf('=')),
+  url: spec.slice(spec.indexOf('=') + 1),
+  rounds: [],
+}));
 const cpuNs = (pid: number): number => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
 const claim = {
   name: 'claim',
@@ -56,7 +60,9 @@ async function cycle(s: Session, count: number, tag: string): Promise<void> {
     let u = cpuNs(s.pid);
     s.claim += u - t;
     if (acquired?.outcome !== 'acquired') throw new Error(`${s.b.label}: claim answered ${acquired?.outcome}`);
-    const settled = (await s.client.query({ ...complete, values: [key, acquired.attempt, acquired.lease_token, acquired.fingerprint] })).rows[0];
+    const settled = (
+      await s.client.query({ ...complete, values: [key, acquired.attempt, acquired.lease_token, acquired.fingerprint] })
+    ).rows[0];
     t = cpuNs(s.pid);
     s.complete += t - u;
     if (settled?.outcome !== 'settled') throw new Error(`${s.b.label}: complete answered ${settled?.outcome}`);
@@ -77,7 +83,9 @@ for (let round = 1; round <= rounds; round += 1) {
     await client.query('set synchronous_commit = off');
     const s: Session = { b, client, pid, claim: 0, complete: 0, replay: 0 };
     await cycle(s, 100, `w${round}`);
-    s.claim = 0; s.complete = 0; s.replay = 0;
+    s.claim = 0;
+    s.complete = 0;
+    s.replay = 0;
     sessions.push(s);
   }
   // The order of the builds rotates from chunk to chunk: no build always runs first.
@@ -91,11 +99,20 @@ for (let round = 1; round <= rounds; round += 1) {
     await s.client.end();
     const claimUs = s.claim / cycles / 1000;
     const completeUs = s.complete / cycles / 1000;
-    const r: Round = { claim: claimUs, complete: completeUs, replay: s.replay / cycles / 1000, cycle: claimUs + completeUs };
+    const r: Round = {
+      claim: claimUs,
+      complete: completeUs,
+      replay: s.replay / cycles / 1000,
+      cycle: claimUs + completeUs,
+    };
     s.b.rounds.push(r);
     const f = sessions[0]?.b.rounds.at(-1) ?? r;
-    console.log(`${s.b.label} round=${round} claim=${r.claim.toFixed(1)} complete=${r.complete.toFixed(1)} cycle=${r.cycle.toFixed(1)} replay=${r.replay.toFixed(1)} us` +
-      (s === sessions[0] ? '' : ` ratio cycle=${(r.cycle / f.cycle).toFixed(3)} claim=${(r.claim / f.claim).toFixed(3)} complete=${(r.complete / f.complete).toFixed(3)} replay=${(r.replay / f.replay).toFixed(3)}`));
+    console.log(
+      `${s.b.label} round=${round} claim=${r.claim.toFixed(1)} complete=${r.complete.toFixed(1)} cycle=${r.cycle.toFixed(1)} replay=${r.replay.toFixed(1)} us` +
+        (s === sessions[0]
+          ? ''
+          : ` ratio cycle=${(r.cycle / f.cycle).toFixed(3)} claim=${(r.claim / f.claim).toFixed(3)} complete=${(r.complete / f.complete).toFixed(3)} replay=${(r.replay / f.replay).toFixed(3)}`),
+    );
   }
 }
 const first = builds[0];
@@ -103,6 +120,10 @@ for (const b of builds) {
   if (first === undefined) break;
   const m = (k: keyof Round): number => med(b.rounds.map((r) => r[k]));
   const ratio = (k: keyof Round): number => med(b.rounds.map((r, i) => r[k] / (first.rounds[i]?.[k] ?? Number.NaN)));
-  console.log(`${b.label} median us: claim=${m('claim').toFixed(1)} complete=${m('complete').toFixed(1)} cycle=${m('cycle').toFixed(1)} replay=${m('replay').toFixed(1)}` +
-    (b === first ? '' : ` | median ratio to ${first.label}: cycle=${ratio('cycle').toFixed(3)} claim=${ratio('claim').toFixed(3)} complete=${ratio('complete').toFixed(3)} replay=${ratio('replay').toFixed(3)}`));
+  console.log(
+    `${b.label} median us: claim=${m('claim').toFixed(1)} complete=${m('complete').toFixed(1)} cycle=${m('cycle').toFixed(1)} replay=${m('replay').toFixed(1)}` +
+      (b === first
+        ? ''
+        : ` | median ratio to ${first.label}: cycle=${ratio('cycle').toFixed(3)} claim=${ratio('claim').toFixed(3)} complete=${ratio('complete').toFixed(3)} replay=${ratio('replay').toFixed(3)}`),
+  );
 }

@@ -20,11 +20,16 @@ for (const size of sizesArg.split(',').map(Number)) {
   let batches = 0;
   for (;;) {
     await client.query('begin');
-    const { rows } = await client.query(`select lane, lease_token, position_xid::text as position_xid, event_id from settle.read_feed(consumer => 'bench-drain', batch_size => $1)`, [size]);
+    const { rows } = await client.query(
+      `select lane, lease_token, position_xid::text as position_xid, event_id from settle.read_feed(consumer => 'bench-drain', batch_size => $1)`,
+      [size],
+    );
     const last = rows[rows.length - 1];
     if (last !== undefined) {
-      await client.query(`select settle.ack_feed(consumer => 'bench-drain', lane => $1, lease_token => $2, position_xid => $3::xid8, event_id => $4)`,
-        [last.lane, last.lease_token, last.position_xid, last.event_id]);
+      await client.query(
+        `select settle.ack_feed(consumer => 'bench-drain', lane => $1, lease_token => $2, position_xid => $3::xid8, event_id => $4)`,
+        [last.lane, last.lease_token, last.position_xid, last.event_id],
+      );
     }
     await client.query('commit');
     if (last === undefined) break;
@@ -32,6 +37,8 @@ for (const size of sizesArg.split(',').map(Number)) {
     batches += 1;
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  console.log(`batch_size=${size} backlog=${backlog} drained=${events} batches=${batches} seconds=${seconds.toFixed(2)} events_per_second=${(events / seconds).toFixed(0)}`);
+  console.log(
+    `batch_size=${size} backlog=${backlog} drained=${events} batches=${batches} seconds=${seconds.toFixed(2)} events_per_second=${(events / seconds).toFixed(0)}`,
+  );
 }
 await client.end();

@@ -29,12 +29,17 @@ try {
   const post = (key: string | null) =>
     fetch(url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: 'Bearer acme:bench', ...(key === null ? {} : { 'idempotency-key': `"${key}"` }) },
+      headers: {
+        'content-type': 'application/json',
+        authorization: 'Bearer acme:bench',
+        ...(key === null ? {} : { 'idempotency-key': `"${key}"` }),
+      },
       body: JSON.stringify({ amount: '19.99' }),
     });
   const replayKeys = Array.from({ length: 500 }, () => randomUUID());
   if (scenario === 'replay') {
-    for (let i = 0; i < replayKeys.length; i += clients) await Promise.all(replayKeys.slice(i, i + clients).map(async (k) => (await post(k)).arrayBuffer()));
+    for (let i = 0; i < replayKeys.length; i += clients)
+      await Promise.all(replayKeys.slice(i, i + clients).map(async (k) => (await post(k)).arrayBuffer()));
   }
   let next = 0;
   const drive = async (ms: number): Promise<number> => {
@@ -43,7 +48,8 @@ try {
     await Promise.all(
       Array.from({ length: clients }, async () => {
         while (performance.now() < deadline) {
-          const key = scenario === 'plain' ? null : scenario === 'first' ? randomUUID() : replayKeys[next++ % replayKeys.length]!;
+          const key =
+            scenario === 'plain' ? null : scenario === 'first' ? randomUUID() : replayKeys[next++ % replayKeys.length]!;
           const response = await post(key);
           await response.arrayBuffer();
           if (response.status !== 201) throw new Error(`${scenario}: answered ${response.status}`);
@@ -59,7 +65,9 @@ try {
   const requests = await drive(Number(secondsArg) * 1000);
   const used = process.cpuUsage(cpu);
   const elapsed = (performance.now() - started) / 1000;
-  console.log(`${scenario} ${root}: ${(requests / elapsed).toFixed(0)} req/s, ${((used.user + used.system) / requests).toFixed(0)} us CPU/request`);
+  console.log(
+    `${scenario} ${root}: ${(requests / elapsed).toFixed(0)} req/s, ${((used.user + used.system) / requests).toFixed(0)} us CPU/request`,
+  );
 } finally {
   await new Promise((resolve) => app.close(resolve));
   await settle.end();

@@ -20,9 +20,25 @@ const here = REPO_ROOT;
 
 async function load(root: string): Promise<Record<string, () => unknown>> {
   const mod = async (file: string) => import(pathToFileURL(path.join(root, 'src/http/core', file)).href);
-  const [key, fingerprint, context, flow] = await Promise.all([mod('key.ts'), mod('fingerprint.ts'), mod('context.ts'), mod('flow-result.ts')]);
-  const headers = { 'content-type': 'application/json', authorization: 'Bearer acme:bench', 'idempotency-key': '"5f0c3b8e-5b0e-4c8e-9a51-0a1b2c3d4e5f"' };
-  const view = { method: 'POST', url: '/payments', route: '/payments', headers, body: { amount: '19.99' }, hasBody: true };
+  const [key, fingerprint, context, flow] = await Promise.all([
+    mod('key.ts'),
+    mod('fingerprint.ts'),
+    mod('context.ts'),
+    mod('flow-result.ts'),
+  ]);
+  const headers = {
+    'content-type': 'application/json',
+    authorization: 'Bearer acme:bench',
+    'idempotency-key': '"5f0c3b8e-5b0e-4c8e-9a51-0a1b2c3d4e5f"',
+  };
+  const view = {
+    method: 'POST',
+    url: '/payments',
+    route: '/payments',
+    headers,
+    body: { amount: '19.99' },
+    hasBody: true,
+  };
   return {
     'key + fingerprint': () => {
       const parsed = key.parseIdempotencyKey(headers['idempotency-key'], { strict: false, maxLength: 255 });
@@ -45,8 +61,13 @@ for (let round = 0; round <= rounds; round += 1) {
     }
   }
 }
-const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+const median = (xs: readonly number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 console.log(`CPU per request (ns), median / min of ${rounds} rounds of ${n}; node ${process.version}`);
 for (const [piece, byBuild] of Object.entries(cpu)) {
-  console.log(`${piece.padEnd(18)} ${Object.entries(byBuild).map(([b, xs]) => `${b} ${median(xs).toFixed(0)} / ${Math.min(...xs).toFixed(0)}`).join('   ')}`);
+  console.log(
+    `${piece.padEnd(18)} ${Object.entries(byBuild)
+      .map(([b, xs]) => `${b} ${median(xs).toFixed(0)} / ${Math.min(...xs).toFixed(0)}`)
+      .join('   ')}`,
+  );
 }

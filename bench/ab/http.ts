@@ -41,7 +41,10 @@ const server = await startBenchServer(() => {});
 const db = await server.createRunDatabase('http_ab');
 const builds: Build[] = [];
 try {
-  for (const [name, root] of [['this build', here], ...(baseline === undefined ? [] : [['baseline', baseline]])] as const) {
+  for (const [name, root] of [
+    ['this build', here],
+    ...(baseline === undefined ? [] : [['baseline', baseline]]),
+  ] as const) {
     const load = async (file: string) => import(pathToFileURL(path.join(root, file)).href);
     const { createApp } = await load('examples/http/express-app.ts');
     const { createSettleClient } = await load('src/index.ts');
@@ -61,7 +64,11 @@ try {
   const post = async (url: string, key: string): Promise<void> => {
     const response = await fetch(url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: 'Bearer acme:bench', 'idempotency-key': `"${key}"` },
+      headers: {
+        'content-type': 'application/json',
+        authorization: 'Bearer acme:bench',
+        'idempotency-key': `"${key}"`,
+      },
       body: JSON.stringify({ amount: '19.99' }),
     });
     await response.arrayBuffer();
@@ -91,7 +98,9 @@ try {
       const used = process.cpuUsage(started);
       if (round === 0) continue;
       build.cpu.push((used.user + used.system) / chunk);
-      console.log(`round ${round} ${build.name.padEnd(10)} ${((used.user + used.system) / chunk).toFixed(0)} us CPU/request, ${((chunk * 1000) / (performance.now() - t0)).toFixed(0)} req/s`);
+      console.log(
+        `round ${round} ${build.name.padEnd(10)} ${((used.user + used.system) / chunk).toFixed(0)} us CPU/request, ${((chunk * 1000) / (performance.now() - t0)).toFixed(0)} req/s`,
+      );
     }
   }
 } finally {
@@ -99,11 +108,17 @@ try {
   await db.drop();
   await server.stop();
 }
-const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
-console.log(`process CPU per ${scenario} request, ${clients} clients, ${rounds} rounds of ${chunk} requests per build (median / min):`);
-for (const b of builds) console.log(`  ${b.name.padEnd(10)} ${median(b.cpu).toFixed(0)} / ${Math.min(...b.cpu).toFixed(0)} us`);
+const median = (xs: readonly number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+console.log(
+  `process CPU per ${scenario} request, ${clients} clients, ${rounds} rounds of ${chunk} requests per build (median / min):`,
+);
+for (const b of builds)
+  console.log(`  ${b.name.padEnd(10)} ${median(b.cpu).toFixed(0)} / ${Math.min(...b.cpu).toFixed(0)} us`);
 const [a, b] = builds;
 if (a !== undefined && b !== undefined) {
   const ratios = a.cpu.map((x, i) => x / (b.cpu[i] ?? Number.NaN));
-  console.log(`  this / baseline: median ${median(ratios).toFixed(3)} (rounds ${ratios.map((r) => r.toFixed(2)).join(', ')})`);
+  console.log(
+    `  this / baseline: median ${median(ratios).toFixed(3)} (rounds ${ratios.map((r) => r.toFixed(2)).join(', ')})`,
+  );
 }

@@ -74,24 +74,35 @@ export function parseBenchArgs(argv: readonly string[], cpus: number): BenchOpti
   }
   const clients = values.clients === undefined ? [8, 32] : numberList(values.clients, '--clients');
   if (clients.some((c) => c < 1)) throw new Error('--clients: every client count must be >= 1');
-  if (values.duration !== undefined && values.transactions !== undefined) throw new Error('--duration and --transactions: give one of them');
+  if (values.duration !== undefined && values.transactions !== undefined)
+    throw new Error('--duration and --transactions: give one of them');
   const length = runLength(values.duration, values.transactions, quick);
-  const scaleRows = values['scale-rows'] === undefined ? (quick ? [0, 100_000] : [0, 1_000_000, 10_000_000]) : numberList(values['scale-rows'], '--scale-rows');
+  const scaleRows =
+    values['scale-rows'] === undefined
+      ? quick
+        ? [0, 100_000]
+        : [0, 1_000_000, 10_000_000]
+      : numberList(values['scale-rows'], '--scale-rows');
   const repeat = values.repeat === undefined ? (quick ? 1 : 3) : Number(values.repeat);
   if (!Number.isInteger(repeat) || repeat < 1) throw new Error('--repeat: expected a whole number >= 1');
   const warmupS = values.warmup === undefined ? (quick ? 1 : 3) : Number(values.warmup);
   if (!Number.isInteger(warmupS) || warmupS < 0) throw new Error('--warmup: expected whole seconds >= 0');
   const warmup: RunLength | null =
-    warmupS === 0 ? null : length.kind === 'seconds' ? { kind: 'seconds', seconds: warmupS } : { kind: 'transactions', perClient: Math.max(1, Math.round(length.perClient / 5)) };
+    warmupS === 0
+      ? null
+      : length.kind === 'seconds'
+        ? { kind: 'seconds', seconds: warmupS }
+        : { kind: 'transactions', perClient: Math.max(1, Math.round(length.perClient / 5)) };
   return {
     quick,
     scenarios: scenarios as ScenarioName[],
     clients,
     length,
     scaleRows,
-    hotkeyClients: values['hotkey-clients'] === undefined ? 64 : numberList(values['hotkey-clients'], '--hotkey-clients')[0] ?? 64,
-    hotKeys: values['hot-keys'] === undefined ? 4 : numberList(values['hot-keys'], '--hot-keys')[0] ?? 4,
-    threads: values.threads === undefined ? Math.max(1, cpus) : numberList(values.threads, '--threads')[0] ?? cpus,
+    hotkeyClients:
+      values['hotkey-clients'] === undefined ? 64 : (numberList(values['hotkey-clients'], '--hotkey-clients')[0] ?? 64),
+    hotKeys: values['hot-keys'] === undefined ? 4 : (numberList(values['hot-keys'], '--hot-keys')[0] ?? 4),
+    threads: values.threads === undefined ? Math.max(1, cpus) : (numberList(values.threads, '--threads')[0] ?? cpus),
     repeat,
     warmup,
     verbose: values.verbose === true,

@@ -17,7 +17,9 @@ export const BATCH_KEYS = 100;
 
 /** A counted run's transactions per client, in batches: about a tenth as many (each is 100 keys). */
 const batchLength = (ctx: ScenarioContext): ScenarioContext['opts']['length'] =>
-  ctx.opts.length.kind === 'transactions' ? { kind: 'transactions', perClient: Math.max(2, Math.ceil(ctx.opts.length.perClient / 10)) } : ctx.opts.length;
+  ctx.opts.length.kind === 'transactions'
+    ? { kind: 'transactions', perClient: Math.max(2, Math.ceil(ctx.opts.length.perClient / 10)) }
+    : ctx.opts.length;
 
 async function inFreshDatabase<T>(ctx: ScenarioContext, hint: string, fn: (db: RunDatabase) => Promise<T>): Promise<T> {
   const db = await ctx.server.createRunDatabase(hint);
@@ -32,9 +34,12 @@ export function runBatch(ctx: ScenarioContext, clients: number, round: number): 
   if (ctx.pgbench === undefined) throw new Error('batch needs pgbench');
   const pgbench = ctx.pgbench;
   const length = batchLength(ctx);
-  const warmup = ctx.opts.warmup === null ? null : ctx.opts.warmup.kind === 'transactions'
-    ? { kind: 'transactions' as const, perClient: Math.max(1, Math.ceil(ctx.opts.warmup.perClient / 10)) }
-    : ctx.opts.warmup;
+  const warmup =
+    ctx.opts.warmup === null
+      ? null
+      : ctx.opts.warmup.kind === 'transactions'
+        ? { kind: 'transactions' as const, perClient: Math.max(1, Math.ceil(ctx.opts.warmup.perClient / 10)) }
+        : ctx.opts.warmup;
   return inFreshDatabase(ctx, `batch_${clients}`, async (db) => {
     const run = await measurePgbench({
       pgbench,
@@ -62,12 +67,34 @@ export function runBatch(ctx: ScenarioContext, clients: number, round: number): 
         const expected = processed.processed * BATCH_KEYS;
         const cutOff = processed.maxInFlight * BATCH_KEYS;
         return {
-          counters: { completed, settledAttempts: Number(row.settled), unfinished: Number(row.unfinished), keysPerCall: BATCH_KEYS, ...outcomes },
+          counters: {
+            completed,
+            settledAttempts: Number(row.settled),
+            unfinished: Number(row.unfinished),
+            keysPerCall: BATCH_KEYS,
+            ...outcomes,
+          },
           checks: [
-            check('one settlement per completed operation', Number(row.settled) === completed, `${row.settled} settled attempts, ${completed} completed`),
-            check('no operation settled twice', row.doubly === '0', `${row.doubly} operations with more than one settled attempt`),
-            check('every batch settled its keys', completed >= expected && completed - expected <= cutOff, `${completed} completed for ${processed.processed} batches of ${BATCH_KEYS}`),
-            check('only acquired claims and settled completes', Object.keys(outcomes).every((k) => k === 'claim:acquired' || k === 'complete:settled'), JSON.stringify(outcomes)),
+            check(
+              'one settlement per completed operation',
+              Number(row.settled) === completed,
+              `${row.settled} settled attempts, ${completed} completed`,
+            ),
+            check(
+              'no operation settled twice',
+              row.doubly === '0',
+              `${row.doubly} operations with more than one settled attempt`,
+            ),
+            check(
+              'every batch settled its keys',
+              completed >= expected && completed - expected <= cutOff,
+              `${completed} completed for ${processed.processed} batches of ${BATCH_KEYS}`,
+            ),
+            check(
+              'only acquired claims and settled completes',
+              Object.keys(outcomes).every((k) => k === 'claim:acquired' || k === 'complete:settled'),
+              JSON.stringify(outcomes),
+            ),
           ],
         };
       },
@@ -110,9 +137,17 @@ export function runFeedLag(ctx: ScenarioContext, clients: number, round: number)
     try {
       ({ result: producer, window } = await measureWindow(db.url, () =>
         runPgbench({
-          pgbench, url: db.url, script: scriptPath('cycle.sql'), clients, threads: ctx.opts.threads,
-          protocol: 'prepared', maxTries: 3, durationS: seconds, rate: FEED_RATE,
-        })));
+          pgbench,
+          url: db.url,
+          script: scriptPath('cycle.sql'),
+          clients,
+          threads: ctx.opts.threads,
+          protocol: 'prepared',
+          maxTries: 3,
+          durationS: seconds,
+          rate: FEED_RATE,
+        }),
+      ));
       await consumer.drained(producer.output.processed);
     } finally {
       await consumer.stop();
@@ -151,7 +186,11 @@ export function runFeedLag(ctx: ScenarioContext, clients: number, round: number)
       },
       checks: [
         ...genericChecks(producer.output.failed, producer.output.retriedTransactions ?? 0, window.deadlocks),
-        check('every settlement delivered once', delivered === producer.output.processed, `${delivered} delivered for ${producer.output.processed} settled`),
+        check(
+          'every settlement delivered once',
+          delivered === producer.output.processed,
+          `${delivered} delivered for ${producer.output.processed} settled`,
+        ),
         check('the backlog drained in full', drain.events === backlog, `${drain.events} of ${backlog}`),
         check('every operation completed', completed === producer.output.processed + backlog, `${completed} completed`),
       ],
@@ -168,7 +207,13 @@ interface Consumer {
 
 /** Read and acknowledge one batch; the lag of each event, by the server's clock. */
 async function readBatch(client: pg.Client, batchSize: number): Promise<number[]> {
-  const { rows } = await client.query<{ lane: number; lease_token: string; position_xid: string; event_id: string; lag_ms: number }>(
+  const { rows } = await client.query<{
+    lane: number;
+    lease_token: string;
+    position_xid: string;
+    event_id: string;
+    lag_ms: number;
+  }>(
     `select e.lane, e.lease_token, e.position_xid::text as position_xid, e.event_id::text as event_id,
             extract(epoch from clock_timestamp() - e.occurred_at) * 1000 as lag_ms
        from settle.read_feed(consumer => 'lag', batch_size => $1) e`,
@@ -176,7 +221,13 @@ async function readBatch(client: pg.Client, batchSize: number): Promise<number[]
   );
   const last = rows[rows.length - 1];
   if (last !== undefined) {
-    await client.query('select settle.ack_feed($1, $2, $3, $4::xid8, $5::bigint)', ['lag', last.lane, last.lease_token, last.position_xid, last.event_id]);
+    await client.query('select settle.ack_feed($1, $2, $3, $4::xid8, $5::bigint)', [
+      'lag',
+      last.lane,
+      last.lease_token,
+      last.position_xid,
+      last.event_id,
+    ]);
   }
   return rows.map((r) => Number(r.lag_ms));
 }
@@ -252,7 +303,10 @@ async function startConsumer(url: string): Promise<Consumer> {
 }
 
 /** Commits `backlog` settlements with nobody reading, then drains them: events per second. */
-async function measureDrain(url: string, backlog: number): Promise<{ events: number; seconds: number; eventsPerSecond: number }> {
+async function measureDrain(
+  url: string,
+  backlog: number,
+): Promise<{ events: number; seconds: number; eventsPerSecond: number }> {
   await withPgClient(url, async (producer) => {
     for (let done = 0; done < backlog; done += 1_000) {
       const n = Math.min(1_000, backlog - done);

@@ -50,8 +50,14 @@ export async function openCycle(
 ): Promise<{ go(length: RunLength): Promise<{ latencies: number[]; elapsedS: number }>; end(): Promise<void> }> {
   const createClient =
     options.createClient ??
-    (options.clientModule === undefined ? createSettleClient : ((await import(options.clientModule)) as { createSettleClient: typeof createSettleClient }).createSettleClient);
-  const client = createClient({ ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements }), connectionString: url, poolSize: clients });
+    (options.clientModule === undefined
+      ? createSettleClient
+      : ((await import(options.clientModule)) as { createSettleClient: typeof createSettleClient }).createSettleClient);
+  const client = createClient({
+    ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements }),
+    connectionString: url,
+    poolSize: clients,
+  });
   // Open the pool's connections before the clock starts, as pgbench does.
   const pool = await client.getPool();
   await Promise.all(Array.from({ length: clients }, () => pool.query(sql.unsafe`select 1`)));
@@ -99,9 +105,19 @@ export interface ClientDriver {
   end(): Promise<void>;
 }
 
-export async function openClientDriver(url: string, clients: number, options: ClientCycleOptions = {}): Promise<ClientDriver> {
+export async function openClientDriver(
+  url: string,
+  clients: number,
+  options: ClientCycleOptions = {},
+): Promise<ClientDriver> {
   const threads = Math.max(1, Math.min(options.threads ?? 1, clients));
-  const loops = threads === 1 ? await openCycle(url, clients, options).then((cycle) => ({ go: async (length: RunLength) => [await cycle.go(length)], end: cycle.end })) : await openThreads(url, clients, threads, options);
+  const loops =
+    threads === 1
+      ? await openCycle(url, clients, options).then((cycle) => ({
+          go: async (length: RunLength) => [await cycle.go(length)],
+          end: cycle.end,
+        }))
+      : await openThreads(url, clients, threads, options);
   return {
     threads,
     async go(length) {
@@ -145,7 +161,11 @@ export async function runClientCycle(
   }
 }
 
-type FromWorker = { readonly ready: true } | { readonly ended: true } | { readonly latencies: number[]; readonly elapsedS: number } | { readonly error: string };
+type FromWorker =
+  | { readonly ready: true }
+  | { readonly ended: true }
+  | { readonly latencies: number[]; readonly elapsedS: number }
+  | { readonly error: string };
 
 /** `threads` worker threads, `clients` spread over them; each run starts on all together. */
 async function openThreads(
@@ -154,7 +174,8 @@ async function openThreads(
   threads: number,
   options: ClientCycleOptions,
 ): Promise<{ go(length: RunLength): Promise<{ latencies: number[]; elapsedS: number }[]>; end(): Promise<void> }> {
-  if (options.createClient !== undefined) throw new Error('client cycle: with threads, pass clientModule instead of createClient');
+  if (options.createClient !== undefined)
+    throw new Error('client cycle: with threads, pass clientModule instead of createClient');
   const entry = new URL('./client-cycle-worker.ts', import.meta.url).href;
   // Worker threads do not inherit tsx's loader: register it, then load the entry.
   const bootstrap = `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(entry)}); })`;
@@ -162,7 +183,12 @@ async function openThreads(
     const share = Math.floor(clients / threads) + (thread < clients % threads ? 1 : 0);
     const worker = new Worker(bootstrap, {
       eval: true,
-      workerData: { url, clients: share, preparedStatements: options.preparedStatements, clientModule: options.clientModule },
+      workerData: {
+        url,
+        clients: share,
+        preparedStatements: options.preparedStatements,
+        clientModule: options.clientModule,
+      },
     });
     const waiting: ((message: FromWorker) => void)[] = [];
     const failed = new Promise<never>((_, reject) => {

@@ -62,7 +62,11 @@ export async function measureCpuLoop(db: pg.Client, file: string): Promise<CpuLo
   return measureBackend(db, operations, () => db.query(sql));
 }
 
-async function measureBackend(db: pg.Client, operations: number, work: () => Promise<unknown>): Promise<CpuLoopMeasurement> {
+async function measureBackend(
+  db: pg.Client,
+  operations: number,
+  work: () => Promise<unknown>,
+): Promise<CpuLoopMeasurement> {
   const pid = Number((await db.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]?.pid);
   const cpuBefore = await backendCpuNs(pid);
   const wallBefore = process.hrtime.bigint();

@@ -12,8 +12,19 @@ const TEMPLATE = 'settle_bench_template';
 
 /** Settings reported with every result: what a durable-write benchmark depends on. */
 export const BENCH_SETTINGS = [
-  'shared_buffers', 'wal_buffers', 'synchronous_commit', 'fsync', 'full_page_writes', 'wal_level', 'wal_compression',
-  'commit_delay', 'checkpoint_timeout', 'max_wal_size', 'checkpoint_completion_target', 'wal_sync_method', 'max_connections',
+  'shared_buffers',
+  'wal_buffers',
+  'synchronous_commit',
+  'fsync',
+  'full_page_writes',
+  'wal_level',
+  'wal_compression',
+  'commit_delay',
+  'checkpoint_timeout',
+  'max_wal_size',
+  'checkpoint_completion_target',
+  'wal_sync_method',
+  'max_connections',
 ];
 
 export interface BenchServer {
@@ -34,7 +45,6 @@ export interface RunDatabase {
   readonly url: string;
   drop(): Promise<void>;
 }
-
 
 /**
  * Provisions PostgreSQL the way the tests do (DATABASE_URL, else a throwaway local cluster),
@@ -83,7 +93,11 @@ export async function startBenchServer(log: (msg: string) => void): Promise<Benc
         return {
           name,
           url: withDatabase(adminUrl, name),
-          drop: () => withPgClient(adminUrl, async (admin) => void (await admin.query(`drop database if exists ${quoteIdent(name)} with (force)`))),
+          drop: () =>
+            withPgClient(
+              adminUrl,
+              async (admin) => void (await admin.query(`drop database if exists ${quoteIdent(name)} with (force)`)),
+            ),
         };
       },
     };
@@ -128,7 +142,12 @@ export async function readServerCounters(url: string): Promise<ServerCounters> {
 
 export async function walBytesBetween(url: string, from: string, to: string): Promise<number> {
   return withPgClient(url, async (db) => {
-    const row = (await db.query<{ bytes: string }>('select pg_wal_lsn_diff($2::pg_lsn, $1::pg_lsn)::bigint::text as bytes', [from, to])).rows[0];
+    const row = (
+      await db.query<{ bytes: string }>('select pg_wal_lsn_diff($2::pg_lsn, $1::pg_lsn)::bigint::text as bytes', [
+        from,
+        to,
+      ])
+    ).rows[0];
     return Number(row?.bytes ?? 0);
   });
 }

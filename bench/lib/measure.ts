@@ -1,6 +1,13 @@
 import path from 'node:path';
 import type pg from 'pg';
-import { checkpoint, readServerCounters, walBytesBetween, BENCH_DIR, type RunDatabase, type ServerCounters } from './database.js';
+import {
+  checkpoint,
+  readServerCounters,
+  walBytesBetween,
+  BENCH_DIR,
+  type RunDatabase,
+  type ServerCounters,
+} from './database.js';
 import { withPgClient } from '../../src/db/with-pg-client.js';
 import { percentile, runPgbench, type PgbenchRunOptions } from './pgbench.js';
 import type { Check, RunLength, RunResult, ScenarioName } from './types.js';
@@ -48,7 +55,10 @@ export interface MeasuredWindow {
   readonly deadlocks: number;
 }
 
-export async function measureWindow<T>(url: string, fn: () => Promise<T>): Promise<{ result: T; window: MeasuredWindow }> {
+export async function measureWindow<T>(
+  url: string,
+  fn: () => Promise<T>,
+): Promise<{ result: T; window: MeasuredWindow }> {
   const before = await readServerCounters(url);
   const result = await fn();
   const after = await readServerCounters(url);
@@ -110,7 +120,9 @@ export async function measurePgbench(m: PgbenchMeasurement): Promise<RunResult> 
     p50Ms: percentile(latenciesMs, 50),
     p99Ms: percentile(latenciesMs, 99),
     ...perOp(window, out.processed),
-    statements: out.statements.filter((s) => !s.command.startsWith('\\')).map((s) => ({ command: s.command, latencyMs: s.latencyMs })),
+    statements: out.statements
+      .filter((s) => !s.command.startsWith('\\'))
+      .map((s) => ({ command: s.command, latencyMs: s.latencyMs })),
     counters: verification.counters,
     checks: [...genericChecks(failed, retried, window.deadlocks), ...verification.checks],
     ...(m.scaleRows === undefined ? {} : { scaleRows: m.scaleRows }),
@@ -120,7 +132,10 @@ export async function measurePgbench(m: PgbenchMeasurement): Promise<RunResult> 
 const pgbenchLength = (length: RunLength): Pick<PgbenchRunOptions, 'durationS' | 'transactionsPerClient'> =>
   length.kind === 'seconds' ? { durationS: length.seconds } : { transactionsPerClient: length.perClient };
 
-export function perOp(window: MeasuredWindow, processed: number): Pick<RunResult, 'walBytesPerOp' | 'fpiPerOp' | 'checkpointsDuring'> {
+export function perOp(
+  window: MeasuredWindow,
+  processed: number,
+): Pick<RunResult, 'walBytesPerOp' | 'fpiPerOp' | 'checkpointsDuring'> {
   return {
     walBytesPerOp: processed > 0 ? window.walBytes / processed : null,
     fpiPerOp: processed > 0 ? window.fpi / processed : null,

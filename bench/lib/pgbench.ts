@@ -6,7 +6,13 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseLatencyLog, parsePgbenchOutput, type PgbenchOutput } from './pgbench-parse.js';
 
-export { parseLatencyLog, parsePgbenchOutput, percentile, type PgbenchOutput, type PgbenchStatementLatency } from './pgbench-parse.js';
+export {
+  parseLatencyLog,
+  parsePgbenchOutput,
+  percentile,
+  type PgbenchOutput,
+  type PgbenchStatementLatency,
+} from './pgbench-parse.js';
 
 const DEBIAN_PGBENCH = '/usr/lib/postgresql/15/bin/pgbench';
 
@@ -19,7 +25,10 @@ export const PGBENCH_MISSING_HINT =
 export function locatePgbench(): string | undefined {
   const candidates = [
     process.env.PGBENCH,
-    ...(process.env.PATH ?? '').split(path.delimiter).filter((dir) => dir !== '').map((dir) => path.join(dir, 'pgbench')),
+    ...(process.env.PATH ?? '')
+      .split(path.delimiter)
+      .filter((dir) => dir !== '')
+      .map((dir) => path.join(dir, 'pgbench')),
     DEBIAN_PGBENCH,
   ];
   for (const candidate of candidates) {
@@ -74,9 +83,7 @@ export interface PgbenchRun {
  * open; the quick bench therefore counts transactions instead, see bench/lib/args.ts.)
  */
 export class PgbenchAbortedError extends Error {
-  constructor(
-    readonly run: Omit<PgbenchRun, 'latenciesUs'>,
-  ) {
+  constructor(readonly run: Omit<PgbenchRun, 'latenciesUs'>) {
     super(
       `pgbench run aborted or empty (exit code ${run.exitCode}, ${run.output.processed} transactions processed): ${run.argv.join(' ')}\n` +
         `--- pgbench stderr ---\n${run.stderr.trim()}\n--- pgbench stdout ---\n${run.stdout.trim()}`,
@@ -115,9 +122,12 @@ function pgbenchArgs(opts: PgbenchRunOptions, script: string, workDir: string): 
     '-r',
     '--failures-detailed',
     `--max-tries=${opts.maxTries ?? 1}`,
-    '-M', opts.protocol ?? 'prepared',
-    '-c', String(opts.clients),
-    '-j', String(Math.max(1, Math.min(opts.threads, opts.clients))),
+    '-M',
+    opts.protocol ?? 'prepared',
+    '-c',
+    String(opts.clients),
+    '-j',
+    String(Math.max(1, Math.min(opts.threads, opts.clients))),
   ];
   if (opts.durationS !== undefined) args.push('-T', String(opts.durationS));
   else if (opts.transactionsPerClient !== undefined) args.push('-t', String(opts.transactionsPerClient));
@@ -139,9 +149,17 @@ async function readLatencyLogs(workDir: string): Promise<number[]> {
   return latencies;
 }
 
-function spawnCollect(command: string, args: readonly string[], cwd: string): Promise<{ exitCode: number; stdout: string; stderr: string }> {
+function spawnCollect(
+  command: string,
+  args: readonly string[],
+  cwd: string,
+): Promise<{ exitCode: number; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PGAPPNAME: 'pg-settle-bench' } });
+    const child = spawn(command, args, {
+      cwd,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, PGAPPNAME: 'pg-settle-bench' },
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));

@@ -6,7 +6,16 @@ import { withPgClient } from '../../src/db/with-pg-client.js';
 import { genericChecks, measurePgbench, measureWindow, perOp, type PgbenchMeasurement } from './measure.js';
 import { generateScaleRows } from './scale-rows.js';
 import type { BaselineScenario, RunResult } from './types.js';
-import { completedOperations, unfinishedOperations, verifyBaseline, verifyFreshKeyCycles, verifyHotkey, verifyPkread, verifyReplay, verifySpec4 } from './verify.js';
+import {
+  completedOperations,
+  unfinishedOperations,
+  verifyBaseline,
+  verifyFreshKeyCycles,
+  verifyHotkey,
+  verifyPkread,
+  verifyReplay,
+  verifySpec4,
+} from './verify.js';
 
 export interface ScenarioContext {
   readonly server: BenchServer;
@@ -34,12 +43,28 @@ function requirePgbench(ctx: ScenarioContext): string {
 }
 
 /** The fields every pgbench measurement takes from the options. */
-function common(ctx: ScenarioContext, clients: number, round: number): Pick<PgbenchMeasurement, 'pgbench' | 'clients' | 'threads' | 'length' | 'warmup' | 'round'> {
-  return { pgbench: requirePgbench(ctx), clients, threads: ctx.opts.threads, length: ctx.opts.length, warmup: ctx.opts.warmup, round };
+function common(
+  ctx: ScenarioContext,
+  clients: number,
+  round: number,
+): Pick<PgbenchMeasurement, 'pgbench' | 'clients' | 'threads' | 'length' | 'warmup' | 'round'> {
+  return {
+    pgbench: requirePgbench(ctx),
+    clients,
+    threads: ctx.opts.threads,
+    length: ctx.opts.length,
+    warmup: ctx.opts.warmup,
+    round,
+  };
 }
 
 /** floor2, spec4, lww, stripe: plain SQL baselines. */
-export function runBaseline(ctx: ScenarioContext, scenario: BaselineScenario, clients: number, round: number): Promise<RunResult> {
+export function runBaseline(
+  ctx: ScenarioContext,
+  scenario: BaselineScenario,
+  clients: number,
+  round: number,
+): Promise<RunResult> {
   return inFreshDatabase(ctx, `${scenario}_${clients}`, (db) =>
     measurePgbench({
       ...common(ctx, clients, round),
@@ -47,13 +72,19 @@ export function runBaseline(ctx: ScenarioContext, scenario: BaselineScenario, cl
       scenario,
       label: scenario,
       script: `${scenario}.sql`,
-      verify: (client, run) => (scenario === 'spec4' ? verifySpec4(client, run) : verifyBaseline(client, scenario, run)),
+      verify: (client, run) =>
+        scenario === 'spec4' ? verifySpec4(client, run) : verifyBaseline(client, scenario, run),
     }),
   );
 }
 
 /** cycle (two transactions) and local (one transaction with a ledger insert) on fresh keys. */
-export function runEngineCycle(ctx: ScenarioContext, scenario: 'cycle' | 'local', clients: number, round: number): Promise<RunResult> {
+export function runEngineCycle(
+  ctx: ScenarioContext,
+  scenario: 'cycle' | 'local',
+  clients: number,
+  round: number,
+): Promise<RunResult> {
   return inFreshDatabase(ctx, `${scenario}_${clients}`, (db) =>
     measurePgbench({
       ...common(ctx, clients, round),
@@ -95,7 +126,12 @@ export function runReplay(ctx: ScenarioContext, clients: number, round: number):
  * run at the hotkey's client count, labelled `pkread@hotkey`, whose p99 is what the machine's
  * scheduler alone gives the cheapest statement at that concurrency (the hotkey target's floor).
  */
-export function runPkread(ctx: ScenarioContext, clients: number, round: number, latencyFloor = false): Promise<RunResult> {
+export function runPkread(
+  ctx: ScenarioContext,
+  clients: number,
+  round: number,
+  latencyFloor = false,
+): Promise<RunResult> {
   const keys = replayKeys(ctx);
   return inFreshDatabase(ctx, `pkread_${clients}`, async (db) => {
     await seedReplayKeys(db.url, keys);
@@ -124,7 +160,12 @@ export function runPkread(ctx: ScenarioContext, clients: number, round: number, 
  * spec4.sql sent statement by statement, each its own transaction, so per-transaction costs
  * (PL/pgSQL expression set-up, executor start, commit) are counted too.
  */
-export function runCpu(ctx: ScenarioContext, side: keyof typeof CPU_SCRIPTS, kind: 'loop' | 'call', round: number): Promise<RunResult> {
+export function runCpu(
+  ctx: ScenarioContext,
+  side: keyof typeof CPU_SCRIPTS,
+  kind: 'loop' | 'call',
+  round: number,
+): Promise<RunResult> {
   const perCall = ctx.opts.quick ? 300 : 1500;
   return inFreshDatabase(ctx, `cpu_${kind}_${side}`, async (db) => {
     const m = await withPgClient(db.url, (client) =>
@@ -159,7 +200,12 @@ export function runCpu(ctx: ScenarioContext, side: keyof typeof CPU_SCRIPTS, kin
       checkpointsDuring: 0,
       statements: [],
       // cpuFromSchedstat 0: the server is not on this machine, the wall time stands in for its CPU.
-      counters: { cpuUsPerOp: m.cpuUsPerOp, wallUsPerOp: m.wallUsPerOp, cpuFromSchedstat: m.source === 'schedstat' ? 1 : 0, ...verification.counters },
+      counters: {
+        cpuUsPerOp: m.cpuUsPerOp,
+        wallUsPerOp: m.wallUsPerOp,
+        cpuFromSchedstat: m.source === 'schedstat' ? 1 : 0,
+        ...verification.counters,
+      },
       checks: verification.checks,
     };
   });
@@ -189,7 +235,11 @@ export function runHotkey(ctx: ScenarioContext, round: number): Promise<RunResul
  * levels run alternately, round after round (0, N, 0, N, ...), so each ratio compares runs
  * seconds apart, not a generation apart.
  */
-export async function runScale(ctx: ScenarioContext, clientCounts: readonly number[], record: (run: RunResult) => void): Promise<void> {
+export async function runScale(
+  ctx: ScenarioContext,
+  clientCounts: readonly number[],
+  record: (run: RunResult) => void,
+): Promise<void> {
   const levels: { rows: number; db: RunDatabase }[] = [];
   try {
     for (const rows of ctx.opts.scaleRows) {
@@ -197,7 +247,10 @@ export async function runScale(ctx: ScenarioContext, clientCounts: readonly numb
       levels.push({ rows, db });
       const started = Date.now();
       await generateScaleRows(db.url, { rows, log: ctx.progress });
-      if (rows > 0) ctx.progress(`scale: ${rows} pre-existing operations generated in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      if (rows > 0)
+        ctx.progress(
+          `scale: ${rows} pre-existing operations generated in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+        );
     }
     for (const clients of clientCounts) {
       for (let round = 1; round <= ctx.opts.repeat; round++) {
@@ -213,7 +266,8 @@ export async function runScale(ctx: ScenarioContext, clientCounts: readonly numb
               label: `scale@${rows}`,
               script: 'cycle.sql',
               scaleRows: rows,
-              verify: (client, run) => verifyFreshKeyCycles(client, { ...run, preexisting: inFlightBefore, completedBefore }),
+              verify: (client, run) =>
+                verifyFreshKeyCycles(client, { ...run, preexisting: inFlightBefore, completedBefore }),
             }),
           );
         }

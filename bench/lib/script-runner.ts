@@ -78,8 +78,16 @@ function random(lo: bigint, hi: bigint): bigint {
 }
 
 /** Runs the script `transactions` times on `db`; `defines` are pgbench's -D variables. */
-export async function runScript(db: pg.Client, script: ParsedScript, transactions: number, defines: Readonly<Record<string, string | number>> = {}): Promise<void> {
-  const vars = new Map<string, string>([['client_id', '0'], ...Object.entries(defines).map(([k, v]): [string, string] => [k, String(v)])]);
+export async function runScript(
+  db: pg.Client,
+  script: ParsedScript,
+  transactions: number,
+  defines: Readonly<Record<string, string | number>> = {},
+): Promise<void> {
+  const vars = new Map<string, string>([
+    ['client_id', '0'],
+    ...Object.entries(defines).map(([k, v]): [string, string] => [k, String(v)]),
+  ]);
   for (let i = 0; i < transactions; i++) {
     for (const set of script.sets) vars.set(set.name, random(resolve(set.lo, vars), resolve(set.hi, vars)).toString());
     for (const st of script.statements) {

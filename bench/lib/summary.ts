@@ -16,7 +16,8 @@ export interface RunSummary {
   readonly checkpointsDuring: number;
 }
 
-const medianOf = (values: readonly (number | null)[]): number | null => median(values.filter((v): v is number => v !== null));
+const medianOf = (values: readonly (number | null)[]): number | null =>
+  median(values.filter((v): v is number => v !== null));
 
 /** Groups runs by (label, clients) in first-seen order. */
 export function summarizeRuns(runs: readonly RunResult[]): RunSummary[] {

@@ -10,9 +10,23 @@ import type { BenchReport, RunResult } from './types.js';
 const WIDTH = 760;
 const HEIGHT = 440;
 const MARGIN = { left: 70, right: 170, top: 40, bottom: 50 };
-const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf', '#393b79', '#637939'];
+const COLORS = [
+  '#1f77b4',
+  '#d62728',
+  '#2ca02c',
+  '#ff7f0e',
+  '#9467bd',
+  '#8c564b',
+  '#e377c2',
+  '#7f7f7f',
+  '#bcbd22',
+  '#17becf',
+  '#393b79',
+  '#637939',
+];
 
-const escapeXml = (s: string): string => s.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;');
+const escapeXml = (s: string): string =>
+  s.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;');
 
 function niceMax(value: number): number {
   if (value <= 0) return 1;
@@ -68,11 +82,15 @@ export function renderThroughputSvg(runs: readonly RunResult[], title: string): 
     const color = COLORS[index % COLORS.length] ?? 'black';
     const sorted = [...points].sort((a, b) => a.clients - b.clients);
     if (sorted.length > 1) {
-      const d = sorted.map((p, i) => `${i === 0 ? 'M' : 'L'}${x(p.clients).toFixed(1)},${y(p.tps).toFixed(1)}`).join(' ');
+      const d = sorted
+        .map((p, i) => `${i === 0 ? 'M' : 'L'}${x(p.clients).toFixed(1)},${y(p.tps).toFixed(1)}`)
+        .join(' ');
       parts.push(`<path d="${d}" fill="none" stroke="${color}" stroke-width="2"/>`);
     }
     for (const p of sorted) {
-      parts.push(`<circle cx="${x(p.clients).toFixed(1)}" cy="${y(p.tps).toFixed(1)}" r="4" fill="${color}"><title>${escapeXml(label)} @ ${p.clients} clients: ${Math.round(p.tps)} tps</title></circle>`);
+      parts.push(
+        `<circle cx="${x(p.clients).toFixed(1)}" cy="${y(p.tps).toFixed(1)}" r="4" fill="${color}"><title>${escapeXml(label)} @ ${p.clients} clients: ${Math.round(p.tps)} tps</title></circle>`,
+      );
     }
     const legendY = MARGIN.top + 10 + index * 18;
     parts.push(
@@ -86,5 +104,8 @@ export function renderThroughputSvg(runs: readonly RunResult[], title: string): 
 
 /** The throughput chart of a whole run, titled with its kind and the machine's CPUs. */
 export function renderReportSvg(report: BenchReport): string {
-  return renderThroughputSvg(report.runs, `pg-settle throughput vs clients (${report.quick ? 'quick' : 'full'} run, ${report.machine.cpus} CPUs)`);
+  return renderThroughputSvg(
+    report.runs,
+    `pg-settle throughput vs clients (${report.quick ? 'quick' : 'full'} run, ${report.machine.cpus} CPUs)`,
+  );
 }

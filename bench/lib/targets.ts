@@ -34,7 +34,10 @@ interface RatioTarget {
   readonly metric?: 'tps' | 'wal';
 }
 
-const byLabel = (label: string) => (runs: readonly RunResult[]): RunResult | undefined => runs.find((r) => r.label === label);
+const byLabel =
+  (label: string) =>
+  (runs: readonly RunResult[]): RunResult | undefined =>
+    runs.find((r) => r.label === label);
 
 const largestScale = (runs: readonly RunResult[]): RunResult | undefined =>
   runs.filter((r) => r.scenario === 'scale').sort((a, b) => (b.scaleRows ?? 0) - (a.scaleRows ?? 0))[0];
@@ -42,7 +45,13 @@ const largestScale = (runs: readonly RunResult[]): RunResult | undefined =>
 const fixed = (x: number) => (): number => x;
 
 const RATIO_TARGETS: readonly RatioTarget[] = [
-  { name: 'cycle / stripe', numerator: byLabel('cycle'), denominator: byLabel('stripe'), threshold: fixed(1), comparison: '>=' },
+  {
+    name: 'cycle / stripe',
+    numerator: byLabel('cycle'),
+    denominator: byLabel('stripe'),
+    threshold: fixed(1),
+    comparison: '>=',
+  },
   // The cycle keeps its rate under concurrency: at 32 clients at least 0.95x its own rate at 8.
   {
     name: 'cycle@32 / cycle@8',
@@ -53,37 +62,95 @@ const RATIO_TARGETS: readonly RatioTarget[] = [
     clients: [32],
     denominatorClients: 8,
   },
-  { name: 'replay / pkread', numerator: byLabel('replay'), denominator: byLabel('pkread'), threshold: fixed(0.5), comparison: '>=' },
+  {
+    name: 'replay / pkread',
+    numerator: byLabel('replay'),
+    denominator: byLabel('pkread'),
+    threshold: fixed(0.5),
+    comparison: '>=',
+  },
   // WAL bytes per cycle over the Stripe pattern's per operation.
-  { name: 'WAL/op: cycle / stripe', numerator: byLabel('cycle'), denominator: byLabel('stripe'), threshold: fixed(2), comparison: '<=', metric: 'wal' },
+  {
+    name: 'WAL/op: cycle / stripe',
+    numerator: byLabel('cycle'),
+    denominator: byLabel('stripe'),
+    threshold: fixed(2),
+    comparison: '<=',
+    metric: 'wal',
+  },
   // Settled keys per second, 100 keys per claim_many + complete_many, against the Stripe pattern's single keys.
-  { name: 'batch / stripe (settled keys per second)', numerator: byLabel('batch'), denominator: byLabel('stripe'), threshold: fixed(5), comparison: '>=' },
-  { name: 'client / cycle', numerator: byLabel('client'), denominator: byLabel('cycle'), threshold: fixed(0.8), comparison: '>=' },
-  { name: 'scale@max / scale@0', numerator: largestScale, denominator: byLabel('scale@0'), threshold: fixed(0.85), comparison: '>=' },
+  {
+    name: 'batch / stripe (settled keys per second)',
+    numerator: byLabel('batch'),
+    denominator: byLabel('stripe'),
+    threshold: fixed(5),
+    comparison: '>=',
+  },
+  {
+    name: 'client / cycle',
+    numerator: byLabel('client'),
+    denominator: byLabel('cycle'),
+    threshold: fixed(0.8),
+    comparison: '>=',
+  },
+  {
+    name: 'scale@max / scale@0',
+    numerator: largestScale,
+    denominator: byLabel('scale@0'),
+    threshold: fixed(0.85),
+    comparison: '>=',
+  },
 ];
 
 /**
  * Ratios reported for reference, not targets (no threshold, no PASS/MISS): what the rows the
  * specification requires cost against the two-write floor.
  */
-const REFERENCE_RATIOS: readonly { readonly name: string; readonly numerator: RunPicker; readonly denominator: RunPicker; readonly meaning: string }[] = [
-  { name: 'cycle / floor2', numerator: byLabel('cycle'), denominator: byLabel('floor2'), meaning: 'the cycle against the two-write floor (an INSERT, then an UPDATE, two commits)' },
-  { name: 'cycle / spec4', numerator: byLabel('cycle'), denominator: byLabel('spec4'), meaning: 'the cycle against the rows it writes, in plain SQL, one statement per transaction' },
-  { name: 'local / lww', numerator: byLabel('local'), denominator: byLabel('lww'), meaning: 'effect and settlement in one transaction against one last-write-wins upsert' },
+const REFERENCE_RATIOS: readonly {
+  readonly name: string;
+  readonly numerator: RunPicker;
+  readonly denominator: RunPicker;
+  readonly meaning: string;
+}[] = [
+  {
+    name: 'cycle / floor2',
+    numerator: byLabel('cycle'),
+    denominator: byLabel('floor2'),
+    meaning: 'the cycle against the two-write floor (an INSERT, then an UPDATE, two commits)',
+  },
+  {
+    name: 'cycle / spec4',
+    numerator: byLabel('cycle'),
+    denominator: byLabel('spec4'),
+    meaning: 'the cycle against the rows it writes, in plain SQL, one statement per transaction',
+  },
+  {
+    name: 'local / lww',
+    numerator: byLabel('local'),
+    denominator: byLabel('lww'),
+    meaning: 'effect and settlement in one transaction against one last-write-wins upsert',
+  },
   {
     // tps of a cpu run is ops per CPU-second, so spec4 tps / cycle tps = cycle us / spec4 us.
     name: 'cpu: cycle / spec4 (server CPU per op)',
     numerator: byLabel('cpu:spec4'),
     denominator: byLabel('cpu:cycle'),
-    meaning: 'server CPU per operation in one backend without commits (bench/sql/cycle-cpu-loop.sql), engine over plain SQL',
+    meaning:
+      'server CPU per operation in one backend without commits (bench/sql/cycle-cpu-loop.sql), engine over plain SQL',
   },
-  { name: 'spec4 / floor2', numerator: byLabel('spec4'), denominator: byLabel('floor2'), meaning: 'the required rows, in plain SQL, against the two-write floor' },
+  {
+    name: 'spec4 / floor2',
+    numerator: byLabel('spec4'),
+    denominator: byLabel('floor2'),
+    meaning: 'the required rows, in plain SQL, against the two-write floor',
+  },
   {
     // tps of a cpu run is ops per CPU-second, so spec4 tps / cycle tps = cycle us / spec4 us.
     name: 'cpu-call: cycle / spec4 (server CPU per op)',
     numerator: byLabel('cpu-call:spec4'),
     denominator: byLabel('cpu-call:cycle'),
-    meaning: 'server CPU per operation, engine over plain SQL, statement by statement as pgbench sends them (each its own transaction: commits and per-transaction set-up included)',
+    meaning:
+      'server CPU per operation, engine over plain SQL, statement by statement as pgbench sends them (each its own transaction: commits and per-transaction set-up included)',
   },
 ];
 
@@ -129,9 +196,14 @@ function roundRatios(
       num: atClients.find((r) => r.round === round && r.label === numLabel),
       den: denominator(denAtClients.filter((r) => r.round === round)),
     }))
-    .filter((p): p is { num: RunResult; den: RunResult } =>
-      p.num !== undefined && p.den !== undefined && value(p.den) > 0 && value(p.num) > 0 &&
-      !(p.num.scenario === 'scale' && p.num.label === p.den.label));
+    .filter(
+      (p): p is { num: RunResult; den: RunResult } =>
+        p.num !== undefined &&
+        p.den !== undefined &&
+        value(p.den) > 0 &&
+        value(p.num) > 0 &&
+        !(p.num.scenario === 'scale' && p.num.label === p.den.label),
+    );
   return {
     numLabel: pairs[0]?.num.label,
     ratios: pairs.map((p) => value(p.num) / value(p.den)),
@@ -161,7 +233,14 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
   for (const target of RATIO_TARGETS) {
     for (const clients of target.clients ?? clientCounts) {
       const metric = target.metric ?? 'tps';
-      const measured = roundRatios(runs, clients, target.numerator, target.denominator, target.denominatorClients ?? clients, metric);
+      const measured = roundRatios(
+        runs,
+        clients,
+        target.numerator,
+        target.denominator,
+        target.denominatorClients ?? clients,
+        metric,
+      );
       const name = target.name.replace('scale@max', measured.numLabel ?? 'scale@max');
       const threshold = target.threshold(clients);
       const comparison = target.comparison;
@@ -169,7 +248,17 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
       const ratios = comparison === '<=' && metric === 'tps' ? measured.ratios.map((r) => 1 / r) : measured.ratios;
       const value = median(ratios);
       if (value === null) {
-        results.push({ name, clients, value: null, rounds: [], threshold, comparison, unit: 'x', verdict: 'n/a', detail: 'not measured in this run' });
+        results.push({
+          name,
+          clients,
+          value: null,
+          rounds: [],
+          threshold,
+          comparison,
+          unit: 'x',
+          verdict: 'n/a',
+          detail: 'not measured in this run',
+        });
         continue;
       }
       const pass = comparison === '<=' ? value <= threshold : value >= threshold;
@@ -182,7 +271,12 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
         comparison,
         unit: 'x',
         verdict: pass ? 'PASS' : 'MISS',
-        detail: metric === 'wal' ? walDetail(measured) : comparison === '<=' ? costDetail(ratios, measured) : roundsDetail(measured),
+        detail:
+          metric === 'wal'
+            ? walDetail(measured)
+            : comparison === '<='
+              ? costDetail(ratios, measured)
+              : roundsDetail(measured),
       });
     }
   }
@@ -191,7 +285,11 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
     const hot = runs.filter((r) => r.scenario === 'hotkey' && r.clients === clients && r.p99Ms !== null);
     const p99s = hot.map((r) => r.p99Ms ?? 0);
     const p99 = median(p99s);
-    const floor = median(runs.filter((r) => r.label === 'pkread@hotkey' && r.clients === clients && r.p99Ms !== null).map((r) => r.p99Ms ?? 0));
+    const floor = median(
+      runs
+        .filter((r) => r.label === 'pkread@hotkey' && r.clients === clients && r.p99Ms !== null)
+        .map((r) => r.p99Ms ?? 0),
+    );
     results.push({
       name: 'hotkey p99 claim latency',
       clients,
@@ -205,7 +303,9 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
         `median of ${p99s.length} round${p99s.length === 1 ? '' : 's'}` +
         (p99s.length > 1 ? ` (${p99s.map((v) => v.toFixed(1)).join(', ')} ms)` : '') +
         `; p50 ${median(hot.map((r) => r.p50Ms ?? 0))?.toFixed(2) ?? '-'} ms` +
-        (floor === null ? '' : `; a primary-key read at ${clients} clients in the same rounds: p99 ${floor.toFixed(1)} ms`),
+        (floor === null
+          ? ''
+          : `; a primary-key read at ${clients} clients in the same rounds: p99 ${floor.toFixed(1)} ms`),
     });
   }
   const feed = runs.filter((r) => r.scenario === 'feedlag' && r.p99Ms !== null);
@@ -238,7 +338,18 @@ export function evaluateReferenceRatios(runs: readonly RunResult[], clientCounts
     [...clientCounts, 1].flatMap((clients): ReferenceRatio[] => {
       const measured = roundRatios(runs, clients, ref.numerator, ref.denominator);
       const value = median(measured.ratios);
-      return value === null ? [] : [{ name: ref.name, clients, value, rounds: measured.ratios, meaning: ref.meaning, detail: roundsDetail(measured) }];
+      return value === null
+        ? []
+        : [
+            {
+              name: ref.name,
+              clients,
+              value,
+              rounds: measured.ratios,
+              meaning: ref.meaning,
+              detail: roundsDetail(measured),
+            },
+          ];
     }),
   );
 }

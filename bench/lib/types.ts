@@ -1,12 +1,29 @@
 /** Shapes shared by the bench runner, its reports and results/latest.json. */
 
-export const SCENARIOS = ['floor2', 'spec4', 'cycle', 'client', 'stripe', 'batch', 'local', 'lww', 'replay', 'pkread', 'hotkey', 'feedlag', 'scale', 'cpu'] as const;
+export const SCENARIOS = [
+  'floor2',
+  'spec4',
+  'cycle',
+  'client',
+  'stripe',
+  'batch',
+  'local',
+  'lww',
+  'replay',
+  'pkread',
+  'hotkey',
+  'feedlag',
+  'scale',
+  'cpu',
+] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 /** Plain-SQL baselines: no engine code runs in them. */
 export type BaselineScenario = Extract<ScenarioName, 'floor2' | 'spec4' | 'lww' | 'stripe'>;
 
 /** A run lasts a number of seconds (pgbench -T) or a number of transactions per client (-t). */
-export type RunLength = { readonly kind: 'seconds'; readonly seconds: number } | { readonly kind: 'transactions'; readonly perClient: number };
+export type RunLength =
+  | { readonly kind: 'seconds'; readonly seconds: number }
+  | { readonly kind: 'transactions'; readonly perClient: number };
 
 export interface Check {
   readonly name: string;

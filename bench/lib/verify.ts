@@ -45,7 +45,10 @@ export async function verifyFreshKeyCycles(
 ): Promise<{ counters: Record<string, number>; checks: Check[] }> {
   const completed = await completedOperations(db);
   const newlyCompleted = completed - opts.completedBefore;
-  const settled = await count(db, `select count(*) as n from settle_private.attempts where tenant = 'bench' and settled`);
+  const settled = await count(
+    db,
+    `select count(*) as n from settle_private.attempts where tenant = 'bench' and settled`,
+  );
   const doubly = await count(
     db,
     `select count(*) as n from (select 1 from settle_private.attempts where settled group by tenant, key having count(*) > 1) d`,
@@ -57,12 +60,27 @@ export async function verifyFreshKeyCycles(
   return {
     counters: { completed, settledAttempts: settled, inFlight, ...outcomes },
     checks: [
-      check('one settlement per completed operation', settled === completed, `${settled} settled attempts, ${completed} completed operations`),
+      check(
+        'one settlement per completed operation',
+        settled === completed,
+        `${settled} settled attempts, ${completed} completed operations`,
+      ),
       check('no operation settled twice', doubly === 0, `${doubly} operations with more than one settled attempt`),
-      check('every transaction completed its operation', newlyCompleted >= opts.processed && newlyCompleted - opts.processed <= opts.maxInFlight,
-        `${newlyCompleted} completed for ${opts.processed} processed transactions (at most ${opts.maxInFlight} cut off)`),
-      check('at most one operation in flight per client and run', inFlight >= 0 && inFlight <= opts.maxInFlight, `${inFlight} unfinished new operations`),
-      check('only acquired claims and settled completes', unexpected.length === 0, unexpected.length === 0 ? 'none unexpected' : JSON.stringify(Object.fromEntries(unexpected))),
+      check(
+        'every transaction completed its operation',
+        newlyCompleted >= opts.processed && newlyCompleted - opts.processed <= opts.maxInFlight,
+        `${newlyCompleted} completed for ${opts.processed} processed transactions (at most ${opts.maxInFlight} cut off)`,
+      ),
+      check(
+        'at most one operation in flight per client and run',
+        inFlight >= 0 && inFlight <= opts.maxInFlight,
+        `${inFlight} unfinished new operations`,
+      ),
+      check(
+        'only acquired claims and settled completes',
+        unexpected.length === 0,
+        unexpected.length === 0 ? 'none unexpected' : JSON.stringify(Object.fromEntries(unexpected)),
+      ),
     ],
   };
 }
@@ -73,24 +91,43 @@ export async function verifyFreshKeyCycles(
  * (docs/protocol.md), so the audit log holds only the seeding's rows and every operation keeps
  * its one settlement.
  */
-export async function verifyReplay(db: pg.Client, opts: { processed: number; keys: number }): Promise<{ counters: Record<string, number>; checks: Check[] }> {
+export async function verifyReplay(
+  db: pg.Client,
+  opts: { processed: number; keys: number },
+): Promise<{ counters: Record<string, number>; checks: Check[] }> {
   const outcomes = await auditOutcomes(db, 'bench');
-  const completed = await count(db, `select count(*) as n from settle_private.operations where tenant = 'bench' and status = 'completed'`);
-  const settled = await count(db, `select count(*) as n from settle_private.attempts where tenant = 'bench' and settled`);
+  const completed = await count(
+    db,
+    `select count(*) as n from settle_private.operations where tenant = 'bench' and status = 'completed'`,
+  );
+  const settled = await count(
+    db,
+    `select count(*) as n from settle_private.attempts where tenant = 'bench' and settled`,
+  );
   const attempts = await count(db, `select count(*) as n from settle_private.attempts where tenant = 'bench'`);
   const written = Object.values(outcomes).reduce((a, b) => a + b, 0);
   return {
     counters: { completed, settledAttempts: settled, attempts, auditRowsWritten: written },
     checks: [
-      check('replay answers wrote nothing', written === 0, `${written} audit rows by the measured claims ${JSON.stringify(outcomes)}`),
-      check('one settlement per completed operation', completed === opts.keys && settled === opts.keys && attempts === opts.keys,
-        `${completed} completed, ${settled} settled of ${attempts} attempts, ${opts.keys} keys`),
+      check(
+        'replay answers wrote nothing',
+        written === 0,
+        `${written} audit rows by the measured claims ${JSON.stringify(outcomes)}`,
+      ),
+      check(
+        'one settlement per completed operation',
+        completed === opts.keys && settled === opts.keys && attempts === opts.keys,
+        `${completed} completed, ${settled} settled of ${attempts} attempts, ${opts.keys} keys`,
+      ),
     ],
   };
 }
 
 /** pkread runs: the table holds the seeded keys, every one completed, and nothing wrote to it. */
-export async function verifyPkread(db: pg.Client, keys: number): Promise<{ counters: Record<string, number>; checks: Check[] }> {
+export async function verifyPkread(
+  db: pg.Client,
+  keys: number,
+): Promise<{ counters: Record<string, number>; checks: Check[] }> {
   const rows = await count(db, `select count(*) as n from bench.pkread where status = 'completed'`);
   return {
     counters: { rows },
@@ -104,7 +141,13 @@ export async function verifyPkread(db: pg.Client, keys: number): Promise<{ count
  */
 export async function verifyHotkey(db: pg.Client): Promise<{ counters: Record<string, number>; checks: Check[] }> {
   const perKey = (
-    await db.query<{ keys: string; bad_acquired: string; bad_attempts: string; bad_settled: string; not_completed: string }>(
+    await db.query<{
+      keys: string;
+      bad_acquired: string;
+      bad_attempts: string;
+      bad_settled: string;
+      not_completed: string;
+    }>(
       `select count(*)::text as keys,
               count(*) filter (where acquired <> 1)::text as bad_acquired,
               count(*) filter (where attempts <> 1)::text as bad_attempts,
@@ -126,11 +169,26 @@ export async function verifyHotkey(db: pg.Client): Promise<{ counters: Record<st
   return {
     counters: { keyEpochs: keys, ...outcomes },
     checks: [
-      check('exactly one acquired claim per key per epoch', keys > 0 && Number(perKey?.bad_acquired) === 0, `${perKey?.bad_acquired} of ${keys} key-epochs differ`),
-      check('exactly one attempt per key per epoch', Number(perKey?.bad_attempts) === 0, `${perKey?.bad_attempts} of ${keys} key-epochs differ`),
-      check('exactly one settlement per key per epoch', Number(perKey?.bad_settled) === 0 && Number(perKey?.not_completed) === 0,
-        `${perKey?.bad_settled} key-epochs without exactly one settlement, ${perKey?.not_completed} not completed`),
-      check('only acquired claims and settled completes audited', unexpected.length === 0, unexpected.length === 0 ? 'none unexpected' : JSON.stringify(Object.fromEntries(unexpected))),
+      check(
+        'exactly one acquired claim per key per epoch',
+        keys > 0 && Number(perKey?.bad_acquired) === 0,
+        `${perKey?.bad_acquired} of ${keys} key-epochs differ`,
+      ),
+      check(
+        'exactly one attempt per key per epoch',
+        Number(perKey?.bad_attempts) === 0,
+        `${perKey?.bad_attempts} of ${keys} key-epochs differ`,
+      ),
+      check(
+        'exactly one settlement per key per epoch',
+        Number(perKey?.bad_settled) === 0 && Number(perKey?.not_completed) === 0,
+        `${perKey?.bad_settled} key-epochs without exactly one settlement, ${perKey?.not_completed} not completed`,
+      ),
+      check(
+        'only acquired claims and settled completes audited',
+        unexpected.length === 0,
+        unexpected.length === 0 ? 'none unexpected' : JSON.stringify(Object.fromEntries(unexpected)),
+      ),
     ],
   };
 }
@@ -152,7 +210,11 @@ export async function verifyBaseline(
   return {
     counters: { rows, open },
     checks: [
-      check('one row per transaction', rows >= opts.processed && rows - opts.processed <= opts.maxInFlight, `${rows} rows for ${opts.processed} transactions`),
+      check(
+        'one row per transaction',
+        rows >= opts.processed && rows - opts.processed <= opts.maxInFlight,
+        `${rows} rows for ${opts.processed} transactions`,
+      ),
       check('at most one unfinished row per client and run', open <= opts.maxInFlight, `${open} unfinished rows`),
     ],
   };
@@ -168,7 +230,10 @@ export async function verifyBaseline(
  * logs its claim and no settlement); nothing in spec4_audit_log (a settled cycle writes no
  * audit_log row).
  */
-export async function verifySpec4(db: pg.Client, opts: { processed: number; maxInFlight: number }): Promise<{ counters: Record<string, number>; checks: Check[] }> {
+export async function verifySpec4(
+  db: pg.Client,
+  opts: { processed: number; maxInFlight: number },
+): Promise<{ counters: Record<string, number>; checks: Check[] }> {
   const row = (
     await db.query<{ completed: string; open: string; bad_completed: string; bad_open: string; audit_rows: string }>(
       `with a as (
@@ -204,12 +269,21 @@ export async function verifySpec4(db: pg.Client, opts: { processed: number; maxI
   return {
     counters: { completed, open, badCompleted, badOpen, auditRows },
     checks: [
-      check('one completed operation per transaction', completed >= opts.processed && completed - opts.processed <= opts.maxInFlight,
-        `${completed} completed for ${opts.processed} transactions`),
-      check('every completed operation: one settled attempt whose claim and settlement are logged on it', badCompleted === 0,
-        `${badCompleted} of ${completed} completed operations differ`),
-      check('at most one unfinished operation per client and run', open <= opts.maxInFlight && badOpen === 0,
-        `${open} unfinished (${badOpen} not running with one open attempt that logs its claim)`),
+      check(
+        'one completed operation per transaction',
+        completed >= opts.processed && completed - opts.processed <= opts.maxInFlight,
+        `${completed} completed for ${opts.processed} transactions`,
+      ),
+      check(
+        'every completed operation: one settled attempt whose claim and settlement are logged on it',
+        badCompleted === 0,
+        `${badCompleted} of ${completed} completed operations differ`,
+      ),
+      check(
+        'at most one unfinished operation per client and run',
+        open <= opts.maxInFlight && badOpen === 0,
+        `${open} unfinished (${badOpen} not running with one open attempt that logs its claim)`,
+      ),
       check('nothing in spec4_audit_log', auditRows === 0, `${auditRows} audit rows`),
     ],
   };

@@ -62,16 +62,25 @@ export async function profileWaitEvents(
 }
 
 /** Markdown section: wait-event shares of cycle and floor2 at the same client count. */
-export async function sampleWaitEvents(server: BenchServer, pgbench: string, clients: number, seconds: number): Promise<string> {
+export async function sampleWaitEvents(
+  server: BenchServer,
+  pgbench: string,
+  clients: number,
+  seconds: number,
+): Promise<string> {
   const profiles: WaitEventProfile[] = [];
-  for (const script of ['cycle', 'floor2']) profiles.push(await profileWaitEvents(server, pgbench, { script, clients, seconds }));
+  for (const script of ['cycle', 'floor2'])
+    profiles.push(await profileWaitEvents(server, pgbench, { script, clients, seconds }));
   const lines = [
     `\n## Wait events: ${clients} pgbench clients, ${seconds} s per script (pg_stat_activity every 10 ms)\n`,
     '| script | tps | backend-samples | wait: share of samples |',
     '|---|---|---|---|',
   ];
   for (const p of profiles) {
-    const top = p.shares.slice(0, 8).map((s) => `${s.wait} ${(s.share * 100).toFixed(1)}%`).join('<br>');
+    const top = p.shares
+      .slice(0, 8)
+      .map((s) => `${s.wait} ${(s.share * 100).toFixed(1)}%`)
+      .join('<br>');
     lines.push(`| ${p.script} | ${p.tps.toFixed(0)} | ${p.samples} | ${top} |`);
   }
   return lines.join('\n');

@@ -80,7 +80,10 @@ export interface EngineStateFilter {
 }
 
 /** Reads the engine state of the tenants `filter` names. */
-export async function readEngineState(db: pg.ClientBase | pg.Pool, filter: EngineStateFilter = {}): Promise<EngineState> {
+export async function readEngineState(
+  db: pg.ClientBase | pg.Pool,
+  filter: EngineStateFilter = {},
+): Promise<EngineState> {
   const [where, params] =
     filter.tenants !== undefined
       ? ['tenant = any($1::text[])', [filter.tenants]]

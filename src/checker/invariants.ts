@@ -11,7 +11,8 @@ export const ENGINE_INVARIANTS = {
   'status-monotonic': 'the canonical status never moves down the lattice (redrive of a dead letter is the only drop)',
   'audit-continuity': 'the audit trail is a gapless chain of transitions ending in the stored state',
   'result-immutable': 'every answer that carried a result equals the final result, byte for byte',
-  'single-settlement': 'at most one settled attempt (one move to completed) per operation; a completed one has exactly one, answered `settled` once',
+  'single-settlement':
+    'at most one settled attempt (one move to completed) per operation; a completed one has exactly one, answered `settled` once',
   'acknowledged-completion-durable': 'an acknowledged settlement is in the final state with its result',
   'superseded-no-effect': 'an attempt without the lease changes the canonical state only by a matching success',
   'lease-exclusive': 'at most one attempt holds the lease; attempt epochs are opened once, in order',
@@ -21,13 +22,20 @@ export const ENGINE_INVARIANTS = {
   'success-replays': 'after a settlement, a retry with the same request and binding replays the identical result',
   'failure-replays': 'after a final failure, a retry with the same request and binding replays the same failure',
   'stale-fenced': 'a superseded or released attempt is fenced: no lease extension, no weaker observation merged',
-  'read-gated-by-lock': 'a read (settle.get) presenting another request or binding than the reservation sees no stored state',
-  'revoked-never-settles': 'after settle.revoke_binding, no call presenting a generation below the floor acquires, extends, settles, replays or reads',
-  'timeout-stays-unknown': 'failed only for a committed failure (every attempt recorded a failure): while an attempt may have taken effect (it reported unknown, conflicted, or lost its lease without an observation), also after a later final failure, and once the status was unknown or conflict, no answer and no final state says failed',
-  'retryable-failure-reopens': 'a retryable failure of an attempt with budget left never ends the operation: another attempt can still acquire and settle',
-  'every-operation-final': 'a run that drives every operation to its end leaves each completed or failed, with no lease left',
-  'feed-exactly-once': 'every final outcome (each move into completed or failed) is delivered exactly once to every consumer, in the key\'s order',
-  'resolution-final': 'an operation settle.resolve decided is audited (who, why, evidence), keeps the resolved status and has one final outcome',
+  'read-gated-by-lock':
+    'a read (settle.get) presenting another request or binding than the reservation sees no stored state',
+  'revoked-never-settles':
+    'after settle.revoke_binding, no call presenting a generation below the floor acquires, extends, settles, replays or reads',
+  'timeout-stays-unknown':
+    'failed only for a committed failure (every attempt recorded a failure): while an attempt may have taken effect (it reported unknown, conflicted, or lost its lease without an observation), also after a later final failure, and once the status was unknown or conflict, no answer and no final state says failed',
+  'retryable-failure-reopens':
+    'a retryable failure of an attempt with budget left never ends the operation: another attempt can still acquire and settle',
+  'every-operation-final':
+    'a run that drives every operation to its end leaves each completed or failed, with no lease left',
+  'feed-exactly-once':
+    "every final outcome (each move into completed or failed) is delivered exactly once to every consumer, in the key's order",
+  'resolution-final':
+    'an operation settle.resolve decided is audited (who, why, evidence), keeps the resolved status and has one final outcome',
 } as const;
 
 /** The simulator's ledger (settle_sim.sim_payouts): payouts are settlements, one for one. */
@@ -41,7 +49,9 @@ export type LedgerInvariant = keyof typeof LEDGER_INVARIANTS;
 export type InvariantName = EngineInvariant | LedgerInvariant;
 
 export function describeInvariant(name: InvariantName): string {
-  return name in ENGINE_INVARIANTS ? ENGINE_INVARIANTS[name as EngineInvariant] : LEDGER_INVARIANTS[name as LedgerInvariant];
+  return name in ENGINE_INVARIANTS
+    ? ENGINE_INVARIANTS[name as EngineInvariant]
+    : LEDGER_INVARIANTS[name as LedgerInvariant];
 }
 
 /** A map key for one operation. */
@@ -71,7 +81,10 @@ export function groupByKey<T extends { tenant: string; key: string }>(items: rea
  * but never one the trail did not reach (docs/protocol.md, audit log).
  */
 export function isSnapshotRead(row: Pick<AuditRow, 'event' | 'outcome' | 'statusBefore' | 'statusAfter'>): boolean {
-  return (row.event === 'get' || (row.event === 'claim' && row.outcome !== 'acquired')) && row.statusBefore === row.statusAfter;
+  return (
+    (row.event === 'get' || (row.event === 'claim' && row.outcome !== 'acquired')) &&
+    row.statusBefore === row.statusAfter
+  );
 }
 
 /** Audit rows in audit_id order (bigint order, not text order). */

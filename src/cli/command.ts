@@ -53,13 +53,22 @@ export function parseCommandArgs(command: Command, argv: readonly string[]): Com
   const values = parsed.values as Record<string, string | boolean | undefined>;
   const help = values.help === true;
   // The flag that stands for the positionals: a boolean (redrive --all) or a value (resolve --file).
-  const alternativeValue = command.positionalsOptionalWith === undefined ? undefined : values[command.positionalsOptionalWith];
+  const alternativeValue =
+    command.positionalsOptionalWith === undefined ? undefined : values[command.positionalsOptionalWith];
   const alternative = alternativeValue !== undefined && alternativeValue !== false;
   if (alternative && parsed.positionals.length !== 0) {
-    throw new UsageError(`${command.name} --${command.positionalsOptionalWith} takes no arguments (got ${parsed.positionals.length})`);
+    throw new UsageError(
+      `${command.name} --${command.positionalsOptionalWith} takes no arguments (got ${parsed.positionals.length})`,
+    );
   }
-  if (!help && !alternative && command.variadicPositionals !== true && parsed.positionals.length !== command.positionals.length) {
-    const expected = command.positionals.length === 0 ? 'no arguments' : command.positionals.map((p) => `<${p}>`).join(' ');
+  if (
+    !help &&
+    !alternative &&
+    command.variadicPositionals !== true &&
+    parsed.positionals.length !== command.positionals.length
+  ) {
+    const expected =
+      command.positionals.length === 0 ? 'no arguments' : command.positionals.map((p) => `<${p}>`).join(' ');
     throw new UsageError(`${command.name} takes ${expected} (got ${parsed.positionals.length})`);
   }
   return { values, positionals: parsed.positionals, json: values.json === true, help };
@@ -88,7 +97,10 @@ function flagError(message: string, command: string, flags: readonly string[]): 
   const unknown = /Unknown option '(-{1,2}[^'=]+)'/.exec(message)?.[1];
   if (unknown === undefined) return new UsageError(message);
   const suggestion = nearest(unknown.replace(/^-+/, ''), flags);
-  const hint = suggestion === undefined ? ` (\`pg-settle ${command} --help\` lists its flags)` : ` - did you mean --${suggestion}?`;
+  const hint =
+    suggestion === undefined
+      ? ` (\`pg-settle ${command} --help\` lists its flags)`
+      : ` - did you mean --${suggestion}?`;
   return new UnknownFlagError(`${command} has no flag ${unknown}${hint}`);
 }
 
@@ -101,7 +113,10 @@ export function boolFlag(input: CommandInput, name: string): boolean {
  * Opens the command's database (given by --database-url or DATABASE_URL: never a throwaway one)
  * and a client on it, runs `fn`, and always cleans up.
  */
-export async function withClient<T>(input: CommandInput, fn: (client: SettleClient, db: CommandDatabase) => Promise<T>): Promise<T> {
+export async function withClient<T>(
+  input: CommandInput,
+  fn: (client: SettleClient, db: CommandDatabase) => Promise<T>,
+): Promise<T> {
   const db = await openDatabase(stringFlag(input, 'database-url'));
   const client = createSettleClient({ connectionString: db.url, poolSize: 2 });
   try {

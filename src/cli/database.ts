@@ -45,8 +45,11 @@ export async function openDatabase(
   try {
     server = await provisionPostgres();
   } catch (error) {
-    if (error instanceof NoPostgresServerError) throw new DatabaseUnavailableError(`${error.message} (--database-url URL --write-to-database)`, { cause: error });
-    throw new DatabaseUnavailableError(`could not start a throwaway PostgreSQL: ${(error as Error).message}`, { cause: error });
+    if (error instanceof NoPostgresServerError)
+      throw new DatabaseUnavailableError(`${error.message} (--database-url URL --write-to-database)`, { cause: error });
+    throw new DatabaseUnavailableError(`could not start a throwaway PostgreSQL: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
   try {
     await migrateOrExplain(server.adminUrl);
@@ -62,6 +65,8 @@ async function migrateOrExplain(url: string): Promise<string[]> {
   try {
     return (await migrate(url)).applied;
   } catch (error) {
-    throw new DatabaseUnavailableError(`migration of ${redactPassword(url)} failed: ${(error as Error).message}`, { cause: error });
+    throw new DatabaseUnavailableError(`migration of ${redactPassword(url)} failed: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
 }

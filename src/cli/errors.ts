@@ -16,7 +16,9 @@ export class DatabaseUnavailableError extends Error {
 export class MissingDatabaseError extends UsageError {
   override readonly name: string = 'MissingDatabaseError';
   constructor() {
-    super('no database given: pass --database-url URL or set DATABASE_URL (only `simulate` starts a throwaway database; this command never does, so an empty answer is never a false all-clear)');
+    super(
+      'no database given: pass --database-url URL or set DATABASE_URL (only `simulate` starts a throwaway database; this command never does, so an empty answer is never a false all-clear)',
+    );
   }
 }
 
@@ -25,7 +27,16 @@ export class CommandFailedError extends Error {
   override readonly name = 'CommandFailedError';
 }
 
-const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+const SOCKET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+]);
 
 interface ErrorFields {
   readonly name: string;
@@ -38,7 +49,14 @@ interface ErrorFields {
 
 function fieldsOf(error: unknown): ErrorFields {
   if (error instanceof SettleError) {
-    return { name: error.name, message: error.message, code: error.code, sqlstate: error.sqlstate, detail: error.detail, hint: error.hint };
+    return {
+      name: error.name,
+      message: error.message,
+      code: error.code,
+      sqlstate: error.sqlstate,
+      detail: error.detail,
+      hint: error.hint,
+    };
   }
   const e = (typeof error === 'object' && error !== null ? error : {}) as Record<string, unknown>;
   const code = typeof e.code === 'string' ? e.code : null;
@@ -75,11 +93,18 @@ export function reportError(error: unknown, json: boolean, usage?: string): Exit
   } else {
     const lines = [`pg-settle: ${fields.message}`];
     if (fields.sqlstate !== null) lines.push(`  sqlstate: ${fields.sqlstate} (${fields.name})`);
-    if (fields.detail !== null) lines.push(`  detail:   ${typeof fields.detail === 'string' ? fields.detail : JSON.stringify(fields.detail)}`);
+    if (fields.detail !== null)
+      lines.push(`  detail:   ${typeof fields.detail === 'string' ? fields.detail : JSON.stringify(fields.detail)}`);
     if (fields.hint !== null) lines.push(`  hint:     ${fields.hint}`);
     process.stderr.write(`${lines.join('\n')}\n`);
   }
-  if (exitCode === EXIT.usage && usage !== undefined && !(error instanceof MissingDatabaseError) && !(error instanceof UnknownFlagError) && !(error instanceof MissingPackageError)) {
+  if (
+    exitCode === EXIT.usage &&
+    usage !== undefined &&
+    !(error instanceof MissingDatabaseError) &&
+    !(error instanceof UnknownFlagError) &&
+    !(error instanceof MissingPackageError)
+  ) {
     process.stderr.write(`\n${usage}\n`);
   }
   return exitCode;

@@ -30,9 +30,16 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
   const command = COMMANDS.find((c) => c.name === name);
   if (command === undefined) {
-    const suggestion = nearest(name, COMMANDS.map((c) => c.name));
+    const suggestion = nearest(
+      name,
+      COMMANDS.map((c) => c.name),
+    );
     const hint = suggestion === undefined ? '' : ` - did you mean \`${suggestion}\`?`;
-    return reportError(new UsageError(`unknown command ${JSON.stringify(name)}${hint}`), json, suggestion === undefined ? USAGE : undefined);
+    return reportError(
+      new UsageError(`unknown command ${JSON.stringify(name)}${hint}`),
+      json,
+      suggestion === undefined ? USAGE : undefined,
+    );
   }
   let input;
   try {

@@ -7,7 +7,8 @@ export function toJsonText(value: unknown): string {
   return JSON.stringify(
     value,
     (_key, v: unknown) => {
-      if (typeof v === 'bigint') return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString();
+      if (typeof v === 'bigint')
+        return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString();
       return v;
     },
     2,
@@ -30,7 +31,11 @@ export function cell(value: unknown): string {
 export function renderTable(headers: readonly string[], rows: readonly (readonly unknown[])[]): string {
   const text = rows.map((row) => row.map(cell));
   const widths = headers.map((header, i) => Math.max(header.length, ...text.map((row) => row[i]?.length ?? 0)));
-  const line = (cells: readonly string[]): string => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
+  const line = (cells: readonly string[]): string =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd();
   return [line(headers), line(widths.map((w) => '-'.repeat(w))), ...text.map(line)].join('\n');
 }
 

@@ -30,7 +30,14 @@ export function formatSeconds(ms: number): string {
 }
 
 /** One progress line (exported for tests): label, done/total unit, percent, rate, elapsed, ETA. */
-export function progressText(label: string, unit: string, done: number, total: number | undefined, elapsedMs: number, note?: string): string {
+export function progressText(
+  label: string,
+  unit: string,
+  done: number,
+  total: number | undefined,
+  elapsedMs: number,
+  note?: string,
+): string {
   const rate = elapsedMs > 0 ? (done * 1000) / elapsedMs : 0;
   const parts = [`${label} ${done}${total === undefined ? '' : `/${total}`}${unit === '' ? '' : ` ${unit}`}`];
   if (total !== undefined && total > 0) parts[0] += ` (${Math.round(Math.min(1, done / total) * 100)}%)`;

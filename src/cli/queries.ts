@@ -24,7 +24,12 @@ export async function countPurgeable(pool: DatabasePool, olderThanMs: number): P
       from settle.operations o
      where (o.status in ('completed', 'failed') or o.dead_lettered_at is not null)
        and o.updated_at < clock_timestamp() - make_interval(secs => ${olderThanMs}::float8 / 1000)`);
-  return { total: row.completed + row.failed, completed: row.completed, failed: row.failed, deadLettered: row.dead_lettered };
+  return {
+    total: row.completed + row.failed,
+    completed: row.completed,
+    failed: row.failed,
+    deadLettered: row.dead_lettered,
+  };
 }
 
 /** Leases that lapsed by the database clock and are not yet ended (what expire-leases ends). */
@@ -38,7 +43,11 @@ export async function countLapsedLeases(pool: DatabasePool): Promise<number> {
  * those where every attempt failed (reason attempts_exhausted). One that needs reconciliation
  * (an attempt may have taken effect) is redriven one key at a time, after checking downstream.
  */
-export async function deadLetterKeys(pool: DatabasePool, tenant: string | undefined, limit: number): Promise<{ tenant: string; key: string }[]> {
+export async function deadLetterKeys(
+  pool: DatabasePool,
+  tenant: string | undefined,
+  limit: number,
+): Promise<{ tenant: string; key: string }[]> {
   const rows = await pool.any(sql.type(z.object({ tenant: z.string(), key: z.string() }))`
     select d.tenant, d.key from settle.dead_letters d
      where d.reason = 'attempts_exhausted'

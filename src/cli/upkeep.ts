@@ -41,8 +41,17 @@ export async function upkeepJobs(pool: DatabasePool): Promise<UpkeepJob[]> {
         from settle.upkeep order by job`),
   );
   return rows.map((r) => ({
-    job: r.job, every: r.every, retention: r.retention, lastFinishedAt: r.last_finished_at, lastOk: r.last_ok,
-    lastError: r.last_error, lastBy: r.last_by, runs: r.runs, failures: r.failures, nextDueAt: r.next_due_at, overdue: r.overdue,
+    job: r.job,
+    every: r.every,
+    retention: r.retention,
+    lastFinishedAt: r.last_finished_at,
+    lastOk: r.last_ok,
+    lastError: r.last_error,
+    lastBy: r.last_by,
+    runs: r.runs,
+    failures: r.failures,
+    nextDueAt: r.next_due_at,
+    overdue: r.overdue,
   }));
 }
 
@@ -50,11 +59,23 @@ export async function upkeepJobs(pool: DatabasePool): Promise<UpkeepJob[]> {
 export function renderUpkeep(jobs: readonly UpkeepJob[]): string {
   const table = renderTable(
     ['upkeep job', 'every', 'retention', 'last run', 'ok', 'by', 'runs', 'failures', 'next due'],
-    jobs.map((j) => [j.job, j.every, j.retention, j.lastFinishedAt ?? 'never', j.lastOk, j.lastBy, j.runs, j.failures, j.nextDueAt]),
+    jobs.map((j) => [
+      j.job,
+      j.every,
+      j.retention,
+      j.lastFinishedAt ?? 'never',
+      j.lastOk,
+      j.lastBy,
+      j.runs,
+      j.failures,
+      j.nextDueAt,
+    ]),
   );
   const warnings = jobs.flatMap((j) => [
     ...(j.overdue
-      ? [`WARNING: upkeep job ${j.job} is overdue (${j.lastFinishedAt === null ? 'it never ran' : `last run ${j.lastFinishedAt.toISOString()}`}, due every ${j.every}): schedule it (pg-settle schedule) or run pg-settle maintain`]
+      ? [
+          `WARNING: upkeep job ${j.job} is overdue (${j.lastFinishedAt === null ? 'it never ran' : `last run ${j.lastFinishedAt.toISOString()}`}, due every ${j.every}): schedule it (pg-settle schedule) or run pg-settle maintain`,
+        ]
       : []),
     ...(j.lastOk === false ? [`WARNING: the last run of ${j.job} failed: ${j.lastError ?? 'unknown error'}`] : []),
   ]);

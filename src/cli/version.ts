@@ -7,7 +7,10 @@ import { readFileSync } from 'node:fs';
 export function packageVersion(): string {
   for (const relative of ['../../package.json', '../../../package.json']) {
     try {
-      const parsed = JSON.parse(readFileSync(new URL(relative, import.meta.url), 'utf8')) as { name?: unknown; version?: unknown };
+      const parsed = JSON.parse(readFileSync(new URL(relative, import.meta.url), 'utf8')) as {
+        name?: unknown;
+        version?: unknown;
+      };
       if (parsed.name === 'pg-settle' && typeof parsed.version === 'string') return parsed.version;
     } catch {
       // not there: try the next level

@@ -50,7 +50,9 @@ export async function watchStats(client: SettleClient, options: WatchOptions): P
     }
     const rates = previous === null ? null : ratesBetween(previous, census);
     if (options.json) {
-      options.out.write(`${toJsonText({ ok: true, command: 'stats', at: new Date(now).toISOString(), metrics, tenants: census.tenants, ratesPerSecond: rates }).replace(/\n\s*/g, ' ')}\n`);
+      options.out.write(
+        `${toJsonText({ ok: true, command: 'stats', at: new Date(now).toISOString(), metrics, tenants: census.tenants, ratesPerSecond: rates }).replace(/\n\s*/g, ' ')}\n`,
+      );
     } else {
       const text = renderWatch(new Date(now), metrics, census, rates, options);
       options.out.write(options.tty ? `${CLEAR}${text}\n` : `${text}\n\n`);
@@ -95,10 +97,19 @@ export function formatAge(seconds: number): string {
   return `${Math.floor(s / 86_400)}d${String(Math.floor((s % 86_400) / 3600)).padStart(2, '0')}h`;
 }
 
-function renderWatch(at: Date, m: SettleMetrics, census: Census, rates: Record<keyof Totals, number> | null, o: WatchOptions): string {
+function renderWatch(
+  at: Date,
+  m: SettleMetrics,
+  census: Census,
+  rates: Record<keyof Totals, number> | null,
+  o: WatchOptions,
+): string {
   const every = (ms: number): string => formatAge(ms / 1000).replace(/^0s$/, `${ms}ms`);
   const unknownAge = m.operationsUnknown > 0n ? ` (oldest ${formatAge(m.oldestUnknownAgeSeconds)})` : '';
-  const deadAge = m.deadLettersFailed + m.deadLettersNeedsReconciliation > 0n ? ` (oldest ${formatAge(m.oldestDeadLetterAgeSeconds)})` : '';
+  const deadAge =
+    m.deadLettersFailed + m.deadLettersNeedsReconciliation > 0n
+      ? ` (oldest ${formatAge(m.oldestDeadLetterAgeSeconds)})`
+      : '';
   const window = formatAge(m.recentWindowSeconds);
   const lines = [
     `pg-settle stats --watch  ${at.toISOString()}  gauges every ${every(o.intervalMs)}, census every ${every(o.censusIntervalMs)}`,
@@ -115,14 +126,38 @@ function renderWatch(at: Date, m: SettleMetrics, census: Census, rates: Record<k
   // between would show as in flight in one and lapsed in the other on the same screen. So lease
   // counts appear once, in the gauges; the table carries what a lapse does not change, and says
   // how old it is.
-  lines.push(`per tenant (settle.stats, read ${formatAge((at.getTime() - census.at) / 1000)} ago; live and lapsed leases: the gauges above)`);
+  lines.push(
+    `per tenant (settle.stats, read ${formatAge((at.getTime() - census.at) / 1000)} ago; live and lapsed leases: the gauges above)`,
+  );
   if (census.tenants.length === 0) {
     lines.push('no operations');
   } else {
     lines.push(
       renderTable(
-        ['tenant', 'operations', 'pending', 'running', 'unknown', 'conflict', 'failed', 'completed', 'dead', 'attempts'],
-        census.tenants.map((r) => [r.tenant, r.operations, r.pending, r.running, r.unknown, r.conflict, r.failed, r.completed, r.deadLettered, r.attempts]),
+        [
+          'tenant',
+          'operations',
+          'pending',
+          'running',
+          'unknown',
+          'conflict',
+          'failed',
+          'completed',
+          'dead',
+          'attempts',
+        ],
+        census.tenants.map((r) => [
+          r.tenant,
+          r.operations,
+          r.pending,
+          r.running,
+          r.unknown,
+          r.conflict,
+          r.failed,
+          r.completed,
+          r.deadLettered,
+          r.attempts,
+        ]),
       ),
     );
   }

@@ -39,15 +39,24 @@ export async function consumeCitusFeed(
 ): Promise<CitusConsumeSummary> {
   const shardNodes = await deps.router.shardNodes();
   if (shardNodes.length === 0) {
-    throw new SettleInputError('citusRouting: the shard map could not be read, so the nodes whose feeds to read are unknown (see onError)', {
-      code: 'CITUS_FEED_NO_SHARD_MAP',
-    });
+    throw new SettleInputError(
+      'citusRouting: the shard map could not be read, so the nodes whose feeds to read are unknown (see onError)',
+      {
+        code: 'CITUS_FEED_NO_SHARD_MAP',
+      },
+    );
   }
   const unlisted = shardNodes.filter((node) => deps.nodes[node] === undefined);
   if (unlisted.length > 0) {
     throw new SettleInputError(
       `citusRouting.nodes has no connection string for ${unlisted.join(', ')}: each node holding shards has its own feed, which must be read on that node`,
-      { code: 'INVALID_INPUT', issues: unlisted.map((node) => ({ path: ['citusRouting', 'nodes', node], message: 'missing: this node holds shards' })) },
+      {
+        code: 'INVALID_INPUT',
+        issues: unlisted.map((node) => ({
+          path: ['citusRouting', 'nodes', node],
+          message: 'missing: this node holds shards',
+        })),
+      },
     );
   }
   // One loop failing for good (bad options) stops the others.
@@ -86,7 +95,10 @@ export async function consumeCitusFeed(
 const nodeLagRow = z.object({
   node: z.string(),
   consumer: z.string().nullable(),
-  lag_events: z.union([z.number(), z.bigint(), z.string()]).nullable().transform((v) => (v === null ? null : Number(v))),
+  lag_events: z
+    .union([z.number(), z.bigint(), z.string()])
+    .nullable()
+    .transform((v) => (v === null ? null : Number(v))),
   lag_seconds: z.number().nullable(),
   error: z.string().nullable(),
 });
@@ -129,10 +141,24 @@ export async function citusFeedLag(pool: DatabasePool): Promise<NodeFeedLag[]> {
      order by n.groupid, l.consumer`);
   } catch (error) {
     // E.g. a role that may not run run_command_on_all_nodes: say so instead of failing the caller.
-    return [{ node: 'coordinator', consumer: null, lagEvents: null, lagSeconds: null, error: error instanceof Error ? error.message : String(error) }];
+    return [
+      {
+        node: 'coordinator',
+        consumer: null,
+        lagEvents: null,
+        lagSeconds: null,
+        error: error instanceof Error ? error.message : String(error),
+      },
+    ];
   }
   // Converted here too: a pool without the result-parser interceptor hands the raw rows over
   // (int8 as BigInt), unparsed by nodeLagRow.
   const num = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
-  return rows.map((r) => ({ node: r.node, consumer: r.consumer, lagEvents: num(r.lag_events), lagSeconds: num(r.lag_seconds), error: r.error }));
+  return rows.map((r) => ({
+    node: r.node,
+    consumer: r.consumer,
+    lagEvents: num(r.lag_events),
+    lagSeconds: num(r.lag_seconds),
+    error: r.error,
+  }));
 }

@@ -32,24 +32,43 @@ export function postgresHashText(value: string): number {
     b = (b + word(block * 3 + 1)) | 0;
     c = (c + word(block * 3 + 2)) | 0;
     // mix(a, b, c)
-    a = (a - c) | 0; a ^= rot(c, 4); c = (c + b) | 0;
-    b = (b - a) | 0; b ^= rot(a, 6); a = (a + c) | 0;
-    c = (c - b) | 0; c ^= rot(b, 8); b = (b + a) | 0;
-    a = (a - c) | 0; a ^= rot(c, 16); c = (c + b) | 0;
-    b = (b - a) | 0; b ^= rot(a, 19); a = (a + c) | 0;
-    c = (c - b) | 0; c ^= rot(b, 4); b = (b + a) | 0;
+    a = (a - c) | 0;
+    a ^= rot(c, 4);
+    c = (c + b) | 0;
+    b = (b - a) | 0;
+    b ^= rot(a, 6);
+    a = (a + c) | 0;
+    c = (c - b) | 0;
+    c ^= rot(b, 8);
+    b = (b + a) | 0;
+    a = (a - c) | 0;
+    a ^= rot(c, 16);
+    c = (c + b) | 0;
+    b = (b - a) | 0;
+    b ^= rot(a, 19);
+    a = (a + c) | 0;
+    c = (c - b) | 0;
+    c ^= rot(b, 4);
+    b = (b + a) | 0;
   }
   // The tail switch: bytes 0..3 into a, 4..7 into b, 8..10 into c shifted past its lowest byte.
   a = (a + word(blocks * 3)) | 0;
   b = (b + word(blocks * 3 + 1)) | 0;
   c = (c + (word(blocks * 3 + 2) << 8)) | 0;
   // final(a, b, c)
-  c ^= b; c = (c - rot(b, 14)) | 0;
-  a ^= c; a = (a - rot(c, 11)) | 0;
-  b ^= a; b = (b - rot(a, 25)) | 0;
-  c ^= b; c = (c - rot(b, 16)) | 0;
-  a ^= c; a = (a - rot(c, 4)) | 0;
-  b ^= a; b = (b - rot(a, 14)) | 0;
-  c ^= b; c = (c - rot(b, 24)) | 0;
+  c ^= b;
+  c = (c - rot(b, 14)) | 0;
+  a ^= c;
+  a = (a - rot(c, 11)) | 0;
+  b ^= a;
+  b = (b - rot(a, 25)) | 0;
+  c ^= b;
+  c = (c - rot(b, 16)) | 0;
+  a ^= c;
+  a = (a - rot(c, 4)) | 0;
+  b ^= a;
+  b = (b - rot(a, 14)) | 0;
+  c ^= b;
+  c = (c - rot(b, 24)) | 0;
   return c;
 }

@@ -72,7 +72,10 @@ export function createCitusRouter(
     (loading ??= (async () => {
       try {
         const rows = await (await mainPool()).any(shardMapQuery);
-        if (rows.length === 0) throw new Error('citusRouting: no shard of settle_private.operations (is this a Citus cluster after pg-settle distribute?)');
+        if (rows.length === 0)
+          throw new Error(
+            'citusRouting: no shard of settle_private.operations (is this a Citus cluster after pg-settle distribute?)',
+          );
         routes = rows;
       } catch (error) {
         // The last map read keeps serving; without one, calls go through the client's own

@@ -47,7 +47,12 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
   // The pool once created: each call uses it without awaiting poolPromise again.
   let pool: DatabasePool | undefined = 'pool' in options ? options.pool : undefined;
   // The client's own pools: the one of connectionString and, with citusRouting, one per node.
-  const makePool = (connectionString: string, poolSize: number | undefined, preparedStatements: boolean | undefined, statementTimeoutMs: number | undefined): Promise<DatabasePool> =>
+  const makePool = (
+    connectionString: string,
+    poolSize: number | undefined,
+    preparedStatements: boolean | undefined,
+    statementTimeoutMs: number | undefined,
+  ): Promise<DatabasePool> =>
     createPool(connectionString, {
       maxPoolSize: poolSize ?? 10,
       typeParsers: settleTypeParsers(),
@@ -72,7 +77,12 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     (poolPromise ??=
       'pool' in options
         ? Promise.resolve(options.pool)
-        : makePool(options.connectionString, options.poolSize, options.preparedStatements, options.statementTimeoutMs).then(
+        : makePool(
+            options.connectionString,
+            options.poolSize,
+            options.preparedStatements,
+            options.statementTimeoutMs,
+          ).then(
             (created) => (pool = created),
             (error: unknown) => {
               poolPromise = undefined; // a database that was down at startup may come back
@@ -82,7 +92,8 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
   const router =
     'connectionString' in options && options.citusRouting !== undefined
       ? createCitusRouter(options.citusRouting, getPool, (url) =>
-          makePool(url, options.poolSize, options.preparedStatements, options.statementTimeoutMs))
+          makePool(url, options.poolSize, options.preparedStatements, options.statementTimeoutMs),
+        )
       : undefined;
   // The pool a keyed call goes to: the node holding the key (citusRouting), else the client's own.
   // A node that cannot be reached is reported and skipped for this call (the client's own
@@ -122,9 +133,11 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
         const retryable = given === undefined || !('transactionDepth' in given);
         const raw = await withRetry(operation, core.retry, retryable, async () => {
           const result =
-            given !== undefined ? await given.query(query)
-            : router === undefined ? await (pool ?? (await getPool())).query(query)
-            : await routed(key, (target) => target.query(query));
+            given !== undefined
+              ? await given.query(query)
+              : router === undefined
+                ? await (pool ?? (await getPool())).query(query)
+                : await routed(key, (target) => target.query(query));
           // Rows that come with a cancelled synchronous-replication wait are no acknowledgement.
           const unconfirmed = unconfirmedCommit(operation, result.notices);
           if (unconfirmed !== null) throw unconfirmed;
@@ -139,7 +152,13 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     },
   };
 
-  const one = async <S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions, tenant?: string, key?: string) => {
+  const one = async <S extends z.ZodType>(
+    operation: string,
+    query: QuerySqlToken<S>,
+    options?: CallOptions,
+    tenant?: string,
+    key?: string,
+  ) => {
     const rows = await core.rows(operation, query, options, tenant, key);
     const row = rows[0];
     if (row === undefined || rows.length > 1) {
@@ -151,7 +170,8 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
   // A handle this client issued (claim's `acquired`, frozen so it cannot be edited afterwards) is
   // used as built; anything else (a copy, an edited or forged handle) is validated first.
   const issued = new WeakSet<AttemptHandle>();
-  const attemptArgs = (handle: AttemptHandle): AttemptArgs => (issued.has(handle) ? handle : s.parseInput(s.handleSchema, handle));
+  const attemptArgs = (handle: AttemptHandle): AttemptArgs =>
+    issued.has(handle) ? handle : s.parseInput(s.handleSchema, handle);
 
   const client: SettleClient = {
     getPool,
@@ -167,7 +187,9 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     async heartbeat(handle, options = {}) {
       const args = attemptArgs(handle);
       const leaseMs = s.parseInput(s.leaseMsSchema, options.leaseMs ?? 30_000, ['leaseMs']);
-      return toHeartbeatOutcome(await one('heartbeat', q.heartbeatQuery(args, leaseMs), options, args.tenant, args.key));
+      return toHeartbeatOutcome(
+        await one('heartbeat', q.heartbeatQuery(args, leaseMs), options, args.tenant, args.key),
+      );
     },
 
     async complete(handle, result, options) {
@@ -179,7 +201,9 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     async fail(handle, error, options = {}) {
       const args = attemptArgs(handle);
       const failure = s.parseInput(s.failureSchema, { error, retryable: options.retryable ?? true });
-      return toObservation(await one('fail', q.failQuery(args, failure.error, failure.retryable), options, args.tenant, args.key));
+      return toObservation(
+        await one('fail', q.failQuery(args, failure.error, failure.retryable), options, args.tenant, args.key),
+      );
     },
 
     async reportUnknown(handle, options) {
@@ -199,15 +223,25 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
     },
 
     run: <T>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions<T>) =>
-      telemetry.run('run', input.tenant, (timed) => runEffect(client, input, timed(effect), options)) as Promise<RunOutcome<VoidToNull<T>>>,
+      telemetry.run('run', input.tenant, (timed) => runEffect(client, input, timed(effect), options)) as Promise<
+        RunOutcome<VoidToNull<T>>
+      >,
     idempotent: (fn, idempotentOptions) => makeIdempotent(client, fn, idempotentOptions),
     claimMany: (input, options) => claimMany(core, (handle) => issued.add(freezeHandle(handle)), input, options),
     completeMany: (handles, results, options) => completeMany(core, attemptArgs, handles, results, options),
-    runMany: <T>(input: RunManyInput, effect: (context: RunManyContext) => Promise<readonly ItemReport<T>[]>, options?: RunManyOptions<T>) =>
-      runMany(client, client.claimMany, client.completeMany, input, effect, options) as Promise<RunOutcome<VoidToNull<T>>[]>,
+    runMany: <T>(
+      input: RunManyInput,
+      effect: (context: RunManyContext) => Promise<readonly ItemReport<T>[]>,
+      options?: RunManyOptions<T>,
+    ) =>
+      runMany(client, client.claimMany, client.completeMany, input, effect, options) as Promise<
+        RunOutcome<VoidToNull<T>>[]
+      >,
     idempotentMany: (fn, manyOptions) => makeIdempotentMany(client, fn, manyOptions),
     runInTransaction: (input, effect, options) =>
-      telemetry.run('run_in_transaction', input.tenant, (timed) => runInTransaction(client, core, input, timed(effect), options)),
+      telemetry.run('run_in_transaction', input.tenant, (timed) =>
+        runInTransaction(client, core, input, timed(effect), options),
+      ),
 
     async expireLeases(input = {}, options) {
       const batchSize = s.parseInput(s.batchSizeSchema, input.batchSize ?? 1000, ['batchSize']);
@@ -218,7 +252,10 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
       const parsed = s.parseInput(s.redriveInputSchema, input);
       const record = (await core.rows('redrive', q.redriveQuery(parsed), options, parsed.tenant, parsed.key))[0];
       if (record === undefined) {
-        throw new OperationNotFoundError('operation not found', { code: 'SE010', detail: { tenant: parsed.tenant, key: parsed.key } });
+        throw new OperationNotFoundError('operation not found', {
+          code: 'SE010',
+          detail: { tenant: parsed.tenant, key: parsed.key },
+        });
       }
       return record;
     },
@@ -251,11 +288,16 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
       router !== undefined && 'connectionString' in options && options.citusRouting !== undefined
         ? consumeCitusFeed({ router, telemetry, nodes: options.citusRouting.nodes }, name, handler, consumeOptions)
         : consumeFeed(
-        { getPool, telemetry, connectionString: 'connectionString' in options ? options.connectionString : consumeOptions?.listenConnectionString },
-        name,
-        handler,
-        consumeOptions,
-      ),
+            {
+              getPool,
+              telemetry,
+              connectionString:
+                'connectionString' in options ? options.connectionString : consumeOptions?.listenConnectionString,
+            },
+            name,
+            handler,
+            consumeOptions,
+          ),
 
     async end() {
       await router?.end();

@@ -11,5 +11,11 @@ export interface ClientCore {
    * Runs one settle call (with transparent retries); `tenant` is for opt-in telemetry only; `key`,
    * the call's key, routes it to the node holding the key on Citus (citusRouting).
    */
-  rows<S extends z.ZodType>(operation: string, query: QuerySqlToken<S>, options?: CallOptions, tenant?: string, key?: string): Promise<z.output<S>[]>;
+  rows<S extends z.ZodType>(
+    operation: string,
+    query: QuerySqlToken<S>,
+    options?: CallOptions,
+    tenant?: string,
+    key?: string,
+  ): Promise<z.output<S>[]>;
 }

@@ -225,7 +225,12 @@ export class IdempotentCallError extends SettleError {
   /** The operation's idempotency key. */
   readonly key: string;
 
-  constructor(message: string, outcome: UnsettledOutcome, ref: { readonly tenant: string; readonly key: string }, code: string) {
+  constructor(
+    message: string,
+    outcome: UnsettledOutcome,
+    ref: { readonly tenant: string; readonly key: string },
+    code: string,
+  ) {
     const cause = 'cause' in outcome ? outcome.cause : undefined;
     super(message, { code, cause, detail: { tenant: ref.tenant, key: ref.key } });
     this.outcome = outcome;
@@ -348,7 +353,14 @@ export type SettleSqlstate = keyof typeof errorClasses;
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01', '55P03']);
 const CONNECTION_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '25P03']);
 const SOCKET_ERROR_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
 ]);
 
 interface PgErrorFields {

@@ -100,13 +100,24 @@ export async function consumeFeed(
   options: ConsumeOptions = {},
 ): Promise<ConsumeSummary> {
   const consumer = parse(nameSchema, name, 'name');
-  const o = parse(consumeOptionsSchema, {
-    batchSize: options.batchSize, mode: options.mode, leaseMs: options.leaseMs, idleMs: options.idleMs,
-    maxIdleMs: options.maxIdleMs, errorBackoffMs: options.errorBackoffMs,
-  }, 'options');
+  const o = parse(
+    consumeOptionsSchema,
+    {
+      batchSize: options.batchSize,
+      mode: options.mode,
+      leaseMs: options.leaseMs,
+      idleMs: options.idleMs,
+      maxIdleMs: options.maxIdleMs,
+      errorBackoffMs: options.errorBackoffMs,
+    },
+    'options',
+  );
   const signal = options.signal ?? new AbortController().signal;
   const pool = await deps.getPool();
-  const waker = options.wake !== false && deps.connectionString !== undefined ? new Waker(deps.connectionString, consumer, o.maxIdleMs) : null;
+  const waker =
+    options.wake !== false && deps.connectionString !== undefined
+      ? new Waker(deps.connectionString, consumer, o.maxIdleMs)
+      : null;
   let batches = 0;
   let events = 0;
   let errors = 0;
@@ -152,7 +163,9 @@ export async function consumeFeed(
       const batch = rowsOf(query, (await tx.query(query)).rows);
       const first = batch[0];
       if (first === undefined) return 0;
-      await deps.telemetry.feedBatch(consumer, batch, () => handler(batch, { consumer, lane: first.lane, connection: tx, signal }));
+      await deps.telemetry.feedBatch(consumer, batch, () =>
+        handler(batch, { consumer, lane: first.lane, connection: tx, signal }),
+      );
       const ack = ackQuery(batch[batch.length - 1] ?? null, consumer, first.lane, first.leaseToken);
       await tx.query(ack);
       options.onBatch?.(batch);
@@ -166,7 +179,9 @@ export async function consumeFeed(
     const first = batch[0];
     if (first === undefined) return 0;
     try {
-      await deps.telemetry.feedBatch(consumer, batch, () => handler(batch, { consumer, lane: first.lane, connection: null, signal }));
+      await deps.telemetry.feedBatch(consumer, batch, () =>
+        handler(batch, { consumer, lane: first.lane, connection: null, signal }),
+      );
     } catch (error) {
       // Release the lease at once: the batch is delivered again (to this or another process).
       await pool.query(ackQuery(null, consumer, first.lane, first.leaseToken)).catch(() => {});
@@ -244,10 +259,12 @@ class Waker {
     const client = await this.connect();
     if (client !== null) {
       const seconds = Math.min(60, Math.max(1, Math.ceil((this.maxIdleMs * 2) / 1000)));
-      await client.query('select settle.await_feed(consumer => $1, seconds => $2)', [this.consumer, seconds]).catch(() => {
-        this.client = null;
-        void client.end().catch(() => {});
-      });
+      await client
+        .query('select settle.await_feed(consumer => $1, seconds => $2)', [this.consumer, seconds])
+        .catch(() => {
+          this.client = null;
+          void client.end().catch(() => {});
+        });
     }
     let notified = false;
     const woken = new Promise<void>((resolve) => {

@@ -15,15 +15,23 @@ export function makeIdempotentMany<A, R>(
     const keyed = items.map((item) => ({ key: key(item), request: request(item) }));
     const outcomes = await client.runMany<R>(
       { ...settings, items: keyed },
-      (context) => fn(context.items.map((acquired) => items[acquired.index] as A), context),
+      (context) =>
+        fn(
+          context.items.map((acquired) => items[acquired.index] as A),
+          context,
+        ),
       {
         ...(result === undefined ? {} : { result }),
         ...(rerunAfterUnknown === undefined ? {} : { rerunAfterUnknown }),
       },
     );
     return outcomes.map((outcome, i): PromiseSettledResult<R> => {
-      if (outcome.outcome === 'completed' || outcome.outcome === 'replay') return { status: 'fulfilled', value: outcome.result as R };
-      return { status: 'rejected', reason: unsettledError(outcome, { tenant: settings.tenant, key: (keyed[i] as { key: string }).key }) };
+      if (outcome.outcome === 'completed' || outcome.outcome === 'replay')
+        return { status: 'fulfilled', value: outcome.result as R };
+      return {
+        status: 'rejected',
+        reason: unsettledError(outcome, { tenant: settings.tenant, key: (keyed[i] as { key: string }).key }),
+      };
     });
   };
 }

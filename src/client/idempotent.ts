@@ -42,7 +42,10 @@ const perCall = <A extends readonly unknown[], V>(value: PerCall<A, V>, args: A)
   typeof value === 'function' ? (value as (...args: A) => V)(...args) : value;
 
 /** The error an unsettled outcome is thrown as. */
-export function unsettledError(outcome: UnsettledOutcome, ref: { readonly tenant: string; readonly key: string }): IdempotentCallError {
+export function unsettledError(
+  outcome: UnsettledOutcome,
+  ref: { readonly tenant: string; readonly key: string },
+): IdempotentCallError {
   const id = `${ref.tenant}/${ref.key}`;
   switch (outcome.outcome) {
     case 'in_progress':
@@ -60,7 +63,12 @@ export function unsettledError(outcome: UnsettledOutcome, ref: { readonly tenant
         'IDEMPOTENCY_CONFLICT',
       );
     case 'refused':
-      return new BindingRevokedError(`${id}: the binding generation is revoked; nothing ran`, outcome, ref, 'BINDING_REVOKED');
+      return new BindingRevokedError(
+        `${id}: the binding generation is revoked; nothing ran`,
+        outcome,
+        ref,
+        'BINDING_REVOKED',
+      );
     case 'failed':
       return new OperationFailedError(
         `${id}: attempt ${outcome.attempt} failed${outcome.deadLettered ? ' (dead-lettered)' : outcome.final ? ' (final)' : ' (retryable: a later call runs it again)'}`,
@@ -76,7 +84,12 @@ export function unsettledError(outcome: UnsettledOutcome, ref: { readonly tenant
         'OUTCOME_UNKNOWN',
       );
     case 'fenced':
-      return new AttemptFencedError(`${id}: attempt ${outcome.attempt} lost its lease (${outcome.reason})`, outcome, ref, 'ATTEMPT_FENCED');
+      return new AttemptFencedError(
+        `${id}: attempt ${outcome.attempt} lost its lease (${outcome.reason})`,
+        outcome,
+        ref,
+        'ATTEMPT_FENCED',
+      );
   }
 }
 

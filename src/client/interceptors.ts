@@ -93,7 +93,12 @@ function parseTimestamptz(value: string): Date {
   const iso = ISO_TIMESTAMPTZ.exec(value);
   if (iso !== null) return new Date(`${iso[1]}T${iso[2]}${iso[3]}${iso[4] ?? ':00'}`);
   if (value === 'infinity' || value === '-infinity') return new Date(Number.NaN);
-  return new Date(value.replace(' ', 'T').replace(/([+-]\d\d)$/, '$1:00').replace(/([+-]\d\d)(\d\d)$/, '$1:$2'));
+  return new Date(
+    value
+      .replace(' ', 'T')
+      .replace(/([+-]\d\d)$/, '$1:00')
+      .replace(/([+-]\d\d)(\d\d)$/, '$1:$2'),
+  );
 }
 
 /** "2026-01-02 03:04:05.678901+00" or "...+05:30": date, time, zone hours, zone minutes. */

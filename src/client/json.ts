@@ -38,7 +38,8 @@ function walk(value: unknown, path: (string | number)[], ancestors: Set<object>)
     if (Array.isArray(value)) {
       for (let i = 0; i < value.length; i += 1) {
         path.push(i);
-        const problem = i in value ? walk(value[i], path, ancestors) : { path, message: 'sparse array hole is not a JSON value' };
+        const problem =
+          i in value ? walk(value[i], path, ancestors) : { path, message: 'sparse array hole is not a JSON value' };
         if (problem !== null) return problem;
         path.pop();
       }
@@ -46,7 +47,10 @@ function walk(value: unknown, path: (string | number)[], ancestors: Set<object>)
     }
     const proto: unknown = Object.getPrototypeOf(value);
     if (proto !== Object.prototype && proto !== null) {
-      return { path, message: 'only plain objects and arrays are JSON (convert Dates, Maps and class instances first)' };
+      return {
+        path,
+        message: 'only plain objects and arrays are JSON (convert Dates, Maps and class instances first)',
+      };
     }
     if (Object.getOwnPropertySymbols(value).length > 0) {
       return { path, message: 'symbol keys are not JSON' };
@@ -54,7 +58,8 @@ function walk(value: unknown, path: (string | number)[], ancestors: Set<object>)
     for (const key in value) {
       if (!Object.hasOwn(value, key)) continue;
       path.push(key);
-      const problem = checkString(key, path, 'object key') ?? walk((value as Record<string, unknown>)[key], path, ancestors);
+      const problem =
+        checkString(key, path, 'object key') ?? walk((value as Record<string, unknown>)[key], path, ancestors);
       if (problem !== null) return problem;
       path.pop();
     }
@@ -87,7 +92,8 @@ function isPlainText(value: string): boolean {
 }
 
 /** Bytes of `value` as a JSON string (quotes and escapes included). */
-const jsonStringBytes = (value: string): number => (isPlainText(value) ? value.length + 2 : Buffer.byteLength(JSON.stringify(value)));
+const jsonStringBytes = (value: string): number =>
+  isPlainText(value) ? value.length + 2 : Buffer.byteLength(JSON.stringify(value));
 
 /**
  * Byte length of `value` as PostgreSQL renders jsonb as text (`octet_length(value::text)`, the

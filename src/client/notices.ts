@@ -4,7 +4,10 @@ import { SettleCommitUnconfirmedError } from './errors.js';
 const SYNC_REP_CANCELLED = /wait for synchronous replication/i;
 
 /** A SettleCommitUnconfirmedError when `notices` say the commit was not confirmed, else null. */
-export function unconfirmedCommit(operation: string, notices: readonly { readonly message: string }[]): SettleCommitUnconfirmedError | null {
+export function unconfirmedCommit(
+  operation: string,
+  notices: readonly { readonly message: string }[],
+): SettleCommitUnconfirmedError | null {
   if (notices.length === 0) return null;
   const messages = notices.map((notice) => notice.message);
   if (!messages.some((message) => SYNC_REP_CANCELLED.test(message))) return null;

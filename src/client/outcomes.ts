@@ -1,6 +1,14 @@
 import { SettleRowValidationError } from './errors.js';
 import type { ClaimRow, GetRow, HeartbeatRow, ObservationRow } from './rows.js';
-import type { Binding, CanonicalState, ClaimOutcome, HeartbeatOutcome, Json, LockedRead, Observation } from './types.js';
+import type {
+  Binding,
+  CanonicalState,
+  ClaimOutcome,
+  HeartbeatOutcome,
+  Json,
+  LockedRead,
+  Observation,
+} from './types.js';
 
 // The SQL result types carry every column for every outcome (NULL where it does not apply).
 // These functions turn them into discriminated unions, checking that each outcome carries
@@ -15,7 +23,13 @@ function required<T>(value: T | null, column: string, outcome: string): T {
   return value;
 }
 
-export function toClaimOutcome(row: ClaimRow, tenant: string, key: string, binding: Binding, request: Json): ClaimOutcome {
+export function toClaimOutcome(
+  row: ClaimRow,
+  tenant: string,
+  key: string,
+  binding: Binding,
+  request: Json,
+): ClaimOutcome {
   const { outcome } = row;
   switch (outcome) {
     case 'acquired':

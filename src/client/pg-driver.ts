@@ -88,7 +88,8 @@ export function createSettleDriverFactory(): DriverFactory {
             } catch (error) {
               throw wrapError(error as Error, { sql, values: values ?? [] });
             }
-            if (Array.isArray(result)) throw new InvalidInputError('Must not use multiple statements in a single query.');
+            if (Array.isArray(result))
+              throw new InvalidInputError('Must not use multiple statements in a single query.');
             return {
               command: result.command as 'SELECT',
               fields: result.fields.map((field) => ({ dataTypeId: field.dataTypeID, name: field.name })),
@@ -154,7 +155,9 @@ interface PgConnection {
   sync(): void;
 }
 
-const prepareValue = (createRequire(import.meta.url)('pg/lib/utils.js') as { prepareValue: (value: unknown) => unknown }).prepareValue;
+const prepareValue = (
+  createRequire(import.meta.url)('pg/lib/utils.js') as { prepareValue: (value: unknown) => unknown }
+).prepareValue;
 
 /**
  * A named statement's Query: the first execution on a connection is node-pg's own (Parse if not
@@ -181,7 +184,13 @@ class DescribedQuery extends pg.Query {
       return;
     }
     try {
-      connection.bind({ portal: self.portal, statement: self.name, values: self.values, binary: self.binary, valueMapper: prepareValue });
+      connection.bind({
+        portal: self.portal,
+        statement: self.name,
+        values: self.values,
+        binary: self.binary,
+        valueMapper: prepareValue,
+      });
     } catch (error) {
       // node-pg's own handling of a value that cannot be serialized (lib/query.js prepare).
       this.described.delete(self.name);
@@ -199,7 +208,10 @@ class DescribedQuery extends pg.Query {
   }
 
   handleRowDescription(message: unknown): void {
-    (pg.Query.prototype as unknown as { handleRowDescription(message: unknown): void }).handleRowDescription.call(this, message);
+    (pg.Query.prototype as unknown as { handleRowDescription(message: unknown): void }).handleRowDescription.call(
+      this,
+      message,
+    );
     const self = this as unknown as QueryInternals & { name: string };
     const { fields, _parsers: parsers, _prebuiltEmptyResultObject: empty } = self._result;
     if (Array.isArray(parsers) && empty !== null && typeof empty === 'object') {
@@ -222,7 +234,9 @@ function runNamed(
 ): Promise<pg.QueryResult> {
   return new Promise((resolve, reject) => {
     void client.query(
-      new DescribedQuery(text, values as unknown[] | undefined, name, described, (error, result) => (error ? reject(error) : resolve(result))),
+      new DescribedQuery(text, values as unknown[] | undefined, name, described, (error, result) =>
+        error ? reject(error) : resolve(result),
+      ),
     );
   });
 }
@@ -260,12 +274,17 @@ const createTypeOverrides = async (connection: pg.Client, typeParsers: readonly 
       parsers[postgresType.typarray] = (arrayValue) => parseArray(arrayValue).map((value) => typeParser.parse(value));
     }
   }
-  return (oid: number): ((value: string) => unknown) => parsers[oid] ?? (pg.types.getTypeParser(oid) as (value: string) => unknown);
+  return (oid: number): ((value: string) => unknown) =>
+    parsers[oid] ?? (pg.types.getTypeParser(oid) as (value: string) => unknown);
 };
 
 /** postgres-array's parser (the one @slonik/pg-driver uses), as pg-types exposes it. */
 const parseArray = (value: string): string[] =>
-  (pg.types as unknown as { arrayParser: { create(source: string, transform: (entry: string) => string): { parse(): string[] } } }).arrayParser
+  (
+    pg.types as unknown as {
+      arrayParser: { create(source: string, transform: (entry: string) => string): { parse(): string[] } };
+    }
+  ).arrayParser
     .create(value, (entry) => entry)
     .parse();
 
@@ -292,14 +311,18 @@ const createClientConfiguration = (clientConfiguration: DriverConfiguration): Pg
     poolConfiguration.ssl = { rejectUnauthorized: false };
   }
   if (clientConfiguration.connectionTimeout !== 'DISABLE_TIMEOUT') {
-    poolConfiguration.connectionTimeoutMillis = clientConfiguration.connectionTimeout === 0 ? 1 : clientConfiguration.connectionTimeout;
+    poolConfiguration.connectionTimeoutMillis =
+      clientConfiguration.connectionTimeout === 0 ? 1 : clientConfiguration.connectionTimeout;
   }
   if (clientConfiguration.statementTimeout !== 'DISABLE_TIMEOUT') {
-    poolConfiguration.statement_timeout = clientConfiguration.statementTimeout === 0 ? 1 : clientConfiguration.statementTimeout;
+    poolConfiguration.statement_timeout =
+      clientConfiguration.statementTimeout === 0 ? 1 : clientConfiguration.statementTimeout;
   }
   if (clientConfiguration.idleInTransactionSessionTimeout !== 'DISABLE_TIMEOUT') {
     poolConfiguration.idle_in_transaction_session_timeout =
-      clientConfiguration.idleInTransactionSessionTimeout === 0 ? 1 : clientConfiguration.idleInTransactionSessionTimeout;
+      clientConfiguration.idleInTransactionSessionTimeout === 0
+        ? 1
+        : clientConfiguration.idleInTransactionSessionTimeout;
   }
   return poolConfiguration;
 };
@@ -320,7 +343,8 @@ const queryTypeOverrides = async (pgClientConfiguration: PgClientConfig, driverC
 type QueryForError = { sql: string; values: readonly unknown[] } | null;
 
 const wrapError = (error: Error, query: QueryForError): Error => {
-  if (error.message.toLowerCase().includes('connection terminated unexpectedly')) return new BackendTerminatedUnexpectedlyError(error);
+  if (error.message.toLowerCase().includes('connection terminated unexpectedly'))
+    return new BackendTerminatedUnexpectedlyError(error);
   if (error.message.toLowerCase().includes('connection terminated')) return new BackendTerminatedError(error);
   if (!('code' in error)) return error;
   const code = (error as { code?: unknown }).code;
@@ -328,7 +352,8 @@ const wrapError = (error: Error, query: QueryForError): Error => {
   if (code === '22P02') return new InvalidInputError(error.message);
   if (code === '25P03') return new IdleTransactionTimeoutError(withCode);
   if (code === '57P01') return new BackendTerminatedError(withCode);
-  if (code === '57014' && error.message.includes('canceling statement due to user request')) return new StatementCancelledError(withCode);
+  if (code === '57014' && error.message.includes('canceling statement due to user request'))
+    return new StatementCancelledError(withCode);
   if (code === '57014') return new StatementTimeoutError(withCode);
   if (code === '23502') return new NotNullIntegrityConstraintViolationError(withCode as never);
   if (code === '23503') return new ForeignKeyIntegrityConstraintViolationError(withCode as never);

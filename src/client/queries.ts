@@ -66,9 +66,16 @@ export const claimQuery = (input: {
   rerunAfterUnknown?: boolean;
 }) =>
   claimStatement([
-    input.tenant, input.key, jsonText(input.request),
-    input.binding.principal, input.binding.scopes, input.binding.generation.toString(),
-    input.leaseMs, input.worker ?? null, input.maxAttempts, input.rerunAfterUnknown ?? true,
+    input.tenant,
+    input.key,
+    jsonText(input.request),
+    input.binding.principal,
+    input.binding.scopes,
+    input.binding.generation.toString(),
+    input.leaseMs,
+    input.worker ?? null,
+    input.maxAttempts,
+    input.rerunAfterUnknown ?? true,
   ]);
 
 const heartbeatStatement = fixed(sql.type(rows.heartbeatRow)`
@@ -76,8 +83,10 @@ const heartbeatStatement = fixed(sql.type(rows.heartbeatRow)`
     tenant => ${P}, key => ${P}, attempt => ${P}::integer,
     lease_token => ${P}::uuid, lease => make_interval(secs => ${P}::float8 / 1000))`);
 
-export const heartbeatQuery = (a: { tenant: string; key: string; attempt: number; leaseToken: string }, leaseMs: number) =>
-  heartbeatStatement([a.tenant, a.key, a.attempt, a.leaseToken, leaseMs]);
+export const heartbeatQuery = (
+  a: { tenant: string; key: string; attempt: number; leaseToken: string },
+  leaseMs: number,
+) => heartbeatStatement([a.tenant, a.key, a.attempt, a.leaseToken, leaseMs]);
 
 // The arguments every observation takes, in this order: see attemptValues.
 const completeStatement = fixed(sql.type(rows.observationRow)`
@@ -98,13 +107,21 @@ const reportUnknownStatement = fixed(sql.type(rows.observationRow)`
     principal => ${P}, scopes => ${TEXT_ARRAY}, binding_generation => ${P}::bigint)`);
 
 const attemptValues = (a: AttemptArgs): Value[] => [
-  a.tenant, a.key, a.attempt, a.leaseToken, a.fingerprint,
-  a.binding.principal, a.binding.scopes, a.binding.generation.toString(),
+  a.tenant,
+  a.key,
+  a.attempt,
+  a.leaseToken,
+  a.fingerprint,
+  a.binding.principal,
+  a.binding.scopes,
+  a.binding.generation.toString(),
 ];
 
-export const completeQuery = (a: AttemptArgs, result: Json) => completeStatement([...attemptValues(a), jsonText(result)]);
+export const completeQuery = (a: AttemptArgs, result: Json) =>
+  completeStatement([...attemptValues(a), jsonText(result)]);
 
-export const failQuery = (a: AttemptArgs, error: Json, retryable: boolean) => failStatement([...attemptValues(a), jsonText(error), retryable]);
+export const failQuery = (a: AttemptArgs, error: Json, retryable: boolean) =>
+  failStatement([...attemptValues(a), jsonText(error), retryable]);
 
 export const reportUnknownQuery = (a: AttemptArgs) => reportUnknownStatement(attemptValues(a));
 
@@ -114,7 +131,14 @@ const getStatement = fixed(sql.type(rows.getRow)`
     principal => ${P}, scopes => ${TEXT_ARRAY}, binding_generation => ${P}::bigint)`);
 
 export const getQuery = (input: { tenant: string; key: string; request: Json; binding: Binding }) =>
-  getStatement([input.tenant, input.key, jsonText(input.request), input.binding.principal, input.binding.scopes, input.binding.generation.toString()]);
+  getStatement([
+    input.tenant,
+    input.key,
+    jsonText(input.request),
+    input.binding.principal,
+    input.binding.scopes,
+    input.binding.generation.toString(),
+  ]);
 
 export const inspectQuery = (tenant: string, key: string) => sql.type(rows.operationRow)`
   select * from settle.inspect(tenant => ${tenant}, key => ${key})`;

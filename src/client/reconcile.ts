@@ -114,12 +114,24 @@ const precondition = {
 };
 const resolveInputSchema = z.union([
   z.object({
-    tenant: nonBlank, key: nonBlank, fingerprint: z.string().regex(/^v\d+:[0-9a-f]{64}$/), reason: nonBlank,
-    ...precondition, evidence: json.optional(), outcome: z.literal('completed'), result: json,
+    tenant: nonBlank,
+    key: nonBlank,
+    fingerprint: z.string().regex(/^v\d+:[0-9a-f]{64}$/),
+    reason: nonBlank,
+    ...precondition,
+    evidence: json.optional(),
+    outcome: z.literal('completed'),
+    result: json,
   }),
   z.object({
-    tenant: nonBlank, key: nonBlank, fingerprint: z.string().regex(/^v\d+:[0-9a-f]{64}$/), reason: nonBlank,
-    ...precondition, evidence: json.optional(), outcome: z.literal('failed'), error: json,
+    tenant: nonBlank,
+    key: nonBlank,
+    fingerprint: z.string().regex(/^v\d+:[0-9a-f]{64}$/),
+    reason: nonBlank,
+    ...precondition,
+    evidence: json.optional(),
+    outcome: z.literal('failed'),
+    error: json,
   }),
 ]);
 
@@ -127,13 +139,20 @@ const resolveInputSchema = z.union([
 export function parseResolveInput(input: unknown): ResolveInput {
   const parsed = resolveInputSchema.safeParse(input);
   if (!parsed.success) {
-    throw new SettleInputError(`invalid resolution: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'input'} ${i.message}`).join('; ')}`, {
-      code: 'INVALID_INPUT',
-      issues: parsed.error.issues.map((i) => ({ path: i.path, message: i.message })),
-    });
+    throw new SettleInputError(
+      `invalid resolution: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'input'} ${i.message}`).join('; ')}`,
+      {
+        code: 'INVALID_INPUT',
+        issues: parsed.error.issues.map((i) => ({ path: i.path, message: i.message })),
+      },
+    );
   }
   const value = parsed.data as ResolveInput;
-  for (const [name, payload] of [['result', 'result' in value ? value.result : undefined], ['error', 'error' in value ? value.error : undefined], ['evidence', value.evidence]] as const) {
+  for (const [name, payload] of [
+    ['result', 'result' in value ? value.result : undefined],
+    ['error', 'error' in value ? value.error : undefined],
+    ['evidence', value.evidence],
+  ] as const) {
     if (payload === undefined) continue;
     const problem = findJsonProblem(payload);
     if (problem !== null) {
@@ -146,10 +165,15 @@ export function parseResolveInput(input: unknown): ResolveInput {
   return value;
 }
 
-async function query<S extends z.ZodType>(db: Queryable | DatabasePool, token: QuerySqlToken<S>): Promise<z.output<S>[]> {
+async function query<S extends z.ZodType>(
+  db: Queryable | DatabasePool,
+  token: QuerySqlToken<S>,
+): Promise<z.output<S>[]> {
   try {
     const { rows } = await db.query(token);
-    return rows.map((row): unknown => (wasValidated(row) ? row : validateRow(token.parser, row, token.sql))) as z.output<S>[];
+    return rows.map((row): unknown =>
+      wasValidated(row) ? row : validateRow(token.parser, row, token.sql),
+    ) as z.output<S>[];
   } catch (raw) {
     const mapped = mapDatabaseError(raw);
     throw notMigratedError(mapped) ?? mapped;
@@ -184,12 +208,21 @@ export async function resolveOperation(
   if (row === undefined) throw new Error('settle.resolve returned no row');
   return row.outcome === 'resolved'
     ? {
-        outcome: 'resolved', status: row.status, statusBefore: row.status_before, attempt: row.attempt,
-        settledAttempt: row.settled_attempt, result: row.result, error: row.error,
+        outcome: 'resolved',
+        status: row.status,
+        statusBefore: row.status_before,
+        attempt: row.attempt,
+        settledAttempt: row.settled_attempt,
+        result: row.result,
+        error: row.error,
       }
     : {
-        outcome: 'already_final', matches: row.reason === 'matches', status: row.status,
-        settledAttempt: row.settled_attempt, result: row.result, error: row.error,
+        outcome: 'already_final',
+        matches: row.reason === 'matches',
+        status: row.status,
+        settledAttempt: row.settled_attempt,
+        result: row.result,
+        error: row.error,
       };
 }
 
@@ -202,10 +235,12 @@ export { isMiddlewareRequest, storedResponseOf, type HttpResolution };
  */
 export function httpResultProblem(request: Json, result: Json): string | null {
   if (!isMiddlewareRequest(request) || fromStored(result) !== null) return null;
-  return 'this key belongs to the HTTP Idempotency-Key middleware: its result must be the stored response ' +
+  return (
+    'this key belongs to the HTTP Idempotency-Key middleware: its result must be the stored response ' +
     'the retry replays (status, headers, body), or every retry answers 500 idempotency-misconfigured for good ' +
     '(a result never changes). Resolve it with an HTTP response instead (pg-settle resolve --http-status N ' +
-    '--http-body @file; a reconciler returns { outcome: \'completed\', http: { status, body } }).';
+    "--http-body @file; a reconciler returns { outcome: 'completed', http: { status, body } })."
+  );
 }
 
 /** What the downstream lookup decided. */
@@ -226,7 +261,10 @@ export interface ReconcilerOptions {
    * `{ outcome: 'undecided' }` to leave it; throwing, or not answering within checkTimeoutMs,
    * leaves it too. `signal` aborts when the check times out or the reconciler stops.
    */
-  readonly check: (operation: ReconcileCandidate, context: { readonly signal: AbortSignal }) => Promise<ReconcileDecision | undefined | null>;
+  readonly check: (
+    operation: ReconcileCandidate,
+    context: { readonly signal: AbortSignal },
+  ) => Promise<ReconcileDecision | undefined | null>;
   /** Names this process in leases and in the resolution's reason (default host:pid). */
   readonly holder?: string;
   /** Operations leased per sweep (default 10). */
@@ -311,7 +349,9 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
           lease_token => ${row.lease_token}::uuid, retry_after => make_interval(secs => ${afterMs}::float8 / 1000)) as released`,
     );
 
-  async function decide(candidate: ReconcileCandidate): Promise<{ decision: ReconcileDecision | null; result?: ReconcileResult }> {
+  async function decide(
+    candidate: ReconcileCandidate,
+  ): Promise<{ decision: ReconcileDecision | null; result?: ReconcileResult }> {
     const controller = new AbortController();
     const abort = () => controller.abort();
     stopping.signal.addEventListener('abort', abort, { once: true });
@@ -340,9 +380,18 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
 
   async function reconcileOne(pool: DatabasePool, row: z.output<typeof leaseRow>): Promise<ReconcileResult> {
     const candidate: ReconcileCandidate = {
-      tenant: row.tenant, key: row.key, status: row.status, attempt: row.attempt, request: row.request,
-      fingerprint: row.fingerprint, principal: row.principal, scopes: row.scopes, error: row.error,
-      deadLetteredAt: row.dead_lettered_at, createdAt: row.created_at, checks: row.checks,
+      tenant: row.tenant,
+      key: row.key,
+      status: row.status,
+      attempt: row.attempt,
+      request: row.request,
+      fingerprint: row.fingerprint,
+      principal: row.principal,
+      scopes: row.scopes,
+      error: row.error,
+      deadLetteredAt: row.dead_lettered_at,
+      createdAt: row.created_at,
+      checks: row.checks,
     };
     const { decision, result } = await decide(candidate);
     if (decision === null || decision.outcome === 'undecided') {
@@ -350,20 +399,36 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       await release(pool, row, after);
       return result ?? 'undecided';
     }
-    const evidence = { ...(isObject(decision.evidence) ? decision.evidence : decision.evidence === undefined ? {} : { value: decision.evidence }), checked_by: holder, checks: row.checks };
+    const evidence = {
+      ...(isObject(decision.evidence)
+        ? decision.evidence
+        : decision.evidence === undefined
+          ? {}
+          : { value: decision.evidence }),
+      checked_by: holder,
+      checks: row.checks,
+    };
     // The precondition is what this check was made against: the attempt and status leased with
     // it. A client that retried since opened a newer attempt, which the lookup did not see.
     const base = {
-      tenant: row.tenant, key: row.key, fingerprint: row.fingerprint, evidence,
-      expectedAttempt: row.attempt, expectedStatus: row.status,
-      reason: decision.reason === undefined ? `${reasonPrefix}: downstream lookup` : `${reasonPrefix}: ${decision.reason}`,
+      tenant: row.tenant,
+      key: row.key,
+      fingerprint: row.fingerprint,
+      evidence,
+      expectedAttempt: row.attempt,
+      expectedStatus: row.status,
+      reason:
+        decision.reason === undefined ? `${reasonPrefix}: downstream lookup` : `${reasonPrefix}: ${decision.reason}`,
     };
     try {
       let input: ResolveInput;
       if (decision.outcome === 'completed') {
         const result = 'http' in decision ? storedResponseOf(decision.http) : decision.result;
         const problem = httpResultProblem(row.request, result);
-        if (problem !== null) throw new SettleInputError(`invalid resolution of ${row.tenant} / ${row.key}: ${problem}`, { code: 'INVALID_INPUT' });
+        if (problem !== null)
+          throw new SettleInputError(`invalid resolution of ${row.tenant} / ${row.key}: ${problem}`, {
+            code: 'INVALID_INPUT',
+          });
         input = { ...base, outcome: 'completed', result };
       } else {
         input = { ...base, outcome: 'failed', error: decision.error };
@@ -383,7 +448,13 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       const pool = await options.client.getPool();
       const rows = await lease(pool);
       const results: Record<ReconcileResult, number> = {
-        resolved_completed: 0, resolved_failed: 0, already_final: 0, undecided: 0, check_timeout: 0, check_error: 0, refused: 0,
+        resolved_completed: 0,
+        resolved_failed: 0,
+        already_final: 0,
+        undecided: 0,
+        check_timeout: 0,
+        check_error: 0,
+        refused: 0,
       };
       const operations: { tenant: string; key: string; result: ReconcileResult }[] = [];
       for (const row of rows) {
@@ -448,12 +519,15 @@ function reconcilerTelemetry(options: TelemetryOptions | false | undefined): Rec
   let instruments: { operations: otel.Counter; check: otel.Histogram; tracer: otel.Tracer } | undefined;
   const i = () =>
     (instruments ??= (() => {
-      const meterProvider = ((options || {}).meterProvider as otel.MeterProvider | undefined) ?? api.metrics.getMeterProvider();
-      const tracerProvider = ((options || {}).tracerProvider as otel.TracerProvider | undefined) ?? api.trace.getTracerProvider();
+      const meterProvider =
+        ((options || {}).meterProvider as otel.MeterProvider | undefined) ?? api.metrics.getMeterProvider();
+      const tracerProvider =
+        ((options || {}).tracerProvider as otel.TracerProvider | undefined) ?? api.trace.getTracerProvider();
       const meter = meterProvider.getMeter(INSTRUMENTATION_SCOPE);
       return {
         operations: meter.createCounter(RECONCILER_METRICS.operations, {
-          description: 'Operations the reconciler handled, by result (resolved_completed, resolved_failed, already_final, undecided, check_timeout, check_error, refused).',
+          description:
+            'Operations the reconciler handled, by result (resolved_completed, resolved_failed, already_final, undecided, check_timeout, check_error, refused).',
           unit: '{operation}',
         }),
         check: meter.createHistogram(RECONCILER_METRICS.checkDuration, {

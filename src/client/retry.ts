@@ -8,7 +8,10 @@ export interface ResolvedRetryPolicy {
   readonly onRetry?: ((event: RetryEvent) => void) | undefined;
 }
 
-export function resolveRetryPolicy(policy: RetryPolicy = {}, onRetry?: (event: RetryEvent) => void): ResolvedRetryPolicy {
+export function resolveRetryPolicy(
+  policy: RetryPolicy = {},
+  onRetry?: (event: RetryEvent) => void,
+): ResolvedRetryPolicy {
   return {
     maxRetries: policy.maxRetries ?? 5,
     baseDelayMs: policy.baseDelayMs ?? 20,

@@ -19,9 +19,22 @@ const DEAD_LETTER_REASON = new Set(['attempts_exhausted', 'needs_reconciliation'
 const CLAIM_OUTCOME = new Set(['acquired', 'in_progress', 'replay', 'failed', 'unknown', 'in_doubt']);
 const OBSERVATION_OUTCOME = new Set(['settled', 'recorded', 'duplicate', 'already_settled', 'fenced']);
 const OBSERVATION_REASON = new Set([
-  'current_attempt', 'superseded_attempt', 'final_failure', 'attempts_exhausted', 'retryable_failure',
-  'outcome_unknown', 'late_success', 'attempt_already_observed', 'invalid_token', 'superseded', 'settled',
-  'lease_released', 'lock_mismatch', 'binding_revoked', 'needs_reconciliation', 'attempt_conflicted',
+  'current_attempt',
+  'superseded_attempt',
+  'final_failure',
+  'attempts_exhausted',
+  'retryable_failure',
+  'outcome_unknown',
+  'late_success',
+  'attempt_already_observed',
+  'invalid_token',
+  'superseded',
+  'settled',
+  'lease_released',
+  'lock_mismatch',
+  'binding_revoked',
+  'needs_reconciliation',
+  'attempt_conflicted',
 ]);
 const CLAIM_COLUMNS = new Set(Object.keys(claimRow.shape));
 const OBSERVATION_COLUMNS = new Set(Object.keys(observationRow.shape));
@@ -31,11 +44,14 @@ const isPlain = (row: unknown): row is Record<string, unknown> => {
   const prototype: unknown = Object.getPrototypeOf(row);
   return prototype === Object.prototype || prototype === null;
 };
-const int4OrNull = (value: unknown): boolean => value === null || (typeof value === 'number' && Number.isSafeInteger(value));
+const int4OrNull = (value: unknown): boolean =>
+  value === null || (typeof value === 'number' && Number.isSafeInteger(value));
 const stringOrNull = (value: unknown): boolean => value === null || typeof value === 'string';
 const booleanOrNull = (value: unknown): boolean => value === null || typeof value === 'boolean';
-const oneOfOrNull = (set: ReadonlySet<string>, value: unknown): boolean => value === null || (typeof value === 'string' && set.has(value));
-const dateOrNull = (value: unknown): boolean => value === null || (value instanceof Date && !Number.isNaN(value.getTime()));
+const oneOfOrNull = (set: ReadonlySet<string>, value: unknown): boolean =>
+  value === null || (typeof value === 'string' && set.has(value));
+const dateOrNull = (value: unknown): boolean =>
+  value === null || (value instanceof Date && !Number.isNaN(value.getTime()));
 const conflictOnOrNull = (value: unknown): boolean => {
   if (value === null) return true;
   if (!Array.isArray(value)) return false;
@@ -54,9 +70,17 @@ export const checkClaimRow: RowCheck = (row) => {
   const outcome = row.outcome;
   if (typeof outcome !== 'string' || !CLAIM_OUTCOME.has(outcome)) return undefined;
   if (
-    oneOfOrNull(STATUS, row.status) && int4OrNull(row.attempt) && stringOrNull(row.lease_token) && dateOrNull(row.lease_expires_at) &&
-    int4OrNull(row.retry_after_ms) && stringOrNull(row.fingerprint) && row.result !== undefined && int4OrNull(row.settled_attempt) &&
-    row.error !== undefined && booleanOrNull(row.dead_lettered) && conflictOnOrNull(row.conflict_on) &&
+    oneOfOrNull(STATUS, row.status) &&
+    int4OrNull(row.attempt) &&
+    stringOrNull(row.lease_token) &&
+    dateOrNull(row.lease_expires_at) &&
+    int4OrNull(row.retry_after_ms) &&
+    stringOrNull(row.fingerprint) &&
+    row.result !== undefined &&
+    int4OrNull(row.settled_attempt) &&
+    row.error !== undefined &&
+    booleanOrNull(row.dead_lettered) &&
+    conflictOnOrNull(row.conflict_on) &&
     (row.reason === null || row.reason === 'binding_revoked') &&
     (row.dead_letter_reason === undefined || oneOfOrNull(DEAD_LETTER_REASON, row.dead_letter_reason))
   ) {
@@ -72,8 +96,13 @@ export const checkObservationRow: RowCheck = (row) => {
   if (typeof outcome !== 'string' || !OBSERVATION_OUTCOME.has(outcome)) return undefined;
   if (outcome === 'fenced' && (reason === 'invalid_token' || reason === 'binding_revoked')) return undefined;
   if (
-    oneOfOrNull(OBSERVATION_REASON, reason) && oneOfOrNull(STATUS, row.status) && int4OrNull(row.attempt) &&
-    int4OrNull(row.settled_attempt) && row.result !== undefined && row.error !== undefined && conflictOnOrNull(row.conflict_on) &&
+    oneOfOrNull(OBSERVATION_REASON, reason) &&
+    oneOfOrNull(STATUS, row.status) &&
+    int4OrNull(row.attempt) &&
+    int4OrNull(row.settled_attempt) &&
+    row.result !== undefined &&
+    row.error !== undefined &&
+    conflictOnOrNull(row.conflict_on) &&
     (row.dead_lettered === undefined || booleanOrNull(row.dead_lettered)) &&
     (row.dead_letter_reason === undefined || oneOfOrNull(DEAD_LETTER_REASON, row.dead_letter_reason))
   ) {

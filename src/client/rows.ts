@@ -34,7 +34,14 @@ export const int8 = z
 const int4 = z.number().int();
 /** A jsonb column: already parsed JSON (SQL NULL arrives as null too). */
 const json = z.custom<Json>((value) => value !== undefined);
-export const status = z.enum(['pending', 'running', 'unknown', 'conflict', 'failed', 'completed']) satisfies z.ZodType<Status>;
+export const status = z.enum([
+  'pending',
+  'running',
+  'unknown',
+  'conflict',
+  'failed',
+  'completed',
+]) satisfies z.ZodType<Status>;
 const conflictFields = z.array(z.enum(['request', 'binding']) satisfies z.ZodType<ConflictField>);
 
 /**
@@ -45,91 +52,117 @@ const conflictFields = z.array(z.enum(['request', 'binding']) satisfies z.ZodTyp
 function requireUndisclosed(row: Record<string, unknown>, kept: readonly string[], ctx: z.RefinementCtx): void {
   for (const column in row) {
     if (row[column] !== null && !kept.includes(column)) {
-      ctx.addIssue({ code: 'custom', path: [column], message: `must be NULL with outcome ${String(row.outcome)} (nothing is disclosed)` });
+      ctx.addIssue({
+        code: 'custom',
+        path: [column],
+        message: `must be NULL with outcome ${String(row.outcome)} (nothing is disclosed)`,
+      });
     }
   }
 }
 
 const deadLetterReason = z.enum(['attempts_exhausted', 'needs_reconciliation']);
 
-export const claimRow = z.object({
-  outcome: z.enum(['acquired', 'in_progress', 'replay', 'failed', 'unknown', 'in_doubt', 'conflict', 'refused']),
-  status: status.nullable(),
-  attempt: int4.nullable(),
-  lease_token: z.string().nullable(),
-  lease_expires_at: timestamp.nullable(),
-  retry_after_ms: int4.nullable(),
-  fingerprint: z.string().nullable(),
-  result: json,
-  settled_attempt: int4.nullable(),
-  error: json,
-  dead_lettered: z.boolean().nullable(),
-  conflict_on: conflictFields.nullable(),
-  reason: z.enum(['binding_revoked']).nullable(),
-  dead_letter_reason: deadLetterReason.nullish(),
-}).superRefine((row, ctx) => {
-  if (row.outcome === 'conflict') requireUndisclosed(row, ['outcome', 'conflict_on'], ctx);
-  if (row.outcome === 'refused') requireUndisclosed(row, ['outcome', 'reason'], ctx);
-});
+export const claimRow = z
+  .object({
+    outcome: z.enum(['acquired', 'in_progress', 'replay', 'failed', 'unknown', 'in_doubt', 'conflict', 'refused']),
+    status: status.nullable(),
+    attempt: int4.nullable(),
+    lease_token: z.string().nullable(),
+    lease_expires_at: timestamp.nullable(),
+    retry_after_ms: int4.nullable(),
+    fingerprint: z.string().nullable(),
+    result: json,
+    settled_attempt: int4.nullable(),
+    error: json,
+    dead_lettered: z.boolean().nullable(),
+    conflict_on: conflictFields.nullable(),
+    reason: z.enum(['binding_revoked']).nullable(),
+    dead_letter_reason: deadLetterReason.nullish(),
+  })
+  .superRefine((row, ctx) => {
+    if (row.outcome === 'conflict') requireUndisclosed(row, ['outcome', 'conflict_on'], ctx);
+    if (row.outcome === 'refused') requireUndisclosed(row, ['outcome', 'reason'], ctx);
+  });
 export type ClaimRow = z.output<typeof claimRow>;
 
-export const heartbeatRow = z.object({
-  outcome: z.enum(['extended', 'fenced']),
-  reason: z.enum(['invalid_token', 'superseded', 'settled', 'lease_released', 'binding_revoked']).nullable(),
-  status: status.nullable(),
-  lease_expires_at: timestamp.nullable(),
-}).superRefine((row, ctx) => {
-  if (row.outcome === 'fenced' && (row.reason === 'invalid_token' || row.reason === 'binding_revoked')) {
-    requireUndisclosed(row, ['outcome', 'reason'], ctx);
-  }
-});
+export const heartbeatRow = z
+  .object({
+    outcome: z.enum(['extended', 'fenced']),
+    reason: z.enum(['invalid_token', 'superseded', 'settled', 'lease_released', 'binding_revoked']).nullable(),
+    status: status.nullable(),
+    lease_expires_at: timestamp.nullable(),
+  })
+  .superRefine((row, ctx) => {
+    if (row.outcome === 'fenced' && (row.reason === 'invalid_token' || row.reason === 'binding_revoked')) {
+      requireUndisclosed(row, ['outcome', 'reason'], ctx);
+    }
+  });
 export type HeartbeatRow = z.output<typeof heartbeatRow>;
 
-export const observationRow = z.object({
-  outcome: z.enum(['settled', 'recorded', 'duplicate', 'already_settled', 'fenced', 'conflict']),
-  reason: z
-    .enum([
-      'current_attempt', 'superseded_attempt', 'final_failure', 'attempts_exhausted', 'retryable_failure',
-      'outcome_unknown', 'late_success', 'attempt_already_observed', 'invalid_token', 'superseded', 'settled',
-      'lease_released', 'lock_mismatch', 'binding_revoked', 'needs_reconciliation', 'attempt_conflicted',
-    ])
-    .nullable(),
-  status: status.nullable(),
-  attempt: int4.nullable(),
-  settled_attempt: int4.nullable(),
-  result: json,
-  error: json,
-  conflict_on: conflictFields.nullable(),
-  dead_lettered: z.boolean().nullish(),
-  dead_letter_reason: deadLetterReason.nullish(),
-}).superRefine((row, ctx) => {
-  if (row.outcome === 'conflict') {
-    requireUndisclosed(row, ['outcome', 'reason', 'conflict_on'], ctx);
-    if (row.reason !== 'lock_mismatch') ctx.addIssue({ code: 'custom', path: ['reason'], message: 'must be lock_mismatch with outcome conflict' });
-  } else if (row.outcome === 'fenced' && (row.reason === 'invalid_token' || row.reason === 'binding_revoked')) {
-    requireUndisclosed(row, ['outcome', 'reason'], ctx);
-  }
-});
+export const observationRow = z
+  .object({
+    outcome: z.enum(['settled', 'recorded', 'duplicate', 'already_settled', 'fenced', 'conflict']),
+    reason: z
+      .enum([
+        'current_attempt',
+        'superseded_attempt',
+        'final_failure',
+        'attempts_exhausted',
+        'retryable_failure',
+        'outcome_unknown',
+        'late_success',
+        'attempt_already_observed',
+        'invalid_token',
+        'superseded',
+        'settled',
+        'lease_released',
+        'lock_mismatch',
+        'binding_revoked',
+        'needs_reconciliation',
+        'attempt_conflicted',
+      ])
+      .nullable(),
+    status: status.nullable(),
+    attempt: int4.nullable(),
+    settled_attempt: int4.nullable(),
+    result: json,
+    error: json,
+    conflict_on: conflictFields.nullable(),
+    dead_lettered: z.boolean().nullish(),
+    dead_letter_reason: deadLetterReason.nullish(),
+  })
+  .superRefine((row, ctx) => {
+    if (row.outcome === 'conflict') {
+      requireUndisclosed(row, ['outcome', 'reason', 'conflict_on'], ctx);
+      if (row.reason !== 'lock_mismatch')
+        ctx.addIssue({ code: 'custom', path: ['reason'], message: 'must be lock_mismatch with outcome conflict' });
+    } else if (row.outcome === 'fenced' && (row.reason === 'invalid_token' || row.reason === 'binding_revoked')) {
+      requireUndisclosed(row, ['outcome', 'reason'], ctx);
+    }
+  });
 export type ObservationRow = z.output<typeof observationRow>;
 
 /** A row of settle.get (type settle.get_result): only `found` may carry state. */
-export const getRow = z.object({
-  outcome: z.enum(['found', 'not_found', 'conflict', 'refused']),
-  reason: z.enum(['reauthenticated', 'lock_mismatch', 'binding_revoked']).nullable(),
-  status: status.nullable(),
-  attempt: int4.nullable(),
-  settled_attempt: int4.nullable(),
-  result: json,
-  error: json,
-  dead_lettered: z.boolean().nullable(),
-  in_flight: z.boolean().nullable(),
-  conflict_on: conflictFields.nullable(),
-  created_at: timestamp.nullable(),
-}).superRefine((row, ctx) => {
-  if (row.outcome === 'not_found') requireUndisclosed(row, ['outcome'], ctx);
-  if (row.outcome === 'conflict') requireUndisclosed(row, ['outcome', 'reason', 'conflict_on'], ctx);
-  if (row.outcome === 'refused') requireUndisclosed(row, ['outcome', 'reason'], ctx);
-});
+export const getRow = z
+  .object({
+    outcome: z.enum(['found', 'not_found', 'conflict', 'refused']),
+    reason: z.enum(['reauthenticated', 'lock_mismatch', 'binding_revoked']).nullable(),
+    status: status.nullable(),
+    attempt: int4.nullable(),
+    settled_attempt: int4.nullable(),
+    result: json,
+    error: json,
+    dead_lettered: z.boolean().nullable(),
+    in_flight: z.boolean().nullable(),
+    conflict_on: conflictFields.nullable(),
+    created_at: timestamp.nullable(),
+  })
+  .superRefine((row, ctx) => {
+    if (row.outcome === 'not_found') requireUndisclosed(row, ['outcome'], ctx);
+    if (row.outcome === 'conflict') requireUndisclosed(row, ['outcome', 'reason', 'conflict_on'], ctx);
+    if (row.outcome === 'refused') requireUndisclosed(row, ['outcome', 'reason'], ctx);
+  });
 export type GetRow = z.output<typeof getRow>;
 
 export const operationRow = z

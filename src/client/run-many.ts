@@ -42,14 +42,31 @@ import type {
   SettleClient,
 } from './types.js';
 
-export type { AcquiredItem, BatchItem, ClaimManyInput, IdempotentManyOptions, ItemReport, RunManyContext, RunManyInput, RunManyOptions } from './types.js';
+export type {
+  AcquiredItem,
+  BatchItem,
+  ClaimManyInput,
+  IdempotentManyOptions,
+  ItemReport,
+  RunManyContext,
+  RunManyInput,
+  RunManyOptions,
+} from './types.js';
 
 const claimManyRow = z.intersection(z.object({ ordinal: z.number().int(), key: z.string() }), claimRow);
 const completeManyRow = z.intersection(z.object({ ordinal: z.number().int(), key: z.string() }), observationRow);
 
 const claimManyQuery = (a: {
-  tenant: string; keys: readonly string[]; requests: readonly string[]; principal: string; scopes: readonly string[];
-  generation: bigint; leaseMs: number; worker: string | null; maxAttempts: number; rerunAfterUnknown: boolean;
+  tenant: string;
+  keys: readonly string[];
+  requests: readonly string[];
+  principal: string;
+  scopes: readonly string[];
+  generation: bigint;
+  leaseMs: number;
+  worker: string | null;
+  maxAttempts: number;
+  rerunAfterUnknown: boolean;
 }) => sql.type(claimManyRow)`
   select * from settle.claim_many(
     tenant => ${a.tenant}, keys => ${sql.array(a.keys, 'text')}, requests => ${sql.array(a.requests, 'jsonb')},
@@ -61,10 +78,22 @@ const completeManyQuery = (handles: readonly AttemptArgs[], results: readonly st
   const first = handles[0] as AttemptArgs;
   return sql.type(completeManyRow)`
     select * from settle.complete_many(
-      tenant => ${first.tenant}, keys => ${sql.array(handles.map((h) => h.key), 'text')},
-      attempts => ${sql.array(handles.map((h) => h.attempt), 'int4')},
-      lease_tokens => ${sql.array(handles.map((h) => h.leaseToken), 'uuid')},
-      fingerprints => ${sql.array(handles.map((h) => h.fingerprint), 'text')},
+      tenant => ${first.tenant}, keys => ${sql.array(
+        handles.map((h) => h.key),
+        'text',
+      )},
+      attempts => ${sql.array(
+        handles.map((h) => h.attempt),
+        'int4',
+      )},
+      lease_tokens => ${sql.array(
+        handles.map((h) => h.leaseToken),
+        'uuid',
+      )},
+      fingerprints => ${sql.array(
+        handles.map((h) => h.fingerprint),
+        'text',
+      )},
       principal => ${first.binding.principal}, scopes => ${sql.array(first.binding.scopes, 'text')},
       binding_generation => ${first.binding.generation.toString()}::bigint, results => ${sql.array(results, 'jsonb')})`;
 };
@@ -97,7 +126,12 @@ function itemError(error: unknown, index: number): unknown {
  * settle.claim_many: claim every item in one round trip; one ClaimOutcome per item, in input
  * order (exactly what claim() answers for that key). No items: no call, no outcomes.
  */
-export async function claimMany(core: ClientCore, issue: (handle: AttemptHandle) => void, input: ClaimManyInput, options?: CallOptions): Promise<ClaimOutcome[]> {
+export async function claimMany(
+  core: ClientCore,
+  issue: (handle: AttemptHandle) => void,
+  input: ClaimManyInput,
+  options?: CallOptions,
+): Promise<ClaimOutcome[]> {
   if (input.items.length === 0) return [];
   checkBatchSize(input.items.length);
   const { items, ...shared } = input;
@@ -127,7 +161,10 @@ export async function claimMany(core: ClientCore, issue: (handle: AttemptHandle)
     first.tenant,
   );
   if (rows.length !== parsed.length || rows.some((row, i) => row.ordinal !== i + 1 || row.key !== parsed[i]?.key)) {
-    throw new SettleRowValidationError(`claimMany: ${rows.length} rows for ${parsed.length} items, or not in item order`, []);
+    throw new SettleRowValidationError(
+      `claimMany: ${rows.length} rows for ${parsed.length} items, or not in item order`,
+      [],
+    );
   }
   return rows.map((row, i) => {
     const p = parsed[i] as (typeof parsed)[number];
@@ -151,7 +188,9 @@ export async function completeMany(
   if (handles.length === 0) return [];
   checkBatchSize(handles.length);
   if (results.length !== handles.length) {
-    throw new SettleInputError(`completeMany: ${results.length} results for ${handles.length} handles`, { code: 'SE062' });
+    throw new SettleInputError(`completeMany: ${results.length} results for ${handles.length} handles`, {
+      code: 'SE062',
+    });
   }
   const checked = handles.map((handle, index) => {
     try {
@@ -162,9 +201,18 @@ export async function completeMany(
   });
   const first = checked[0] as AttemptArgs;
   checked.forEach((h, index) => {
-    if (h.tenant !== first.tenant || h.binding.principal !== first.binding.principal || h.binding.generation !== first.binding.generation
-      || h.binding.scopes.join('\u0000') !== first.binding.scopes.join('\u0000')) {
-      throw itemError(new SettleInputError('every handle of a batch must have the tenant and binding of the first', { code: 'SE008' }), index);
+    if (
+      h.tenant !== first.tenant ||
+      h.binding.principal !== first.binding.principal ||
+      h.binding.generation !== first.binding.generation ||
+      h.binding.scopes.join('\u0000') !== first.binding.scopes.join('\u0000')
+    ) {
+      throw itemError(
+        new SettleInputError('every handle of a batch must have the tenant and binding of the first', {
+          code: 'SE008',
+        }),
+        index,
+      );
     }
   });
   const texts = results.map((result, index) => {
@@ -176,7 +224,10 @@ export async function completeMany(
   });
   const rows = await core.rows('completeMany', completeManyQuery(checked, texts), options, first.tenant);
   if (rows.length !== checked.length || rows.some((row, i) => row.ordinal !== i + 1)) {
-    throw new SettleRowValidationError(`completeMany: ${rows.length} rows for ${checked.length} handles, or not in order`, []);
+    throw new SettleRowValidationError(
+      `completeMany: ${rows.length} rows for ${checked.length} handles, or not in order`,
+      [],
+    );
   }
   return rows.map((row) => toObservation(row));
 }
@@ -191,7 +242,11 @@ export async function completeMany(
 export async function runMany<T>(
   client: SettleClient,
   claimBatch: (input: ClaimManyInput, options?: CallOptions) => Promise<ClaimOutcome[]>,
-  completeBatch: (handles: readonly AttemptHandle[], results: readonly Json[], options?: CallOptions) => Promise<Observation[]>,
+  completeBatch: (
+    handles: readonly AttemptHandle[],
+    results: readonly Json[],
+    options?: CallOptions,
+  ) => Promise<Observation[]>,
   input: RunManyInput,
   effect: (context: RunManyContext) => Promise<readonly ItemReport<T>[]>,
   options?: RunManyOptions<T>,
@@ -201,23 +256,40 @@ export async function runMany<T>(
   const schema = options?.result;
   const { items, classify, errorToJson, heartbeatIntervalMs, ...claimSettings } = input;
   const claimedAt = Date.now();
-  const claimed = await claimBatch({ ...claimSettings, items, rerunAfterUnknown: options?.rerunAfterUnknown === true }, call);
+  const claimed = await claimBatch(
+    { ...claimSettings, items, rerunAfterUnknown: options?.rerunAfterUnknown === true },
+    call,
+  );
   const outcomes: (RunOutcome<T> | undefined)[] = claimed.map((c, index): RunOutcome<T> | undefined => {
     if (c.outcome === 'acquired') return undefined;
     if (c.outcome === 'in_progress') {
-      return { outcome: 'in_progress', attempt: c.attempt, leaseExpiresAt: c.leaseExpiresAt, retryAfterMs: c.retryAfterMs };
+      return {
+        outcome: 'in_progress',
+        attempt: c.attempt,
+        leaseExpiresAt: c.leaseExpiresAt,
+        retryAfterMs: c.retryAfterMs,
+      };
     }
-    return typed(notAcquiredOutcome(c, { tenant: input.tenant, key: (items[index] as BatchItem).key }) as RunOutcome<Json>, schema);
+    return typed(
+      notAcquiredOutcome(c, { tenant: input.tenant, key: (items[index] as BatchItem).key }) as RunOutcome<Json>,
+      schema,
+    );
   });
   const acquired: AcquiredItem[] = claimed.flatMap((c, index): AcquiredItem[] =>
     c.outcome === 'acquired'
-      ? [{
-          index,
-          key: c.attempt.key,
-          request: (items[index] as BatchItem).request,
-          attempt: c.attempt,
-          earlier: { count: c.attempt.attempt - 1, reportedUnknown: c.status === 'unknown', mayHaveTakenEffect: c.attempt.attempt > 1 },
-        }]
+      ? [
+          {
+            index,
+            key: c.attempt.key,
+            request: (items[index] as BatchItem).request,
+            attempt: c.attempt,
+            earlier: {
+              count: c.attempt.attempt - 1,
+              reportedUnknown: c.status === 'unknown',
+              mayHaveTakenEffect: c.attempt.attempt > 1,
+            },
+          },
+        ]
       : [],
   );
   if (acquired.length === 0) return outcomes as RunOutcome<T>[];
@@ -247,18 +319,28 @@ export async function runMany<T>(
       await Promise.all(keepers.map((k) => k.beatNow()));
     },
   };
-  const runInput: RunInput = { ...input, key: '', request: null, ...(classify === undefined ? {} : { classify }), ...(errorToJson === undefined ? {} : { errorToJson }) };
+  const runInput: RunInput = {
+    ...input,
+    key: '',
+    request: null,
+    ...(classify === undefined ? {} : { classify }),
+    ...(errorToJson === undefined ? {} : { errorToJson }),
+  };
 
   let reports: readonly ItemReport<T>[];
   try {
     reports = await effect(context);
     if (!Array.isArray(reports) || reports.length !== acquired.length) {
-      throw new Error(`runMany: the effect reported ${Array.isArray(reports) ? reports.length : 'no array of'} items for ${acquired.length} acquired`);
+      throw new Error(
+        `runMany: the effect reported ${Array.isArray(reports) ? reports.length : 'no array of'} items for ${acquired.length} acquired`,
+      );
     }
   } catch (error) {
     // The effect as a whole threw: every item is settled as run() settles a thrown effect.
     await stop();
-    const failed = await Promise.all(acquired.map((item) => settleFailure(client, item.attempt, error, runInput, call, schema)));
+    const failed = await Promise.all(
+      acquired.map((item) => settleFailure(client, item.attempt, error, runInput, call, schema)),
+    );
     acquired.forEach((item, i) => (outcomes[item.index] = failed[i]));
     return outcomes as RunOutcome<T>[];
   }
@@ -276,13 +358,23 @@ export async function runMany<T>(
       const stored = report.value === undefined ? null : report.value;
       const problem = findJsonProblem(stored);
       try {
-        if (problem !== null) throw new EffectResultError(`result: ${problem.message}`, { code: 'EFFECT_RESULT', issues: [{ path: problem.path, message: problem.message }] });
+        if (problem !== null)
+          throw new EffectResultError(`result: ${problem.message}`, {
+            code: 'EFFECT_RESULT',
+            issues: [{ path: problem.path, message: problem.message }],
+          });
         checkSchema(schema, stored, (message) => new EffectResultError(message, { code: 'EFFECT_RESULT' }));
         toComplete.push({ item, result: stored as Json });
       } catch (error) {
         // The effect ran but its result cannot be stored: recorded unknown, never re-run blindly.
         await client.reportUnknown(item.attempt, call).catch(() => {});
-        outcomes[item.index] = { outcome: 'unknown', reason: 'effect_outcome_unknown', attempt: item.attempt.attempt, record: null, cause: error as Error };
+        outcomes[item.index] = {
+          outcome: 'unknown',
+          reason: 'effect_outcome_unknown',
+          attempt: item.attempt.attempt,
+          record: null,
+          cause: error as Error,
+        };
       }
     }),
   );
@@ -290,21 +382,28 @@ export async function runMany<T>(
     toComplete.sort((a, b) => a.item.index - b.item.index);
     let observations: Observation[];
     try {
-      observations = await completeBatch(toComplete.map((c) => c.item.attempt), toComplete.map((c) => c.result), call);
+      observations = await completeBatch(
+        toComplete.map((c) => c.item.attempt),
+        toComplete.map((c) => c.result),
+        call,
+      );
     } catch (error) {
       if (!isAmbiguous(error)) {
         await Promise.all(toComplete.map((c) => client.reportUnknown(c.item.attempt, call).catch(() => {})));
         throw error;
       }
-      const unknown = await Promise.all(toComplete.map((c) => unknownOutcome(client, c.item.attempt, error, call, { leaseMs, schema })));
+      const unknown = await Promise.all(
+        toComplete.map((c) => unknownOutcome(client, c.item.attempt, error, call, { leaseMs, schema })),
+      );
       toComplete.forEach((c, i) => (outcomes[c.item.index] = unknown[i]));
       return outcomes as RunOutcome<T>[];
     }
     const mapped = await Promise.all(
-      toComplete.map(async (c, i) => typed(await fromObservation(client, c.item.attempt, observations[i] as Observation, call), schema)),
+      toComplete.map(async (c, i) =>
+        typed(await fromObservation(client, c.item.attempt, observations[i] as Observation, call), schema),
+      ),
     );
     toComplete.forEach((c, i) => (outcomes[c.item.index] = mapped[i]));
   }
   return outcomes as RunOutcome<T>[];
 }
-

@@ -39,7 +39,16 @@ export type { Classification } from './classify.js';
 
 /** The worker name of run()'s attempts when the input names none: this process. */
 export const DEFAULT_WORKER = `run:${hostname()}:${process.pid}`;
-export type { EarlierAttempts, ResultSchema, RunContext, RunInput, RunOptions, RunOutcome, UnknownReason, VoidToNull } from './types.js';
+export type {
+  EarlierAttempts,
+  ResultSchema,
+  RunContext,
+  RunInput,
+  RunOptions,
+  RunOutcome,
+  UnknownReason,
+  VoidToNull,
+} from './types.js';
 
 const NEEDS_RECONCILIATION_HINT =
   'Pass run(input, effect, { reconcile }) to look the effect up downstream, or { rerunAfterUnknown: true } if the downstream honours one idempotency key for every attempt.';
@@ -57,12 +66,15 @@ export function defaultErrorToJson(error: unknown): Json {
 }
 
 export const isAmbiguous = (error: unknown): error is Error =>
-  error instanceof SettleConnectionError || error instanceof SettleTimeoutError || error instanceof SettleCommitUnconfirmedError;
+  error instanceof SettleConnectionError ||
+  error instanceof SettleTimeoutError ||
+  error instanceof SettleCommitUnconfirmedError;
 
 const callOptions = (options: CallOptions | undefined): CallOptions =>
   options?.connection === undefined ? {} : { connection: options.connection };
 
-const asError = (value: unknown): Error => (value instanceof Error ? value : new Error(String(value), { cause: value }));
+const asError = (value: unknown): Error =>
+  value instanceof Error ? value : new Error(String(value), { cause: value });
 
 /** run()'s answer to a claim that did not acquire and will not be retried (every outcome but acquired and in_progress). */
 export function notAcquiredOutcome(
@@ -77,7 +89,13 @@ export function notAcquiredOutcome(
     case 'refused':
       return { outcome: 'refused', reason: claimed.reason };
     case 'failed':
-      return { outcome: 'failed', error: claimed.error, final: true, deadLettered: claimed.deadLettered, attempt: claimed.attempt };
+      return {
+        outcome: 'failed',
+        error: claimed.error,
+        final: true,
+        deadLettered: claimed.deadLettered,
+        attempt: claimed.attempt,
+      };
     case 'unknown':
     case 'in_doubt':
       // Timeout means unknown: the budget is spent and an attempt may have taken effect (or,
@@ -87,12 +105,15 @@ export function notAcquiredOutcome(
         attempt: claimed.attempt,
         record: null,
         reason: 'needs_reconciliation',
-        cause: claimed.outcome === 'unknown'
-          ? new Error('the attempt budget is spent and an attempt may have taken effect: dead-lettered, needs reconciliation')
-          : new ReconciliationRequiredError(
-            `attempt ${claimed.attempt} of ${input.tenant}/${input.key} reported unknown: its effect may have happened, and this call asked not to run it again without reconciling; the effect did not run and no attempt was opened`,
-            { code: 'NEEDS_RECONCILIATION', hint: NEEDS_RECONCILIATION_HINT },
-          ),
+        cause:
+          claimed.outcome === 'unknown'
+            ? new Error(
+                'the attempt budget is spent and an attempt may have taken effect: dead-lettered, needs reconciliation',
+              )
+            : new ReconciliationRequiredError(
+                `attempt ${claimed.attempt} of ${input.tenant}/${input.key} reported unknown: its effect may have happened, and this call asked not to run it again without reconciling; the effect did not run and no attempt was opened`,
+                { code: 'NEEDS_RECONCILIATION', hint: NEEDS_RECONCILIATION_HINT },
+              ),
       };
   }
 }
@@ -134,14 +155,19 @@ export async function claimLoop<R>(
 }
 
 /** Validates `value` with the run's result schema (if any); throws `onIssue(message)` when it does not pass. */
-export function checkSchema<T>(schema: ResultSchema<T> | undefined, value: unknown, onIssue: (message: string) => Error): T {
+export function checkSchema<T>(
+  schema: ResultSchema<T> | undefined,
+  value: unknown,
+  onIssue: (message: string) => Error,
+): T {
   if (schema === undefined) return value as T;
   const verdict = schema['~standard'].validate(value);
   if (verdict instanceof Promise) throw onIssue('the result schema is asynchronous; run() needs a synchronous one');
   const checked = verdict as { value?: T; issues?: readonly { message: string; path?: readonly unknown[] }[] };
   if (checked.issues !== undefined) {
     const first = checked.issues[0];
-    const where = first?.path !== undefined && first.path.length > 0 ? `result.${first.path.map(String).join('.')}: ` : 'result: ';
+    const where =
+      first?.path !== undefined && first.path.length > 0 ? `result.${first.path.map(String).join('.')}: ` : 'result: ';
     throw onIssue(`${where}${first?.message ?? 'invalid'}`);
   }
   return checked.value as T;
@@ -149,14 +175,25 @@ export function checkSchema<T>(schema: ResultSchema<T> | undefined, value: unkno
 
 /** A stored result (replay, another attempt's settlement) checked against the schema. */
 function storedResult<T>(schema: ResultSchema<T> | undefined, value: Json | null, where: string): T {
-  return checkSchema(schema, value, (message) => new StoredResultMismatchError(`${where} does not match the result schema (${message})`, { code: 'RESULT_SCHEMA_MISMATCH' }));
+  return checkSchema(
+    schema,
+    value,
+    (message) =>
+      new StoredResultMismatchError(`${where} does not match the result schema (${message})`, {
+        code: 'RESULT_SCHEMA_MISMATCH',
+      }),
+  );
 }
 
 /** The outcome with its result checked against the schema (completed by another attempt, replay). */
 export function typed<T>(outcome: RunOutcome<Json>, schema: ResultSchema<T> | undefined): RunOutcome<T> {
-  if (outcome.outcome === 'replay') return { ...outcome, result: storedResult(schema, outcome.result, 'the stored result (replay)') };
+  if (outcome.outcome === 'replay')
+    return { ...outcome, result: storedResult(schema, outcome.result, 'the stored result (replay)') };
   if (outcome.outcome === 'completed') {
-    return { ...outcome, result: storedResult(schema, outcome.result, `the settled result (attempt ${outcome.attempt})`) };
+    return {
+      ...outcome,
+      result: storedResult(schema, outcome.result, `the settled result (attempt ${outcome.attempt})`),
+    };
   }
   return outcome;
 }
@@ -180,7 +217,9 @@ export async function runEffect<T>(
   const rerunAfterUnknown = options?.reconcile !== undefined || options?.rerunAfterUnknown === true;
   // Every attempt names its process (audit log, settle.attempts), unless the caller named it.
   const claimInput: RunInput =
-    input.rerunAfterUnknown === rerunAfterUnknown && input.worker !== undefined ? input : { ...input, rerunAfterUnknown, worker: input.worker ?? DEFAULT_WORKER };
+    input.rerunAfterUnknown === rerunAfterUnknown && input.worker !== undefined
+      ? input
+      : { ...input, rerunAfterUnknown, worker: input.worker ?? DEFAULT_WORKER };
   const acquired = await claimLoop(
     input,
     async () => {
@@ -236,7 +275,9 @@ export async function runEffect<T>(
     if (found !== undefined) {
       await stop();
       const outcome = await settleSuccess(client, handle, found, call, schema, { ...input, leaseMs });
-      return outcome.outcome === 'completed' && outcome.settledBy === 'this_attempt' ? { ...outcome, reconciled: true } : outcome;
+      return outcome.outcome === 'completed' && outcome.settledBy === 'this_attempt'
+        ? { ...outcome, reconciled: true }
+        : outcome;
     }
   } else if (earlier.reportedUnknown && options?.rerunAfterUnknown !== true) {
     // Not reached with this engine (the claim above asked for in_doubt instead of an attempt):
@@ -268,7 +309,13 @@ export interface LeaseKeeper {
 export function keepLease(
   client: SettleClient,
   handle: AttemptHandle,
-  opts: { leaseMs: number; intervalMs: number; localDeadline: number; controller: LazyAbortController; call: CallOptions },
+  opts: {
+    leaseMs: number;
+    intervalMs: number;
+    localDeadline: number;
+    controller: LazyAbortController;
+    call: CallOptions;
+  },
 ): LeaseKeeper {
   let deadline = opts.localDeadline;
   let stopped = false;
@@ -299,7 +346,9 @@ export function keepLease(
   const schedule = (): void => {
     if (stopped) return;
     timer = setTimeout(() => {
-      void beatNow().catch(() => {}).finally(schedule);
+      void beatNow()
+        .catch(() => {})
+        .finally(schedule);
     }, opts.intervalMs);
   };
   schedule();
@@ -333,7 +382,10 @@ async function settleSuccess<T>(
   try {
     if (problem !== null) {
       const where = problem.path.length === 0 ? 'the value' : `result.${problem.path.join('.')}`;
-      throw new EffectResultError(`${where}: ${problem.message}`, { code: 'EFFECT_RESULT', issues: [{ path: problem.path, message: problem.message }] });
+      throw new EffectResultError(`${where}: ${problem.message}`, {
+        code: 'EFFECT_RESULT',
+        issues: [{ path: problem.path, message: problem.message }],
+      });
     }
     checkSchema(schema, stored, (message) => new EffectResultError(message, { code: 'EFFECT_RESULT' }));
     result = stored as Json;
@@ -368,13 +420,15 @@ export async function settleFailure<T>(
   schema: ResultSchema<T> | undefined,
 ): Promise<RunOutcome<T>> {
   const classification = (input.classify ?? defaultClassify)(cause);
-  if (classification === 'unknown') return reportUnknownOutcome(client, handle, asError(cause), 'effect_outcome_unknown', call, schema);
+  if (classification === 'unknown')
+    return reportUnknownOutcome(client, handle, asError(cause), 'effect_outcome_unknown', call, schema);
   let observation: Observation;
   const errorJson = (input.errorToJson ?? defaultErrorToJson)(cause);
   try {
     observation = await client.fail(handle, errorJson, { ...call, retryable: classification === 'retryable' });
   } catch (error) {
-    if (isAmbiguous(error)) return unknownOutcome(client, handle, error, call, { leaseMs: input.leaseMs ?? 30_000, schema });
+    if (isAmbiguous(error))
+      return unknownOutcome(client, handle, error, call, { leaseMs: input.leaseMs ?? 30_000, schema });
     throw error;
   }
   return typed(await fromObservation(client, handle, observation, call, { cause, error: errorJson }), schema);
@@ -400,7 +454,11 @@ async function reportUnknownOutcome<T>(
     if (isAmbiguous(error)) return { outcome: 'unknown', reason, attempt: handle.attempt, record: null, cause };
     throw error;
   }
-  if (observation.outcome === 'recorded' || observation.outcome === 'already_settled' || observation.outcome === 'duplicate') {
+  if (
+    observation.outcome === 'recorded' ||
+    observation.outcome === 'already_settled' ||
+    observation.outcome === 'duplicate'
+  ) {
     if (observation.status === 'completed') return typed(fromState(handle, observation, null, undefined), schema);
     return { outcome: 'unknown', reason, attempt: handle.attempt, record: null, cause };
   }
@@ -410,7 +468,9 @@ async function reportUnknownOutcome<T>(
 /** The lock-gated re-read of the handle's operation (settle.get); null when it cannot be made. */
 async function readLocked(client: SettleClient, handle: AttemptHandle, call: CallOptions): Promise<LockedRead | null> {
   if (handle.request === undefined) return null;
-  return client.get({ tenant: handle.tenant, key: handle.key, request: handle.request, binding: handle.binding }, call).catch(() => null);
+  return client
+    .get({ tenant: handle.tenant, key: handle.key, request: handle.request, binding: handle.binding }, call)
+    .catch(() => null);
 }
 
 /** Maps the answer of complete()/fail() in run() to a RunOutcome. */
@@ -424,18 +484,42 @@ export async function fromObservation(
   const cause = failure?.cause;
   const withCause = failure === undefined ? {} : { cause };
   if (observation.outcome === 'conflict') return { outcome: 'conflict', conflictOn: observation.conflictOn };
-  if (observation.outcome === 'fenced' && (observation.reason === 'invalid_token' || observation.reason === 'binding_revoked')) {
+  if (
+    observation.outcome === 'fenced' &&
+    (observation.reason === 'invalid_token' || observation.reason === 'binding_revoked')
+  ) {
     return { outcome: 'fenced', reason: observation.reason, attempt: handle.attempt, ...withCause };
   }
   if (observation.outcome === 'recorded' && observation.reason === 'retryable_failure') {
     // The canonical record holds no error while retries remain: report the one we recorded.
-    return { outcome: 'failed', error: failure?.error ?? null, final: false, deadLettered: false, attempt: handle.attempt, ...withCause };
+    return {
+      outcome: 'failed',
+      error: failure?.error ?? null,
+      final: false,
+      deadLettered: false,
+      attempt: handle.attempt,
+      ...withCause,
+    };
   }
   if (observation.outcome === 'settled' && observation.reason === 'final_failure') {
-    return { outcome: 'failed', error: observation.error, final: true, deadLettered: false, attempt: handle.attempt, ...withCause };
+    return {
+      outcome: 'failed',
+      error: observation.error,
+      final: true,
+      deadLettered: false,
+      attempt: handle.attempt,
+      ...withCause,
+    };
   }
   if (observation.outcome === 'settled' && observation.reason === 'attempts_exhausted') {
-    return { outcome: 'failed', error: observation.error, final: true, deadLettered: true, attempt: handle.attempt, ...withCause };
+    return {
+      outcome: 'failed',
+      error: observation.error,
+      final: true,
+      deadLettered: true,
+      attempt: handle.attempt,
+      ...withCause,
+    };
   }
   return fromState(handle, observation, observation.outcome === 'fenced' ? observation.reason : null, cause);
 }
@@ -457,7 +541,14 @@ function fromState(
   }
   if (state.status === 'failed') {
     // The observation row carries dead_lettered: no second round trip to learn it.
-    return { outcome: 'failed', error: state.error, final: true, deadLettered: state.deadLettered, attempt: handle.attempt, ...withCause };
+    return {
+      outcome: 'failed',
+      error: state.error,
+      final: true,
+      deadLettered: state.deadLettered,
+      attempt: handle.attempt,
+      ...withCause,
+    };
   }
   return { outcome: 'fenced', reason: fenceReason ?? 'lease_released', attempt: handle.attempt, ...withCause };
 }

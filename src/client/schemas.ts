@@ -86,7 +86,10 @@ export function jsonSchema(field: string, maxBytes: number) {
     }
     const bytes = jsonbTextLength(value);
     if (bytes > maxBytes) {
-      ctx.addIssue({ code: 'custom', message: `${field} must be at most ${maxBytes} bytes of JSON text (got ${bytes})` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `${field} must be at most ${maxBytes} bytes of JSON text (got ${bytes})`,
+      });
     }
   });
 }
@@ -150,19 +153,31 @@ export function parseResult(result: unknown): Json {
 function claimInputFast(input: unknown): ParsedClaimInput | null {
   if (!isRecord(input)) return null;
   const { tenant, key, request, binding, leaseMs = 30_000, worker, maxAttempts = 5, rerunAfterUnknown = true } = input;
-  if (!isName(tenant, LIMITS.tenantBytes) || !isName(key, LIMITS.keyBytes) || !isJson(request, LIMITS.requestBytes)) return null;
-  if (!isIntIn(leaseMs, LIMITS.minLeaseMs, LIMITS.maxLeaseMs) || !isIntIn(maxAttempts, 1, LIMITS.maxAttempts)) return null;
+  if (!isName(tenant, LIMITS.tenantBytes) || !isName(key, LIMITS.keyBytes) || !isJson(request, LIMITS.requestBytes))
+    return null;
+  if (!isIntIn(leaseMs, LIMITS.minLeaseMs, LIMITS.maxLeaseMs) || !isIntIn(maxAttempts, 1, LIMITS.maxAttempts))
+    return null;
   if (worker !== undefined && !isName(worker, LIMITS.workerBytes)) return null;
   if (typeof rerunAfterUnknown !== 'boolean') return null;
   const parsedBinding = bindingFast(binding);
   if (parsedBinding === null) return null;
-  return { tenant, key, request, binding: parsedBinding, leaseMs, ...(worker === undefined ? {} : { worker }), maxAttempts, rerunAfterUnknown };
+  return {
+    tenant,
+    key,
+    request,
+    binding: parsedBinding,
+    leaseMs,
+    ...(worker === undefined ? {} : { worker }),
+    maxAttempts,
+    rerunAfterUnknown,
+  };
 }
 
 function bindingFast(binding: unknown): z.output<typeof bindingSchema> | null {
   if (!isRecord(binding)) return null;
   const { principal, scopes = [], generation } = binding;
-  if (!isName(principal, LIMITS.principalBytes) || !Array.isArray(scopes) || scopes.length > LIMITS.maxScopes) return null;
+  if (!isName(principal, LIMITS.principalBytes) || !Array.isArray(scopes) || scopes.length > LIMITS.maxScopes)
+    return null;
   for (let i = 0; i < scopes.length; i += 1) if (!isName(scopes[i], LIMITS.scopeBytes)) return null;
   const valid =
     typeof generation === 'number'
@@ -174,9 +189,12 @@ function bindingFast(binding: unknown): z.output<typeof bindingSchema> | null {
 }
 
 // The schemas' checks, as predicates (z.object refuses null and arrays; z.number NaN and infinities).
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
-const isName = (value: unknown, maxBytes: number): value is string => typeof value === 'string' && nameProblem(value, maxBytes) === null;
-const isJson = (value: unknown, maxBytes: number): value is Json => findJsonProblem(value) === null && jsonbTextLength(value as Json) <= maxBytes;
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+const isName = (value: unknown, maxBytes: number): value is string =>
+  typeof value === 'string' && nameProblem(value, maxBytes) === null;
+const isJson = (value: unknown, maxBytes: number): value is Json =>
+  findJsonProblem(value) === null && jsonbTextLength(value as Json) <= maxBytes;
 const isIntIn = (value: unknown, min: number, max: number): value is number =>
   typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max;
 
@@ -213,7 +231,10 @@ export const redriveInputSchema = z.object({
   request: jsonSchema('request', LIMITS.requestBytes).optional(),
   reason: z
     .string()
-    .refine((value) => Buffer.byteLength(value, 'utf8') <= LIMITS.reasonBytes, `reason must be at most ${LIMITS.reasonBytes} bytes`)
+    .refine(
+      (value) => Buffer.byteLength(value, 'utf8') <= LIMITS.reasonBytes,
+      `reason must be at most ${LIMITS.reasonBytes} bytes`,
+    )
     .optional(),
 });
 

@@ -77,10 +77,17 @@ export function isMiddlewareRequest(request: unknown): boolean {
   if (typeof request !== 'object' || request === null || Array.isArray(request)) return false;
   const r = request as Record<string, unknown>;
   const targets = ['url', 'path', 'route'].filter((t) => typeof r[t] === 'string');
-  return r.v === 2 && typeof r.method === 'string' && targets.length === 1
-    && typeof r.body === 'string' && /^(none|json:[0-9a-f]{64}|raw:[0-9a-f]{64})$/.test(r.body)
-    && typeof r.headers === 'object' && r.headers !== null && !Array.isArray(r.headers)
-    && Object.keys(r).length === 5;
+  return (
+    r.v === 2 &&
+    typeof r.method === 'string' &&
+    targets.length === 1 &&
+    typeof r.body === 'string' &&
+    /^(none|json:[0-9a-f]{64}|raw:[0-9a-f]{64})$/.test(r.body) &&
+    typeof r.headers === 'object' &&
+    r.headers !== null &&
+    !Array.isArray(r.headers) &&
+    Object.keys(r).length === 5
+  );
 }
 
 /** The response an operator or a reconciler records for an HTTP key: what the retry replays. */
@@ -106,11 +113,16 @@ export const MAX_RESOLVED_BODY_BYTES = 700 * 1024;
  */
 export function storedResponseOf(resolution: HttpResolution): StoredResponse {
   const { status } = resolution;
-  if (!Number.isInteger(status) || status < 100 || status > 599) throw new RangeError(`HTTP status must be an integer 100-599 (got ${String(status)})`);
+  if (!Number.isInteger(status) || status < 100 || status > 599)
+    throw new RangeError(`HTTP status must be an integer 100-599 (got ${String(status)})`);
   const structured = !Buffer.isBuffer(resolution.body) && typeof resolution.body !== 'string';
-  const bytes = Buffer.isBuffer(resolution.body) ? resolution.body
-    : typeof resolution.body === 'string' ? Buffer.from(resolution.body, 'utf8') : Buffer.from(JSON.stringify(resolution.body), 'utf8');
-  if (bytes.length > MAX_RESOLVED_BODY_BYTES) throw new RangeError(`HTTP body is ${bytes.length} bytes, more than ${MAX_RESOLVED_BODY_BYTES}`);
+  const bytes = Buffer.isBuffer(resolution.body)
+    ? resolution.body
+    : typeof resolution.body === 'string'
+      ? Buffer.from(resolution.body, 'utf8')
+      : Buffer.from(JSON.stringify(resolution.body), 'utf8');
+  if (bytes.length > MAX_RESOLVED_BODY_BYTES)
+    throw new RangeError(`HTTP body is ${bytes.length} bytes, more than ${MAX_RESOLVED_BODY_BYTES}`);
   const given = resolution.headers ?? (structured ? { 'content-type': 'application/json' } : {});
   const headers: [string, string][] = [];
   for (const [name, value] of Object.entries(given)) {

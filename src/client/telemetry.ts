@@ -59,7 +59,11 @@ export interface ClientTelemetry {
   /** A handler failed after its response was complete (the response stands; the error is not sent). */
   httpErrorAfterResponse(): void;
   /** Wraps one batch of the feed consumer's handler: span, events counter, lag histogram. */
-  feedBatch<R>(consumer: string, events: readonly { readonly occurredAt: Date }[], execute: () => Promise<R>): Promise<R>;
+  feedBatch<R>(
+    consumer: string,
+    events: readonly { readonly occurredAt: Date }[],
+    execute: () => Promise<R>,
+  ): Promise<R>;
 }
 
 /** The effect as given: no timing. */
@@ -163,7 +167,12 @@ class OtelTelemetry implements ClientTelemetry {
    * (an SDK was seen) it is never dormant again, as before.
    */
   private dormant(): boolean {
-    if (this.instruments !== undefined || this.options.meterProvider !== undefined || this.options.tracerProvider !== undefined) return false;
+    if (
+      this.instruments !== undefined ||
+      this.options.meterProvider !== undefined ||
+      this.options.tracerProvider !== undefined
+    )
+      return false;
     const meterProvider = this.api.metrics.getMeterProvider();
     if (meterProvider !== this.noopMeterProvider) {
       if (meterProvider.getMeter(INSTRUMENTATION_SCOPE, SCOPE_VERSION) !== this.api.createNoopMeter()) return false;
@@ -171,18 +180,30 @@ class OtelTelemetry implements ClientTelemetry {
     }
     // ProxyTracerProvider (the API's global until an SDK registers, and its wrapper after):
     // getDelegateTracer answers undefined exactly while no SDK provider is behind it.
-    const tracerProvider = this.api.trace.getTracerProvider() as { getDelegateTracer?: (name: string, version?: string) => unknown };
-    return typeof tracerProvider.getDelegateTracer === 'function' && tracerProvider.getDelegateTracer(INSTRUMENTATION_SCOPE, SCOPE_VERSION) === undefined;
+    const tracerProvider = this.api.trace.getTracerProvider() as {
+      getDelegateTracer?: (name: string, version?: string) => unknown;
+    };
+    return (
+      typeof tracerProvider.getDelegateTracer === 'function' &&
+      tracerProvider.getDelegateTracer(INSTRUMENTATION_SCOPE, SCOPE_VERSION) === undefined
+    );
   }
 
   /** Instruments are created at the first call, so an SDK registered after createSettleClient still counts. */
   private get i(): Instruments {
     if (this.instruments !== undefined) return this.instruments;
-    const meterProvider = (this.options.meterProvider as otel.MeterProvider | undefined) ?? this.api.metrics.getMeterProvider();
-    const tracerProvider = (this.options.tracerProvider as otel.TracerProvider | undefined) ?? this.api.trace.getTracerProvider();
+    const meterProvider =
+      (this.options.meterProvider as otel.MeterProvider | undefined) ?? this.api.metrics.getMeterProvider();
+    const tracerProvider =
+      (this.options.tracerProvider as otel.TracerProvider | undefined) ?? this.api.trace.getTracerProvider();
     const meter = meterProvider.getMeter(INSTRUMENTATION_SCOPE, SCOPE_VERSION);
     this.instruments = {
-      callDuration: seconds(meter, METRICS.callDuration, 'Duration of settle calls (one SQL function call, transparent retries included).', CALL_BUCKETS),
+      callDuration: seconds(
+        meter,
+        METRICS.callDuration,
+        'Duration of settle calls (one SQL function call, transparent retries included).',
+        CALL_BUCKETS,
+      ),
       outcomes: meter.createCounter(METRICS.outcomes, {
         description: 'Answers of settle calls and of run()/runInTransaction(), by operation, outcome and reason.',
         unit: '{outcome}',
@@ -202,11 +223,13 @@ class OtelTelemetry implements ClientTelemetry {
         unit: '{request}',
       }),
       httpErrorsAfterResponse: meter.createCounter(METRICS.httpErrorsAfterResponse, {
-        description: 'Handlers of the idempotency middleware that failed after their response was complete (the response stood; the error was not sent).',
+        description:
+          'Handlers of the idempotency middleware that failed after their response was complete (the response stood; the error was not sent).',
         unit: '{error}',
       }),
       feedEvents: meter.createCounter(METRICS.feedEvents, {
-        description: 'Feed events handed to a consumer handler, by consumer and result (acknowledged as part of a batch that completed, or error).',
+        description:
+          'Feed events handed to a consumer handler, by consumer and result (acknowledged as part of a batch that completed, or error).',
         unit: '{event}',
       }),
       feedLag: seconds(
@@ -285,12 +308,15 @@ class OtelTelemetry implements ClientTelemetry {
     let sqlstate: string | undefined;
     let errorType: string | undefined;
     try {
-      const result = recording ? await this.api.context.with(this.api.trace.setSpan(parentContext, span), execute) : await execute();
+      const result = recording
+        ? await this.api.context.with(this.api.trace.setSpan(parentContext, span), execute)
+        : await execute();
       [outcome, reason] = outcomeOf(name, result);
       return result;
     } catch (error) {
       sqlstate = error instanceof SettleError && error.sqlstate !== null ? error.sqlstate : undefined;
-      errorType = sqlstate ?? (error instanceof SettleError ? error.code : error instanceof Error ? error.name : 'Error');
+      errorType =
+        sqlstate ?? (error instanceof SettleError ? error.code : error instanceof Error ? error.name : 'Error');
       if (recording) {
         span.recordException(error instanceof Error ? error : String(error));
         span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: errorType });
@@ -320,7 +346,12 @@ class OtelTelemetry implements ClientTelemetry {
     }
   }
 
-  private outcomeAttributes(operation: string, outcome: string, reason: string | undefined, tenant: string | undefined): otel.Attributes {
+  private outcomeAttributes(
+    operation: string,
+    outcome: string,
+    reason: string | undefined,
+    tenant: string | undefined,
+  ): otel.Attributes {
     return this.attributes('o', operation, outcome, reason, tenant, () => ({
       'pg_settle.operation': operation,
       'pg_settle.outcome': outcome,
@@ -329,21 +360,32 @@ class OtelTelemetry implements ClientTelemetry {
     }));
   }
 
-  async feedBatch<R>(consumer: string, events: readonly { readonly occurredAt: Date }[], execute: () => Promise<R>): Promise<R> {
+  async feedBatch<R>(
+    consumer: string,
+    events: readonly { readonly occurredAt: Date }[],
+    execute: () => Promise<R>,
+  ): Promise<R> {
     if (this.dormant()) return execute();
     const i = this.i;
     const now = Date.now();
-    const attributes = this.attributes('f', consumer, undefined, undefined, undefined, () => ({ 'pg_settle.consumer': consumer }));
+    const attributes = this.attributes('f', consumer, undefined, undefined, undefined, () => ({
+      'pg_settle.consumer': consumer,
+    }));
     for (const event of events) i.feedLag.record(Math.max(0, (now - event.occurredAt.getTime()) / 1000), attributes);
     const parentContext = this.api.context.active();
     const span = i.tracer.startSpan(
       'pg_settle.feed.batch',
-      { kind: this.api.SpanKind.CONSUMER, attributes: { 'pg_settle.consumer': consumer, 'messaging.batch.message_count': events.length } },
+      {
+        kind: this.api.SpanKind.CONSUMER,
+        attributes: { 'pg_settle.consumer': consumer, 'messaging.batch.message_count': events.length },
+      },
       parentContext,
     );
     let result = 'ok';
     try {
-      return span.isRecording() ? await this.api.context.with(this.api.trace.setSpan(parentContext, span), execute) : await execute();
+      return span.isRecording()
+        ? await this.api.context.with(this.api.trace.setSpan(parentContext, span), execute)
+        : await execute();
     } catch (error) {
       result = 'error';
       span.recordException(error instanceof Error ? error : String(error));
@@ -352,7 +394,10 @@ class OtelTelemetry implements ClientTelemetry {
     } finally {
       i.feedEvents.add(
         events.length,
-        this.attributes('fe', consumer, result, undefined, undefined, () => ({ 'pg_settle.consumer': consumer, 'pg_settle.result': result })),
+        this.attributes('fe', consumer, result, undefined, undefined, () => ({
+          'pg_settle.consumer': consumer,
+          'pg_settle.result': result,
+        })),
       );
       span.end();
     }
@@ -361,7 +406,10 @@ class OtelTelemetry implements ClientTelemetry {
   retry(event: RetryEventLike): void {
     if (this.dormant()) return;
     const name = sqlName(event.operation);
-    const sqlstate = event.error instanceof SettleError && event.error.sqlstate !== null ? event.error.sqlstate : (event.error.name ?? 'Error');
+    const sqlstate =
+      event.error instanceof SettleError && event.error.sqlstate !== null
+        ? event.error.sqlstate
+        : (event.error.name ?? 'Error');
     this.i.retries.add(
       1,
       this.attributes('r', name, sqlstate, undefined, undefined, () => ({
@@ -372,15 +420,27 @@ class OtelTelemetry implements ClientTelemetry {
     );
     const span = this.api.trace.getSpan(this.api.context.active());
     if (span !== undefined && span.isRecording()) {
-      span.addEvent('retry', { 'db.response.status_code': sqlstate, 'pg_settle.retry': event.retry, 'pg_settle.delay_ms': event.delayMs });
+      span.addEvent('retry', {
+        'db.response.status_code': sqlstate,
+        'pg_settle.retry': event.retry,
+        'pg_settle.delay_ms': event.delayMs,
+      });
     }
   }
 
-  run<O extends RunOutcomeLike>(kind: RunKind, tenant: string, execute: (timed: EffectTimer) => Promise<O>): Promise<O> {
+  run<O extends RunOutcomeLike>(
+    kind: RunKind,
+    tenant: string,
+    execute: (timed: EffectTimer) => Promise<O>,
+  ): Promise<O> {
     return this.dormant() ? execute(untimed) : this.recordRun(kind, tenant, execute);
   }
 
-  private async recordRun<O extends RunOutcomeLike>(kind: RunKind, tenant: string, execute: (timed: EffectTimer) => Promise<O>): Promise<O> {
+  private async recordRun<O extends RunOutcomeLike>(
+    kind: RunKind,
+    tenant: string,
+    execute: (timed: EffectTimer) => Promise<O>,
+  ): Promise<O> {
     const i = this.i;
     const name = `pg_settle.${kind}`;
     const shownTenant = this.tenant(tenant);
@@ -406,7 +466,9 @@ class OtelTelemetry implements ClientTelemetry {
     try {
       // The run span is the active context while the effect runs (the application's own spans nest
       // under it when a context manager is registered) and the parent of every settle call.
-      outcome = recording ? await this.api.context.with(this.api.trace.setSpan(this.api.context.active(), span), () => execute(wrap)) : await execute(wrap);
+      outcome = recording
+        ? await this.api.context.with(this.api.trace.setSpan(this.api.context.active(), span), () => execute(wrap))
+        : await execute(wrap);
       return outcome;
     } catch (error) {
       if (recording) {
@@ -437,7 +499,8 @@ class OtelTelemetry implements ClientTelemetry {
         if (reason !== undefined) span.setAttribute('pg_settle.reason', reason);
         if (outcome?.final !== undefined) span.setAttribute('pg_settle.final', outcome.final);
         if (outcome?.deadLettered !== undefined) span.setAttribute('pg_settle.dead_lettered', outcome.deadLettered);
-        if (result === 'unknown') span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: 'settlement unknown' });
+        if (result === 'unknown')
+          span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: 'settlement unknown' });
       }
       span.end();
     }
@@ -445,7 +508,10 @@ class OtelTelemetry implements ClientTelemetry {
 
   http(result: HttpRequestResult): void {
     if (this.dormant()) return;
-    this.i.httpRequests.add(1, this.attributes('h', result, undefined, undefined, undefined, () => ({ 'pg_settle.http.result': result })));
+    this.i.httpRequests.add(
+      1,
+      this.attributes('h', result, undefined, undefined, undefined, () => ({ 'pg_settle.http.result': result })),
+    );
   }
 
   httpErrorAfterResponse(): void {

@@ -2,13 +2,7 @@ import { type DatabaseTransactionConnection, sql } from 'slonik';
 import type { ClientCore } from './core.js';
 import { isRetryable, mapDatabaseError } from './errors.js';
 import { withRetry } from './retry.js';
-import {
-  claimLoop,
-  defaultErrorToJson,
-  fromObservation,
-  isAmbiguous,
-  unknownOutcome,
-} from './run.js';
+import { claimLoop, defaultErrorToJson, fromObservation, isAmbiguous, unknownOutcome } from './run.js';
 import type {
   AttemptHandle,
   Json,

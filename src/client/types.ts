@@ -13,7 +13,13 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
  */
 export type JsonResult<T> = T extends Json | undefined | void
   ? T
-  : T extends Date | bigint | symbol | ((...args: never[]) => unknown) | ReadonlyMap<unknown, unknown> | ReadonlySet<unknown>
+  : T extends
+        | Date
+        | bigint
+        | symbol
+        | ((...args: never[]) => unknown)
+        | ReadonlyMap<unknown, unknown>
+        | ReadonlySet<unknown>
     ? never
     : T extends readonly (infer U)[]
       ? readonly JsonResult<U>[]
@@ -26,7 +32,9 @@ export type JsonResult<T> = T extends Json | undefined | void
  * run() without a `result` schema does not compile; the compiler names it: return JSON from the
  * effect (an ISO string for a Date, a string for a bigint), or pass `result`.
  */
-export type NotJsonWithoutSchema<T> = [T] extends [JsonResult<T>] ? [] : [effectResultIsNotJson_returnJsonOrPassAResultSchema: never];
+export type NotJsonWithoutSchema<T> = [T] extends [JsonResult<T>]
+  ? []
+  : [effectResultIsNotJson_returnJsonOrPassAResultSchema: never];
 
 /** Canonical status, in lattice order: pending/running < unknown < conflict < failed < completed. */
 export type Status = 'pending' | 'running' | 'unknown' | 'conflict' | 'failed' | 'completed';
@@ -171,7 +179,13 @@ export type ClaimOutcome =
 export type DeadLetterReason = 'attempts_exhausted' | 'needs_reconciliation';
 
 /** Why an attempt is fenced; attempt_conflicted (it presented a mismatched lock) comes from observations only. */
-export type HeartbeatFenceReason = 'invalid_token' | 'superseded' | 'settled' | 'lease_released' | 'binding_revoked' | 'attempt_conflicted';
+export type HeartbeatFenceReason =
+  | 'invalid_token'
+  | 'superseded'
+  | 'settled'
+  | 'lease_released'
+  | 'binding_revoked'
+  | 'attempt_conflicted';
 
 /** The answer of heartbeat(): extended (the lease runs on) or fenced (stop: the attempt no longer holds the lease). */
 export type HeartbeatOutcome =
@@ -198,12 +212,26 @@ export interface CanonicalState extends OperationState {
 export type Observation =
   | ({
       readonly outcome: 'settled';
-      readonly reason: 'current_attempt' | 'superseded_attempt' | 'lease_released' | 'final_failure' | 'attempts_exhausted';
+      readonly reason:
+        | 'current_attempt'
+        | 'superseded_attempt'
+        | 'lease_released'
+        | 'final_failure'
+        | 'attempts_exhausted';
     } & CanonicalState)
-  | ({ readonly outcome: 'recorded'; readonly reason: 'retryable_failure' | 'outcome_unknown' | 'needs_reconciliation' } & CanonicalState)
+  | ({
+      readonly outcome: 'recorded';
+      readonly reason: 'retryable_failure' | 'outcome_unknown' | 'needs_reconciliation';
+    } & CanonicalState)
   | ({ readonly outcome: 'duplicate'; readonly reason: null } & CanonicalState)
-  | ({ readonly outcome: 'already_settled'; readonly reason: 'late_success' | 'attempt_already_observed' } & CanonicalState)
-  | ({ readonly outcome: 'fenced'; readonly reason: 'superseded' | 'settled' | 'lease_released' | 'attempt_conflicted' } & CanonicalState)
+  | ({
+      readonly outcome: 'already_settled';
+      readonly reason: 'late_success' | 'attempt_already_observed';
+    } & CanonicalState)
+  | ({
+      readonly outcome: 'fenced';
+      readonly reason: 'superseded' | 'settled' | 'lease_released' | 'attempt_conflicted';
+    } & CanonicalState)
   | { readonly outcome: 'fenced'; readonly reason: 'invalid_token' }
   /** The binding generation of this attempt is revoked: the observation is kept as evidence only. */
   | { readonly outcome: 'fenced'; readonly reason: 'binding_revoked' }
@@ -463,7 +491,9 @@ export interface RunInput extends ClaimInput {
 export interface ResultSchema<T> {
   readonly '~standard': {
     /** Standard Schema's validation: the value typed as T, or the issues. */
-    readonly validate: (value: unknown) =>
+    readonly validate: (
+      value: unknown,
+    ) =>
       | { readonly value: T; readonly issues?: undefined }
       | { readonly issues: readonly { readonly message: string; readonly path?: readonly unknown[] | undefined }[] }
       | Promise<unknown>;
@@ -571,9 +601,19 @@ export type RunOutcome<T = Json> =
       readonly cause?: unknown;
     }
   /** Another worker still holds the lease after waitForMs. */
-  | { readonly outcome: 'in_progress'; readonly attempt: number; readonly leaseExpiresAt: Date; readonly retryAfterMs: number }
+  | {
+      readonly outcome: 'in_progress';
+      readonly attempt: number;
+      readonly leaseExpiresAt: Date;
+      readonly retryAfterMs: number;
+    }
   /** This attempt lost its lease; its failure was not recorded (another attempt owns the operation). */
-  | { readonly outcome: 'fenced'; readonly reason: HeartbeatFenceReason; readonly attempt: number; readonly cause?: unknown }
+  | {
+      readonly outcome: 'fenced';
+      readonly reason: HeartbeatFenceReason;
+      readonly attempt: number;
+      readonly cause?: unknown;
+    }
   /**
    * The effect may or may not have happened (`reason` says why this is not known). Never a
    * failure: retry with the same key; the next run() reconciles first. `record` is a best-effort
@@ -586,7 +626,6 @@ export type RunOutcome<T = Json> =
       readonly record: LockedRead | null;
       readonly cause: Error;
     };
-
 
 // settle.idempotent() (src/client/idempotent.ts)
 
@@ -671,7 +710,8 @@ export interface ClaimManyInput {
 }
 
 /** runMany's input: run()'s settings, shared by every item, and the items. */
-export interface RunManyInput extends Omit<RunInput, 'key' | 'request' | 'waitForMs' | 'pollIntervalMs' | 'rerunAfterUnknown'> {
+export interface RunManyInput
+  extends Omit<RunInput, 'key' | 'request' | 'waitForMs' | 'pollIntervalMs' | 'rerunAfterUnknown'> {
   readonly items: readonly BatchItem[];
 }
 
@@ -715,7 +755,9 @@ export interface RunManyOptions<T = unknown> extends CallOptions {
  * Options of `settle.idempotentMany(fn, options)`: one tenant and binding for the batch, how each
  * item's key and request are derived, plus runMany()'s settings and options.
  */
-export interface IdempotentManyOptions<A, R> extends Omit<RunManyInput, 'items'>, Omit<RunManyOptions<R>, keyof CallOptions | 'signal'> {
+export interface IdempotentManyOptions<A, R>
+  extends Omit<RunManyInput, 'items'>,
+    Omit<RunManyOptions<R>, keyof CallOptions | 'signal'> {
   /** The idempotency key of an item (e.g. `(order) => order.id`). */
   readonly key: (item: A) => string;
   /** The effect-defining part of an item, fingerprinted at its first call (see IdempotentOptions.request). */
@@ -743,7 +785,11 @@ export interface SettleClient {
     options?: ConsumeOptions & { readonly mode?: 'transaction' } & ListenOption,
   ): Promise<ConsumeSummary>;
   /** External mode: the handler's context.connection is null (at least once; deduplicate by eventId). */
-  consume(name: string, handler: FeedHandler<'external'>, options: ConsumeOptions & { readonly mode: 'external' } & ListenOption): Promise<ConsumeSummary>;
+  consume(
+    name: string,
+    handler: FeedHandler<'external'>,
+    options: ConsumeOptions & { readonly mode: 'external' } & ListenOption,
+  ): Promise<ConsumeSummary>;
   /** A mode known only at run time: context.connection may be null. */
   consume(name: string, handler: FeedHandler, options?: ConsumeOptions & ListenOption): Promise<ConsumeSummary>;
 
@@ -754,7 +800,11 @@ export interface SettleClient {
   /** This attempt's effect committed with `result`: the binding-gated success merge. */
   complete(handle: AttemptHandle, result: Json, options?: CallOptions): Promise<Observation>;
   /** This attempt's effect definitely did not happen (retryable: default true). */
-  fail(handle: AttemptHandle, error: Json, options?: CallOptions & { readonly retryable?: boolean }): Promise<Observation>;
+  fail(
+    handle: AttemptHandle,
+    error: Json,
+    options?: CallOptions & { readonly retryable?: boolean },
+  ): Promise<Observation>;
   /** This attempt lost the response of its effect: unknown, never failure. */
   reportUnknown(handle: AttemptHandle, options?: CallOptions): Promise<Observation>;
   /**
@@ -766,9 +816,18 @@ export interface SettleClient {
   inspect(ref: OperationRef, options?: CallOptions): Promise<OperationRecord | null>;
 
   /** Run an effect exactly once per (tenant, key): claim, heartbeat, settle (see docs/client.md). */
-  run<T>(input: RunInput, effect: (context: RunContext) => Promise<T>, options: RunOptions<T> & { readonly result: ResultSchema<T> }): Promise<RunOutcome<VoidToNull<T>>>;
+  run<T>(
+    input: RunInput,
+    effect: (context: RunContext) => Promise<T>,
+    options: RunOptions<T> & { readonly result: ResultSchema<T> },
+  ): Promise<RunOutcome<VoidToNull<T>>>;
   /** Without a `result` schema the effect's value must be JSON (JsonResult): a Date or bigint does not compile. */
-  run<T = Json>(input: RunInput, effect: (context: RunContext) => Promise<T>, options?: RunOptions<T>, ...notJson: NotJsonWithoutSchema<T>): Promise<RunOutcome<VoidToNull<T>>>;
+  run<T = Json>(
+    input: RunInput,
+    effect: (context: RunContext) => Promise<T>,
+    options?: RunOptions<T>,
+    ...notJson: NotJsonWithoutSchema<T>
+  ): Promise<RunOutcome<VoidToNull<T>>>;
   /**
    * Wrap an async function once and call it as before: each call runs through run() under the
    * key, request, tenant and binding derived from its arguments. A completed call's result is
@@ -786,7 +845,11 @@ export interface SettleClient {
   /** Claim many keys of one tenant in one round trip (settle.claim_many): one outcome per item, in order. */
   claimMany(input: ClaimManyInput, options?: CallOptions): Promise<ClaimOutcome[]>;
   /** Complete many attempts of one tenant and binding in one round trip (settle.complete_many): one observation per handle. */
-  completeMany(handles: readonly AttemptHandle[], results: readonly Json[], options?: CallOptions): Promise<Observation[]>;
+  completeMany(
+    handles: readonly AttemptHandle[],
+    results: readonly Json[],
+    options?: CallOptions,
+  ): Promise<Observation[]>;
   /**
    * run() for many keys of one tenant: one claim call, one effect that receives every acquired
    * item and reports per item (Promise.allSettled's shape), one complete call; one RunOutcome per
@@ -886,7 +949,10 @@ export interface FeedBatchContext<M extends FeedMode = FeedMode> {
 }
 
 /** A feed consumer's handler: called with each batch of settlement events, in order; the batch is acknowledged when it resolves. */
-export type FeedHandler<M extends FeedMode = FeedMode> = (events: readonly FeedEvent[], context: FeedBatchContext<M>) => Promise<void>;
+export type FeedHandler<M extends FeedMode = FeedMode> = (
+  events: readonly FeedEvent[],
+  context: FeedBatchContext<M>,
+) => Promise<void>;
 
 /** Options of consume(): batch size, delivery mode and pacing (docs/feed.md). */
 export interface ConsumeOptions {
@@ -918,4 +984,3 @@ export interface ConsumeSummary {
   readonly events: number;
   readonly errors: number;
 }
-

@@ -4,12 +4,24 @@ import { html, jsonText, type Html } from './escape.js';
 import { csrfField, page, type PageContext } from './layout.js';
 
 /** A confirmation: what will happen, the values carried in hidden fields, and one button. */
-export function confirmPage(ctx: PageContext, title: string, action: string, what: Html, values: Readonly<Record<string, string>>, button: string, back: string): string {
-  return page(ctx, title, html`<h1>${title}</h1>
+export function confirmPage(
+  ctx: PageContext,
+  title: string,
+  action: string,
+  what: Html,
+  values: Readonly<Record<string, string>>,
+  button: string,
+  back: string,
+): string {
+  return page(
+    ctx,
+    title,
+    html`<h1>${title}</h1>
 <div class="confirm" id="confirm">${what}</div>
 <form method="post" action="${action}" id="confirm-form">${csrfField(ctx)}<input type="hidden" name="step" value="apply">
 ${Object.entries(values).map(([name, value]) => html`<input type="hidden" name="${name}" value="${value}">`)}
-<button type="submit" class="danger">${button}</button> <a href="${back}">Cancel</a></form>`);
+<button type="submit" class="danger">${button}</button> <a href="${back}">Cancel</a></form>`,
+  );
 }
 
 export function errorBlock(error: ApiError): Html {
@@ -20,13 +32,23 @@ ${error.hint === null ? '' : html`<tr><th>hint</th><td>${error.hint}</td></tr>`}
 }
 
 /** The API's answer to an action, with a way back. */
-export function answerPage(ctx: PageContext, title: string, answer: ActionAnswer, back: string, backLabel: string): string {
-  return page(ctx, title, html`<h1>${title}</h1>
+export function answerPage(
+  ctx: PageContext,
+  title: string,
+  answer: ActionAnswer,
+  back: string,
+  backLabel: string,
+): string {
+  return page(
+    ctx,
+    title,
+    html`<h1>${title}</h1>
 <div class="answer${answer.ok ? '' : ' refused'}" id="answer"><p id="answer-summary"><b>${answer.summary}</b></p>
 ${answer.error === null ? '' : errorBlock(answer.error)}
 ${answer.fields.length === 0 ? '' : html`<table>${answer.fields.map(([name, value]) => html`<tr><th>${name}</th><td>${typeof value === 'object' && value !== null ? html`<pre>${jsonText(value)}</pre>` : value === null || value === undefined ? '-' : String(value)}</td></tr>`)}</table>`}
 </div>
-<p><a href="${back}" id="back">${backLabel}</a></p>`);
+<p><a href="${back}" id="back">${backLabel}</a></p>`,
+  );
 }
 
 export function resetTable(rows: readonly ResetRow[]): Html {
@@ -36,5 +58,9 @@ ${rows.map((r) => html`<tr><td>${r.lane + 1}</td><td class="mono">${r.position_b
 
 /** A refusal the console makes before any call (a bad form, a missing grant, a missing CSRF token). */
 export function refusalPage(ctx: PageContext | null, title: string, message: string): string {
-  return page(ctx, title, html`<h1>${title}</h1><div class="answer refused" id="answer"><p id="answer-summary"><b>${message}</b></p></div><p><a href="/">Overview</a></p>`);
+  return page(
+    ctx,
+    title,
+    html`<h1>${title}</h1><div class="answer refused" id="answer"><p id="answer-summary"><b>${message}</b></p></div><p><a href="/">Overview</a></p>`,
+  );
 }

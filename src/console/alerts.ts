@@ -22,22 +22,111 @@ interface Rule {
 }
 
 const RULES: readonly Rule[] = [
-  { name: 'PgSettleDeadLettersGrowing', severity: 'ticket', column: null, threshold: 0, condition: 'delta(dead_letters{reason="failed"}[30m]) > 0', runbook: 'docs/operations.md#dead-letters-piling-up' },
-  { name: 'PgSettleNeedsReconciliation', severity: 'page', column: 'dead_letters_needs_reconciliation', threshold: 0, condition: 'dead_letters_needs_reconciliation > 0', runbook: 'docs/operations.md#needs-reconciliation' },
-  { name: 'PgSettleReconciliationBacklogGrowing', severity: 'page', column: null, threshold: 0, condition: 'deriv(dead_letters{reason="needs_reconciliation"}[30m]) > 0 for 30m', runbook: 'docs/operations.md#needs-reconciliation' },
-  { name: 'PgSettleReconciliationStalled', severity: 'ticket', column: 'oldest_needs_reconciliation_age_seconds', threshold: 3600, condition: 'oldest_needs_reconciliation_age_seconds > 3600', runbook: 'docs/operations.md#needs-reconciliation' },
-  { name: 'PgSettleUpkeepOverdue', severity: 'ticket', column: 'upkeep_jobs_overdue', threshold: 0, condition: 'upkeep_jobs_overdue > 0 for 5m', runbook: 'docs/operations.md#upkeep' },
-  { name: 'PgSettleUpkeepFailing', severity: 'ticket', column: 'upkeep_jobs_failing', threshold: 0, condition: 'upkeep_jobs_failing > 0 for 15m', runbook: 'docs/operations.md#upkeep' },
-  { name: 'PgSettleLapsedLeases', severity: 'ticket', column: 'lapsed_leases', threshold: 0, condition: 'min_over_time(lapsed_leases[10m]) > 0', runbook: 'docs/operations.md#operations-stuck-in_progress' },
-  { name: 'PgSettleOldUnknown', severity: 'ticket', column: 'oldest_unknown_age_seconds', threshold: 900, condition: 'oldest_unknown_age_seconds > 900 for 5m', runbook: null },
-  { name: 'PgSettleConflictStatus', severity: 'page', column: 'operations_conflict', threshold: 0, condition: 'operations_conflict > 0', runbook: 'docs/operations.md#a-spike-of-conflict' },
-  { name: 'PgSettleConflictRate', severity: 'ticket', column: 'conflicts_recent', threshold: 10, condition: 'conflicts_recent > 10 for 10m', runbook: 'docs/operations.md#a-spike-of-conflict' },
-  { name: 'PgSettleFeedLag', severity: 'page', column: 'feed_lag_seconds', threshold: 300, condition: 'feed_lag_seconds > 300 for 5m', runbook: 'docs/feed.md#when-the-feed-stands-still' },
-  { name: 'PgSettleFeedRetained', severity: 'ticket', column: 'feed_events_retained', threshold: 500000, condition: 'feed_events_retained > 500000 for 30m', runbook: 'docs/feed.md#retention' },
+  {
+    name: 'PgSettleDeadLettersGrowing',
+    severity: 'ticket',
+    column: null,
+    threshold: 0,
+    condition: 'delta(dead_letters{reason="failed"}[30m]) > 0',
+    runbook: 'docs/operations.md#dead-letters-piling-up',
+  },
+  {
+    name: 'PgSettleNeedsReconciliation',
+    severity: 'page',
+    column: 'dead_letters_needs_reconciliation',
+    threshold: 0,
+    condition: 'dead_letters_needs_reconciliation > 0',
+    runbook: 'docs/operations.md#needs-reconciliation',
+  },
+  {
+    name: 'PgSettleReconciliationBacklogGrowing',
+    severity: 'page',
+    column: null,
+    threshold: 0,
+    condition: 'deriv(dead_letters{reason="needs_reconciliation"}[30m]) > 0 for 30m',
+    runbook: 'docs/operations.md#needs-reconciliation',
+  },
+  {
+    name: 'PgSettleReconciliationStalled',
+    severity: 'ticket',
+    column: 'oldest_needs_reconciliation_age_seconds',
+    threshold: 3600,
+    condition: 'oldest_needs_reconciliation_age_seconds > 3600',
+    runbook: 'docs/operations.md#needs-reconciliation',
+  },
+  {
+    name: 'PgSettleUpkeepOverdue',
+    severity: 'ticket',
+    column: 'upkeep_jobs_overdue',
+    threshold: 0,
+    condition: 'upkeep_jobs_overdue > 0 for 5m',
+    runbook: 'docs/operations.md#upkeep',
+  },
+  {
+    name: 'PgSettleUpkeepFailing',
+    severity: 'ticket',
+    column: 'upkeep_jobs_failing',
+    threshold: 0,
+    condition: 'upkeep_jobs_failing > 0 for 15m',
+    runbook: 'docs/operations.md#upkeep',
+  },
+  {
+    name: 'PgSettleLapsedLeases',
+    severity: 'ticket',
+    column: 'lapsed_leases',
+    threshold: 0,
+    condition: 'min_over_time(lapsed_leases[10m]) > 0',
+    runbook: 'docs/operations.md#operations-stuck-in_progress',
+  },
+  {
+    name: 'PgSettleOldUnknown',
+    severity: 'ticket',
+    column: 'oldest_unknown_age_seconds',
+    threshold: 900,
+    condition: 'oldest_unknown_age_seconds > 900 for 5m',
+    runbook: null,
+  },
+  {
+    name: 'PgSettleConflictStatus',
+    severity: 'page',
+    column: 'operations_conflict',
+    threshold: 0,
+    condition: 'operations_conflict > 0',
+    runbook: 'docs/operations.md#a-spike-of-conflict',
+  },
+  {
+    name: 'PgSettleConflictRate',
+    severity: 'ticket',
+    column: 'conflicts_recent',
+    threshold: 10,
+    condition: 'conflicts_recent > 10 for 10m',
+    runbook: 'docs/operations.md#a-spike-of-conflict',
+  },
+  {
+    name: 'PgSettleFeedLag',
+    severity: 'page',
+    column: 'feed_lag_seconds',
+    threshold: 300,
+    condition: 'feed_lag_seconds > 300 for 5m',
+    runbook: 'docs/feed.md#when-the-feed-stands-still',
+  },
+  {
+    name: 'PgSettleFeedRetained',
+    severity: 'ticket',
+    column: 'feed_events_retained',
+    threshold: 500000,
+    condition: 'feed_events_retained > 500000 for 30m',
+    runbook: 'docs/feed.md#retention',
+  },
 ];
 
 /** The rules that read client metrics (an application's exporter): not visible from the database. */
-export const CLIENT_RULES = ['PgSettleLateResults', 'PgSettleSlowCalls', 'PgSettleRetryStorm', 'PgSettleUnknownOutcomes'] as const;
+export const CLIENT_RULES = [
+  'PgSettleLateResults',
+  'PgSettleSlowCalls',
+  'PgSettleRetryStorm',
+  'PgSettleUnknownOutcomes',
+] as const;
 
 /** Every SQL-gauge rule, judged on `metrics` (null: the login may not read settle.metrics). */
 export function evaluateAlerts(metrics: Readonly<Record<string, unknown>> | null): AlertState[] {
@@ -45,8 +134,12 @@ export function evaluateAlerts(metrics: Readonly<Record<string, unknown>> | null
     const raw = rule.column === null || metrics === null ? undefined : metrics[rule.column];
     const value = raw === undefined || raw === null ? null : Number(raw);
     return {
-      name: rule.name, severity: rule.severity, condition: rule.condition, value,
-      firing: value === null || Number.isNaN(value) ? null : value > rule.threshold, runbook: rule.runbook,
+      name: rule.name,
+      severity: rule.severity,
+      condition: rule.condition,
+      value,
+      firing: value === null || Number.isNaN(value) ? null : value > rule.threshold,
+      runbook: rule.runbook,
     };
   });
 }

@@ -84,7 +84,10 @@ export async function discoverCapabilities(db: ConsoleDatabase): Promise<Capabil
   if (r === undefined) throw new Error('capabilities: no row');
   let tenants: string[] | null = null;
   if (r.can_bind) {
-    const [bound] = await db.rows(z.object({ tenants: z.array(z.string()).nullable() }), 'select settle_private._visible_tenants() as tenants');
+    const [bound] = await db.rows(
+      z.object({ tenants: z.array(z.string()).nullable() }),
+      'select settle_private._visible_tenants() as tenants',
+    );
     tenants = bound?.tenants ?? null;
   }
   return {
@@ -92,8 +95,14 @@ export async function discoverCapabilities(db: ConsoleDatabase): Promise<Capabil
     roles: r.roles ?? [],
     tenants,
     read: {
-      operations: r.operations, attempts: r.attempts, auditLog: r.audit_log, deadLetters: r.dead_letters, metrics: r.metrics,
-      feedConsumers: r.feed_consumers, feedEvents: r.feed_events, upkeep: r.upkeep,
+      operations: r.operations,
+      attempts: r.attempts,
+      auditLog: r.audit_log,
+      deadLetters: r.dead_letters,
+      metrics: r.metrics,
+      feedConsumers: r.feed_consumers,
+      feedEvents: r.feed_events,
+      upkeep: r.upkeep,
     },
     act: { resolve: r.resolve, redrive: r.redrive, expireLeases: r.expire_leases, resetConsumer: r.reset_consumer },
   };

@@ -16,7 +16,11 @@ export function openConsoleDatabase(connectionString: string): ConsoleDatabase {
   // bounded read of the overview like a scan of a quarter of the table, above jit_above_cost, and
   // compiling it costs ~100 ms for a read of a few milliseconds (as for settle.metrics, 00011).
   const pool = new pg.Pool({
-    connectionString, max: 4, idleTimeoutMillis: 30_000, application_name: 'pg-settle console', options: '-c jit=off',
+    connectionString,
+    max: 4,
+    idleTimeoutMillis: 30_000,
+    application_name: 'pg-settle console',
+    options: '-c jit=off',
   });
   pool.on('error', () => {});
   return {

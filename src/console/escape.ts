@@ -4,7 +4,13 @@
 // they are `Html` values the console built itself. Attribute values are always double-quoted in
 // the templates, so escaping `"` and `'` as well as `<`, `>` and `&` covers text and attributes.
 
-const ENTITIES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+const ENTITIES: Readonly<Record<string, string>> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
 
 /** Text (or any value, shown as text) safe in HTML text and in a double- or single-quoted attribute. */
 export function escapeHtml(value: unknown): string {
@@ -41,7 +47,8 @@ export function html(strings: TemplateStringsArray, ...parts: readonly Part[]): 
 /** A URL path with query parameters, each value percent-encoded (never a caller-chosen scheme). */
 export function href(path: string, query: Readonly<Record<string, string | number | undefined>> = {}): string {
   const params = new URLSearchParams();
-  for (const [name, value] of Object.entries(query)) if (value !== undefined && value !== '') params.set(name, String(value));
+  for (const [name, value] of Object.entries(query))
+    if (value !== undefined && value !== '') params.set(name, String(value));
   const text = params.toString();
   return text === '' ? path : `${path}?${text}`;
 }

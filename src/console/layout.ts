@@ -12,15 +12,28 @@ export function csrfField(ctx: PageContext): Html {
 }
 
 function who(caps: Capabilities): Html {
-  const names: Record<keyof Capabilities['act'], string> = { resolve: 'resolve', redrive: 'redrive', expireLeases: 'expire leases', resetConsumer: 'reset consumers' };
-  const acts = (Object.keys(names) as (keyof Capabilities['act'])[]).filter((name) => caps.act[name]).map((name) => names[name]);
+  const names: Record<keyof Capabilities['act'], string> = {
+    resolve: 'resolve',
+    redrive: 'redrive',
+    expireLeases: 'expire leases',
+    resetConsumer: 'reset consumers',
+  };
+  const acts = (Object.keys(names) as (keyof Capabilities['act'])[])
+    .filter((name) => caps.act[name])
+    .map((name) => names[name]);
   return html`login <b class="mono">${caps.login}</b> (${caps.roles.length === 0 ? 'no settle role' : caps.roles.join(', ')})${caps.tenants === null ? '' : html`, tenants ${caps.tenants.join(', ')}`} · ${acts.length === 0 ? html`<span class="badge" id="read-only">read-only</span>` : html`can ${acts.join(', ')}`}`;
 }
 
-export function page(ctx: PageContext | null, title: string, body: Html, options: { readonly refreshSeconds?: number } = {}): string {
-  const header = ctx === null
-    ? html`<header><a href="/">pg-settle console</a></header>`
-    : html`<header><a href="/">pg-settle console</a><a href="/">Overview</a><a href="/search">Search</a>
+export function page(
+  ctx: PageContext | null,
+  title: string,
+  body: Html,
+  options: { readonly refreshSeconds?: number } = {},
+): string {
+  const header =
+    ctx === null
+      ? html`<header><a href="/">pg-settle console</a></header>`
+      : html`<header><a href="/">pg-settle console</a><a href="/">Overview</a><a href="/search">Search</a>
 <span class="who">${who(ctx.caps)}</span>
 <form method="post" action="/logout">${csrfField(ctx)}<button class="secondary" type="submit">Sign out</button></form></header>`;
   return html`<!doctype html>

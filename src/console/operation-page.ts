@@ -13,7 +13,9 @@ function field(name: string, value: Html | string | number | null): Html {
 }
 
 function json(value: unknown): Html {
-  return value === null || value === undefined ? html`<span class="muted">-</span>` : html`<pre>${jsonText(value)}</pre>`;
+  return value === null || value === undefined
+    ? html`<span class="muted">-</span>`
+    : html`<pre>${jsonText(value)}</pre>`;
 }
 
 function actions(ctx: PageContext, data: OperationData): Html {
@@ -44,7 +46,10 @@ function actions(ctx: PageContext, data: OperationData): Html {
 
 export function operationPage(ctx: PageContext, data: OperationData): string {
   const op = data.operation;
-  return page(ctx, `${op.tenant} / ${op.key}`, html`<h1>Operation <span class="mono" id="op-tenant">${op.tenant}</span> / <span class="mono" id="op-key">${op.key}</span></h1>
+  return page(
+    ctx,
+    `${op.tenant} / ${op.key}`,
+    html`<h1>Operation <span class="mono" id="op-tenant">${op.tenant}</span> / <span class="mono" id="op-key">${op.key}</span></h1>
 ${lattice(data.statuses, op.status)}
 <table id="operation">
 ${field('status', html`<b id="op-status">${op.status}</b>${op.in_flight ? html` <span class="badge warn">in flight</span>` : ''}${op.dead_lettered_at === null ? '' : html` <span class="badge bad">dead-lettered: ${op.dead_letter_reason ?? ''}</span>`}`)}
@@ -71,13 +76,24 @@ ${attemptTimeline(op, data.attempts, data.audit, data.now)}
 ${data.attempts.map((a) => html`<tr><td>${a.attempt}</td><td class="mono">${a.worker ?? ''}</td><td>${when(a.claimed_at, data.now)}</td><td>${when(a.ended_at, data.now)}</td><td>${a.end_reason ?? ''}</td><td>${a.observation ?? ''}</td><td>${a.settled ? 'yes' : ''}</td><td>${json(a.error)}</td><td>${json(a.late_result)}</td></tr>`)}
 </table>
 <h2>Audit trail</h2>
-${data.audit === null ? html`<p class="muted">This login may not read settle.audit_log.</p>` : html`<table id="audit"><tr><th>#</th><th>at</th><th>event</th><th>outcome</th><th>attempt</th><th>status</th><th>actor</th><th>login</th><th>detail (reason, evidence)</th></tr>
+${
+  data.audit === null
+    ? html`<p class="muted">This login may not read settle.audit_log.</p>`
+    : html`<table id="audit"><tr><th>#</th><th>at</th><th>event</th><th>outcome</th><th>attempt</th><th>status</th><th>actor</th><th>login</th><th>detail (reason, evidence)</th></tr>
 ${data.audit.map((r) => html`<tr><td>${r.seq}</td><td>${when(r.at, data.now)}</td><td>${r.event}</td><td>${r.outcome}</td><td>${r.attempt ?? ''}</td><td>${r.status_before ?? ''} → ${r.status_after ?? ''}</td><td class="mono">${r.actor ?? ''}</td><td class="mono">${r.login ?? ''}</td><td>${json(r.detail)}</td></tr>`)}
-</table>`}
+</table>`
+}
 <h2>Feed events</h2>
-${data.feed === null ? html`<p class="muted">This login may not read settle.feed_events.</p>` : data.feed.length === 0 ? html`<p class="muted" id="feed-events">No feed event (the operation has not reached completed or failed, or its events were trimmed after every consumer acknowledged them).</p>` : html`<table id="feed-events"><tr><th>event</th><th>position</th><th>outcome</th><th>attempt</th><th>written</th><th>acknowledged by</th><th>not yet by</th></tr>
+${
+  data.feed === null
+    ? html`<p class="muted">This login may not read settle.feed_events.</p>`
+    : data.feed.length === 0
+      ? html`<p class="muted" id="feed-events">No feed event (the operation has not reached completed or failed, or its events were trimmed after every consumer acknowledged them).</p>`
+      : html`<table id="feed-events"><tr><th>event</th><th>position</th><th>outcome</th><th>attempt</th><th>written</th><th>acknowledged by</th><th>not yet by</th></tr>
 ${data.feed.map((e) => html`<tr><td>${e.event_id}</td><td class="mono">${e.position}</td><td>${e.status_before} → ${e.status}</td><td>${e.attempt}</td><td>${when(e.occurred_at, data.now)}</td><td class="mono">${e.acked_by.join(', ')}</td><td class="mono">${e.pending_for.join(', ')}</td></tr>`)}
-</table>`}
+</table>`
+}
 ${actions(ctx, data)}
-<p><a href="${href('/search', { tenant: op.tenant })}">Other operations of this tenant</a></p>`);
+<p><a href="${href('/search', { tenant: op.tenant })}">Other operations of this tenant</a></p>`,
+  );
 }

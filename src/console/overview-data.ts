@@ -22,18 +22,47 @@ const count = z.number();
 const minuteRow = z.object({ minute: z.date(), status: z.string(), n: count });
 const waitingRow = z.object({ status: z.string(), n: count, oldest: date.nullable() });
 const deadRow = z.object({ reason: z.string().nullable(), n: count, oldest: date.nullable(), newest: date.nullable() });
-const oldestRow = z.object({ tenant: z.string(), key: z.string(), status: z.string(), reason: z.string().nullable(), at: date });
+const oldestRow = z.object({
+  tenant: z.string(),
+  key: z.string(),
+  status: z.string(),
+  reason: z.string().nullable(),
+  at: date,
+});
 const laneRow = z.object({
-  consumer: z.string(), tenants: z.array(z.string()).nullable(), lanes: count, lane: count, position: z.string(), leased: z.boolean(),
-  lease_expires_at: date.nullable(), acked_at: date.nullable(), lag_events: count, oldest_unacked_at: date.nullable(), lag_seconds: count,
+  consumer: z.string(),
+  tenants: z.array(z.string()).nullable(),
+  lanes: count,
+  lane: count,
+  position: z.string(),
+  leased: z.boolean(),
+  lease_expires_at: date.nullable(),
+  acked_at: date.nullable(),
+  lag_events: count,
+  oldest_unacked_at: date.nullable(),
+  lag_seconds: count,
 });
 const horizonRow = z.object({
-  horizon: z.string(), holder_pid: z.number().nullable(), holder_login: z.string().nullable(), holder_state: z.string().nullable(),
-  holder_application: z.string().nullable(), holder_age_seconds: z.number().nullable(), holder_query: z.string().nullable(),
+  horizon: z.string(),
+  holder_pid: z.number().nullable(),
+  holder_login: z.string().nullable(),
+  holder_state: z.string().nullable(),
+  holder_application: z.string().nullable(),
+  holder_age_seconds: z.number().nullable(),
+  holder_query: z.string().nullable(),
 });
 const upkeepRow = z.object({
-  job: z.string(), every: z.string(), last_started_at: date.nullable(), last_finished_at: date.nullable(), last_ok: z.boolean().nullable(),
-  last_error: z.string().nullable(), last_by: z.string().nullable(), runs: count, failures: count, next_due_at: date, overdue: z.boolean(),
+  job: z.string(),
+  every: z.string(),
+  last_started_at: date.nullable(),
+  last_finished_at: date.nullable(),
+  last_ok: z.boolean().nullable(),
+  last_error: z.string().nullable(),
+  last_by: z.string().nullable(),
+  runs: count,
+  failures: count,
+  next_due_at: date,
+  overdue: z.boolean(),
 });
 const metricsRow = z.record(z.string(), z.unknown());
 
@@ -66,12 +95,16 @@ export const COUNT_CAP = 10_000;
 // Per status, its count (up to COUNT_CAP + 1) and its oldest: the first rows of a status range of
 // operations_needing_attention_idx (status, updated_at), never the whole range. Each status is a
 // literal: the planner uses a partial index only for a predicate it can prove at plan time.
-const WAITING = ['pending', 'unknown', 'conflict'].map((status) => `
+const WAITING = ['pending', 'unknown', 'conflict']
+  .map(
+    (status) => `
 select '${status}' as status,
        (select count(*)::int from (select 1 from settle.operations o where o.status = '${status}'
                                     order by o.status, o.updated_at limit ${COUNT_CAP + 1}) n) as n,
        (select o.updated_at from settle.operations o where o.status = '${status}'
-         order by o.status, o.updated_at limit 1) as oldest`).join('\nunion all');
+         order by o.status, o.updated_at limit 1) as oldest`,
+  )
+  .join('\nunion all');
 
 // Dead letters by reason, each through the statuses its reason allows (row rule
 // dead_letter_reason_fits_status), so the read steps over the pending range of the index. The
@@ -84,12 +117,14 @@ const DEAD_LETTER_STATUSES = [
   ['attempts_exhausted', `d.status between 'failed' and 'failed'`],
   ['needs_reconciliation', `d.status in ('unknown', 'conflict')`],
 ] as const;
-const DEAD_LETTERS = DEAD_LETTER_STATUSES.map(([reason, statuses]) => `
+const DEAD_LETTERS = DEAD_LETTER_STATUSES.map(
+  ([reason, statuses]) => `
 select '${reason}' as reason,
        (select count(*)::int from (select 1 from settle.dead_letters d where d.reason = '${reason}' and ${statuses}
                                     limit ${COUNT_CAP + 1}) n) as n,
        (select min(d.dead_lettered_at) from settle.dead_letters d where d.reason = '${reason}' and ${statuses}) as oldest,
-       (select max(d.dead_lettered_at) from settle.dead_letters d where d.reason = '${reason}' and ${statuses}) as newest`).join('\nunion all');
+       (select max(d.dead_lettered_at) from settle.dead_letters d where d.reason = '${reason}' and ${statuses}) as newest`,
+).join('\nunion all');
 
 const OLDEST_NEEDING_RECONCILIATION = `
 select d.tenant, d.key, d.status::text as status, d.reason, d.dead_lettered_at as at
@@ -144,19 +179,27 @@ export async function readOverview(db: ConsoleDatabase, caps: Capabilities): Pro
     ops ? db.rows(minuteRow, minutes(`('unknown', 'conflict')`)) : [],
     ops ? db.rows(waitingRow, WAITING) : [],
     caps.read.deadLetters ? db.rows(deadRow, DEAD_LETTERS) : [],
-    caps.read.deadLetters
-      ? db.rows(oldestRow, OLDEST_NEEDING_RECONCILIATION)
-      : [],
+    caps.read.deadLetters ? db.rows(oldestRow, OLDEST_NEEDING_RECONCILIATION) : [],
     readLanes(db, caps),
     readHorizon(db),
     caps.read.upkeep
-      ? db.rows(upkeepRow, `select job, every::text as every, last_started_at, last_finished_at, last_ok, last_error, last_by,
-                                   runs::int as runs, failures::int as failures, next_due_at, overdue from settle.upkeep order by job`)
+      ? db.rows(
+          upkeepRow,
+          `select job, every::text as every, last_started_at, last_finished_at, last_ok, last_error, last_by,
+                                   runs::int as runs, failures::int as failures, next_due_at, overdue from settle.upkeep order by job`,
+        )
       : null,
     caps.read.metrics ? db.rows(metricsRow, 'select * from settle.metrics') : null,
   ]);
   return {
-    now: new Date(), minutes: [...final, ...open], waiting, deadLetters, oldest, lanes, horizon, upkeep,
+    now: new Date(),
+    minutes: [...final, ...open],
+    waiting,
+    deadLetters,
+    oldest,
+    lanes,
+    horizon,
+    upkeep,
     metrics: metrics === null ? null : (metrics[0] ?? null),
   };
 }

@@ -28,18 +28,24 @@ ${data.oldest.map((o) => html`<tr><td class="mono">${o.tenant}</td><td><a class=
 
 function feed(ctx: PageContext, data: OverviewData): Html {
   const h = data.horizon;
-  const holder = h.holder_pid === null
-    ? html`<span class="muted">no other open transaction is visible to this login</span>`
-    : html`pid <b class="mono">${h.holder_pid}</b>, login <b class="mono">${h.holder_login ?? '?'}</b>${h.holder_application === null || h.holder_application === '' ? '' : html` (${h.holder_application})`}, ${h.holder_state ?? '?'}, transaction open <b>${age(h.holder_age_seconds ?? 0)}</b>${h.holder_query === null ? '' : html`<pre>${h.holder_query}</pre>`}`;
-  const lanes = data.lanes === null
-    ? html`<p class="muted">This login may not read settle.feed_consumers.</p>`
-    : data.lanes.length === 0
-      ? html`<p class="muted">No feed consumer is registered.</p>`
-      : html`<table id="feed-lanes"><tr><th>consumer</th><th>lane</th><th>position</th><th>leased</th><th class="num">lag (events)</th><th class="num">lag (s)</th><th>oldest unacknowledged</th><th>last ack</th>${ctx.caps.act.resetConsumer ? html`<th></th>` : ''}</tr>
-${data.lanes.map((l) => html`<tr><td class="mono">${l.consumer}</td><td>${l.lane + 1}/${l.lanes}</td><td class="mono">${l.position}</td><td>${l.leased ? 'yes' : 'no'}</td>
+  const holder =
+    h.holder_pid === null
+      ? html`<span class="muted">no other open transaction is visible to this login</span>`
+      : html`pid <b class="mono">${h.holder_pid}</b>, login <b class="mono">${h.holder_login ?? '?'}</b>${h.holder_application === null || h.holder_application === '' ? '' : html` (${h.holder_application})`}, ${h.holder_state ?? '?'}, transaction open <b>${age(h.holder_age_seconds ?? 0)}</b>${h.holder_query === null ? '' : html`<pre>${h.holder_query}</pre>`}`;
+  const lanes =
+    data.lanes === null
+      ? html`<p class="muted">This login may not read settle.feed_consumers.</p>`
+      : data.lanes.length === 0
+        ? html`<p class="muted">No feed consumer is registered.</p>`
+        : html`<table id="feed-lanes"><tr><th>consumer</th><th>lane</th><th>position</th><th>leased</th><th class="num">lag (events)</th><th class="num">lag (s)</th><th>oldest unacknowledged</th><th>last ack</th>${ctx.caps.act.resetConsumer ? html`<th></th>` : ''}</tr>
+${data.lanes.map(
+  (
+    l,
+  ) => html`<tr><td class="mono">${l.consumer}</td><td>${l.lane + 1}/${l.lanes}</td><td class="mono">${l.position}</td><td>${l.leased ? 'yes' : 'no'}</td>
 <td class="num" data-live="lag-events:${l.consumer}:${l.lane}">${l.lag_events}</td><td class="num" data-live="lag-seconds:${l.consumer}:${l.lane}">${l.lag_seconds.toFixed(1)}</td>
 <td>${when(l.oldest_unacked_at, data.now)}</td><td>${when(l.acked_at, data.now)}</td>
-${ctx.caps.act.resetConsumer ? html`<td>${l.lane === 0 ? html`<form method="post" action="/actions/reset-consumer" class="inline">${csrfField(ctx)}<input type="hidden" name="consumer" value="${l.consumer}"><input type="hidden" name="step" value="form"><button class="secondary" type="submit">Reset…</button></form>` : ''}</td>` : ''}</tr>`)}</table>`;
+${ctx.caps.act.resetConsumer ? html`<td>${l.lane === 0 ? html`<form method="post" action="/actions/reset-consumer" class="inline">${csrfField(ctx)}<input type="hidden" name="consumer" value="${l.consumer}"><input type="hidden" name="step" value="form"><button class="secondary" type="submit">Reset…</button></form>` : ''}</td>` : ''}</tr>`,
+)}</table>`;
   return html`<h2>Settlement feed</h2>${lanes}
 <p id="horizon">Horizon (xid <span class="mono" data-live="horizon">${h.horizon}</span>) held by: ${holder}</p>`;
 }
@@ -47,19 +53,28 @@ ${ctx.caps.act.resetConsumer ? html`<td>${l.lane === 0 ? html`<form method="post
 function upkeep(data: OverviewData): Html {
   if (data.upkeep === null) return html`<h2>Upkeep</h2><p class="muted">This login may not read settle.upkeep.</p>`;
   return html`<h2>Upkeep</h2><table id="upkeep"><tr><th>job</th><th>every</th><th>last run</th><th>last result</th><th>by</th><th class="num">runs</th><th class="num">failures</th><th>next due</th><th></th></tr>
-${data.upkeep.map((u) => html`<tr><td>${u.job}</td><td>${u.every}</td><td>${when(u.last_finished_at ?? u.last_started_at, data.now)}</td>
+${data.upkeep.map(
+  (
+    u,
+  ) => html`<tr><td>${u.job}</td><td>${u.every}</td><td>${when(u.last_finished_at ?? u.last_started_at, data.now)}</td>
 <td>${u.last_ok === null ? html`<span class="muted">never ran</span>` : u.last_ok ? html`<span class="badge ok">ok</span>` : html`<span class="badge bad">failed</span> ${u.last_error ?? ''}`}</td>
 <td class="mono">${u.last_by ?? ''}</td><td class="num">${u.runs}</td><td class="num">${u.failures}</td><td>${u.next_due_at.toISOString().replace('T', ' ').slice(0, 19)}</td>
-<td>${u.overdue ? html`<span class="badge bad">overdue</span>` : html`<span class="badge ok">on time</span>`}</td></tr>`)}</table>`;
+<td>${u.overdue ? html`<span class="badge bad">overdue</span>` : html`<span class="badge ok">on time</span>`}</td></tr>`,
+)}</table>`;
 }
 
 function alerts(data: OverviewData): Html {
-  if (data.metrics === null) return html`<h2>Alerts</h2><p class="muted">This login may not read settle.metrics: the alerts of docs/observability.md cannot be judged here.</p>`;
+  if (data.metrics === null)
+    return html`<h2>Alerts</h2><p class="muted">This login may not read settle.metrics: the alerts of docs/observability.md cannot be judged here.</p>`;
   const states = evaluateAlerts(data.metrics);
   return html`<h2>Alerts <span class="muted">(docs/observability.md, judged on settle.metrics now)</span></h2>
 <table id="alerts"><tr><th>alert</th><th>severity</th><th>condition</th><th class="num">now</th><th>state</th></tr>
-${states.map((a) => html`<tr><td>${a.name}</td><td>${a.severity}</td><td class="mono">${a.condition}</td><td class="num">${a.value === null ? '' : Number.isInteger(a.value) ? a.value : a.value.toFixed(1)}</td>
-<td>${a.firing === null ? html`<span class="muted">needs Prometheus history</span>` : a.firing ? html`<span class="badge firing">condition holds</span>` : html`<span class="badge ok">ok</span>`}</td></tr>`)}
+${states.map(
+  (
+    a,
+  ) => html`<tr><td>${a.name}</td><td>${a.severity}</td><td class="mono">${a.condition}</td><td class="num">${a.value === null ? '' : Number.isInteger(a.value) ? a.value : a.value.toFixed(1)}</td>
+<td>${a.firing === null ? html`<span class="muted">needs Prometheus history</span>` : a.firing ? html`<span class="badge firing">condition holds</span>` : html`<span class="badge ok">ok</span>`}</td></tr>`,
+)}
 </table>
 <p class="muted">From an application's metrics, not visible in the database: ${CLIENT_RULES.join(', ')}. Live leases ${num(data.metrics.operations_in_flight)}, lapsed ${num(data.metrics.lapsed_leases)}.</p>`;
 }
@@ -70,16 +85,25 @@ function actions(ctx: PageContext): Html {
 }
 
 export function overviewPage(ctx: PageContext, data: OverviewData): string {
-  return page(ctx, 'Overview', html`<h1>Overview <span class="muted">· updated <span data-live="updated">${data.now.toISOString().slice(11, 19)} UTC</span></span></h1>
+  return page(
+    ctx,
+    'Overview',
+    html`<h1>Overview <span class="muted">· updated <span data-live="updated">${data.now.toISOString().slice(11, 19)} UTC</span></span></h1>
 <h2>Operations reaching a status, per minute, last hour</h2>
 ${throughputChart(data.minutes, data.now)}
 <h2>Waiting for someone</h2>
 ${tiles(data)}
-${data.deadLetters.every((d) => d.n === 0) ? '' : html`<table id="dead-letters"><tr><th>dead-letter reason</th><th class="num">count</th><th>oldest</th><th>newest</th></tr>
-${data.deadLetters.filter((d) => d.n > 0).map((d) => html`<tr><td><a href="${href('/search', { reason: d.reason ?? '' })}">${d.reason ?? 'none'}</a></td><td class="num">${d.n > COUNT_CAP ? `${COUNT_CAP}+` : d.n}</td><td>${when(d.oldest, data.now)}</td><td>${when(d.newest, data.now)}</td></tr>`)}</table>`}
+${
+  data.deadLetters.every((d) => d.n === 0)
+    ? ''
+    : html`<table id="dead-letters"><tr><th>dead-letter reason</th><th class="num">count</th><th>oldest</th><th>newest</th></tr>
+${data.deadLetters.filter((d) => d.n > 0).map((d) => html`<tr><td><a href="${href('/search', { reason: d.reason ?? '' })}">${d.reason ?? 'none'}</a></td><td class="num">${d.n > COUNT_CAP ? `${COUNT_CAP}+` : d.n}</td><td>${when(d.oldest, data.now)}</td><td>${when(d.newest, data.now)}</td></tr>`)}</table>`
+}
 ${oldest(data)}
 ${feed(ctx, data)}
 ${upkeep(data)}
 ${alerts(data)}
-${actions(ctx)}`, { refreshSeconds: 30 });
+${actions(ctx)}`,
+    { refreshSeconds: 30 },
+  );
 }

@@ -22,8 +22,15 @@ export interface SearchQuery {
 }
 
 const listRow = z.object({
-  tenant: z.string(), key: z.string(), status: z.string(), attempt: z.number(), max_attempts: z.number(), updated_at: z.date(),
-  cursor_at: z.string(), dead_letter_reason: z.string().nullable(), dead_lettered_at: z.date().nullable(),
+  tenant: z.string(),
+  key: z.string(),
+  status: z.string(),
+  attempt: z.number(),
+  max_attempts: z.number(),
+  updated_at: z.date(),
+  cursor_at: z.string(),
+  dead_letter_reason: z.string().nullable(),
+  dead_lettered_at: z.date().nullable(),
 });
 export type ListRow = z.output<typeof listRow>;
 
@@ -48,7 +55,9 @@ export function encodeCursor(cursor: Cursor): string {
 
 function decodeCursor(text: string): Cursor {
   try {
-    const value = z.object({ at: z.string().optional(), tenant: z.string(), key: z.string() }).parse(JSON.parse(Buffer.from(text, 'base64url').toString('utf8')));
+    const value = z
+      .object({ at: z.string().optional(), tenant: z.string(), key: z.string() })
+      .parse(JSON.parse(Buffer.from(text, 'base64url').toString('utf8')));
     return value;
   } catch {
     throw new BadCursorError('not a cursor of this page');
@@ -68,14 +77,18 @@ export async function searchOperations(db: ConsoleDatabase, query: SearchQuery):
   if (query.reason !== undefined) {
     where.push(`o.dead_lettered_at is not null and o.dead_letter_reason = ${param(query.reason)}`);
     // The index's own terms, so the planner sees that it holds every row asked for.
-    if (query.status === undefined) where.push(query.reason === 'attempts_exhausted' ? `o.status = 'failed'` : `o.status in ('unknown', 'conflict')`);
+    if (query.status === undefined)
+      where.push(query.reason === 'attempts_exhausted' ? `o.status = 'failed'` : `o.status in ('unknown', 'conflict')`);
   }
-  if (query.olderThanMinutes !== undefined) where.push(`o.updated_at < statement_timestamp() - make_interval(mins => ${param(query.olderThanMinutes)})`);
+  if (query.olderThanMinutes !== undefined)
+    where.push(`o.updated_at < statement_timestamp() - make_interval(mins => ${param(query.olderThanMinutes)})`);
   if (query.cursor !== undefined) {
     const c = decodeCursor(query.cursor);
     if (byAge) {
       if (c.at === undefined) throw new BadCursorError('not a cursor of this list');
-      where.push(`(o.updated_at, o.tenant, o.key) > (${param(c.at)}::timestamptz, ${param(c.tenant)}, ${param(c.key)})`);
+      where.push(
+        `(o.updated_at, o.tenant, o.key) > (${param(c.at)}::timestamptz, ${param(c.tenant)}, ${param(c.key)})`,
+      );
     } else {
       where.push(`(o.tenant, o.key) > (${param(c.tenant)}, ${param(c.key)})`);
     }
@@ -93,8 +106,11 @@ export async function searchOperations(db: ConsoleDatabase, query: SearchQuery):
   );
   const page = rows.slice(0, PAGE_SIZE);
   const last = page.at(-1);
-  const next = rows.length > PAGE_SIZE && last !== undefined
-    ? encodeCursor(byAge ? { at: last.cursor_at, tenant: last.tenant, key: last.key } : { tenant: last.tenant, key: last.key })
-    : null;
+  const next =
+    rows.length > PAGE_SIZE && last !== undefined
+      ? encodeCursor(
+          byAge ? { at: last.cursor_at, tenant: last.tenant, key: last.key } : { tenant: last.tenant, key: last.key },
+        )
+      : null;
   return { rows: page, next };
 }

@@ -4,7 +4,7 @@ import { answerPage, confirmPage, refusalPage, resetTable } from './action-pages
 import { expireLeasesAction, redriveAction, resetConsumer, resolveAction } from './actions.js';
 import { STYLESHEET, SCRIPT } from './assets.js';
 import { discoverCapabilities, type Capabilities } from './capabilities.js';
-import { apiError, openConsoleDatabase, } from './database.js';
+import { apiError, openConsoleDatabase } from './database.js';
 import { href, html } from './escape.js';
 import { page, type PageContext } from './layout.js';
 import { readOperation } from './operation-data.js';
@@ -40,14 +40,23 @@ export interface RunningConsole {
 }
 
 export const CONTENT_SECURITY_POLICY = [
-  "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self'", "connect-src 'self'",
-  "form-action 'self'", "frame-ancestors 'none'", "base-uri 'none'",
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self'",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
 ].join('; ');
 
 const MAX_BODY_BYTES = 3 * 1024 * 1024;
 
 class HttpProblem extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -55,7 +64,13 @@ class HttpProblem extends Error {
 /** When each request arrived: its response says how long the server took (Server-Timing). */
 const started = new WeakMap<ServerResponse, number>();
 
-function send(res: ServerResponse, status: number, body: string, type = 'text/html; charset=utf-8', extra: Record<string, string> = {}): void {
+function send(
+  res: ServerResponse,
+  status: number,
+  body: string,
+  type = 'text/html; charset=utf-8',
+  extra: Record<string, string> = {},
+): void {
   const since = started.get(res);
   res.writeHead(status, {
     ...(since === undefined ? {} : { 'server-timing': `app;dur=${(performance.now() - since).toFixed(1)}` }),
@@ -77,7 +92,8 @@ function redirect(res: ServerResponse, location: string, extra: Record<string, s
 
 async function readForm(req: IncomingMessage): Promise<URLSearchParams> {
   const type = req.headers['content-type'] ?? '';
-  if (!type.startsWith('application/x-www-form-urlencoded')) throw new HttpProblem(415, 'forms only (application/x-www-form-urlencoded)');
+  if (!type.startsWith('application/x-www-form-urlencoded'))
+    throw new HttpProblem(415, 'forms only (application/x-www-form-urlencoded)');
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -93,7 +109,11 @@ function text(form: URLSearchParams | URL['searchParams'], name: string): string
   return value === null || value === '' ? undefined : value;
 }
 
-function jsonField(form: URLSearchParams, name: string, required: boolean): { ok: true; text: string | null } | { ok: false; problem: string } {
+function jsonField(
+  form: URLSearchParams,
+  name: string,
+  required: boolean,
+): { ok: true; text: string | null } | { ok: false; problem: string } {
   const raw = form.get(name)?.trim() ?? '';
   if (raw === '') return required ? { ok: false, problem: `${name} is required (JSON)` } : { ok: true, text: null };
   try {
@@ -117,22 +137,34 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     started.set(res, performance.now());
     handle(req, res).catch((error: unknown) => {
       if (res.headersSent) return res.destroy();
-      if (error instanceof HttpProblem) return send(res, error.status, refusalPage(null, `Refused (${error.status})`, error.message));
-      send(res, 500, page(null, 'Error', html`<h1>The database answered with an error</h1>${errorBlock(apiError(error))}`));
+      if (error instanceof HttpProblem)
+        return send(res, error.status, refusalPage(null, `Refused (${error.status})`, error.message));
+      send(
+        res,
+        500,
+        page(null, 'Error', html`<h1>The database answered with an error</h1>${errorBlock(apiError(error))}`),
+      );
     });
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (!allowedHosts.has(req.headers.host ?? '')) throw new HttpProblem(421, 'this console answers only on its own address');
+    if (!allowedHosts.has(req.headers.host ?? ''))
+      throw new HttpProblem(421, 'this console answers only on its own address');
     const url = new URL(req.url ?? '/', 'http://console');
-    if (req.method === 'GET' && url.pathname === '/static/console.css') return send(res, 200, STYLESHEET, 'text/css; charset=utf-8');
-    if (req.method === 'GET' && url.pathname === '/static/console.js') return send(res, 200, SCRIPT, 'text/javascript; charset=utf-8');
+    if (req.method === 'GET' && url.pathname === '/static/console.css')
+      return send(res, 200, STYLESHEET, 'text/css; charset=utf-8');
+    if (req.method === 'GET' && url.pathname === '/static/console.js')
+      return send(res, 200, SCRIPT, 'text/javascript; charset=utf-8');
     if (req.method === 'GET' && url.pathname === '/favicon.ico') return send(res, 404, '', 'text/plain');
 
     const token = url.searchParams.get('token');
     if (req.method === 'GET' && token !== null) {
       const fresh = sessions.exchange(token);
-      if (fresh === undefined) throw new HttpProblem(401, 'this access token is not valid (it works once; start `pg-settle console` again for a new one)');
+      if (fresh === undefined)
+        throw new HttpProblem(
+          401,
+          'this access token is not valid (it works once; start `pg-settle console` again for a new one)',
+        );
       // The token leaves the address bar at once: the session lives in an HttpOnly cookie.
       url.searchParams.delete('token');
       return redirect(res, url.pathname + url.search, {
@@ -141,7 +173,15 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     }
     const session = sessions.find(readCookie(req.headers.cookie, COOKIE_NAME));
     if (session === undefined) {
-      return send(res, 401, refusalPage(null, 'Sign in', 'No session, or it expired: open the address `pg-settle console` printed (with its one-time token).'));
+      return send(
+        res,
+        401,
+        refusalPage(
+          null,
+          'Sign in',
+          'No session, or it expired: open the address `pg-settle console` printed (with its one-time token).',
+        ),
+      );
     }
     const caps = await discoverCapabilities(db);
     const ctx: PageContext = { caps, csrf: session.csrf };
@@ -150,10 +190,15 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     if (req.method !== 'POST') throw new HttpProblem(405, 'GET and POST only');
     // A cross-site form post carries another Origin; a forged one without the token is refused.
     const origin = req.headers.origin;
-    if (origin !== undefined && origin !== 'null' && !allowedHosts.has(new URL(origin).host)) throw new HttpProblem(403, 'refused: this form came from another origin');
+    if (origin !== undefined && origin !== 'null' && !allowedHosts.has(new URL(origin).host))
+      throw new HttpProblem(403, 'refused: this form came from another origin');
     const form = await readForm(req);
     if (!sameSecret(form.get('csrf') ?? '', session.csrf)) {
-      return send(res, 403, refusalPage(ctx, 'Refused', 'refused: the form carries no valid CSRF token (reload the page and try again)'));
+      return send(
+        res,
+        403,
+        refusalPage(ctx, 'Refused', 'refused: the form carries no valid CSRF token (reload the page and try again)'),
+      );
     }
     return post(url.pathname, form, res, ctx, session);
   }
@@ -165,10 +210,20 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
         return send(res, 200, overviewPage(ctx, await readOverview(db, ctx.caps)));
       case '/live.json': {
         const [lanes, horizon] = await Promise.all([readLanes(db, ctx.caps), readHorizon(db)]);
-        return send(res, 200, JSON.stringify({
-          lanes: (lanes ?? []).map((l) => ({ consumer: l.consumer, lane: l.lane, lagEvents: l.lag_events, lagSeconds: l.lag_seconds })),
-          horizon: horizon.horizon,
-        }), 'application/json');
+        return send(
+          res,
+          200,
+          JSON.stringify({
+            lanes: (lanes ?? []).map((l) => ({
+              consumer: l.consumer,
+              lane: l.lane,
+              lagEvents: l.lag_events,
+              lagSeconds: l.lag_seconds,
+            })),
+            horizon: horizon.horizon,
+          }),
+          'application/json',
+        );
       }
       case '/search': {
         const tenant = text(q, 'tenant');
@@ -180,14 +235,28 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
         const query: SearchQuery & { key?: string } = {
           ...(tenant === undefined ? {} : { tenant }),
           ...(key === undefined ? {} : { key }),
-          ...(status !== undefined && (STATUSES as readonly string[]).includes(status) ? { status: status as SearchQuery['status'] & string } : {}),
-          ...(reason !== undefined && (REASONS as readonly string[]).includes(reason) ? { reason: reason as SearchQuery['reason'] & string } : {}),
+          ...(status !== undefined && (STATUSES as readonly string[]).includes(status)
+            ? { status: status as SearchQuery['status'] & string }
+            : {}),
+          ...(reason !== undefined && (REASONS as readonly string[]).includes(reason)
+            ? { reason: reason as SearchQuery['reason'] & string }
+            : {}),
           ...(older !== undefined && /^\d{1,7}$/.test(older) ? { olderThanMinutes: Number(older) } : {}),
           ...(text(q, 'cursor') === undefined ? {} : { cursor: text(q, 'cursor') as string }),
         };
-        if (key !== undefined) return send(res, 200, searchPage(ctx, query, null, 'A key is looked up together with its tenant (both exact).'));
-        if (!ctx.caps.read.operations) return send(res, 200, searchPage(ctx, query, null, 'This login may not read settle.operations.'));
-        const listed = tenant !== undefined || query.status !== undefined || query.reason !== undefined || query.olderThanMinutes !== undefined;
+        if (key !== undefined)
+          return send(
+            res,
+            200,
+            searchPage(ctx, query, null, 'A key is looked up together with its tenant (both exact).'),
+          );
+        if (!ctx.caps.read.operations)
+          return send(res, 200, searchPage(ctx, query, null, 'This login may not read settle.operations.'));
+        const listed =
+          tenant !== undefined ||
+          query.status !== undefined ||
+          query.reason !== undefined ||
+          query.olderThanMinutes !== undefined;
         try {
           return send(res, 200, searchPage(ctx, query, listed ? await searchOperations(db, query) : null, null));
         } catch (error) {
@@ -200,7 +269,15 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
         const key = q.get('key') ?? '';
         const data = tenant === '' || key === '' ? null : await readOperation(db, ctx.caps, tenant, key);
         if (data === null) {
-          return send(res, 404, page(ctx, 'Not found', html`<h1>Not found</h1><p id="not-found">No operation <span class="mono">${tenant}</span> / <span class="mono">${key}</span> is visible to this login (it does not exist, was purged, or belongs to a tenant this login may not read).</p><p><a href="/search">Search</a></p>`));
+          return send(
+            res,
+            404,
+            page(
+              ctx,
+              'Not found',
+              html`<h1>Not found</h1><p id="not-found">No operation <span class="mono">${tenant}</span> / <span class="mono">${key}</span> is visible to this login (it does not exist, was purged, or belongs to a tenant this login may not read).</p><p><a href="/search">Search</a></p>`,
+            ),
+          );
         }
         return send(res, 200, operationPage(ctx, data));
       }
@@ -209,12 +286,19 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     }
   }
 
-  async function post(path: string, form: URLSearchParams, res: ServerResponse, ctx: PageContext, session: Session): Promise<void> {
+  async function post(
+    path: string,
+    form: URLSearchParams,
+    res: ServerResponse,
+    ctx: PageContext,
+    session: Session,
+  ): Promise<void> {
     const step = form.get('step') ?? 'confirm';
     const tenant = form.get('tenant') ?? '';
     const key = form.get('key') ?? '';
     const opHref = href('/op', { tenant, key });
-    const notGranted = (what: string) => send(res, 403, refusalPage(ctx, 'Refused', `refused: this login (${ctx.caps.login}) may not ${what}`));
+    const notGranted = (what: string) =>
+      send(res, 403, refusalPage(ctx, 'Refused', `refused: this login (${ctx.caps.login}) may not ${what}`));
     switch (path) {
       case '/logout':
         sessions.end(session.id);
@@ -235,17 +319,47 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
           evidence.ok ? null : evidence.problem,
         ].filter((p): p is string => p !== null);
         if (problems.length > 0 || !payload.ok || !evidence.ok || (outcome !== 'completed' && outcome !== 'failed')) {
-          return send(res, 400, answerPage(ctx, 'Resolve', { ok: false, summary: `not sent: ${problems.join('; ')}`, fields: [], error: null }, opHref, 'Back to the operation'));
+          return send(
+            res,
+            400,
+            answerPage(
+              ctx,
+              'Resolve',
+              { ok: false, summary: `not sent: ${problems.join('; ')}`, fields: [], error: null },
+              opHref,
+              'Back to the operation',
+            ),
+          );
         }
-        const values = { tenant, key, fingerprint, outcome, payload: payload.text ?? '', reason, evidence: evidence.text ?? '', expected_attempt: expected };
+        const values = {
+          tenant,
+          key,
+          fingerprint,
+          outcome,
+          payload: payload.text ?? '',
+          reason,
+          evidence: evidence.text ?? '',
+          expected_attempt: expected,
+        };
         if (step !== 'apply') {
           const what = html`<p>Resolve <b class="mono">${tenant}</b> / <b class="mono">${key}</b>, looked at in attempt <b>${expected}</b>, as <b>${outcome}</b>${outcome === 'failed' ? ' (asserting that no attempt took effect)' : ''}.</p>
 <p>${outcome === 'completed' ? 'result' : 'error'}:</p><pre>${payload.text ?? ''}</pre><p>reason: <b>${reason}</b></p><p>evidence:</p><pre>${evidence.text ?? '-'}</pre>
 <p class="muted">Recorded in the audit trail with the login ${ctx.caps.login}. A page older than the operation's current attempt is refused.</p>`;
-          return send(res, 200, confirmPage(ctx, 'Confirm resolution', '/actions/resolve', what, values, `Resolve as ${outcome}`, opHref));
+          return send(
+            res,
+            200,
+            confirmPage(ctx, 'Confirm resolution', '/actions/resolve', what, values, `Resolve as ${outcome}`, opHref),
+          );
         }
         const answer = await resolveAction(db, {
-          tenant, key, fingerprint, outcome, payload: payload.text ?? 'null', reason, evidence: evidence.text, expectedAttempt: Number(expected),
+          tenant,
+          key,
+          fingerprint,
+          outcome,
+          payload: payload.text ?? 'null',
+          reason,
+          evidence: evidence.text,
+          expectedAttempt: Number(expected),
         });
         return send(res, answer.ok ? 200 : 409, answerPage(ctx, 'Resolve', answer, opHref, 'Back to the operation'));
       }
@@ -253,13 +367,27 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
         if (!ctx.caps.act.redrive) return notGranted('redrive (no EXECUTE on settle.redrive)');
         const attempts = form.get('attempts') ?? '1';
         if (!/^\d{1,4}$/.test(attempts) || Number(attempts) < 1 || Number(attempts) > 1000) {
-          return send(res, 400, refusalPage(ctx, 'Redrive', 'additional attempts must be a whole number from 1 to 1000'));
+          return send(
+            res,
+            400,
+            refusalPage(ctx, 'Redrive', 'additional attempts must be a whole number from 1 to 1000'),
+          );
         }
         const reason = form.get('reason')?.trim() ?? '';
         if (step !== 'apply') {
-          return send(res, 200, confirmPage(ctx, 'Confirm redrive', '/actions/redrive',
-            html`<p>Re-open <b class="mono">${tenant}</b> / <b class="mono">${key}</b> with ${attempts} more attempt(s). Its next claim runs it again.</p>${reason === '' ? '' : html`<p>reason: <b>${reason}</b></p>`}`,
-            { tenant, key, attempts, reason }, 'Redrive', opHref));
+          return send(
+            res,
+            200,
+            confirmPage(
+              ctx,
+              'Confirm redrive',
+              '/actions/redrive',
+              html`<p>Re-open <b class="mono">${tenant}</b> / <b class="mono">${key}</b> with ${attempts} more attempt(s). Its next claim runs it again.</p>${reason === '' ? '' : html`<p>reason: <b>${reason}</b></p>`}`,
+              { tenant, key, attempts, reason },
+              'Redrive',
+              opHref,
+            ),
+          );
         }
         const answer = await redriveAction(db, tenant, key, Number(attempts), reason === '' ? null : reason);
         return send(res, answer.ok ? 200 : 409, answerPage(ctx, 'Redrive', answer, opHref, 'Back to the operation'));
@@ -269,8 +397,19 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
         if (step !== 'apply') {
           const overview = await readOverview(db, ctx.caps);
           const lapsed = overview.metrics === null ? 'the' : String(Number(overview.metrics.lapsed_leases ?? 0));
-          return send(res, 200, confirmPage(ctx, 'Confirm: expire leases', '/actions/expire-leases',
-            html`<p>End ${lapsed} lapsed lease(s) now (settle.expire_leases): each operation goes to unknown, pending or a dead letter as its attempt budget says.</p>`, {}, 'Expire lapsed leases', '/'));
+          return send(
+            res,
+            200,
+            confirmPage(
+              ctx,
+              'Confirm: expire leases',
+              '/actions/expire-leases',
+              html`<p>End ${lapsed} lapsed lease(s) now (settle.expire_leases): each operation goes to unknown, pending or a dead letter as its attempt budget says.</p>`,
+              {},
+              'Expire lapsed leases',
+              '/',
+            ),
+          );
         }
         return send(res, 200, answerPage(ctx, 'Expire leases', await expireLeasesAction(db), '/', 'Overview'));
       }
@@ -278,23 +417,71 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
         if (!ctx.caps.act.resetConsumer) return notGranted('reset a consumer (no EXECUTE on settle.reset_consumer)');
         const consumer = form.get('consumer') ?? '';
         const to = form.get('to') ?? 'now';
-        if (to !== 'now' && to !== 'earliest' && Number.isNaN(Date.parse(to))) return send(res, 400, refusalPage(ctx, 'Reset consumer', 'to must be now, earliest or an ISO 8601 time'));
+        if (to !== 'now' && to !== 'earliest' && Number.isNaN(Date.parse(to)))
+          return send(res, 400, refusalPage(ctx, 'Reset consumer', 'to must be now, earliest or an ISO 8601 time'));
         if (step === 'form') {
-          return send(res, 200, page(ctx, 'Reset consumer', html`<h1>Reset consumer <span class="mono">${consumer}</span></h1>
+          return send(
+            res,
+            200,
+            page(
+              ctx,
+              'Reset consumer',
+              html`<h1>Reset consumer <span class="mono">${consumer}</span></h1>
 <form method="post" action="/actions/reset-consumer" id="reset-form">${html`<input type="hidden" name="csrf" value="${ctx.csrf}">`}<input type="hidden" name="consumer" value="${consumer}"><input type="hidden" name="step" value="confirm">
 <label><input type="radio" name="to" value="now" checked> skip to now (everything committed is passed over)</label>
 <label><input type="radio" name="to" value="earliest"> deliver every retained event again</label>
-<p><button type="submit">Preview…</button> <a href="/">Cancel</a></p></form>`));
+<p><button type="submit">Preview…</button> <a href="/">Cancel</a></p></form>`,
+            ),
+          );
         }
         const preview = await resetConsumer(db, consumer, to, step !== 'apply');
-        if ('error' in preview) return send(res, 409, answerPage(ctx, 'Reset consumer', { ok: false, summary: 'reset refused', fields: [], error: preview.error }, '/', 'Overview'));
+        if ('error' in preview)
+          return send(
+            res,
+            409,
+            answerPage(
+              ctx,
+              'Reset consumer',
+              { ok: false, summary: 'reset refused', fields: [], error: preview.error },
+              '/',
+              'Overview',
+            ),
+          );
         const total = preview.rows.reduce((n, r) => n + r.events_to_deliver, 0);
         if (step !== 'apply') {
-          return send(res, 200, confirmPage(ctx, 'Confirm: reset consumer', '/actions/reset-consumer',
-            html`<p>Move every lane of <b class="mono">${consumer}</b> (${to === 'now' ? 'skip to now' : to === 'earliest' ? 'every retained event again' : `from ${to}`}): <b id="to-deliver">${total}</b> event(s) would be delivered.</p>${resetTable(preview.rows)}`,
-            { consumer, to }, 'Reset consumer', '/'));
+          return send(
+            res,
+            200,
+            confirmPage(
+              ctx,
+              'Confirm: reset consumer',
+              '/actions/reset-consumer',
+              html`<p>Move every lane of <b class="mono">${consumer}</b> (${to === 'now' ? 'skip to now' : to === 'earliest' ? 'every retained event again' : `from ${to}`}): <b id="to-deliver">${total}</b> event(s) would be delivered.</p>${resetTable(preview.rows)}`,
+              { consumer, to },
+              'Reset consumer',
+              '/',
+            ),
+          );
         }
-        return send(res, 200, answerPage(ctx, 'Reset consumer', { ok: true, summary: `reset ${consumer}: ${total} event(s) to deliver`, fields: preview.rows.map((r) => [`lane ${r.lane + 1}`, `${r.position_before} → ${r.position_after} (${r.events_to_deliver} to deliver)`]), error: null }, '/', 'Overview'));
+        return send(
+          res,
+          200,
+          answerPage(
+            ctx,
+            'Reset consumer',
+            {
+              ok: true,
+              summary: `reset ${consumer}: ${total} event(s) to deliver`,
+              fields: preview.rows.map((r) => [
+                `lane ${r.lane + 1}`,
+                `${r.position_before} → ${r.position_after} (${r.events_to_deliver} to deliver)`,
+              ]),
+              error: null,
+            },
+            '/',
+            'Overview',
+          ),
+        );
       }
       default:
         throw new HttpProblem(404, 'no such action');

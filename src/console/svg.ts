@@ -42,12 +42,18 @@ export function throughputChart(rows: readonly MinuteRow[], now: Date): Html {
       if (n === 0) continue;
       const h = (n / max) * (plot - 8);
       y -= h;
-      bars.push(html`<rect class="bar ${outcome}" x="${fmt(left + i * barWidth + 1)}" y="${fmt(y)}" width="${fmt(barWidth - 2)}" height="${fmt(h)}"><title>${new Date(minute).toISOString().slice(11, 16)} UTC: ${n} ${outcome} (${fmt(n / 60)}/s)</title></rect>`);
+      bars.push(
+        html`<rect class="bar ${outcome}" x="${fmt(left + i * barWidth + 1)}" y="${fmt(y)}" width="${fmt(barWidth - 2)}" height="${fmt(h)}"><title>${new Date(minute).toISOString().slice(11, 16)} UTC: ${n} ${outcome} (${fmt(n / 60)}/s)</title></rect>`,
+      );
     }
   }
   const perSecondMax = (max / 60).toFixed(max < 60 ? 2 : 1);
-  const sum = (outcome: string): number => rows.filter((r) => r.status === outcome && r.minute.getTime() >= start).reduce((a, r) => a + r.n, 0);
-  const legend = OUTCOMES.map((o, i) => html`<g transform="translate(${left + i * 130},${height - 4})"><rect class="bar ${o}" x="0" y="-9" width="10" height="10"></rect><text x="14" y="0">${o} ${sum(o)}</text></g>`);
+  const sum = (outcome: string): number =>
+    rows.filter((r) => r.status === outcome && r.minute.getTime() >= start).reduce((a, r) => a + r.n, 0);
+  const legend = OUTCOMES.map(
+    (o, i) =>
+      html`<g transform="translate(${left + i * 130},${height - 4})"><rect class="bar ${o}" x="0" y="-9" width="10" height="10"></rect><text x="14" y="0">${o} ${sum(o)}</text></g>`,
+  );
   return html`<svg class="chart" role="img" aria-label="operations per minute by outcome, last hour" viewBox="0 0 ${width} ${height + 14}" width="${width}" height="${height + 14}">
 <line class="axis" x1="${left}" y1="${plot}" x2="${width}" y2="${plot}"></line>
 <text class="tick" x="${left + 4}" y="12">${max}/min (${perSecondMax}/s)</text>
@@ -69,7 +75,12 @@ function attemptMarks(audit: readonly AuditRow[] | null, attempt: number): Audit
  * result, crosses at fenced calls, ticks at heartbeats (as the audit trail records them), and the
  * end reason (superseded, expired, fenced, settled elsewhere) as its label.
  */
-export function attemptTimeline(op: OperationRow, attempts: readonly AttemptRow[], audit: readonly AuditRow[] | null, now: Date): Html {
+export function attemptTimeline(
+  op: OperationRow,
+  attempts: readonly AttemptRow[],
+  audit: readonly AuditRow[] | null,
+  now: Date,
+): Html {
   if (attempts.length === 0) return html`<p class="muted">No attempt yet.</p>`;
   const times: number[] = [];
   for (const a of attempts) {
@@ -91,14 +102,20 @@ export function attemptTimeline(op: OperationRow, attempts: readonly AttemptRow[
   const rows = attempts.map((a, i) => {
     const y = 8 + i * row;
     const isOpen = a === open;
-    const endTime = a.ended_at?.getTime() ?? (isOpen && op.lease_expires_at !== null ? op.lease_expires_at.getTime() : now.getTime());
+    const endTime =
+      a.ended_at?.getTime() ?? (isOpen && op.lease_expires_at !== null ? op.lease_expires_at.getTime() : now.getTime());
     const lapsed = isOpen && op.lease_expires_at !== null && op.lease_expires_at.getTime() < now.getTime();
-    const kind = a.settled ? 'settled' : a.end_reason ?? (isOpen ? (lapsed ? 'lapsed' : 'leased') : 'open');
+    const kind = a.settled ? 'settled' : (a.end_reason ?? (isOpen ? (lapsed ? 'lapsed' : 'leased') : 'open'));
     const marks = attemptMarks(audit, a.attempt);
     const heartbeats = marks.filter((r) => r.event === 'heartbeat' && r.outcome !== 'fenced');
     const fenced = marks.filter((r) => r.outcome === 'fenced');
     const late = marks.filter((r) => r.outcome === 'already_settled' || r.event === 'late_result');
-    const label = [a.observation ?? 'no observation', a.end_reason ?? (isOpen ? (lapsed ? 'lease lapsed' : 'lease held') : null)].filter((s) => s !== null).join(', ');
+    const label = [
+      a.observation ?? 'no observation',
+      a.end_reason ?? (isOpen ? (lapsed ? 'lease lapsed' : 'lease held') : null),
+    ]
+      .filter((s) => s !== null)
+      .join(', ');
     return html`<g class="attempt" data-attempt="${a.attempt}">
 <text class="tick" x="${left - 6}" y="${y + 13}" text-anchor="end">attempt ${a.attempt}</text>
 <rect class="span ${kind.replace(/[^a-z_]/g, '')}${lapsed ? ' lapsed' : ''}" x="${fmt(x(a.claimed_at.getTime()))}" y="${y}" width="${fmt(Math.max(2, x(endTime) - x(a.claimed_at.getTime())))}" height="16"><title>attempt ${a.attempt} (${a.worker ?? 'no worker'}): claimed ${a.claimed_at.toISOString()}, ${a.ended_at === null ? (isOpen && op.lease_expires_at !== null ? `lease until ${op.lease_expires_at.toISOString()}` : 'not ended') : `ended ${a.ended_at.toISOString()}`}; ${label}</title></rect>

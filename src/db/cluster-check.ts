@@ -60,17 +60,25 @@ function addressMatches(r: HbaRule, source: string): boolean {
   if (r.address === 'samehost') return source.startsWith('127.') || source === 'localhost';
   if (ip === undefined || net === undefined) return ip === undefined; // a host name: cannot tell, assume the rule applies
   const mask = r.netmask === null ? 0xffffffff : (ipv4(r.netmask) ?? 0xffffffff);
-  return ((ip & mask) >>> 0) === ((net & mask) >>> 0);
+  return (ip & mask) >>> 0 === (net & mask) >>> 0;
 }
 
 function userMatches(r: HbaRule, login: LoginRow): boolean {
   const users = r.user ?? [];
-  return users.some((u) => u === 'all' || u === login.name || (u.startsWith('+') && login.member_of.includes(u.slice(1))));
+  return users.some(
+    (u) => u === 'all' || u === login.name || (u.startsWith('+') && login.member_of.includes(u.slice(1))),
+  );
 }
 
 function databaseMatches(r: HbaRule, database: string, login: LoginRow): boolean {
   const dbs = r.database ?? [];
-  return dbs.some((d) => d === 'all' || d === database || (d === 'sameuser' && database === login.name) || (d === 'samerole' && login.member_of.includes(database)));
+  return dbs.some(
+    (d) =>
+      d === 'all' ||
+      d === database ||
+      (d === 'sameuser' && database === login.name) ||
+      (d === 'samerole' && login.member_of.includes(database)),
+  );
 }
 
 /**
@@ -84,7 +92,8 @@ function databaseMatches(r: HbaRule, database: string, login: LoginRow): boolean
 export async function checkCluster(client: pg.ClientBase): Promise<ClusterProblem[]> {
   const { rows: nodes } = await client.query<NodeRow>(
     `select nodeid, groupid, nodename, nodeport from pg_catalog.pg_dist_node
-      where noderole = 'primary' and isactive order by groupid, nodeid`);
+      where noderole = 'primary' and isactive order by groupid, nodeid`,
+  );
   const { rows: logins } = await client.query<LoginRow>(`
     select r.rolname as name,
            array(select g.rolname::text from pg_catalog.pg_roles g
@@ -98,12 +107,15 @@ export async function checkCluster(client: pg.ClientBase): Promise<ClusterProble
               where g.rolname in ('settle_app', 'settle_readonly', 'settle_admin') and pg_catalog.pg_has_role(r.oid, g.oid, 'member')))
      order by 1`);
   const { rows: authinfo } = await client.query<{ nodeid: number; rolename: string; password: boolean }>(
-    `select nodeid, rolename::text as rolename, authinfo ~ '(^|\\s)password=' as password from pg_catalog.pg_dist_authinfo`);
+    `select nodeid, rolename::text as rolename, authinfo ~ '(^|\\s)password=' as password from pg_catalog.pg_dist_authinfo`,
+  );
   const database = (await client.query<{ db: string }>('select pg_catalog.current_database() as db')).rows[0]?.db ?? '';
   const names = logins.map((l) => l.name);
   const perNode = async <T>(sql: string): Promise<Map<number, T>> => {
     const { rows } = await client.query<{ nodeid: number; success: boolean; result: string }>(
-      'select nodeid, success, result from run_command_on_all_nodes($1)', [sql]);
+      'select nodeid, success, result from run_command_on_all_nodes($1)',
+      [sql],
+    );
     return new Map(rows.map((r) => [r.nodeid, (r.success ? JSON.parse(r.result) : r.result) as T]));
   };
   const rules = await perNode<HbaRule[] | string>(`
@@ -111,9 +123,13 @@ export async function checkCluster(client: pg.ClientBase): Promise<ClusterProble
              'user', user_name, 'address', address, 'netmask', netmask, 'method', auth_method, 'error', error) order by line_number), '[]')
       from pg_catalog.pg_hba_file_rules`);
   const quoted = names.map((n) => `'${n.replaceAll("'", "''")}'`).join(', ');
-  const roles = await perNode<RoleOnNode[] | string>(names.length === 0 ? `select '[]'` : `
+  const roles = await perNode<RoleOnNode[] | string>(
+    names.length === 0
+      ? `select '[]'`
+      : `
     select coalesce(pg_catalog.json_agg(pg_catalog.json_build_object('name', rolname, 'login', rolcanlogin, 'password', rolpassword is not null)), '[]')
-      from pg_catalog.pg_authid where rolname in (${quoted})`);
+      from pg_catalog.pg_authid where rolname in (${quoted})`,
+  );
 
   const problems: ClusterProblem[] = [];
   for (const target of nodes) {
@@ -121,7 +137,11 @@ export async function checkCluster(client: pg.ClientBase): Promise<ClusterProble
     const hba = rules.get(target.nodeid);
     const known = roles.get(target.nodeid);
     if (typeof hba === 'string' || typeof known === 'string' || hba === undefined || known === undefined) {
-      problems.push({ node, role: '*', problem: `could not read pg_hba_file_rules / pg_authid there: ${String(typeof hba === 'string' ? hba : known)}` });
+      problems.push({
+        node,
+        role: '*',
+        problem: `could not read pg_hba_file_rules / pg_authid there: ${String(typeof hba === 'string' ? hba : known)}`,
+      });
       continue;
     }
     const sources = nodes.filter((n) => n.nodeid !== target.nodeid).map((n) => n.nodename);
@@ -129,11 +149,19 @@ export async function checkCluster(client: pg.ClientBase): Promise<ClusterProble
       const onNode = known.find((r) => r.name === login.name);
       const as = login.groups.join(', ');
       if (onNode === undefined) {
-        problems.push({ node, role: login.name, problem: `role ${login.name} (${as}) does not exist there: run pg-settle distribute again after creating roles, or create it on every node` });
+        problems.push({
+          node,
+          role: login.name,
+          problem: `role ${login.name} (${as}) does not exist there: run pg-settle distribute again after creating roles, or create it on every node`,
+        });
         continue;
       }
       if (!onNode.login) {
-        problems.push({ node, role: login.name, problem: `role ${login.name} (${as}) cannot log in there (Citus connects as it)` });
+        problems.push({
+          node,
+          role: login.name,
+          problem: `role ${login.name} (${as}) cannot log in there (Citus connects as it)`,
+        });
         continue;
       }
       for (const source of new Set(sources)) {
@@ -149,12 +177,23 @@ export async function checkCluster(client: pg.ClientBase): Promise<ClusterProble
 }
 
 function loginProblem(
-  hba: readonly HbaRule[], database: string, login: LoginRow, onNode: RoleOnNode,
-  authinfo: readonly { nodeid: number; rolename: string; password: boolean }[], nodeid: number, source: string,
+  hba: readonly HbaRule[],
+  database: string,
+  login: LoginRow,
+  onNode: RoleOnNode,
+  authinfo: readonly { nodeid: number; rolename: string; password: boolean }[],
+  nodeid: number,
+  source: string,
 ): string | undefined {
   const as = login.groups.join(', ');
-  const rule = hba.find((r) => r.error === null && ['host', 'hostssl', 'hostnossl'].includes(r.type)
-    && databaseMatches(r, database, login) && userMatches(r, login) && addressMatches(r, source));
+  const rule = hba.find(
+    (r) =>
+      r.error === null &&
+      ['host', 'hostssl', 'hostnossl'].includes(r.type) &&
+      databaseMatches(r, database, login) &&
+      userMatches(r, login) &&
+      addressMatches(r, source),
+  );
   if (rule === undefined || rule.method === 'reject') {
     return `pg_hba.conf ${rule === undefined ? 'has no rule admitting' : `rejects (line ${rule.line})`} ${login.name} (${as}) from ${source}: its calls routed there fail`;
   }
@@ -162,12 +201,20 @@ function loginProblem(
     if (!onNode.password) {
       return `pg_hba.conf line ${rule.line} asks ${login.name} (${as}) from ${source} for a password (${rule.method}) and the role has none there`;
     }
-    const entry = authinfo.find((a) => a.rolename === login.name && (a.nodeid === nodeid || a.nodeid === 0) && a.password);
+    const entry = authinfo.find(
+      (a) => a.rolename === login.name && (a.nodeid === nodeid || a.nodeid === 0) && a.password,
+    );
     if (entry === undefined) {
-      return `pg_hba.conf line ${rule.line} asks ${login.name} (${as}) from ${source} for a password (${rule.method}) and pg_dist_authinfo has none for it: `
-        + `its calls routed there fail with "fe_sendauth: no password supplied" (unless a .pgpass file on ${source} has it)`;
+      return (
+        `pg_hba.conf line ${rule.line} asks ${login.name} (${as}) from ${source} for a password (${rule.method}) and pg_dist_authinfo has none for it: ` +
+        `its calls routed there fail with "fe_sendauth: no password supplied" (unless a .pgpass file on ${source} has it)`
+      );
     }
-  } else if (rule.method === 'trust' && login.name === 'settle_owner' && (rule.address === null || rule.address === 'all' || rule.netmask === '0.0.0.0')) {
+  } else if (
+    rule.method === 'trust' &&
+    login.name === 'settle_owner' &&
+    (rule.address === null || rule.address === 'all' || rule.netmask === '0.0.0.0')
+  ) {
     return `pg_hba.conf line ${rule.line} trusts settle_owner (owner of every engine object) from any address: admit it from the cluster's nodes only, or ask for a password or certificate`;
   }
   return undefined;

@@ -82,8 +82,17 @@ export async function distribute(url: string, options: DistributeOptions = {}): 
     const last = await inTransaction(sql);
     // Step 12 in its own transaction: its probe reads the committed shards from each worker.
     const mode = options.singleTableStatements ?? 'auto';
-    const step = (await inTransaction(step12, `select set_config('pg_settle.single_table_statements', '${mode === 'on' ? 'on' : mode === 'off' ? 'off' : 'auto'}', true)`)).step12 as {
-      mode: SingleTableMode; cached: boolean | null; probe: string | null; rewritten: string[]; left_as_migrated: string[];
+    const step = (
+      await inTransaction(
+        step12,
+        `select set_config('pg_settle.single_table_statements', '${mode === 'on' ? 'on' : mode === 'off' ? 'off' : 'auto'}', true)`,
+      )
+    ).step12 as {
+      mode: SingleTableMode;
+      cached: boolean | null;
+      probe: string | null;
+      rewritten: string[];
+      left_as_migrated: string[];
     };
     return {
       tables: Number(last.tables),

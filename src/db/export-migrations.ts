@@ -86,9 +86,10 @@ export async function exportMigrations(dir: string = defaultMigrationsDir()): Pr
       fileName,
       version: Number(match[1]),
       name: match[2]!,
-      sql: `-- pg-settle migration ${fileName}, exported by \`pg-settle migrate --print\`: apply the files in order,\n`
-        + '-- each in its own transaction (docs/migrations-in-your-tool.md). Do not edit.\n\n'
-        + `${PROLOGUE}${body.endsWith('\n') ? body : `${body}\n`}${EPILOGUE}`,
+      sql:
+        `-- pg-settle migration ${fileName}, exported by \`pg-settle migrate --print\`: apply the files in order,\n` +
+        '-- each in its own transaction (docs/migrations-in-your-tool.md). Do not edit.\n\n' +
+        `${PROLOGUE}${body.endsWith('\n') ? body : `${body}\n`}${EPILOGUE}`,
     });
   }
   return out;
@@ -111,9 +112,15 @@ export async function staleMigrationFiles(outDir: string, current: readonly stri
  * Writes the exported migrations into `outDir` (created if missing); returns the file names
  * written, or the stale files that made it refuse (see staleMigrationFiles), writing nothing.
  */
-export async function writeExportedMigrations(outDir: string, dir?: string): Promise<{ written: string[]; stale: string[] }> {
+export async function writeExportedMigrations(
+  outDir: string,
+  dir?: string,
+): Promise<{ written: string[]; stale: string[] }> {
   const migrations = await exportMigrations(dir);
-  const stale = await staleMigrationFiles(outDir, migrations.map((m) => m.fileName));
+  const stale = await staleMigrationFiles(
+    outDir,
+    migrations.map((m) => m.fileName),
+  );
   if (stale.length > 0) return { written: [], stale };
   await mkdir(outDir, { recursive: true });
   for (const m of migrations) await writeFile(path.join(outDir, m.fileName), m.sql);

@@ -74,7 +74,11 @@ type MigrationClient = pg.Client | pg.PoolClient;
  * Runs postgres-migrations over `client`, remembering the first database error any of its
  * statements raised, and rethrows its failure as a MigrationError carrying that error.
  */
-async function runMigrations(client: MigrationClient, dir: string, logger: (msg: string) => void): Promise<{ applied: string[] }> {
+async function runMigrations(
+  client: MigrationClient,
+  dir: string,
+  logger: (msg: string) => void,
+): Promise<{ applied: string[] }> {
   let failure: (Error & DatabaseErrorFields) | undefined;
   const query = (...args: unknown[]): unknown => {
     const result = (client.query as (...a: unknown[]) => unknown)(...args);
@@ -138,8 +142,9 @@ async function whoAmI(client: MigrationClient): Promise<Me> {
  * docs/operations.md, "Migrations", for what it still allows.
  */
 export async function ownerMembers(client: MigrationClient): Promise<OwnerMember[]> {
-  const { rows } = await client.query<OwnerMember>(
-    `with recursive members(member, via) as (
+  const { rows } = await client
+    .query<OwnerMember>(
+      `with recursive members(member, via) as (
        select m.member, m.member from pg_auth_members m where m.roleid = 'settle_owner'::regrole
        union
        select m.member, members.via from pg_auth_members m join members on m.roleid = members.member)
@@ -150,11 +155,19 @@ export async function ownerMembers(client: MigrationClient): Promise<OwnerMember
         and ${CAN_ACT_AS_OWNER('r.oid', "'settle_owner'::regrole")}
         and ${CAN_ACT_AS_OWNER('v.oid', "'settle_owner'::regrole")}
       order by 1, 2`,
-  ).catch(() => ({ rows: [] as OwnerMember[] }));
+    )
+    .catch(() => ({ rows: [] as OwnerMember[] }));
   return rows;
 }
 
-const SETTLE_ROLES = ['settle_owner', 'settle_app', 'settle_readonly', 'settle_admin', 'settle_consumer', 'settle_reconciler'];
+const SETTLE_ROLES = [
+  'settle_owner',
+  'settle_app',
+  'settle_readonly',
+  'settle_admin',
+  'settle_consumer',
+  'settle_reconciler',
+];
 
 /** The settle roles the login holds by a grant of its own (PostgreSQL 16+ records the grantor). */
 async function selfGranted(client: MigrationClient): Promise<Set<string>> {
@@ -183,8 +196,9 @@ async function grantOwnerToSelf(client: MigrationClient, me: Me): Promise<void> 
     const error = Object.assign(new Error(`permission denied to grant role "settle_owner"`), {
       code: '42501',
       detail: `${me.name} has no ADMIN OPTION on settle_owner, which PostgreSQL 16 and later require to grant it.`,
-      hint: `As a superuser: GRANT settle_owner TO ${quoteIdent(me.name)} WITH ADMIN TRUE, INHERIT FALSE, SET FALSE;`
-        + ' (docs/operations.md, "Migrations").',
+      hint:
+        `As a superuser: GRANT settle_owner TO ${quoteIdent(me.name)} WITH ADMIN TRUE, INHERIT FALSE, SET FALSE;` +
+        ' (docs/operations.md, "Migrations").',
     });
     throw new MigrationError(`${error.message}: ${error.detail} ${error.hint}`, error, error);
   }
@@ -198,7 +212,11 @@ async function grantOwnerToSelf(client: MigrationClient, me: Me): Promise<void> 
  * loses it afterwards, so that no login keeps the owner's rights (disabling a guard trigger,
  * rewriting a completed result). A superuser needs no membership and is left as it is.
  */
-async function runAsOwnerWhileMigrating(client: MigrationClient, dir: string, logger: (msg: string) => void): Promise<MigrateResult> {
+async function runAsOwnerWhileMigrating(
+  client: MigrationClient,
+  dir: string,
+  logger: (msg: string) => void,
+): Promise<MigrateResult> {
   const before = await whoAmI(client);
   const ownGrantsBefore = before.pg16 && !before.superuser ? await selfGranted(client) : new Set<string>();
   let selfGrantSetting: string | undefined;
@@ -234,7 +252,8 @@ async function runAsOwnerWhileMigrating(client: MigrationClient, dir: string, lo
   }
   if (failure !== undefined) throw failure;
   const members = await ownerMembers(client);
-  for (const m of members) logger(`login ${m.role} can still act as settle_owner; a superuser drops it with: ${m.revoke}`);
+  for (const m of members)
+    logger(`login ${m.role} can still act as settle_owner; a superuser drops it with: ${m.revoke}`);
   return { applied: result?.applied ?? [], ownerMembers: members };
 }
 

@@ -27,7 +27,10 @@ export function findPgDump(): string | undefined {
  * `pg_dump --schema-only` of the settle schemas of `databaseUrl`, normalized so that the same
  * schema always gives the same text (see normalizeSchemaDump).
  */
-export async function dumpSettleSchema(databaseUrl: string, pgDump: string | undefined = findPgDump()): Promise<string> {
+export async function dumpSettleSchema(
+  databaseUrl: string,
+  pgDump: string | undefined = findPgDump(),
+): Promise<string> {
   if (pgDump === undefined) throw new Error('pg_dump not found: install postgresql-client-15 or set PG_DUMP');
   const args = ['--schema-only'];
   for (const schema of SETTLE_SCHEMAS) args.push(`--schema=${schema}`);
@@ -49,7 +52,10 @@ export function normalizeSchemaDump(dump: string): string {
     .filter((line) => !line.startsWith("SELECT pg_catalog.set_config('search_path'"))
     .filter((line) => !/^\\(un)?restrict /.test(line))
     .map((line) => line.trimEnd());
-  const body = kept.join('\n').replace(/\n{3,}/g, '\n\n').trim();
+  const body = kept
+    .join('\n')
+    .replace(/\n{3,}/g, '\n\n')
+    .trim();
   return `${SCHEMA_HEADER}\n${body}\n`;
 }
 

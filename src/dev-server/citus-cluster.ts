@@ -41,7 +41,11 @@ export function citusUnavailableReason(): string | undefined {
 export function citusBuildUnavailableReason(binDir: string): string | undefined {
   const so = path.join(binDir, '..', 'lib', 'citus.so');
   const control = path.join(binDir, '..', '..', '..', '..', 'share', 'postgresql', '15', 'extension', 'citus.control');
-  for (const [file, what] of [[path.join(binDir, 'initdb'), 'initdb'], [so, 'citus.so'], [control, 'citus.control']] as const) {
+  for (const [file, what] of [
+    [path.join(binDir, 'initdb'), 'initdb'],
+    [so, 'citus.so'],
+    [control, 'citus.control'],
+  ] as const) {
     if (!existsSync(file)) {
       return `the Citus build of ${binDir} is missing: no ${what} (${path.normalize(file)}); build it as docs/scale-out.md says ("The patched Citus")`;
     }
@@ -117,7 +121,9 @@ export async function startCitusCluster(opts: CitusClusterOptions = {}): Promise
   }));
   const [coordinator, ...workers] = nodes as [CitusNode, ...CitusNode[]];
   try {
-    await Promise.all(nodes.map((n) => withPgClient(n.adminUrl, (c) => c.query('create extension if not exists citus'))));
+    await Promise.all(
+      nodes.map((n) => withPgClient(n.adminUrl, (c) => c.query('create extension if not exists citus'))),
+    );
     await withPgClient(coordinator.adminUrl, async (c) => {
       await c.query('select citus_set_coordinator_host($1, $2)', ['127.0.0.1', coordinator.port]);
       for (const w of workers) await c.query('select citus_add_node($1, $2)', ['127.0.0.1', w.port]);

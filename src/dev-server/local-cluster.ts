@@ -88,7 +88,13 @@ export async function startLocalCluster(opts: LocalClusterOptions): Promise<Loca
 }
 
 /** initdb as `runAs`: trust auth, UTF8, C.UTF-8 locale (or no locale where C.UTF-8 is missing). */
-export async function initCluster(binDir: string, dataDir: string, runAs: RunAs, cwd: string, log: (msg: string) => void): Promise<void> {
+export async function initCluster(
+  binDir: string,
+  dataDir: string,
+  runAs: RunAs,
+  cwd: string,
+  log: (msg: string) => void,
+): Promise<void> {
   const initdb = path.join(binDir, 'initdb');
   const common = ['-D', dataDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync'];
   const attempts: readonly (readonly string[])[] = [['--locale=C.UTF-8'], ['--no-locale']];
@@ -238,7 +244,11 @@ async function startServer(req: ServerRequest, port: number): Promise<StartResul
 }
 
 /** SIGINT (fast shutdown) to the postmaster, SIGKILL after a grace period, then wait for exit. */
-async function signalAndWait(child: ChildProcess, postmasterPid: number | undefined, exited: Promise<void>): Promise<void> {
+async function signalAndWait(
+  child: ChildProcess,
+  postmasterPid: number | undefined,
+  exited: Promise<void>,
+): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const target = postmasterPid ?? child.pid;
   if (target === undefined) return;

@@ -41,7 +41,18 @@ export async function stopServer(adminUrl: string): Promise<StoppedServer> {
   const postmasterArgs = options.trim().replace(/^\S+\s*/, '');
   return {
     async start() {
-      await run(['start', '-D', dataDir, '-w', '-t', '120', '-l', path.join(path.dirname(dataDir), 'restarted.log'), '-o', postmasterArgs]);
+      await run([
+        'start',
+        '-D',
+        dataDir,
+        '-w',
+        '-t',
+        '120',
+        '-l',
+        path.join(path.dirname(dataDir), 'restarted.log'),
+        '-o',
+        postmasterArgs,
+      ]);
       await waitForPostgres(adminUrl, { timeoutMs: 60_000, abortReason: () => undefined });
     },
   };

@@ -79,19 +79,23 @@ async function startTestcontainer(log: (msg: string) => void): Promise<Provision
     .withPassword('postgres')
     .withCommand([
       'postgres',
-      '-c', 'max_connections=300',
-      '-c', 'shared_buffers=128MB',
-      '-c', 'fsync=on',
-      '-c', 'synchronous_commit=on',
-      '-c', 'shared_preload_libraries=pg_stat_statements',
+      '-c',
+      'max_connections=300',
+      '-c',
+      'shared_buffers=128MB',
+      '-c',
+      'fsync=on',
+      '-c',
+      'synchronous_commit=on',
+      '-c',
+      'shared_preload_libraries=pg_stat_statements',
     ])
     .start();
   let stopped: Promise<void> | undefined;
   return {
     kind: 'testcontainers',
     adminUrl: container.getConnectionUri(),
-    stop: () =>
-      (stopped ??= container.stop().then(() => undefined)),
+    stop: () => (stopped ??= container.stop().then(() => undefined)),
   };
 }
 
@@ -103,7 +107,9 @@ async function startTestcontainer(log: (msg: string) => void): Promise<Provision
 async function startFromBinDir(binDir: string, log: (msg: string) => void): Promise<ProvisionedPostgres> {
   for (const binary of ['initdb', 'postgres']) {
     if (!existsSync(path.join(binDir, binary))) {
-      throw new Error(`${TEST_PG_BIN_ENV}=${binDir}: no ${binary} there (expected the bin directory of a PostgreSQL server)`);
+      throw new Error(
+        `${TEST_PG_BIN_ENV}=${binDir}: no ${binary} there (expected the bin directory of a PostgreSQL server)`,
+      );
     }
   }
   const version = await serverVersionOf(binDir);
@@ -112,7 +118,10 @@ async function startFromBinDir(binDir: string, log: (msg: string) => void): Prom
     const started = await startFromNativeDir(path.dirname(binDir), log, { copy: 'if-unreadable' });
     return { ...started, kind: 'binaries' };
   } catch (error) {
-    throw new Error(`${version} (${TEST_PG_BIN_ENV}=${binDir}) did not start: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new Error(
+      `${version} (${TEST_PG_BIN_ENV}=${binDir}) did not start: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
   }
 }
 
@@ -139,7 +148,10 @@ async function startFromNativeDir(
 ): Promise<ProvisionedPostgres> {
   let runDir = nativeDir;
   const ownedDirs: string[] = [];
-  if (process.getuid?.() === 0 && (opts.copy === 'always' || !(await postgresUserCanRun(path.join(nativeDir, 'bin', 'postgres'))))) {
+  if (
+    process.getuid?.() === 0 &&
+    (opts.copy === 'always' || !(await postgresUserCanRun(path.join(nativeDir, 'bin', 'postgres'))))
+  ) {
     // PostgreSQL must run as a non-root user that can read the binaries; a checkout under a
     // 0700 directory (like /root) is not readable by `postgres`, so run from a copy in /tmp.
     const copyRoot = await mkdtemp(path.join(os.tmpdir(), 'pg-settle-bin-'));

@@ -7,7 +7,13 @@ import { promisify } from 'node:util';
 import type pg from 'pg';
 import { withDatabase } from '../db/database-url.js';
 import { withPgClient } from '../db/with-pg-client.js';
-import { DEBIAN_PG_BIN_DIR, initCluster, type RunningServer, startServerOnFreePort, trySignal } from './local-cluster.js';
+import {
+  DEBIAN_PG_BIN_DIR,
+  initCluster,
+  type RunningServer,
+  startServerOnFreePort,
+  trySignal,
+} from './local-cluster.js';
 import { resolveRunAs, type RunAs } from './run-as.js';
 
 const execFileAsync = promisify(execFile);
@@ -23,7 +29,8 @@ const REQUIRED_BINARIES = ['initdb', 'postgres', 'pg_basebackup'] as const;
 /** Why replication cannot run here (a missing binary), or undefined when it can. */
 export function replicationUnavailableReason(binDir = DEBIAN_PG_BIN_DIR): string | undefined {
   const missing = REQUIRED_BINARIES.find((name) => !existsSync(path.join(binDir, name)));
-  if (missing !== undefined) return `streaming replication needs ${path.join(binDir, missing)} (Debian postgresql-15), not found`;
+  if (missing !== undefined)
+    return `streaming replication needs ${path.join(binDir, missing)} (Debian postgresql-15), not found`;
   if (process.getuid === undefined) return 'local clusters need a POSIX platform';
   return undefined;
 }
@@ -95,7 +102,7 @@ export async function startReplicationPair(opts: ReplicationPairOptions): Promis
     await appendFile(
       path.join(primaryDir, 'postgresql.conf'),
       [
-        'listen_addresses = \'127.0.0.1\'',
+        "listen_addresses = '127.0.0.1'",
         'max_connections = 50',
         'fsync = off', // a killed process loses nothing the OS holds; no host crash is simulated
         'wal_level = replica',
@@ -113,8 +120,22 @@ export async function startReplicationPair(opts: ReplicationPairOptions): Promis
     await withPgClient(primary.url(), (c) => c.query('select pg_create_physical_replication_slot($1)', [SLOT_NAME]));
 
     const backup = runAs.wrap(path.join(binDir, 'pg_basebackup'), [
-      '-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres',
-      '-D', standbyDir, '-X', 'stream', '-S', SLOT_NAME, '-R', '--no-sync', '-c', 'fast',
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(primary.port),
+      '-U',
+      'postgres',
+      '-D',
+      standbyDir,
+      '-X',
+      'stream',
+      '-S',
+      SLOT_NAME,
+      '-R',
+      '--no-sync',
+      '-c',
+      'fast',
     ]);
     await execFileAsync(backup.command, backup.args, { cwd: baseDir });
     await appendFile(
@@ -126,15 +147,16 @@ export async function startReplicationPair(opts: ReplicationPairOptions): Promis
     const standby = await startNode({ name: 'standby', binDir, baseDir, dataDir: standbyDir, runAs, log });
     nodes.push(standby);
     await waitForStandby(primary, opts.synchronous);
-    log(`replication pair ready: primary :${primary.port}, ${opts.synchronous ? 'synchronous' : 'asynchronous'} standby :${standby.port}`);
+    log(
+      `replication pair ready: primary :${primary.port}, ${opts.synchronous ? 'synchronous' : 'asynchronous'} standby :${standby.port}`,
+    );
 
     let stopped: Promise<void> | undefined;
     return {
       primary,
       standby,
       synchronous: opts.synchronous,
-      stop: () =>
-        (stopped ??= removeAll()),
+      stop: () => (stopped ??= removeAll()),
     };
   } catch (error) {
     await removeAll().catch(() => {});
@@ -147,14 +169,23 @@ export function primaryConninfo(port: number): string {
 }
 
 /** Resolves once the primary sees `standby1` streaming (and `sync`, when asked). */
-export async function waitForStandby(primary: PgNode, synchronous: boolean, timeoutMs = READY_TIMEOUT_MS): Promise<void> {
-  await pollUntil(primary.url(), timeoutMs, `standby ${STANDBY_NAME} streaming${synchronous ? ' as sync' : ''}`, async (c) => {
-    const { rows } = await c.query<{ state: string; sync_state: string }>(
-      'select state, sync_state from pg_stat_replication where application_name = $1',
-      [STANDBY_NAME],
-    );
-    return rows.some((r) => r.state === 'streaming' && (!synchronous || r.sync_state === 'sync'));
-  });
+export async function waitForStandby(
+  primary: PgNode,
+  synchronous: boolean,
+  timeoutMs = READY_TIMEOUT_MS,
+): Promise<void> {
+  await pollUntil(
+    primary.url(),
+    timeoutMs,
+    `standby ${STANDBY_NAME} streaming${synchronous ? ' as sync' : ''}`,
+    async (c) => {
+      const { rows } = await c.query<{ state: string; sync_state: string }>(
+        'select state, sync_state from pg_stat_replication where application_name = $1',
+        [STANDBY_NAME],
+      );
+      return rows.some((r) => r.state === 'streaming' && (!synchronous || r.sync_state === 'sync'));
+    },
+  );
 }
 
 /**
@@ -180,7 +211,9 @@ export async function detachStandby(standby: PgNode, timeoutMs = READY_TIMEOUT_M
  */
 export async function promote(standby: PgNode, timeoutMs = READY_TIMEOUT_MS): Promise<void> {
   await withPgClient(standby.url(), async (c) => {
-    const { rows } = await c.query<{ promoted: boolean }>('select pg_promote(true, $1) as promoted', [Math.ceil(timeoutMs / 1000)]);
+    const { rows } = await c.query<{ promoted: boolean }>('select pg_promote(true, $1) as promoted', [
+      Math.ceil(timeoutMs / 1000),
+    ]);
     if (rows[0]?.promoted !== true) throw new Error('pg_promote did not finish in time');
     await c.query(`alter system set synchronous_standby_names = ''`);
     await c.query('select pg_reload_conf()');
@@ -280,7 +313,12 @@ async function waitGone(pid: number, timeoutMs = 10_000): Promise<void> {
   }
 }
 
-async function pollUntil(url: string, timeoutMs: number, what: string, check: (c: pg.Client) => Promise<boolean>): Promise<void> {
+async function pollUntil(
+  url: string,
+  timeoutMs: number,
+  what: string,
+  check: (c: pg.Client) => Promise<boolean>,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   await withPgClient(url, async (c) => {
     for (;;) {

@@ -37,7 +37,9 @@ export async function resolveRunAs(log: (msg: string) => void): Promise<RunAs> {
 
   const runuser = ['/usr/sbin/runuser', '/sbin/runuser', '/usr/bin/runuser'].find((p) => existsSync(p));
   if (runuser === undefined) {
-    throw new Error('Running as root, but `runuser` (util-linux) was not found: cannot start PostgreSQL as a non-root user');
+    throw new Error(
+      'Running as root, but `runuser` (util-linux) was not found: cannot start PostgreSQL as a non-root user',
+    );
   }
   const ids = await osUserIds(POSTGRES_OS_USER, log);
   return {

@@ -16,7 +16,9 @@ const dbName = `settle_schema_dump_${process.pid}`;
 
 const server = await provisionPostgres();
 try {
-  await withPgClient(server.adminUrl, (c) => c.query(`create database ${quoteIdent(dbName)} template template0 encoding 'UTF8'`));
+  await withPgClient(server.adminUrl, (c) =>
+    c.query(`create database ${quoteIdent(dbName)} template template0 encoding 'UTF8'`),
+  );
   const url = withDatabase(server.adminUrl, dbName);
   await migrate(url);
   const dump = await dumpSettleSchema(url);

@@ -50,7 +50,9 @@ export function createIdempotency(options: IdempotencyOptions<Request>): Express
       handleRequest(view, req, o, (context) => {
         req.idempotency = context;
         capture = captureResponse(res, o.maxBodyBytes, (sent, discarded) => {
-          errorAfterResponse(o, req, new ResponseAfterResponseError(sent, discarded), (error) => console.error((error as Error).message));
+          errorAfterResponse(o, req, new ResponseAfterResponseError(sent, discarded), (error) =>
+            console.error((error as Error).message),
+          );
         });
         if (inRequestContext === null) next();
         else inRequestContext(() => next());
@@ -64,7 +66,16 @@ export function createIdempotency(options: IdempotencyOptions<Request>): Express
         },
         (error: unknown) => {
           if (capture === undefined) next(error);
-          else capture.answer(problem('settlement-unavailable', o.problemTypeBase, 'the outcome of this request is unknown; retry with the same key', {}, { 'retry-after': '1' }));
+          else
+            capture.answer(
+              problem(
+                'settlement-unavailable',
+                o.problemTypeBase,
+                'the outcome of this request is unknown; retry with the same key',
+                {},
+                { 'retry-after': '1' },
+              ),
+            );
         },
       );
     };
@@ -81,6 +92,12 @@ function sendDirect(res: Response, answer: HttpAnswer | undefined): void {
 export type { IdempotencyContext } from './core/context.js';
 export { downstreamKeyOf } from './core/context.js';
 export { byKeyPrefix } from './core/key-prefix.js';
-export type { IdempotencyBinding, IdempotencyOptions, InDoubtKey, ResponseDecision, RouteOptions } from './core/options.js';
+export type {
+  IdempotencyBinding,
+  IdempotencyOptions,
+  InDoubtKey,
+  ResponseDecision,
+  RouteOptions,
+} from './core/options.js';
 export { defaultResponsePolicy } from './core/options.js';
 export { PROBLEMS } from './core/problem.js';

@@ -36,7 +36,10 @@ const pendingByRequest = new WeakMap<FastifyRequest, Pending>();
  * route of the instance it is registered on (it is not encapsulated). Per route:
  * `app.post('/orders', { config: { idempotency: { settlement: 'transaction' } } }, handler)`.
  */
-export const idempotency: FastifyPluginAsync<IdempotencyOptions<FastifyRequest>> = async (app: FastifyInstance, options) => {
+export const idempotency: FastifyPluginAsync<IdempotencyOptions<FastifyRequest>> = async (
+  app: FastifyInstance,
+  options,
+) => {
   const defaults = resolveOptions(options);
   const perRoute = new WeakMap<object, Resolved<FastifyRequest>>();
   const resolvedFor = (route: RouteOptions<FastifyRequest> | undefined): Resolved<FastifyRequest> => {
@@ -60,7 +63,12 @@ export const idempotency: FastifyPluginAsync<IdempotencyOptions<FastifyRequest>>
       const late = (error: unknown): undefined => {
         const pending = pendingByRequest.get(request);
         if (pending === undefined || !pending.finished) throw error;
-        errorAfterResponse(pending.resolved, request, error, (e) => request.log.error({ err: e }, 'pg-settle: the handler failed after its response was complete; the response stands'));
+        errorAfterResponse(pending.resolved, request, error, (e) =>
+          request.log.error(
+            { err: e },
+            'pg-settle: the handler failed after its response was complete; the response stands',
+          ),
+        );
         return undefined;
       };
       let result: unknown;
@@ -69,7 +77,12 @@ export const idempotency: FastifyPluginAsync<IdempotencyOptions<FastifyRequest>>
       } catch (error) {
         return late(error);
       }
-      if (result !== null && typeof result === 'object' && typeof (result as Promise<unknown>).then === 'function' && result !== reply) {
+      if (
+        result !== null &&
+        typeof result === 'object' &&
+        typeof (result as Promise<unknown>).then === 'function' &&
+        result !== reply
+      ) {
         return (result as Promise<unknown>).then(undefined, late);
       }
       return result;
@@ -132,12 +145,26 @@ export const idempotency: FastifyPluginAsync<IdempotencyOptions<FastifyRequest>>
     reply.hijack();
     const o = pending.resolved;
     const read = await readPayload(payload, o.maxBodyBytes);
-    pending.capture({ status: reply.statusCode, headers: reply.getHeaders() as OutgoingHttpHeaders, body: read.body, overflowed: read.rest !== null || read.body.length > o.maxBodyBytes });
+    pending.capture({
+      status: reply.statusCode,
+      headers: reply.getHeaders() as OutgoingHttpHeaders,
+      body: read.body,
+      overflowed: read.rest !== null || read.body.length > o.maxBodyBytes,
+    });
     let result: FlowResult;
     try {
       result = await pending.result;
     } catch {
-      result = { kind: 'answer', answer: problem('settlement-unavailable', o.problemTypeBase, 'the outcome of this request is unknown; retry with the same key', {}, { 'retry-after': '1' }) };
+      result = {
+        kind: 'answer',
+        answer: problem(
+          'settlement-unavailable',
+          o.problemTypeBase,
+          'the outcome of this request is unknown; retry with the same key',
+          {},
+          { 'retry-after': '1' },
+        ),
+      };
     }
     if (result.kind === 'answer') {
       for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
@@ -165,7 +192,10 @@ function sendAnswer(reply: FastifyReply, answer: HttpAnswer): FastifyReply {
 }
 
 /** The payload as bytes, up to maxBytes + 1; a longer stream keeps its iterator in `rest`. */
-async function readPayload(payload: unknown, maxBytes: number): Promise<{ body: Buffer; rest: AsyncIterator<unknown> | null }> {
+async function readPayload(
+  payload: unknown,
+  maxBytes: number,
+): Promise<{ body: Buffer; rest: AsyncIterator<unknown> | null }> {
   if (payload === null || payload === undefined) return { body: Buffer.alloc(0), rest: null };
   if (typeof payload === 'string') return { body: Buffer.from(payload), rest: null };
   if (Buffer.isBuffer(payload)) return { body: payload, rest: null };
@@ -189,6 +219,12 @@ export default idempotency;
 export type { IdempotencyContext } from './core/context.js';
 export { downstreamKeyOf } from './core/context.js';
 export { byKeyPrefix } from './core/key-prefix.js';
-export type { IdempotencyBinding, IdempotencyOptions, InDoubtKey, ResponseDecision, RouteOptions } from './core/options.js';
+export type {
+  IdempotencyBinding,
+  IdempotencyOptions,
+  InDoubtKey,
+  ResponseDecision,
+  RouteOptions,
+} from './core/options.js';
 export { defaultResponsePolicy } from './core/options.js';
 export { PROBLEMS } from './core/problem.js';

@@ -31,7 +31,10 @@ export interface FetchIdempotency {
    * idempotency(handler) })`, `Deno.serve(idempotency(handler))`. Arguments after the Request are
    * passed through. The handler reads its context with `idempotencyOf(request)`.
    */
-  <A extends unknown[]>(handler: FetchHandler<A>, route?: RouteOptions<Request>): (request: Request, ...rest: A) => Promise<Response>;
+  <A extends unknown[]>(
+    handler: FetchHandler<A>,
+    route?: RouteOptions<Request>,
+  ): (request: Request, ...rest: A) => Promise<Response>;
   /**
    * The same as a `(c, next)` middleware (Hono): `app.post('/orders', idempotency.middleware(),
    * handler)`; the handler reads its context with `idempotencyOf(c.req.raw)`.
@@ -55,7 +58,8 @@ export function createIdempotency(options: IdempotencyOptions<Request>): FetchId
   resolveOptions(options); // validate early (and warn once without a binding resolver)
   const wrap = <A extends unknown[]>(handler: FetchHandler<A>, route?: RouteOptions<Request>) => {
     const o = resolveOptions(options, route);
-    return (request: Request, ...rest: A): Promise<Response> => handle(o, request, undefined, undefined, async () => handler(request, ...rest));
+    return (request: Request, ...rest: A): Promise<Response> =>
+      handle(o, request, undefined, undefined, async () => handler(request, ...rest));
   };
   wrap.middleware = (route?: RouteOptions<Request>) => {
     const o = resolveOptions(options, route);
@@ -119,14 +123,28 @@ async function handle(
     const read = await readBody(response, o.maxBodyBytes);
     produced = { response, head: read.head, rest: read.rest };
     if (answered) void read.rest?.cancel().catch(() => {});
-    return { status: response.status, headers: headersOf(response.headers), body: read.head, overflowed: read.rest !== null || read.head.length > o.maxBodyBytes };
+    return {
+      status: response.status,
+      headers: headersOf(response.headers),
+      body: read.head,
+      overflowed: read.rest !== null || read.head.length > o.maxBodyBytes,
+    };
   };
   let result: Awaited<ReturnType<typeof handleRequest>>;
   try {
     result = await handleRequest(view, request, o, runHandler);
   } catch (error) {
     if (!started) throw error;
-    result = { kind: 'answer', answer: problem('settlement-unavailable', o.problemTypeBase, 'the outcome of this request is unknown; retry with the same key', {}, { 'retry-after': '1' }) };
+    result = {
+      kind: 'answer',
+      answer: problem(
+        'settlement-unavailable',
+        o.problemTypeBase,
+        'the outcome of this request is unknown; retry with the same key',
+        {},
+        { 'retry-after': '1' },
+      ),
+    };
   }
   if (result.kind === 'pass') return run();
   if (result.kind === 'answer') {
@@ -144,11 +162,21 @@ async function handle(
  * a body something before the middleware already consumed comes from the framework's cache, or,
  * without one, cannot be fingerprinted (the core answers 500 idempotency-misconfigured).
  */
-async function viewOf(request: Request, route: string | undefined, cachedBody: (() => Promise<ArrayBuffer>) | undefined): Promise<RequestView> {
+async function viewOf(
+  request: Request,
+  route: string | undefined,
+  cachedBody: (() => Promise<ArrayBuffer>) | undefined,
+): Promise<RequestView> {
   const url = new URL(request.url);
   const headers: IncomingHttpHeaders = Object.fromEntries(request.headers);
-  const target = { method: request.method.toUpperCase(), url: `${url.pathname}${url.search}`, route: route ?? url.pathname, headers };
-  if (request.body !== null && request.bodyUsed && cachedBody === undefined) return { ...target, body: undefined, hasBody: true };
+  const target = {
+    method: request.method.toUpperCase(),
+    url: `${url.pathname}${url.search}`,
+    route: route ?? url.pathname,
+    headers,
+  };
+  if (request.body !== null && request.bodyUsed && cachedBody === undefined)
+    return { ...target, body: undefined, hasBody: true };
   let bytes: Buffer;
   if (request.body === null) bytes = Buffer.alloc(0);
   else if (request.bodyUsed) bytes = Buffer.from(await cachedBody!());
@@ -187,7 +215,10 @@ function headersOf(headers: Headers): OutgoingHttpHeaders {
 }
 
 /** The body up to maxBytes + 1 bytes; a longer one keeps its reader in `rest`. */
-async function readBody(response: Response, maxBytes: number): Promise<{ head: Buffer; rest: ReadableStreamDefaultReader<Uint8Array> | null }> {
+async function readBody(
+  response: Response,
+  maxBytes: number,
+): Promise<{ head: Buffer; rest: ReadableStreamDefaultReader<Uint8Array> | null }> {
   if (response.body === null) return { head: Buffer.alloc(0), rest: null };
   const reader = response.body.getReader();
   const chunks: Buffer[] = [];
@@ -225,12 +256,21 @@ function replayable({ response, head, rest }: Produced): Response {
 const asBody = (buffer: Buffer): Uint8Array<ArrayBuffer> => buffer as Uint8Array<ArrayBuffer>;
 
 function answerResponse(answer: HttpAnswer): Response {
-  return new Response(answer.body.length === 0 ? null : asBody(answer.body), { status: answer.status, headers: answer.headers });
+  return new Response(answer.body.length === 0 ? null : asBody(answer.body), {
+    status: answer.status,
+    headers: answer.headers,
+  });
 }
 
 export type { IdempotencyContext } from './core/context.js';
 export { downstreamKeyOf } from './core/context.js';
 export { byKeyPrefix } from './core/key-prefix.js';
-export type { IdempotencyBinding, IdempotencyOptions, InDoubtKey, ResponseDecision, RouteOptions } from './core/options.js';
+export type {
+  IdempotencyBinding,
+  IdempotencyOptions,
+  InDoubtKey,
+  ResponseDecision,
+  RouteOptions,
+} from './core/options.js';
 export { defaultResponsePolicy } from './core/options.js';
 export { PROBLEMS } from './core/problem.js';

@@ -44,7 +44,11 @@ const toBuffer = (chunk: unknown, encoding?: unknown): Buffer =>
  * end(), or as soon as the body exceeds `maxBytes` (the overflow: the caller settles, then
  * release() flushes and the rest streams straight through).
  */
-export function captureResponse(res: ServerResponse, maxBytes: number, onLate: (sentStatus: number, discardedStatus: number) => void = () => {}): ResponseCapture {
+export function captureResponse(
+  res: ServerResponse,
+  maxBytes: number,
+  onLate: (sentStatus: number, discardedStatus: number) => void = () => {},
+): ResponseCapture {
   const original = { writeHead: res.writeHead, write: res.write, end: res.end };
   let frozen: Frozen | null = null;
   let lateReported = false;
@@ -65,7 +69,8 @@ export function captureResponse(res: ServerResponse, maxBytes: number, onLate: (
   let shadow: Map<string, string | number | readonly string[]> | null = null;
   const snapshot = (overflowed: boolean): CapturedResponse => ({
     status: res.statusCode,
-    headers: shadow === null ? (res.getHeaders() as OutgoingHttpHeaders) : (Object.fromEntries(shadow) as OutgoingHttpHeaders),
+    headers:
+      shadow === null ? (res.getHeaders() as OutgoingHttpHeaders) : (Object.fromEntries(shadow) as OutgoingHttpHeaders),
     body: Buffer.concat(chunks),
     overflowed,
   });
@@ -90,25 +95,30 @@ export function captureResponse(res: ServerResponse, maxBytes: number, onLate: (
       discardLate();
       return this;
     }
-    if (!holding() && state !== 'late') return (original.writeHead as (...args: unknown[]) => ServerResponse).call(this, status, ...rest);
+    if (!holding() && state !== 'late')
+      return (original.writeHead as (...args: unknown[]) => ServerResponse).call(this, status, ...rest);
     this.statusCode = status;
     const [first, second] = rest;
     if (typeof first === 'string') this.statusMessage = first;
     const headers = typeof first === 'string' ? second : first;
     if (Array.isArray(headers)) {
-      const pairs: unknown[] = Array.isArray(headers[0]) ? headers : headers.flatMap((_, i) => (i % 2 === 0 ? [[headers[i], headers[i + 1]]] : []));
+      const pairs: unknown[] = Array.isArray(headers[0])
+        ? headers
+        : headers.flatMap((_, i) => (i % 2 === 0 ? [[headers[i], headers[i + 1]]] : []));
       for (const pair of pairs) {
         const [name, value] = pair as [string, string];
         this.appendHeader(name, value);
       }
     } else if (headers !== undefined && headers !== null) {
-      for (const [name, value] of Object.entries(headers as Record<string, string | string[] | number>)) this.setHeader(name, value);
+      for (const [name, value] of Object.entries(headers as Record<string, string | string[] | number>))
+        this.setHeader(name, value);
     }
     return this;
   } as ServerResponse['writeHead'];
 
   res.write = function write(this: ServerResponse, chunk: unknown, encoding?: unknown, callback?: unknown) {
-    if (state === 'passthrough') return (original.write as (...args: unknown[]) => boolean).call(this, chunk, encoding, callback);
+    if (state === 'passthrough')
+      return (original.write as (...args: unknown[]) => boolean).call(this, chunk, encoding, callback);
     if (state === 'complete' || state === 'sent') {
       discardLate();
       later(typeof encoding === 'function' ? encoding : callback);
@@ -120,7 +130,8 @@ export function captureResponse(res: ServerResponse, maxBytes: number, onLate: (
   } as ServerResponse['write'];
 
   res.end = function end(this: ServerResponse, chunk?: unknown, encoding?: unknown, callback?: unknown) {
-    if (state === 'passthrough' || state === 'sending') return (original.end as (...args: unknown[]) => ServerResponse).call(this, chunk, encoding, callback);
+    if (state === 'passthrough' || state === 'sending')
+      return (original.end as (...args: unknown[]) => ServerResponse).call(this, chunk, encoding, callback);
     if (state === 'complete' || state === 'sent') {
       discardLate();
       later(typeof chunk === 'function' ? chunk : typeof encoding === 'function' ? encoding : callback);
@@ -175,7 +186,11 @@ export function captureResponse(res: ServerResponse, maxBytes: number, onLate: (
       state = 'sending';
       chunks.length = 0;
       size = 0;
-      const handlerHeaders = new Map(Object.entries(res.getHeaders()).flatMap(([k, v]) => (v === undefined ? [] : [[k, v as string | number | readonly string[]]])));
+      const handlerHeaders = new Map(
+        Object.entries(res.getHeaders()).flatMap(([k, v]) =>
+          v === undefined ? [] : [[k, v as string | number | readonly string[]]],
+        ),
+      );
       if (!res.headersSent) {
         for (const name of res.getHeaderNames()) res.removeHeader(name);
         for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
@@ -203,7 +218,10 @@ function shadowHeaders(res: ServerResponse, shadow: Map<string, string | number 
   res.appendHeader = function appendHeader(this: ServerResponse, name: string, value: string | readonly string[]) {
     const lower = name.toLowerCase();
     const prior = shadow.get(lower);
-    shadow.set(lower, [...(prior === undefined ? [] : Array.isArray(prior) ? prior : [String(prior)]), ...(Array.isArray(value) ? value : [value as string])]);
+    shadow.set(lower, [
+      ...(prior === undefined ? [] : Array.isArray(prior) ? prior : [String(prior)]),
+      ...(Array.isArray(value) ? value : [value as string]),
+    ]);
     return this;
   } as ServerResponse['appendHeader'];
   res.removeHeader = function removeHeader(this: ServerResponse, name: string) {

@@ -84,9 +84,14 @@ export function feedStep(w: FeedWorld, call: FeedCall): FeedJudgement {
     }
     case 'register':
       // latest: from the horizon on; what committed before may or may not be above it.
-      return ok(withConsumer(call.name, call.startAt === 'earliest'
-        ? { must: [...w.retained], may: [], delivered: 0 }
-        : { must: [], may: [...w.retained], delivered: 0 }));
+      return ok(
+        withConsumer(
+          call.name,
+          call.startAt === 'earliest'
+            ? { must: [...w.retained], may: [], delivered: 0 }
+            : { must: [], may: [...w.retained], delivered: 0 },
+        ),
+      );
     case 'drop':
       return ok(withConsumer(call.name, undefined));
     case 'reset': {
@@ -96,18 +101,24 @@ export function feedStep(w: FeedWorld, call: FeedCall): FeedJudgement {
       // A reset re-delivers the retained events written at or after its time (all of them for
       // '-infinity'); the others committed so far may come again (a lane goes no higher than the
       // horizon). Events that commit later are required as always ('committed').
-      const must = to === null ? [] : to === '-infinity' ? [...w.retained]
-        : w.retained.filter((e) => (w.events[e]?.occurredAt ?? 0) >= to);
+      const must =
+        to === null
+          ? []
+          : to === '-infinity'
+            ? [...w.retained]
+            : w.retained.filter((e) => (w.events[e]?.occurredAt ?? 0) >= to);
       return ok(withConsumer(call.name, { ...c, must, may: without(w.retained, must) }));
     }
     case 'trim': {
       for (const [name, c] of Object.entries(w.consumers)) {
         const lost = c.must.filter((e) => !call.retained.includes(e));
-        if (lost.length > 0) return bad('feed-trimmed', `trim_feed removed events ${lost.join(', ')} that ${name} has not received`);
+        if (lost.length > 0)
+          return bad('feed-trimmed', `trim_feed removed events ${lost.join(', ')} that ${name} has not received`);
       }
       const retained = w.retained.filter((e) => call.retained.includes(e));
       const consumers: Record<string, FeedConsumerState> = {};
-      for (const [name, c] of Object.entries(w.consumers)) consumers[name] = { ...c, may: c.may.filter((e) => retained.includes(e)) };
+      for (const [name, c] of Object.entries(w.consumers))
+        consumers[name] = { ...c, may: c.may.filter((e) => retained.includes(e)) };
       return ok({ ...w, retained, consumers });
     }
     case 'delivered': {
@@ -115,18 +126,25 @@ export function feedStep(w: FeedWorld, call: FeedCall): FeedJudgement {
       if (c === undefined) return bad('feed-unregistered', `${call.name} received events while not registered`);
       for (const e of call.batch) {
         const event = w.events[e];
-        if (event === undefined) return bad('feed-unknown', `${call.name} received event ${e}, which no final outcome wrote`);
+        if (event === undefined)
+          return bad('feed-unknown', `${call.name} received event ${e}, which no final outcome wrote`);
         if (c.must.includes(e)) {
           // Per-key order: no earlier event of the key still to receive.
           const earlier = c.must.filter((m) => m !== e && w.events[m]?.id === event.id && byId(m, e) < 0);
           if (earlier.length > 0) {
-            return bad('feed-order', `${call.name} received event ${e} of ${event.id} before its earlier event ${earlier.join(', ')}`);
+            return bad(
+              'feed-order',
+              `${call.name} received event ${e} of ${event.id} before its earlier event ${earlier.join(', ')}`,
+            );
           }
           c = { ...c, must: without(c.must, [e]), delivered: c.delivered + 1 };
         } else if (c.may.includes(e)) {
           c = { ...c, may: without(c.may, [e]), delivered: c.delivered + 1 };
         } else {
-          return bad('feed-twice', `${call.name} received event ${e} of ${event.id} again, without a reset that re-delivers it`);
+          return bad(
+            'feed-twice',
+            `${call.name} received event ${e} of ${event.id} again, without a reset that re-delivers it`,
+          );
         }
       }
       return ok(withConsumer(call.name, c));

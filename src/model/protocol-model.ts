@@ -16,7 +16,14 @@
 
 /** §2 The lattice; pending and running share rank 1 (lease bookkeeping). */
 export type Status = 'pending' | 'running' | 'unknown' | 'conflict' | 'failed' | 'completed';
-export const RANK: Readonly<Record<Status, number>> = { pending: 1, running: 1, unknown: 2, conflict: 3, failed: 4, completed: 5 };
+export const RANK: Readonly<Record<Status, number>> = {
+  pending: 1,
+  running: 1,
+  unknown: 2,
+  conflict: 3,
+  failed: 4,
+  completed: 5,
+};
 const atLeast = (s: Status, floor: Status): Status => (RANK[s] >= RANK[floor] ? s : floor);
 
 /** §3 The reservation lock: request (its identity; the engine fingerprints it) and binding. */
@@ -72,28 +79,61 @@ export const EMPTY_WORLD: World = { ops: {}, floors: {}, tombstones: [] };
 
 export type Call =
   | {
-    readonly kind: 'claim'; readonly id: string; readonly lock: Lock; readonly leaseUs: number; readonly maxAttempts: number;
-    /** settle.claim's rerun_after_unknown (default true); false answers in_doubt instead of re-running a reported unknown. */
-    readonly rerunAfterUnknown?: boolean;
-  }
-  | { readonly kind: 'heartbeat'; readonly id: string; readonly attempt: number; readonly token: string; readonly leaseUs: number }
-  | { readonly kind: 'complete'; readonly id: string; readonly attempt: number; readonly token: string; readonly lock: Lock; readonly result: string }
-  | { readonly kind: 'fail'; readonly id: string; readonly attempt: number; readonly token: string; readonly lock: Lock; readonly error: string; readonly retryable: boolean }
-  | { readonly kind: 'report_unknown'; readonly id: string; readonly attempt: number; readonly token: string; readonly lock: Lock }
+      readonly kind: 'claim';
+      readonly id: string;
+      readonly lock: Lock;
+      readonly leaseUs: number;
+      readonly maxAttempts: number;
+      /** settle.claim's rerun_after_unknown (default true); false answers in_doubt instead of re-running a reported unknown. */
+      readonly rerunAfterUnknown?: boolean;
+    }
+  | {
+      readonly kind: 'heartbeat';
+      readonly id: string;
+      readonly attempt: number;
+      readonly token: string;
+      readonly leaseUs: number;
+    }
+  | {
+      readonly kind: 'complete';
+      readonly id: string;
+      readonly attempt: number;
+      readonly token: string;
+      readonly lock: Lock;
+      readonly result: string;
+    }
+  | {
+      readonly kind: 'fail';
+      readonly id: string;
+      readonly attempt: number;
+      readonly token: string;
+      readonly lock: Lock;
+      readonly error: string;
+      readonly retryable: boolean;
+    }
+  | {
+      readonly kind: 'report_unknown';
+      readonly id: string;
+      readonly attempt: number;
+      readonly token: string;
+      readonly lock: Lock;
+    }
   | { readonly kind: 'get'; readonly id: string; readonly lock: Lock }
   | { readonly kind: 'expire_leases' }
   | { readonly kind: 'redrive'; readonly id: string; readonly additional: number }
   | {
-    readonly kind: 'resolve'; readonly id: string; readonly outcome: 'completed' | 'failed';
-    /** The result (completed) or error (failed) asserted. */
-    readonly payload: string;
-    /** The request whose fingerprint is presented (the reservation's, or another). */
-    readonly request: string;
-    /** The evidence's epoch: the attempt read when the downstream was checked. */
-    readonly expectedAttempt: number;
-    /** The status read with it (absent: not compared). */
-    readonly expectedStatus?: Status;
-  }
+      readonly kind: 'resolve';
+      readonly id: string;
+      readonly outcome: 'completed' | 'failed';
+      /** The result (completed) or error (failed) asserted. */
+      readonly payload: string;
+      /** The request whose fingerprint is presented (the reservation's, or another). */
+      readonly request: string;
+      /** The evidence's epoch: the attempt read when the downstream was checked. */
+      readonly expectedAttempt: number;
+      /** The status read with it (absent: not compared). */
+      readonly expectedStatus?: Status;
+    }
   | { readonly kind: 'revoke_binding'; readonly tenant: string; readonly principal: string; readonly below: number }
   | { readonly kind: 'purge' };
 
@@ -150,7 +190,11 @@ export const UNWAITED_SLACK_US = 5_000;
  * (`release`, read inside the holder's transaction right before its end) and before the answer
  * arrived; a first claim may have decided at its start instead (UNWAITED_SLACK_US).
  */
-export function windowAfterWait(release: number, answered: number, wait: { readonly sent: number; readonly firstClaim: boolean }): Window {
+export function windowAfterWait(
+  release: number,
+  answered: number,
+  wait: { readonly sent: number; readonly firstClaim: boolean },
+): Window {
   return { lo: wait.firstClaim ? Math.max(wait.sent, release - UNWAITED_SLACK_US) : release, hi: answered };
 }
 
@@ -164,7 +208,10 @@ const sameSet = (a: readonly string[], b: readonly string[]): boolean =>
 
 /** R9: `request` only when the binding is the same and only the request differs. */
 export function lockDiff(reserved: Lock, presented: Lock): readonly string[] | null {
-  const sameBinding = reserved.principal === presented.principal && sameSet(reserved.scopes, presented.scopes) && reserved.generation === presented.generation;
+  const sameBinding =
+    reserved.principal === presented.principal &&
+    sameSet(reserved.scopes, presented.scopes) &&
+    reserved.generation === presented.generation;
   if (!sameBinding) return ['binding'];
   return reserved.request === presented.request ? null : ['request'];
 }
@@ -200,7 +247,11 @@ const setAttempt = (op: Operation, n: number, f: (a: Attempt) => Attempt): Opera
 });
 
 /** §4 A lapsed lease ends: the attempt keeps no observation (it may have taken effect). */
-const endLease = (op: Operation): Operation => ({ ...op, lease: null, status: op.status === 'running' ? 'pending' : op.status });
+const endLease = (op: Operation): Operation => ({
+  ...op,
+  lease: null,
+  status: op.status === 'running' ? 'pending' : op.status,
+});
 
 /** §7 Budget spent: which dead letter (R4/R5). */
 function deadLetter(op: Operation): Operation {
@@ -248,38 +299,87 @@ function claim(w: World, c: Extract<Call, { kind: 'claim' }>, win: Window): Bran
     // back, inserts the reservation itself; refused after the wait, it leaves that reservation
     // converted (§13: conflict, attempt 1 ended before anything ran) — or nothing at all.
     const leftover: Operation = {
-      lock: c.lock, status: 'running', maxAttempts: c.maxAttempts,
-      attempts: [{ token: '', observed: null, payload: null, mismatchedSuccess: false }], lease: null,
-      result: null, settledAttempt: null, error: null, deadLetter: null, revoked: null,
+      lock: c.lock,
+      status: 'running',
+      maxAttempts: c.maxAttempts,
+      attempts: [{ token: '', observed: null, payload: null, mismatchedSuccess: false }],
+      lease: null,
+      result: null,
+      settledAttempt: null,
+      error: null,
+      deadLetter: null,
+      revoked: null,
     };
-    return [{ expect: refused, next: stay(w) }, { expect: refused, next: () => withOp(w, c.id, leftover) }];
+    return [
+      { expect: refused, next: stay(w) },
+      { expect: refused, next: () => withOp(w, c.id, leftover) },
+    ];
   }
   if (op === undefined) {
-    return [{
-      expect: { outcome: 'acquired', status: 'running', attempt: 1, newLeaseWithin: plus(win, c.leaseUs) },
-      next: (a) => withOp({ ...w, tombstones: w.tombstones.filter((t) => t !== c.id) }, c.id, {
-        lock: c.lock, status: 'running', maxAttempts: c.maxAttempts,
-        attempts: [{ token: a.leaseToken ?? '', observed: null, payload: null, mismatchedSuccess: false }],
-        lease: { attempt: 1, expiresAt: a.leaseExpiresAt ?? 0 },
-        result: null, settledAttempt: null, error: null, deadLetter: null, revoked: null,
-      }),
-    }];
+    return [
+      {
+        expect: { outcome: 'acquired', status: 'running', attempt: 1, newLeaseWithin: plus(win, c.leaseUs) },
+        next: (a) =>
+          withOp({ ...w, tombstones: w.tombstones.filter((t) => t !== c.id) }, c.id, {
+            lock: c.lock,
+            status: 'running',
+            maxAttempts: c.maxAttempts,
+            attempts: [{ token: a.leaseToken ?? '', observed: null, payload: null, mismatchedSuccess: false }],
+            lease: { attempt: 1, expiresAt: a.leaseExpiresAt ?? 0 },
+            result: null,
+            settledAttempt: null,
+            error: null,
+            deadLetter: null,
+            revoked: null,
+          }),
+      },
+    ];
   }
   const diff = lockDiff(op.lock, c.lock);
   if (diff !== null) return [{ expect: { outcome: 'conflict', conflictOn: diff, ...nothingDisclosed }, next: stay(w) }];
   const n = op.attempts.length;
   if (op.status === 'completed') {
-    return [{ expect: { outcome: 'replay', status: 'completed', result: op.result, settledAttempt: op.settledAttempt, attempt: n }, next: stay(w) }];
+    return [
+      {
+        expect: {
+          outcome: 'replay',
+          status: 'completed',
+          result: op.result,
+          settledAttempt: op.settledAttempt,
+          attempt: n,
+        },
+        next: stay(w),
+      },
+    ];
   }
   if (op.status === 'failed') {
-    return [{ expect: { outcome: 'failed', status: 'failed', deadLettered: op.deadLetter !== null, deadLetterReason: op.deadLetter, ...(op.error === null ? {} : { error: op.error }) }, next: stay(w) }];
+    return [
+      {
+        expect: {
+          outcome: 'failed',
+          status: 'failed',
+          deadLettered: op.deadLetter !== null,
+          deadLetterReason: op.deadLetter,
+          ...(op.error === null ? {} : { error: op.error }),
+        },
+        next: stay(w),
+      },
+    ];
   }
   if (op.deadLetter === 'needs_reconciliation') {
-    return [{ expect: { outcome: 'unknown', status: op.status, deadLettered: true, deadLetterReason: 'needs_reconciliation' }, next: stay(w) }];
+    return [
+      {
+        expect: { outcome: 'unknown', status: op.status, deadLettered: true, deadLetterReason: 'needs_reconciliation' },
+        next: stay(w),
+      },
+    ];
   }
   return judgeLease(op, win).map(({ live, win: at }): Branch => {
     if (live && op.lease !== null) {
-      return { expect: { outcome: 'in_progress', status: op.status, attempt: n, leaseExpiresAt: op.lease.expiresAt }, next: stay(w) };
+      return {
+        expect: { outcome: 'in_progress', status: op.status, attempt: n, leaseExpiresAt: op.lease.expiresAt },
+        next: stay(w),
+      };
     }
     // An attempt reported unknown (only report_unknown raises the status to unknown), no lease is
     // live, not dead-lettered: a caller that asked not to re-run it gets in_doubt and nothing
@@ -291,17 +391,33 @@ function claim(w: World, c: Extract<Call, { kind: 'claim' }>, win: Window): Bran
     if (n >= ended.maxAttempts) {
       const dead = deadLetter(ended);
       return dead.status === 'failed'
-        ? { expect: { outcome: 'failed', status: 'failed', deadLettered: true, deadLetterReason: 'attempts_exhausted' }, next: () => withOp(w, c.id, dead) }
-        : { expect: { outcome: 'unknown', status: dead.status, deadLettered: true, deadLetterReason: 'needs_reconciliation' }, next: () => withOp(w, c.id, dead) };
+        ? {
+            expect: { outcome: 'failed', status: 'failed', deadLettered: true, deadLetterReason: 'attempts_exhausted' },
+            next: () => withOp(w, c.id, dead),
+          }
+        : {
+            expect: {
+              outcome: 'unknown',
+              status: dead.status,
+              deadLettered: true,
+              deadLetterReason: 'needs_reconciliation',
+            },
+            next: () => withOp(w, c.id, dead),
+          };
     }
     const status: Status = RANK[ended.status] === 1 ? 'running' : ended.status;
     return {
       expect: { outcome: 'acquired', status, attempt: n + 1, newLeaseWithin: plus(at, c.leaseUs) },
-      next: (a) => withOp(w, c.id, {
-        ...ended, status,
-        attempts: [...ended.attempts, { token: a.leaseToken ?? '', observed: null, payload: null, mismatchedSuccess: false }],
-        lease: { attempt: n + 1, expiresAt: a.leaseExpiresAt ?? 0 },
-      }),
+      next: (a) =>
+        withOp(w, c.id, {
+          ...ended,
+          status,
+          attempts: [
+            ...ended.attempts,
+            { token: a.leaseToken ?? '', observed: null, payload: null, mismatchedSuccess: false },
+          ],
+          lease: { attempt: n + 1, expiresAt: a.leaseExpiresAt ?? 0 },
+        }),
     };
   });
 }
@@ -312,18 +428,24 @@ const plus = (win: Window, us: number): Window => ({ lo: win.lo + us, hi: win.hi
 function heartbeat(w: World, c: Extract<Call, { kind: 'heartbeat' }>, win: Window): Branch[] {
   const op = w.ops[c.id];
   const gate = tokenGate(w, c.id, c.attempt, c.token);
-  const fenced = (reason: string | readonly string[]): Branch[] => [{ expect: { outcome: 'fenced', reason }, next: stay(w) }];
-  if (gate !== undefined || op === undefined) return op?.revoked ? [...(gate ?? []), ...fenced('binding_revoked')] : gate ?? [];
-  if (op.revoked !== null) return fenced(op.status === 'completed' ? ['binding_revoked', 'settled'] : 'binding_revoked');
+  const fenced = (reason: string | readonly string[]): Branch[] => [
+    { expect: { outcome: 'fenced', reason }, next: stay(w) },
+  ];
+  if (gate !== undefined || op === undefined)
+    return op?.revoked ? [...(gate ?? []), ...fenced('binding_revoked')] : (gate ?? []);
+  if (op.revoked !== null)
+    return fenced(op.status === 'completed' ? ['binding_revoked', 'settled'] : 'binding_revoked');
   if (op.status === 'completed' || op.status === 'failed') return fenced('settled');
   const n = op.attempts.length;
   if (c.attempt < n) return fenced('superseded');
   if (op.attempts[c.attempt - 1]?.observed === 'conflict') return fenced(['attempt_conflicted', 'lease_released']);
   if (op.lease === null) return fenced('lease_released');
-  return [{
-    expect: { outcome: 'extended', status: op.status, newLeaseWithin: plus(win, c.leaseUs) },
-    next: (a) => withOp(w, c.id, { ...op, lease: { attempt: n, expiresAt: a.leaseExpiresAt ?? 0 } }),
-  }];
+  return [
+    {
+      expect: { outcome: 'extended', status: op.status, newLeaseWithin: plus(win, c.leaseUs) },
+      next: (a) => withOp(w, c.id, { ...op, lease: { attempt: n, expiresAt: a.leaseExpiresAt ?? 0 } }),
+    },
+  ];
 }
 
 /**
@@ -332,7 +454,8 @@ function heartbeat(w: World, c: Extract<Call, { kind: 'heartbeat' }>, win: Windo
  */
 function tokenGate(w: World, id: string, attempt: number, token: string): Branch[] | undefined {
   const op = w.ops[id];
-  if (op === undefined && !w.tombstones.includes(id)) return [{ expect: { outcome: 'error', sqlstate: 'SE010' }, next: stay(w) }];
+  if (op === undefined && !w.tombstones.includes(id))
+    return [{ expect: { outcome: 'error', sqlstate: 'SE010' }, next: stay(w) }];
   if (op === undefined || op.attempts[attempt - 1]?.token !== token) {
     return [{ expect: { outcome: 'fenced', reason: 'invalid_token', ...nothingDisclosed }, next: stay(w) }];
   }
@@ -364,26 +487,42 @@ type Observation = Extract<Call, { kind: 'complete' | 'fail' | 'report_unknown' 
 function observe(w: World, c: Observation): Branch[] {
   const gate = tokenGate(w, c.id, c.attempt, c.token);
   const op = w.ops[c.id];
-  const revoked: Branch = { expect: { outcome: 'fenced', reason: 'binding_revoked', ...nothingDisclosed }, next: stay(w) };
+  const revoked: Branch = {
+    expect: { outcome: 'fenced', reason: 'binding_revoked', ...nothingDisclosed },
+    next: stay(w),
+  };
   const presentsRevoked = c.lock.generation < floorOf(w, tenantOf(c.id), c.lock.principal);
   // R3 answers both from a plain read; which of the two refusals comes first is not specified.
-  if (gate !== undefined || op === undefined) return presentsRevoked && w.ops[c.id] !== undefined ? [...(gate ?? []), revoked] : gate ?? [];
+  if (gate !== undefined || op === undefined)
+    return presentsRevoked && w.ops[c.id] !== undefined ? [...(gate ?? []), revoked] : (gate ?? []);
   if (presentsRevoked) {
     // Whether an attempt that already reported hears of that first or of the revocation is not
     // specified: both tell the worker nothing it did not know.
     const me = op.attempts[c.attempt - 1];
     if (me?.observed === null || me?.observed === 'unknown') return [revoked];
-    const unrevoked = observe({ ...w, floors: {} }, c).filter((b) => ['duplicate', 'already_settled', 'fenced'].includes(b.expect.outcome as string));
+    const unrevoked = observe({ ...w, floors: {} }, c).filter((b) =>
+      ['duplicate', 'already_settled', 'fenced'].includes(b.expect.outcome as string),
+    );
     return [revoked, ...unrevoked.map((b) => ({ expect: b.expect, next: stay(w) }))];
   }
   const n = op.attempts.length;
   const me = op.attempts[c.attempt - 1] as Attempt;
   const canonical = {
-    status: op.status, attempt: n, settledAttempt: op.settledAttempt, result: op.result,
-    deadLettered: op.deadLetter !== null, deadLetterReason: op.deadLetter,
+    status: op.status,
+    attempt: n,
+    settledAttempt: op.settledAttempt,
+    result: op.result,
+    deadLettered: op.deadLetter !== null,
+    deadLetterReason: op.deadLetter,
   };
-  const fenced = (reason: string | readonly string[]): Branch => ({ expect: { outcome: 'fenced', reason, status: op.status }, next: stay(w) });
-  const alreadyObserved: Branch = { expect: { outcome: 'already_settled', reason: 'attempt_already_observed', status: op.status }, next: stay(w) };
+  const fenced = (reason: string | readonly string[]): Branch => ({
+    expect: { outcome: 'fenced', reason, status: op.status },
+    next: stay(w),
+  });
+  const alreadyObserved: Branch = {
+    expect: { outcome: 'already_settled', reason: 'attempt_already_observed', status: op.status },
+    next: stay(w),
+  };
 
   // 2. Binding gate (only complete presents a mismatched lock in the tests).
   const diff = lockDiff(op.lock, c.lock);
@@ -408,7 +547,8 @@ function observe(w: World, c: Observation): Branch[] {
   const conflicted = me.mismatchedSuccess ? [fenced('attempt_conflicted')] : [];
   const holder = op.lease?.attempt === c.attempt;
   const notHolder = (): Branch[] => {
-    if (op.status === 'completed' || op.status === 'failed') return [fenced(c.attempt < n ? ['settled', 'superseded'] : 'settled')];
+    if (op.status === 'completed' || op.status === 'failed')
+      return [fenced(c.attempt < n ? ['settled', 'superseded'] : 'settled')];
     if (c.attempt < n) return [fenced('superseded')];
     return [fenced('lease_released')];
   };
@@ -416,33 +556,60 @@ function observe(w: World, c: Observation): Branch[] {
   if (c.kind === 'complete') {
     // 3. Attempt-scoped settlement lock.
     if (me.observed === 'completed') {
-      return [...conflicted, me.payload === c.result
-        ? { expect: { outcome: 'duplicate', ...canonical }, next: stay(w) }
-        : alreadyObserved];
+      return [
+        ...conflicted,
+        me.payload === c.result ? { expect: { outcome: 'duplicate', ...canonical }, next: stay(w) } : alreadyObserved,
+      ];
     }
     if (me.observed === 'failed') return [...conflicted, alreadyObserved];
     // 4. Success.
     if (op.status === 'completed') {
-      return [{
-        expect: { outcome: 'already_settled', reason: 'late_success', ...canonical },
-        next: () => withOp(w, c.id, setAttempt(op, c.attempt, (a) => ({ ...a, observed: 'completed', payload: c.result }))),
-      }];
+      return [
+        {
+          expect: { outcome: 'already_settled', reason: 'late_success', ...canonical },
+          next: () =>
+            withOp(
+              w,
+              c.id,
+              setAttempt(op, c.attempt, (a) => ({ ...a, observed: 'completed', payload: c.result })),
+            ),
+        },
+      ];
     }
     const reason = c.attempt < n ? 'superseded_attempt' : holder ? 'current_attempt' : 'lease_released';
     const settled: Operation = {
       ...setAttempt(op, c.attempt, (a) => ({ ...a, observed: 'completed', payload: c.result })),
-      status: 'completed', result: c.result, settledAttempt: c.attempt, lease: null, error: null, deadLetter: null,
+      status: 'completed',
+      result: c.result,
+      settledAttempt: c.attempt,
+      lease: null,
+      error: null,
+      deadLetter: null,
     };
-    return [{
-      expect: { outcome: 'settled', reason, status: 'completed', result: c.result, settledAttempt: c.attempt, attempt: n },
-      next: () => withOp(w, c.id, settled),
-    }];
+    return [
+      {
+        expect: {
+          outcome: 'settled',
+          reason,
+          status: 'completed',
+          result: c.result,
+          settledAttempt: c.attempt,
+          attempt: n,
+        },
+        next: () => withOp(w, c.id, settled),
+      },
+    ];
   }
 
   if (c.kind === 'fail') {
     const payload = `${c.error}|${c.retryable}`;
     if (me.observed === 'failed') {
-      return [...conflicted, me.payload === payload ? { expect: { outcome: 'duplicate', status: op.status }, next: stay(w) } : alreadyObserved];
+      return [
+        ...conflicted,
+        me.payload === payload
+          ? { expect: { outcome: 'duplicate', status: op.status }, next: stay(w) }
+          : alreadyObserved,
+      ];
     }
     if (me.observed === 'completed') return [...conflicted, alreadyObserved];
     // The protocol has a reported unknown's later failure both ways (§5 step 3 vs "order independence").
@@ -454,22 +621,48 @@ function observe(w: World, c: Observation): Branch[] {
     const last = !c.retryable || n >= op.maxAttempts;
     if (!last) {
       const next: Operation = { ...released, status: op.status === 'running' ? 'pending' : op.status };
-      return [{ expect: { outcome: 'recorded', reason: 'retryable_failure', status: next.status, deadLettered: false }, next: () => withOp(w, c.id, next) }];
+      return [
+        {
+          expect: { outcome: 'recorded', reason: 'retryable_failure', status: next.status, deadLettered: false },
+          next: () => withOp(w, c.id, next),
+        },
+      ];
     }
     // R5: a final failure after a possible effect is recorded on its attempt only.
     if (mayHaveTakenEffect(op, c.attempt)) {
-      const next: Operation = { ...released, status: atLeast(op.status, 'unknown'), deadLetter: 'needs_reconciliation' };
-      return [{
-        expect: { outcome: 'recorded', reason: 'needs_reconciliation', status: next.status, deadLettered: true, deadLetterReason: 'needs_reconciliation' },
-        next: () => withOp(w, c.id, next),
-      }];
+      const next: Operation = {
+        ...released,
+        status: atLeast(op.status, 'unknown'),
+        deadLetter: 'needs_reconciliation',
+      };
+      return [
+        {
+          expect: {
+            outcome: 'recorded',
+            reason: 'needs_reconciliation',
+            status: next.status,
+            deadLettered: true,
+            deadLetterReason: 'needs_reconciliation',
+          },
+          next: () => withOp(w, c.id, next),
+        },
+      ];
     }
     const dl: DeadLetter | null = c.retryable ? 'attempts_exhausted' : null;
     const next: Operation = { ...released, status: 'failed', error: c.error, deadLetter: dl };
-    return [{
-      expect: { outcome: 'settled', reason: c.retryable ? 'attempts_exhausted' : 'final_failure', status: 'failed', error: c.error, deadLettered: dl !== null, deadLetterReason: dl },
-      next: () => withOp(w, c.id, next),
-    }];
+    return [
+      {
+        expect: {
+          outcome: 'settled',
+          reason: c.retryable ? 'attempts_exhausted' : 'final_failure',
+          status: 'failed',
+          error: c.error,
+          deadLettered: dl !== null,
+          deadLetterReason: dl,
+        },
+        next: () => withOp(w, c.id, next),
+      },
+    ];
   }
 
   // report_unknown
@@ -477,12 +670,23 @@ function observe(w: World, c: Observation): Branch[] {
   if (me.observed === 'failed') return [...conflicted, alreadyObserved, ...notHolder()];
   if (me.observed === 'unknown' || !holder) return notHolder();
   // 7. Unknown from the lease holder: timeout means unknown, never failure.
-  let next: Operation = { ...setAttempt(op, c.attempt, (a) => ({ ...a, observed: 'unknown' })), lease: null, status: atLeast(op.status, 'unknown') };
+  let next: Operation = {
+    ...setAttempt(op, c.attempt, (a) => ({ ...a, observed: 'unknown' })),
+    lease: null,
+    status: atLeast(op.status, 'unknown'),
+  };
   if (n >= op.maxAttempts) next = { ...next, deadLetter: 'needs_reconciliation' };
-  return [{
-    expect: { outcome: 'recorded', reason: 'outcome_unknown', status: next.status, deadLettered: next.deadLetter !== null },
-    next: () => withOp(w, c.id, next),
-  }];
+  return [
+    {
+      expect: {
+        outcome: 'recorded',
+        reason: 'outcome_unknown',
+        status: next.status,
+        deadLettered: next.deadLetter !== null,
+      },
+      next: () => withOp(w, c.id, next),
+    },
+  ];
 }
 
 /** §12 The lock-gated read; §13 the re-authenticated read of a revoked operation. */
@@ -496,19 +700,32 @@ function get(w: World, c: Extract<Call, { kind: 'get' }>, win: Window): Branch[]
   const found = (reason: string | null, extra: Expect = {}): Branch[] =>
     judgeLease(op, win).map(({ live }) => ({
       expect: {
-        outcome: 'found', reason, status: op.status, attempt: op.attempts.length, settledAttempt: op.settledAttempt,
-        result: op.result, deadLettered: op.deadLetter !== null, inFlight: live, ...extra,
+        outcome: 'found',
+        reason,
+        status: op.status,
+        attempt: op.attempts.length,
+        settledAttempt: op.settledAttempt,
+        result: op.result,
+        deadLettered: op.deadLetter !== null,
+        inFlight: live,
+        ...extra,
       },
       next: stay(w),
     }));
   if (diff !== null) {
-    const reauth = op.revoked !== null && op.lock.principal === c.lock.principal && op.lock.request === c.lock.request
-      && sameSet(op.lock.scopes, c.lock.scopes) && c.lock.generation > op.lock.generation;
+    const reauth =
+      op.revoked !== null &&
+      op.lock.principal === c.lock.principal &&
+      op.lock.request === c.lock.request &&
+      sameSet(op.lock.scopes, c.lock.scopes) &&
+      c.lock.generation > op.lock.generation;
     if (reauth) {
       // §13: a conversion to conflict records whether an attempt may have taken effect (an
       // operation already in conflict keeps its status; then the status says it).
-      const extra: Expect = op.status === 'conflict' && op.revoked?.statusBefore !== 'conflict'
-        ? { mayHaveTakenEffect: op.revoked?.mayHaveTakenEffect ?? null } : {};
+      const extra: Expect =
+        op.status === 'conflict' && op.revoked?.statusBefore !== 'conflict'
+          ? { mayHaveTakenEffect: op.revoked?.mayHaveTakenEffect ?? null }
+          : {};
       return found('reauthenticated', { ...extra, deadLettered: undefined, inFlight: false });
     }
     return [{ expect: { outcome: 'conflict', conflictOn: diff, ...nothingDisclosed }, next: stay(w) }];
@@ -552,13 +769,16 @@ function redrive(w: World, c: Extract<Call, { kind: 'redrive' }>): Branch[] {
   const refused: Branch = { expect: { outcome: 'error', sqlstate: 'SE011' }, next: stay(w) };
   if (op.deadLetter === null) return [refused];
   const reopened: Operation = {
-    ...op, deadLetter: null, maxAttempts: op.attempts.length + c.additional,
+    ...op,
+    deadLetter: null,
+    maxAttempts: op.attempts.length + c.additional,
     status: op.deadLetter === 'attempts_exhausted' ? 'pending' : op.status,
     error: op.deadLetter === 'attempts_exhausted' ? null : op.error,
   };
   // §13 redrive is not a call of the binding: it does not convert a revoked operation, so it
   // answers the status the row still holds, unknown or conflict for reconciliation's dead letter.
-  const status = op.revoked !== null && op.deadLetter === 'needs_reconciliation' ? ['unknown', 'conflict'] : reopened.status;
+  const status =
+    op.revoked !== null && op.deadLetter === 'needs_reconciliation' ? ['unknown', 'conflict'] : reopened.status;
   const ok: Branch = {
     expect: { outcome: 'redriven', status, attempt: op.attempts.length, maxAttempts: reopened.maxAttempts },
     next: () => withOp(w, c.id, reopened),
@@ -591,10 +811,19 @@ function resolve(w: World, c: Extract<Call, { kind: 'resolve' }>): Branch[] {
   const n = op.attempts.length;
   if (op.status === 'completed' || op.status === 'failed') {
     const matches = op.status === c.outcome && (op.status === 'failed' || op.result === c.payload);
-    return [{
-      expect: { outcome: 'already_final', reason: matches ? 'matches' : 'differs', status: op.status, attempt: n, settledAttempt: op.settledAttempt, result: op.result },
-      next: stay(w),
-    }];
+    return [
+      {
+        expect: {
+          outcome: 'already_final',
+          reason: matches ? 'matches' : 'differs',
+          status: op.status,
+          attempt: n,
+          settledAttempt: op.settledAttempt,
+          result: op.result,
+        },
+        next: stay(w),
+      },
+    ];
   }
   // §13 The engine converts a revoked operation at its next touch by a call of the binding;
   // settle.resolve is not one, so it may still see the status and lease from before.
@@ -611,23 +840,40 @@ function resolve(w: World, c: Extract<Call, { kind: 'resolve' }>): Branch[] {
   if (c.outcome === 'failed' && op.lease !== null) return [error('SE051')];
   if (c.outcome === 'completed') {
     const settled: Operation = {
-      ...op, status: 'completed', result: c.payload, settledAttempt: n + 1, lease: null, error: null, deadLetter: null,
+      ...op,
+      status: 'completed',
+      result: c.payload,
+      settledAttempt: n + 1,
+      lease: null,
+      error: null,
+      deadLetter: null,
       maxAttempts: Math.max(op.maxAttempts, n + 1),
       attempts: [...op.attempts, { token: '', observed: 'completed', payload: c.payload, mismatchedSuccess: false }],
     };
-    return [...unconverted, {
-      expect: { outcome: 'resolved', status: 'completed', attempt: n + 1, settledAttempt: n + 1, result: c.payload },
-      next: () => withOp(w, c.id, settled),
-    }];
+    return [
+      ...unconverted,
+      {
+        expect: { outcome: 'resolved', status: 'completed', attempt: n + 1, settledAttempt: n + 1, result: c.payload },
+        next: () => withOp(w, c.id, settled),
+      },
+    ];
   }
   const judged: Operation = {
-    ...op, status: 'failed', error: c.payload, deadLetter: null,
-    attempts: op.attempts.map((a) => (a.observed === null || a.observed === 'unknown' ? { ...a, observed: 'failed', payload: RESOLVED_FAILED } : a)),
+    ...op,
+    status: 'failed',
+    error: c.payload,
+    deadLetter: null,
+    attempts: op.attempts.map((a) =>
+      a.observed === null || a.observed === 'unknown' ? { ...a, observed: 'failed', payload: RESOLVED_FAILED } : a,
+    ),
   };
-  return [...unconverted, {
-    expect: { outcome: 'resolved', status: 'failed', attempt: n, settledAttempt: null, error: c.payload },
-    next: () => withOp(w, c.id, judged),
-  }];
+  return [
+    ...unconverted,
+    {
+      expect: { outcome: 'resolved', status: 'failed', attempt: n, settledAttempt: null, error: c.payload },
+      next: () => withOp(w, c.id, judged),
+    },
+  ];
 }
 
 /** §9 purge: terminal operations that are not dead letters (SKIP LOCKED as expire_leases). */
@@ -637,7 +883,10 @@ function purge(w: World, maybeLocked: readonly string[]): Branch[] {
   let worlds: World[] = [w, ...(w.tombstones.length > 0 ? [{ ...w, tombstones: [] }] : [])];
   for (const [id, op] of Object.entries(w.ops)) {
     if (!((op.status === 'completed' || op.status === 'failed') && op.deadLetter === null)) continue;
-    const purged = (world: World): World => ({ ...withOp(world, id, undefined), tombstones: [...world.tombstones.filter((t) => t !== id), id] });
+    const purged = (world: World): World => ({
+      ...withOp(world, id, undefined),
+      tombstones: [...world.tombstones.filter((t) => t !== id), id],
+    });
     worlds = worlds.flatMap((world) => (maybeLocked.includes(id) ? [world, purged(world)] : [purged(world)]));
   }
   return worlds.map((world) => ({ expect: { outcome: 'purged' }, next: () => world }));
@@ -646,20 +895,33 @@ function purge(w: World, maybeLocked: readonly string[]): Branch[] {
 /** Every legitimate (answer, next world) for `call` decided at an instant within `win`. */
 export function step(w: World, call: Call, win: Window, maybeLocked: readonly string[] = []): Branch[] {
   switch (call.kind) {
-    case 'claim': return claim(w, call, win);
-    case 'heartbeat': return heartbeat(w, call, win);
+    case 'claim':
+      return claim(w, call, win);
+    case 'heartbeat':
+      return heartbeat(w, call, win);
     case 'complete':
     case 'fail':
-    case 'report_unknown': return observe(w, call);
-    case 'get': return get(w, call, win);
-    case 'expire_leases': return expireLeases(w, win, maybeLocked);
-    case 'redrive': return redrive(w, call);
-    case 'resolve': return resolve(w, call);
-    case 'purge': return purge(w, maybeLocked);
+    case 'report_unknown':
+      return observe(w, call);
+    case 'get':
+      return get(w, call, win);
+    case 'expire_leases':
+      return expireLeases(w, win, maybeLocked);
+    case 'redrive':
+      return redrive(w, call);
+    case 'resolve':
+      return resolve(w, call);
+    case 'purge':
+      return purge(w, maybeLocked);
     case 'revoke_binding': {
       const key = `${call.tenant}/${call.principal}`;
       const floor = Math.max(w.floors[key] ?? 0, call.below);
-      return [{ expect: { outcome: 'revoked', floor }, next: () => normalize({ ...w, floors: { ...w.floors, [key]: floor } }) }];
+      return [
+        {
+          expect: { outcome: 'revoked', floor },
+          next: () => normalize({ ...w, floors: { ...w.floors, [key]: floor } }),
+        },
+      ];
     }
   }
 }

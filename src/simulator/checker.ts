@@ -37,10 +37,12 @@ const CHECKED = [
 
 export type InvariantName = (typeof CHECKED)[number];
 
-export const INVARIANTS: readonly { readonly name: InvariantName; readonly description: string }[] = CHECKED.map((name) => ({
-  name,
-  description: describeInvariant(name),
-}));
+export const INVARIANTS: readonly { readonly name: InvariantName; readonly description: string }[] = CHECKED.map(
+  (name) => ({
+    name,
+    description: describeInvariant(name),
+  }),
+);
 
 export interface InvariantResult {
   readonly name: InvariantName;
@@ -154,14 +156,20 @@ function singleSettlement(history: History, index: HistoryIndex): InvariantResul
       if (settledAttempts.length !== 1) {
         c.fail(`${id}: completed with ${settledAttempts.length} settled attempts`);
       } else if (settledAttempts[0]?.attempt !== op.settledAttempt) {
-        c.fail(`${id}: settled_attempt ${op.settledAttempt} but attempt ${settledAttempts[0]?.attempt} is marked settled`);
+        c.fail(
+          `${id}: settled_attempt ${op.settledAttempt} but attempt ${settledAttempts[0]?.attempt} is marked settled`,
+        );
       }
       if (resolvedCompleted !== undefined) {
         if (settledAnswers.length !== 0) {
-          c.fail(`${id}: completed by resolution (attempt ${resolvedCompleted.attempt}), yet ${settledAnswers.length} complete calls were answered settled`);
+          c.fail(
+            `${id}: completed by resolution (attempt ${resolvedCompleted.attempt}), yet ${settledAnswers.length} complete calls were answered settled`,
+          );
         }
         if (op.settledAttempt !== resolvedCompleted.attempt) {
-          c.fail(`${id}: completed by resolution as attempt ${resolvedCompleted.attempt}, but settled_attempt is ${op.settledAttempt}`);
+          c.fail(
+            `${id}: completed by resolution as attempt ${resolvedCompleted.attempt}, but settled_attempt is ${op.settledAttempt}`,
+          );
         }
       } else if (settledAnswers.length !== 1) {
         c.fail(`${id}: completed, but ${settledAnswers.length} complete calls were answered settled`);
@@ -249,7 +257,9 @@ function statusMonotonic(history: History): InvariantResult {
     const trail = byAuditId(rows);
     const id = operationId(trail[0]?.tenant ?? '', trail[0]?.key ?? '');
     // Snapshot reads must show a status the trail reached, but they do not order it.
-    const reached = new Set<string | null>(trail.filter((row) => !isSnapshotRead(row)).flatMap((row) => [row.statusBefore, row.statusAfter]));
+    const reached = new Set<string | null>(
+      trail.filter((row) => !isSnapshotRead(row)).flatMap((row) => [row.statusBefore, row.statusAfter]),
+    );
     let high: string | null = null;
     for (const row of trail) {
       if (row.event === 'purge') break;
@@ -259,12 +269,16 @@ function statusMonotonic(history: History): InvariantResult {
       }
       if (isSnapshotRead(row)) {
         if (row.statusAfter !== null && !reached.has(row.statusAfter)) {
-          c.fail(`${id}: audit ${row.auditId} (claim ${row.outcome}) read ${row.statusAfter}, which the trail never reached`);
+          c.fail(
+            `${id}: audit ${row.auditId} (claim ${row.outcome}) read ${row.statusAfter}, which the trail never reached`,
+          );
         }
         continue;
       }
       if (row.statusBefore !== null && row.statusAfter !== null && rankOf(row.statusAfter) < rankOf(row.statusBefore)) {
-        c.fail(`${id}: audit ${row.auditId} (${row.event} ${row.outcome}) moved ${row.statusBefore} -> ${row.statusAfter}`);
+        c.fail(
+          `${id}: audit ${row.auditId} (${row.event} ${row.outcome}) moved ${row.statusBefore} -> ${row.statusAfter}`,
+        );
       } else if (row.statusAfter !== null && rankOf(row.statusAfter) < rankOf(high)) {
         c.fail(`${id}: audit ${row.auditId} (${row.event} ${row.outcome}) shows ${row.statusAfter} after ${high}`);
       }
@@ -332,29 +346,42 @@ function resolutionFinal(history: History, index: HistoryIndex): InvariantResult
     const resolution = decided[0];
     if (resolution === undefined) continue;
     c.checked += 1;
-    if (decided.length > 1) c.fail(`${id}: resolved ${decided.length} times (audit ${decided.map((r) => r.auditId).join(', ')})`);
-    const detail = (typeof resolution.detail === 'object' && resolution.detail !== null ? resolution.detail : {}) as Record<string, unknown>;
+    if (decided.length > 1)
+      c.fail(`${id}: resolved ${decided.length} times (audit ${decided.map((r) => r.auditId).join(', ')})`);
+    const detail = (
+      typeof resolution.detail === 'object' && resolution.detail !== null ? resolution.detail : {}
+    ) as Record<string, unknown>;
     const missing = [
       ...(nonBlank(resolution.actor) ? [] : ['who']),
       ...(nonBlank(detail.reason) ? [] : ['why']),
       ...(detail.evidence === undefined || detail.evidence === null ? ['evidence'] : []),
     ];
-    if (missing.length > 0) c.fail(`${id}: the resolution (audit ${resolution.auditId}) records no ${missing.join(', ')}`);
+    if (missing.length > 0)
+      c.fail(`${id}: the resolution (audit ${resolution.auditId}) records no ${missing.join(', ')}`);
     const resolved = resolution.statusAfter;
-    if (op?.status !== resolved) c.fail(`${id}: resolved ${String(resolved)}, but the operation is ${op?.status ?? 'missing'}`);
+    if (op?.status !== resolved)
+      c.fail(`${id}: resolved ${String(resolved)}, but the operation is ${op?.status ?? 'missing'}`);
     const at = BigInt(resolution.auditId);
     for (const row of trail) {
       if (BigInt(row.auditId) <= at || isSnapshotRead(row) || row.statusAfter === null) continue;
       if (rankOf(row.statusAfter) < rankOf(resolved)) {
-        c.fail(`${id}: resolved ${String(resolved)}, then audit ${row.auditId} (${row.event} ${row.outcome}) lowered it to ${row.statusAfter}`);
+        c.fail(
+          `${id}: resolved ${String(resolved)}, then audit ${row.auditId} (${row.event} ${row.outcome}) lowered it to ${row.statusAfter}`,
+        );
       } else if (row.statusAfter !== resolved) {
-        c.fail(`${id}: resolved ${String(resolved)}, then audit ${row.auditId} (${row.event} ${row.outcome}) moved it to ${row.statusAfter}`);
+        c.fail(
+          `${id}: resolved ${String(resolved)}, then audit ${row.auditId} (${row.event} ${row.outcome}) moved it to ${row.statusAfter}`,
+        );
       }
     }
     const redrive = trail.filter((row) => row.event === 'redrive' && BigInt(row.auditId) < at).at(-1);
-    const outcomes = finalOutcomes(trail).filter((o) => redrive === undefined || BigInt(o.auditId) > BigInt(redrive.auditId));
+    const outcomes = finalOutcomes(trail).filter(
+      (o) => redrive === undefined || BigInt(o.auditId) > BigInt(redrive.auditId),
+    );
     if (outcomes.length !== 1 || outcomes[0]?.auditId !== resolution.auditId) {
-      c.fail(`${id}: resolved ${String(resolved)}, but the trail has ${outcomes.length} final outcomes (${outcomes.map((o) => `${o.event} ${o.status}`).join(', ')})`);
+      c.fail(
+        `${id}: resolved ${String(resolved)}, but the trail has ${outcomes.length} final outcomes (${outcomes.map((o) => `${o.event} ${o.status}`).join(', ')})`,
+      );
     }
   }
   return c.result();
@@ -375,7 +402,9 @@ function feedExactlyOnce(history: History, index: HistoryIndex): InvariantResult
     rows.push(row);
   }
   for (const consumer of history.consumers) {
-    const rows = [...(byConsumer.get(consumer) ?? [])].sort((a, b) => (BigInt(a.deliveryId) < BigInt(b.deliveryId) ? -1 : 1));
+    const rows = [...(byConsumer.get(consumer) ?? [])].sort((a, b) =>
+      BigInt(a.deliveryId) < BigInt(b.deliveryId) ? -1 : 1,
+    );
     const seen = new Map<string, number>();
     for (const row of rows) if (row.eventId !== null) seen.set(row.eventId, (seen.get(row.eventId) ?? 0) + 1);
     const deliveries = groupByKey(rows);
@@ -392,10 +421,13 @@ function feedExactlyOnce(history: History, index: HistoryIndex): InvariantResult
       }
       const statuses = got.map((row) => row.status);
       if (!isDeepStrictEqual(statuses, expected)) {
-        c.fail(`${id}: ${consumer} received [${statuses.join(', ')}], the trail's final outcomes are [${expected.join(', ')}]`);
+        c.fail(
+          `${id}: ${consumer} received [${statuses.join(', ')}], the trail's final outcomes are [${expected.join(', ')}]`,
+        );
       }
       const credits = got.filter((row) => row.credited).length;
-      if (credits !== (op?.status === 'completed' ? 1 : 0)) c.fail(`${id}: ${op?.status ?? 'missing'}, credited ${credits} times by ${consumer}`);
+      if (credits !== (op?.status === 'completed' ? 1 : 0))
+        c.fail(`${id}: ${op?.status ?? 'missing'}, credited ${credits} times by ${consumer}`);
     }
   }
   return c.result();

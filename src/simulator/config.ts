@@ -15,7 +15,8 @@ export const FAULTS = [
     name: 'crash-after-claim',
     kind: 'fate',
     defaultRate: 0.03,
-    summary: 'the worker crashes right after its claim: no effect, no report; the lease must lapse before a retry takes over',
+    summary:
+      'the worker crashes right after its claim: no effect, no report; the lease must lapse before a retry takes over',
   },
   {
     name: 'crash-after-effect',
@@ -33,7 +34,8 @@ export const FAULTS = [
     name: 'caller-timeout',
     kind: 'fate',
     defaultRate: 0.04,
-    summary: 'the caller times out after the effect and reports unknown; the success arrives late (sometimes after a retry)',
+    summary:
+      'the caller times out after the effect and reports unknown; the success arrives late (sometimes after a retry)',
   },
   {
     name: 'stale-report',
@@ -51,7 +53,8 @@ export const FAULTS = [
     name: 'provider-outage',
     kind: 'fate',
     defaultRate: 0.02,
-    summary: 'the provider stops answering mid-payment (paid or not) and every lookup times out until the budget is spent',
+    summary:
+      'the provider stops answering mid-payment (paid or not) and every lookup times out until the budget is spent',
   },
   {
     name: 'duplicate',
@@ -78,7 +81,9 @@ export type FateFault = Extract<(typeof FAULTS)[number], { kind: 'fate' }>['name
 export type SubmissionFault = Extract<(typeof FAULTS)[number], { kind: 'submission' }>['name'];
 
 export const FAULT_NAMES: readonly FaultName[] = FAULTS.map((fault) => fault.name);
-export const FATE_FAULTS: readonly FateFault[] = FAULTS.filter((f) => f.kind === 'fate').map((f) => f.name as FateFault);
+export const FATE_FAULTS: readonly FateFault[] = FAULTS.filter((f) => f.kind === 'fate').map(
+  (f) => f.name as FateFault,
+);
 
 export interface SimulatorConfig {
   readonly seed: number;
@@ -172,9 +177,11 @@ function stringFlag(values: SimulatorFlagValues, name: string): string | undefin
 function intFlag(values: SimulatorFlagValues, name: string, fallback: number, min: number, max: number): number {
   const text = stringFlag(values, name);
   if (text === undefined) return fallback;
-  if (!/^\d+$/.test(text.trim())) throw new SimulatorConfigError(`--${name} must be a whole number (got ${JSON.stringify(text)})`);
+  if (!/^\d+$/.test(text.trim()))
+    throw new SimulatorConfigError(`--${name} must be a whole number (got ${JSON.stringify(text)})`);
   const value = Number(text);
-  if (value < min || value > max) throw new SimulatorConfigError(`--${name} must be between ${min} and ${max} (got ${value})`);
+  if (value < min || value > max)
+    throw new SimulatorConfigError(`--${name} must be between ${min} and ${max} (got ${value})`);
   return value;
 }
 
@@ -188,6 +195,9 @@ function parseRate(name: string, text: string): number {
 
 function parseDurationMs(name: string, text: string): number {
   const ms = durationMs(text);
-  if (ms === undefined) throw new SimulatorConfigError(`--${name} must be a duration like 500ms, 30s, 2m or 1m30s (got ${JSON.stringify(text)})`);
+  if (ms === undefined)
+    throw new SimulatorConfigError(
+      `--${name} must be a duration like 500ms, 30s, 2m or 1m30s (got ${JSON.stringify(text)})`,
+    );
   return ms;
 }

@@ -79,7 +79,10 @@ export interface Ledger {
   /** The payout that moved money under (tenant, key), if any: what a reconcile asks the provider. */
   find(tenant: string, key: string): Promise<PayoutReceipt | null>;
   /** The payout that moved money under (tenant, key) with its amount: what the reconciler asks the provider. */
-  lookup(tenant: string, key: string): Promise<{ readonly payoutId: string; readonly amountCents: number; readonly creditedByAttempt: number } | null>;
+  lookup(
+    tenant: string,
+    key: string,
+  ): Promise<{ readonly payoutId: string; readonly amountCents: number; readonly creditedByAttempt: number } | null>;
   /** Every payout row of tenants starting with `tenantPrefix`. */
   readBack(tenantPrefix: string): Promise<PayoutRow[]>;
 }
@@ -110,7 +113,14 @@ export function createLedger(pool: pg.Pool, options: { readonly idempotent: bool
     async pay(request) {
       const { rows } = await pool.query<{ payout_id: string; credited: boolean; credited_by_attempt: number }>(
         'select payout_id::text, credited, credited_by_attempt from settle_sim.pay($1, $2, $3, $4, $5, $6)',
-        [request.tenant, request.key, request.attempt, request.amountCents, request.bindingGeneration, options.idempotent],
+        [
+          request.tenant,
+          request.key,
+          request.attempt,
+          request.amountCents,
+          request.bindingGeneration,
+          options.idempotent,
+        ],
       );
       const [row] = rows;
       if (row === undefined) throw new Error('settle_sim.pay returned no row');
@@ -133,7 +143,9 @@ export function createLedger(pool: pg.Pool, options: { readonly idempotent: bool
         [tenant, key],
       );
       const [row] = rows;
-      return row === undefined ? null : { payoutId: row.payout_id, amountCents: Number(row.amount_cents), creditedByAttempt: row.attempt };
+      return row === undefined
+        ? null
+        : { payoutId: row.payout_id, amountCents: Number(row.amount_cents), creditedByAttempt: row.attempt };
     },
     async readBack(tenantPrefix) {
       const { rows } = await pool.query<{

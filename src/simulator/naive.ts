@@ -49,7 +49,14 @@ interface NaiveContext {
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
 /** The plain upsert; counts a write that replaced completed with something weaker. */
-async function upsert(ctx: NaiveContext, tenant: string, key: string, status: string, result: unknown, amountCents: number): Promise<void> {
+async function upsert(
+  ctx: NaiveContext,
+  tenant: string,
+  key: string,
+  status: string,
+  result: unknown,
+  amountCents: number,
+): Promise<void> {
   const { rows } = await ctx.pool.query<{ before: string | null }>(
     `with old as (select status from settle_sim.naive_operations where tenant = $1 and key = $2)
      insert into settle_sim.naive_operations as n (tenant, key, status, result, amount_cents)
@@ -62,7 +69,10 @@ async function upsert(ctx: NaiveContext, tenant: string, key: string, status: st
 }
 
 async function lookup(ctx: NaiveContext, tenant: string, key: string): Promise<{ status: string } | null> {
-  const { rows } = await ctx.pool.query<{ status: string }>('select status from settle_sim.naive_operations where tenant = $1 and key = $2', [tenant, key]);
+  const { rows } = await ctx.pool.query<{ status: string }>(
+    'select status from settle_sim.naive_operations where tenant = $1 and key = $2',
+    [tenant, key],
+  );
   return rows[0] ?? null;
 }
 
@@ -158,12 +168,20 @@ export async function runNaive(options: {
   readonly plans: readonly OperationPlan[];
   readonly tenantPrefix: string;
 }): Promise<NaiveTally> {
-  const ctx: NaiveContext = { pool: options.pool, ledger: options.ledger, config: options.config, tenantPrefix: options.tenantPrefix, downgraded: 0, accepted: 0 };
+  const ctx: NaiveContext = {
+    pool: options.pool,
+    ledger: options.ledger,
+    config: options.config,
+    tenantPrefix: options.tenantPrefix,
+    downgraded: 0,
+    accepted: 0,
+  };
   await installSimulatorSql(options.pool, INSTALL_SQL);
   const started = performance.now();
   let next = 0;
   const worker = async (): Promise<void> => {
-    for (let plan = options.plans[next++]; plan !== undefined; plan = options.plans[next++]) await naiveOperation(ctx, plan);
+    for (let plan = options.plans[next++]; plan !== undefined; plan = options.plans[next++])
+      await naiveOperation(ctx, plan);
   };
   await Promise.all(Array.from({ length: options.config.workers }, worker));
   const workloadMs = performance.now() - started;

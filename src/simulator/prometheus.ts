@@ -31,11 +31,17 @@ const SECONDS_VIEWS: readonly ViewOptions[] = [METRICS.callDuration, METRICS.eff
 }));
 
 /** Starts serving `/metrics` on host:port (port 0: any free port). */
-export async function startMetricsEndpoint(options: { readonly port: number; readonly host?: string }): Promise<MetricsEndpoint> {
+export async function startMetricsEndpoint(options: {
+  readonly port: number;
+  readonly host?: string;
+}): Promise<MetricsEndpoint> {
   let sdk: typeof import('@opentelemetry/sdk-metrics');
   let prometheus: typeof import('@opentelemetry/exporter-prometheus');
   try {
-    [sdk, prometheus] = await Promise.all([import('@opentelemetry/sdk-metrics'), import('@opentelemetry/exporter-prometheus')]);
+    [sdk, prometheus] = await Promise.all([
+      import('@opentelemetry/sdk-metrics'),
+      import('@opentelemetry/exporter-prometheus'),
+    ]);
   } catch (error) {
     throw new MetricsEndpointUnavailableError(
       'a metrics endpoint needs @opentelemetry/sdk-metrics and @opentelemetry/exporter-prometheus: npm install @opentelemetry/sdk-metrics@^2 @opentelemetry/exporter-prometheus@^0.223 next to pg-settle',

@@ -1,4 +1,9 @@
-import { createReconciler, type ReconcileCandidate, type ReconcileDecision, type ReconcileResult } from '../client/reconcile.js';
+import {
+  createReconciler,
+  type ReconcileCandidate,
+  type ReconcileDecision,
+  type ReconcileResult,
+} from '../client/reconcile.js';
 import type { SettleClient } from '../client/types.js';
 import { keyOf } from '../checker/invariants.js';
 import type { Ledger } from './ledger.js';
@@ -30,7 +35,15 @@ export function startSimReconciler(o: {
   const stats = {
     sweeps: 0,
     leased: 0,
-    results: { resolved_completed: 0, resolved_failed: 0, already_final: 0, undecided: 0, check_timeout: 0, check_error: 0, refused: 0 },
+    results: {
+      resolved_completed: 0,
+      resolved_failed: 0,
+      already_final: 0,
+      undecided: 0,
+      check_timeout: 0,
+      check_error: 0,
+      refused: 0,
+    },
   };
   const waiting = new Map<string, { promise: Promise<void>; resolve: () => void }>();
   const waiter = (k: string) => {
@@ -43,7 +56,10 @@ export function startSimReconciler(o: {
     return entry;
   };
 
-  const check = async (op: ReconcileCandidate, { signal }: { readonly signal: AbortSignal }): Promise<ReconcileDecision> => {
+  const check = async (
+    op: ReconcileCandidate,
+    { signal }: { readonly signal: AbortSignal },
+  ): Promise<ReconcileDecision> => {
     // settle.lease_reconciliation leases whatever needs reconciliation in the database: in a
     // database the user named (--write-to-database) that may be their own operations, which
     // this ledger knows nothing about. Leave them as they were, for their own reconciler.
@@ -57,7 +73,11 @@ export function startSimReconciler(o: {
     if (payout !== null) {
       return {
         outcome: 'completed',
-        result: { payout_id: payout.payoutId, amount_cents: payout.amountCents, credited_by_attempt: payout.creditedByAttempt },
+        result: {
+          payout_id: payout.payoutId,
+          amount_cents: payout.amountCents,
+          credited_by_attempt: payout.creditedByAttempt,
+        },
         evidence: { provider_payout_id: payout.payoutId },
         reason: 'the provider has the payout',
       };
@@ -97,7 +117,8 @@ export function startSimReconciler(o: {
             continue;
           }
           stats.results[result] += 1;
-          if (result === 'resolved_completed' || result === 'resolved_failed' || result === 'already_final') waiter(keyOf({ tenant, key })).resolve();
+          if (result === 'resolved_completed' || result === 'resolved_failed' || result === 'already_final')
+            waiter(keyOf({ tenant, key })).resolve();
         }
         if (summary.leased > foreign) continue;
       } catch (error) {

@@ -57,7 +57,9 @@ export class Recorder {
     this.errorCount += 1;
     if (this.errors.length < 20) {
       const e = error as { name?: string; message?: string; code?: string };
-      this.errors.push(`${e.name ?? 'Error'}${e.code === undefined ? '' : ` ${e.code}`}: ${e.message ?? String(error)}`);
+      this.errors.push(
+        `${e.name ?? 'Error'}${e.code === undefined ? '' : ` ${e.code}`}: ${e.message ?? String(error)}`,
+      );
     }
   }
 

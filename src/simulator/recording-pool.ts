@@ -31,7 +31,11 @@ const CALLS: readonly (readonly [string, EngineCall])[] = [
   ['settle.heartbeat(', 'heartbeat'],
 ];
 
-export async function createRecordingPool(connectionString: string, maxPoolSize: number, recorder: Recorder): Promise<DatabasePool> {
+export async function createRecordingPool(
+  connectionString: string,
+  maxPoolSize: number,
+  recorder: Recorder,
+): Promise<DatabasePool> {
   const recordAnswers: Interceptor = {
     name: 'pg-settle-simulator-recorder',
     afterQueryExecution: (context, query, result) => {

@@ -24,7 +24,7 @@ const PLAIN: Readonly<Record<string, string>> = {
   'run() unknown (needs_reconciliation)': 'run() refused to re-run without reconciling',
   'run() fenced': 'run() answered fenced (its lease had lapsed; a live caller runs the key again)',
   'run() unknown (reconcile_failed)': 'run() answered unknown: the lookup failed, nothing paid',
-  'the lookup timed out too': 'the retry\'s lookup timed out too',
+  'the lookup timed out too': "the retry's lookup timed out too",
   'held open until a later settlement was polled': 'the settlement stayed uncommitted until the naive poller passed it',
   'held open, no later settlement polled in time': 'the settlement stayed uncommitted, no later one was polled in time',
   'reportUnknown recorded (needs_reconciliation)': 'the budget was spent: dead-lettered, needs reconciliation',
@@ -35,7 +35,10 @@ const plain = (label: string): string => PLAIN[label] ?? label;
 function table(headers: readonly string[], rows: readonly (readonly string[])[], rightFrom = 1): string[] {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
   const fmt = (cells: readonly string[]): string =>
-    cells.map((cell, i) => (i < rightFrom ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('   ').trimEnd();
+    cells
+      .map((cell, i) => (i < rightFrom ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0)))
+      .join('   ')
+      .trimEnd();
   return [fmt(headers), ...rows.map(fmt)];
 }
 
@@ -47,26 +50,36 @@ export function formatReport(report: SimulationReport): string {
     `pg-settle simulate: seed ${report.seed}, ${ops.issued} payouts over ${config.tenants} tenants, ${config.workers} concurrent callers, lease ${config.leaseSeconds}s` +
       (report.unsafeDownstream ? ', UNSAFE downstream (it forgets idempotency keys)' : ''),
   );
-  lines.push('Every caller goes through run(); crashes, stalls past the lease, timeouts, duplicate and conflicting retries are injected.');
+  lines.push(
+    'Every caller goes through run(); crashes, stalls past the lease, timeouts, duplicate and conflicting retries are injected.',
+  );
 
   if (report.comparison !== null) {
     const { naive, pgSettle } = report.comparison;
     lines.push('');
-    lines.push(`side by side: the same ${naive.operations} payouts and faults (seed ${report.seed}), the same downstream`);
+    lines.push(
+      `side by side: the same ${naive.operations} payouts and faults (seed ${report.seed}), the same downstream`,
+    );
     const rows: [string, number, number][] = [
       ['double payouts (money moved twice)', naive.doublePayouts, pgSettle.doublePayouts],
       ['downgraded outcomes (completed overwritten)', naive.downgradedOutcomes, pgSettle.downgradedOutcomes],
       ['lost results (paid, no matching completed result)', naive.lostResults, pgSettle.lostResults],
       ['conflicting payloads accepted', naive.conflictingPayloadsAccepted, pgSettle.conflictingPayloadsAccepted],
     ];
-    for (const line of table(['', 'naive upsert', 'pg-settle'], rows.map(([what, a, b]) => [what, String(a), String(b)]))) lines.push(`  ${line}`);
-    lines.push('  naive upsert: a keys table written with last-write-wins (look up, mark running, pay, write the outcome).');
+    for (const line of table(
+      ['', 'naive upsert', 'pg-settle'],
+      rows.map(([what, a, b]) => [what, String(a), String(b)]),
+    ))
+      lines.push(`  ${line}`);
+    lines.push(
+      '  naive upsert: a keys table written with last-write-wins (look up, mark running, pay, write the outcome).',
+    );
     lines.push(
       report.unsafeDownstream
-        ? '  The downstream here forgets idempotency keys: pg-settle still pays once after crashes and timeouts (run() reconciles'
-          + ' first), but a worker that ignores its lost lease pays again (lease-expiry), and only an idempotent downstream stops that.'
-        : '  No double payout relies on two things: pg-settle settles once, and the downstream honours the idempotency key'
-          + ' (a worker that ignores its lost lease still calls it). --unsafe-downstream shows both sides without the latter.',
+        ? '  The downstream here forgets idempotency keys: pg-settle still pays once after crashes and timeouts (run() reconciles' +
+            ' first), but a worker that ignores its lost lease pays again (lease-expiry), and only an idempotent downstream stops that.'
+        : '  No double payout relies on two things: pg-settle settles once, and the downstream honours the idempotency key' +
+            ' (a worker that ignores its lost lease still calls it). --unsafe-downstream shows both sides without the latter.',
     );
   }
 
@@ -94,11 +107,15 @@ export function formatReport(report: SimulationReport): string {
     `reconcile ${r.needed} needed reconciliation: ${r.resolvedCompleted} resolved completed, ${r.resolvedFailed} resolved failed,` +
       ` ${r.undecided} left undecided`,
   );
-  lines.push(`          (the reconciler asked the provider in ${r.sweeps} sweeps; ${r.lookupsTimedOut} lookups timed out and were retried)`);
+  lines.push(
+    `          (the reconciler asked the provider in ${r.sweeps} sweeps; ${r.lookupsTimedOut} lookups timed out and were retried)`,
+  );
 
   const { feed, naive } = report.consumers;
   lines.push('');
-  lines.push('downstream: a reward worker credits each completed payout once ("settlement completed, then reward credited")');
+  lines.push(
+    'downstream: a reward worker credits each completed payout once ("settlement completed, then reward credited")',
+  );
   const consumerRows: [string, number, number | null][] = [
     ['completed payouts to credit', feed.payouts, naive?.payouts ?? null],
     ['credited', feed.credited, naive?.credited ?? null],
@@ -123,7 +140,9 @@ export function formatReport(report: SimulationReport): string {
   lines.push(`invariants (checked on the ${report.engineCalls} engine answers and the read-back database)`);
   for (const invariant of report.check.invariants) {
     const mark = invariant.ok ? 'PASS' : 'FAIL';
-    lines.push(`  ${mark}  ${invariant.name.padEnd(32)} ${String(invariant.checked).padStart(6)} checked  ${invariant.description}`);
+    lines.push(
+      `  ${mark}  ${invariant.name.padEnd(32)} ${String(invariant.checked).padStart(6)} checked  ${invariant.description}`,
+    );
     if (!invariant.ok) {
       for (const violation of invariant.violations) lines.push(`          - ${violation}`);
       if (invariant.violationCount > invariant.violations.length) {
@@ -167,7 +186,8 @@ export function wrapLines(text: string, width: number): string {
     .flatMap((line) => {
       if (line.length <= width) return [line];
       let indent = /^ */.exec(line)?.[0].length ?? 0;
-      for (const gap of line.slice(0, Math.floor(width / 2)).matchAll(/ {2,}(?=\S)/g)) indent = (gap.index ?? 0) + gap[0].length;
+      for (const gap of line.slice(0, Math.floor(width / 2)).matchAll(/ {2,}(?=\S)/g))
+        indent = (gap.index ?? 0) + gap[0].length;
       const out: string[] = [];
       let rest = line;
       let prefix = '';

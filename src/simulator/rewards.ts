@@ -114,11 +114,10 @@ interface ConsumerProcess {
 
 /** Registers the consumer (lanes = processes) and starts its processes. */
 export async function startFeedConsumer(o: FeedConsumerOptions): Promise<FeedConsumer> {
-  await o.pool.query(`select settle.register_consumer(name => $1, tenants => $2::text[], lanes => $3, start_at => 'latest')`, [
-    o.name,
-    o.tenants,
-    o.processes,
-  ]);
+  await o.pool.query(
+    `select settle.register_consumer(name => $1, tenants => $2::text[], lanes => $3, start_at => 'latest')`,
+    [o.name, o.tenants, o.processes],
+  );
   const stats = { batches: 0, events: 0, kills: 0, processes: 0 };
   const live = new Set<ConsumerProcess>();
   const restarts = new Set<NodeJS.Timeout>();
@@ -210,7 +209,9 @@ export async function startFeedConsumer(o: FeedConsumerOptions): Promise<FeedCon
         );
         if (rows[0]?.lag === '0') break;
         if (Date.now() > deadline) {
-          o.onError(new Error(`the reward consumer did not catch up within ${timeoutMs} ms (lag ${rows[0]?.lag} events)`));
+          o.onError(
+            new Error(`the reward consumer did not catch up within ${timeoutMs} ms (lag ${rows[0]?.lag} events)`),
+          );
           break;
         }
         await new Promise((resolve) => setTimeout(resolve, 25));
@@ -223,7 +224,8 @@ export async function startFeedConsumer(o: FeedConsumerOptions): Promise<FeedCon
 type SettleClientQuery = (query: ReturnType<typeof sql.unsafe>) => Promise<{ rows: readonly unknown[] }>;
 
 function amountOf(result: unknown): number | null {
-  const value = typeof result === 'object' && result !== null ? (result as Record<string, unknown>).amount_cents : undefined;
+  const value =
+    typeof result === 'object' && result !== null ? (result as Record<string, unknown>).amount_cents : undefined;
   return typeof value === 'number' ? value : null;
 }
 
@@ -369,7 +371,11 @@ export async function readDeliveries(pool: pg.Pool, tenantPrefix: string): Promi
 }
 
 /** Credited / missing / twice for `consumer`, against the completed operations `completed` (keyOf keys). */
-export function tallyConsumer(consumer: string, completed: ReadonlySet<string>, deliveries: readonly DeliveryRow[]): ConsumerTally {
+export function tallyConsumer(
+  consumer: string,
+  completed: ReadonlySet<string>,
+  deliveries: readonly DeliveryRow[],
+): ConsumerTally {
   const credits = new Map<string, number>();
   for (const row of deliveries) {
     if (row.consumer !== consumer || !row.credited) continue;

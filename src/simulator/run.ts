@@ -80,7 +80,11 @@ export interface SimulationReport {
     readonly throughputOpsPerSec: number;
   };
   readonly latency: { readonly run: LatencySummary; readonly claim: LatencySummary; readonly settle: LatencySummary };
-  readonly attemptsPerOperation: { readonly mean: number; readonly max: number; readonly histogram: Readonly<Record<string, number>> };
+  readonly attemptsPerOperation: {
+    readonly mean: number;
+    readonly max: number;
+    readonly histogram: Readonly<Record<string, number>>;
+  };
   readonly engineCalls: number;
   /** What the callers' run() calls answered, by outcome (and reason). */
   readonly runOutcomes: Readonly<Record<string, number>>;
@@ -94,7 +98,12 @@ export interface SimulationReport {
    */
   readonly comparison: {
     readonly naive: NaiveTally;
-    readonly pgSettle: { readonly doublePayouts: number; readonly downgradedOutcomes: number; readonly lostResults: number; readonly conflictingPayloadsAccepted: number };
+    readonly pgSettle: {
+      readonly doublePayouts: number;
+      readonly downgradedOutcomes: number;
+      readonly lostResults: number;
+      readonly conflictingPayloadsAccepted: number;
+    };
   } | null;
   /**
    * The reward workers downstream (rewards.ts): the feed consumer, killed and restarted mid-batch,
@@ -145,7 +154,9 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     await ledger.install();
     await installRewardsSql(pool);
     const intended: IntendedOperation[] = [];
-    const plansByKey = new Map(plans.map((plan) => [keyOf({ tenant: `${tenantPrefix}${plan.tenant}`, key: plan.key }), plan]));
+    const plansByKey = new Map(
+      plans.map((plan) => [keyOf({ tenant: `${tenantPrefix}${plan.tenant}`, key: plan.key }), plan]),
+    );
     const reconciler = startSimReconciler({
       client,
       tenantPrefix,
@@ -164,7 +175,13 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       onError: (error) => recorder.error(error),
     });
     if (options.baseline !== false) {
-      naive = startNaivePoller({ pool, name: `${tenantPrefix}naive-poller`, tenantPrefix, intervalMs: 50, onError: (error) => recorder.error(error) });
+      naive = startNaivePoller({
+        pool,
+        name: `${tenantPrefix}naive-poller`,
+        tenantPrefix,
+        intervalMs: 50,
+        onError: (error) => recorder.error(error),
+      });
     }
     const issuedPlans: OperationPlan[] = [];
     let final = 0;
@@ -232,7 +249,14 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       ledger.readBack(tenantPrefix),
       readDeliveries(pool, tenantPrefix),
     ]);
-    const history: History = { intended, told: recorder.told, ...engine, payouts, deliveries, consumers: [feedConsumerName] };
+    const history: History = {
+      intended,
+      told: recorder.told,
+      ...engine,
+      payouts,
+      deliveries,
+      consumers: [feedConsumerName],
+    };
     const check = checkHistory(history);
     const checkMs = performance.now() - checkStarted;
 
@@ -241,7 +265,13 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       options.baseline === false
         ? null
         : {
-            naive: await runNaive({ pool, ledger, config, plans: issuedPlans, tenantPrefix: tenantPrefix.replace(/^sim/, 'naive') }),
+            naive: await runNaive({
+              pool,
+              ledger,
+              config,
+              plans: issuedPlans,
+              tenantPrefix: tenantPrefix.replace(/^sim/, 'naive'),
+            }),
             pgSettle: {
               doublePayouts: violations('no-double-pay'),
               downgradedOutcomes: violations('status-monotonic'),
@@ -254,7 +284,9 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     const feedTally = tallyConsumer(feedConsumerName, completedKeys, deliveries);
     const feedRows = deliveries.filter((row) => row.consumer === feedConsumerName);
     const decided = [...groupByKey(engine.audit).values()].flatMap((rows) => resolutions(rows).slice(0, 1));
-    const leftUndecided = engine.operations.filter((op) => op.deadLettered && (op.status === 'unknown' || op.status === 'conflict')).length;
+    const leftUndecided = engine.operations.filter(
+      (op) => op.deadLettered && (op.status === 'unknown' || op.status === 'conflict'),
+    ).length;
     const completed = completedKeys.size;
     const failed = engine.operations.filter((op) => op.status === 'failed').length;
     const attempts = engine.operations.map((op) => op.attempt);
@@ -264,16 +296,27 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       config,
       unsafeDownstream: options.unsafeDownstream === true,
       tenantPrefix,
-      operations: { planned: plans.length, issued: intended.length, completed, failed, other: intended.length - completed - failed },
+      operations: {
+        planned: plans.length,
+        issued: intended.length,
+        completed,
+        failed,
+        other: intended.length - completed - failed,
+      },
       timing: {
         workloadMs: Math.round(workloadMs),
         checkMs: Math.round(checkMs),
         throughputOpsPerSec: Math.round((completed / (workloadMs / 1000)) * 10) / 10,
       },
-      latency: { run: summarizeLatency(recorder.runLatencyMs), claim: summarizeLatency(recorder.claimLatencyMs), settle: summarizeLatency(recorder.settleLatencyMs) },
+      latency: {
+        run: summarizeLatency(recorder.runLatencyMs),
+        claim: summarizeLatency(recorder.claimLatencyMs),
+        settle: summarizeLatency(recorder.settleLatencyMs),
+      },
       runOutcomes: Object.fromEntries([...recorder.runOutcomes.entries()].sort(([a], [b]) => a.localeCompare(b))),
       attemptsPerOperation: {
-        mean: attempts.length === 0 ? 0 : Math.round((attempts.reduce((a, b) => a + b, 0) / attempts.length) * 1000) / 1000,
+        mean:
+          attempts.length === 0 ? 0 : Math.round((attempts.reduce((a, b) => a + b, 0) / attempts.length) * 1000) / 1000,
         max: attempts.reduce((max, a) => Math.max(max, a), 0),
         histogram: histogram(attempts),
       },
@@ -297,7 +340,11 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
         naive:
           naive === null
             ? null
-            : { ...tallyConsumer(`${tenantPrefix}naive-poller`, completedKeys, deliveries), polls: naive.stats.polls, heldPast: naive.stats.heldPast },
+            : {
+                ...tallyConsumer(`${tenantPrefix}naive-poller`, completedKeys, deliveries),
+                polls: naive.stats.polls,
+                heldPast: naive.stats.heldPast,
+              },
       },
       reconciliation: {
         needed: decided.length + leftUndecided,
@@ -336,7 +383,9 @@ function faultTable(config: SimulatorConfig, issued: readonly OperationPlan[], r
             : plan.fate === name,
     ).length;
     const answers = Object.fromEntries(
-      [...(recorder.consequences.get(name) ?? new Map<string, number>()).entries()].sort(([a], [b]) => a.localeCompare(b)),
+      [...(recorder.consequences.get(name) ?? new Map<string, number>()).entries()].sort(([a], [b]) =>
+        a.localeCompare(b),
+      ),
     );
     return { fault: name, rate: config.faults[name], planned, injected: recorder.injected.get(name) ?? 0, answers };
   });

@@ -34,7 +34,10 @@ export interface OperationPlan {
   readonly probeTiming: 'racing' | 'after-settlement';
 }
 
-export function planOperation(config: Pick<SimulatorConfig, 'seed' | 'tenants' | 'faults'>, index: number): OperationPlan {
+export function planOperation(
+  config: Pick<SimulatorConfig, 'seed' | 'tenants' | 'faults'>,
+  index: number,
+): OperationPlan {
   const rng = mulberry32(deriveSeed(config.seed, index));
   // Draw every number unconditionally and in a fixed order, so changing one rate does not
   // shift the draws (and thus the plan) of the other faults.
@@ -60,7 +63,8 @@ export function planOperation(config: Pick<SimulatorConfig, 'seed' | 'tenants' |
   let variant: OperationPlan['variant'] = null;
   if (fate === 'caller-timeout') variant = variantDraw < 0.5 ? 'late-success-first' : 'retry-first';
   if (fate === 'stale-report') variant = variantDraw < 1 / 3 ? 'fail' : variantDraw < 2 / 3 ? 'unknown' : 'heartbeat';
-  if (fate === 'provider-outage') variant = variantDraw < 1 / 3 ? 'paid' : variantDraw < 2 / 3 ? 'not-paid' : 'paid-slow-lookup';
+  if (fate === 'provider-outage')
+    variant = variantDraw < 1 / 3 ? 'paid' : variantDraw < 2 / 3 ? 'not-paid' : 'paid-slow-lookup';
 
   return {
     index,
@@ -77,6 +81,8 @@ export function planOperation(config: Pick<SimulatorConfig, 'seed' | 'tenants' |
 }
 
 /** The fault plan of the whole run, operation by operation. */
-export function planOperations(config: Pick<SimulatorConfig, 'seed' | 'tenants' | 'faults' | 'operations'>): OperationPlan[] {
+export function planOperations(
+  config: Pick<SimulatorConfig, 'seed' | 'tenants' | 'faults' | 'operations'>,
+): OperationPlan[] {
   return Array.from({ length: config.operations }, (_, index) => planOperation(config, index));
 }

@@ -36,10 +36,13 @@ export class TaskQueue {
   /** Queue a continuation after `delayMs`. */
   later(delayMs: number, task: Task): void {
     this.waiting += 1;
-    setTimeout(() => {
-      this.waiting -= 1;
-      this.push(task);
-    }, Math.max(0, delayMs));
+    setTimeout(
+      () => {
+        this.waiting -= 1;
+        this.push(task);
+      },
+      Math.max(0, delayMs),
+    );
   }
 
   /** Queue a continuation once `promise` settles, or after `timeoutMs` at the latest. */

@@ -2,7 +2,15 @@ import type pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { defaultClassify } from '../client/classify.js';
-import type { AttemptHandle, BindingInput, Json, RunContext, RunInput, RunOutcome, SettleClient } from '../client/types.js';
+import type {
+  AttemptHandle,
+  BindingInput,
+  Json,
+  RunContext,
+  RunInput,
+  RunOutcome,
+  SettleClient,
+} from '../client/types.js';
 import type { FaultName, SimulatorConfig } from './config.js';
 import type { EngineCall, IntendedOperation, PayoutResult, Submission } from './history.js';
 import type { Ledger, PayoutReceipt } from './ledger.js';
@@ -84,7 +92,12 @@ class Operation {
   }
 
   intended(): IntendedOperation {
-    return { tenant: this.tenant, key: this.key, amountCents: this.plan.amountCents, bindingGeneration: BINDING_GENERATION };
+    return {
+      tenant: this.tenant,
+      key: this.key,
+      amountCents: this.plan.amountCents,
+      bindingGeneration: BINDING_GENERATION,
+    };
   }
 }
 
@@ -101,10 +114,14 @@ export function operationTask(ctx: WorkerContext, plan: OperationPlan): { intend
     const probeTimeout = ctx.config.leaseSeconds * 1000 * 10;
     if (plan.conflictingAmountCents !== null) {
       const request = { ...(op.request as Record<string, Json>), amount_cents: plan.conflictingAmountCents };
-      ctx.queue.after(probeTrigger, probeTimeout, () => probe(ctx, op, 'different-payload', request, BINDING_GENERATION));
+      ctx.queue.after(probeTrigger, probeTimeout, () =>
+        probe(ctx, op, 'different-payload', request, BINDING_GENERATION),
+      );
     }
     if (plan.bindingBump) {
-      ctx.queue.after(probeTrigger, probeTimeout, () => probe(ctx, op, 'binding-bump', op.request, BINDING_GENERATION + 1));
+      ctx.queue.after(probeTrigger, probeTimeout, () =>
+        probe(ctx, op, 'binding-bump', op.request, BINDING_GENERATION + 1),
+      );
     }
     await Promise.all(callers);
   };
@@ -128,7 +145,11 @@ function markFinal(ctx: WorkerContext, op: Operation): void {
 }
 
 /** The result the simulator settles with, as a zod schema: run() checks it on settle and replay. */
-const PayoutResultSchema = z.object({ payout_id: z.string(), amount_cents: z.number().int(), credited_by_attempt: z.number().int() });
+const PayoutResultSchema = z.object({
+  payout_id: z.string(),
+  amount_cents: z.number().int(),
+  credited_by_attempt: z.number().int(),
+});
 
 /** Thrown by the effect of a worker that "crashed", when its process is reaped: it never reports anything real. */
 class WorkerCrashed extends Error {
@@ -136,7 +157,12 @@ class WorkerCrashed extends Error {
 }
 
 /** Faults whose first attempt stalls (no heartbeats: the lease must lapse for a retry to take over). */
-const STALLING: ReadonlySet<FaultName | null> = new Set<FaultName | null>(['crash-after-claim', 'crash-after-effect', 'lease-expiry', 'stale-report']);
+const STALLING: ReadonlySet<FaultName | null> = new Set<FaultName | null>([
+  'crash-after-claim',
+  'crash-after-effect',
+  'lease-expiry',
+  'stale-report',
+]);
 
 /** Pauses between a caller's run() calls: after in_progress, after unknown. */
 const RETRY_PAUSE_MS = 20;
@@ -149,13 +175,20 @@ const RECONCILIATION_WAIT_MS = 60_000;
  * an attempt that follows a possibly-effective one pays again. The first-attempt fault is
  * applied inside the effect (the attempt that acquired attempt 1, whichever caller it is).
  */
-async function submit(ctx: WorkerContext, op: Operation, submission: Submission, fault: FaultName | null): Promise<void> {
+async function submit(
+  ctx: WorkerContext,
+  op: Operation,
+  submission: Submission,
+  fault: FaultName | null,
+): Promise<void> {
   const scope: CallScope = { tenant: op.tenant, key: op.key, submission, fault, attempt: null };
   if (op.plan.fate === 'slow-commit' && !op.fateApplied && submission === 'original') {
     op.fateApplied = true;
     ctx.recorder.inject('slow-commit');
     scope.fault = 'slow-commit';
-    const outcome = await callScope.run(scope, () => ctx.recorder.timed(ctx.recorder.runLatencyMs, () => slowCommit(ctx, op, scope)));
+    const outcome = await callScope.run(scope, () =>
+      ctx.recorder.timed(ctx.recorder.runLatencyMs, () => slowCommit(ctx, op, scope)),
+    );
     await settled(ctx, op, submission, scope.fault, outcome, false);
     return;
   }
@@ -203,7 +236,12 @@ function runInput(ctx: WorkerContext, op: Operation, submission: Submission): Ru
  * that follows a possibly-effective one pays again. During a provider outage the lookup times
  * out too: run() then reports the attempt unknown (reconcile_failed) and pays nothing.
  */
-async function reconcile(ctx: WorkerContext, op: Operation, scope: CallScope, run: RunContext): Promise<PayoutResult | undefined> {
+async function reconcile(
+  ctx: WorkerContext,
+  op: Operation,
+  scope: CallScope,
+  run: RunContext,
+): Promise<PayoutResult | undefined> {
   scope.attempt = run.attemptNumber;
   if (op.plan.fate === 'provider-outage' && !op.outageOver) {
     ctx.recorder.note('provider-outage', 'the lookup timed out too');
@@ -238,7 +276,10 @@ async function slowCommit(ctx: WorkerContext, op: Operation, scope: CallScope): 
         select floor(extract(epoch from settled_at) * 1000000)::bigint::text as micros
           from settle.settlements where tenant = ${op.tenant} and key = ${op.key}`);
       const passed = await ctx.naive.waitPast(BigInt(micros), ctx.config.leaseSeconds * 1000 * 3);
-      ctx.recorder.note('slow-commit', passed ? 'held open until a later settlement was polled' : 'held open, no later settlement polled in time');
+      ctx.recorder.note(
+        'slow-commit',
+        passed ? 'held open until a later settlement was polled' : 'held open, no later settlement polled in time',
+      );
     }
     return outcome as RunOutcome<PayoutResult>;
   });
@@ -254,9 +295,18 @@ async function settled(
   stale: boolean,
 ): Promise<void> {
   op.reserved.resolve();
-  const detail = outcome.outcome === 'unknown' ? outcome.reason : outcome.outcome === 'completed' && outcome.reconciled === true ? 'reconciled' : undefined;
+  const detail =
+    outcome.outcome === 'unknown'
+      ? outcome.reason
+      : outcome.outcome === 'completed' && outcome.reconciled === true
+        ? 'reconciled'
+        : undefined;
   ctx.recorder.run(outcome.outcome, detail);
-  if (fault !== null || stale) ctx.recorder.note(fault ?? op.plan.fate ?? 'duplicate', `run() ${outcome.outcome}${detail === undefined ? '' : ` (${detail})`}`);
+  if (fault !== null || stale)
+    ctx.recorder.note(
+      fault ?? op.plan.fate ?? 'duplicate',
+      `run() ${outcome.outcome}${detail === undefined ? '' : ` (${detail})`}`,
+    );
   if (stale) return;
   switch (outcome.outcome) {
     case 'completed':
@@ -272,7 +322,9 @@ async function settled(
         // The budget is spent and an attempt may have paid: the reconciler checks the provider
         // (its outage is over by now) and resolves the operation; then the caller asks again.
         op.outageOver = true;
-        ctx.queue.after(ctx.reconciled(op.tenant, op.key), RECONCILIATION_WAIT_MS, () => submit(ctx, op, submission, fault));
+        ctx.queue.after(ctx.reconciled(op.tenant, op.key), RECONCILIATION_WAIT_MS, () =>
+          submit(ctx, op, submission, fault),
+        );
         return;
       }
       // A late success that arrives before the caller's retry (caller-timeout, late-success-first).
@@ -303,7 +355,13 @@ async function settled(
  * A stall hands the caller's retry to the queue and waits (outside the worker pool) until the
  * operation is final elsewhere, or for a few leases at most.
  */
-async function effect(ctx: WorkerContext, op: Operation, run: RunContext, scope: CallScope, stalled: Deferred): Promise<PayoutResult> {
+async function effect(
+  ctx: WorkerContext,
+  op: Operation,
+  run: RunContext,
+  scope: CallScope,
+  stalled: Deferred,
+): Promise<PayoutResult> {
   scope.attempt = run.attemptNumber;
   const fate = run.attemptNumber === 1 && !op.fateApplied ? op.plan.fate : null;
   if (run.attemptNumber === 1) op.fateApplied = true;
@@ -369,7 +427,11 @@ async function effect(ctx: WorkerContext, op: Operation, run: RunContext, scope:
 }
 
 function toResult(op: Operation, receipt: PayoutReceipt): PayoutResult {
-  return { payout_id: receipt.payoutId, amount_cents: op.plan.amountCents, credited_by_attempt: receipt.creditedByAttempt };
+  return {
+    payout_id: receipt.payoutId,
+    amount_cents: op.plan.amountCents,
+    credited_by_attempt: receipt.creditedByAttempt,
+  };
 }
 
 /** Until the operation is final elsewhere, or a few leases at most. */
@@ -380,12 +442,23 @@ async function waitForFinal(ctx: WorkerContext, op: Operation): Promise<void> {
   clearTimeout(timer);
 }
 
-function retryAfterLease(ctx: WorkerContext, op: Operation, handle: AttemptHandle, submission: Submission, fault: FaultName): void {
+function retryAfterLease(
+  ctx: WorkerContext,
+  op: Operation,
+  handle: AttemptHandle,
+  submission: Submission,
+  fault: FaultName,
+): void {
   const delay = handle.leaseExpiresAt.getTime() - Date.now() + 25;
   ctx.queue.later(delay, () => submit(ctx, op, submission, fault));
 }
 
-async function pay(ctx: WorkerContext, op: Operation, attempt: number, fault: FaultName | null): Promise<PayoutReceipt> {
+async function pay(
+  ctx: WorkerContext,
+  op: Operation,
+  attempt: number,
+  fault: FaultName | null,
+): Promise<PayoutReceipt> {
   const receipt = await ctx.ledger.pay({
     tenant: op.tenant,
     key: op.key,

@@ -10,14 +10,11 @@ import { withPgClient } from '../db/with-pg-client.js';
  *
  * `connection` is a connection string (a client is opened and closed) or a connected client.
  */
-export async function expireLease(
-  connection: string | pg.ClientBase,
-  tenant: string,
-  key: string,
-): Promise<boolean> {
+export async function expireLease(connection: string | pg.ClientBase, tenant: string, key: string): Promise<boolean> {
   const text = `update settle_private.operations
                    set lease_expires_at = now() - interval '1 second'
                  where tenant = $1 and key = $2 and lease_token is not null`;
-  const expire = async (client: pg.ClientBase): Promise<boolean> => ((await client.query(text, [tenant, key])).rowCount ?? 0) > 0;
+  const expire = async (client: pg.ClientBase): Promise<boolean> =>
+    ((await client.query(text, [tenant, key])).rowCount ?? 0) > 0;
   return typeof connection === 'string' ? withPgClient(connection, expire) : expire(connection);
 }

@@ -37,7 +37,9 @@ export async function createTestDatabase(name?: string, opts: CreateTestDatabase
   const adminUrl = inject('adminUrl');
   const template = opts.template ?? inject('templateDb');
   if (adminUrl === undefined || template === undefined) {
-    throw new Error('createTestDatabase: no adminUrl/templateDb provided; is src/testing/global-setup.ts the vitest globalSetup?');
+    throw new Error(
+      'createTestDatabase: no adminUrl/templateDb provided; is src/testing/global-setup.ts the vitest globalSetup?',
+    );
   }
   const dbName = uniqueDatabaseName(name);
 
@@ -67,7 +69,11 @@ export async function createTestDatabase(name?: string, opts: CreateTestDatabase
 /** `settle_test_<worker>_<hint>_<random>`, at most 63 bytes, lowercase (no quoting surprises). */
 function uniqueDatabaseName(hint: string | undefined): string {
   const worker = (process.env.VITEST_POOL_ID ?? process.env.VITEST_WORKER_ID ?? '0').replace(/\D/g, '') || '0';
-  const cleanHint = (hint ?? '').toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '').slice(0, 30);
+  const cleanHint = (hint ?? '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '')
+    .slice(0, 30);
   const suffix = randomBytes(4).toString('hex');
   return ['settle_test', worker, cleanHint, suffix].filter((part) => part !== '').join('_');
 }

@@ -24,14 +24,19 @@ export default async function setup(project: TestProject): Promise<() => Promise
   let version = 'PostgreSQL (version unknown)';
   try {
     const versionNum = await withPgClient(server.adminUrl, async (c) => {
-      const { rows } = await c.query<{ v: string; n: string }>(`select current_setting('server_version') as v, current_setting('server_version_num') as n`);
+      const { rows } = await c.query<{ v: string; n: string }>(
+        `select current_setting('server_version') as v, current_setting('server_version_num') as n`,
+      );
       return { text: `PostgreSQL ${rows[0]?.v ?? '?'}`, num: Number(rows[0]?.n ?? 0) };
     });
     version = versionNum.text;
     project.provide('serverVersionNum', versionNum.num);
     await recreateTemplate(server.adminUrl);
     const dir = process.env.PG_SETTLE_MIGRATIONS_DIR;
-    const { applied } = await migrate(withDatabase(server.adminUrl, TEMPLATE_DB), dir === undefined ? { log } : { log, dir });
+    const { applied } = await migrate(
+      withDatabase(server.adminUrl, TEMPLATE_DB),
+      dir === undefined ? { log } : { log, dir },
+    );
     // Tests purge rows they just wrote: the template lowers the minimum retention of
     // settle.purge (24 hours in a real database) to 0. test/engine/retention.test.ts checks the
     // default on a database migrated without this step.
@@ -46,7 +51,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   } catch (error) {
     await server.stop();
     // In a version matrix (PG_SETTLE_TEST_PG_BIN) the failure must say which server failed.
-    throw new Error(`test setup on ${version} (${server.kind}) failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new Error(
+      `test setup on ${version} (${server.kind}) failed: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
   }
 
   project.provide('adminUrl', server.adminUrl);

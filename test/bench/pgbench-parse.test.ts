@@ -94,7 +94,12 @@ describe('parsePgbenchOutput', () => {
       totalRetries: null,
       tps: 2111.990118,
     });
-    expect(out.statements[1]).toEqual({ latencyMs: 1.884, failures: 0, retries: null, command: 'SELECT c.settled_attempt' });
+    expect(out.statements[1]).toEqual({
+      latencyMs: 1.884,
+      failures: 0,
+      retries: null,
+      command: 'SELECT c.settled_attempt',
+    });
   });
 
   it('flags an aborted run and keeps pgbench errors', () => {

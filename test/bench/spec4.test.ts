@@ -81,15 +81,18 @@ async function shapeOf(c: pg.Client, schema: string, table: string): Promise<Tab
 }
 
 describe('spec4 tables', () => {
-  it.each(TABLES)('bench.spec4_%s has the shape of settle_private.%s: columns, keys, indexes, FK, fillfactor', async (table) => {
-    await withPgClient(db.url, async (c) => {
-      const engine = await shapeOf(c, 'settle_private', table);
-      const copy = await shapeOf(c, 'bench', `spec4_${table}`);
-      expect(copy).toEqual(engine);
-      expect(copy.columns.length).toBeGreaterThan(10);
-      expect(copy.indexes.length).toBeGreaterThan(0);
-    });
-  });
+  it.each(TABLES)(
+    'bench.spec4_%s has the shape of settle_private.%s: columns, keys, indexes, FK, fillfactor',
+    async (table) => {
+      await withPgClient(db.url, async (c) => {
+        const engine = await shapeOf(c, 'settle_private', table);
+        const copy = await shapeOf(c, 'bench', `spec4_${table}`);
+        expect(copy).toEqual(engine);
+        expect(copy.columns.length).toBeGreaterThan(10);
+        expect(copy.indexes.length).toBeGreaterThan(0);
+      });
+    },
+  );
 
   it('carries no trigger, row rule, RLS or CHECK', async () => {
     await withPgClient(db.url, async (c) => {
@@ -134,9 +137,17 @@ describe.skipIf(pgbench === undefined)('spec4 script under pgbench', () => {
       );
       expect(logged.rows).toEqual([
         {
-          claim_seq: '1', claim_status_before: null, claim_status_after: 'running', settled_seq: '2',
-          settled_status_before: 'running', settled_reason: 'current_attempt', settled_as: '1',
-          n: '50', claim_ids: '50', settled_ids: '50', settled_after_claim: '50',
+          claim_seq: '1',
+          claim_status_before: null,
+          claim_status_after: 'running',
+          settled_seq: '2',
+          settled_status_before: 'running',
+          settled_reason: 'current_attempt',
+          settled_as: '1',
+          n: '50',
+          claim_ids: '50',
+          settled_ids: '50',
+          settled_after_claim: '50',
         },
       ]);
       const audit = await c.query<{ n: string }>(`select count(*)::text as n from bench.spec4_audit_log`);
@@ -147,8 +158,12 @@ describe.skipIf(pgbench === undefined)('spec4 script under pgbench', () => {
       expect(fingerprints.rows[0]?.ok).toBe(true);
 
       // A broken invariant is reported: a settlement no longer logged on its attempt, an audit row.
-      await c.query(`update bench.spec4_attempts set settled_reason = null where (tenant, key) = (select tenant, key from bench.spec4_attempts limit 1)`);
-      await c.query(`insert into bench.spec4_audit_log (tenant, key, seq, at, event, outcome) values ('bench', 'no-such-op', 1, now(), 'claim', 'acquired')`);
+      await c.query(
+        `update bench.spec4_attempts set settled_reason = null where (tenant, key) = (select tenant, key from bench.spec4_attempts limit 1)`,
+      );
+      await c.query(
+        `insert into bench.spec4_audit_log (tenant, key, seq, at, event, outcome) values ('bench', 'no-such-op', 1, now(), 'claim', 'acquired')`,
+      );
       const broken = await verifySpec4(c, { processed: 50, maxInFlight: 2 });
       expect(broken.checks.filter((check) => !check.ok).map((check) => check.name)).toEqual([
         'every completed operation: one settled attempt whose claim and settlement are logged on it',

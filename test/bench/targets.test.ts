@@ -46,9 +46,12 @@ describe('evaluateTargets with rounds', () => {
   it('divides runs of the same round and reports the median of the per-round ratios', () => {
     // Round 2 is a slow phase of the machine for both sides: its ratio stays sane.
     const runs = [
-      run('stripe', 8, 1, 1000), run('cycle', 8, 1, 1100),
-      run('stripe', 8, 2, 200), run('cycle', 8, 2, 240),
-      run('stripe', 8, 3, 1000), run('cycle', 8, 3, 900),
+      run('stripe', 8, 1, 1000),
+      run('cycle', 8, 1, 1100),
+      run('stripe', 8, 2, 200),
+      run('cycle', 8, 2, 240),
+      run('stripe', 8, 3, 1000),
+      run('cycle', 8, 3, 900),
     ];
     const target = evaluateTargets(runs, [8]).find((t) => t.name === 'cycle / stripe');
     expect(target?.rounds).toEqual([1.1, 1.2, 0.9]);
@@ -72,19 +75,24 @@ describe('evaluateTargets with rounds', () => {
 
   it('compares the cycle at 32 clients with its own rate at 8 clients of the same round', () => {
     const runs = [
-      run('cycle', 8, 1, 1000), run('cycle', 32, 1, 900),
-      run('cycle', 8, 2, 500), run('cycle', 32, 2, 490),
-      run('cycle', 8, 3, 1000), run('cycle', 32, 3, 1000),
+      run('cycle', 8, 1, 1000),
+      run('cycle', 32, 1, 900),
+      run('cycle', 8, 2, 500),
+      run('cycle', 32, 2, 490),
+      run('cycle', 8, 3, 1000),
+      run('cycle', 32, 3, 1000),
     ];
     const targets = evaluateTargets(runs, [8, 32]).filter((t) => t.name === 'cycle@32 / cycle@8');
     expect(targets).toHaveLength(1);
     expect(targets[0]).toMatchObject({ clients: 32, rounds: [0.9, 0.98, 1], value: 0.98, verdict: 'PASS' });
   });
 
-  it('reports WAL bytes per cycle over the Stripe pattern\'s as a cost ratio', () => {
+  it("reports WAL bytes per cycle over the Stripe pattern's as a cost ratio", () => {
     const runs = [
-      run('stripe', 8, 1, 1000, { walBytesPerOp: 600 }), run('cycle', 8, 1, 500, { walBytesPerOp: 1500 }),
-      run('stripe', 8, 2, 1000, { walBytesPerOp: 700 }), run('cycle', 8, 2, 500, { walBytesPerOp: 1400 }),
+      run('stripe', 8, 1, 1000, { walBytesPerOp: 600 }),
+      run('cycle', 8, 1, 500, { walBytesPerOp: 1500 }),
+      run('stripe', 8, 2, 1000, { walBytesPerOp: 700 }),
+      run('cycle', 8, 2, 500, { walBytesPerOp: 1400 }),
     ];
     const wal = evaluateTargets(runs, [8]).find((t) => t.name === 'WAL/op: cycle / stripe');
     expect(wal).toMatchObject({ comparison: '<=', threshold: 2, value: 2.25, verdict: 'MISS' });
@@ -93,8 +101,11 @@ describe('evaluateTargets with rounds', () => {
 
   it('pairs the largest scale level with scale@0 of the same round and ignores unpaired rounds', () => {
     const runs = [
-      run('scale@0', 8, 1, 100), run('scale@1000', 8, 1, 90), run('scale@10000', 8, 1, 88),
-      run('scale@0', 8, 2, 100), run('scale@1000', 8, 2, 95),
+      run('scale@0', 8, 1, 100),
+      run('scale@1000', 8, 1, 90),
+      run('scale@10000', 8, 1, 88),
+      run('scale@0', 8, 2, 100),
+      run('scale@1000', 8, 2, 95),
     ];
     const target = evaluateTargets(runs, [8]).find((t) => t.name.startsWith('scale@'));
     expect(target?.name).toBe('scale@10000 / scale@0');
@@ -103,7 +114,12 @@ describe('evaluateTargets with rounds', () => {
   });
 
   it('reports n/a when a side was not measured, and the median hotkey p99', () => {
-    const runs = [run('cycle', 8, 1, 500), run('hotkey', 64, 1, 1, { p99Ms: 12 }), run('hotkey', 64, 2, 1, { p99Ms: 8 }), run('hotkey', 64, 3, 1, { p99Ms: 9 })];
+    const runs = [
+      run('cycle', 8, 1, 500),
+      run('hotkey', 64, 1, 1, { p99Ms: 12 }),
+      run('hotkey', 64, 2, 1, { p99Ms: 8 }),
+      run('hotkey', 64, 3, 1, { p99Ms: 9 }),
+    ];
     const targets = evaluateTargets(runs, [8]);
     expect(targets.find((t) => t.name === 'cycle / stripe')?.verdict).toBe('n/a');
     const hot = targets.find((t) => t.name === 'hotkey p99 claim latency');
@@ -114,11 +130,18 @@ describe('evaluateTargets with rounds', () => {
 describe('evaluateReferenceRatios', () => {
   it('reports spec4 / floor2, cycle / floor2, cycle / spec4 and the server CPU ratio as medians of per-round ratios, never as targets', () => {
     const runs = [
-      run('floor2', 8, 1, 1000), run('spec4', 8, 1, 600), run('cycle', 8, 1, 300),
-      run('floor2', 8, 2, 1000), run('spec4', 8, 2, 500), run('cycle', 8, 2, 200),
-      run('floor2', 8, 3, 1000), run('spec4', 8, 3, 400), run('cycle', 8, 3, 240),
+      run('floor2', 8, 1, 1000),
+      run('spec4', 8, 1, 600),
+      run('cycle', 8, 1, 300),
+      run('floor2', 8, 2, 1000),
+      run('spec4', 8, 2, 500),
+      run('cycle', 8, 2, 200),
+      run('floor2', 8, 3, 1000),
+      run('spec4', 8, 3, 400),
+      run('cycle', 8, 3, 240),
       // tps of a cpu run is operations per CPU-second: 250 us per cycle against 100 us per spec4 op.
-      run('cpu:spec4', 1, 1, 10_000), run('cpu:cycle', 1, 1, 4_000),
+      run('cpu:spec4', 1, 1, 10_000),
+      run('cpu:cycle', 1, 1, 4_000),
     ];
     const references = evaluateReferenceRatios(runs, [8, 32]);
     expect(references.map((r) => [r.name, r.clients, r.rounds, r.value])).toEqual([
@@ -140,11 +163,17 @@ describe('summarizeRuns', () => {
 
 describe('parseBenchArgs', () => {
   it('knows the spec4, pkread and cpu scenarios', () => {
-    expect(parseBenchArgs(['--scenarios', 'floor2,spec4,cycle,replay,pkread,cpu'], 2)).toMatchObject({ scenarios: ['floor2', 'spec4', 'cycle', 'replay', 'pkread', 'cpu'] });
+    expect(parseBenchArgs(['--scenarios', 'floor2,spec4,cycle,replay,pkread,cpu'], 2)).toMatchObject({
+      scenarios: ['floor2', 'spec4', 'cycle', 'replay', 'pkread', 'cpu'],
+    });
   });
 
   it('repeats 3 times with a 3 s warm-up by default, once in quick mode', () => {
-    expect(parseBenchArgs([], 2)).toMatchObject({ repeat: 3, warmup: { kind: 'seconds', seconds: 3 }, length: { kind: 'seconds', seconds: 15 } });
+    expect(parseBenchArgs([], 2)).toMatchObject({
+      repeat: 3,
+      warmup: { kind: 'seconds', seconds: 3 },
+      length: { kind: 'seconds', seconds: 15 },
+    });
     expect(parseBenchArgs(['--repeat', '5', '--warmup', '0'], 2)).toMatchObject({ repeat: 5, warmup: null });
     expect(() => parseBenchArgs(['--repeat', '0'], 2)).toThrow(/--repeat/);
   });
@@ -157,8 +186,13 @@ describe('parseBenchArgs', () => {
       length: { kind: 'transactions', perClient: 100 },
       warmup: { kind: 'transactions', perClient: 20 },
     });
-    expect(parseBenchArgs(['--quick', '--duration', '4'], 2)).toMatchObject({ length: { kind: 'seconds', seconds: 4 } });
-    expect(parseBenchArgs(['--transactions', '50', '--warmup', '0'], 2)).toMatchObject({ length: { kind: 'transactions', perClient: 50 }, warmup: null });
+    expect(parseBenchArgs(['--quick', '--duration', '4'], 2)).toMatchObject({
+      length: { kind: 'seconds', seconds: 4 },
+    });
+    expect(parseBenchArgs(['--transactions', '50', '--warmup', '0'], 2)).toMatchObject({
+      length: { kind: 'transactions', perClient: 50 },
+      warmup: null,
+    });
     expect(() => parseBenchArgs(['--transactions', '50', '--duration', '3'], 2)).toThrow(/give one of them/);
     expect(() => parseBenchArgs(['--transactions', '0'], 2)).toThrow(/--transactions/);
   });

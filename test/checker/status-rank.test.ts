@@ -21,7 +21,10 @@ describe('statusRank', () => {
   });
 
   it('ranks NULL and non-statuses 0, like the SQL ranks NULL', async () => {
-    const nullRank = await withPgClient(db.url, async (c) => (await c.query<{ rank: number }>('select settle.status_rank(null) as rank')).rows[0]?.rank);
+    const nullRank = await withPgClient(
+      db.url,
+      async (c) => (await c.query<{ rank: number }>('select settle.status_rank(null) as rank')).rows[0]?.rank,
+    );
     expect(rankOf(null)).toBe(nullRank);
     expect(rankOf('bogus')).toBe(0);
   });

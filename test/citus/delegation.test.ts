@@ -22,17 +22,28 @@ describeCitus('calls are delegated to the worker that holds the key', () => {
       ['heartbeat', () => heartbeat(app, mustTicket())],
       ['complete', () => complete(app, mustTicket(), { ok: 1 })],
       ['claim', () => claim(app, op)],
-      ['get', () => app.query('select * from settle.get(tenant => $1, key => $2, request => $3::jsonb, principal => $4, scopes => $5::text[], binding_generation => $6)',
-        [op.tenant, op.key, JSON.stringify(op.request), op.principal, op.scopes, op.binding_generation])],
+      [
+        'get',
+        () =>
+          app.query(
+            'select * from settle.get(tenant => $1, key => $2, request => $3::jsonb, principal => $4, scopes => $5::text[], binding_generation => $6)',
+            [op.tenant, op.key, JSON.stringify(op.request), op.principal, op.scopes, op.binding_generation],
+          ),
+      ],
     ];
     for (const [fn, call] of calls) {
       const { commands } = await remoteCommandsOf(app, call);
       expect(commands, fn).toHaveLength(1);
       // settle.claim is inlined into a call of its STRICT delegated entry settle._claim (distribute.sql step 4).
-      expect(commands[0]?.command, fn).toMatch(new RegExp(`^SELECT .* FROM settle\\.${fn === 'claim' ? '_claim' : fn}\\(`));
+      expect(commands[0]?.command, fn).toMatch(
+        new RegExp(`^SELECT .* FROM settle\\.${fn === 'claim' ? '_claim' : fn}\\(`),
+      );
       expect(commands[0]?.node, fn).toBe(`settle_citus_app@${node}`);
     }
-    expect(await mustGetOperation(admin, op.tenant as string, op.key as string)).toMatchObject({ status: 'completed', result: { ok: 1 } });
+    expect(await mustGetOperation(admin, op.tenant as string, op.key as string)).toMatchObject({
+      status: 'completed',
+      result: { ok: 1 },
+    });
   });
 
   it('the delegated call really ran on that worker: its rows are in the shard there and not on the other worker', async () => {
@@ -63,7 +74,10 @@ describeCitus('calls are delegated to the worker that holds the key', () => {
     expect(commands.length).toBeGreaterThan(2);
     expect(commands.every((c) => c.node === `settle_owner@${node}`)).toBe(true);
     expect(commands.some((c) => /FROM settle\.(_?claim|complete)\(/.test(c.command))).toBe(false);
-    expect(await mustGetOperation(admin, op.tenant as string, op.key as string)).toMatchObject({ status: 'completed', settled_attempt: 1 });
+    expect(await mustGetOperation(admin, op.tenant as string, op.key as string)).toMatchObject({
+      status: 'completed',
+      settled_attempt: 1,
+    });
     expect(await storedAttempts(admin, op.tenant as string, op.key as string)).toHaveLength(1);
   });
 });
@@ -72,7 +86,9 @@ describeCitus('the TypeScript client on the coordinator', () => {
   it('claim, complete and a replay through createSettleClient, as a settle_app login', async () => {
     const { createSettleClient } = await import('../../src/index.js');
     const admin = await citus.coordinator();
-    const url = new URL(`postgresql://settle_citus_app@${admin.host}:${admin.port}/${admin.database ?? 'postgres'}`).toString();
+    const url = new URL(
+      `postgresql://settle_citus_app@${admin.host}:${admin.port}/${admin.database ?? 'postgres'}`,
+    ).toString();
     const client = createSettleClient({ connectionString: url, poolSize: 2 });
     try {
       const key = `ts-client-${Date.now()}`;
@@ -81,9 +97,14 @@ describeCitus('the TypeScript client on the coordinator', () => {
       expect(claimed.outcome).toBe('acquired');
       if (claimed.outcome !== 'acquired') return;
       expect(await client.complete(claimed.attempt, { charged: true })).toMatchObject({ outcome: 'settled' });
-      expect(await client.claim({ tenant: 'acme', key, request: { amount: '1.00' }, binding })).toMatchObject({ outcome: 'replay', result: { charged: true } });
+      expect(await client.claim({ tenant: 'acme', key, request: { amount: '1.00' }, binding })).toMatchObject({
+        outcome: 'replay',
+        result: { charged: true },
+      });
       const { rows } = await admin.query<{ n: number }>(
-        `select count(*)::int as n from settle.audit_log where tenant = 'acme' and key = $1`, [key]);
+        `select count(*)::int as n from settle.audit_log where tenant = 'acme' and key = $1`,
+        [key],
+      );
       expect(rows[0]?.n).toBe(2); // the claim and the complete, logged on the attempt row (a replay writes nothing)
     } finally {
       await client.end();

@@ -25,11 +25,16 @@ function nodeName(i: number): string {
 }
 
 interface StatsJson {
-  readonly feedNodes: readonly { node: string; consumer: string | null; lagEvents: number | null; error: string | null }[];
+  readonly feedNodes: readonly {
+    node: string;
+    consumer: string | null;
+    lagEvents: number | null;
+    error: string | null;
+  }[];
 }
 
-describeCitus('the typed client consumes every node\'s feed of a Citus cluster', () => {
-  it('each event once across the cluster, in per-key order, through a worker restart mid-batch; stats shows each node\'s lag', async () => {
+describeCitus("the typed client consumes every node's feed of a Citus cluster", () => {
+  it("each event once across the cluster, in per-key order, through a worker restart mid-batch; stats shows each node's lag", async () => {
     const su = await citus.coordinator();
     await su.query(`do $$ begin
         if not exists (select 1 from pg_roles where rolname = '${CONSUMER}') then
@@ -40,14 +45,19 @@ describeCitus('the typed client consumes every node\'s feed of a Citus cluster',
     for (const w of workers) {
       // A plain table on each worker: the consumer's effect, written in the batch's transaction.
       const c = await citus.worker(w);
-      await c.query(`create table if not exists ${LEDGER} (consumer text, node text, event_id bigint, key text, status text, applied_at timestamptz default clock_timestamp())`);
+      await c.query(
+        `create table if not exists ${LEDGER} (consumer text, node text, event_id bigint, key text, status text, applied_at timestamptz default clock_timestamp())`,
+      );
       await c.query(`grant select, insert on ${LEDGER} to ${CONSUMER}`);
     }
     const tenant = uniqueTenant('cfeed');
     const consumer = `cluster-${tenant}`;
     for (const w of workers) {
       const admin = await citus.node(w, 'settle_citus_admin');
-      await admin.query(`select * from settle.register_consumer(name => $1, tenants => $2, lanes => 2, start_at => 'earliest')`, [consumer, [tenant]]);
+      await admin.query(
+        `select * from settle.register_consumer(name => $1, tenants => $2, lanes => 2, start_at => 'earliest')`,
+        [consumer, [tenant]],
+      );
     }
 
     // Settle keys through the coordinator: every 4th fails for good, is redriven and completes.
@@ -61,7 +71,10 @@ describeCitus('the typed client consumes every node\'s feed of a Citus cluster',
       placement.set(ticket.key, (await citus.placementOf(ticket.key)).worker);
       if (i % 4 === 3) {
         await fail(app, ticket, { code: 'declined' }, true);
-        await admin.query(`select * from settle.redrive(tenant => $1, key => $2, reason => 'test')`, [tenant, ticket.key]);
+        await admin.query(`select * from settle.redrive(tenant => $1, key => $2, reason => 'test')`, [
+          tenant,
+          ticket.key,
+        ]);
         const again = await acquire(app, { ...op, max_attempts: 1 });
         await complete(app, again, { n: i });
         expected.set(ticket.key, ['failed', 'completed']);
@@ -82,12 +95,19 @@ describeCitus('the typed client consumes every node\'s feed of a Citus cluster',
     const before = await stats();
     for (const w of workers) {
       const share = [...expected].filter(([key]) => placement.get(key) === w).reduce((n, [, s]) => n + s.length, 0);
-      expect(before.feedNodes.find((r) => r.node === nodeName(w) && r.consumer === consumer)?.lagEvents, `lag on worker ${w}`).toBe(share);
+      expect(
+        before.feedNodes.find((r) => r.node === nodeName(w) && r.consumer === consumer)?.lagEvents,
+        `lag on worker ${w}`,
+      ).toBe(share);
     }
 
     const nodes: Record<string, string> = {};
     for (const w of workers) nodes[nodeName(w)] = citusUrl(w, CONSUMER);
-    const client = createSettleClient({ connectionString: citusUrl('coordinator', CONSUMER), poolSize: 2, citusRouting: { nodes } });
+    const client = createSettleClient({
+      connectionString: citusUrl('coordinator', CONSUMER),
+      poolSize: 2,
+      citusRouting: { nodes },
+    });
     const stop = new AbortController();
     const errors: Error[] = [];
     let restarted: Promise<void> | undefined;
@@ -117,7 +137,14 @@ describeCitus('the typed client consumes every node\'s feed of a Citus cluster',
       const rows = [];
       for (const w of workers) {
         const c = await citus.worker(w);
-        rows.push(...(await c.query(`select node, event_id::text, key, status from ${LEDGER} where consumer = $1 order by applied_at`, [consumer])).rows);
+        rows.push(
+          ...(
+            await c.query(
+              `select node, event_id::text, key, status from ${LEDGER} where consumer = $1 order by applied_at`,
+              [consumer],
+            )
+          ).rows,
+        );
         await c.end();
       }
       return rows;
@@ -126,7 +153,10 @@ describeCitus('the typed client consumes every node\'s feed of a Citus cluster',
     for (;;) {
       const rows = await applied().catch(() => []);
       if (rows.length >= total && restarted !== undefined) break;
-      if (Date.now() > deadline) throw new Error(`only ${rows.length} of ${total} events applied after 180 s; errors: ${errors.map((e) => e.message).join('; ')}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `only ${rows.length} of ${total} events applied after 180 s; errors: ${errors.map((e) => e.message).join('; ')}`,
+        );
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
     await restarted;
@@ -141,7 +171,10 @@ describeCitus('the typed client consumes every node\'s feed of a Citus cluster',
     expect(new Set(rows.map((r) => r.event_id)).size).toBe(total);
     for (const [key, statuses] of expected) {
       const mine = rows.filter((r) => r.key === key);
-      expect(mine.map((r) => r.status), key).toEqual(statuses);
+      expect(
+        mine.map((r) => r.status),
+        key,
+      ).toEqual(statuses);
       expect(new Set(mine.map((r) => r.node)), key).toEqual(new Set([nodeName(placement.get(key) as number)]));
     }
     expect(summary.events).toBe(total);
@@ -149,7 +182,10 @@ describeCitus('the typed client consumes every node\'s feed of a Citus cluster',
     // After consuming: no lag on any node.
     const after = await stats();
     for (const w of workers) {
-      expect(after.feedNodes.find((r) => r.node === nodeName(w) && r.consumer === consumer)?.lagEvents, `lag on worker ${w}`).toBe(0);
+      expect(
+        after.feedNodes.find((r) => r.node === nodeName(w) && r.consumer === consumer)?.lagEvents,
+        `lag on worker ${w}`,
+      ).toBe(0);
     }
     expect(after.feedNodes.every((r) => r.error === null)).toBe(true);
     // The same through the library function, as the consumer login.

@@ -50,7 +50,10 @@ describeCitus('the settlement feed on a coordinator and two workers', () => {
     // Registered on every node (each node's feed has its own positions), as an admin login.
     for (const node of citus.nodes) {
       const admin = await citus.node(node, 'settle_citus_admin');
-      const { rows } = await admin.query(`select * from settle.register_consumer(name => $1, tenants => $2, lanes => 2)`, [consumer, [tenant]]);
+      const { rows } = await admin.query(
+        `select * from settle.register_consumer(name => $1, tenants => $2, lanes => 2)`,
+        [consumer, [tenant]],
+      );
       expect(rows[0]).toMatchObject({ consumer, lanes: 2, created: true });
     }
 
@@ -67,7 +70,9 @@ describeCitus('the settlement feed on a coordinator and two workers', () => {
       for (;;) {
         if (Date.now() > deadline) throw new Error(`consumer ${worker}/${id}: not drained after 180 s`);
         await c.query('begin');
-        const { rows } = await c.query<FeedRow>(`select * from settle.read_feed(consumer => $1, batch_size => 5)`, [consumer]);
+        const { rows } = await c.query<FeedRow>(`select * from settle.read_feed(consumer => $1, batch_size => 5)`, [
+          consumer,
+        ]);
         if (rows.length === 0) {
           await c.query('commit');
           const seen = applied.filter((a) => a.worker === worker).length;
@@ -92,7 +97,8 @@ describeCitus('the settlement feed on a coordinator and two workers', () => {
           continue;
         }
         await c.query('commit');
-        for (const r of rows) applied.push({ worker, eventId: r.event_id, tenant: r.tenant, key: r.key, status: r.status });
+        for (const r of rows)
+          applied.push({ worker, eventId: r.event_id, tenant: r.tenant, key: r.key, status: r.status });
       }
     };
 
@@ -129,16 +135,17 @@ describeCitus('the settlement feed on a coordinator and two workers', () => {
     expect([...byKey.keys()].sort()).toEqual([...expected.keys()].sort());
     for (const [key, status] of expected) {
       const events = byKey.get(key) ?? [];
-      expect(events.map((e) => ({ tenant: e.tenant, status: e.status, worker: e.worker })), key).toEqual([
-        { tenant, status, worker: placements.get(key) },
-      ]);
+      expect(
+        events.map((e) => ({ tenant: e.tenant, status: e.status, worker: e.worker })),
+        key,
+      ).toEqual([{ tenant, status, worker: placements.get(key) }]);
     }
     // Delivery ids are unique across the nodes (each node's identity range starts at its group id * 2^48).
     expect(new Set(applied.map((a) => a.eventId)).size).toBe(applied.length);
     expect(new Set(applied.map((a) => BigInt(a.eventId) >> 48n)).size).toBe(2);
   });
 
-  it('per-key order on the key\'s worker: a failure, its redrive and the late completion are two events, in order', async () => {
+  it("per-key order on the key's worker: a failure, its redrive and the late completion are two events, in order", async () => {
     const tenant = uniqueTenant('feedorder');
     const consumer = `citus-order-${tenant}`;
     const app = await citus.coordinator('settle_citus_app');
@@ -146,9 +153,15 @@ describeCitus('the settlement feed on a coordinator and two workers', () => {
     const ticket = await acquire(app, newOperation('feed-order', { tenant, max_attempts: 1 }));
     const { worker } = await citus.placementOf(ticket.key);
     const onWorker = await citus.node(worker, 'settle_citus_admin');
-    await onWorker.query(`select * from settle.register_consumer(name => $1, tenants => $2, start_at => 'earliest')`, [consumer, [tenant]]);
+    await onWorker.query(`select * from settle.register_consumer(name => $1, tenants => $2, start_at => 'earliest')`, [
+      consumer,
+      [tenant],
+    ]);
     await fail(app, ticket, { code: 'timeout' }, true); // the last attempt: dead-lettered attempts_exhausted
-    await admin.query(`select * from settle.redrive(tenant => $1, key => $2, reason => 'retry after the outage')`, [tenant, ticket.key]);
+    await admin.query(`select * from settle.redrive(tenant => $1, key => $2, reason => 'retry after the outage')`, [
+      tenant,
+      ticket.key,
+    ]);
     const again = await acquire(app, { ...newOperation('x', { tenant }), key: ticket.key, max_attempts: 1 });
     await complete(app, again, { ok: true });
 
@@ -156,10 +169,18 @@ describeCitus('the settlement feed on a coordinator and two workers', () => {
     const seen: FeedRow[] = [];
     const deadline = Date.now() + 60_000;
     while (seen.length < 2 && Date.now() < deadline) {
-      const { rows } = await reader.query<FeedRow>(`select * from settle.read_feed(consumer => $1, batch_size => 10)`, [consumer]);
+      const { rows } = await reader.query<FeedRow>(`select * from settle.read_feed(consumer => $1, batch_size => 10)`, [
+        consumer,
+      ]);
       const last = rows[rows.length - 1];
       if (last === undefined) continue;
-      await reader.query(`select settle.ack_feed($1, $2, $3, $4::xid8, $5)`, [consumer, last.lane, last.lease_token, last.position_xid, last.event_id]);
+      await reader.query(`select settle.ack_feed($1, $2, $3, $4::xid8, $5)`, [
+        consumer,
+        last.lane,
+        last.lease_token,
+        last.position_xid,
+        last.event_id,
+      ]);
       seen.push(...rows);
     }
     expect(seen.map((r) => [r.key, r.status, r.status_before])).toEqual([
@@ -168,7 +189,10 @@ describeCitus('the settlement feed on a coordinator and two workers', () => {
     ]);
     // The other worker's feed has nothing of this tenant.
     const other = await citus.node(1 - worker, 'settle_citus_admin');
-    await other.query(`select * from settle.register_consumer(name => $1, tenants => $2, start_at => 'earliest')`, [consumer, [tenant]]);
+    await other.query(`select * from settle.register_consumer(name => $1, tenants => $2, start_at => 'earliest')`, [
+      consumer,
+      [tenant],
+    ]);
     const otherReader: pg.Client = await citus.node(1 - worker, CONSUMER_LOGIN);
     expect((await otherReader.query(`select * from settle.read_feed(consumer => $1)`, [consumer])).rows).toEqual([]);
   });

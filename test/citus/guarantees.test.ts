@@ -3,7 +3,15 @@ import { expect, it } from 'vitest';
 import { expireLease } from '../../src/testing/clock.js';
 import { newOperation } from '../engine/support/fixtures.js';
 import { mustGetOperation, storedAttempts } from '../engine/support/inspect.js';
-import { acquire, claim, complete, reportUnknown, type ClaimArgs, type ClaimRow, type Ticket } from '../engine/support/settle.js';
+import {
+  acquire,
+  claim,
+  complete,
+  reportUnknown,
+  type ClaimArgs,
+  type ClaimRow,
+  type Ticket,
+} from '../engine/support/settle.js';
 import { HOSTILE_NAMES, sqlErrorOf, storedCounts } from '../reliability/harness/hostile-inputs.js';
 import { secondWaitsForFirstOnWorker, waitUntilBlockedOnWorker } from './support/barrier.js';
 import { describeCitus, useCitus } from './support/cluster.js';
@@ -15,7 +23,10 @@ const citus = useCitus();
 const RESULT = { receipt: 'r-77', amount: '10.00' };
 
 async function settlements(admin: pg.ClientBase, op: ClaimArgs): Promise<number> {
-  const { rows } = await admin.query<{ n: number }>('select count(*)::int as n from settle.settlements where tenant = $1 and key = $2', [op.tenant, op.key]);
+  const { rows } = await admin.query<{ n: number }>(
+    'select count(*)::int as n from settle.settlements where tenant = $1 and key = $2',
+    [op.tenant, op.key],
+  );
   return rows[0]?.n ?? -1;
 }
 
@@ -52,7 +63,10 @@ describeCitus('guarantees on a coordinator and two workers', () => {
     expect(outcomes.filter((o) => o === 'in_progress')).toHaveLength(SESSIONS - 1);
     for (const a of answers) expect(a).toMatchObject({ status: 'running', attempt: 1 });
     const admin = await citus.coordinator();
-    const { rows } = await admin.query<{ n: number }>('select count(*)::int as n from settle_private.operations where tenant = $1 and key = $2', [op.tenant, op.key]);
+    const { rows } = await admin.query<{ n: number }>(
+      'select count(*)::int as n from settle_private.operations where tenant = $1 and key = $2',
+      [op.tenant, op.key],
+    );
     expect(rows[0]?.n).toBe(1);
     expect(await storedAttempts(admin, op.tenant as string, op.key as string)).toHaveLength(1);
   }, 120_000);
@@ -62,12 +76,20 @@ describeCitus('guarantees on a coordinator and two workers', () => {
     const ticket = await acquire(app, newOperation('order-a'));
     expect(await complete(app, ticket, RESULT)).toMatchObject({ outcome: 'settled' });
     const before = await mustGetOperation(admin, ticket.tenant, ticket.key);
-    expect(await reportUnknown(app, ticket)).toMatchObject({ outcome: 'already_settled', reason: 'attempt_already_observed', status: 'completed' });
+    expect(await reportUnknown(app, ticket)).toMatchObject({
+      outcome: 'already_settled',
+      reason: 'attempt_already_observed',
+      status: 'completed',
+    });
     expect((await mustGetOperation(admin, ticket.tenant, ticket.key)).row_text).toBe(before.row_text);
   });
 
   it('Order A racing: the timeout queued on the worker behind the success is fenced', async () => {
-    const [one, two, admin] = await Promise.all([citus.coordinator('settle_citus_app'), citus.coordinator('settle_citus_app'), citus.coordinator()]);
+    const [one, two, admin] = await Promise.all([
+      citus.coordinator('settle_citus_app'),
+      citus.coordinator('settle_citus_app'),
+      citus.coordinator(),
+    ]);
     const op = newOperation('order-a-race');
     const [old, current] = await supersededPair(one, admin, op);
     const workerObserver = await citus.worker((await citus.placementOf(op.key as string)).worker);
@@ -86,12 +108,24 @@ describeCitus('guarantees on a coordinator and two workers', () => {
     const [app, admin] = await Promise.all([citus.coordinator('settle_citus_app'), citus.coordinator()]);
     const ticket = await acquire(app, newOperation('order-b'));
     expect(await reportUnknown(app, ticket)).toMatchObject({ outcome: 'recorded', status: 'unknown' });
-    expect(await complete(app, ticket, RESULT)).toMatchObject({ outcome: 'settled', status: 'completed', result: RESULT, settled_attempt: 1 });
-    expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'completed', result: RESULT });
+    expect(await complete(app, ticket, RESULT)).toMatchObject({
+      outcome: 'settled',
+      status: 'completed',
+      result: RESULT,
+      settled_attempt: 1,
+    });
+    expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({
+      status: 'completed',
+      result: RESULT,
+    });
   });
 
   it('Order B racing: the success queued on the worker behind the timeout settles', async () => {
-    const [one, two, admin] = await Promise.all([citus.coordinator('settle_citus_app'), citus.coordinator('settle_citus_app'), citus.coordinator()]);
+    const [one, two, admin] = await Promise.all([
+      citus.coordinator('settle_citus_app'),
+      citus.coordinator('settle_citus_app'),
+      citus.coordinator(),
+    ]);
     const op = newOperation('order-b-race');
     const [old, current] = await supersededPair(one, admin, op);
     const workerObserver = await citus.worker((await citus.placementOf(op.key as string)).worker);
@@ -110,11 +144,21 @@ describeCitus('guarantees on a coordinator and two workers', () => {
     const [app, admin] = await Promise.all([citus.coordinator('settle_citus_app'), citus.coordinator()]);
     const op = newOperation('order-c');
     const ticket = await acquire(app, op);
-    expect(await claim(app, { ...op, request: { amount: '999.00' } })).toMatchObject({ outcome: 'conflict', conflict_on: ['request'] });
-    expect(await claim(app, { ...op, binding_generation: 2 })).toMatchObject({ outcome: 'conflict', conflict_on: ['binding'] });
+    expect(await claim(app, { ...op, request: { amount: '999.00' } })).toMatchObject({
+      outcome: 'conflict',
+      conflict_on: ['request'],
+    });
+    expect(await claim(app, { ...op, binding_generation: 2 })).toMatchObject({
+      outcome: 'conflict',
+      conflict_on: ['binding'],
+    });
     const mismatched = await complete(app, { ...ticket, binding_generation: 2 }, RESULT);
     expect(mismatched).toMatchObject({ outcome: 'conflict', reason: 'lock_mismatch', result: null });
-    expect(await mustGetOperation(admin, op.tenant as string, op.key as string)).toMatchObject({ status: 'conflict', result: null, settled_attempt: null });
+    expect(await mustGetOperation(admin, op.tenant as string, op.key as string)).toMatchObject({
+      status: 'conflict',
+      result: null,
+      settled_attempt: null,
+    });
     expect(await settlements(admin, op)).toBe(0);
   });
 
@@ -134,7 +178,10 @@ describeCitus('guarantees on a coordinator and two workers', () => {
     expect(await claim(retrier, op)).toMatchObject({ outcome: 'replay', result: RESULT, settled_attempt: 2 });
     expect(await settlements(admin, op)).toBe(1);
     const attempts = await storedAttempts(admin, op.tenant as string, op.key as string);
-    expect(attempts.map((a) => [a.attempt, a.end_reason, a.settled])).toEqual([[1, 'lease_expired', false], [2, 'observed', true]]);
+    expect(attempts.map((a) => [a.attempt, a.end_reason, a.settled])).toEqual([
+      [1, 'lease_expired', false],
+      [2, 'observed', true],
+    ]);
   });
 
   it('hostile tenants and keys: the typed SQLSTATE, nothing stored anywhere', async () => {

@@ -23,7 +23,9 @@ async function completedOnWorker(): Promise<{ op: ClaimArgs; w: pg.Client; shard
   const ids: Record<string, string> = {};
   for (const table of ['operations', 'attempts', 'audit_log']) {
     const { rows } = await admin.query<{ id: string }>(
-      `select get_shard_id_for_distribution_column('settle_private.${table}', $1::text)::text as id`, [op.key]);
+      `select get_shard_id_for_distribution_column('settle_private.${table}', $1::text)::text as id`,
+      [op.key],
+    );
     ids[table] = `settle_private.${table}_${rows[0]?.id}`;
   }
   return { op, w, shard: (table) => ids[table] as string };
@@ -33,21 +35,31 @@ describeCitus('guards as a superuser on a worker shard', () => {
   it('the lattice, the result and the reservation lock hold, also under session_replication_role = replica', async () => {
     const { op, w, shard } = await completedOnWorker();
     const where = `where tenant = '${op.tenant}' and key = '${op.key}'`;
-    await expect(w.query(`update ${shard('operations')} set status = 'pending' ${where}`))
-      .rejects.toMatchObject({ code: 'SE021' });
-    await expect(w.query(`update ${shard('operations')} set result = '{"done": false}' ${where}`)).rejects.toMatchObject({ code: 'SE022' });
-    await expect(w.query(`update ${shard('operations')} set principal = 'mallory' ${where}`)).rejects.toMatchObject({ code: 'SE020' });
+    await expect(w.query(`update ${shard('operations')} set status = 'pending' ${where}`)).rejects.toMatchObject({
+      code: 'SE021',
+    });
+    await expect(
+      w.query(`update ${shard('operations')} set result = '{"done": false}' ${where}`),
+    ).rejects.toMatchObject({ code: 'SE022' });
+    await expect(w.query(`update ${shard('operations')} set principal = 'mallory' ${where}`)).rejects.toMatchObject({
+      code: 'SE020',
+    });
     await w.query('set session_replication_role = replica');
-    await expect(w.query(`update ${shard('operations')} set status = 'failed', error = '{}' ${where}`)).rejects.toMatchObject({ code: 'SE021' });
+    await expect(
+      w.query(`update ${shard('operations')} set status = 'failed', error = '{}' ${where}`),
+    ).rejects.toMatchObject({ code: 'SE021' });
     await w.query('reset session_replication_role');
   });
 
   it('attempt settlement, the append-only audit log and the delete guard hold on the shards', async () => {
     const { op, w, shard } = await completedOnWorker();
     const where = `where tenant = '${op.tenant}' and key = '${op.key}'`;
-    await expect(w.query(`update ${shard('attempts')} set observation = 'failed', error = '{}', retryable = false ${where}`))
-      .rejects.toMatchObject({ code: 'SE024' });
-    await expect(w.query(`update ${shard('audit_log')} set outcome = 'forged' ${where}`)).rejects.toMatchObject({ code: 'SE023' });
+    await expect(
+      w.query(`update ${shard('attempts')} set observation = 'failed', error = '{}', retryable = false ${where}`),
+    ).rejects.toMatchObject({ code: 'SE024' });
+    await expect(w.query(`update ${shard('audit_log')} set outcome = 'forged' ${where}`)).rejects.toMatchObject({
+      code: 'SE023',
+    });
     await expect(w.query(`delete from ${shard('audit_log')} ${where}`)).rejects.toMatchObject({ code: 'SE025' });
     await expect(w.query(`delete from ${shard('attempts')} ${where}`)).rejects.toMatchObject({ code: 'SE025' });
     await expect(w.query(`delete from ${shard('operations')} ${where}`)).rejects.toMatchObject({ code: 'SE025' });
@@ -61,11 +73,18 @@ describeCitus('guards as a superuser on a worker shard', () => {
     const { worker } = await citus.placementOf(op.key as string);
     const w = await citus.worker(worker);
     await w.query('set citus.enable_manual_changes_to_shards = on');
-    const { rows } = await admin.query<{ id: string }>(`select get_shard_id_for_distribution_column('settle_private.attempts', $1::text)::text as id`, [op.key]);
-    await expect(w.query(`update settle_private.attempts_${rows[0]?.id} set observation = 'completed', observed_at = now(), settled = true, settled_as = 1,
+    const { rows } = await admin.query<{ id: string }>(
+      `select get_shard_id_for_distribution_column('settle_private.attempts', $1::text)::text as id`,
+      [op.key],
+    );
+    await expect(
+      w.query(
+        `update settle_private.attempts_${rows[0]?.id} set observation = 'completed', observed_at = now(), settled = true, settled_as = 1,
                              settled_seq = 2, settled_audit_id = 0, settled_reason = 'forged'
-                           where tenant = $1 and key = $2 and attempt = 1`, [op.tenant, op.key]))
-      .rejects.toMatchObject({ code: '23503' });
+                           where tenant = $1 and key = $2 and attempt = 1`,
+        [op.tenant, op.key],
+      ),
+    ).rejects.toMatchObject({ code: '23503' });
   });
 
   it('TRUNCATE of a shard is refused too', async () => {

@@ -11,7 +11,11 @@ const citus = useCitus();
 
 describeCitus('maintenance on a coordinator and two workers', () => {
   it('expire_leases ends lapsed leases on both workers; each key is handled on its worker', async () => {
-    const [app, admin, ops] = await Promise.all([citus.coordinator('settle_citus_app'), citus.coordinator(), citus.coordinator('settle_citus_admin')]);
+    const [app, admin, ops] = await Promise.all([
+      citus.coordinator('settle_citus_app'),
+      citus.coordinator(),
+      citus.coordinator('settle_citus_admin'),
+    ]);
     const tickets = [];
     const nodes = new Set<string>();
     // Keys until both workers hold some (hashing decides where a key lives).
@@ -23,7 +27,10 @@ describeCitus('maintenance on a coordinator and two workers', () => {
       tickets.push(t);
     }
     expect(nodes.size, 'the keys live on both workers').toBe(2);
-    const { value, commands } = await remoteCommandsOf(ops, async () => (await ops.query('select * from settle.expire_leases(100000)')).rows[0]);
+    const { value, commands } = await remoteCommandsOf(
+      ops,
+      async () => (await ops.query('select * from settle.expire_leases(100000)')).rows[0],
+    );
     expect(Number(value.expired)).toBeGreaterThanOrEqual(tickets.length);
     for (const t of tickets) {
       expect(await storedOperation(admin, t.tenant, t.key)).toMatchObject({ status: 'pending', lease_token: null });
@@ -32,12 +39,19 @@ describeCitus('maintenance on a coordinator and two workers', () => {
       const sent = commands.filter((c) => c.command.includes('_expire_key') && c.command.includes(t.key));
       expect(sent.map((c) => c.node)).toEqual([`settle_owner@${node}`]);
     }
-    const { rows } = await admin.query(`select event, outcome from settle.audit_log where tenant = $1 and key = $2 and event = 'expire'`, [tickets[0]?.tenant, tickets[0]?.key]);
+    const { rows } = await admin.query(
+      `select event, outcome from settle.audit_log where tenant = $1 and key = $2 and event = 'expire'`,
+      [tickets[0]?.tenant, tickets[0]?.key],
+    );
     expect(rows).toEqual([{ event: 'expire', outcome: 'expired' }]);
   });
 
   it('purge deletes on the workers (the delete guard admits the delegated step) and leaves a tombstone', async () => {
-    const [app, admin, ops] = await Promise.all([citus.coordinator('settle_citus_app'), citus.coordinator(), citus.coordinator('settle_citus_admin')]);
+    const [app, admin, ops] = await Promise.all([
+      citus.coordinator('settle_citus_app'),
+      citus.coordinator(),
+      citus.coordinator('settle_citus_admin'),
+    ]);
     const done = [];
     for (let i = 0; i < 4; i++) {
       const t = await acquire(app, newOperation(`purge-${i}`));
@@ -54,7 +68,10 @@ describeCitus('maintenance on a coordinator and two workers', () => {
     for (const t of done) {
       expect(await storedOperation(admin, t.tenant, t.key)).toBeUndefined();
       expect(await storedAttempts(admin, t.tenant, t.key)).toEqual([]);
-      const { rows } = await admin.query(`select event, outcome from settle_private.audit_log where tenant = $1 and key = $2`, [t.tenant, t.key]);
+      const { rows } = await admin.query(
+        `select event, outcome from settle_private.audit_log where tenant = $1 and key = $2`,
+        [t.tenant, t.key],
+      );
       expect(rows).toEqual([{ event: 'purge', outcome: 'purged' }]);
     }
   });
@@ -66,8 +83,12 @@ describeCitus('maintenance on a coordinator and two workers', () => {
         await expect(reader.query(`select * from settle.${view} limit 5`), `${role} ${view}`).resolves.toBeDefined();
       }
       // ... but cannot write, and never sees a lease token.
-      await expect(reader.query(`select lease_token from settle_private.operations limit 1`)).rejects.toMatchObject({ code: '42501' });
-      await expect(reader.query(`update settle_private.operations set max_attempts = max_attempts where false`)).rejects.toMatchObject({ code: '42501' });
+      await expect(reader.query(`select lease_token from settle_private.operations limit 1`)).rejects.toMatchObject({
+        code: '42501',
+      });
+      await expect(
+        reader.query(`update settle_private.operations set max_attempts = max_attempts where false`),
+      ).rejects.toMatchObject({ code: '42501' });
     }
   });
 });

@@ -78,7 +78,11 @@ describeCitus('settle.metrics and the CLI inspect on a coordinator and two worke
     for (const role of [undefined, 'settle_citus_readonly', 'settle_citus_admin', BOUND_READER]) {
       const run = await cli(['inspect', mine, done.key], citusUrl('coordinator', role));
       expect({ role, code: run.code, stderr: run.stderr }).toEqual({ role, code: 0, stderr: '' });
-      expect(run.json).toMatchObject({ ok: true, command: 'inspect', operation: { tenant: mine, key: done.key, status: 'completed', settledAttempt: 1 } });
+      expect(run.json).toMatchObject({
+        ok: true,
+        command: 'inspect',
+        operation: { tenant: mine, key: done.key, status: 'completed', settledAttempt: 1 },
+      });
       const attempts = run.json.attempts as { attempt: number }[];
       const audit = run.json.audit as { event: string }[];
       expect(attempts.map((a) => a.attempt)).toEqual([1]);

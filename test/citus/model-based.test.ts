@@ -24,8 +24,10 @@ const ROLES = { app: 'settle_citus_model_app', admin: 'settle_citus_model_ops' }
 
 /** As test/reliability/model-based.test.ts prints a violation (with its regression case). */
 function describeViolation(v: Violation): string {
-  return `sequence ${v.sequence}, step ${v.step}: ${v.kind}\n${v.detail}\n` +
-    `regression case: { maxAttempts: ${JSON.stringify(v.maxAttempts)}, steps: ${JSON.stringify(v.steps)} }`;
+  return (
+    `sequence ${v.sequence}, step ${v.step}: ${v.kind}\n${v.detail}\n` +
+    `regression case: { maxAttempts: ${JSON.stringify(v.maxAttempts)}, steps: ${JSON.stringify(v.steps)} }`
+  );
 }
 
 /**
@@ -37,19 +39,29 @@ function describeViolation(v: Violation): string {
  * driver only ever raises its clock).
  */
 function citusObserver(client: pg.Client): pg.Client {
-  const lapse = /returning \(extract\(epoch from lease_expires_at\) \* 1000000\)::bigint::text as lease_us,\s*(\(extract\(epoch from clock_timestamp\(\)\) \* 1000000\)::bigint::text as now_us)\s*$/;
+  const lapse =
+    /returning \(extract\(epoch from lease_expires_at\) \* 1000000\)::bigint::text as lease_us,\s*(\(extract\(epoch from clock_timestamp\(\)\) \* 1000000\)::bigint::text as now_us)\s*$/;
   return new Proxy(client, {
     get(target, prop, receiver) {
       if (prop !== 'query') return Reflect.get(target, prop, receiver) as unknown;
       return async (text: unknown, values?: unknown[]) => {
         const m = typeof text === 'string' && /^\s*update /i.test(text) ? lapse.exec(text) : null;
         if (m === null || typeof text !== 'string') return target.query(text as string, values);
-        const updated = await target.query<{ tenant: string; key: string }>(`${text.slice(0, m.index)}returning tenant, key`, values);
+        const updated = await target.query<{ tenant: string; key: string }>(
+          `${text.slice(0, m.index)}returning tenant, key`,
+          values,
+        );
         const rows = [];
         for (const r of updated.rows) {
-          rows.push((await target.query(
-            `select (extract(epoch from lease_expires_at) * 1000000)::bigint::text as lease_us, ${m[1]}
-               from settle_private.operations where tenant = $1 and key = $2`, [r.tenant, r.key])).rows[0]);
+          rows.push(
+            (
+              await target.query(
+                `select (extract(epoch from lease_expires_at) * 1000000)::bigint::text as lease_us, ${m[1]}
+               from settle_private.operations where tenant = $1 and key = $2`,
+                [r.tenant, r.key],
+              )
+            ).rows[0],
+          );
         }
         return { ...updated, rows };
       };
@@ -65,7 +77,10 @@ let worker: number;
 describeCitus('the distributed engine against the reference model', () => {
   beforeAll(async () => {
     const su = await citus.coordinator();
-    for (const [login, role] of [[ROLES.app, 'settle_app'], [ROLES.admin, 'settle_admin']] as const) {
+    for (const [login, role] of [
+      [ROLES.app, 'settle_app'],
+      [ROLES.admin, 'settle_admin'],
+    ] as const) {
       await su.query(`do $$ begin
           if not exists (select 1 from pg_roles where rolname = '${login}') then
             create role ${login} login in role ${role};
@@ -81,7 +96,11 @@ describeCitus('the distributed engine against the reference model', () => {
       return client;
     };
     const observer = citusObserver(await connect(undefined, 'model-observer'));
-    const app = [await connect(ROLES.app, 'model-app-0'), await connect(ROLES.app, 'model-app-1'), await connect(ROLES.app, 'model-app-2')];
+    const app = [
+      await connect(ROLES.app, 'model-app-0'),
+      await connect(ROLES.app, 'model-app-1'),
+      await connect(ROLES.app, 'model-app-2'),
+    ];
     const admin = await connect(ROLES.admin, 'model-admin');
     run = new ModelRun({ app, admin, observer }, `citus${randomBytes(3).toString('hex')}`);
     await run.init();

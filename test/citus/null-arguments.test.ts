@@ -28,15 +28,27 @@ interface Fn {
 function valueOf(type: string, label: string | null, tenant: string): string | null {
   if (label !== null) return label; // an enum: its first label
   switch (type) {
-    case 'text': return tenant;
-    case 'jsonb': case 'json': return '{}';
-    case 'text[]': return '{}';
-    case 'bigint': case 'integer': case 'smallint': return '1';
-    case 'interval': return '30 seconds';
-    case 'uuid': return '00000000-0000-4000-8000-000000000000';
-    case 'timestamp with time zone': return '2026-01-01 00:00:00+00';
-    case 'boolean': return 'false';
-    default: return null;
+    case 'text':
+      return tenant;
+    case 'jsonb':
+    case 'json':
+      return '{}';
+    case 'text[]':
+      return '{}';
+    case 'bigint':
+    case 'integer':
+    case 'smallint':
+      return '1';
+    case 'interval':
+      return '30 seconds';
+    case 'uuid':
+      return '00000000-0000-4000-8000-000000000000';
+    case 'timestamp with time zone':
+      return '2026-01-01 00:00:00+00';
+    case 'boolean':
+      return 'false';
+    default:
+      return null;
   }
 }
 
@@ -88,7 +100,13 @@ async function callEveryWay(c: pg.Client, f: Fn, tenant: string, where: string):
 describeCitus('no call by any role with any NULL argument crashes a node', () => {
   it('every function of settle and settle_private, NULL in each argument, as a constant and as a parameter, by every login, on every node', async () => {
     const su = await citus.coordinator();
-    const { rows: fns } = await su.query<{ fn: string; name: string; schema: string; types: string[]; labels: (string | null)[] }>(`
+    const { rows: fns } = await su.query<{
+      fn: string;
+      name: string;
+      schema: string;
+      types: string[];
+      labels: (string | null)[];
+    }>(`
       select n.nspname || '.' || p.proname as fn, p.proname as name, n.nspname as schema,
              array(select pg_catalog.format_type(t, null) from unnest(p.proargtypes::oid[]) with ordinality a(t, i) order by i) as types,
              array(select (select e.enumlabel from pg_enum e where e.enumtypid = t order by e.enumsortorder limit 1)
@@ -99,7 +117,15 @@ describeCitus('no call by any role with any NULL argument crashes a node', () =>
        order by 1, 4`);
     expect(fns.length).toBeGreaterThan(40);
     // The calls that crashed a node (a NULL distribution argument) are among them.
-    for (const name of ['settle.claim', 'settle.get', 'settle.heartbeat', 'settle.complete', 'settle.report_unknown', 'settle.inspect', 'settle.redrive']) {
+    for (const name of [
+      'settle.claim',
+      'settle.get',
+      'settle.heartbeat',
+      'settle.complete',
+      'settle.report_unknown',
+      'settle.inspect',
+      'settle.redrive',
+    ]) {
       expect(fns.map((f) => f.fn)).toContain(name);
     }
     const before = await postmasterStarts();
@@ -107,13 +133,21 @@ describeCitus('no call by any role with any NULL argument crashes a node', () =>
     let calls = 0;
     for (const node of citus.nodes) {
       // One session per login on this node, each running every function; the sessions run side by side.
-      const counts = await Promise.all(USERS.map(async (user) => {
-        const c = await citus.node(node, user);
-        let n = 0;
-        for (const f of fns) n += await callEveryWay(c, f, tenant, `${user} on ${node === 'coordinator' ? 'the coordinator' : `worker ${node}`}`);
-        await c.query('select 1'); // still connected
-        return n;
-      }));
+      const counts = await Promise.all(
+        USERS.map(async (user) => {
+          const c = await citus.node(node, user);
+          let n = 0;
+          for (const f of fns)
+            n += await callEveryWay(
+              c,
+              f,
+              tenant,
+              `${user} on ${node === 'coordinator' ? 'the coordinator' : `worker ${node}`}`,
+            );
+          await c.query('select 1'); // still connected
+          return n;
+        }),
+      );
       calls += counts.reduce((a, b) => a + b, 0);
     }
     expect(calls).toBeGreaterThan(1000);
@@ -128,23 +162,48 @@ describeCitus('no call by any role with any NULL argument crashes a node', () =>
     for (const c of [app, worker]) {
       const { rows } = await c.query(`select outcome, status, attempt from settle.claim('acme', NULL, '{}', 'p')`);
       expect(rows).toEqual([{ outcome: null, status: null, attempt: null }]);
-      const prepared = await c.query({ name: 'claim-null', text: 'select outcome from settle.claim($1, $2, $3::jsonb, $4)', values: ['acme', null, '{}', 'p'] });
+      const prepared = await c.query({
+        name: 'claim-null',
+        text: 'select outcome from settle.claim($1, $2, $3::jsonb, $4)',
+        values: ['acme', null, '{}', 'p'],
+      });
       expect(prepared.rows).toEqual([{ outcome: null }]);
-      expect((await c.query(`select outcome from settle.heartbeat('acme', NULL, 1, gen_random_uuid())`)).rows).toEqual([{ outcome: null }]);
-      expect((await c.query(`select outcome from settle.claim('acme', 'k-null-rerun', '{}', 'p', rerun_after_unknown => NULL)`)).rows).toEqual([{ outcome: null }]);
-      expect((await c.query(`select outcome from settle.get('acme', NULL, '{}', 'p')`)).rows).toEqual([{ outcome: null }]);
+      expect((await c.query(`select outcome from settle.heartbeat('acme', NULL, 1, gen_random_uuid())`)).rows).toEqual([
+        { outcome: null },
+      ]);
+      expect(
+        (
+          await c.query(
+            `select outcome from settle.claim('acme', 'k-null-rerun', '{}', 'p', rerun_after_unknown => NULL)`,
+          )
+        ).rows,
+      ).toEqual([{ outcome: null }]);
+      expect((await c.query(`select outcome from settle.get('acme', NULL, '{}', 'p')`)).rows).toEqual([
+        { outcome: null },
+      ]);
     }
     // Without EXECUTE settle.claim is not inlined and refused, NULL key or not; settle._claim's
     // folded call runs nothing, and with a key the worker refuses it.
-    await expect(reader.query(`select outcome from settle.claim('acme', NULL, '{}', 'p')`)).rejects.toMatchObject({ code: '42501' });
-    await expect(reader.query(`select outcome from settle.claim('acme', 'k', '{}', 'p')`)).rejects.toMatchObject({ code: '42501' });
-    expect((await reader.query(`select outcome from settle._claim('acme', NULL, '{}', 'p', '{}', 0, '30 s', '{}', 5, true)`)).rows).toEqual([{ outcome: null }]);
-    await expect(reader.query(`select outcome from settle._claim('acme', 'k', '{}', 'p', '{}', 0, '30 s', '{}', 5, true)`)).rejects.toMatchObject({ code: '42501' });
+    await expect(reader.query(`select outcome from settle.claim('acme', NULL, '{}', 'p')`)).rejects.toMatchObject({
+      code: '42501',
+    });
+    await expect(reader.query(`select outcome from settle.claim('acme', 'k', '{}', 'p')`)).rejects.toMatchObject({
+      code: '42501',
+    });
+    expect(
+      (await reader.query(`select outcome from settle._claim('acme', NULL, '{}', 'p', '{}', 0, '30 s', '{}', 5, true)`))
+        .rows,
+    ).toEqual([{ outcome: null }]);
+    await expect(
+      reader.query(`select outcome from settle._claim('acme', 'k', '{}', 'p', '{}', 0, '30 s', '{}', 5, true)`),
+    ).rejects.toMatchObject({ code: '42501' });
     // inspect and redrive are not delegated: they answer as on plain PostgreSQL (no row; SE002).
     expect((await reader.query(`select * from settle.inspect('acme', NULL)`)).rows).toEqual([]);
     await expect(admin.query(`select * from settle.redrive('acme', NULL)`)).rejects.toMatchObject({ code: 'SE002' });
     const su = await citus.coordinator();
-    const { rows } = await su.query<{ n: number }>(`select count(*)::int as n from settle_private.operations where key is null`);
+    const { rows } = await su.query<{ n: number }>(
+      `select count(*)::int as n from settle_private.operations where key is null`,
+    );
     expect(rows).toEqual([{ n: 0 }]);
   });
 
@@ -155,15 +214,27 @@ describeCitus('no call by any role with any NULL argument crashes a node', () =>
         from pg_dist_object o join pg_proc p on o.classid = 'pg_proc'::regclass and o.objid = p.oid
        where o.distribution_argument_index is not null order by 1`);
     expect(rows.map((r) => r.fn.replace(/\(.*/, '')).sort()).toEqual([
-      'settle._claim', 'settle._resolve', 'settle.complete', 'settle.fail', 'settle.get', 'settle.heartbeat', 'settle.report_unknown',
-      'settle_private._dead_letter_in_doubt_key', 'settle_private._expire_key', 'settle_private._purge_key', 'settle_private._purge_tombstone',
+      'settle._claim',
+      'settle._resolve',
+      'settle.complete',
+      'settle.fail',
+      'settle.get',
+      'settle.heartbeat',
+      'settle.report_unknown',
+      'settle_private._dead_letter_in_doubt_key',
+      'settle_private._expire_key',
+      'settle_private._purge_key',
+      'settle_private._purge_tombstone',
     ]);
-    for (const r of rows) expect({ fn: r.fn, strict: r.strict, retset: r.retset }).toEqual({ fn: r.fn, strict: true, retset: false });
+    for (const r of rows)
+      expect({ fn: r.fn, strict: r.strict, retset: r.retset }).toEqual({ fn: r.fn, strict: true, retset: false });
     const resolvePlan = await su.query<{ 'QUERY PLAN': string }>(
-      `explain (verbose, costs off) select * from settle.resolve('acme', 'plan-k', 'v1:${'0'.repeat(64)}', 1, 'failed', 'r')`);
+      `explain (verbose, costs off) select * from settle.resolve('acme', 'plan-k', 'v1:${'0'.repeat(64)}', 1, 'failed', 'r')`,
+    );
     expect(resolvePlan.rows.map((r) => r['QUERY PLAN']).join('\n')).toMatch(/settle\._resolve\(/);
     const plan = await su.query<{ 'QUERY PLAN': string }>(
-      `explain (verbose, costs off) select * from settle.claim('acme', 'plan-k', '{}', 'p')`);
+      `explain (verbose, costs off) select * from settle.claim('acme', 'plan-k', '{}', 'p')`,
+    );
     expect(plan.rows.map((r) => r['QUERY PLAN']).join('\n')).toMatch(/settle\._claim\(/);
   });
 });

@@ -24,7 +24,9 @@ interface HbaFile {
 async function writeHba(node: 'coordinator' | number, file: string, text: string): Promise<void> {
   const c = await citus.node(node);
   await c.query('create temp table hba_lines (n integer, line text)');
-  await c.query('insert into hba_lines select n, line from unnest($1::text[]) with ordinality as l(line, n)', [text.replaceAll('\t', ' ').split('\n')]);
+  await c.query('insert into hba_lines select n, line from unnest($1::text[]) with ordinality as l(line, n)', [
+    text.replaceAll('\t', ' ').split('\n'),
+  ]);
   await c.query(`copy (select line from hba_lines order by n) to '${file.replaceAll("'", "''")}'`);
   await c.query('select pg_reload_conf()');
   await c.end();
@@ -36,10 +38,14 @@ async function untilPasswordAsked(url: string, asked: boolean): Promise<void> {
   for (;;) {
     const c = new pg.Client({ connectionString: url, password: '' });
     c.on('error', () => {});
-    const refused = await c.connect().then(() => false, () => true);
+    const refused = await c.connect().then(
+      () => false,
+      () => true,
+    );
     await c.end().catch(() => {});
     if (refused === asked) return;
-    if (Date.now() > deadline) throw new Error(`${url}: pg_hba.conf ${asked ? 'not' : 'still'} asking for a password after 60 s`);
+    if (Date.now() > deadline)
+      throw new Error(`${url}: pg_hba.conf ${asked ? 'not' : 'still'} asking for a password after 60 s`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
@@ -56,8 +62,14 @@ describeCitus('application logins with passwords (scram-sha-256 between the node
     const files: HbaFile[] = [];
     for (const node of citus.nodes) {
       const c = await citus.node(node);
-      const file = String((await c.query<{ f: string }>(`select setting as f from pg_settings where name = 'hba_file'`)).rows[0]?.f);
-      files.push({ node, file, text: String((await c.query<{ t: string }>('select pg_read_file($1) as t', [file])).rows[0]?.t) });
+      const file = String(
+        (await c.query<{ f: string }>(`select setting as f from pg_settings where name = 'hba_file'`)).rows[0]?.f,
+      );
+      files.push({
+        node,
+        file,
+        text: String((await c.query<{ t: string }>('select pg_read_file($1) as t', [file])).rows[0]?.t),
+      });
     }
     const urlOf = async (node: 'coordinator' | number, pass?: string): Promise<string> => {
       const c = await citus.node(node);
@@ -67,7 +79,13 @@ describeCitus('application logins with passwords (scram-sha-256 between the node
     };
     try {
       for (const f of files) {
-        await writeHba(f.node, f.file, [`host all +${GROUP} 127.0.0.1/32 scram-sha-256`, `host all +${GROUP} ::1/128 scram-sha-256`, f.text].join('\n'));
+        await writeHba(
+          f.node,
+          f.file,
+          [`host all +${GROUP} 127.0.0.1/32 scram-sha-256`, `host all +${GROUP} ::1/128 scram-sha-256`, f.text].join(
+            '\n',
+          ),
+        );
         await untilPasswordAsked(await urlOf(f.node), true);
       }
       // The password reached every node (Citus propagates it with the role).
@@ -79,10 +97,16 @@ describeCitus('application logins with passwords (scram-sha-256 between the node
       const suUrl = `postgresql://postgres@${su.host}:${su.port}/${su.database ?? 'postgres'}`;
       const before = await distribute(suUrl);
       const mine = before.problems.filter((p) => p.role === login);
-      expect(mine.map((p) => p.node).sort()).toEqual((await Promise.all(citus.nodes.map(async (n) => {
-        const c = await citus.node(n);
-        return `127.0.0.1:${c.port}`;
-      }))).sort());
+      expect(mine.map((p) => p.node).sort()).toEqual(
+        (
+          await Promise.all(
+            citus.nodes.map(async (n) => {
+              const c = await citus.node(n);
+              return `127.0.0.1:${c.port}`;
+            }),
+          )
+        ).sort(),
+      );
       for (const p of mine) expect(p.problem).toMatch(/scram-sha-256.*pg_dist_authinfo has none/);
 
       const app = new pg.Client({ connectionString: await urlOf('coordinator', password) });
@@ -90,7 +114,10 @@ describeCitus('application logins with passwords (scram-sha-256 between the node
       try {
         const op = newOperation('scram');
         await expect(acquire(app, op)).rejects.toThrow(/no password supplied|password authentication failed/);
-        await su.query(`insert into pg_dist_authinfo (nodeid, rolename, authinfo) values (0, $1, $2)`, [login, `password=${password}`]);
+        await su.query(`insert into pg_dist_authinfo (nodeid, rolename, authinfo) values (0, $1, $2)`, [
+          login,
+          `password=${password}`,
+        ]);
         const ticket = await acquire(app, op);
         expect(await complete(app, ticket, { paid: true })).toMatchObject({ outcome: 'settled' });
       } finally {

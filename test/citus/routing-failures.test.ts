@@ -60,7 +60,8 @@ describeCitus('citusRouting when a node is missing', () => {
       stopped = await stopServer(citusUrl('coordinator'));
       // The map is stale by now (refreshMs 200): reading it again fails and is reported; the last map serves.
       await new Promise((resolve) => setTimeout(resolve, 300));
-      for (const key of keys.slice(1)) expect(await run(key), key).toMatchObject({ outcome: 'completed', result: { done: key } });
+      for (const key of keys.slice(1))
+        expect(await run(key), key).toMatchObject({ outcome: 'completed', result: { done: key } });
       // A settled key replays from its worker.
       expect(await run(keys[1] as string)).toMatchObject({ outcome: 'replay' });
       expect(errors.length, 'the failed map read reported').toBeGreaterThan(0);
@@ -73,9 +74,13 @@ describeCitus('citusRouting when a node is missing', () => {
     expect(keys.map((k) => attempts.get(k))).toEqual(keys.map(() => 1));
   });
 
-  it('a worker stopped mid-run: its keys fail with SettleConnectionError, the other worker\'s keys settle; after it is back each key settles once', async () => {
+  it("a worker stopped mid-run: its keys fail with SettleConnectionError, the other worker's keys settle; after it is back each key settles once", async () => {
     const tenant = uniqueTenant('noworker');
-    const client = createSettleClient({ connectionString: citusUrl('coordinator', APP), poolSize: 2, citusRouting: { nodes: workerUrls(), refreshMs: 60_000 } });
+    const client = createSettleClient({
+      connectionString: citusUrl('coordinator', APP),
+      poolSize: 2,
+      citusRouting: { nodes: workerUrls(), refreshMs: 60_000 },
+    });
     const effects = new Map<string, number>();
     const keys = Array.from({ length: 12 }, (_, i) => `noworker-${i}-${randomBytes(3).toString('hex')}`);
     const onWorker = new Map<string, number>();
@@ -93,7 +98,10 @@ describeCitus('citusRouting when a node is missing', () => {
         if (i === 4) stopped = await stopServer(citusUrl(0));
         if (stopped !== undefined && onWorker.get(key) === 0) {
           // Neither the worker (down) nor the coordinator (which would delegate to it) can answer.
-          const error = await run(key).then(() => undefined, (e: unknown) => e);
+          const error = await run(key).then(
+            () => undefined,
+            (e: unknown) => e,
+          );
           expect(error, key).toBeInstanceOf(SettleConnectionError);
           expect(effects.get(key) ?? 0, `${key}: no effect without a claim`).toBe(0);
           failed.push(key);
@@ -128,14 +136,21 @@ describeCitus('citusRouting when a node is missing', () => {
     const keys = [first];
     for (let i = 1; keys.length < 8 && i < 5_000; i++) {
       const key = `moved-${i}-${randomBytes(3).toString('hex')}`;
-      const { rows } = await su.query<{ id: string }>(`select get_shard_id_for_distribution_column('settle_private.operations', $1::text) as id`, [key]);
+      const { rows } = await su.query<{ id: string }>(
+        `select get_shard_id_for_distribution_column('settle_private.operations', $1::text) as id`,
+        [key],
+      );
       if (Number(rows[0]?.id) === shardId) keys.push(key);
     }
     expect(keys).toHaveLength(8);
     const to = 1 - from;
     const [fromHost, fromPort] = nodeName(from).split(':') as [string, string];
     const [toHost, toPort] = nodeName(to).split(':') as [string, string];
-    const client = createSettleClient({ connectionString: citusUrl('coordinator', APP), poolSize: 4, citusRouting: { nodes: workerUrls(), refreshMs: 500 } });
+    const client = createSettleClient({
+      connectionString: citusUrl('coordinator', APP),
+      poolSize: 4,
+      citusRouting: { nodes: workerUrls(), refreshMs: 500 },
+    });
     const effects = new Map<string, number>();
     const run = (key: string) =>
       client.run({ tenant, key, request: { key }, binding: BINDING, waitForMs: 60_000 }, async () => {
@@ -152,7 +167,10 @@ describeCitus('citusRouting when a node is missing', () => {
       // The other half and replays of the first half race the move (routed by the old map).
       const racing = await Promise.all(keys.map((key) => run(key)));
       await move;
-      expect(racing.map((o) => o.outcome)).toEqual([...keys.slice(0, 4).map(() => 'replay'), ...keys.slice(4).map(() => 'completed')]);
+      expect(racing.map((o) => o.outcome)).toEqual([
+        ...keys.slice(0, 4).map(() => 'replay'),
+        ...keys.slice(4).map(() => 'completed'),
+      ]);
       expect((await citus.placementOf(first)).worker, 'the shard moved').toBe(to);
       // After the move (the map read again), every key replays from its new node.
       await new Promise((resolve) => setTimeout(resolve, 600));
@@ -161,7 +179,10 @@ describeCitus('citusRouting when a node is missing', () => {
       await client.end();
       // Back where it was, and distribute again as after every move (scale-out.md).
       if ((await citus.placementOf(first)).worker !== from) {
-        await su.query(`select citus_move_shard_placement($1, $2, $3::int, $4, $5::int, shard_transfer_mode => 'block_writes')`, [shardId, toHost, toPort, fromHost, fromPort]);
+        await su.query(
+          `select citus_move_shard_placement($1, $2, $3::int, $4, $5::int, shard_transfer_mode => 'block_writes')`,
+          [shardId, toHost, toPort, fromHost, fromPort],
+        );
       }
       await distribute(citusUrl('coordinator'));
     }

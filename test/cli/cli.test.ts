@@ -9,7 +9,10 @@ import { quoteIdent, withDatabase } from '../../src/db/database-url.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
 import { ROOT, type CliRun, runCli } from '../support/cli.js';
 
-function cli(args: readonly string[], opts: { readonly withDb?: boolean; readonly url?: string; readonly env?: Record<string, string> } = {}): Promise<CliRun> {
+function cli(
+  args: readonly string[],
+  opts: { readonly withDb?: boolean; readonly url?: string; readonly env?: Record<string, string> } = {},
+): Promise<CliRun> {
   return runCli(args, { databaseUrl: opts.withDb === false ? undefined : (opts.url ?? db.url), env: opts.env });
 }
 
@@ -68,18 +71,31 @@ describe('pg-settle CLI', { timeout: 300_000 }, () => {
     const run = await cli(['stats', '--json']);
     expect(run.code).toBe(0);
     const tenants = run.json.tenants as Record<string, unknown>[];
-    expect(tenants.find((t) => t.tenant === TENANT)).toMatchObject({ operations: 2, completed: 1, failed: 1, deadLettered: 1 });
+    expect(tenants.find((t) => t.tenant === TENANT)).toMatchObject({
+      operations: 2,
+      completed: 1,
+      failed: 1,
+      deadLettered: 1,
+    });
   });
 
   it('inspect --json: record, attempts and audit trail; a missing key exits 1 and carries SE010', async () => {
     const run = await cli(['inspect', TENANT, 'done-1', '--json']);
     expect(run.code).toBe(0);
-    expect(run.json).toMatchObject({ ok: true, command: 'inspect', operation: { status: 'completed', settledAttempt: 1, result: { payout_id: 'p-done-1' } } });
+    expect(run.json).toMatchObject({
+      ok: true,
+      command: 'inspect',
+      operation: { status: 'completed', settledAttempt: 1, result: { payout_id: 'p-done-1' } },
+    });
     expect(run.json.attempts).toHaveLength(1);
     expect((run.json.audit as { event: string }[]).map((a) => a.event)).toEqual(['claim', 'complete']);
     const missing = await cli(['inspect', TENANT, 'nope', '--json']);
     expect(missing.code).toBe(1);
-    expect(missing.json).toMatchObject({ ok: false, exitCode: 1, error: { sqlstate: 'SE010', name: 'OperationNotFoundError' } });
+    expect(missing.json).toMatchObject({
+      ok: false,
+      exitCode: 1,
+      error: { sqlstate: 'SE010', name: 'OperationNotFoundError' },
+    });
     const text = await cli(['inspect', TENANT, 'nope']);
     expect(text.stderr).toContain('sqlstate: SE010 (OperationNotFoundError)');
   });
@@ -87,15 +103,29 @@ describe('pg-settle CLI', { timeout: 300_000 }, () => {
   it('dead-letters --json lists the dead letter; redrive re-opens it once, then SE011 exits 1', async () => {
     const list = await cli(['dead-letters', '--json']);
     expect(list.code).toBe(0);
-    expect(list.json).toMatchObject({ ok: true, count: 1, deadLetters: [{ tenant: TENANT, key: 'dead-1', status: 'failed', reason: 'attempts_exhausted', attempt: 1, maxAttempts: 1 }] });
+    expect(list.json).toMatchObject({
+      ok: true,
+      count: 1,
+      deadLetters: [
+        { tenant: TENANT, key: 'dead-1', status: 'failed', reason: 'attempts_exhausted', attempt: 1, maxAttempts: 1 },
+      ],
+    });
     expect((await cli(['dead-letters'])).stdout).toMatch(/dead-1\s+failed\s+attempts_exhausted/);
     expect((await cli(['inspect', TENANT, 'dead-1'])).stdout).toMatch(/dead-lettered\s+\S+Z \(attempts_exhausted\)/);
     const redrive = await cli(['redrive', TENANT, 'dead-1', '--attempts', '2', '--reason', 'cli test', '--json']);
     expect(redrive.code).toBe(0);
-    expect(redrive.json).toMatchObject({ ok: true, command: 'redrive', operation: { status: 'pending', redriveCount: 1, maxAttempts: 3 } });
+    expect(redrive.json).toMatchObject({
+      ok: true,
+      command: 'redrive',
+      operation: { status: 'pending', redriveCount: 1, maxAttempts: 3 },
+    });
     const again = await cli(['redrive', TENANT, 'dead-1', '--json']);
     expect(again.code).toBe(1);
-    expect(again.json).toMatchObject({ ok: false, exitCode: 1, error: { sqlstate: 'SE011', name: 'NotDeadLetteredError' } });
+    expect(again.json).toMatchObject({
+      ok: false,
+      exitCode: 1,
+      error: { sqlstate: 'SE011', name: 'NotDeadLetteredError' },
+    });
     const text = await cli(['redrive', TENANT, 'dead-1']);
     expect(text.code).toBe(1);
     expect(text.stderr).toContain('sqlstate: SE011');
@@ -113,7 +143,9 @@ describe('pg-settle CLI', { timeout: 300_000 }, () => {
     expect(refused.json).toMatchObject({ ok: false, exitCode: 2 });
     expect((refused.json.error as { message: string }).message).toContain('pass --yes');
     expect((await client.inspect({ tenant, key: 'b1' }))?.status).toBe('failed');
-    const run = await cli(['redrive', '--all', '--tenant', tenant, '--yes', '--json'], { env: { PG_SETTLE_PROGRESS_EVERY_MS: '0' } });
+    const run = await cli(['redrive', '--all', '--tenant', tenant, '--yes', '--json'], {
+      env: { PG_SETTLE_PROGRESS_EVERY_MS: '0' },
+    });
     expect(run.code).toBe(0);
     expect(run.json).toEqual({ ok: true, command: 'redrive', dryRun: false, redriven: 3, skipped: 0 });
     expect(run.stderr).toMatch(/redrive 3\/3 dead letters \(100%\) {2}[\d.]+\/s {2}elapsed [\d.]+s {2}ETA/);
@@ -143,16 +175,27 @@ describe('pg-settle CLI', { timeout: 300_000 }, () => {
     expect(await client.inspect({ tenant, key: 'c1' })).not.toBeNull();
 
     const dryText = await cli(['purge', '--older-than', '0s', '--dry-run']);
-    expect(dryText.stdout).toMatch(/^dry run: would purge \d+ operations \(completed \d+, failed \d+; \d+ dead letters kept\)/);
+    expect(dryText.stdout).toMatch(
+      /^dry run: would purge \d+ operations \(completed \d+, failed \d+; \d+ dead letters kept\)/,
+    );
 
     const refused = await cli(['purge', '--older-than', '0s']);
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain('stdin is not a terminal');
     expect(await client.inspect({ tenant, key: 'c1' })).not.toBeNull();
 
-    const purge = await cli(['purge', '--older-than', '0s', '--yes', '--batch-size', '1', '--json'], { env: { PG_SETTLE_PROGRESS_EVERY_MS: '0' } });
+    const purge = await cli(['purge', '--older-than', '0s', '--yes', '--batch-size', '1', '--json'], {
+      env: { PG_SETTLE_PROGRESS_EVERY_MS: '0' },
+    });
     expect(purge.code).toBe(0);
-    expect(purge.json).toMatchObject({ ok: true, command: 'purge', dryRun: false, olderThanMs: 0, purged: would.total, batches: would.total + 1 });
+    expect(purge.json).toMatchObject({
+      ok: true,
+      command: 'purge',
+      dryRun: false,
+      olderThanMs: 0,
+      purged: would.total,
+      batches: would.total + 1,
+    });
     expect(purge.stderr).toMatch(new RegExp(`purge ${would.total}/${would.total} operations \\(100%\\)`));
     expect(await client.inspect({ tenant, key: 'c1' })).toBeNull();
     expect(await client.inspect({ tenant: TENANT, key: 'done-1' })).toBeNull();
@@ -163,13 +206,36 @@ describe('pg-settle CLI', { timeout: 300_000 }, () => {
   });
 
   it('simulate --json: a tiny run is green, with the naive baseline side by side', async () => {
-    const run = await cli(['simulate', '--operations', '30', '--workers', '4', '--seed', '3', '--write-to-database', '--json']);
+    const run = await cli([
+      'simulate',
+      '--operations',
+      '30',
+      '--workers',
+      '4',
+      '--seed',
+      '3',
+      '--write-to-database',
+      '--json',
+    ]);
     expect(run.code).toBe(0);
-    expect(run.json).toMatchObject({ throwaway: false, comparison: { naive: { operations: 30 }, pgSettle: { doublePayouts: 0, downgradedOutcomes: 0, lostResults: 0, conflictingPayloadsAccepted: 0 } } });
-    expect(run.json).toMatchObject({ command: 'simulate', ok: true, seed: 3, operations: { issued: 30, completed: 30 } });
+    expect(run.json).toMatchObject({
+      throwaway: false,
+      comparison: {
+        naive: { operations: 30 },
+        pgSettle: { doublePayouts: 0, downgradedOutcomes: 0, lostResults: 0, conflictingPayloadsAccepted: 0 },
+      },
+    });
+    expect(run.json).toMatchObject({
+      command: 'simulate',
+      ok: true,
+      seed: 3,
+      operations: { issued: 30, completed: 30 },
+    });
     expect((run.json.check as { invariants: unknown[] }).invariants).toHaveLength(9);
     expect(run.json.faults).toHaveLength(10);
-    expect(run.json).toMatchObject({ consumers: { feed: { payouts: 30, credited: 30, missing: 0, creditedTwice: 0 } } });
+    expect(run.json).toMatchObject({
+      consumers: { feed: { payouts: 30, credited: 30, missing: 0, creditedTwice: 0 } },
+    });
   });
 
   it('simulate never writes into a database it was pointed at unless asked', async () => {
@@ -178,26 +244,52 @@ describe('pg-settle CLI', { timeout: 300_000 }, () => {
     expect((refused.json.error as { message: string }).message).toContain('add --write-to-database');
     expect((await cli(['simulate', '--write-to-database', '--json'], { withDb: false })).code).toBe(2);
     // DATABASE_URL alone: a throwaway database of its own, said on stderr.
-    const own = await cli(['simulate', '--operations', '5', '--workers', '2', '--skip-baseline', '--json'], { withDb: false, env: { DATABASE_URL: db.url } });
+    const own = await cli(['simulate', '--operations', '5', '--workers', '2', '--skip-baseline', '--json'], {
+      withDb: false,
+      env: { DATABASE_URL: db.url },
+    });
     expect(own.code).toBe(0);
     expect(own.json).toMatchObject({ throwaway: true, ok: true, comparison: null });
     expect(own.stderr).toContain('DATABASE_URL is set, but simulate runs in a throwaway database of its own');
-    const { rows } = await client.getPool().then((pool) => pool.query(sql.unsafe`select count(*)::int as n from settle.operations where tenant like 'sim%'`));
+    const { rows } = await client
+      .getPool()
+      .then((pool) =>
+        pool.query(sql.unsafe`select count(*)::int as n from settle.operations where tenant like 'sim%'`),
+      );
     expect(rows[0]).toMatchObject({ n: 30 }); // only the earlier, asked-for run wrote here
   });
 
   // Twelve runs of the CLI from source: minutes of headroom on a loaded machine.
-  it('without --database-url or DATABASE_URL every command but simulate and dev exits 2 and starts nothing', { timeout: 360_000 }, async () => {
+  it('without --database-url or DATABASE_URL every command but simulate and dev exits 2 and starts nothing', {
+    timeout: 360_000,
+  }, async () => {
     const commands = [
-      ['stats'], ['dead-letters'], ['inspect', 't', 'k'], ['expire-leases'], ['purge', '--older-than', '30d', '--yes'],
-      ['redrive', 't', 'k'], ['redrive', '--all', '--yes'], ['migrate'], ['distribute'], ['feed'],
-      ['resolve', 't', 'k', '--completed', '--result', '{}', '--reason', 'x', '--expected-attempt', '1', '--yes'], ['maintain', '--once'], ['schedule'], ['console'],
+      ['stats'],
+      ['dead-letters'],
+      ['inspect', 't', 'k'],
+      ['expire-leases'],
+      ['purge', '--older-than', '30d', '--yes'],
+      ['redrive', 't', 'k'],
+      ['redrive', '--all', '--yes'],
+      ['migrate'],
+      ['distribute'],
+      ['feed'],
+      ['resolve', 't', 'k', '--completed', '--result', '{}', '--reason', 'x', '--expected-attempt', '1', '--yes'],
+      ['maintain', '--once'],
+      ['schedule'],
+      ['console'],
     ];
-    expect(new Set(commands.map((c) => c[0]))).toEqual(new Set(COMMANDS.map((c) => c.name).filter((n) => n !== 'simulate' && n !== 'dev')));
+    expect(new Set(commands.map((c) => c[0]))).toEqual(
+      new Set(COMMANDS.map((c) => c.name).filter((n) => n !== 'simulate' && n !== 'dev')),
+    );
     for (const args of commands) {
       const run = await cli([...args, '--json'], { withDb: false });
       expect(run.code, args.join(' ')).toBe(2);
-      expect(run.json, args.join(' ')).toMatchObject({ ok: false, exitCode: 2, error: { name: 'MissingDatabaseError' } });
+      expect(run.json, args.join(' ')).toMatchObject({
+        ok: false,
+        exitCode: 2,
+        error: { name: 'MissingDatabaseError' },
+      });
       expect(run.stderr).not.toContain('throwaway');
     }
     const text = await cli(['dead-letters'], { withDb: false });
@@ -206,10 +298,19 @@ describe('pg-settle CLI', { timeout: 300_000 }, () => {
   });
 
   it('an unmigrated database: one typed error that says to run pg-settle migrate (exit 3)', async () => {
-    for (const args of [['stats'], ['inspect', 't', 'k'], ['purge', '--older-than', '1d', '--dry-run'], ['expire-leases']]) {
+    for (const args of [
+      ['stats'],
+      ['inspect', 't', 'k'],
+      ['purge', '--older-than', '1d', '--dry-run'],
+      ['expire-leases'],
+    ]) {
       const run = await cli([...args, '--json'], { url: emptyUrl });
       expect(run.code, args.join(' ')).toBe(3);
-      expect(run.json, args.join(' ')).toMatchObject({ ok: false, exitCode: 3, error: { name: 'SettleNotMigratedError' } });
+      expect(run.json, args.join(' ')).toMatchObject({
+        ok: false,
+        exitCode: 3,
+        error: { name: 'SettleNotMigratedError' },
+      });
       expect((run.json.error as { sqlstate: string }).sqlstate).toMatch(/^(42P01|3F000|42883)$/);
       expect((run.json.error as { message: string }).message).toContain('run `pg-settle migrate`');
     }
@@ -274,7 +375,9 @@ describe('pg-settle CLI', { timeout: 300_000 }, () => {
   });
 
   it('a bad database URL exits 3', async () => {
-    const refused = await cli(['stats', '--json', '--database-url', 'postgres://postgres@127.0.0.1:1/nowhere'], { withDb: false });
+    const refused = await cli(['stats', '--json', '--database-url', 'postgres://postgres@127.0.0.1:1/nowhere'], {
+      withDb: false,
+    });
     expect(refused.code).toBe(3);
     expect(refused.json).toMatchObject({ ok: false, exitCode: 3, error: { name: 'SettleConnectionError' } });
     const garbage = await cli(['stats', '--database-url', 'not a url'], { withDb: false });

@@ -32,7 +32,9 @@ describe('pg-settle dev', () => {
         stderr += chunk.toString();
         ready();
       });
-      void exited.then((code) => reject(new Error(`pg-settle dev exited ${code} before printing DATABASE_URL: ${stderr}`)));
+      void exited.then((code) =>
+        reject(new Error(`pg-settle dev exited ${code} before printing DATABASE_URL: ${stderr}`)),
+      );
     });
     const url = new URL(line);
     expect(url.username).toBe('app');

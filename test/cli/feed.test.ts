@@ -22,7 +22,9 @@ beforeAll(async () => {
   await su.connect();
   await su.query(`select settle.register_consumer(name => 'ledger', lanes => 2)`);
   for (const key of ['p-1', 'p-2', 'p-3']) {
-    const outcome = await client.run({ tenant: 'acme', key, request: { amount: 1 }, binding }, async () => ({ paid: true }));
+    const outcome = await client.run({ tenant: 'acme', key, request: { amount: 1 }, binding }, async () => ({
+      paid: true,
+    }));
     if (outcome.outcome !== 'completed') throw new Error(`setup: ${outcome.outcome}`);
   }
 });
@@ -38,7 +40,10 @@ describe('pg-settle feed', () => {
     const run = await cli(['feed', '--json']);
     expect(run.code).toBe(0);
     const lanes = run.json.lanes as { consumer: string; lane: number; lagEvents: number }[];
-    expect(lanes.map((l) => [l.consumer, l.lane])).toEqual([['ledger', 0], ['ledger', 1]]);
+    expect(lanes.map((l) => [l.consumer, l.lane])).toEqual([
+      ['ledger', 0],
+      ['ledger', 1],
+    ]);
     expect(lanes.reduce((n, l) => n + l.lagEvents, 0)).toBe(3);
     expect((run.json.horizon as { xid: string }).xid).toMatch(/^\d+$/);
     const text = await cli(['feed']);
@@ -58,9 +63,17 @@ describe('pg-settle feed', () => {
       const horizon = feed.json.horizon as { holderPid: number; holderApplicationName: string };
       // Another test file's transaction may be older: then this one is not the horizon.
       if (horizon.holderPid === rows[0]?.pid) {
-        expect(horizon).toMatchObject({ holderApplicationName: 'slow-ledger', holderIsFeedConsumer: true, holderConsumer: 'ledger' });
+        expect(horizon).toMatchObject({
+          holderApplicationName: 'slow-ledger',
+          holderIsFeedConsumer: true,
+          holderConsumer: 'ledger',
+        });
         const stats = await cli(['stats']);
-        expect(stats.stdout).toMatch(new RegExp(`feed horizon held by: pid ${rows[0]?.pid} \\(.*slow-ledger.*\\); a feed consumer's open batch \\(ledger, lane \\d\\)`));
+        expect(stats.stdout).toMatch(
+          new RegExp(
+            `feed horizon held by: pid ${rows[0]?.pid} \\(.*slow-ledger.*\\); a feed consumer's open batch \\(ledger, lane \\d\\)`,
+          ),
+        );
       }
       const statsJson = await cli(['stats', '--json']);
       expect(statsJson.json.feedHorizon).toHaveProperty('holderPid');
@@ -74,7 +87,12 @@ describe('pg-settle feed', () => {
     const dry = await cli(['feed', 'reset', 'ledger', '--dry-run', '--json']);
     expect(dry.code).toBe(0);
     expect(dry.json).toMatchObject({ dryRun: true, eventsToDeliver: 0 });
-    const lag = async () => (await su.query<{ n: number }>(`select sum(lag_events)::int as n from settle.feed_consumers where consumer = 'ledger'`)).rows[0]?.n;
+    const lag = async () =>
+      (
+        await su.query<{ n: number }>(
+          `select sum(lag_events)::int as n from settle.feed_consumers where consumer = 'ledger'`,
+        )
+      ).rows[0]?.n;
     expect(await lag()).toBe(3);
     const refused = await cli(['feed', 'reset', 'ledger']);
     expect(refused.code).toBe(2);

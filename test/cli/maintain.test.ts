@@ -31,7 +31,11 @@ interface Loop {
 
 function startLoop(): Loop {
   const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1', DATABASE_URL: sweeperUrl };
-  const child = spawn(process.execPath, [BIN, 'maintain', '--interval', '1s', '--json'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [BIN, 'maintain', '--interval', '1s', '--json'], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const lines: { job: string; outcome: string }[] = [];
   let buffered = '';
   child.stdout?.on('data', (chunk: Buffer) => {
@@ -81,13 +85,17 @@ describe('pg-settle maintain, the loop', () => {
     }
     const claim = await app.claim({ tenant: 'loop', key: 'lapsed', request: { n: 1 }, binding, leaseMs: 60_000 });
     expect(claim.outcome).toBe('acquired');
-    await su.query(`update settle_private.operations set lease_expires_at = now() - interval '1 minute' where tenant = 'loop' and key = 'lapsed'`);
+    await su.query(
+      `update settle_private.operations set lease_expires_at = now() - interval '1 minute' where tenant = 'loop' and key = 'lapsed'`,
+    );
 
     const loops = [startLoop(), startLoop()];
     try {
       // Each loop has made at least three calls (one line per job and call with --json).
       await until('three calls of each loop', () => loops.every((l) => l.lines.length >= 12), 240_000);
-      const { rows } = await su.query(`select status::text from settle.operations where tenant = 'loop' and key = 'lapsed'`);
+      const { rows } = await su.query(
+        `select status::text from settle.operations where tenant = 'loop' and key = 'lapsed'`,
+      );
       expect(rows).toEqual([{ status: 'pending' }]);
     } finally {
       for (const l of loops) l.child.kill('SIGTERM');
@@ -95,7 +103,9 @@ describe('pg-settle maintain, the loop', () => {
     expect(await Promise.all(loops.map((l) => l.exited))).toEqual([0, 0]);
 
     const all = loops.flatMap((l) => l.lines);
-    expect(new Set(all.map((l) => l.outcome))).toSatisfy((outcomes: Set<string>) => [...outcomes].every((o) => ['ran', 'not_due', 'busy'].includes(o)));
+    expect(new Set(all.map((l) => l.outcome))).toSatisfy((outcomes: Set<string>) =>
+      [...outcomes].every((o) => ['ran', 'not_due', 'busy'].includes(o)),
+    );
     const { rows: upkeep } = await su.query<{ job: string; runs: number; failures: number; last_by: string }>(
       `select job, runs::int, failures::int, last_by from settle.upkeep order by job`,
     );

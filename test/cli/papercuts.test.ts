@@ -24,9 +24,14 @@ function cli(args: readonly string[], nodeArgs: readonly string[] = []): Promise
   const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' };
   delete env.DATABASE_URL;
   return new Promise((resolve) => {
-    execFile(process.execPath, [...nodeArgs, BIN, ...args], { cwd: ROOT, env, timeout: 110_000, maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [...nodeArgs, BIN, ...args],
+      { cwd: ROOT, env, timeout: 110_000, maxBuffer: 16 << 20 },
+      (error, stdout, stderr) => {
+        resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -105,7 +110,16 @@ describe('the simulator report', () => {
   });
 
   it(`a real run prints no line over ${REPORT_WIDTH} columns`, async () => {
-    const run = await cli(['simulate', '--operations', '40', '--workers', '4', '--database-url', db.url, '--write-to-database']);
+    const run = await cli([
+      'simulate',
+      '--operations',
+      '40',
+      '--workers',
+      '4',
+      '--database-url',
+      db.url,
+      '--write-to-database',
+    ]);
     expect(run.code).toBe(0);
     const lines = run.stdout.split('\n');
     expect(lines.length).toBeGreaterThan(30);
@@ -118,21 +132,27 @@ describe('pg-settle --version starts fast', () => {
   // node_modules (slonik, zod and pg take most of a second to load) and none of the commands.
   // Module resolution is recorded with synchronous module hooks (Node 22.15 and later).
   const registerHooks = (module as unknown as { registerHooks?: unknown }).registerHooks;
-  it.skipIf(typeof registerHooks !== 'function')('loads only the version modules (needs node:module registerHooks, Node >= 22.15)', async () => {
-    const hook = path.join(scratch, 'record-imports.mjs');
-    await writeFile(
-      hook,
-      `import { registerHooks } from 'node:module';
+  it.skipIf(typeof registerHooks !== 'function')(
+    'loads only the version modules (needs node:module registerHooks, Node >= 22.15)',
+    async () => {
+      const hook = path.join(scratch, 'record-imports.mjs');
+      await writeFile(
+        hook,
+        `import { registerHooks } from 'node:module';
 const seen = new Set();
 registerHooks({ resolve(specifier, context, next) { const r = next(specifier, context); if (context.parentURL?.includes('/src/')) seen.add(r.url); return r; } });
 process.on('exit', () => process.stderr.write('IMPORTS ' + JSON.stringify([...seen]) + '\\n'));
 `,
-    );
-    const run = await cli(['--version'], ['--import', hook]);
-    expect(run.code).toBe(0);
-    expect(run.stdout).toMatch(/^pg-settle \d+\.\d+\.\d+\n$/);
-    const imports = JSON.parse(/^IMPORTS (.*)$/m.exec(run.stderr)?.[1] ?? '[]') as string[];
-    const local = imports.filter((url) => url.startsWith('file:')).map((url) => path.relative(ROOT, new URL(url).pathname)).sort();
-    expect(local).toEqual(['src/cli/exit-codes.ts', 'src/cli/output.ts', 'src/cli/version.ts']);
-  });
+      );
+      const run = await cli(['--version'], ['--import', hook]);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toMatch(/^pg-settle \d+\.\d+\.\d+\n$/);
+      const imports = JSON.parse(/^IMPORTS (.*)$/m.exec(run.stderr)?.[1] ?? '[]') as string[];
+      const local = imports
+        .filter((url) => url.startsWith('file:'))
+        .map((url) => path.relative(ROOT, new URL(url).pathname))
+        .sort();
+      expect(local).toEqual(['src/cli/exit-codes.ts', 'src/cli/output.ts', 'src/cli/version.ts']);
+    },
+  );
 });

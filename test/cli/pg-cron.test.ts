@@ -99,13 +99,18 @@ describe.skipIf(missing.length > 0)(title, () => {
   });
 
   it('schedule creates the job; pg_cron runs it: the lapsed lease expires, retention purges, the feed is trimmed; stats shows the run', async () => {
-    const { rows: version } = await su.query<{ extversion: string }>(`select extversion from pg_extension where extname = 'pg_cron'`);
+    const { rows: version } = await su.query<{ extversion: string }>(
+      `select extversion from pg_extension where extname = 'pg_cron'`,
+    );
     expect(version[0]?.extversion).toMatch(/^1\./);
 
     // What the jobs have to do. A running attempt whose lease lapsed (expire_leases ends it):
     const lapsed = await app.claim({ tenant: TENANT, key: 'lapsed', request: { n: 1 }, binding, leaseMs: 60_000 });
     expect(lapsed.outcome).toBe('acquired');
-    await su.query(`update settle_private.operations set lease_expires_at = now() - interval '1 minute' where tenant = $1 and key = 'lapsed'`, [TENANT]);
+    await su.query(
+      `update settle_private.operations set lease_expires_at = now() - interval '1 minute' where tenant = $1 and key = 'lapsed'`,
+      [TENANT],
+    );
     // A completed operation older than the retention (purge removes it) and its feed event
     // (no consumer is registered: trim_feed removes it).
     const done = await app.claim({ tenant: TENANT, key: 'done', request: { n: 2 }, binding });
@@ -114,7 +119,12 @@ describe.skipIf(missing.length > 0)(title, () => {
     await su.query(`select settle.set_purge_min_retention(interval '0')`);
     await su.query(`select settle.set_retention(older_than => interval '0')`);
     const feedOf = async (key: string) =>
-      (await su.query<{ n: number }>(`select count(*)::int as n from settle_private.feed_events where tenant = $1 and key = $2`, [TENANT, key])).rows[0]?.n;
+      (
+        await su.query<{ n: number }>(
+          `select count(*)::int as n from settle_private.feed_events where tenant = $1 and key = $2`,
+          [TENANT, key],
+        )
+      ).rows[0]?.n;
     expect(await feedOf('done')).toBe(1);
 
     const before = await cli(['stats']);
@@ -126,11 +136,24 @@ describe.skipIf(missing.length > 0)(title, () => {
     expect(first.code, first.stderr).toBe(0);
     const scheduled = await cli(['schedule', '--json']);
     expect(scheduled.code, scheduled.stderr).toBe(0);
-    expect(scheduled.json).toMatchObject({ ok: true, command: 'schedule', jobName: 'pg-settle upkeep', schedule: '* * * * *' });
+    expect(scheduled.json).toMatchObject({
+      ok: true,
+      command: 'schedule',
+      jobName: 'pg-settle upkeep',
+      schedule: '* * * * *',
+    });
     const jobId = scheduled.json.jobId as number;
-    const { rows: jobs } = await su.query(`select jobid, schedule, command, username, database from cron.job where jobname = 'pg-settle upkeep'`);
+    const { rows: jobs } = await su.query(
+      `select jobid, schedule, command, username, database from cron.job where jobname = 'pg-settle upkeep'`,
+    );
     expect(jobs).toEqual([
-      { jobid: String(jobId), schedule: '* * * * *', command: 'select * from settle.run_upkeep()', username: SWEEPER, database: DATABASE },
+      {
+        jobid: String(jobId),
+        schedule: '* * * * *',
+        command: 'select * from settle.run_upkeep()',
+        username: SWEEPER,
+        database: DATABASE,
+      },
     ]);
 
     // pg_cron starts it at the next whole minute (1.4 has no seconds schedules): wait for the
@@ -154,19 +177,42 @@ describe.skipIf(missing.length > 0)(title, () => {
       `select job, last_ok, last_by, runs::int >= 1 as ran, last_detail from settle.upkeep order by job`,
     );
     expect(upkeep).toEqual([
-      { job: 'dead_letter_in_doubt', last_ok: true, last_by: SWEEPER, ran: true, last_detail: expect.objectContaining({ dead_lettered: 0 }) },
+      {
+        job: 'dead_letter_in_doubt',
+        last_ok: true,
+        last_by: SWEEPER,
+        ran: true,
+        last_detail: expect.objectContaining({ dead_lettered: 0 }),
+      },
       { job: 'expire_leases', last_ok: true, last_by: SWEEPER, ran: true, last_detail: expect.objectContaining({}) },
-      { job: 'purge', last_ok: true, last_by: SWEEPER, ran: true, last_detail: expect.objectContaining({ retention: '00:00:00' }) },
+      {
+        job: 'purge',
+        last_ok: true,
+        last_by: SWEEPER,
+        ran: true,
+        last_detail: expect.objectContaining({ retention: '00:00:00' }),
+      },
       { job: 'trim_feed', last_ok: true, last_by: SWEEPER, ran: true, last_detail: expect.objectContaining({}) },
     ]);
-    const { rows: ops } = await su.query(`select key, status::text, lease_token from settle_private.operations where tenant = $1 order by key`, [TENANT]);
-    expect(ops, 'lapsed: the lease was expired (pending, budget left); done: purged').toEqual([{ key: 'lapsed', status: 'pending', lease_token: null }]);
+    const { rows: ops } = await su.query(
+      `select key, status::text, lease_token from settle_private.operations where tenant = $1 order by key`,
+      [TENANT],
+    );
+    expect(ops, 'lapsed: the lease was expired (pending, budget left); done: purged').toEqual([
+      { key: 'lapsed', status: 'pending', lease_token: null },
+    ]);
     expect(await feedOf('done')).toBe(0);
 
     // pg-settle stats shows when each job last ran (and warns about none).
     const stats = await cli(['stats', '--json']);
     expect(stats.code, stats.stderr).toBe(0);
-    const shown = stats.json.upkeep as { job: string; lastFinishedAt: string | null; lastBy: string; lastOk: boolean; overdue: boolean }[];
+    const shown = stats.json.upkeep as {
+      job: string;
+      lastFinishedAt: string | null;
+      lastBy: string;
+      lastOk: boolean;
+      overdue: boolean;
+    }[];
     expect(shown.map((j) => [j.job, j.lastBy, j.lastOk, j.overdue])).toEqual([
       ['dead_letter_in_doubt', SWEEPER, true, false],
       ['expire_leases', SWEEPER, true, false],

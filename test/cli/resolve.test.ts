@@ -33,7 +33,10 @@ async function unknown(key: string): Promise<void> {
 }
 
 async function statusOf(key: string): Promise<string | undefined> {
-  const { rows } = await su.query<{ status: string }>('select status::text from settle.operations where tenant = $1 and key = $2', [TENANT, key]);
+  const { rows } = await su.query<{ status: string }>(
+    'select status::text from settle.operations where tenant = $1 and key = $2',
+    [TENANT, key],
+  );
   return rows[0]?.status;
 }
 
@@ -54,29 +57,108 @@ afterAll(async () => {
 describe('pg-settle resolve <tenant> <key>', () => {
   it('shows the operation and its attempts, needs --yes off a terminal, --dry-run changes nothing, then resolves', async () => {
     await unknown('one');
-    const dry = await cli(['resolve', TENANT, 'one', '--expected-attempt', '1', '--completed', '--result', '{"payout_id":"p-1"}', '--reason', 'INC-1: bank says paid', '--dry-run']);
+    const dry = await cli([
+      'resolve',
+      TENANT,
+      'one',
+      '--expected-attempt',
+      '1',
+      '--completed',
+      '--result',
+      '{"payout_id":"p-1"}',
+      '--reason',
+      'INC-1: bank says paid',
+      '--dry-run',
+    ]);
     expect(dry.code).toBe(0);
     expect(dry.stdout).toContain('status');
     expect(dry.stdout).toContain('attempts');
     expect(dry.stdout).toContain('dry run: would resolve');
     expect(await statusOf('one')).toBe('unknown');
 
-    const noTerminal = await cli(['resolve', TENANT, 'one', '--expected-attempt', '1', '--completed', '--result', '{"payout_id":"p-1"}', '--reason', 'INC-1']);
+    const noTerminal = await cli([
+      'resolve',
+      TENANT,
+      'one',
+      '--expected-attempt',
+      '1',
+      '--completed',
+      '--result',
+      '{"payout_id":"p-1"}',
+      '--reason',
+      'INC-1',
+    ]);
     expect(noTerminal.code).toBe(2);
     expect(noTerminal.stderr).toContain('--yes');
     expect(await statusOf('one')).toBe('unknown');
 
-    const missingReason = await cli(['resolve', TENANT, 'one', '--expected-attempt', '1', '--completed', '--result', '{}', '--yes']);
+    const missingReason = await cli([
+      'resolve',
+      TENANT,
+      'one',
+      '--expected-attempt',
+      '1',
+      '--completed',
+      '--result',
+      '{}',
+      '--yes',
+    ]);
     expect(missingReason.code).toBe(2);
-    const both = await cli(['resolve', TENANT, 'one', '--expected-attempt', '1', '--completed', '--failed', '--result', '{}', '--reason', 'x', '--yes']);
+    const both = await cli([
+      'resolve',
+      TENANT,
+      'one',
+      '--expected-attempt',
+      '1',
+      '--completed',
+      '--failed',
+      '--result',
+      '{}',
+      '--reason',
+      'x',
+      '--yes',
+    ]);
     expect(both.code).toBe(2);
 
-    const done = await cli(['resolve', TENANT, 'one', '--expected-attempt', '1', '--completed', '--result', '{"payout_id":"p-1"}', '--reason', 'INC-1: bank says paid', '--evidence', '{"bank_ref":"r1"}', '--yes', '--json']);
+    const done = await cli([
+      'resolve',
+      TENANT,
+      'one',
+      '--expected-attempt',
+      '1',
+      '--completed',
+      '--result',
+      '{"payout_id":"p-1"}',
+      '--reason',
+      'INC-1: bank says paid',
+      '--evidence',
+      '{"bank_ref":"r1"}',
+      '--yes',
+      '--json',
+    ]);
     expect(done.code).toBe(0);
-    expect(done.json).toMatchObject({ ok: true, command: 'resolve', outcome: 'resolved', status: 'completed', statusBefore: 'unknown' });
+    expect(done.json).toMatchObject({
+      ok: true,
+      command: 'resolve',
+      outcome: 'resolved',
+      status: 'completed',
+      statusBefore: 'unknown',
+    });
     expect(await statusOf('one')).toBe('completed');
 
-    const again = await cli(['resolve', TENANT, 'one', '--expected-attempt', '1', '--failed', '--error', '{"code":"x"}', '--reason', 'INC-1', '--yes']);
+    const again = await cli([
+      'resolve',
+      TENANT,
+      'one',
+      '--expected-attempt',
+      '1',
+      '--failed',
+      '--error',
+      '{"code":"x"}',
+      '--reason',
+      'INC-1',
+      '--yes',
+    ]);
     expect(again.code).toBe(0);
     expect(again.stdout).toContain('already final (completed)');
   });
@@ -85,27 +167,87 @@ describe('pg-settle resolve <tenant> <key>', () => {
     // Attempt 1 lost its response; the operator checks the downstream (nothing), then the client
     // retries: attempt 2 runs and loses its response too. The verdict read for attempt 1 must not
     // judge attempt 2.
-    const first = await client.claim({ tenant: TENANT, key: 'stale', request: { amount_cents: 7 }, binding, maxAttempts: 3 });
+    const first = await client.claim({
+      tenant: TENANT,
+      key: 'stale',
+      request: { amount_cents: 7 },
+      binding,
+      maxAttempts: 3,
+    });
     if (first.outcome !== 'acquired') throw new Error('setup');
     await client.reportUnknown(first.attempt);
-    const second = await client.claim({ tenant: TENANT, key: 'stale', request: { amount_cents: 7 }, binding, maxAttempts: 3 });
+    const second = await client.claim({
+      tenant: TENANT,
+      key: 'stale',
+      request: { amount_cents: 7 },
+      binding,
+      maxAttempts: 3,
+    });
     if (second.outcome !== 'acquired') throw new Error('setup');
     await client.reportUnknown(second.attempt);
 
-    const missing = await cli(['resolve', TENANT, 'stale', '--failed', '--error', '{"code":"none"}', '--reason', 'INC-7', '--yes']);
+    const missing = await cli([
+      'resolve',
+      TENANT,
+      'stale',
+      '--failed',
+      '--error',
+      '{"code":"none"}',
+      '--reason',
+      'INC-7',
+      '--yes',
+    ]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('--expected-attempt N is required');
 
-    const dry = await cli(['resolve', TENANT, 'stale', '--expected-attempt', '1', '--failed', '--error', '{"code":"none"}', '--reason', 'INC-7', '--dry-run']);
+    const dry = await cli([
+      'resolve',
+      TENANT,
+      'stale',
+      '--expected-attempt',
+      '1',
+      '--failed',
+      '--error',
+      '{"code":"none"}',
+      '--reason',
+      'INC-7',
+      '--dry-run',
+    ]);
     expect(dry.code).toBe(0);
     expect(dry.stdout).toContain('would be refused (SE053)');
 
-    const stale = await cli(['resolve', TENANT, 'stale', '--expected-attempt', '1', '--failed', '--error', '{"code":"none"}', '--reason', 'INC-7', '--yes']);
+    const stale = await cli([
+      'resolve',
+      TENANT,
+      'stale',
+      '--expected-attempt',
+      '1',
+      '--failed',
+      '--error',
+      '{"code":"none"}',
+      '--reason',
+      'INC-7',
+      '--yes',
+    ]);
     expect(stale.code).toBe(1);
     expect(stale.stderr).toContain('SE053');
     expect(await statusOf('stale')).toBe('unknown');
 
-    const checked = await cli(['resolve', TENANT, 'stale', '--expected-attempt', '2', '--expected-status', 'unknown', '--completed', '--result', '{"payout_id":"p-7"}', '--reason', 'INC-7: attempt 2 paid', '--yes']);
+    const checked = await cli([
+      'resolve',
+      TENANT,
+      'stale',
+      '--expected-attempt',
+      '2',
+      '--expected-status',
+      'unknown',
+      '--completed',
+      '--result',
+      '{"payout_id":"p-7"}',
+      '--reason',
+      'INC-7: attempt 2 paid',
+      '--yes',
+    ]);
     expect(checked.code).toBe(0);
     expect(await statusOf('stale')).toBe('completed');
   });
@@ -113,7 +255,19 @@ describe('pg-settle resolve <tenant> <key>', () => {
   it('refused by the engine (a running operation): exit 1 with the SQLSTATE', async () => {
     const claim = await client.claim({ tenant: TENANT, key: 'running', request: { amount_cents: 1 }, binding });
     expect(claim.outcome).toBe('acquired');
-    const refused = await cli(['resolve', TENANT, 'running', '--expected-attempt', '1', '--failed', '--error', '{"code":"x"}', '--reason', 'INC-2', '--yes']);
+    const refused = await cli([
+      'resolve',
+      TENANT,
+      'running',
+      '--expected-attempt',
+      '1',
+      '--failed',
+      '--error',
+      '{"code":"x"}',
+      '--reason',
+      'INC-2',
+      '--yes',
+    ]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('SE050');
   });
@@ -148,10 +302,15 @@ describe('pg-settle resolve --file', () => {
     expect(errors[4]).toMatch(/^line 7: expected_attempt is missing: .* never filled in at apply time/);
     // A file without the column is refused as a whole, saying why.
     const old = path.join(dir, 'no-epoch.csv');
-    await writeFile(old, ['tenant,key,outcome,result,error,reason', `${TENANT},bulk-bad-1,failed,,"{}",INC-3`].join('\n'));
+    await writeFile(
+      old,
+      ['tenant,key,outcome,result,error,reason', `${TENANT},bulk-bad-1,failed,,"{}",INC-3`].join('\n'),
+    );
     const noEpoch = await cli(['resolve', '--file', old, '--yes', '--json']);
     expect(noEpoch.code).toBe(2);
-    expect((noEpoch.json.errors as string[])[0]).toMatch(/lacks the column expected_attempt \(the attempt each row's evidence concerns/);
+    expect((noEpoch.json.errors as string[])[0]).toMatch(
+      /lacks the column expected_attempt \(the attempt each row's evidence concerns/,
+    );
     expect(await statusOf('bulk-bad-1')).toBe('unknown');
     expect(await statusOf('bulk-bad-2')).toBe('unknown');
   });
@@ -169,23 +328,53 @@ describe('pg-settle resolve --file', () => {
     await writeFile(
       file,
       JSON.stringify([
-        { tenant: TENANT, expected_attempt: 1, key: 'bulk-1', outcome: 'completed', result: { payout_id: 'p-b1' }, evidence: { bank_ref: 'b1' } },
-        { tenant: TENANT, expected_attempt: 1, key: 'bulk-2', outcome: 'failed', error: { code: 'no_payout' }, reason: 'INC-4: statement shows nothing' },
-        { tenant: TENANT, expected_attempt: 1, key: 'bulk-done', outcome: 'completed', result: { payout_id: 'p-done' } },
+        {
+          tenant: TENANT,
+          expected_attempt: 1,
+          key: 'bulk-1',
+          outcome: 'completed',
+          result: { payout_id: 'p-b1' },
+          evidence: { bank_ref: 'b1' },
+        },
+        {
+          tenant: TENANT,
+          expected_attempt: 1,
+          key: 'bulk-2',
+          outcome: 'failed',
+          error: { code: 'no_payout' },
+          reason: 'INC-4: statement shows nothing',
+        },
+        {
+          tenant: TENANT,
+          expected_attempt: 1,
+          key: 'bulk-done',
+          outcome: 'completed',
+          result: { payout_id: 'p-done' },
+        },
         { tenant: TENANT, expected_attempt: 1, key: 'bulk-running', outcome: 'failed', error: { code: 'x' } },
       ]),
     );
     const dry = await cli(['resolve', '--file', file, '--reason', 'INC-4', '--dry-run', '--json']);
-    expect(dry.json).toMatchObject({ ok: true, dryRun: true, rows: 4, byStatus: { unknown: 2, completed: 1, running: 1 } });
+    expect(dry.json).toMatchObject({
+      ok: true,
+      dryRun: true,
+      rows: 4,
+      byStatus: { unknown: 2, completed: 1, running: 1 },
+    });
 
     const refused = await cli(['resolve', '--file', file, '--reason', 'INC-4', '--yes', '--json']);
     expect(refused.code).toBe(1);
     expect(refused.json).toMatchObject({ ok: false, committed: false, resolved: 0, skipped: 1, refused: 1 });
-    expect((refused.json.refusedRows as { key: string; error: string }[])[0]).toMatchObject({ key: 'bulk-running', error: expect.stringMatching(/^SE050 /) });
+    expect((refused.json.refusedRows as { key: string; error: string }[])[0]).toMatchObject({
+      key: 'bulk-running',
+      error: expect.stringMatching(/^SE050 /),
+    });
     expect(await statusOf('bulk-1')).toBe('unknown');
     expect(await statusOf('bulk-2')).toBe('unknown');
 
-    const partial = await cli(['resolve', '--file', file, '--reason', 'INC-4', '--yes', '--skip-refused'], { PG_SETTLE_PROGRESS_EVERY_MS: '0' });
+    const partial = await cli(['resolve', '--file', file, '--reason', 'INC-4', '--yes', '--skip-refused'], {
+      PG_SETTLE_PROGRESS_EVERY_MS: '0',
+    });
     expect(partial.code).toBe(1);
     expect(partial.stdout).toContain('resolved 2, skipped 1 (already final), refused 1');
     expect(partial.stderr).toContain('resolve 4/4 operations');
@@ -211,7 +400,10 @@ describe('upkeep from the CLI', () => {
 
     const once = await cli(['maintain', '--once', '--json']);
     expect(once.code).toBe(0);
-    const lines = once.stdout.trim().split('\n').map((l) => JSON.parse(l) as { job: string; outcome: string });
+    const lines = once.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { job: string; outcome: string });
     expect(lines.map((l) => [l.job, l.outcome])).toEqual([
       ['expire_leases', 'ran'],
       ['dead_letter_in_doubt', 'ran'],
@@ -231,7 +423,9 @@ describe('upkeep from the CLI', () => {
     ]);
 
     // Overdue: the last run is long ago (test-only backdating, as superuser).
-    await su.query(`update settle_private.upkeep_jobs set last_finished_at = now() - interval '1 day' where job = 'expire_leases'`);
+    await su.query(
+      `update settle_private.upkeep_jobs set last_finished_at = now() - interval '1 day' where job = 'expire_leases'`,
+    );
     const warned = await cli(['stats']);
     expect(warned.stdout).toMatch(/WARNING: upkeep job expire_leases is overdue/);
 

@@ -54,7 +54,10 @@ describe('pg-settle stats --watch', () => {
   it('--json: one JSON document per refresh', async () => {
     const run = await cli(['stats', '--watch', '--interval', '100ms', '--count', '2', '--json']);
     expect(run.code).toBe(0);
-    const lines = run.stdout.trim().split('\n').map((l) => JSON.parse(l) as { metrics: Record<string, unknown>; tenants: unknown[] });
+    const lines = run.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { metrics: Record<string, unknown>; tenants: unknown[] });
     expect(lines).toHaveLength(2);
     expect(lines[0]?.metrics).toMatchObject({ operationsInFlight: 1, deadLettersFailed: 1, recentWindowSeconds: 300 });
     expect(lines[1]?.tenants).toHaveLength(1);

@@ -23,10 +23,17 @@ describe('claim()', () => {
   it('acquired: returns a handle with the database fingerprint and the binding', async () => {
     const key = uniqueKey();
     const handle = acquired(await t.app.claim(input(key, { worker: 'w1' })));
-    expect(handle).toMatchObject({ tenant, key, attempt: 1, binding: { principal: 'alice', scopes: ['payments:write'], generation: 7n } });
+    expect(handle).toMatchObject({
+      tenant,
+      key,
+      attempt: 1,
+      binding: { principal: 'alice', scopes: ['payments:write'], generation: 7n },
+    });
     expect(handle.fingerprint).toMatch(/^v1:[0-9a-f]{64}$/);
     expect(handle.leaseExpiresAt).toBeInstanceOf(Date);
-    const fingerprint = await t.su.query<{ fp: string }>('select settle.fingerprint($1::jsonb) as fp', [JSON.stringify({ amount: '10.50', to: 'bob' })]);
+    const fingerprint = await t.su.query<{ fp: string }>('select settle.fingerprint($1::jsonb) as fp', [
+      JSON.stringify({ amount: '10.50', to: 'bob' }),
+    ]);
     expect(handle.fingerprint).toBe(fingerprint.rows[0]?.fp);
   });
 
@@ -44,17 +51,34 @@ describe('claim()', () => {
     const key = uniqueKey();
     const handle = acquired(await t.app.claim(input(key)));
     await t.app.complete(handle, { receipt: 'r-1' });
-    expect(await t.app.claim(input(key))).toEqual({ outcome: 'replay', result: { receipt: 'r-1' }, settledAttempt: 1, attempt: 1 });
+    expect(await t.app.claim(input(key))).toEqual({
+      outcome: 'replay',
+      result: { receipt: 'r-1' },
+      settledAttempt: 1,
+      attempt: 1,
+    });
   });
 
   it('failed: a final failure and a dead letter', async () => {
     const finalKey = uniqueKey();
     await t.app.fail(acquired(await t.app.claim(input(finalKey))), { code: 'declined' }, { retryable: false });
-    expect(await t.app.claim(input(finalKey))).toEqual({ outcome: 'failed', error: { code: 'declined' }, deadLettered: false, deadLetterReason: null, attempt: 1 });
+    expect(await t.app.claim(input(finalKey))).toEqual({
+      outcome: 'failed',
+      error: { code: 'declined' },
+      deadLettered: false,
+      deadLetterReason: null,
+      attempt: 1,
+    });
 
     const deadKey = uniqueKey();
     await t.app.fail(acquired(await t.app.claim(input(deadKey, { maxAttempts: 1 }))), { code: 'flaky' });
-    expect(await t.app.claim(input(deadKey))).toEqual({ outcome: 'failed', error: { code: 'flaky' }, deadLettered: true, deadLetterReason: 'attempts_exhausted', attempt: 1 });
+    expect(await t.app.claim(input(deadKey))).toEqual({
+      outcome: 'failed',
+      error: { code: 'flaky' },
+      deadLettered: true,
+      deadLetterReason: 'attempts_exhausted',
+      attempt: 1,
+    });
   });
 
   it.each([
@@ -72,14 +96,21 @@ describe('claim()', () => {
   it('scope order and duplicates do not matter', async () => {
     const key = uniqueKey();
     acquired(await t.app.claim(input(key, { binding: { ...binding, scopes: ['b', 'a'] } })));
-    expect((await t.app.claim(input(key, { binding: { ...binding, scopes: ['a', 'b', 'a'] } }))).outcome).toBe('in_progress');
+    expect((await t.app.claim(input(key, { binding: { ...binding, scopes: ['a', 'b', 'a'] } }))).outcome).toBe(
+      'in_progress',
+    );
   });
 
   it('in_doubt with rerunAfterUnknown: false after a reported unknown: typed, nothing opened; the default opens attempt 2', async () => {
     const key = uniqueKey();
     await t.app.reportUnknown(acquired(await t.app.claim(input(key))));
     for (let i = 0; i < 3; i++) {
-      expect(await t.app.claim(input(key, { rerunAfterUnknown: false }))).toEqual({ outcome: 'in_doubt', status: 'unknown', attempt: 1, deadLettered: false });
+      expect(await t.app.claim(input(key, { rerunAfterUnknown: false }))).toEqual({
+        outcome: 'in_doubt',
+        status: 'unknown',
+        attempt: 1,
+        deadLettered: false,
+      });
     }
     expect(acquired(await t.app.claim(input(key))).attempt).toBe(2);
     // A crashed attempt (lapsed lease, nothing reported) on a fresh key is still taken over.
@@ -127,10 +158,21 @@ describe('complete()', () => {
     const handle = acquired(await t.app.claim(input(uniqueKey())));
     const settled = await t.app.complete(handle, { ok: 1 });
     expect(settled).toEqual({
-      outcome: 'settled', reason: 'current_attempt', status: 'completed', attempt: 1, settledAttempt: 1, result: { ok: 1 }, error: null,
-      deadLettered: false, deadLetterReason: null,
+      outcome: 'settled',
+      reason: 'current_attempt',
+      status: 'completed',
+      attempt: 1,
+      settledAttempt: 1,
+      result: { ok: 1 },
+      error: null,
+      deadLettered: false,
+      deadLetterReason: null,
     });
-    expect(await t.app.complete(handle, { ok: 1 })).toMatchObject({ outcome: 'duplicate', reason: null, status: 'completed' });
+    expect(await t.app.complete(handle, { ok: 1 })).toMatchObject({
+      outcome: 'duplicate',
+      reason: null,
+      status: 'completed',
+    });
   });
 
   it('settled by a superseded attempt, then late success is already_settled with the canonical result', async () => {
@@ -138,7 +180,11 @@ describe('complete()', () => {
     const first = acquired(await t.app.claim(input(key)));
     await expireLease(t.su, tenant, key);
     const second = acquired(await t.app.claim(input(key)));
-    expect(await t.app.complete(first, 'first')).toMatchObject({ outcome: 'settled', reason: 'superseded_attempt', settledAttempt: 1 });
+    expect(await t.app.complete(first, 'first')).toMatchObject({
+      outcome: 'settled',
+      reason: 'superseded_attempt',
+      settledAttempt: 1,
+    });
     expect(await t.app.complete(second, 'second')).toMatchObject({
       outcome: 'already_settled',
       reason: 'late_success',
@@ -150,13 +196,20 @@ describe('complete()', () => {
   it('already_settled (attempt_already_observed) after this attempt failed', async () => {
     const handle = acquired(await t.app.claim(input(uniqueKey())));
     await t.app.fail(handle, { code: 'x' }, { retryable: false });
-    expect(await t.app.complete(handle, 'late')).toMatchObject({ outcome: 'already_settled', reason: 'attempt_already_observed' });
+    expect(await t.app.complete(handle, 'late')).toMatchObject({
+      outcome: 'already_settled',
+      reason: 'attempt_already_observed',
+    });
   });
 
   it('conflict when the handle presents another binding; fenced invalid_token with a forged token', async () => {
     const handle = acquired(await t.app.claim(input(uniqueKey())));
     const other = { ...handle, binding: { ...handle.binding, generation: 99n } };
-    expect(await t.app.complete(other, 'x')).toEqual({ outcome: 'conflict', reason: 'lock_mismatch', conflictOn: ['binding'] });
+    expect(await t.app.complete(other, 'x')).toEqual({
+      outcome: 'conflict',
+      reason: 'lock_mismatch',
+      conflictOn: ['binding'],
+    });
     expect((await t.admin.inspect(handle))?.status).toBe('conflict');
     const forged = { ...handle, leaseToken: '00000000-0000-4000-8000-000000000000' };
     expect(await t.app.complete(forged, 'x')).toEqual({ outcome: 'fenced', reason: 'invalid_token' });
@@ -167,7 +220,11 @@ describe('fail()', () => {
   it('recorded (retryable), settled (final_failure, attempts_exhausted), duplicate', async () => {
     const key = uniqueKey();
     const first = acquired(await t.app.claim(input(key, { maxAttempts: 2 })));
-    expect(await t.app.fail(first, { code: 'timeout' })).toMatchObject({ outcome: 'recorded', reason: 'retryable_failure', status: 'pending' });
+    expect(await t.app.fail(first, { code: 'timeout' })).toMatchObject({
+      outcome: 'recorded',
+      reason: 'retryable_failure',
+      status: 'pending',
+    });
     expect(await t.app.fail(first, { code: 'timeout' })).toMatchObject({ outcome: 'duplicate' });
     const second = acquired(await t.app.claim(input(key)));
     expect(await t.app.fail(second, { code: 'timeout' })).toMatchObject({
@@ -178,7 +235,10 @@ describe('fail()', () => {
     });
 
     const other = acquired(await t.app.claim(input(uniqueKey())));
-    expect(await t.app.fail(other, { code: 'declined' }, { retryable: false })).toMatchObject({ outcome: 'settled', reason: 'final_failure' });
+    expect(await t.app.fail(other, { code: 'declined' }, { retryable: false })).toMatchObject({
+      outcome: 'settled',
+      reason: 'final_failure',
+    });
   });
 
   it('fenced when the attempt no longer holds the lease', async () => {
@@ -186,7 +246,11 @@ describe('fail()', () => {
     const first = acquired(await t.app.claim(input(key)));
     await expireLease(t.su, tenant, key);
     const second = acquired(await t.app.claim(input(key)));
-    expect(await t.app.fail(first, { code: 'late' })).toMatchObject({ outcome: 'fenced', reason: 'superseded', status: 'running' });
+    expect(await t.app.fail(first, { code: 'late' })).toMatchObject({
+      outcome: 'fenced',
+      reason: 'superseded',
+      status: 'running',
+    });
     await t.app.complete(second, 'ok');
     const stale = acquired(await t.app.claim(input(uniqueKey())));
     await t.app.reportUnknown(stale);
@@ -197,9 +261,17 @@ describe('fail()', () => {
 describe('reportUnknown()', () => {
   it('recorded, then a success of the same attempt still settles; unknown after success is already_settled', async () => {
     const handle = acquired(await t.app.claim(input(uniqueKey())));
-    expect(await t.app.reportUnknown(handle)).toMatchObject({ outcome: 'recorded', reason: 'outcome_unknown', status: 'unknown' });
+    expect(await t.app.reportUnknown(handle)).toMatchObject({
+      outcome: 'recorded',
+      reason: 'outcome_unknown',
+      status: 'unknown',
+    });
     expect(await t.app.complete(handle, 'ok')).toMatchObject({ outcome: 'settled', status: 'completed' });
-    expect(await t.app.reportUnknown(handle)).toMatchObject({ outcome: 'already_settled', status: 'completed', result: 'ok' });
+    expect(await t.app.reportUnknown(handle)).toMatchObject({
+      outcome: 'already_settled',
+      status: 'completed',
+      result: 'ok',
+    });
   });
 
   it('fenced when superseded', async () => {
@@ -216,18 +288,37 @@ describe('get() and inspect()', () => {
     expect(await t.app.get(input(uniqueKey()))).toEqual({ outcome: 'not_found' });
     const key = uniqueKey();
     const handle = acquired(await t.app.claim(input(key)));
-    expect(await t.app.get(input(key))).toMatchObject({ outcome: 'found', reason: null, status: 'running', attempt: 1, inFlight: true, result: null });
+    expect(await t.app.get(input(key))).toMatchObject({
+      outcome: 'found',
+      reason: null,
+      status: 'running',
+      attempt: 1,
+      inFlight: true,
+      result: null,
+    });
     const stranger = { ...input(key), binding: { ...input(key).binding, principal: 'mallory' } };
     expect(await t.app.get(stranger)).toEqual({ outcome: 'conflict', conflictOn: ['binding'] });
     await t.app.complete(handle, { ok: 1 });
-    expect(await t.app.get(input(key))).toMatchObject({ outcome: 'found', status: 'completed', result: { ok: 1 }, settledAttempt: 1 });
+    expect(await t.app.get(input(key))).toMatchObject({
+      outcome: 'found',
+      status: 'completed',
+      result: { ok: 1 },
+      settledAttempt: 1,
+    });
   });
 
   it('inspect: null for an unknown key, the whole canonical record otherwise (settle_admin)', async () => {
     expect(await t.admin.inspect({ tenant, key: uniqueKey() })).toBeNull();
     const handle = acquired(await t.app.claim(input(uniqueKey())));
     const record = await t.admin.inspect(handle);
-    expect(record).toMatchObject({ tenant, key: handle.key, status: 'running', inFlight: true, bindingGeneration: 7n, scopes: ['payments:write'] });
+    expect(record).toMatchObject({
+      tenant,
+      key: handle.key,
+      status: 'running',
+      inFlight: true,
+      bindingGeneration: 7n,
+      scopes: ['payments:write'],
+    });
     expect(record?.createdAt).toBeInstanceOf(Date);
   });
 
@@ -243,7 +334,10 @@ describe('admin', () => {
     const key = uniqueKey();
     const handle = acquired(await t.app.claim({ ...input(key), tenant: admTenant, maxAttempts: 1 }));
     await expireLease(t.su, admTenant, key);
-    expect(await t.admin.expireLeases({ batchSize: 1000 })).toMatchObject({ expired: expect.any(Number), deadLettered: expect.any(Number) });
+    expect(await t.admin.expireLeases({ batchSize: 1000 })).toMatchObject({
+      expired: expect.any(Number),
+      deadLettered: expect.any(Number),
+    });
     expect((await t.admin.inspect({ tenant: admTenant, key }))?.deadLetteredAt).toBeInstanceOf(Date);
     expect((await t.admin.deadLetters({ limit: 1000 })).some((d) => d.key === key)).toBe(true);
 

@@ -21,7 +21,15 @@ const nulls = {
   conflict_on: null,
   reason: null,
 };
-const observationNulls = { reason: null, status: null, attempt: null, settled_attempt: null, result: null, error: null, conflict_on: null };
+const observationNulls = {
+  reason: null,
+  status: null,
+  attempt: null,
+  settled_attempt: null,
+  result: null,
+  error: null,
+  conflict_on: null,
+};
 
 function refusal(schema: Parameters<typeof validateRow>[0], row: Record<string, unknown>): SettleRowValidationError {
   try {
@@ -37,9 +45,17 @@ describe('row parser: conflict and invalid_token disclose nothing', () => {
   it('a claim conflict that also carries a result, a status or an attempt is refused', () => {
     const conflict = { ...nulls, outcome: 'conflict', conflict_on: ['request'] };
     expect(validateRow(claimRow, conflict, 'x')).toEqual(conflict);
-    for (const [column, value] of [['result', { secret: 1 }], ['status', 'completed'], ['attempt', 3], ['settled_attempt', 2], ['error', 'boom']] as const) {
+    for (const [column, value] of [
+      ['result', { secret: 1 }],
+      ['status', 'completed'],
+      ['attempt', 3],
+      ['settled_attempt', 2],
+      ['error', 'boom'],
+    ] as const) {
       const error = refusal(claimRow, { ...conflict, [column]: value });
-      expect(error.issues).toEqual([{ path: [column], message: 'must be NULL with outcome conflict (nothing is disclosed)' }]);
+      expect(error.issues).toEqual([
+        { path: [column], message: 'must be NULL with outcome conflict (nothing is disclosed)' },
+      ]);
     }
   });
 
@@ -47,26 +63,32 @@ describe('row parser: conflict and invalid_token disclose nothing', () => {
     const conflict = { ...observationNulls, outcome: 'conflict', reason: 'lock_mismatch', conflict_on: ['binding'] };
     expect(validateRow(observationRow, conflict, 'x')).toEqual(conflict);
     expect(refusal(observationRow, { ...conflict, result: 'the stored result' }).issues[0]?.path).toEqual(['result']);
-    expect(refusal(observationRow, { ...conflict, status: 'completed', settled_attempt: 1 }).issues.map((i) => i.path)).toEqual([
-      ['status'],
-      ['settled_attempt'],
-    ]);
+    expect(
+      refusal(observationRow, { ...conflict, status: 'completed', settled_attempt: 1 }).issues.map((i) => i.path),
+    ).toEqual([['status'], ['settled_attempt']]);
     expect(refusal(observationRow, { ...conflict, reason: 'current_attempt' }).issues[0]?.path).toEqual(['reason']);
   });
 
   it('an observation fenced with invalid_token carries no state', () => {
     const fenced = { ...observationNulls, outcome: 'fenced', reason: 'invalid_token' };
     expect(validateRow(observationRow, fenced, 'x')).toEqual(fenced);
-    expect(refusal(observationRow, { ...fenced, status: 'running', attempt: 1 }).issues.map((i) => i.path)).toEqual([['status'], ['attempt']]);
+    expect(refusal(observationRow, { ...fenced, status: 'running', attempt: 1 }).issues.map((i) => i.path)).toEqual([
+      ['status'],
+      ['attempt'],
+    ]);
     // Other fenced reasons do report the canonical state.
-    expect(() => validateRow(observationRow, { ...fenced, reason: 'superseded', status: 'running', attempt: 2 }, 'x')).not.toThrow();
+    expect(() =>
+      validateRow(observationRow, { ...fenced, reason: 'superseded', status: 'running', attempt: 2 }, 'x'),
+    ).not.toThrow();
   });
 
   it('a heartbeat fenced with invalid_token carries no status or lease', () => {
     const fenced = { outcome: 'fenced', reason: 'invalid_token', status: null, lease_expires_at: null };
     expect(validateRow(heartbeatRow, fenced, 'x')).toEqual(fenced);
     expect(refusal(heartbeatRow, { ...fenced, status: 'running' }).issues[0]?.path).toEqual(['status']);
-    expect(refusal(heartbeatRow, { ...fenced, lease_expires_at: new Date() }).issues[0]?.path).toEqual(['lease_expires_at']);
+    expect(refusal(heartbeatRow, { ...fenced, lease_expires_at: new Date() }).issues[0]?.path).toEqual([
+      'lease_expires_at',
+    ]);
   });
 });
 
@@ -84,12 +106,19 @@ describe('engine answers of conflict and invalid_token pass the stricter rows', 
     const claimed = await t.app.claim({ tenant: 'acme', key, request: { amount: 1 }, binding });
     if (claimed.outcome !== 'acquired') throw new Error('expected acquired');
 
-    expect(await t.app.claim({ tenant: 'acme', key, request: { amount: 2 }, binding })).toEqual({ outcome: 'conflict', conflictOn: ['request'] });
+    expect(await t.app.claim({ tenant: 'acme', key, request: { amount: 2 }, binding })).toEqual({
+      outcome: 'conflict',
+      conflictOn: ['request'],
+    });
     const forged = { ...claimed.attempt, leaseToken: '00000000-0000-4000-8000-000000000000' };
     expect(await t.app.heartbeat(forged)).toEqual({ outcome: 'fenced', reason: 'invalid_token', status: null });
     expect(await t.app.complete(forged, 'x')).toEqual({ outcome: 'fenced', reason: 'invalid_token' });
     const otherBinding = { ...claimed.attempt, binding: { ...binding, generation: 8n } };
-    expect(await t.app.complete(otherBinding, 'x')).toEqual({ outcome: 'conflict', reason: 'lock_mismatch', conflictOn: ['binding'] });
+    expect(await t.app.complete(otherBinding, 'x')).toEqual({
+      outcome: 'conflict',
+      reason: 'lock_mismatch',
+      conflictOn: ['binding'],
+    });
   });
 
   it('the raw rows of a settled operation answered with conflict and invalid_token are all NULL but the contract columns', async () => {

@@ -33,10 +33,39 @@ import { binding, type ClientTestContext, setupClientTest, uniqueKey, waitFor } 
 
 /** The registered codes, as listed in the project brief (docs/errors.md is checked below). */
 const REGISTERED = [
-  'SE001', 'SE002', 'SE003', 'SE004', 'SE005', 'SE006', 'SE007', 'SE008',
-  'SE010', 'SE011', 'SE012', 'SE013', 'SE014', 'SE019', 'SE040', 'SE041', 'SE042', 'SE020', 'SE021', 'SE022', 'SE023', 'SE024', 'SE025', 'SE030', 'SE031',
-  'SE050', 'SE051', 'SE052', 'SE053',
-  'SE060', 'SE061', 'SE062', 'SE063',
+  'SE001',
+  'SE002',
+  'SE003',
+  'SE004',
+  'SE005',
+  'SE006',
+  'SE007',
+  'SE008',
+  'SE010',
+  'SE011',
+  'SE012',
+  'SE013',
+  'SE014',
+  'SE019',
+  'SE040',
+  'SE041',
+  'SE042',
+  'SE020',
+  'SE021',
+  'SE022',
+  'SE023',
+  'SE024',
+  'SE025',
+  'SE030',
+  'SE031',
+  'SE050',
+  'SE051',
+  'SE052',
+  'SE053',
+  'SE060',
+  'SE061',
+  'SE062',
+  'SE063',
 ];
 
 let t: ClientTestContext;
@@ -49,7 +78,13 @@ afterAll(async () => {
   await t?.close();
 });
 
-const rejection = async (promise: Promise<unknown>): Promise<Error> => mapDatabaseError(await promise.then(() => null, (e: unknown) => e));
+const rejection = async (promise: Promise<unknown>): Promise<Error> =>
+  mapDatabaseError(
+    await promise.then(
+      () => null,
+      (e: unknown) => e,
+    ),
+  );
 
 /**
  * A completed operation with one row in settle_private.audit_log: the claim and the settlement
@@ -90,15 +125,46 @@ describe('registry', () => {
     const doc = readFileSync('docs/errors.md', 'utf8');
     const section = doc.slice(doc.indexOf('## Every other SQLSTATE a caller can receive'));
     expect(section.length).toBeGreaterThan(1000);
-    const rows = section.split('\n').filter((line) => line.startsWith('| ') && !line.startsWith('| code') && !line.startsWith('|---'));
+    const rows = section
+      .split('\n')
+      .filter((line) => line.startsWith('| ') && !line.startsWith('| code') && !line.startsWith('|---'));
     for (const row of rows) expect(row.split('|').length, row).toBe(7); // code, name, when, retry?, what a DBA does
-    const codes = ['40001', '40P01', '55P03', '57014', '25P02', '25006', '25P03', '42501', '42883', '22P02', '22P05', '22021',
-      '22003', '22007', '23514', '54001', '53200', '57P01', '08006', '53300', '40003'];
-    for (const code of codes) expect(rows.some((row) => row.split('|')[1]?.includes(code)), code).toBe(true);
+    const codes = [
+      '40001',
+      '40P01',
+      '55P03',
+      '57014',
+      '25P02',
+      '25006',
+      '25P03',
+      '42501',
+      '42883',
+      '22P02',
+      '22P05',
+      '22021',
+      '22003',
+      '22007',
+      '23514',
+      '54001',
+      '53200',
+      '57P01',
+      '08006',
+      '53300',
+      '40003',
+    ];
+    for (const code of codes)
+      expect(
+        rows.some((row) => row.split('|')[1]?.includes(code)),
+        code,
+      ).toBe(true);
   });
 
   it('maps by SQLSTATE only, never by message text', () => {
-    const fake = Object.assign(new Error('operation not found'), { code: 'SE021', detail: '{"from":"completed"}', hint: 'h' });
+    const fake = Object.assign(new Error('operation not found'), {
+      code: 'SE021',
+      detail: '{"from":"completed"}',
+      hint: 'h',
+    });
     const mapped = mapDatabaseError(fake);
     expect(mapped).toBeInstanceOf(StatusDowngradeError);
     expect(mapped).toMatchObject({ code: 'SE021', sqlstate: 'SE021', detail: { from: 'completed' }, hint: 'h' });
@@ -140,17 +206,48 @@ describe('engine errors, provoked for real', () => {
     const op = await completedOperation();
     expect(await rejection(t.admin.redrive(op))).toBeInstanceOf(NotDeadLetteredError);
     expect(await rejection(t.admin.redrive({ ...op, request: { a: 2 } }))).toBeInstanceOf(RedriveRequestMismatchError);
-    expect(await rejection(t.admin.redrive({ tenant: 'acme', key: uniqueKey() }))).toBeInstanceOf(OperationNotFoundError);
+    expect(await rejection(t.admin.redrive({ tenant: 'acme', key: uniqueKey() }))).toBeInstanceOf(
+      OperationNotFoundError,
+    );
   });
 
   type Ref = { tenant: string; key: string };
   it.each([
-    ['SE020', ReservationLockImmutableError, (o: Ref) => sql.unsafe`update settle_private.operations set principal = 'eve' where tenant = ${o.tenant} and key = ${o.key}`],
-    ['SE021', StatusDowngradeError, (o: Ref) => sql.unsafe`update settle_private.operations set status = 'running' where tenant = ${o.tenant} and key = ${o.key}`],
-    ['SE022', ResultImmutableError, (o: Ref) => sql.unsafe`update settle_private.operations set result = '"forged"' where tenant = ${o.tenant} and key = ${o.key}`],
-    ['SE023', AuditLogAppendOnlyError, (o: Ref) => sql.unsafe`update settle_private.audit_log set outcome = 'x' where tenant = ${o.tenant} and key = ${o.key}`],
-    ['SE024', AttemptSettlementImmutableError, (o: Ref) => sql.unsafe`update settle_private.attempts set observation = 'failed', error = '{}', retryable = true where tenant = ${o.tenant} and key = ${o.key}`],
-    ['SE025', DeleteRefusedError, (o: Ref) => sql.unsafe`delete from settle_private.operations where tenant = ${o.tenant} and key = ${o.key}`],
+    [
+      'SE020',
+      ReservationLockImmutableError,
+      (o: Ref) =>
+        sql.unsafe`update settle_private.operations set principal = 'eve' where tenant = ${o.tenant} and key = ${o.key}`,
+    ],
+    [
+      'SE021',
+      StatusDowngradeError,
+      (o: Ref) =>
+        sql.unsafe`update settle_private.operations set status = 'running' where tenant = ${o.tenant} and key = ${o.key}`,
+    ],
+    [
+      'SE022',
+      ResultImmutableError,
+      (o: Ref) =>
+        sql.unsafe`update settle_private.operations set result = '"forged"' where tenant = ${o.tenant} and key = ${o.key}`,
+    ],
+    [
+      'SE023',
+      AuditLogAppendOnlyError,
+      (o: Ref) =>
+        sql.unsafe`update settle_private.audit_log set outcome = 'x' where tenant = ${o.tenant} and key = ${o.key}`,
+    ],
+    [
+      'SE024',
+      AttemptSettlementImmutableError,
+      (o: Ref) =>
+        sql.unsafe`update settle_private.attempts set observation = 'failed', error = '{}', retryable = true where tenant = ${o.tenant} and key = ${o.key}`,
+    ],
+    [
+      'SE025',
+      DeleteRefusedError,
+      (o: Ref) => sql.unsafe`delete from settle_private.operations where tenant = ${o.tenant} and key = ${o.key}`,
+    ],
   ] as const)('%s %o: an admin write the guards refuse (through slonik)', async (code, errorClass, statement) => {
     const op = await completedOperation();
     const error = await rejection(superPool.query(statement(op)));
@@ -162,14 +259,18 @@ describe('engine errors, provoked for real', () => {
     const admin = new pg.Client({ connectionString: t.db.url });
     await admin.connect();
     try {
-      const rolesBefore = await admin.query(`select rolname, rolcanlogin from pg_roles where rolname like 'settle\\_%' order by 1`);
+      const rolesBefore = await admin.query(
+        `select rolname, rolcanlogin from pg_roles where rolname like 'settle\\_%' order by 1`,
+      );
       await admin.query('begin');
       const error = await rejection(admin.query(await distributeSql()));
       await admin.query('rollback');
       expect(error).toBeInstanceOf(CitusUnavailableError);
       expect(error).toMatchObject({ code: 'SE031', detail: { database: expect.any(String) } });
       expect((error as CitusUnavailableError).hint).toMatch(/CREATE EXTENSION citus/);
-      const rolesAfter = await admin.query(`select rolname, rolcanlogin from pg_roles where rolname like 'settle\\_%' order by 1`);
+      const rolesAfter = await admin.query(
+        `select rolname, rolcanlogin from pg_roles where rolname like 'settle\\_%' order by 1`,
+      );
       expect(rolesAfter.rows).toEqual(rolesBefore.rows);
     } finally {
       await admin.end();
@@ -216,9 +317,14 @@ describe('infrastructure errors', () => {
     const op = await completedOperation();
     await t.su.query('begin');
     try {
-      await t.su.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [op.tenant, op.key]);
+      await t.su.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [
+        op.tenant,
+        op.key,
+      ]);
       const error = await rejection(
-        superPool.query(sql.unsafe`select 1 from settle_private.operations where tenant = ${op.tenant} and key = ${op.key} for update nowait`),
+        superPool.query(
+          sql.unsafe`select 1 from settle_private.operations where tenant = ${op.tenant} and key = ${op.key} for update nowait`,
+        ),
       );
       expect(error).toBeInstanceOf(SettleRetryableError);
       expect(error).toMatchObject({ sqlstate: '55P03' });
@@ -237,7 +343,8 @@ describe('infrastructure errors', () => {
     });
     await t.su.query('select pg_terminate_backend($1)', [pid]);
     const error = await pending;
-    if (!(error instanceof SettleConnectionError)) console.log('TERMINATED', error, (error as { cause?: unknown }).cause);
+    if (!(error instanceof SettleConnectionError))
+      console.log('TERMINATED', error, (error as { cause?: unknown }).cause);
     expect(error).toBeInstanceOf(SettleConnectionError);
   });
 
@@ -267,7 +374,11 @@ describe('infrastructure errors', () => {
       await admin.query(`create database ${name} template template0`);
       const claim = await rejection(client.claim({ tenant: 'acme', key: 'k', request: {}, binding }));
       expect(claim).toBeInstanceOf(SettleNotMigratedError);
-      expect(claim).toMatchObject({ code: 'NOT_MIGRATED', sqlstate: '3F000', hint: expect.stringContaining('pg-settle migrate') });
+      expect(claim).toMatchObject({
+        code: 'NOT_MIGRATED',
+        sqlstate: '3F000',
+        hint: expect.stringContaining('pg-settle migrate'),
+      });
       expect(claim.message).toContain('run `pg-settle migrate`');
       const stats = await rejection(client.stats());
       expect(stats).toBeInstanceOf(SettleNotMigratedError);

@@ -6,7 +6,9 @@ import { useTestDatabase } from '../support/database.js';
 // Every example in docs/examples runs against a fresh database, and docs/client.md embeds each
 // file verbatim, so the documentation cannot rot.
 const dir = 'docs/examples';
-const files = readdirSync(dir).filter((name) => name.endsWith('.ts')).sort();
+const files = readdirSync(dir)
+  .filter((name) => name.endsWith('.ts'))
+  .sort();
 
 const db = useTestDatabase('client_examples');
 beforeAll(() => {
@@ -19,16 +21,28 @@ afterAll(() => {
 const expectations: Record<string, (value: unknown) => void> = {
   'run-once.ts': (value) =>
     expect(value).toEqual([
-      expect.objectContaining({ outcome: 'completed', settledBy: 'this_attempt', result: { chargeId: 'ch_1', amount: '19.99' } }),
+      expect.objectContaining({
+        outcome: 'completed',
+        settledBy: 'this_attempt',
+        result: { chargeId: 'ch_1', amount: '19.99' },
+      }),
       expect.objectContaining({ outcome: 'replay', result: { chargeId: 'ch_1', amount: '19.99' } }),
     ]),
   'reconcile.ts': (value) =>
     expect(value).toEqual([
       expect.objectContaining({ outcome: 'unknown', reason: 'effect_outcome_unknown', attempt: 1 }),
-      { outcome: 'completed', result: { chargeId: 'ch_1', amountCents: 1999 }, attempt: 2, settledBy: 'this_attempt', reconciled: true },
+      {
+        outcome: 'completed',
+        result: { chargeId: 'ch_1', amountCents: 1999 },
+        attempt: 2,
+        settledBy: 'this_attempt',
+        reconciled: true,
+      },
     ]),
-  'idempotent.ts': (value) => expect(value).toEqual(['re_1_support', 're_1_support', 'refunds=1', 'conflict on request']),
-  'claim-by-hand.ts': (value) => expect(value).toEqual(['acquired', 'extended', 'settled:current_attempt', 'replay', 'completed']),
+  'idempotent.ts': (value) =>
+    expect(value).toEqual(['re_1_support', 're_1_support', 'refunds=1', 'conflict on request']),
+  'claim-by-hand.ts': (value) =>
+    expect(value).toEqual(['acquired', 'extended', 'settled:current_attempt', 'replay', 'completed']),
   'transactional.ts': (value) =>
     expect(value).toEqual({
       outcomes: [expect.objectContaining({ outcome: 'completed' }), expect.objectContaining({ outcome: 'replay' })],

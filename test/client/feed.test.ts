@@ -36,7 +36,10 @@ describe('client.consume', () => {
 
     const controller = new AbortController();
     const seen: FeedEvent[] = [];
-    const handler = async (events: readonly FeedEvent[], context: { connection: { query: (q: ReturnType<typeof sql.unsafe>) => Promise<unknown> } | null }) => {
+    const handler = async (
+      events: readonly FeedEvent[],
+      context: { connection: { query: (q: ReturnType<typeof sql.unsafe>) => Promise<unknown> } | null },
+    ) => {
       for (const e of events) {
         if (e.status !== 'completed') continue;
         // A duplicate would violate the primary key and fail the test through onError.
@@ -57,13 +60,17 @@ describe('client.consume', () => {
       }),
     );
     await waitFor(async () => {
-      const { rows } = await t.su.query<{ n: number }>(`select count(*)::int as n from ${table} where key = any($1)`, [keys]);
+      const { rows } = await t.su.query<{ n: number }>(`select count(*)::int as n from ${table} where key = any($1)`, [
+        keys,
+      ]);
       return rows[0]?.n === keys.length;
     }, 60_000);
     controller.abort();
     const summaries = await Promise.all(processes);
     expect(errors).toEqual([]);
-    const { rows } = await t.su.query<{ key: string; n: number }>(`select key, count(*)::int as n from ${table} group by key`);
+    const { rows } = await t.su.query<{ key: string; n: number }>(
+      `select key, count(*)::int as n from ${table} group by key`,
+    );
     expect(rows.filter((r) => keys.includes(r.key))).toHaveLength(keys.length);
     expect(rows.every((r) => r.n === 1)).toBe(true);
     expect(summaries.reduce((n, s) => n + s.events, 0)).toBe(seen.length);
@@ -116,7 +123,14 @@ describe('client.consume', () => {
           throw new Error('webhook timed out');
         }
       },
-      { mode: 'external', signal: controller.signal, errorBackoffMs: 10, idleMs: 20, maxIdleMs: 100, onError: () => {} },
+      {
+        mode: 'external',
+        signal: controller.signal,
+        errorBackoffMs: 10,
+        idleMs: 20,
+        maxIdleMs: 100,
+        onError: () => {},
+      },
     );
     await waitFor(async () => ids.length >= 2, 60_000);
     controller.abort();
@@ -139,7 +153,10 @@ describe('client.consume', () => {
     );
     // Let it settle into its wait (registered as a waiter, listening).
     await waitFor(async () => {
-      const { rows } = await t.su.query<{ n: number }>(`select count(*)::int as n from settle_private.feed_waiters where consumer = $1`, [name]);
+      const { rows } = await t.su.query<{ n: number }>(
+        `select count(*)::int as n from settle_private.feed_waiters where consumer = $1`,
+        [name],
+      );
       return (rows[0]?.n ?? 0) > 0;
     });
     const started = Date.now();

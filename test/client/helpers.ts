@@ -1,6 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { createSettleClient, type CitusRoutingOptions, type RunInput, type RunOutcome, type SettleClient, type SettleClientOptions } from '../../src/index.js';
+import {
+  createSettleClient,
+  type CitusRoutingOptions,
+  type RunInput,
+  type RunOutcome,
+  type SettleClient,
+  type SettleClientOptions,
+} from '../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
 import { usePerFile } from '../support/per-file.js';
 
@@ -19,7 +26,14 @@ export interface ClientTestContext {
   readonly admin: SettleClient;
   /** A superuser pg client for setup and for provoking guard errors. */
   readonly su: pg.Client;
-  client(options?: Partial<Omit<SettleClientOptions, 'pool' | 'connectionString'>> & { role?: string; poolSize?: number; preparedStatements?: boolean; citusRouting?: CitusRoutingOptions }): SettleClient;
+  client(
+    options?: Partial<Omit<SettleClientOptions, 'pool' | 'connectionString'>> & {
+      role?: string;
+      poolSize?: number;
+      preparedStatements?: boolean;
+      citusRouting?: CitusRoutingOptions;
+    },
+  ): SettleClient;
   close(): Promise<void>;
 }
 
@@ -54,7 +68,12 @@ export async function setupClientTest(name: string): Promise<ClientTestContext> 
  * fields are readable from beforeAll on.
  */
 export function useClientTest(name: string): ClientTestContext {
-  return usePerFile(`useClientTest(${name})`, () => setupClientTest(name), (t) => t.close(), ['db', 'app', 'admin', 'su', 'client', 'close']);
+  return usePerFile(
+    `useClientTest(${name})`,
+    () => setupClientTest(name),
+    (t) => t.close(),
+    ['db', 'app', 'admin', 'su', 'client', 'close'],
+  );
 }
 
 export const binding = { principal: 'alice', scopes: ['payments:write'], generation: 7 } as const;
@@ -106,7 +125,11 @@ export function gate<T = void>(): { promise: Promise<T>; open: (value: T) => voi
  * Starts `app.run(input)` with an effect that holds its lease until `release()` and answers
  * `result`; resolves once the effect has begun (the operation is in flight).
  */
-export async function holdRun(app: SettleClient, input: RunInput, result: string): Promise<{ run: Promise<RunOutcome<string>>; release: () => void }> {
+export async function holdRun(
+  app: SettleClient,
+  input: RunInput,
+  result: string,
+): Promise<{ run: Promise<RunOutcome<string>>; release: () => void }> {
   const started = gate();
   const released = gate();
   const run = app.run(input, async () => {

@@ -28,10 +28,17 @@ const receipt = z.object({ transferId: z.string(), amountCents: z.number() });
 /** A counting "downstream": how often the wrapped function really ran, per key. */
 function downstream() {
   const calls = new Map<string, number>();
-  const send = async (transfer: Transfer, memo?: string): Promise<{ transferId: string; amountCents: number; memo?: string }> => {
+  const send = async (
+    transfer: Transfer,
+    memo?: string,
+  ): Promise<{ transferId: string; amountCents: number; memo?: string }> => {
     const n = (calls.get(transfer.id) ?? 0) + 1;
     calls.set(transfer.id, n);
-    return { transferId: `tr_${transfer.id}_${n}`, amountCents: transfer.amountCents, ...(memo === undefined ? {} : { memo }) };
+    return {
+      transferId: `tr_${transfer.id}_${n}`,
+      amountCents: transfer.amountCents,
+      ...(memo === undefined ? {} : { memo }),
+    };
   };
   return { send, calls: (id: string) => calls.get(id) ?? 0 };
 }
@@ -80,15 +87,20 @@ describe('settle.idempotent()', () => {
     expect(calls(transfer.id)).toBe(1);
 
     // The same key read through a schema the stored result no longer matches: a typed error, never a wrongly typed value.
-    const stricter = t.app.idempotent(async (tr: Transfer) => ({ transferId: tr.id, amountCents: 1, currency: 'EUR' as const }), {
-      ...options,
-      result: receipt.extend({ currency: z.literal('EUR') }),
-    });
+    const stricter = t.app.idempotent(
+      async (tr: Transfer) => ({ transferId: tr.id, amountCents: 1, currency: 'EUR' as const }),
+      {
+        ...options,
+        result: receipt.extend({ currency: z.literal('EUR') }),
+      },
+    );
     await expect(stricter(transfer)).rejects.toBeInstanceOf(StoredResultMismatchError);
     expect(calls(transfer.id)).toBe(1);
   });
 
-  it('concurrent calls under one key race on the first claim, and fn runs once; all get its result', { timeout: 120_000 }, async () => {
+  it('concurrent calls under one key race on the first claim, and fn runs once; all get its result', {
+    timeout: 120_000,
+  }, async () => {
     const { send, calls } = downstream();
     const sendOnce = t.app.idempotent(send, { ...options, waitForMs: 90_000 });
     const ours = t.client({ poolSize: 8 });
@@ -108,7 +120,9 @@ describe('settle.idempotent()', () => {
     }
     const results = await Promise.all(pending);
     expect(calls(transfer.id)).toBe(1);
-    expect(new Set(results.map((r) => JSON.stringify(r)))).toEqual(new Set([JSON.stringify({ transferId: `tr_${transfer.id}_1`, amountCents: 300 })]));
+    expect(new Set(results.map((r) => JSON.stringify(r)))).toEqual(
+      new Set([JSON.stringify({ transferId: `tr_${transfer.id}_1`, amountCents: 300 })]),
+    );
     expect(await t.admin.attempts({ tenant: 'acme', key: transfer.id })).toHaveLength(1);
   });
 
@@ -160,20 +174,20 @@ describe('settle.idempotent()', () => {
     const stranger = await asCaller(transfer, 'mallory').catch((e: unknown) => e);
     expect(stranger).toBeInstanceOf(IdempotencyConflictError);
     expect((stranger as IdempotencyConflictError).conflictOn).toEqual(['binding']);
-    expect(await asCaller(transfer, binding.principal)).toEqual({ transferId: `tr_${transfer.id}_1`, amountCents: 500 });
+    expect(await asCaller(transfer, binding.principal)).toEqual({
+      transferId: `tr_${transfer.id}_1`,
+      amountCents: 500,
+    });
     expect(calls(transfer.id)).toBe(1);
   });
 
   it('a throwing fn is a retryable failure (cause: the error); the next call runs it again; the budget spent dead-letters', async () => {
     let runs = 0;
-    const flaky = t.app.idempotent(
-      async (transfer: Transfer) => {
-        runs += 1;
-        if (runs === 1) throw new Error('provider 503');
-        return { transferId: `${transfer.id}-${runs}` };
-      },
-      options,
-    );
+    const flaky = t.app.idempotent(async (transfer: Transfer) => {
+      runs += 1;
+      if (runs === 1) throw new Error('provider 503');
+      return { transferId: `${transfer.id}-${runs}` };
+    }, options);
     const transfer = { id: uniqueKey('tr'), amountCents: 900, to: 'acct_5' };
     const error = await flaky(transfer).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OperationFailedError);
@@ -243,13 +257,15 @@ describe('settle.idempotent()', () => {
 
   it('idempotencyContext() is the attempt inside fn, undefined outside', async () => {
     expect(idempotencyContext()).toBeUndefined();
-    const seen = t.app.idempotent(
-      async (transfer: Transfer) => {
-        const context = idempotencyContext();
-        return { key: context?.attempt.key ?? null, attempt: context?.attemptNumber ?? null, aborted: context?.signal.aborted ?? null, id: transfer.id };
-      },
-      options,
-    );
+    const seen = t.app.idempotent(async (transfer: Transfer) => {
+      const context = idempotencyContext();
+      return {
+        key: context?.attempt.key ?? null,
+        attempt: context?.attemptNumber ?? null,
+        aborted: context?.signal.aborted ?? null,
+        id: transfer.id,
+      };
+    }, options);
     const transfer = { id: uniqueKey('tr'), amountCents: 5, to: 'acct_8' };
     expect(await seen(transfer)).toEqual({ key: transfer.id, attempt: 1, aborted: false, id: transfer.id });
     expect(idempotencyContext()).toBeUndefined();
@@ -257,11 +273,17 @@ describe('settle.idempotent()', () => {
 
   it('bad derived input is the typed input error before any round trip, and fn is not called', async () => {
     let runs = 0;
-    const wrapped = t.app.idempotent(async (_transfer: Transfer) => {
-      runs += 1;
-      return 1;
-    }, { ...options, key: () => '' });
-    await expect(wrapped({ id: 'x', amountCents: 1, to: 'y' })).rejects.toMatchObject({ name: 'InvalidKeyError', sqlstate: null });
+    const wrapped = t.app.idempotent(
+      async (_transfer: Transfer) => {
+        runs += 1;
+        return 1;
+      },
+      { ...options, key: () => '' },
+    );
+    await expect(wrapped({ id: 'x', amountCents: 1, to: 'y' })).rejects.toMatchObject({
+      name: 'InvalidKeyError',
+      sqlstate: null,
+    });
     expect(runs).toBe(0);
   });
 });

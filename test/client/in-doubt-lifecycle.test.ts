@@ -21,10 +21,13 @@ describe('an in-doubt operation whose caller gave up', () => {
     const key = uniqueKey('payout');
     // The downstream: the charge happens, then the provider's answer is lost.
     const charges = new Map<string, { id: string; amount: string }>();
-    const outcome = await t.app.run({ tenant, key, request: { amount: '12.00' }, binding, maxAttempts: 5 }, async () => {
-      charges.set(key, { id: `ch_${charges.size + 1}`, amount: '12.00' });
-      throw new ProviderTimeout('provider did not answer');
-    });
+    const outcome = await t.app.run(
+      { tenant, key, request: { amount: '12.00' }, binding, maxAttempts: 5 },
+      async () => {
+        charges.set(key, { id: `ch_${charges.size + 1}`, amount: '12.00' });
+        throw new ProviderTimeout('provider did not answer');
+      },
+    );
     expect(outcome).toMatchObject({ outcome: 'unknown' });
     // The caller gives up here. Nothing lists the operation yet: it is in doubt, not a dead letter.
     const reconcilerClient = t.client({ role: 'settle_reconciler' });
@@ -46,7 +49,10 @@ describe('an in-doubt operation whose caller gave up', () => {
 
     // Nobody touches it for longer than in_doubt_after (15 minutes by default): its last change
     // is moved back rather than waited for.
-    await t.su.query(`update settle_private.operations set updated_at = now() - interval '16 minutes' where tenant = $1 and key = $2`, [tenant, key]);
+    await t.su.query(
+      `update settle_private.operations set updated_at = now() - interval '16 minutes' where tenant = $1 and key = $2`,
+      [tenant, key],
+    );
     expect(await t.admin.metrics()).toMatchObject({ inDoubt: { under5m: 0n, from5mTo1h: 1n, over1h: 0n } });
     const admin = asRole(t.db.url, 'settle_admin');
     const maintain = await runCli(['maintain', '--once', '--force', '--json'], { databaseUrl: admin });
@@ -54,14 +60,20 @@ describe('an in-doubt operation whose caller gave up', () => {
     expect(maintain.stdout).toContain('dead_letter_in_doubt');
     const listed = await runCli(['dead-letters', '--json'], { databaseUrl: admin });
     expect(listed.code, listed.stderr).toBe(0);
-    expect((listed.json.deadLetters as { key: string; reason: string; status: string }[]).filter((d) => d.key === key)).toEqual([
-      expect.objectContaining({ key, reason: 'needs_reconciliation', status: 'unknown' }),
-    ]);
+    expect(
+      (listed.json.deadLetters as { key: string; reason: string; status: string }[]).filter((d) => d.key === key),
+    ).toEqual([expect.objectContaining({ key, reason: 'needs_reconciliation', status: 'unknown' })]);
     const { rows: audit } = await t.su.query<{ event: string; outcome: string; detail: { cause: string } }>(
       `select event, outcome, detail from settle.audit_log where tenant = $1 and key = $2 and event = 'expire'`,
       [tenant, key],
     );
-    expect(audit).toEqual([expect.objectContaining({ event: 'expire', outcome: 'dead_lettered', detail: expect.objectContaining({ cause: 'in_doubt_abandoned' }) })]);
+    expect(audit).toEqual([
+      expect.objectContaining({
+        event: 'expire',
+        outcome: 'dead_lettered',
+        detail: expect.objectContaining({ cause: 'in_doubt_abandoned' }),
+      }),
+    ]);
     // A caller that comes back now is told to wait for reconciliation; nothing runs again.
     const late = await t.app.run({ tenant, key, request: { amount: '12.00' }, binding, maxAttempts: 5 }, async () => {
       throw new Error('must not run');
@@ -94,7 +106,12 @@ describe('an in-doubt operation whose caller gave up', () => {
     await done;
     expect(errors).toEqual([]);
     expect(delivered.filter((e) => e.key === key)).toEqual([
-      expect.objectContaining({ key, status: 'completed', statusBefore: 'unknown', result: { id: 'ch_1', amount: '12.00' } }),
+      expect.objectContaining({
+        key,
+        status: 'completed',
+        statusBefore: 'unknown',
+        result: { id: 'ch_1', amount: '12.00' },
+      }),
     ]);
   });
 
@@ -103,7 +120,14 @@ describe('an in-doubt operation whose caller gave up', () => {
     const claim = await t.app.claim({ tenant, key: held, request: { n: 1 }, binding, leaseMs: 600_000 });
     if (claim.outcome !== 'acquired') throw new Error('not acquired');
     await t.app.reportUnknown(claim.attempt);
-    const again = await t.app.claim({ tenant, key: held, request: { n: 1 }, binding, leaseMs: 600_000, rerunAfterUnknown: true });
+    const again = await t.app.claim({
+      tenant,
+      key: held,
+      request: { n: 1 },
+      binding,
+      leaseMs: 600_000,
+      rerunAfterUnknown: true,
+    });
     expect(again).toMatchObject({ outcome: 'acquired', status: 'unknown' });
     const recent = uniqueKey('recent');
     const r = await t.app.claim({ tenant, key: recent, request: { n: 1 }, binding });
@@ -113,10 +137,10 @@ describe('an in-doubt operation whose caller gave up', () => {
     const f = await t.app.claim({ tenant, key: failedOnce, request: { n: 1 }, binding });
     if (f.outcome !== 'acquired') throw new Error('not acquired');
     await t.app.fail(f.attempt, { code: 'declined' }, { retryable: true });
-    await t.su.query(`update settle_private.operations set updated_at = now() - interval '1 day' where tenant = $1 and key = any($2)`, [
-      tenant,
-      [held, failedOnce],
-    ]);
+    await t.su.query(
+      `update settle_private.operations set updated_at = now() - interval '1 day' where tenant = $1 and key = any($2)`,
+      [tenant, [held, failedOnce]],
+    );
     await t.su.query('select * from settle.run_upkeep(job => $1, force => true)', ['dead_letter_in_doubt']);
     const { rows } = await t.su.query<{ key: string; status: string; dead_letter_reason: string | null }>(
       `select key, status::text, dead_letter_reason from settle.operations where tenant = $1 and key = any($2) order by key`,

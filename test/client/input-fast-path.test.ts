@@ -34,19 +34,44 @@ const binding = fc.oneof(
   fc.record(
     {
       principal: name,
-      scopes: fc.oneof({ arbitrary: fc.array(name, { maxLength: 3 }), weight: 4 }, fc.array(name, { maxLength: 3 }), fc.constantFrom(undefined, 'x', [1], Array.from({ length: 65 }, () => 's'))),
-      generation: fc.oneof({ arbitrary: fc.nat(), weight: 3 }, fc.bigInt({ min: -1n, max: 2n ** 64n }), fc.constantFrom(-1, 1.5, Number.MAX_SAFE_INTEGER + 2, '0', undefined)),
+      scopes: fc.oneof(
+        { arbitrary: fc.array(name, { maxLength: 3 }), weight: 4 },
+        fc.array(name, { maxLength: 3 }),
+        fc.constantFrom(
+          undefined,
+          'x',
+          [1],
+          Array.from({ length: 65 }, () => 's'),
+        ),
+      ),
+      generation: fc.oneof(
+        { arbitrary: fc.nat(), weight: 3 },
+        fc.bigInt({ min: -1n, max: 2n ** 64n }),
+        fc.constantFrom(-1, 1.5, Number.MAX_SAFE_INTEGER + 2, '0', undefined),
+      ),
     },
     { requiredKeys: ['principal', 'generation'] },
   ),
   fc.constantFrom(null, [], 'binding'),
 );
 const claimInput = fc.oneof(
-  { weight: 9, arbitrary: fc.record(
-    { tenant: name, key: name, request: json, binding, leaseMs: int, worker: fc.oneof(name, fc.constant(null)), maxAttempts: int,
-      rerunAfterUnknown: fc.oneof({ arbitrary: fc.boolean(), weight: 4 }, fc.constantFrom(null, 'false', 0)), extra: fc.anything() },
-    { requiredKeys: ['tenant', 'key', 'request', 'binding'] },
-  ) },
+  {
+    weight: 9,
+    arbitrary: fc.record(
+      {
+        tenant: name,
+        key: name,
+        request: json,
+        binding,
+        leaseMs: int,
+        worker: fc.oneof(name, fc.constant(null)),
+        maxAttempts: int,
+        rerunAfterUnknown: fc.oneof({ arbitrary: fc.boolean(), weight: 4 }, fc.constantFrom(null, 'false', 0)),
+        extra: fc.anything(),
+      },
+      { requiredKeys: ['tenant', 'key', 'request', 'binding'] },
+    ),
+  },
   fc.constantFrom(null, [], 'input', 7),
 );
 
@@ -70,10 +95,15 @@ describe('input fast paths', () => {
   });
 
   it('strings: the printable-ASCII shortcut measures and checks as JSON.stringify and the general checks do', () => {
-    const text = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.constantFrom('a"b', 'a\\b', 'a\u0000', '\u007f', '\ud800x', 'é'));
+    const text = fc.oneof(
+      fc.string(),
+      fc.string({ unit: 'binary' }),
+      fc.constantFrom('a"b', 'a\\b', 'a\u0000', '\u007f', '\ud800x', 'é'),
+    );
     fc.assert(
       fc.property(text, (value) => {
-        if (findJsonProblem(value) === null) expect(jsonbTextLength(value)).toBe(Buffer.byteLength(JSON.stringify(value)));
+        if (findJsonProblem(value) === null)
+          expect(jsonbTextLength(value)).toBe(Buffer.byteLength(JSON.stringify(value)));
         const loneSurrogate = /[\ud800-\udfff]/.test(value.replace(/[\ud800-\udbff][\udc00-\udfff]/g, ''));
         expect(findJsonProblem(value) === null).toBe(!value.includes('\u0000') && !loneSurrogate);
       }),
@@ -83,7 +113,12 @@ describe('input fast paths', () => {
 
   it('the parsed binding is a copy: freezing the issued handle leaves the caller scopes alone', () => {
     const scopes = ['payments.write'];
-    const parsed = parseClaimInput({ tenant: 'acme', key: 'k', request: {}, binding: { principal: 'p', scopes, generation: 0 } });
+    const parsed = parseClaimInput({
+      tenant: 'acme',
+      key: 'k',
+      request: {},
+      binding: { principal: 'p', scopes, generation: 0 },
+    });
     expect(parsed.binding.scopes).not.toBe(scopes);
     expect(parsed.binding.scopes).toEqual(scopes);
   });

@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { createPool, type DatabasePool, type DriverFactory, type Interceptor, sql, UniqueIntegrityConstraintViolationError } from 'slonik';
+import {
+  createPool,
+  type DatabasePool,
+  type DriverFactory,
+  type Interceptor,
+  sql,
+  UniqueIntegrityConstraintViolationError,
+} from 'slonik';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { settleTypeParsers } from '../../src/client/interceptors.js';
@@ -35,7 +42,10 @@ afterEach(() => {
 /** Every query on the pool runs as a named prepared statement, named by its text (as the client's interceptor does). */
 const nameEveryQuery: Interceptor = {
   name: 'test/name-every-query',
-  transformQuery: (_context, query) => ({ ...query, name: `t_${createHash('sha256').update(query.sql).digest('hex').slice(0, 20)}` }),
+  transformQuery: (_context, query) => ({
+    ...query,
+    name: `t_${createHash('sha256').update(query.sql).digest('hex').slice(0, 20)}`,
+  }),
 };
 
 const pools: DatabasePool[] = [];
@@ -54,13 +64,20 @@ async function openPool(driverFactory: DriverFactory | undefined, size = 1, name
   return pool;
 }
 
-const mixedRow = z.object({ n: z.bigint(), at: z.date(), nothing: z.null(), doc: z.unknown(), tags: z.array(z.string()), amount: z.string() });
+const mixedRow = z.object({
+  n: z.bigint(),
+  at: z.date(),
+  nothing: z.null(),
+  doc: z.unknown(),
+  tags: z.array(z.string()),
+  amount: z.string(),
+});
 const mixed = (n: number) => sql.type(mixedRow)`
   select ${n}::int8 as n, timestamptz '2026-01-02 03:04:05.678+00' + make_interval(secs => ${n}) as at, null::text as nothing,
          jsonb_build_object('n', ${n}::int) as doc, array['a', 'b,c', null]::text[] as tags, ${`${n}.10`}::numeric as amount`;
 
 describe('the client pool driver (named statements described once per connection)', () => {
-  it('returns exactly the rows and fields of slonik\'s own driver, describing once per connection', async () => {
+  it("returns exactly the rows and fields of slonik's own driver, describing once per connection", async () => {
     const ours = await openPool(createSettleDriverFactory());
     const theirs = await openPool(undefined);
     await ours.query(sql.unsafe`select 1`); // opens the connection
@@ -91,30 +108,44 @@ describe('the client pool driver (named statements described once per connection
     expect(describes).toBe(1);
   });
 
-  it('a statement whose result type changed fails as with slonik\'s driver, never read with the old description', async () => {
-    await t.su.query('create table public.shape_change (a int); insert into public.shape_change values (1); grant select on public.shape_change to settle_app');
+  it("a statement whose result type changed fails as with slonik's driver, never read with the old description", async () => {
+    await t.su.query(
+      'create table public.shape_change (a int); insert into public.shape_change values (1); grant select on public.shape_change to settle_app',
+    );
     const read = sql.type(z.object({ a: z.number() }).loose())`select * from public.shape_change`;
     const ours = await openPool(createSettleDriverFactory());
     const theirs = await openPool(undefined);
     expect(await ours.one(read)).toEqual({ a: 1 });
     expect(await ours.one(read)).toEqual({ a: 1 });
     expect(await theirs.one(read)).toEqual({ a: 1 });
-    await t.su.query('alter table public.shape_change add column b text default \'new\'');
-    const oursError = await ours.query(read).then(() => null, (error: unknown) => error as { code?: string; cause?: { code?: string } });
-    const theirsError = await theirs.query(read).then(() => null, (error: unknown) => error as { code?: string; cause?: { code?: string } });
+    await t.su.query("alter table public.shape_change add column b text default 'new'");
+    const oursError = await ours.query(read).then(
+      () => null,
+      (error: unknown) => error as { code?: string; cause?: { code?: string } },
+    );
+    const theirsError = await theirs.query(read).then(
+      () => null,
+      (error: unknown) => error as { code?: string; cause?: { code?: string } },
+    );
     expect(oursError?.code ?? oursError?.cause?.code).toBe('0A000');
     expect(theirsError?.code ?? theirsError?.cause?.code).toBe('0A000');
     expect(oursError?.constructor).toBe(theirsError?.constructor);
   });
 
-  it('keeps slonik\'s typed errors, unnamed queries and streams', async () => {
+  it("keeps slonik's typed errors, unnamed queries and streams", async () => {
     const pool = await openPool(createSettleDriverFactory(), 1, false);
-    await t.su.query('create table public.unique_things (k text primary key); grant select, insert on public.unique_things to settle_app');
+    await t.su.query(
+      'create table public.unique_things (k text primary key); grant select, insert on public.unique_things to settle_app',
+    );
     await pool.query(sql.unsafe`insert into public.unique_things values ('a')`);
-    await expect(pool.query(sql.unsafe`insert into public.unique_things values ('a')`)).rejects.toBeInstanceOf(UniqueIntegrityConstraintViolationError);
+    await expect(pool.query(sql.unsafe`insert into public.unique_things values ('a')`)).rejects.toBeInstanceOf(
+      UniqueIntegrityConstraintViolationError,
+    );
     const named = await openPool(createSettleDriverFactory());
     await named.query(sql.unsafe`insert into public.unique_things values ('b')`);
-    await expect(named.query(sql.unsafe`insert into public.unique_things values ('b')`)).rejects.toBeInstanceOf(UniqueIntegrityConstraintViolationError);
+    await expect(named.query(sql.unsafe`insert into public.unique_things values ('b')`)).rejects.toBeInstanceOf(
+      UniqueIntegrityConstraintViolationError,
+    );
     const streamed: unknown[] = [];
     await pool.stream(sql.type(z.object({ n: z.number() }))`select generate_series(1, 3) as n`, (stream) => {
       stream.on('data', (event: { data: unknown }) => streamed.push(event.data));
@@ -132,10 +163,14 @@ describe('the client pool driver (named statements described once per connection
     // later claim replays the result.
     const rounds = await Promise.all(
       keys.map(async (key, i) => {
-        const claims = await Promise.all(Array.from({ length: 4 }, () => client.claim({ tenant: 'acme', key, request: { i }, binding })));
+        const claims = await Promise.all(
+          Array.from({ length: 4 }, () => client.claim({ tenant: 'acme', key, request: { i }, binding })),
+        );
         const acquired = claims.filter((claim) => claim.outcome === 'acquired');
         expect(acquired).toHaveLength(1);
-        expect(claims.filter((claim) => claim.outcome !== 'acquired').every((claim) => claim.outcome === 'in_progress')).toBe(true);
+        expect(
+          claims.filter((claim) => claim.outcome !== 'acquired').every((claim) => claim.outcome === 'in_progress'),
+        ).toBe(true);
         const [winner] = acquired;
         if (winner?.outcome !== 'acquired') throw new Error('expected acquired');
         expect(await client.complete(winner.attempt, { charge: i })).toMatchObject({ outcome: 'settled' });

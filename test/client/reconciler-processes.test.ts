@@ -26,7 +26,10 @@ interface Child {
 }
 
 function startReconciler(url: string, holder: string): Child {
-  const child = spawn(process.execPath, ['--import', 'tsx', SCRIPT, url, holder], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', SCRIPT, url, holder], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const lines: string[] = [];
   let buffered = '';
   child.stdout?.on('data', (chunk: Buffer) => {
@@ -51,7 +54,9 @@ describe('createReconciler in two processes', () => {
     // The downstream (a payment provider's records), shared by both processes.
     await t.su.query(`create schema downstream`);
     await t.su.query(`create table downstream.charges (key text primary key, outcome text not null)`);
-    await t.su.query(`create table downstream.lookups (lookup_id bigint generated always as identity, key text not null, holder text not null)`);
+    await t.su.query(
+      `create table downstream.lookups (lookup_id bigint generated always as identity, key text not null, holder text not null)`,
+    );
     // Oldest dead letters are leased first: the decidable ones first, so that each process's
     // first batch holds some.
     const plan: [string, string][] = [
@@ -95,11 +100,18 @@ describe('createReconciler in two processes', () => {
     }
     expect(await a.exited).toBe(0);
     expect(await b.exited).toBe(0);
-    const summaries = [a, b].map((c) => JSON.parse(c.lines.at(-1) ?? '{}') as { holder: string; results: Record<string, number> });
+    const summaries = [a, b].map(
+      (c) => JSON.parse(c.lines.at(-1) ?? '{}') as { holder: string; results: Record<string, number> },
+    );
 
     // Exactly once: one resolve row per decidable operation, written by one of the processes,
     // one final outcome in the settlement feed; the verdict is the downstream's.
-    const { rows: resolutions } = await t.su.query<{ key: string; reason: string; checked_by: string; status_after: string }>(
+    const { rows: resolutions } = await t.su.query<{
+      key: string;
+      reason: string;
+      checked_by: string;
+      status_after: string;
+    }>(
       `select key, detail->>'reason' as reason, detail->'evidence'->>'checked_by' as checked_by, status_after::text
          from settle.audit_log where tenant = $1 and event = 'resolve' and outcome = 'resolved' order by key`,
       [tenant],
@@ -120,12 +132,16 @@ describe('createReconciler in two processes', () => {
     const byHolder = new Map<string, number>();
     for (const r of resolutions) byHolder.set(r.checked_by, (byHolder.get(r.checked_by) ?? 0) + 1);
     expect([...byHolder.keys()].sort()).toEqual(['proc-a', 'proc-b']);
-    const resolvedBy = (s: (typeof summaries)[number]) => (s.results.resolved_completed ?? 0) + (s.results.resolved_failed ?? 0);
+    const resolvedBy = (s: (typeof summaries)[number]) =>
+      (s.results.resolved_completed ?? 0) + (s.results.resolved_failed ?? 0);
     expect(summaries.map((s) => [s.holder, resolvedBy(s)])).toEqual([
       ['proc-a', byHolder.get('proc-a')],
       ['proc-b', byHolder.get('proc-b')],
     ]);
-    expect(summaries.reduce((n, s) => n + (s.results.already_final ?? 0), 0), 'no process resolved what the other had').toBe(0);
+    expect(
+      summaries.reduce((n, s) => n + (s.results.already_final ?? 0), 0),
+      'no process resolved what the other had',
+    ).toBe(0);
 
     // The downstream's timeouts: the flaky lookups were retried (by either process) and resolved
     // once; the hanging ones stay unknown, dead-lettered, unresolved.
@@ -133,13 +149,18 @@ describe('createReconciler in two processes', () => {
       `select key, count(*)::int as n from downstream.lookups group by key`,
     );
     const lookupsOf = (key: string) => lookups.find((l) => l.key === key)?.n ?? 0;
-    for (const key of ['flaky-0', 'flaky-1', ...hanging]) expect(lookupsOf(key), key).toBeGreaterThanOrEqual(key.startsWith('flaky') ? 2 : 1);
-    expect(summaries.reduce((n, s) => n + (s.results.check_timeout ?? 0), 0)).toBeGreaterThanOrEqual(2 + hanging.length);
+    for (const key of ['flaky-0', 'flaky-1', ...hanging])
+      expect(lookupsOf(key), key).toBeGreaterThanOrEqual(key.startsWith('flaky') ? 2 : 1);
+    expect(summaries.reduce((n, s) => n + (s.results.check_timeout ?? 0), 0)).toBeGreaterThanOrEqual(
+      2 + hanging.length,
+    );
     const { rows: left } = await t.su.query(
       `select key, status::text, dead_letter_reason from settle.operations where tenant = $1 and key = any($2::text[]) order by key`,
       [tenant, hanging],
     );
-    expect(left).toEqual(hanging.map((key) => ({ key, status: 'unknown', dead_letter_reason: 'needs_reconciliation' })));
+    expect(left).toEqual(
+      hanging.map((key) => ({ key, status: 'unknown', dead_letter_reason: 'needs_reconciliation' })),
+    );
     await t.su.query(`drop owned by ${role}`);
     await t.su.query(`drop role ${role}`);
   });

@@ -50,17 +50,51 @@ describe('resolveOperation', () => {
     const record = await t.admin.inspect({ tenant, key });
     if (record === null) throw new Error('no record');
     await expect(
-      resolveOperation(reconcilerClient, { tenant, key, fingerprint: `v1:${'0'.repeat(64)}`, expectedAttempt: record.attempt, outcome: 'failed', error: {}, reason: 'x' }),
+      resolveOperation(reconcilerClient, {
+        tenant,
+        key,
+        fingerprint: `v1:${'0'.repeat(64)}`,
+        expectedAttempt: record.attempt,
+        outcome: 'failed',
+        error: {},
+        reason: 'x',
+      }),
     ).rejects.toBeInstanceOf(ResolveFingerprintMismatchError);
     await expect(
-      resolveOperation(reconcilerClient, { tenant, key, fingerprint: record.fingerprint, expectedAttempt: record.attempt, outcome: 'failed', error: {}, reason: ' ' }),
+      resolveOperation(reconcilerClient, {
+        tenant,
+        key,
+        fingerprint: record.fingerprint,
+        expectedAttempt: record.attempt,
+        outcome: 'failed',
+        error: {},
+        reason: ' ',
+      }),
     ).rejects.toBeInstanceOf(SettleInputError);
     const answer = await resolveOperation(reconcilerClient, {
-      tenant, key, fingerprint: record.fingerprint, expectedAttempt: record.attempt, outcome: 'completed', result: { charge: 'ch_1' }, reason: 'INC-1', evidence: { psp: 'ref' },
+      tenant,
+      key,
+      fingerprint: record.fingerprint,
+      expectedAttempt: record.attempt,
+      outcome: 'completed',
+      result: { charge: 'ch_1' },
+      reason: 'INC-1',
+      evidence: { psp: 'ref' },
     });
-    expect(answer).toMatchObject({ outcome: 'resolved', status: 'completed', statusBefore: 'unknown', settledAttempt: 2 });
+    expect(answer).toMatchObject({
+      outcome: 'resolved',
+      status: 'completed',
+      statusBefore: 'unknown',
+      settledAttempt: 2,
+    });
     const again = await resolveOperation(reconcilerClient, {
-      tenant, key, fingerprint: record.fingerprint, expectedAttempt: record.attempt, outcome: 'completed', result: { charge: 'ch_1' }, reason: 'INC-1',
+      tenant,
+      key,
+      fingerprint: record.fingerprint,
+      expectedAttempt: record.attempt,
+      outcome: 'completed',
+      result: { charge: 'ch_1' },
+      reason: 'INC-1',
     });
     expect(again).toMatchObject({ outcome: 'already_final', matches: true });
 
@@ -68,7 +102,15 @@ describe('resolveOperation', () => {
     const claim = await t.app.claim({ tenant, key: running, request: { amount: '1.00' }, binding });
     if (claim.outcome !== 'acquired') throw new Error('not acquired');
     await expect(
-      resolveOperation(reconcilerClient, { tenant, key: running, fingerprint: claim.attempt.fingerprint, expectedAttempt: 1, outcome: 'failed', error: {}, reason: 'x' }),
+      resolveOperation(reconcilerClient, {
+        tenant,
+        key: running,
+        fingerprint: claim.attempt.fingerprint,
+        expectedAttempt: 1,
+        outcome: 'failed',
+        error: {},
+        reason: 'x',
+      }),
     ).rejects.toBeInstanceOf(NotReconcilableError);
   });
 });
@@ -84,21 +126,29 @@ describe('createReconciler', () => {
     const checkedBy = new Map<string, string[]>();
     const firstBatchSeen = barrier();
     const releaseFirst = barrier();
-    const downstream = (holder: string, hold: boolean) => async (op: ReconcileCandidate, { signal }: { signal: AbortSignal }): Promise<ReconcileDecision | undefined> => {
-      if (!all.includes(op.key)) return undefined; // another test's operation: leave it
-      checkedBy.set(op.key, [...(checkedBy.get(op.key) ?? []), holder]);
-      if (hold) {
-        firstBatchSeen.open();
-        await releaseFirst.promise;
-      }
-      if (slow.includes(op.key)) {
-        // Never answers: the reconciler's timeout aborts it.
-        await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
-        return { outcome: 'completed', result: { too: 'late' } };
-      }
-      if (done.includes(op.key)) return { outcome: 'completed', result: { charge: `ch_${op.key}` }, evidence: { psp: op.key }, reason: 'PSP shows the charge' };
-      return { outcome: 'failed', error: { code: 'no_charge' }, reason: 'PSP has no charge' };
-    };
+    const downstream =
+      (holder: string, hold: boolean) =>
+      async (op: ReconcileCandidate, { signal }: { signal: AbortSignal }): Promise<ReconcileDecision | undefined> => {
+        if (!all.includes(op.key)) return undefined; // another test's operation: leave it
+        checkedBy.set(op.key, [...(checkedBy.get(op.key) ?? []), holder]);
+        if (hold) {
+          firstBatchSeen.open();
+          await releaseFirst.promise;
+        }
+        if (slow.includes(op.key)) {
+          // Never answers: the reconciler's timeout aborts it.
+          await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+          return { outcome: 'completed', result: { too: 'late' } };
+        }
+        if (done.includes(op.key))
+          return {
+            outcome: 'completed',
+            result: { charge: `ch_${op.key}` },
+            evidence: { psp: op.key },
+            reason: 'PSP shows the charge',
+          };
+        return { outcome: 'failed', error: { code: 'no_charge' }, reason: 'PSP has no charge' };
+      };
 
     const errors: unknown[] = [];
     const a = createReconciler({
@@ -136,9 +186,14 @@ describe('createReconciler', () => {
     expect([...mineA, ...mineB].sort()).toEqual([...all].sort());
     for (const key of all) expect(checkedBy.get(key), key).toHaveLength(1);
 
-    for (const key of done) expect(await stateOf(key)).toMatchObject({ status: 'completed', result: { charge: `ch_${key}` } });
-    for (const key of none) expect(await stateOf(key)).toMatchObject({ status: 'failed', error: { code: 'no_charge' } });
-    expect(await stateOf(slow[0] as string)).toMatchObject({ status: 'unknown', dead_letter_reason: 'needs_reconciliation' });
+    for (const key of done)
+      expect(await stateOf(key)).toMatchObject({ status: 'completed', result: { charge: `ch_${key}` } });
+    for (const key of none)
+      expect(await stateOf(key)).toMatchObject({ status: 'failed', error: { code: 'no_charge' } });
+    expect(await stateOf(slow[0] as string)).toMatchObject({
+      status: 'unknown',
+      dead_letter_reason: 'needs_reconciliation',
+    });
     const results = [...summaryA.operations, ...summaryB.operations].filter((o) => all.includes(o.key));
     expect(results.find((o) => o.key === slow[0])?.result).toBe('check_timeout');
     expect(errors).toEqual([]);
@@ -154,12 +209,15 @@ describe('createReconciler', () => {
     );
     expect(rows).toHaveLength(2);
     expect(rows[0].detail.reason).toMatch(/^reconciler reconciler-[ab]: PSP shows the charge$/);
-    expect(rows[0].detail.evidence).toMatchObject({ checked_by: expect.stringMatching(/^reconciler-[ab]$/), checks: 1 });
+    expect(rows[0].detail.evidence).toMatchObject({
+      checked_by: expect.stringMatching(/^reconciler-[ab]$/),
+      checks: 1,
+    });
   });
 });
 
 describe('createReconciler: the precondition and HTTP keys', () => {
-  it('a client retry while the check runs: the verdict is refused (SE053), nothing is judged, the retry\'s success settles', async () => {
+  it("a client retry while the check runs: the verdict is refused (SE053), nothing is judged, the retry's success settles", async () => {
     const key = await needsReconciliation('retried');
     let second: Awaited<ReturnType<typeof t.app.claim>> | undefined;
     const errors: unknown[] = [];
@@ -194,7 +252,13 @@ describe('createReconciler: the precondition and HTTP keys', () => {
     // The middleware's request description (src/http/core/fingerprint.ts).
     const httpKey = async (label: string, url: string): Promise<string> => {
       const key = uniqueKey(label);
-      const claim = await t.app.claim({ tenant, key, request: { v: 2, method: 'POST', url, body: 'none', headers: {} }, binding, maxAttempts: 1 });
+      const claim = await t.app.claim({
+        tenant,
+        key,
+        request: { v: 2, method: 'POST', url, body: 'none', headers: {} },
+        binding,
+        maxAttempts: 1,
+      });
       if (claim.outcome !== 'acquired') throw new Error(`claim answered ${claim.outcome}`);
       await t.app.reportUnknown(claim.attempt);
       return key;
@@ -209,13 +273,23 @@ describe('createReconciler: the precondition and HTTP keys', () => {
       retryAfterMs: 3_600_000,
       check: async (op) => {
         if (op.key === plain) return { outcome: 'completed', result: { payout: 'po_1' } };
-        if (op.key === aware) return { outcome: 'completed', http: { status: 201, body: { payout: 'po_2' }, headers: { 'content-type': 'application/json', location: '/payouts/po_2' } } };
+        if (op.key === aware)
+          return {
+            outcome: 'completed',
+            http: {
+              status: 201,
+              body: { payout: 'po_2' },
+              headers: { 'content-type': 'application/json', location: '/payouts/po_2' },
+            },
+          };
         return undefined;
       },
       onError: (error) => errors.push(error),
     });
     const summary = await reconciler.sweep();
-    const results = Object.fromEntries(summary.operations.filter((o) => [plain, aware].includes(o.key)).map((o) => [o.key, o.result]));
+    const results = Object.fromEntries(
+      summary.operations.filter((o) => [plain, aware].includes(o.key)).map((o) => [o.key, o.result]),
+    );
     expect(results).toEqual({ [plain]: 'refused', [aware]: 'resolved_completed' });
     const refusal = errors.find((e) => e instanceof SettleInputError) as Error | undefined;
     expect(refusal?.message).toMatch(/HTTP Idempotency-Key middleware.*idempotency-misconfigured/);
@@ -223,8 +297,13 @@ describe('createReconciler: the precondition and HTTP keys', () => {
     expect(await stateOf(aware)).toMatchObject({
       status: 'completed',
       result: {
-        v: 1, stored: true, status: 201,
-        headers: [['content-type', 'application/json'], ['location', '/payouts/po_2']],
+        v: 1,
+        stored: true,
+        status: 201,
+        headers: [
+          ['content-type', 'application/json'],
+          ['location', '/payouts/po_2'],
+        ],
         body: Buffer.from('{"payout":"po_2"}').toString('base64'),
       },
     });

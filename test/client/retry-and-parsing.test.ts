@@ -1,7 +1,12 @@
 import { sql } from 'slonik';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createSettleClient, type RetryEvent, SettleRetryableError, SettleRowValidationError } from '../../src/index.js';
+import {
+  createSettleClient,
+  type RetryEvent,
+  SettleRetryableError,
+  SettleRowValidationError,
+} from '../../src/index.js';
 import { asRole, binding, useClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from './helpers.js';
 
 const t = useClientTest('client_retry');
@@ -16,17 +21,27 @@ describe('transparent retry of 40001', () => {
     const events: RetryEvent[] = [];
     const url = new URL(t.db.url);
     url.searchParams.set('options', '-c role=settle_app -c default_transaction_isolation=repeatable\\ read');
-    const rr = createSettleClient({ connectionString: url.toString(), poolSize: 1, onRetry: (event) => events.push(event) });
+    const rr = createSettleClient({
+      connectionString: url.toString(),
+      poolSize: 1,
+      onRetry: (event) => events.push(event),
+    });
     try {
       const key = uniqueKey();
       const claimed = await t.app.claim({ tenant: 'acme', key, request: {}, binding });
       if (claimed.outcome !== 'acquired') throw new Error('expected acquired');
 
       await t.su.query('begin');
-      await t.su.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', ['acme', key]);
+      await t.su.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [
+        'acme',
+        key,
+      ]);
       const heartbeat = rr.heartbeat(claimed.attempt, { leaseMs: 60_000 });
       await waitFor(() => someoneWaitsOnLock(t.su));
-      await t.su.query('update settle_private.operations set updated_at = clock_timestamp() where tenant = $1 and key = $2', ['acme', key]);
+      await t.su.query(
+        'update settle_private.operations set updated_at = clock_timestamp() where tenant = $1 and key = $2',
+        ['acme', key],
+      );
       await t.su.query('commit');
 
       expect(await heartbeat).toMatchObject({ outcome: 'extended' });
@@ -51,7 +66,10 @@ describe('transparent retry of 40001', () => {
       .transaction(async (tx) => {
         await tx.query(sql.unsafe`set transaction isolation level repeatable read`);
         await tx.query(sql.unsafe`select 1`); // take the snapshot now
-        await t.su.query("update settle_private.operations set updated_at = clock_timestamp() where tenant = 'acme' and key = $1", [key]);
+        await t.su.query(
+          "update settle_private.operations set updated_at = clock_timestamp() where tenant = 'acme' and key = $1",
+          [key],
+        );
         return client.heartbeat(claimed.attempt, { connection: tx });
       }, 1)
       .catch((e: unknown) => e);
@@ -100,7 +118,11 @@ describe('type parsing', () => {
       expect(claimed.outcome).toBe('acquired');
       if (claimed.outcome !== 'acquired') throw new Error('expected acquired');
       expect(claimed.attempt.leaseExpiresAt).toBeInstanceOf(Date); // slonik's default parser gives epoch ms
-      expect(await client.get({ tenant: 'acme', key, request: { a: 1 }, binding })).toMatchObject({ outcome: 'found', status: 'running', attempt: 1 });
+      expect(await client.get({ tenant: 'acme', key, request: { a: 1 }, binding })).toMatchObject({
+        outcome: 'found',
+        status: 'running',
+        attempt: 1,
+      });
     } finally {
       await client.end();
       await pool.end();

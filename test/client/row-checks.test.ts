@@ -25,13 +25,19 @@ const answerOf = (run: () => unknown): unknown => {
   try {
     return { value: run() };
   } catch (error) {
-    return { error: (error as Error).constructor.name, message: (error as Error).message, issues: (error as SettleRowValidationError).issues };
+    return {
+      error: (error as Error).constructor.name,
+      message: (error as Error).message,
+      issues: (error as SettleRowValidationError).issues,
+    };
   }
 };
 
 const zodValidateRow = (schema: Schema, row: unknown): unknown => {
   // validateRow without the hand-written check: the schema's answer through the same error path.
-  const bare = { '~standard': { ...schema['~standard'], validate: (value: unknown) => schema['~standard'].validate(value) } };
+  const bare = {
+    '~standard': { ...schema['~standard'], validate: (value: unknown) => schema['~standard'].validate(value) },
+  };
   return validateRow(bare as typeof schema, row, 'select * from settle.x()');
 };
 
@@ -41,7 +47,10 @@ const int4 = fc.oneof(
   fc.constantFrom(null, null, -1, 2 ** 31, 2 ** 53, -(2 ** 53), 1.5, Number.NaN, Infinity, -0),
 );
 const text = fc.oneof({ arbitrary: fc.string({ maxLength: 8 }), weight: 3 }, fc.constant(null));
-const date = fc.oneof({ arbitrary: fc.date({ noInvalidDate: true }), weight: 3 }, fc.constantFrom(null, new Date(Number.NaN)));
+const date = fc.oneof(
+  { arbitrary: fc.date({ noInvalidDate: true }), weight: 3 },
+  fc.constantFrom(null, new Date(Number.NaN)),
+);
 const bool = fc.constantFrom(true, false, null);
 const json = fc.oneof({ arbitrary: fc.jsonValue({ maxDepth: 2 }), weight: 3 }, fc.constant(null));
 const conflictOn = fc.oneof(
@@ -49,7 +58,8 @@ const conflictOn = fc.oneof(
   fc.array(fc.constantFrom('request', 'binding'), { maxLength: 2 }),
   fc.constantFrom(['principal'], [1], [, 'request'], 'request'), // eslint-disable-line no-sparse-arrays
 );
-const word = (words: readonly string[]) => fc.oneof({ arbitrary: fc.constantFrom(...words), weight: 6 }, fc.constantFrom(null, '', 'other', 7));
+const word = (words: readonly string[]) =>
+  fc.oneof({ arbitrary: fc.constantFrom(...words), weight: 6 }, fc.constantFrom(null, '', 'other', 7));
 const STATUS = ['pending', 'running', 'unknown', 'conflict', 'failed', 'completed'];
 const DEAD = ['attempts_exhausted', 'needs_reconciliation'];
 /** Any column's value of another column's type, now and then. */
@@ -74,9 +84,20 @@ const claimColumns = (outcomes: readonly string[]) => ({
   dead_letter_reason: column(word(DEAD)),
 });
 const OBSERVATION_REASONS = [
-  'current_attempt', 'superseded_attempt', 'final_failure', 'attempts_exhausted', 'retryable_failure',
-  'outcome_unknown', 'late_success', 'attempt_already_observed', 'superseded', 'settled',
-  'lease_released', 'lock_mismatch', 'needs_reconciliation', 'attempt_conflicted',
+  'current_attempt',
+  'superseded_attempt',
+  'final_failure',
+  'attempts_exhausted',
+  'retryable_failure',
+  'outcome_unknown',
+  'late_success',
+  'attempt_already_observed',
+  'superseded',
+  'settled',
+  'lease_released',
+  'lock_mismatch',
+  'needs_reconciliation',
+  'attempt_conflicted',
 ];
 const observationColumns = (outcomes: readonly string[], reasons: readonly string[]) => ({
   outcome: word(outcomes),
@@ -92,7 +113,9 @@ const observationColumns = (outcomes: readonly string[], reasons: readonly strin
 });
 // The pool's rows: every column present but the nullish ones, which may be absent.
 const poolRow = (columns: Record<string, fc.Arbitrary<unknown>>) =>
-  fc.record(columns, { requiredKeys: Object.keys(columns).filter((c) => c !== 'dead_letter_reason' && c !== 'dead_lettered') });
+  fc.record(columns, {
+    requiredKeys: Object.keys(columns).filter((c) => c !== 'dead_letter_reason' && c !== 'dead_lettered'),
+  });
 
 const CLAIM_OUTCOMES = ['acquired', 'in_progress', 'replay', 'failed', 'unknown', 'in_doubt'];
 const OBSERVATION_OUTCOMES = ['settled', 'recorded', 'duplicate', 'already_settled', 'fenced'];
@@ -103,13 +126,23 @@ const oddRow = (columns: Record<string, fc.Arbitrary<unknown>>) =>
   fc.oneof(
     { arbitrary: poolRow(columns), weight: 4 },
     fc.record({ ...columns, extra: fc.anything() }, { requiredKeys: [] }),
-    poolRow(columns).map((row) => ({ ...row, ...('lease_expires_at' in row ? { lease_expires_at: '2026-01-02T03:04:05Z' } : {}), attempt: '3' })),
+    poolRow(columns).map((row) => ({
+      ...row,
+      ...('lease_expires_at' in row ? { lease_expires_at: '2026-01-02T03:04:05Z' } : {}),
+      attempt: '3',
+    })),
     poolRow(columns).map((row) => Object.assign(Object.create({ inherited: 1 }) as object, row)),
     poolRow(columns).map((row) => ({ ...row, dead_letter_reason: undefined })),
     fc.constantFrom(null, undefined, [], 'row', 7, new Date(0)),
   );
 
-const cases: readonly { name: string; schema: Schema; check: RowCheck; pool: fc.Arbitrary<Record<string, unknown>>; odd: fc.Arbitrary<unknown> }[] = [
+const cases: readonly {
+  name: string;
+  schema: Schema;
+  check: RowCheck;
+  pool: fc.Arbitrary<Record<string, unknown>>;
+  odd: fc.Arbitrary<unknown>;
+}[] = [
   {
     name: 'claim',
     schema: claimRow,
@@ -122,7 +155,12 @@ const cases: readonly { name: string; schema: Schema; check: RowCheck; pool: fc.
     schema: observationRow,
     check: checkObservationRow,
     pool: poolRow(observationColumns(OBSERVATION_OUTCOMES, OBSERVATION_REASONS)),
-    odd: oddRow(observationColumns([...OBSERVATION_OUTCOMES, 'conflict'], [...OBSERVATION_REASONS, 'invalid_token', 'binding_revoked'])),
+    odd: oddRow(
+      observationColumns(
+        [...OBSERVATION_OUTCOMES, 'conflict'],
+        [...OBSERVATION_REASONS, 'invalid_token', 'binding_revoked'],
+      ),
+    ),
   },
 ];
 
@@ -150,7 +188,9 @@ describe.each(cases)('the $name row check', ({ schema, check, pool, odd }) => {
       fc.property(odd, (row) => {
         const fast = check(row);
         if (fast !== undefined) expect(zodAnswer(schema, row)).toEqual({ ok: true, value: fast });
-        expect(answerOf(() => validateRow(schema, row, 'select * from settle.x()'))).toEqual(answerOf(() => zodValidateRow(schema, row)));
+        expect(answerOf(() => validateRow(schema, row, 'select * from settle.x()'))).toEqual(
+          answerOf(() => zodValidateRow(schema, row)),
+        );
       }),
       { numRuns: 6000 },
     );
@@ -164,7 +204,14 @@ describe('the row checks on the engine rows', () => {
     // A pool with the client's type parsers and no interceptor: the rows as the driver hands them over.
     const pool = await createPool(asRole(t.db.url, 'settle_app'), { typeParsers: settleTypeParsers() });
     try {
-      const input = { tenant: 'acme', key: uniqueKey(), request: { amount: '5.00' }, binding: { ...binding, scopes: [...binding.scopes], generation: 7n }, leaseMs: 30_000, maxAttempts: 5 };
+      const input = {
+        tenant: 'acme',
+        key: uniqueKey(),
+        request: { amount: '5.00' },
+        binding: { ...binding, scopes: [...binding.scopes], generation: 7n },
+        leaseMs: 30_000,
+        maxAttempts: 5,
+      };
       const claimed = (await pool.query(claimQuery(input))).rows[0] as Record<string, unknown>;
       expect(claimed.outcome).toBe('acquired');
       expect(checkClaimRow(claimed)).toBe(claimed);
@@ -172,19 +219,29 @@ describe('the row checks on the engine rows', () => {
       expect(inProgress.outcome).toBe('in_progress');
       expect(checkClaimRow(inProgress)).toBe(inProgress);
       const handle = {
-        tenant: input.tenant, key: input.key, attempt: claimed.attempt as number, leaseToken: claimed.lease_token as string,
-        fingerprint: claimed.fingerprint as string, binding: input.binding,
+        tenant: input.tenant,
+        key: input.key,
+        attempt: claimed.attempt as number,
+        leaseToken: claimed.lease_token as string,
+        fingerprint: claimed.fingerprint as string,
+        binding: input.binding,
       };
       const settled = (await pool.query(completeQuery(handle, { charge: 'ch_1' }))).rows[0] as Record<string, unknown>;
       expect(settled).toMatchObject({ outcome: 'settled', status: 'completed' });
       expect(checkObservationRow(settled)).toBe(settled);
-      const duplicate = (await pool.query(completeQuery(handle, { charge: 'ch_1' }))).rows[0] as Record<string, unknown>;
+      const duplicate = (await pool.query(completeQuery(handle, { charge: 'ch_1' }))).rows[0] as Record<
+        string,
+        unknown
+      >;
       expect(checkObservationRow(duplicate)).toBe(duplicate);
       const replay = (await pool.query(claimQuery(input))).rows[0] as Record<string, unknown>;
       expect(replay).toMatchObject({ outcome: 'replay', result: { charge: 'ch_1' } });
       expect(checkClaimRow(replay)).toBe(replay);
       // A conflict discloses nothing: the schema checks it (the check defers), and accepts it.
-      const conflict = (await pool.query(claimQuery({ ...input, request: { amount: '6.00' } }))).rows[0] as Record<string, unknown>;
+      const conflict = (await pool.query(claimQuery({ ...input, request: { amount: '6.00' } }))).rows[0] as Record<
+        string,
+        unknown
+      >;
       expect(conflict.outcome).toBe('conflict');
       expect(checkClaimRow(conflict)).toBeUndefined();
       expect(claimRow.safeParse(conflict).success).toBe(true);

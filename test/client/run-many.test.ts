@@ -17,9 +17,11 @@ import { binding, uniqueKey, useClientTest } from './helpers.js';
 
 const t = useClientTest('client_run_many');
 
-const items = (label: string, n: number) => Array.from({ length: n }, (_, i) => ({ key: uniqueKey(`${label}${i}`), request: { n: i } }));
+const items = (label: string, n: number) =>
+  Array.from({ length: n }, (_, i) => ({ key: uniqueKey(`${label}${i}`), request: { n: i } }));
 /** An error named 'FinalError' is a final failure; anything else is retryable. */
-const classify = (error: unknown) => ((error as Error).name === 'FinalError' ? 'final' : 'retryable') as 'final' | 'retryable';
+const classify = (error: unknown) =>
+  ((error as Error).name === 'FinalError' ? 'final' : 'retryable') as 'final' | 'retryable';
 const finalError = (message: string) => Object.assign(new Error(message), { name: 'FinalError' });
 const fulfilled = <T>(value: T): ItemReport<T> => ({ status: 'fulfilled', value });
 
@@ -30,10 +32,15 @@ describe('claimMany and completeMany', () => {
     expect(claimed.map((c) => c.outcome)).toEqual(['acquired', 'acquired', 'acquired', 'acquired']);
     const handles = claimed.flatMap((c) => (c.outcome === 'acquired' ? [c.attempt] : []));
     expect(handles.map((h) => h.key)).toEqual(batch.map((b) => b.key));
-    const observed = await t.app.completeMany(handles, handles.map((h) => ({ done: h.key })));
+    const observed = await t.app.completeMany(
+      handles,
+      handles.map((h) => ({ done: h.key })),
+    );
     expect(observed.map((o) => [o.outcome, o.reason])).toEqual(handles.map(() => ['settled', 'current_attempt']));
     const again = await t.app.claimMany({ tenant: 'acme', binding, items: batch });
-    expect(again.map((c) => (c.outcome === 'replay' ? c.result : c.outcome))).toEqual(batch.map((b) => ({ done: b.key })));
+    expect(again.map((c) => (c.outcome === 'replay' ? c.result : c.outcome))).toEqual(
+      batch.map((b) => ({ done: b.key })),
+    );
   });
 
   it('no items: no call, no outcomes; more than LIMITS.maxBatchKeys: BatchTooLargeError before any call', async () => {
@@ -49,7 +56,9 @@ describe('claimMany and completeMany', () => {
     expect(error).toBeInstanceOf(InvalidKeyError);
     expect((error as InvalidKeyError).issues[0]?.path).toEqual(['items', 2, 'key']);
     expect((error as InvalidKeyError).detail).toMatchObject({ ordinal: 3 });
-    const big = await t.app.claimMany({ tenant: 'acme', binding, items: [{ key: 'k', request: { x: 'y'.repeat(70_000) } }] }).catch((e: unknown) => e);
+    const big = await t.app
+      .claimMany({ tenant: 'acme', binding, items: [{ key: 'k', request: { x: 'y'.repeat(70_000) } }] })
+      .catch((e: unknown) => e);
     expect(big).toBeInstanceOf(InvalidRequestError);
   });
 });
@@ -58,15 +67,20 @@ describe('runMany', () => {
   it('one effect gets every acquired item; per-item reports settle, fail or retry each as run() would', async () => {
     const batch = items('rm', 4);
     let calls = 0;
-    const outcomes = await t.app.runMany({ tenant: 'acme', binding, items: batch, maxAttempts: 3, classify }, async (context) => {
-      calls += 1;
-      expect(context.items.map((i) => [i.index, i.key, i.attempt.attempt])).toEqual(batch.map((b, i) => [i, b.key, 1]));
-      return context.items.map((item): ItemReport<{ paid: number }> => {
-        if (item.index === 1) return { status: 'rejected', reason: new Error('declined') };
-        if (item.index === 2) return { status: 'rejected', reason: finalError('bad card') };
-        return fulfilled({ paid: item.index });
-      });
-    });
+    const outcomes = await t.app.runMany(
+      { tenant: 'acme', binding, items: batch, maxAttempts: 3, classify },
+      async (context) => {
+        calls += 1;
+        expect(context.items.map((i) => [i.index, i.key, i.attempt.attempt])).toEqual(
+          batch.map((b, i) => [i, b.key, 1]),
+        );
+        return context.items.map((item): ItemReport<{ paid: number }> => {
+          if (item.index === 1) return { status: 'rejected', reason: new Error('declined') };
+          if (item.index === 2) return { status: 'rejected', reason: finalError('bad card') };
+          return fulfilled({ paid: item.index });
+        });
+      },
+    );
     expect(calls).toBe(1);
     expect(outcomes.map((o) => o.outcome)).toEqual(['completed', 'failed', 'failed', 'completed']);
     expect(outcomes.map((o) => (o.outcome === 'failed' ? o.final : null))).toEqual([null, false, true, null]);
@@ -74,10 +88,13 @@ describe('runMany', () => {
 
     // Again: replays for the completed ones, the failed ones run again (a retryable failure).
     const seen: number[] = [];
-    const again = await t.app.runMany({ tenant: 'acme', binding, items: batch, maxAttempts: 3, classify }, async (context) => {
-      seen.push(...context.items.map((i) => i.index));
-      return context.items.map((item) => fulfilled({ paid: 10 + item.index }));
-    });
+    const again = await t.app.runMany(
+      { tenant: 'acme', binding, items: batch, maxAttempts: 3, classify },
+      async (context) => {
+        seen.push(...context.items.map((i) => i.index));
+        return context.items.map((item) => fulfilled({ paid: 10 + item.index }));
+      },
+    );
     expect(again.map((o) => o.outcome)).toEqual(['replay', 'completed', 'failed', 'replay']);
     expect(again[1]).toMatchObject({ result: { paid: 11 } });
     expect(seen).toEqual([1]);
@@ -93,7 +110,10 @@ describe('runMany', () => {
     const schemaBatch = items('schema', 2);
     const outcomes = await t.app.runMany(
       { tenant: 'acme', binding, items: schemaBatch },
-      async (context) => context.items.map((item) => fulfilled(item.index === 0 ? { id: 'ok' } : ({ id: 42 } as unknown as { id: string }))),
+      async (context) =>
+        context.items.map((item) =>
+          fulfilled(item.index === 0 ? { id: 'ok' } : ({ id: 42 } as unknown as { id: string })),
+        ),
       { result: z.object({ id: z.string() }) },
     );
     expect(outcomes.map((o) => o.outcome)).toEqual(['completed', 'unknown']);
@@ -114,13 +134,15 @@ describe('runMany', () => {
     const batch = items('race', 30);
     const clients = [t.client(), t.client(), t.client(), t.client()];
     const ran = new Map<string, number>();
-    const results = await Promise.all(clients.map((client, c) => {
-      const order = c % 2 === 0 ? batch : [...batch].reverse();
-      return client.runMany({ tenant: 'acme', binding, items: order }, async (context) => {
-        for (const item of context.items) ran.set(item.key, (ran.get(item.key) ?? 0) + 1);
-        return context.items.map((item) => fulfilled({ key: item.key }));
-      });
-    }));
+    const results = await Promise.all(
+      clients.map((client, c) => {
+        const order = c % 2 === 0 ? batch : [...batch].reverse();
+        return client.runMany({ tenant: 'acme', binding, items: order }, async (context) => {
+          for (const item of context.items) ran.set(item.key, (ran.get(item.key) ?? 0) + 1);
+          return context.items.map((item) => fulfilled({ key: item.key }));
+        });
+      }),
+    );
     expect([...ran.values()].every((n) => n === 1)).toBe(true);
     for (const outcomes of results) {
       expect(outcomes.every((o) => ['completed', 'replay', 'in_progress'].includes(o.outcome))).toBe(true);
@@ -140,12 +162,17 @@ describe('idempotentMany', () => {
     const chargeAll = t.app.idempotentMany(
       async (orders: readonly { id: string; cents: number }[]) => {
         charged.push(...orders.map((o) => o.id));
-        return orders.map((o): ItemReport<{ charged: number }> =>
-          o.cents < 0 ? { status: 'rejected', reason: finalError('negative') } : fulfilled({ charged: o.cents }));
+        return orders.map(
+          (o): ItemReport<{ charged: number }> =>
+            o.cents < 0 ? { status: 'rejected', reason: finalError('negative') } : fulfilled({ charged: o.cents }),
+        );
       },
       { tenant: 'acme', binding, classify, key: (o) => o.id, request: (o) => ({ cents: o.cents }) },
     );
-    const orders = [{ id: uniqueKey('o'), cents: 100 }, { id: uniqueKey('o'), cents: -1 }];
+    const orders = [
+      { id: uniqueKey('o'), cents: 100 },
+      { id: uniqueKey('o'), cents: -1 },
+    ];
     const first = await chargeAll(orders);
     expect(first[0]).toEqual({ status: 'fulfilled', value: { charged: 100 } });
     expect(first[1]?.status).toBe('rejected');

@@ -19,7 +19,13 @@ import { asRole, binding, gate, holdRun, useClientTest, uniqueKey, waitFor } fro
 const t = useClientTest('client_run_unknown');
 
 const tenant = 'acme';
-const input = (key: string, extra: Partial<RunInput> = {}): RunInput => ({ tenant, key, request: { amount: '5.00' }, binding, ...extra });
+const input = (key: string, extra: Partial<RunInput> = {}): RunInput => ({
+  tenant,
+  key,
+  request: { amount: '5.00' },
+  binding,
+  ...extra,
+});
 
 async function status(key: string): Promise<{ status: string; attempt: number; dead: boolean }> {
   const { rows } = await t.su.query<{ status: string; attempt: number; dead: boolean }>(
@@ -31,7 +37,10 @@ async function status(key: string): Promise<{ status: string; attempt: number; d
 }
 
 async function attemptCount(key: string): Promise<number> {
-  const { rows } = await t.su.query<{ n: number }>('select count(*)::int as n from settle_private.attempts where tenant = $1 and key = $2', [tenant, key]);
+  const { rows } = await t.su.query<{ n: number }>(
+    'select count(*)::int as n from settle_private.attempts where tenant = $1 and key = $2',
+    [tenant, key],
+  );
   return rows[0]?.n ?? 0;
 }
 
@@ -113,10 +122,14 @@ describe('run(): a timeout is unknown, never a failure', () => {
     expect(await status(key)).toEqual({ status: 'unknown', attempt: 1, dead: false });
     expect(await attemptCount(key)).toBe(1);
     expect(await auditOutcomes(key)).toContain('in_doubt');
-    const rerun = await t.app.run(input(key), async () => {
-      runs += 1;
-      return 'charged with the same idempotency key';
-    }, { rerunAfterUnknown: true });
+    const rerun = await t.app.run(
+      input(key),
+      async () => {
+        runs += 1;
+        return 'charged with the same idempotency key';
+      },
+      { rerunAfterUnknown: true },
+    );
     expect(rerun).toMatchObject({ outcome: 'completed', attempt: 2, settledBy: 'this_attempt' });
     expect(runs).toBe(1);
   });
@@ -183,12 +196,20 @@ describe('run() without reconcile after an unknown, racing on several connection
     );
     try {
       const waiters = pools.map((pool) =>
-        createSettleClient({ pool }).run(input(key, { waitForMs: 60_000 }), async () => ({ chargeId: `effect-${(runs += 1)}` })),
+        createSettleClient({ pool }).run(input(key, { waitForMs: 60_000 }), async () => ({
+          chargeId: `effect-${(runs += 1)}`,
+        })),
       );
       // Every waiter has read the live lease (in_progress) before the reconcile answers.
       await waitFor(async () => sawLease.size === racers, 60_000);
       found.open({ chargeId: 'ch_found' });
-      expect(await holder).toEqual({ outcome: 'completed', result: { chargeId: 'ch_found' }, attempt: 2, settledBy: 'this_attempt', reconciled: true });
+      expect(await holder).toEqual({
+        outcome: 'completed',
+        result: { chargeId: 'ch_found' },
+        attempt: 2,
+        settledBy: 'this_attempt',
+        reconciled: true,
+      });
       for (const waiter of await Promise.all(waiters)) {
         expect(waiter).toEqual({ outcome: 'replay', result: { chargeId: 'ch_found' }, settledAttempt: 2 });
       }
@@ -226,10 +247,23 @@ describe('run(..., { reconcile })', () => {
         },
       },
     );
-    expect(outcome).toEqual({ outcome: 'completed', result: { chargeId: 'ch_1' }, attempt: 2, settledBy: 'this_attempt', reconciled: true });
+    expect(outcome).toEqual({
+      outcome: 'completed',
+      result: { chargeId: 'ch_1' },
+      attempt: 2,
+      settledBy: 'this_attempt',
+      reconciled: true,
+    });
     expect(effectRuns).toBe(0);
-    expect(seen[0]).toMatchObject({ attemptNumber: 2, earlier: { count: 1, reportedUnknown: true, mayHaveTakenEffect: true } });
-    expect(await t.app.run(input(key), async () => ({ chargeId: 'never' }))).toEqual({ outcome: 'replay', result: { chargeId: 'ch_1' }, settledAttempt: 2 });
+    expect(seen[0]).toMatchObject({
+      attemptNumber: 2,
+      earlier: { count: 1, reportedUnknown: true, mayHaveTakenEffect: true },
+    });
+    expect(await t.app.run(input(key), async () => ({ chargeId: 'never' }))).toEqual({
+      outcome: 'replay',
+      result: { chargeId: 'ch_1' },
+      settledAttempt: 2,
+    });
   });
 
   it('reconcile answering undefined runs the effect; reconcile is not called for a first attempt', async () => {
@@ -239,12 +273,25 @@ describe('run(..., { reconcile })', () => {
       reconciles += 1;
       return undefined;
     };
-    expect(await t.app.run(input(key), async () => {
-      throw new DOMException('aborted', 'AbortError');
-    }, { reconcile })).toMatchObject({ outcome: 'unknown' });
+    expect(
+      await t.app.run(
+        input(key),
+        async () => {
+          throw new DOMException('aborted', 'AbortError');
+        },
+        { reconcile },
+      ),
+    ).toMatchObject({ outcome: 'unknown' });
     expect(reconciles).toBe(0);
-    const outcome = await t.app.run(input(key), async (context) => `ran at attempt ${context.attemptNumber}`, { reconcile });
-    expect(outcome).toEqual({ outcome: 'completed', result: 'ran at attempt 2', attempt: 2, settledBy: 'this_attempt' });
+    const outcome = await t.app.run(input(key), async (context) => `ran at attempt ${context.attemptNumber}`, {
+      reconcile,
+    });
+    expect(outcome).toEqual({
+      outcome: 'completed',
+      result: 'ran at attempt 2',
+      attempt: 2,
+      settledBy: 'this_attempt',
+    });
     expect(reconciles).toBe(1);
   });
 
@@ -274,9 +321,14 @@ describe('run(): results that cannot be stored', () => {
         runs += 1;
         return { chargedAt: new Date(0) } as unknown as Json;
       })
-      .then(() => null, (e: unknown) => e);
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     expect(error).toBeInstanceOf(EffectResultError);
-    expect((error as Error).message).toMatch(/attempt 1 ran, but its result cannot be stored \(result\.chargedAt: .*\); the attempt was recorded as unknown/);
+    expect((error as Error).message).toMatch(
+      /attempt 1 ran, but its result cannot be stored \(result\.chargedAt: .*\); the attempt was recorded as unknown/,
+    );
     expect((error as Error).message).not.toMatch(/result: result/);
     expect(await status(key)).toMatchObject({ status: 'unknown', attempt: 1 });
     const again = await t.app.run(input(key), async () => {
@@ -286,7 +338,9 @@ describe('run(): results that cannot be stored', () => {
     expect(again).toMatchObject({ outcome: 'unknown', reason: 'needs_reconciliation' });
     expect(runs).toBe(1);
     // The message promises only what happens: no re-run without reconcile or rerunAfterUnknown.
-    expect((error as Error).message).toMatch(/no later run\(\) runs the effect again unless it passes reconcile .* or rerunAfterUnknown/);
+    expect((error as Error).message).toMatch(
+      /no later run\(\) runs the effect again unless it passes reconcile .* or rerunAfterUnknown/,
+    );
     expect((error as Error).message).not.toMatch(/the next run\(\) reconciles/);
   });
 
@@ -330,7 +384,9 @@ describe('run<T>(): typed results', () => {
     expect(replay).toEqual({ outcome: 'replay', result: { chargeId: 'ch_9', amountCents: 500 }, settledAttempt: 1 });
     // A replay whose stored result no longer matches the schema is an error, never a wrong type.
     const Other = z.object({ chargeId: z.number() });
-    await expect(t.app.run(input(key), async () => ({ chargeId: 1 }), { result: Other })).rejects.toBeInstanceOf(StoredResultMismatchError);
+    await expect(t.app.run(input(key), async () => ({ chargeId: 1 }), { result: Other })).rejects.toBeInstanceOf(
+      StoredResultMismatchError,
+    );
   });
 
   it('an effect whose result breaks the schema: EffectResultError, attempt unknown', async () => {
@@ -386,7 +442,12 @@ describe('run(): lineage after an ambiguous complete', () => {
     const key = uniqueKey();
     const lossy = await lossyClient(async () => {});
     try {
-      expect(await lossy.client.run(input(key), async () => 'F1')).toEqual({ outcome: 'completed', result: 'F1', attempt: 1, settledBy: 'this_attempt' });
+      expect(await lossy.client.run(input(key), async () => 'F1')).toEqual({
+        outcome: 'completed',
+        result: 'F1',
+        attempt: 1,
+        settledBy: 'this_attempt',
+      });
     } finally {
       await lossy.end();
     }
@@ -423,10 +484,13 @@ describe('run(): waiting for another worker', () => {
       const key = uniqueKey();
       const { run: holder, release } = await holdRun(t.app, input(key), 'done');
       let waiterDone = 0;
-      const waiter = t.client().run(input(key, { waitForMs: 30_000 }), async () => 'never').then((outcome) => {
-        waiterDone = performance.now();
-        return outcome;
-      });
+      const waiter = t
+        .client()
+        .run(input(key, { waitForMs: 30_000 }), async () => 'never')
+        .then((outcome) => {
+          waiterDone = performance.now();
+          return outcome;
+        });
       // Let the waiter settle into its longest pause (50 ms) before the holder commits.
       await new Promise((resolve) => setTimeout(resolve, 300));
       release();
@@ -436,7 +500,9 @@ describe('run(): waiting for another worker', () => {
       delays.push(Math.max(0, waiterDone - committed));
     }
     delays.sort((a, b) => a - b);
-    console.log(`waiter saw the commit after ${delays.map((d) => d.toFixed(1)).join(', ')} ms (after the holder's acknowledged commit)`);
+    console.log(
+      `waiter saw the commit after ${delays.map((d) => d.toFixed(1)).join(', ')} ms (after the holder's acknowledged commit)`,
+    );
     // Speed is measured, not asserted (a loaded 2-core machine stretches any figure): the
     // printed delays are the measurement (about 50 ms on an idle machine, the waiter's longest
     // pause); the assertion is the behaviour: the waiter wakes on the commit, never at the end
@@ -448,7 +514,9 @@ describe('run(): waiting for another worker', () => {
     const key = uniqueKey();
     const { run: holder, release } = await holdRun(t.app, input(key), 'done');
     const controller = new AbortController();
-    const waiting = t.client().run(input(key, { waitForMs: 60_000 }), async () => 'never', { signal: controller.signal });
+    const waiting = t
+      .client()
+      .run(input(key, { waitForMs: 60_000 }), async () => 'never', { signal: controller.signal });
     setTimeout(() => controller.abort(new DOMException('caller gave up', 'AbortError')), 100);
     const began = Date.now();
     await expect(waiting).rejects.toMatchObject({ name: 'AbortError' });
@@ -458,12 +526,15 @@ describe('run(): waiting for another worker', () => {
 
     const other = uniqueKey();
     const during = new AbortController();
-    const outcome = await t.app.run(input(other), async ({ signal }) => {
-      during.abort(new DOMException('shutdown', 'AbortError'));
-      expect(signal.aborted).toBe(true);
-      throw signal.reason;
-    }, { signal: during.signal });
+    const outcome = await t.app.run(
+      input(other),
+      async ({ signal }) => {
+        during.abort(new DOMException('shutdown', 'AbortError'));
+        expect(signal.aborted).toBe(true);
+        throw signal.reason;
+      },
+      { signal: during.signal },
+    );
     expect(outcome).toMatchObject({ outcome: 'unknown', reason: 'effect_outcome_unknown' });
   });
 });
-

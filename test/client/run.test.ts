@@ -1,6 +1,12 @@
 import { sql } from 'slonik';
 import { describe, expect, it, vi } from 'vitest';
-import { type Classification, LeaseLostError, type RunInput, type RunOutcome, SettleTimeoutError } from '../../src/index.js';
+import {
+  type Classification,
+  LeaseLostError,
+  type RunInput,
+  type RunOutcome,
+  SettleTimeoutError,
+} from '../../src/index.js';
 import { expireLease } from '../../src/testing/clock.js';
 import { binding, gate, holdRun, useClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from './helpers.js';
 
@@ -23,8 +29,17 @@ describe('run()', () => {
       calls += 1;
       return { receipt: `r-${calls}` };
     };
-    expect(await t.app.run(runInput(key), effect)).toEqual({ outcome: 'completed', result: { receipt: 'r-1' }, attempt: 1, settledBy: 'this_attempt' });
-    expect(await t.app.run(runInput(key), effect)).toEqual({ outcome: 'replay', result: { receipt: 'r-1' }, settledAttempt: 1 });
+    expect(await t.app.run(runInput(key), effect)).toEqual({
+      outcome: 'completed',
+      result: { receipt: 'r-1' },
+      attempt: 1,
+      settledBy: 'this_attempt',
+    });
+    expect(await t.app.run(runInput(key), effect)).toEqual({
+      outcome: 'replay',
+      result: { receipt: 'r-1' },
+      settledAttempt: 1,
+    });
     expect(calls).toBe(1);
   });
 
@@ -48,7 +63,12 @@ describe('run()', () => {
     const declined = await t.app.run(runInput(finalKey, { classify }), async () => {
       throw new Declined('card declined');
     });
-    expect(declined).toMatchObject({ outcome: 'failed', final: true, deadLettered: false, error: { name: 'Declined', message: 'card declined' } });
+    expect(declined).toMatchObject({
+      outcome: 'failed',
+      final: true,
+      deadLettered: false,
+      error: { name: 'Declined', message: 'card declined' },
+    });
     let calls = 0;
     const again = await t.app.run(runInput(finalKey, { classify }), async () => {
       calls += 1;
@@ -90,7 +110,9 @@ describe('run()', () => {
     });
     // The second worker has seen the live lease at least once before the first one finishes.
     try {
-      await waitFor(async () => claims.mock.settledResults.some((r) => r.type === 'fulfilled' && r.value.outcome === 'in_progress'));
+      await waitFor(async () =>
+        claims.mock.settledResults.some((r) => r.type === 'fulfilled' && r.value.outcome === 'in_progress'),
+      );
     } finally {
       claims.mockRestore();
     }
@@ -151,9 +173,17 @@ describe('run()', () => {
 
   it('a late success after another attempt settled returns the canonical result, not ours', async () => {
     const key = uniqueKey();
-    const { run: slow, release } = await holdRun(t.app, runInput(key, { heartbeatIntervalMs: 3_600_000 }), 'slow result');
+    const { run: slow, release } = await holdRun(
+      t.app,
+      runInput(key, { heartbeatIntervalMs: 3_600_000 }),
+      'slow result',
+    );
     await expireLease(t.su, tenant, key);
-    expect(await t.app.run(runInput(key), async () => 'fast result')).toMatchObject({ outcome: 'completed', attempt: 2, settledBy: 'this_attempt' });
+    expect(await t.app.run(runInput(key), async () => 'fast result')).toMatchObject({
+      outcome: 'completed',
+      attempt: 2,
+      settledBy: 'this_attempt',
+    });
     release();
     expect(await slow).toEqual({ outcome: 'completed', result: 'fast result', attempt: 1, settledBy: 'other_attempt' });
   });
@@ -170,7 +200,10 @@ describe('run()', () => {
           async () => {
             // An admin transaction holds the operation row: complete() will wait for it.
             await t.su.query('begin');
-            await t.su.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [tenant, key]);
+            await t.su.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [
+              tenant,
+              key,
+            ]);
             return 'effect done';
           },
           { connection },

@@ -21,15 +21,20 @@ describe('session reset of the client pool', () => {
     await pool.query(sql.unsafe`set application_name = 'leaked'`);
     // Pool of one: this checkout gets the same connection, after its reset.
     expect(await pool.oneFirst(sql.type(setting)`select current_setting('statement_timeout') as value`)).toBe(before);
-    expect(await pool.oneFirst(sql.type(setting)`select current_setting('application_name') as value`)).not.toBe('leaked');
+    expect(await pool.oneFirst(sql.type(setting)`select current_setting('application_name') as value`)).not.toBe(
+      'leaked',
+    );
   });
 
   it('session state set inside runInTransaction does not outlive it', async () => {
     const client = t.client({ poolSize: 1 });
-    const outcome = await client.runInTransaction({ tenant: 'acme', key: uniqueKey(), request: {}, binding }, async ({ transaction }) => {
-      await transaction.query(sql.unsafe`set work_mem = '7MB'`); // not LOCAL: survives the commit
-      return 'done';
-    });
+    const outcome = await client.runInTransaction(
+      { tenant: 'acme', key: uniqueKey(), request: {}, binding },
+      async ({ transaction }) => {
+        await transaction.query(sql.unsafe`set work_mem = '7MB'`); // not LOCAL: survives the commit
+        return 'done';
+      },
+    );
     expect(outcome).toMatchObject({ outcome: 'completed' });
     const pool = await client.getPool();
     expect(await pool.oneFirst(sql.type(setting)`select current_setting('work_mem') as value`)).not.toBe('7MB');
@@ -38,7 +43,9 @@ describe('session reset of the client pool', () => {
   it('resets role, cursors, LISTEN, advisory locks and temporary tables too', async () => {
     const client = t.client({ poolSize: 1 });
     const pool = await client.getPool();
-    const state = sql.type(z.object({ role: z.string(), cursors: z.number(), channels: z.number(), locks: z.number(), temps: z.number() }))`
+    const state = sql.type(
+      z.object({ role: z.string(), cursors: z.number(), channels: z.number(), locks: z.number(), temps: z.number() }),
+    )`
       select current_user::text as role,
              (select count(*)::int from pg_cursors) as cursors,
              (select count(*)::int from pg_listening_channels()) as channels,
@@ -79,7 +86,7 @@ describe('session reset of the client pool', () => {
     expect(await client.claim({ ...ref, request: {}, binding })).toMatchObject({ outcome: 'acquired' });
   });
 
-  it('runs the client\'s own statements as prepared statements that survive the reset', async () => {
+  it("runs the client's own statements as prepared statements that survive the reset", async () => {
     const prepared = sql.type(z.object({ n: z.number() }))`
       select count(*)::int as n from pg_prepared_statements where name like 'pg\_settle\_%'`;
     const client = t.client({ poolSize: 1 });
@@ -90,11 +97,17 @@ describe('session reset of the client pool', () => {
     expect((await pool.one(prepared)).n).toBe(2); // claim and get; this query was reset after it
     // A transaction and a foreign statement each reset the connection; the client's statements
     // still run (a dropped statement node-pg believed parsed would fail with 26000).
-    const outcome = await client.runInTransaction({ tenant: 'acme', key: uniqueKey(), request: {}, binding }, async () => 'ok');
+    const outcome = await client.runInTransaction(
+      { tenant: 'acme', key: uniqueKey(), request: {}, binding },
+      async () => 'ok',
+    );
     expect(outcome).toMatchObject({ outcome: 'completed' });
     await pool.query(sql.unsafe`set work_mem = '7MB'`);
     expect(await client.claim({ ...ref, request: { n: 1 }, binding })).toMatchObject({ outcome: 'in_progress' });
-    expect(await client.get({ ...ref, request: { n: 1 }, binding })).toMatchObject({ outcome: 'found', status: 'running' });
+    expect(await client.get({ ...ref, request: { n: 1 }, binding })).toMatchObject({
+      outcome: 'found',
+      status: 'running',
+    });
     expect((await pool.one(prepared)).n).toBeGreaterThanOrEqual(2);
 
     const unprepared = t.client({ poolSize: 1, preparedStatements: false });
@@ -102,7 +115,7 @@ describe('session reset of the client pool', () => {
     expect((await (await unprepared.getPool()).one(prepared)).n).toBe(0);
   });
 
-  it('sends the reset only after statements that are not the client\'s own', async (context) => {
+  it("sends the reset only after statements that are not the client's own", async (context) => {
     await t.su.query('create extension if not exists pg_stat_statements');
     const discards = async (): Promise<number> => {
       const { rows } = await t.su.query<{ n: number }>(
@@ -111,7 +124,10 @@ describe('session reset of the client pool', () => {
       );
       return rows[0]?.n ?? 0;
     };
-    const loaded = await discards().then(() => true, () => false);
+    const loaded = await discards().then(
+      () => true,
+      () => false,
+    );
     if (!loaded) context.skip('pg_stat_statements is not in shared_preload_libraries of this server');
 
     const client = t.client({ poolSize: 1 });

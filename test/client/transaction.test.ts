@@ -2,7 +2,15 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { SettleConnectionError, type TransactionRunInput } from '../../src/index.js';
-import { binding, type ClientTestContext, gate, setupClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from './helpers.js';
+import {
+  binding,
+  type ClientTestContext,
+  gate,
+  setupClientTest,
+  someoneWaitsOnLock,
+  uniqueKey,
+  waitFor,
+} from './helpers.js';
 
 let t: ClientTestContext;
 beforeAll(async () => {
@@ -16,19 +24,33 @@ afterAll(async () => {
 });
 
 const tenant = 'acme';
-const input = (key: string, extra: Partial<TransactionRunInput> = {}): TransactionRunInput => ({ tenant, key, request: { amount: '12.30' }, binding, ...extra });
+const input = (key: string, extra: Partial<TransactionRunInput> = {}): TransactionRunInput => ({
+  tenant,
+  key,
+  request: { amount: '12.30' },
+  binding,
+  ...extra,
+});
 
 async function ledger(key: string): Promise<string[]> {
   const { rows } = await t.su.query<{ amount: string }>('select amount::text from ledger where key = $1', [key]);
   return rows.map((row) => row.amount);
 }
 
-const credit = (key: string) => async ({ transaction }: { transaction: Parameters<Parameters<typeof t.app.runInTransaction>[1]>[0]['transaction'] }) => {
-  const amount = await transaction.oneFirst(
-    sql.type(z.object({ amount: z.string() }))`insert into ledger (key, amount) values (${key}, 12.30) returning amount::text`,
-  );
-  return { credited: amount };
-};
+const credit =
+  (key: string) =>
+  async ({
+    transaction,
+  }: {
+    transaction: Parameters<Parameters<typeof t.app.runInTransaction>[1]>[0]['transaction'];
+  }) => {
+    const amount = await transaction.oneFirst(
+      sql.type(
+        z.object({ amount: z.string() }),
+      )`insert into ledger (key, amount) values (${key}, 12.30) returning amount::text`,
+    );
+    return { credited: amount };
+  };
 
 describe('runInTransaction()', () => {
   it('commits the effect and its settlement together, then replays without re-running', async () => {
@@ -40,7 +62,11 @@ describe('runInTransaction()', () => {
       settledBy: 'this_attempt',
     });
     expect(await ledger(key)).toEqual(['12.30']);
-    expect(await t.app.runInTransaction(input(key), credit(key))).toEqual({ outcome: 'replay', result: { credited: '12.30' }, settledAttempt: 1 });
+    expect(await t.app.runInTransaction(input(key), credit(key))).toEqual({
+      outcome: 'replay',
+      result: { credited: '12.30' },
+      settledAttempt: 1,
+    });
     expect(await ledger(key)).toEqual(['12.30']);
   });
 
@@ -50,7 +76,12 @@ describe('runInTransaction()', () => {
       await transaction.query(sql.unsafe`insert into ledger (key, amount) values (${key}, 1)`);
       throw new Error('downstream refused');
     });
-    expect(outcome).toMatchObject({ outcome: 'failed', final: false, attempt: 1, error: { message: 'downstream refused' } });
+    expect(outcome).toMatchObject({
+      outcome: 'failed',
+      final: false,
+      attempt: 1,
+      error: { message: 'downstream refused' },
+    });
     expect(await ledger(key)).toEqual([]);
     const record = await t.admin.inspect({ tenant, key });
     expect(record).toMatchObject({ status: 'pending', inFlight: false, attempt: 1 });
@@ -61,7 +92,7 @@ describe('runInTransaction()', () => {
 
   it('a failing SQL statement in the effect is classified like any error (final here)', async () => {
     const key = uniqueKey();
-    await t.su.query("insert into ledger values ($1, 0)", [key]);
+    await t.su.query('insert into ledger values ($1, 0)', [key]);
     const outcome = await t.app.runInTransaction(input(key, { classify: () => 'final' }), credit(key));
     expect(outcome).toMatchObject({ outcome: 'failed', final: true, error: { code: '23505' } });
     expect(await ledger(key)).toEqual(['0']);
@@ -126,21 +157,26 @@ describe('runInTransaction()', () => {
     const events: unknown[] = [];
     const client = t.client({ onRetry: (event) => events.push(event) });
     let runs = 0;
-    const outcome = await client.runInTransaction(input(key, { isolation: 'serializable' }), async ({ transaction }) => {
-      runs += 1;
-      const seen = await transaction.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from ledger where key = ${key}`);
-      if (runs === 1) {
-        // A concurrent writer commits into what this transaction read: its own insert must fail.
-        // Write skew: the other transaction reads what this one will write, and writes what this
-        // one read, and commits first. SSI must abort this one (40001).
-        await t.su.query('begin isolation level serializable');
-        await t.su.query('select count(*) from ledger where key = $1', [`${key}-x1`]);
-        await t.su.query('insert into ledger values ($1, 1)', [key]);
-        await t.su.query('commit');
-      }
-      await transaction.query(sql.unsafe`insert into ledger (key, amount) values (${`${key}-x${runs}`}, ${seen})`);
-      return { runs };
-    });
+    const outcome = await client.runInTransaction(
+      input(key, { isolation: 'serializable' }),
+      async ({ transaction }) => {
+        runs += 1;
+        const seen = await transaction.oneFirst(
+          sql.type(z.object({ n: z.number() }))`select count(*)::int as n from ledger where key = ${key}`,
+        );
+        if (runs === 1) {
+          // A concurrent writer commits into what this transaction read: its own insert must fail.
+          // Write skew: the other transaction reads what this one will write, and writes what this
+          // one read, and commits first. SSI must abort this one (40001).
+          await t.su.query('begin isolation level serializable');
+          await t.su.query('select count(*) from ledger where key = $1', [`${key}-x1`]);
+          await t.su.query('insert into ledger values ($1, 1)', [key]);
+          await t.su.query('commit');
+        }
+        await transaction.query(sql.unsafe`insert into ledger (key, amount) values (${`${key}-x${runs}`}, ${seen})`);
+        return { runs };
+      },
+    );
     expect(outcome).toMatchObject({ outcome: 'completed' });
     expect(runs).toBe(2);
     expect(events).toEqual([expect.objectContaining({ operation: 'runInTransaction', retry: 1 })]);

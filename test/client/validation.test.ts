@@ -38,7 +38,11 @@ const claimCases: Case[] = [
   ['key not in NFC', { ...good, key: 'cafe\u0301' }, InvalidKeyError],
   ['empty principal', { ...good, binding: { ...binding, principal: '' } }, InvalidBindingError],
   ['principal of 256 bytes', { ...good, binding: { ...binding, principal: 'p'.repeat(256) } }, InvalidBindingError],
-  ['65 scopes', { ...good, binding: { ...binding, scopes: Array.from({ length: 65 }, (_, i) => `s${i}`) } }, InvalidBindingError],
+  [
+    '65 scopes',
+    { ...good, binding: { ...binding, scopes: Array.from({ length: 65 }, (_, i) => `s${i}`) } },
+    InvalidBindingError,
+  ],
   ['scope of 129 bytes', { ...good, binding: { ...binding, scopes: ['s'.repeat(129)] } }, InvalidBindingError],
   ['empty scope', { ...good, binding: { ...binding, scopes: [''] } }, InvalidBindingError],
   ['negative generation', { ...good, binding: { ...binding, generation: -1 } }, InvalidBindingError],
@@ -80,14 +84,27 @@ describe('claim() input validation', () => {
     // Exactly 65536 bytes of jsonb text: '"' + 65534 chars + '"'.
     const request = 'x'.repeat(LIMITS.requestBytes - 2);
     expect(jsonbTextLength(request)).toBe(LIMITS.requestBytes);
-    const outcome = await t.app.claim({ tenant, key, request, binding: { principal: 'p'.repeat(255), generation: 2n ** 63n - 1n } });
+    const outcome = await t.app.claim({
+      tenant,
+      key,
+      request,
+      binding: { principal: 'p'.repeat(255), generation: 2n ** 63n - 1n },
+    });
     expect(outcome.outcome).toBe('acquired');
   });
 
   it('agrees with PostgreSQL on the jsonb text length of awkward values', async () => {
-    const values: Json[] = [{ b: [1, 2.5, -0, 1e21, 1.5e-7, 'é"\\\n'], a: { z: null, y: true, x: false } }, [], {}, 'plain', 0.1];
+    const values: Json[] = [
+      { b: [1, 2.5, -0, 1e21, 1.5e-7, 'é"\\\n'], a: { z: null, y: true, x: false } },
+      [],
+      {},
+      'plain',
+      0.1,
+    ];
     for (const value of values) {
-      const { rows } = await t.su.query<{ n: number }>('select octet_length($1::jsonb::text) as n', [JSON.stringify(value)]);
+      const { rows } = await t.su.query<{ n: number }>('select octet_length($1::jsonb::text) as n', [
+        JSON.stringify(value),
+      ]);
       expect(jsonbTextLength(value), JSON.stringify(value)).toBe(rows[0]?.n);
     }
   });
@@ -109,12 +126,20 @@ describe('settle calls validate handles and payloads', () => {
     ['retryable not boolean', () => t.app.fail(handle, {}, { retryable: 'yes' as never }), InvalidFailureError],
     ['handle without lease token', () => t.app.complete({ ...handle, leaseToken: 'nope' }, 1), InvalidArgumentError],
     ['handle with attempt 0', () => t.app.reportUnknown({ ...handle, attempt: 0 }), InvalidArgumentError],
-    ['handle with forged fingerprint format', () => t.app.complete({ ...handle, fingerprint: 'abc' }, 1), InvalidRequestError],
+    [
+      'handle with forged fingerprint format',
+      () => t.app.complete({ ...handle, fingerprint: 'abc' }, 1),
+      InvalidRequestError,
+    ],
     ['heartbeat lease too short', () => t.app.heartbeat(handle, { leaseMs: 10 }), InvalidLeaseError],
     ['get with a blank key', () => t.app.get({ tenant: 'acme', key: ' ', request: {}, binding }), InvalidKeyError],
     ['expireLeases batch 0', () => t.admin.expireLeases({ batchSize: 0 }), InvalidArgumentError],
     ['purge negative age', () => t.admin.purge({ olderThanMs: -1 }), InvalidArgumentError],
-    ['redrive 0 attempts', () => t.admin.redrive({ tenant: 'acme', key: 'k', additionalAttempts: 0 }), InvalidArgumentError],
+    [
+      'redrive 0 attempts',
+      () => t.admin.redrive({ tenant: 'acme', key: 'k', additionalAttempts: 0 }),
+      InvalidArgumentError,
+    ],
   ] as const)('%s', async (_label, call, errorClass) => {
     const before = await tableCounts(t.su);
     await expect(call()).rejects.toBeInstanceOf(errorClass);
@@ -133,16 +158,44 @@ describe('settle calls validate handles and payloads', () => {
 
 describe('the database stays the authority', () => {
   it.each([
-    ['SE001', sql.unsafe`select settle.claim(tenant => '', key => 'k', request => '{}', principal => 'p')`, InvalidTenantError],
-    ['SE002', sql.unsafe`select settle.claim(tenant => 't', key => E'a\\tb', request => '{}', principal => 'p')`, InvalidKeyError],
-    ['SE003', sql.unsafe`select settle.claim(tenant => 't', key => 'k', request => '{}', principal => 'p', binding_generation => -1)`, InvalidBindingError],
-    ['SE004', sql.unsafe`select settle.claim(tenant => 't', key => 'k', request => null, principal => 'p')`, InvalidRequestError],
-    ['SE007', sql.unsafe`select settle.claim(tenant => 't', key => 'k', request => '{}', principal => 'p', lease => '1 ms')`, InvalidLeaseError],
-    ['SE008', sql.unsafe`select settle.claim(tenant => 't', key => 'k', request => '{}', principal => 'p', max_attempts => 0)`, InvalidArgumentError],
+    [
+      'SE001',
+      sql.unsafe`select settle.claim(tenant => '', key => 'k', request => '{}', principal => 'p')`,
+      InvalidTenantError,
+    ],
+    [
+      'SE002',
+      sql.unsafe`select settle.claim(tenant => 't', key => E'a\\tb', request => '{}', principal => 'p')`,
+      InvalidKeyError,
+    ],
+    [
+      'SE003',
+      sql.unsafe`select settle.claim(tenant => 't', key => 'k', request => '{}', principal => 'p', binding_generation => -1)`,
+      InvalidBindingError,
+    ],
+    [
+      'SE004',
+      sql.unsafe`select settle.claim(tenant => 't', key => 'k', request => null, principal => 'p')`,
+      InvalidRequestError,
+    ],
+    [
+      'SE007',
+      sql.unsafe`select settle.claim(tenant => 't', key => 'k', request => '{}', principal => 'p', lease => '1 ms')`,
+      InvalidLeaseError,
+    ],
+    [
+      'SE008',
+      sql.unsafe`select settle.claim(tenant => 't', key => 'k', request => '{}', principal => 'p', max_attempts => 0)`,
+      InvalidArgumentError,
+    ],
   ] as const)('%s raised by the engine maps to the same class family', async (code, query, errorClass) => {
     const pool = await t.app.getPool();
     const error = mapDatabaseError(await pool.query(query).catch((e: unknown) => e));
     expect(error).toBeInstanceOf(errorClass);
-    expect(error).toMatchObject({ code, sqlstate: code, detail: expect.objectContaining({ field: expect.any(String) }) });
+    expect(error).toMatchObject({
+      code,
+      sqlstate: code,
+      detail: expect.objectContaining({ field: expect.any(String) }),
+    });
   });
 });

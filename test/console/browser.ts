@@ -11,8 +11,14 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 export const CHROMIUM_ARGS = [
-  '--no-sandbox', '--headless', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync',
+  '--no-sandbox',
+  '--headless',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
 ];
 
 /** Whether to skip: the binary is missing and this is not CI. */
@@ -28,7 +34,13 @@ export async function launchChromium(): Promise<Browser> {
 }
 
 /** Where the run writes its screenshots (gitignored). */
-export const SCREENSHOT_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'test-output', 'console');
+export const SCREENSHOT_DIR = path.join(
+  path.dirname(fileURLToPath(import.meta.url)),
+  '..',
+  '..',
+  'test-output',
+  'console',
+);
 
 /** A full-page screenshot; with `top`, also the first `top` pixels alone (the docs' size). */
 export async function screenshot(page: Page, name: string, top?: number): Promise<string> {
@@ -37,7 +49,11 @@ export async function screenshot(page: Page, name: string, top?: number): Promis
   await page.screenshot({ path: file, fullPage: true });
   if (top !== undefined) {
     const width = page.viewportSize()?.width ?? 1100;
-    await page.screenshot({ path: path.join(SCREENSHOT_DIR, `${name}-top.png`), fullPage: true, clip: { x: 0, y: 0, width, height: top } });
+    await page.screenshot({
+      path: path.join(SCREENSHOT_DIR, `${name}-top.png`),
+      fullPage: true,
+      clip: { x: 0, y: 0, width, height: top },
+    });
   }
   return file;
 }

@@ -40,7 +40,9 @@ async function loginRole(prefix: string, grants: readonly string[]): Promise<{ n
 }
 
 /** A console logged in as `databaseUrl`, and a browser page signed in to it. */
-async function signedIn(databaseUrl: string): Promise<{ console: RunningConsole; page: Page; context: BrowserContext }> {
+async function signedIn(
+  databaseUrl: string,
+): Promise<{ console: RunningConsole; page: Page; context: BrowserContext }> {
   const running = await startConsole({ databaseUrl });
   consoles.push(running);
   const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
@@ -54,15 +56,29 @@ async function signedIn(databaseUrl: string): Promise<{ console: RunningConsole;
 }
 
 /** An operation whose only attempt lost its response: unknown, dead-lettered needs_reconciliation. */
-async function stuckPayout(tenant: string, key: string, request: unknown = { amount_cents: 12_500, currency: 'EUR' }): Promise<void> {
-  const claim = await client.claim({ tenant, key, request: request as never, binding, maxAttempts: 1, workerId: 'payout-worker-7' } as never);
+async function stuckPayout(
+  tenant: string,
+  key: string,
+  request: unknown = { amount_cents: 12_500, currency: 'EUR' },
+): Promise<void> {
+  const claim = await client.claim({
+    tenant,
+    key,
+    request: request as never,
+    binding,
+    maxAttempts: 1,
+    workerId: 'payout-worker-7',
+  } as never);
   if (claim.outcome !== 'acquired') throw new Error(`setup: ${claim.outcome}`);
   await client.heartbeat(claim.attempt);
   await client.reportUnknown(claim.attempt);
 }
 
 async function statusOf(tenant: string, key: string): Promise<string | undefined> {
-  const { rows } = await su.query<{ status: string }>('select status::text from settle.operations where tenant = $1 and key = $2', [tenant, key]);
+  const { rows } = await su.query<{ status: string }>(
+    'select status::text from settle.operations where tenant = $1 and key = $2',
+    [tenant, key],
+  );
   return rows[0]?.status;
 }
 
@@ -84,7 +100,11 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     await browser?.close().catch(() => {});
     for (const running of consoles) await running.close().catch(() => {});
     await client?.end().catch(() => {});
-    for (const name of roles) await su?.query(`drop owned by "${name}"`).then(() => su.query(`drop role if exists "${name}"`)).catch(() => {});
+    for (const name of roles)
+      await su
+        ?.query(`drop owned by "${name}"`)
+        .then(() => su.query(`drop role if exists "${name}"`))
+        .catch(() => {});
     await su?.end().catch(() => {});
     await db?.drop();
   });
@@ -141,7 +161,9 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     // In the audit trail with the operator's login, the reason and the evidence.
     await page.click('#back');
     expect((await page.locator('#op-status').innerText()).trim()).toBe('completed');
-    const resolveRow = page.locator('#audit tr').filter({ has: page.locator('td:nth-child(3)', { hasText: /^resolve$/ }) });
+    const resolveRow = page
+      .locator('#audit tr')
+      .filter({ has: page.locator('td:nth-child(3)', { hasText: /^resolve$/ }) });
     expect(await resolveRow.innerText()).toContain(operator.name);
     expect(await resolveRow.innerText()).toContain('INC-4711');
     expect(await resolveRow.innerText()).toContain('st_2026_12_02');
@@ -170,7 +192,10 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     expect(await stale.locator('#answer').innerText()).toMatch(/already final \(completed, differs\): nothing changed/);
     await screenshot(stale, 'resolve-stale-refused');
     expect(await statusOf(TENANT, key)).toBe('completed');
-    const { rows } = await su.query<{ n: number }>(`select count(*)::int as n from settle.audit_log where tenant = $1 and key = $2 and event = 'resolve' and outcome = 'resolved'`, [TENANT, key]);
+    const { rows } = await su.query<{ n: number }>(
+      `select count(*)::int as n from settle.audit_log where tenant = $1 and key = $2 and event = 'resolve' and outcome = 'resolved'`,
+      [TENANT, key],
+    );
     expect(rows[0]?.n).toBe(1);
   });
 
@@ -184,7 +209,10 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     for (const key of hostile) await stuckPayout(TENANT, key, { note: '<b>bold</b></script>' });
     const done = await client.claim({ tenant: TENANT, key: 'hostile-result', request: { n: 1 }, binding } as never);
     if (done.outcome !== 'acquired') throw new Error('setup');
-    await client.complete(done.attempt, { url: 'javascript:window.__pwned=5', html: '<img src=x onerror=window.__pwned=6></script>' });
+    await client.complete(done.attempt, {
+      url: 'javascript:window.__pwned=5',
+      html: '<img src=x onerror=window.__pwned=6></script>',
+    });
 
     const operator = await loginRole('xss', ['settle_admin']);
     const { page, console: running } = await signedIn(operator.url);
@@ -214,20 +242,35 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     await stuckPayout(TENANT, key);
     const operator = await loginRole('csrf', ['settle_admin']);
     const { page, context, console: running } = await signedIn(operator.url);
-    const form = { tenant: TENANT, key, outcome: 'completed', payload: '{"forged": true}', reason: 'forged', expected_attempt: '1', step: 'apply', fingerprint: 'x' };
+    const form = {
+      tenant: TENANT,
+      key,
+      outcome: 'completed',
+      payload: '{"forged": true}',
+      reason: 'forged',
+      expected_attempt: '1',
+      step: 'apply',
+      fingerprint: 'x',
+    };
 
     // The session's cookie, no token.
     const noToken = await context.request.post(`${running.url}/actions/resolve`, { form });
     expect(noToken.status()).toBe(403);
     expect(await noToken.text()).toContain('no valid CSRF token');
-    const wrongToken = await context.request.post(`${running.url}/actions/resolve`, { form: { ...form, csrf: 'guessed' } });
+    const wrongToken = await context.request.post(`${running.url}/actions/resolve`, {
+      form: { ...form, csrf: 'guessed' },
+    });
     expect(wrongToken.status()).toBe(403);
 
     // A page on another origin of the same host (same-site: SameSite=Strict does not stop it)
     // posting a form into the console; the browser sends the cookie and its Origin.
     const evil: Server = createServer((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/html' });
-      res.end(`<form method="post" action="${running.url}/actions/resolve">${Object.entries(form).map(([n, v]) => `<input type="hidden" name="${n}" value='${v}'>`).join('')}<button id="go">win a prize</button></form>`);
+      res.end(
+        `<form method="post" action="${running.url}/actions/resolve">${Object.entries(form)
+          .map(([n, v]) => `<input type="hidden" name="${n}" value='${v}'>`)
+          .join('')}<button id="go">win a prize</button></form>`,
+      );
     });
     await new Promise<void>((resolve) => evil.listen(0, '127.0.0.1', () => resolve()));
     try {
@@ -258,7 +301,9 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     await screenshot(page, 'operation-readonly');
     const csrf = await page.locator('header input[name=csrf]').inputValue();
     for (const action of ['resolve', 'redrive', 'expire-leases', 'reset-consumer']) {
-      const answer = await context.request.post(`${running.url}/actions/${action}`, { form: { csrf, tenant: TENANT, key, step: 'apply', consumer: 'ledger' } });
+      const answer = await context.request.post(`${running.url}/actions/${action}`, {
+        form: { csrf, tenant: TENANT, key, step: 'apply', consumer: 'ledger' },
+      });
       expect(answer.status(), action).toBe(403);
       expect(await answer.text(), action).toContain('may not');
     }
@@ -296,9 +341,25 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     expect(redirected?.status()).toBe(404);
     // A forged action on the other tenant's key, with a valid CSRF token: the engine refuses it.
     const csrf = await page.locator('header input[name=csrf]').inputValue();
-    const fingerprint = (await su.query<{ fingerprint: string }>('select fingerprint from settle.operations where tenant = $1 and key = $2', [OTHER_TENANT, theirs])).rows[0]?.fingerprint ?? '';
+    const fingerprint =
+      (
+        await su.query<{ fingerprint: string }>(
+          'select fingerprint from settle.operations where tenant = $1 and key = $2',
+          [OTHER_TENANT, theirs],
+        )
+      ).rows[0]?.fingerprint ?? '';
     const answer = await context.request.post(`${running.url}/actions/resolve`, {
-      form: { csrf, tenant: OTHER_TENANT, key: theirs, outcome: 'failed', payload: '{"code": "x"}', reason: 'guess', expected_attempt: '1', step: 'apply', fingerprint },
+      form: {
+        csrf,
+        tenant: OTHER_TENANT,
+        key: theirs,
+        outcome: 'failed',
+        payload: '{"code": "x"}',
+        reason: 'guess',
+        expected_attempt: '1',
+        step: 'apply',
+        fingerprint,
+      },
     });
     expect(answer.status()).toBe(409);
     expect(await answer.text()).toContain('SE013');

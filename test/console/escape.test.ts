@@ -2,10 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { escapeHtml, href, html, Html } from '../../src/console/escape.js';
 import { SessionStore, readCookie } from '../../src/console/session.js';
 
-describe('escapeHtml, the console\'s one escaping function', () => {
+describe("escapeHtml, the console's one escaping function", () => {
   it('escapes the five characters that end text or an attribute', () => {
-    expect(escapeHtml(`<img src=x onerror="alert('1')">&`)).toBe('&lt;img src=x onerror=&quot;alert(&#39;1&#39;)&quot;&gt;&amp;');
-    expect(escapeHtml('</script><script>alert(1)</script>')).toBe('&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(escapeHtml(`<img src=x onerror="alert('1')">&`)).toBe(
+      '&lt;img src=x onerror=&quot;alert(&#39;1&#39;)&quot;&gt;&amp;',
+    );
+    expect(escapeHtml('</script><script>alert(1)</script>')).toBe(
+      '&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;',
+    );
     expect(escapeHtml('plain text, ünïcode ✓')).toBe('plain text, ünïcode ✓');
     expect(escapeHtml(null)).toBe('');
     expect(escapeHtml(undefined)).toBe('');
@@ -15,8 +19,12 @@ describe('escapeHtml, the console\'s one escaping function', () => {
 
   it('is what html`` applies to every interpolation, arrays included; Html it built itself is kept', () => {
     const key = '"><svg onload=alert(1)>';
-    expect(html`<a title="${key}">${key}</a>`.text).toBe('<a title="&quot;&gt;&lt;svg onload=alert(1)&gt;">&quot;&gt;&lt;svg onload=alert(1)&gt;</a>');
-    expect(html`<ul>${['<b>', 'x'].map((s) => html`<li>${s}</li>`)}</ul>`.text).toBe('<ul><li>&lt;b&gt;</li><li>x</li></ul>');
+    expect(html`<a title="${key}">${key}</a>`.text).toBe(
+      '<a title="&quot;&gt;&lt;svg onload=alert(1)&gt;">&quot;&gt;&lt;svg onload=alert(1)&gt;</a>',
+    );
+    expect(html`<ul>${['<b>', 'x'].map((s) => html`<li>${s}</li>`)}</ul>`.text).toBe(
+      '<ul><li>&lt;b&gt;</li><li>x</li></ul>',
+    );
     expect(html`${new Html('<i>ok</i>')}${false}${null}`.text).toBe('<i>ok</i>');
   });
 
@@ -40,7 +48,13 @@ describe('sessions', () => {
     expect(store.find(session?.id)).toBe(session); // used 900 ms ago
     now = 2900;
     expect(store.find(session?.id)).toBeUndefined(); // idle 1,100 ms
-    const reusable = new SessionStore({ token: 'a-token-of-sixteen+', reusableToken: true, idleMs: 10_000, lifetimeMs: 5000, now: () => now });
+    const reusable = new SessionStore({
+      token: 'a-token-of-sixteen+',
+      reusableToken: true,
+      idleMs: 10_000,
+      lifetimeMs: 5000,
+      now: () => now,
+    });
     const first = reusable.exchange('a-token-of-sixteen+');
     expect(reusable.exchange('a-token-of-sixteen+')).toBeDefined();
     now += 4000;

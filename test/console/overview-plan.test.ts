@@ -76,18 +76,31 @@ afterAll(async () => {
 
 describe('console overview at size', () => {
   it(`${PENDING} pending operations: every read of the operations is an index range, bounded rows`, async () => {
-    const reads = ['settled per minute', 'unknown per minute', 'waiting', 'dead letters', 'oldest needing reconciliation'];
+    const reads = [
+      'settled per minute',
+      'unknown per minute',
+      'waiting',
+      'dead letters',
+      'oldest needing reconciliation',
+    ];
     for (const name of reads) {
       const text = OVERVIEW_QUERIES[name];
       expect(text, name).toBeDefined();
-      const explained = await su.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`explain (analyze, format json) ${text as string}`);
+      const explained = await su.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(
+        `explain (analyze, format json) ${text as string}`,
+      );
       const plan = nodes((explained.rows[0]?.['QUERY PLAN'][0] as { Plan: PlanNode }).Plan);
       // Scans of the operations: index scans, and bitmap heap scans with their bitmap index scans.
-      const onOperations = plan.filter((n) => n['Relation Name'] === 'operations' || n['Index Name']?.startsWith('operations_'));
+      const onOperations = plan.filter(
+        (n) => n['Relation Name'] === 'operations' || n['Index Name']?.startsWith('operations_'),
+      );
       expect(onOperations.length, name).toBeGreaterThan(0);
       for (const n of onOperations) {
-        expect(n['Node Type'], `${name}: no sequential scan of the operations`).toMatch(/^(Index|Index Only|Bitmap Heap|Bitmap Index) Scan$/);
-        if (n['Index Name'] !== undefined) expect(n['Index Name'], name).toMatch(/^operations_(needing_attention|terminal_by_age)_idx$/);
+        expect(n['Node Type'], `${name}: no sequential scan of the operations`).toMatch(
+          /^(Index|Index Only|Bitmap Heap|Bitmap Index) Scan$/,
+        );
+        if (n['Index Name'] !== undefined)
+          expect(n['Index Name'], name).toMatch(/^operations_(needing_attention|terminal_by_age)_idx$/);
       }
       const read = onOperations.reduce((sum, n) => sum + (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1), 0);
       // The waiting counts read the first COUNT_CAP + 1 of the backlog and its oldest, never all of it.
@@ -100,9 +113,14 @@ describe('console overview at size', () => {
     const overview = await readOverview(consoleDb, caps);
     const waiting = Object.fromEntries(overview.waiting.map((w) => [w.status, w.n]));
     expect(waiting).toEqual({ pending: COUNT_CAP + 1, unknown: 7, conflict: 0 });
-    const { rows } = await su.query<{ oldest: Date }>(`select min(updated_at) as oldest from settle_private.operations where status = 'pending'`);
+    const { rows } = await su.query<{ oldest: Date }>(
+      `select min(updated_at) as oldest from settle_private.operations where status = 'pending'`,
+    );
     expect(overview.waiting.find((w) => w.status === 'pending')?.oldest).toEqual(rows[0]?.oldest);
-    expect(Object.fromEntries(overview.deadLetters.map((d) => [d.reason, d.n]))).toEqual({ attempts_exhausted: 5, needs_reconciliation: 7 });
+    expect(Object.fromEntries(overview.deadLetters.map((d) => [d.reason, d.n]))).toEqual({
+      attempts_exhausted: 5,
+      needs_reconciliation: 7,
+    });
     expect(overview.minutes.filter((m) => m.status === 'completed').reduce((n, m) => n + m.n, 0)).toBe(40);
     expect(overview.oldest).toHaveLength(5);
   }, 60_000);

@@ -27,7 +27,9 @@ beforeAll(async () => {
                                       scopes => '{}', binding_generation => 1);
       end loop;
     end $$`);
-  await su.query(`update settle_private.operations set updated_at = date_trunc('second', updated_at) where key <= 'k-040'`);
+  await su.query(
+    `update settle_private.operations set updated_at = date_trunc('second', updated_at) where key <= 'k-040'`,
+  );
   consoleDb = openConsoleDatabase(db.url);
 });
 
@@ -55,7 +57,9 @@ describe('console search', () => {
     const seen = await all({ status: 'unknown' });
     expect(seen).toHaveLength(130);
     expect(new Set(seen).size).toBe(130);
-    const { rows } = await su.query<{ id: string }>(`select tenant || '/' || key as id from settle.operations where status = 'unknown' order by updated_at, tenant, key`);
+    const { rows } = await su.query<{ id: string }>(
+      `select tenant || '/' || key as id from settle.operations where status = 'unknown' order by updated_at, tenant, key`,
+    );
     expect(seen).toEqual(rows.map((r) => r.id));
   });
 
@@ -67,8 +71,12 @@ describe('console search', () => {
   });
 
   it('refuses a cursor it did not write', async () => {
-    await expect(searchOperations(consoleDb, { status: 'unknown', cursor: 'not-a-cursor' })).rejects.toBeInstanceOf(BadCursorError);
+    await expect(searchOperations(consoleDb, { status: 'unknown', cursor: 'not-a-cursor' })).rejects.toBeInstanceOf(
+      BadCursorError,
+    );
     const byKey = (await searchOperations(consoleDb, { tenant: 'even' })).next ?? '';
-    await expect(searchOperations(consoleDb, { status: 'unknown', cursor: byKey })).rejects.toBeInstanceOf(BadCursorError);
+    await expect(searchOperations(consoleDb, { status: 'unknown', cursor: byKey })).rejects.toBeInstanceOf(
+      BadCursorError,
+    );
   });
 });

@@ -25,7 +25,10 @@ const migrated = `settle_migrated_${suffix}`;
 const pg16 = inject('serverVersionNum') >= 160000;
 const pgDump = findPgDump();
 /** pg_dump refuses a server of a newer major version than its own. */
-const dumpMajor = pgDump === undefined ? 0 : Number(/(\d+)\./.exec(execFileSync(pgDump, ['--version'], { encoding: 'utf8' }))?.[1] ?? 0);
+const dumpMajor =
+  pgDump === undefined
+    ? 0
+    : Number(/(\d+)\./.exec(execFileSync(pgDump, ['--version'], { encoding: 'utf8' }))?.[1] ?? 0);
 const serverMajor = Math.floor(inject('serverVersionNum') / 10000);
 let dir: string;
 
@@ -78,11 +81,15 @@ describe('pg-settle migrate --print', () => {
     expect(run.json).toMatchObject({ ok: true, command: 'migrate', files: sources });
     expect((await readdir(dir)).sort()).toEqual(sources);
     for (const file of sources) {
-      expect(await readFile(path.join(dir, file), 'utf8')).toContain(await readFile(path.join(defaultMigrationsDir(), file), 'utf8'));
+      expect(await readFile(path.join(dir, file), 'utf8')).toContain(
+        await readFile(path.join(defaultMigrationsDir(), file), 'utf8'),
+      );
     }
   });
 
-  it('refuses a directory holding migration files this version does not have, writing nothing', { timeout: 120_000 }, async () => {
+  it('refuses a directory holding migration files this version does not have, writing nothing', {
+    timeout: 120_000,
+  }, async () => {
     const other = await mkdtemp(path.join(tmpdir(), 'settle-export-stale-'));
     try {
       await writeFile(path.join(other, '00007_claim.sql'), '-- printed by a version numbered differently\n');
@@ -95,7 +102,9 @@ describe('pg-settle migrate --print', () => {
     }
   });
 
-  it('applied file by file, each in its own transaction, by the deploy login: the schema pg-settle migrate gives', { timeout: 300_000 }, async (ctx) => {
+  it('applied file by file, each in its own transaction, by the deploy login: the schema pg-settle migrate gives', {
+    timeout: 300_000,
+  }, async (ctx) => {
     const files = (await readdir(dir)).filter((f) => f.endsWith('.sql')).sort();
     expect(files.length).toBeGreaterThan(10);
     await withClient(urlOf(exported, deploy), async (c) => {
@@ -116,22 +125,38 @@ describe('pg-settle migrate --print', () => {
     const canAct = pg16
       ? `pg_has_role($1, 'settle_owner', 'USAGE') or pg_has_role($1, 'settle_owner', 'SET')`
       : `pg_has_role($1, 'settle_owner', 'MEMBER')`;
-    const acting = await withClient(inject('adminUrl'), async (c) => (await c.query<{ acts: boolean }>(`select ${canAct} as acts`, [deploy])).rows[0]!.acts);
+    const acting = await withClient(
+      inject('adminUrl'),
+      async (c) => (await c.query<{ acts: boolean }>(`select ${canAct} as acts`, [deploy])).rows[0]!.acts,
+    );
     expect(acting).toBe(false);
 
     ctx.skip(pgDump === undefined, 'pg_dump is not installed (postgresql-client-15); set PG_DUMP to its path');
-    ctx.skip(dumpMajor < serverMajor, `pg_dump ${dumpMajor} cannot dump a PostgreSQL ${serverMajor} server; set PG_DUMP to a pg_dump ${serverMajor}`);
-    const [a, b] = await Promise.all([dumpSettleSchema(urlOf(exported), pgDump), dumpSettleSchema(urlOf(migrated), pgDump)]);
+    ctx.skip(
+      dumpMajor < serverMajor,
+      `pg_dump ${dumpMajor} cannot dump a PostgreSQL ${serverMajor} server; set PG_DUMP to a pg_dump ${serverMajor}`,
+    );
+    const [a, b] = await Promise.all([
+      dumpSettleSchema(urlOf(exported), pgDump),
+      dumpSettleSchema(urlOf(migrated), pgDump),
+    ]);
     expect(a.split('\n').length).toBeGreaterThan(500);
     expect(a.split('\n')).toEqual(b.split('\n'));
   });
 
-  it('the engine works in the database the exported files built: one claim and complete as settle_app', { timeout: 120_000 }, async () => {
+  it('the engine works in the database the exported files built: one claim and complete as settle_app', {
+    timeout: 120_000,
+  }, async () => {
     const u = new URL(urlOf(exported));
     u.searchParams.set('options', '-c role=settle_app');
     const settle = createSettleClient({ connectionString: u.toString(), poolSize: 1 });
     try {
-      const input = { tenant: 'acme', key: 'exported-1', request: { amount: 5 }, binding: { principal: 'p', scopes: [], generation: 1 } };
+      const input = {
+        tenant: 'acme',
+        key: 'exported-1',
+        request: { amount: 5 },
+        binding: { principal: 'p', scopes: [], generation: 1 },
+      };
       const claimed = await settle.claim({ ...input, leaseMs: 30_000 });
       expect(claimed.outcome).toBe('acquired');
       if (claimed.outcome !== 'acquired') return;

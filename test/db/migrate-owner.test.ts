@@ -50,16 +50,22 @@ const canAct = (who: string): string => CAN_ACT.replaceAll('%s', who);
 
 /** Non-superuser logins able to act as settle_owner, directly or through other roles. */
 async function loginOwners(): Promise<string[]> {
-  return asSuperuser(async (c) => (await c.query<{ rolname: string }>(
-    `select r.rolname from pg_roles r where r.rolcanlogin and not r.rolsuper and ${canAct('r.oid')} order by 1`,
-  )).rows.map((r) => r.rolname));
+  return asSuperuser(async (c) =>
+    (
+      await c.query<{ rolname: string }>(
+        `select r.rolname from pg_roles r where r.rolcanlogin and not r.rolsuper and ${canAct('r.oid')} order by 1`,
+      )
+    ).rows.map((r) => r.rolname),
+  );
 }
 
 beforeAll(async () => {
   await asSuperuser(async (c) => {
     await c.query(`create role ${quoteIdent(deploy)} login createrole`);
     if (pg16) await c.query(`grant settle_owner to ${quoteIdent(deploy)} with admin true, inherit false, set false`);
-    await c.query(`create database ${quoteIdent(dbName)} owner ${quoteIdent(deploy)} template template0 encoding 'UTF8'`);
+    await c.query(
+      `create database ${quoteIdent(dbName)} owner ${quoteIdent(deploy)} template template0 encoding 'UTF8'`,
+    );
   });
   const u = new URL(withDatabase(inject('adminUrl'), dbName));
   u.username = deploy;
@@ -86,21 +92,30 @@ describe('migrate as a non-superuser CREATEROLE deploy login', () => {
     await asDeploy(async (c) => {
       expect((await c.query(`select ${canAct('current_user')} as m`)).rows[0].m).toBe(false);
       await expect(c.query('set role settle_owner')).rejects.toMatchObject({ code: '42501' });
-      await expect(c.query('alter table settle_private.operations disable trigger _100_guard_lattice')).rejects.toMatchObject({ code: '42501' });
+      await expect(
+        c.query('alter table settle_private.operations disable trigger _100_guard_lattice'),
+      ).rejects.toMatchObject({ code: '42501' });
     });
   });
 
   it('a later migration runs as the owner again and leaves the membership dropped again', async () => {
     const last = Math.max(...(await readdir(dir)).map((f) => Number.parseInt(f, 10)).filter(Number.isFinite));
     const later = `${String(last + 1).padStart(5, '0')}_later.sql`;
-    await writeFile(path.join(dir, later),
-      `set local role settle_owner;\ncreate function settle_private._later() returns int language sql immutable as $$ select 1 $$;\nreset role;\n`);
+    await writeFile(
+      path.join(dir, later),
+      `set local role settle_owner;\ncreate function settle_private._later() returns int language sql immutable as $$ select 1 $$;\nreset role;\n`,
+    );
     const { applied, ownerMembers } = await migrate(url, { dir });
     expect(applied).toEqual([later]);
     expect(ownerMembers).toEqual([]);
     expect(await loginOwners()).not.toContain(deploy);
-    const owner = await asSuperuser(async () => asDeploy(async (c) =>
-      (await c.query(`select pg_get_userbyid(p.proowner) as owner from pg_proc p where p.proname = '_later'`)).rows[0].owner));
+    const owner = await asSuperuser(async () =>
+      asDeploy(
+        async (c) =>
+          (await c.query(`select pg_get_userbyid(p.proowner) as owner from pg_proc p where p.proname = '_later'`))
+            .rows[0].owner,
+      ),
+    );
     expect(owner).toBe('settle_owner');
   });
 
@@ -109,7 +124,9 @@ describe('migrate as a non-superuser CREATEROLE deploy login', () => {
     const bareDb = `settle_bare_${suffix}`;
     await asSuperuser(async (c) => {
       await c.query(`create role ${quoteIdent(bare)} login createrole`);
-      await c.query(`create database ${quoteIdent(bareDb)} owner ${quoteIdent(bare)} template template0 encoding 'UTF8'`);
+      await c.query(
+        `create database ${quoteIdent(bareDb)} owner ${quoteIdent(bare)} template template0 encoding 'UTF8'`,
+      );
     });
     try {
       const u = new URL(withDatabase(inject('adminUrl'), bareDb));
@@ -135,7 +152,9 @@ describe('migrate as a non-superuser CREATEROLE deploy login', () => {
 
   it('a login left a member by someone else is named with the REVOKE that drops it', async () => {
     const other = `stale_${suffix}`;
-    await asSuperuser((c) => c.query(`create role ${quoteIdent(other)} login; grant settle_owner to ${quoteIdent(other)}`));
+    await asSuperuser((c) =>
+      c.query(`create role ${quoteIdent(other)} login; grant settle_owner to ${quoteIdent(other)}`),
+    );
     try {
       const { ownerMembers } = await migrate(url, { dir });
       expect(ownerMembers).toContainEqual({ role: other, revoke: `REVOKE settle_owner FROM ${other};` });

@@ -20,7 +20,9 @@ describe('migrate() keeps the SQLSTATE of the statement that failed', () => {
   const name = `settle_sql_ascii_${randomUUID().slice(0, 8)}`;
   let url: string;
   beforeAll(async () => {
-    await asAdmin(`create database ${quoteIdent(name)} template template0 encoding 'SQL_ASCII' lc_collate 'C' lc_ctype 'C'`);
+    await asAdmin(
+      `create database ${quoteIdent(name)} template template0 encoding 'SQL_ASCII' lc_collate 'C' lc_ctype 'C'`,
+    );
     url = withDatabase(inject('adminUrl'), name);
   });
   afterAll(async () => {

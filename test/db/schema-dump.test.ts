@@ -34,8 +34,14 @@ describe('sql/schema.sql', () => {
 
   it('holds every function, table and view of the engine', async () => {
     const committed = await readFile(schemaFile, 'utf8');
-    for (const object of ['FUNCTION settle.claim(', 'FUNCTION settle_private._observe(', 'TABLE settle_private.operations',
-      'VIEW settle.dead_letters', 'TRIGGER _100_guard_lattice', 'POLICY owner_only']) {
+    for (const object of [
+      'FUNCTION settle.claim(',
+      'FUNCTION settle_private._observe(',
+      'TABLE settle_private.operations',
+      'VIEW settle.dead_letters',
+      'TRIGGER _100_guard_lattice',
+      'POLICY owner_only',
+    ]) {
       expect(committed, object).toContain(object);
     }
   });
@@ -45,7 +51,7 @@ describe('sql/schema.sql', () => {
       '\\restrict AbC123',
       '-- Dumped from database version 15.18',
       '-- Dumped by pg_dump version 15.18',
-      "SET statement_timeout = 0;",
+      'SET statement_timeout = 0;',
       "SELECT pg_catalog.set_config('search_path', '', false);",
       '',
       '',

@@ -18,15 +18,22 @@ describe('API reference (TypeDoc)', () => {
     try {
       const typedoc = path.join(ROOT, 'node_modules', 'typedoc', 'bin', 'typedoc');
       const result = await run(process.execPath, [typedoc, '--out', out], { cwd: ROOT, maxBuffer: 16 << 20 }).catch(
-        (error: { stdout?: string; stderr?: string }) => ({ stdout: error.stdout ?? '', stderr: error.stderr ?? '', failed: true }),
+        (error: { stdout?: string; stderr?: string }) => ({
+          stdout: error.stdout ?? '',
+          stderr: error.stderr ?? '',
+          failed: true,
+        }),
       );
-      const warnings = `${result.stdout}${result.stderr}`.split('\n').filter((l) => /warning|error/i.test(l) && !/Found 0 errors and 0 warnings/.test(l));
+      const warnings = `${result.stdout}${result.stderr}`
+        .split('\n')
+        .filter((l) => /warning|error/i.test(l) && !/Found 0 errors and 0 warnings/.test(l));
       expect(warnings).toEqual([]);
       expect('failed' in result).toBe(false);
       const index = await readFile(path.join(out, 'index.html'), 'utf8');
       expect(index).toContain('pg-settle');
       const modules = await readFile(path.join(out, 'modules.html'), 'utf8').catch(() => index);
-      for (const entry of ['index', 'testing', 'http/express', 'http/fastify', 'http/fetch']) expect(modules).toContain(entry);
+      for (const entry of ['index', 'testing', 'http/express', 'http/fastify', 'http/fetch'])
+        expect(modules).toContain(entry);
     } finally {
       await rm(out, { recursive: true, force: true });
     }

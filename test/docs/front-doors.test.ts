@@ -58,7 +58,12 @@ describe('docs/README.md, the index', () => {
   it('holds the reading order, and README.md points to it instead of repeating it', () => {
     expect(index).toMatch(/^## Reading order/m);
     expect(read('README.md')).toContain('](docs/README.md)');
-    const others = ['README.md', ...readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md') && f !== 'README.md').map((f) => `docs/${f}`)];
+    const others = [
+      'README.md',
+      ...readdirSync(path.join(ROOT, 'docs'))
+        .filter((f) => f.endsWith('.md') && f !== 'README.md')
+        .map((f) => `docs/${f}`),
+    ];
     expect(others.filter((file) => /reading order|read in this order/i.test(read(file)))).toEqual([]);
   });
 });
@@ -71,7 +76,8 @@ describe('docs/sql-api.md structure', () => {
     const inside: string[] = [];
     doc.split('\n').forEach((line, i) => {
       if (/^\s*```/.test(line)) open = open === undefined ? i + 1 : undefined;
-      else if (open !== undefined && /^#{1,4} /.test(line)) inside.push(`line ${i + 1}: ${line} (block opened at line ${open})`);
+      else if (open !== undefined && /^#{1,4} /.test(line))
+        inside.push(`line ${i + 1}: ${line} (block opened at line ${open})`);
     });
     expect(inside).toEqual([]);
     expect(open, 'a fenced block is never closed').toBeUndefined();

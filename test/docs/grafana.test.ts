@@ -19,23 +19,48 @@ interface Panel {
   readonly datasource: { readonly uid: string };
 }
 
-const PROMQL_WORDS = new Set(['sum', 'by', 'rate', 'histogram_quantile', 'le', 'without', 'increase', 'max', 'min', 'avg']);
+const PROMQL_WORDS = new Set([
+  'sum',
+  'by',
+  'rate',
+  'histogram_quantile',
+  'le',
+  'without',
+  'increase',
+  'max',
+  'min',
+  'avg',
+]);
 
 describe('deploy/grafana dashboard', () => {
-  it('is a Grafana dashboard whose every query names exposed metrics, with labels they carry', { timeout: 120_000 }, async () => {
-    const dashboard = JSON.parse(await readFile(path.join(root, 'deploy/grafana/pg-settle.dashboard.json'), 'utf8')) as {
-      title: string; uid: string; schemaVersion: number; panels: Panel[]; templating: { list: { name: string; type: string }[] };
+  it('is a Grafana dashboard whose every query names exposed metrics, with labels they carry', {
+    timeout: 120_000,
+  }, async () => {
+    const dashboard = JSON.parse(
+      await readFile(path.join(root, 'deploy/grafana/pg-settle.dashboard.json'), 'utf8'),
+    ) as {
+      title: string;
+      uid: string;
+      schemaVersion: number;
+      panels: Panel[];
+      templating: { list: { name: string; type: string }[] };
     };
     expect(dashboard).toMatchObject({ title: 'pg-settle', uid: 'pg-settle' });
     expect(dashboard.schemaVersion).toBeGreaterThanOrEqual(36);
-    expect(dashboard.templating.list).toContainEqual(expect.objectContaining({ name: 'datasource', type: 'datasource' }));
+    expect(dashboard.templating.list).toContainEqual(
+      expect.objectContaining({ name: 'datasource', type: 'datasource' }),
+    );
     expect(new Set(dashboard.panels.map((p) => p.title)).size).toBe(dashboard.panels.length);
 
     // What sql_exporter exposes: the collector's metric names and their key labels.
     const collector = await readFile(path.join(root, 'deploy/sql_exporter/pg-settle.collector.yml'), 'utf8');
     const exposed = new Map<string, Set<string>>();
     for (const [, name, body] of collector.matchAll(/^ {2}- metric_name: (\S+)\n((?: {4}.*\n)+)/gm)) {
-      const labels = /^ {4}key_labels: \[(.*)\]$/m.exec(body ?? '')?.[1]?.split(',').map((s) => s.trim()) ?? [];
+      const labels =
+        /^ {4}key_labels: \[(.*)\]$/m
+          .exec(body ?? '')?.[1]
+          ?.split(',')
+          .map((s) => s.trim()) ?? [];
       exposed.set(name ?? '', new Set(labels));
     }
     expect(exposed.size).toBeGreaterThan(15);
@@ -43,7 +68,10 @@ describe('deploy/grafana dashboard', () => {
     // What a client's /metrics exposes after a run() and a few calls.
     const endpoint = await startMetricsEndpoint({ port: 0 });
     try {
-      const client = createSettleClient({ connectionString: asRole(db.url, 'settle_app'), telemetry: { meterProvider: endpoint.meterProvider } });
+      const client = createSettleClient({
+        connectionString: asRole(db.url, 'settle_app'),
+        telemetry: { meterProvider: endpoint.meterProvider },
+      });
       try {
         await client.run({ tenant: 'acme', key: 'grafana-1', request: { n: 1 }, binding }, async () => ({ ok: true }));
         await client.run({ tenant: 'acme', key: 'grafana-1', request: { n: 1 }, binding }, async () => ({ ok: true }));
@@ -75,7 +103,9 @@ describe('deploy/grafana dashboard', () => {
         for (const name of names) {
           expect(exposed.has(name), `${panel.title}: ${name} is exposed`).toBe(true);
           // Labels a query groups by must exist on the metric.
-          const grouped = [...target.expr.matchAll(/by \(([^)]*)\)/g)].flatMap((m) => (m[1] ?? '').split(',').map((s) => s.trim()));
+          const grouped = [...target.expr.matchAll(/by \(([^)]*)\)/g)].flatMap((m) =>
+            (m[1] ?? '').split(',').map((s) => s.trim()),
+          );
           for (const label of grouped.filter((l) => l !== '' && !PROMQL_WORDS.has(l))) {
             expect(exposed.get(name), `${panel.title}: ${name} carries ${label}`).toContain(label);
           }
@@ -85,6 +115,7 @@ describe('deploy/grafana dashboard', () => {
     expect(queries).toBeGreaterThan(15);
     // Every gauge sql_exporter exports is on the dashboard.
     const used = JSON.stringify(dashboard.panels);
-    for (const name of exposed.keys()) if (collector.includes(`metric_name: ${name}\n`)) expect(used, name).toContain(name);
+    for (const name of exposed.keys())
+      if (collector.includes(`metric_name: ${name}\n`)) expect(used, name).toContain(name);
   });
 });

@@ -49,7 +49,13 @@ const binding = { principal: 'svc-checkout', scopes: ['payments:write'], generat
 
 /** Unknown and dead-lettered needs_reconciliation: its only attempt lost its response. */
 async function needsReconciliation(key: string): Promise<void> {
-  const claim = await app.claim({ tenant: 'acme', key, request: { amount: '45.00', order: key }, binding, maxAttempts: 1 });
+  const claim = await app.claim({
+    tenant: 'acme',
+    key,
+    request: { amount: '45.00', order: key },
+    binding,
+    maxAttempts: 1,
+  });
   if (claim.outcome !== 'acquired') throw new Error(`seed: ${claim.outcome}`);
   await app.reportUnknown(claim.attempt);
 }
@@ -71,9 +77,17 @@ function runAsWritten(line: string): Promise<{ code: number; output: string }> {
     PG_SETTLE_CLI_FROM_SOURCE: '1',
   };
   return new Promise((resolve) => {
-    const child = execFile(SCRIPT, ['-qec', line, '/dev/null'], { cwd: dir, env, timeout: 240_000 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, output: `${stdout}${stderr}` });
-    });
+    const child = execFile(
+      SCRIPT,
+      ['-qec', line, '/dev/null'],
+      { cwd: dir, env, timeout: 240_000 },
+      (error, stdout, stderr) => {
+        resolve({
+          code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1,
+          output: `${stdout}${stderr}`,
+        });
+      },
+    );
     child.stdin?.end('y\n');
   });
 }
@@ -85,7 +99,8 @@ beforeAll(async () => {
   const appUrl = new URL(db.url);
   appUrl.searchParams.set('options', '-c role=settle_app');
   app = createSettleClient({ connectionString: appUrl.toString(), poolSize: 2 });
-  for (const key of ['order-45', 'order-46', 'order-47', 'order-48', 'order-77', 'order-78', 'order-79']) await needsReconciliation(key);
+  for (const key of ['order-45', 'order-46', 'order-47', 'order-48', 'order-77', 'order-78', 'order-79'])
+    await needsReconciliation(key);
   await su.query(`create role ${ONCALL} login in role settle_admin`);
   const url = new URL(db.url);
   url.username = ONCALL;
@@ -125,47 +140,64 @@ describe('docs/operations.md "Needs reconciliation", as written', () => {
     expect(section().text).not.toMatch(/as superuser[\s\S]*settle\.claim/);
   });
 
-  it.skipIf(!existsSync(SCRIPT))(`runs every pg-settle command of the section${existsSync(SCRIPT) ? '' : ` (skipped: ${SCRIPT} from util-linux is missing: no pseudo-terminal to confirm with)`}`, async () => {
-    const seen: string[] = [];
-    for (const line of commands) {
-      const before = { file: [await stateOf('order-47'), await stateOf('order-48')] };
-      const run = await runAsWritten(line);
-      expect(run.code, `${line}\n${run.output}`).toBe(0);
-      seen.push(line);
-      if (line.includes('resolve acme order-45')) {
-        expect(run.output).toContain('attempts'); // it showed the operation and its attempts first
-        expect(await stateOf('order-45')).toMatchObject({ status: 'completed', result: { payment_id: 'pay_45' }, dead_letter_reason: null });
-      } else if (line.includes('resolve acme order-46')) {
-        expect(await stateOf('order-46')).toMatchObject({ status: 'failed', error: { code: 'no_charge' } });
-      } else if (line.includes('--file') && line.includes('--dry-run')) {
-        expect([await stateOf('order-47'), await stateOf('order-48')], 'a dry run changes nothing').toEqual(before.file);
-      } else if (line.includes('--file')) {
-        expect(run.output).toMatch(/resolved 2, skipped 0/);
-        expect(await stateOf('order-47')).toMatchObject({ status: 'completed', result: { payment_id: 'pay_47' } });
-        expect(await stateOf('order-48')).toMatchObject({ status: 'failed', error: { code: 'no_charge' } });
-      } else if (line.startsWith('pg-settle redrive acme order-77')) {
-        expect(await stateOf('order-77')).toMatchObject({ status: 'unknown', dead_letter_reason: null, redrive_count: 1 });
-      } else {
-        throw new Error(`a command of the runbook this test does not check: ${line}`);
+  it.skipIf(!existsSync(SCRIPT))(
+    `runs every pg-settle command of the section${existsSync(SCRIPT) ? '' : ` (skipped: ${SCRIPT} from util-linux is missing: no pseudo-terminal to confirm with)`}`,
+    async () => {
+      const seen: string[] = [];
+      for (const line of commands) {
+        const before = { file: [await stateOf('order-47'), await stateOf('order-48')] };
+        const run = await runAsWritten(line);
+        expect(run.code, `${line}\n${run.output}`).toBe(0);
+        seen.push(line);
+        if (line.includes('resolve acme order-45')) {
+          expect(run.output).toContain('attempts'); // it showed the operation and its attempts first
+          expect(await stateOf('order-45')).toMatchObject({
+            status: 'completed',
+            result: { payment_id: 'pay_45' },
+            dead_letter_reason: null,
+          });
+        } else if (line.includes('resolve acme order-46')) {
+          expect(await stateOf('order-46')).toMatchObject({ status: 'failed', error: { code: 'no_charge' } });
+        } else if (line.includes('--file') && line.includes('--dry-run')) {
+          expect([await stateOf('order-47'), await stateOf('order-48')], 'a dry run changes nothing').toEqual(
+            before.file,
+          );
+        } else if (line.includes('--file')) {
+          expect(run.output).toMatch(/resolved 2, skipped 0/);
+          expect(await stateOf('order-47')).toMatchObject({ status: 'completed', result: { payment_id: 'pay_47' } });
+          expect(await stateOf('order-48')).toMatchObject({ status: 'failed', error: { code: 'no_charge' } });
+        } else if (line.startsWith('pg-settle redrive acme order-77')) {
+          expect(await stateOf('order-77')).toMatchObject({
+            status: 'unknown',
+            dead_letter_reason: null,
+            redrive_count: 1,
+          });
+        } else {
+          throw new Error(`a command of the runbook this test does not check: ${line}`);
+        }
       }
-    }
-    expect(seen).toHaveLength(commands.length);
-    // Every resolution is audited with the on-call login and the reason.
-    const { rows } = await su.query(
-      `select key, login, detail->>'reason' as reason from settle.audit_log
+      expect(seen).toHaveLength(commands.length);
+      // Every resolution is audited with the on-call login and the reason.
+      const { rows } = await su.query(
+        `select key, login, detail->>'reason' as reason from settle.audit_log
         where tenant = 'acme' and event = 'resolve' and outcome = 'resolved' order by key`,
-    );
-    expect(rows.map((r) => [r.key, r.login])).toEqual(['order-45', 'order-46', 'order-47', 'order-48'].map((k) => [k, ONCALL]));
-    expect(rows.map((r) => r.reason)).toEqual([
-      'INC-4711: PSP shows pay_45 captured',
-      'INC-4712: PSP has no charge for order-46',
-      'INC-4711: PSP statement line 12',
-      'INC-4711', // the file's row without a reason takes --reason
-    ]);
-  });
+      );
+      expect(rows.map((r) => [r.key, r.login])).toEqual(
+        ['order-45', 'order-46', 'order-47', 'order-48'].map((k) => [k, ONCALL]),
+      );
+      expect(rows.map((r) => r.reason)).toEqual([
+        'INC-4711: PSP shows pay_45 captured',
+        'INC-4712: PSP has no charge for order-46',
+        'INC-4711: PSP statement line 12',
+        'INC-4711', // the file's row without a reason takes --reason
+      ]);
+    },
+  );
 
   it('runs the reconciler snippet: it resolves what the provider knows and leaves the rest', async () => {
-    const source = ts.transpileModule(reconcilerBlock?.body ?? '', { compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.None } }).outputText;
+    const source = ts.transpileModule(reconcilerBlock?.body ?? '', {
+      compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.None },
+    }).outputText;
     // A settle_reconciler login, as the runbook says.
     const role = `reconciler_${process.pid}`;
     await su.query(`create role ${role} login in role settle_reconciler`);
@@ -177,9 +209,15 @@ describe('docs/operations.md "Needs reconciliation", as written', () => {
       findCharge: async ({ idempotencyKey }: { idempotencyKey: string }) =>
         idempotencyKey === 'order-78' ? { id: 'ch_78', captured: true } : undefined,
     };
-    const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor as new (...args: string[]) => (...values: unknown[]) => Promise<{ stop(): Promise<void> }>;
+    const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor as new (
+      ...args: string[]
+    ) => (...values: unknown[]) => Promise<{ stop(): Promise<void> }>;
     const body = `${source}\nreturn reconciler;`;
-    const reconciler = await new AsyncFunction('createReconciler', 'client', 'psp', body)(createReconciler, client, psp);
+    const reconciler = await new AsyncFunction('createReconciler', 'client', 'psp', body)(
+      createReconciler,
+      client,
+      psp,
+    );
     try {
       const deadline = Date.now() + 120_000;
       while ((await stateOf('order-78'))?.status !== 'completed') {

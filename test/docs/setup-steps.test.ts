@@ -45,8 +45,15 @@ function setupSteps(): Step[] {
       const marker = /^<!-- setup step (\S+), as (\S+) -->$/.exec(line);
       if (marker === null) return;
       const block = blocks.find((b) => b.line === index + 2);
-      if (block === undefined) throw new Error(`${page}:${index + 1}: a setup step marker not right above a fenced block`);
-      steps.push({ id: marker[1] ?? '', login: marker[2] ?? '', lang: block.lang, body: block.body, where: `${page}:${block.line}` });
+      if (block === undefined)
+        throw new Error(`${page}:${index + 1}: a setup step marker not right above a fenced block`);
+      steps.push({
+        id: marker[1] ?? '',
+        login: marker[2] ?? '',
+        lang: block.lang,
+        body: block.body,
+        where: `${page}:${block.line}`,
+      });
     });
   }
   return steps;
@@ -82,7 +89,11 @@ function urlFor(login: string, db: string): string {
 }
 
 async function databaseExists(name: string): Promise<boolean> {
-  return asLogin('superuser', async (c) => (await c.query('select 1 from pg_database where datname = $1', [name])).rowCount === 1, 'postgres');
+  return asLogin(
+    'superuser',
+    async (c) => (await c.query('select 1 from pg_database where datname = $1', [name])).rowCount === 1,
+    'postgres',
+  );
 }
 
 async function asLogin<T>(login: string, fn: (c: pg.Client) => Promise<T>, db = 'payments'): Promise<T> {
@@ -112,7 +123,11 @@ async function runStep(step: Step, rename: (text: string) => string = (t) => t):
       if (PSQL === undefined) throw new Error('no psql client (Debian postgresql-client-15) to run the SQL steps with');
       const file = path.join(dir, `step-${step.id}.sql`);
       await writeFile(file, `${body}\n`);
-      const { stdout, stderr } = await execFileAsync(PSQL, ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', urlFor(step.login, db), '-f', file], { env });
+      const { stdout, stderr } = await execFileAsync(
+        PSQL,
+        ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', urlFor(step.login, db), '-f', file],
+        { env },
+      );
       return `${stdout}${stderr}`;
     }
     if (step.lang === 'sh') {
@@ -120,13 +135,20 @@ async function runStep(step: Step, rename: (text: string) => string = (t) => t):
       const script = body
         .replaceAll('npx pg-settle', 'pg-settle')
         .replaceAll('@db.internal/', `@${cluster.hostname}:${cluster.port}/`);
-      const { stdout, stderr } = await execFileAsync('/bin/bash', ['-euo', 'pipefail', '-c', script], { env, cwd: dir, timeout: 240_000 });
+      const { stdout, stderr } = await execFileAsync('/bin/bash', ['-euo', 'pipefail', '-c', script], {
+        env,
+        cwd: dir,
+        timeout: 240_000,
+      });
       return `${stdout}${stderr}`;
     }
     throw new Error(`a setup step in ${step.lang}: only sql and sh run`);
   } catch (error) {
     const e = error as Error & { stdout?: string; stderr?: string };
-    throw new Error(`setup step ${step.id} (${step.where}, as ${step.login}) failed: ${e.message}\n${e.stdout ?? ''}${e.stderr ?? ''}`, { cause: error });
+    throw new Error(
+      `setup step ${step.id} (${step.where}, as ${step.login}) failed: ${e.message}\n${e.stdout ?? ''}${e.stderr ?? ''}`,
+      { cause: error },
+    );
   }
 }
 
@@ -165,11 +187,24 @@ async function sqlstateOf(c: pg.Client, sql: string): Promise<string | undefined
 }
 
 const CLAIM = `select settle.claim(tenant => 'acme', key => 'not-mine', request => '{}', ${BINDING})`;
-const SERVICE_LOGINS = ['checkout_service', 'acme_checkout', 'settle_sweeper', 'ops_oncall', 'grafana', 'ledger_feed', 'payouts_reconciler', 'shop_app'];
+const SERVICE_LOGINS = [
+  'checkout_service',
+  'acme_checkout',
+  'settle_sweeper',
+  'ops_oncall',
+  'grafana',
+  'ledger_feed',
+  'payouts_reconciler',
+  'shop_app',
+];
 
 beforeAll(async () => {
   server = await freshCluster();
-  versionNum = await asLogin('superuser', async (c) => Number((await c.query(`select current_setting('server_version_num') as n`)).rows[0].n), 'postgres');
+  versionNum = await asLogin(
+    'superuser',
+    async (c) => Number((await c.query(`select current_setting('server_version_num') as n`)).rows[0].n),
+    'postgres',
+  );
   dir = await mkdtemp(path.join(tmpdir(), 'pg-settle-setup-'));
   await mkdir(path.join(dir, 'bin'));
   await writeFile(path.join(dir, 'bin', 'pg-settle'), `#!/bin/sh\nexec "${process.execPath}" "${BIN}" "$@"\n`);
@@ -198,12 +233,16 @@ describe('the setup steps of the docs, as written, on a fresh cluster', () => {
     expect(transcript.join('\n')).not.toMatch(/warning:/i);
     await asLogin('deploy', async (c) => {
       expect(await sqlstateOf(c, 'set role settle_owner')).toBe('42501');
-      expect(await sqlstateOf(c, 'alter table settle_private.operations disable trigger _100_guard_lattice')).toBe('42501');
+      expect(await sqlstateOf(c, 'alter table settle_private.operations disable trigger _100_guard_lattice')).toBe(
+        '42501',
+      );
       expect(await sqlstateOf(c, 'select * from settle_private.operations')).toBe('42501');
     });
     // docs/operations.md's check, as written: no login can act as settle_owner.
     const ops = readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8');
-    const check = fencedBlocks(ops).find((b) => b.body.startsWith('-- as superuser: the logins that can act as settle_owner (expected: none)'));
+    const check = fencedBlocks(ops).find((b) =>
+      b.body.startsWith('-- as superuser: the logins that can act as settle_owner (expected: none)'),
+    );
     expect(check).toBeDefined();
     expect((await asLogin('superuser', (c) => c.query(check?.body ?? ''))).rows).toEqual([]);
   });
@@ -246,18 +285,26 @@ describe('the setup steps of the docs, as written, on a fresh cluster', () => {
     });
     await asLogin('ops_oncall', async (c) => {
       await c.query(`select * from settle.register_consumer(name => 'ledger', start_at => 'earliest')`);
-      const { rows } = await c.query(`select detail->>'role' as role from settle.admin_log where event = 'grant_tenant'`);
+      const { rows } = await c.query(
+        `select detail->>'role' as role from settle.admin_log where event = 'grant_tenant'`,
+      );
       expect(rows).toEqual([{ role: 'acme_checkout' }]);
       expect(await sqlstateOf(c, 'select * from settle_private.operations')).toBe('42501');
     });
     await asLogin('ledger_feed', async (c) => {
-      const events = await c.query<{ key: string; lane: number; lease_token: string; position_xid: string; event_id: string }>(
-        `select key, lane, lease_token, position_xid, event_id from settle.read_feed(consumer => 'ledger')`,
-      );
+      const events = await c.query<{
+        key: string;
+        lane: number;
+        lease_token: string;
+        position_xid: string;
+        event_id: string;
+      }>(`select key, lane, lease_token, position_xid, event_id from settle.read_feed(consumer => 'ledger')`);
       expect(events.rows.length).toBeGreaterThan(0);
       const last = events.rows.at(-1);
-      const acked = await c.query(`select settle.ack_feed(consumer => 'ledger', lane => $1, lease_token => $2, position_xid => $3, event_id => $4) as ok`,
-        [last?.lane, last?.lease_token, last?.position_xid, last?.event_id]);
+      const acked = await c.query(
+        `select settle.ack_feed(consumer => 'ledger', lane => $1, lease_token => $2, position_xid => $3, event_id => $4) as ok`,
+        [last?.lane, last?.lease_token, last?.position_xid, last?.event_id],
+      );
       expect(acked.rows[0].ok).toBe(true);
       expect(await sqlstateOf(c, CLAIM)).toBe('42501');
       expect(await sqlstateOf(c, 'select * from settle.operations')).toBe('42501');
@@ -275,19 +322,38 @@ describe('the setup steps of the docs, as written, on a fresh cluster', () => {
 
   it('no login holds a privilege on a private table or can maintain one (VACUUM, ANALYZE, LOCK, REINDEX, MAINTAIN)', async () => {
     const logins = ['deploy', ...SERVICE_LOGINS];
-    const privileges = ['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER', ...(versionNum >= 170000 ? ['MAINTAIN'] : [])];
-    const held = await asLogin('superuser', async (c) => (await c.query(
-      `select l as login, c.relname, p as privilege
+    const privileges = [
+      'SELECT',
+      'INSERT',
+      'UPDATE',
+      'DELETE',
+      'TRUNCATE',
+      'REFERENCES',
+      'TRIGGER',
+      ...(versionNum >= 170000 ? ['MAINTAIN'] : []),
+    ];
+    const held = await asLogin(
+      'superuser',
+      async (c) =>
+        (
+          await c.query(
+            `select l as login, c.relname, p as privilege
          from unnest($1::text[]) l, unnest($2::text[]) p, pg_class c join pg_namespace n on n.oid = c.relnamespace
         where n.nspname = 'settle_private' and c.relkind in ('r', 'p', 'm')
           and has_table_privilege(l, c.oid, p)`,
-      [logins, privileges],
-    )).rows);
+            [logins, privileges],
+          )
+        ).rows,
+    );
     expect(held).toEqual([]);
     if (versionNum >= 170000) {
       // PostgreSQL 17's predefined role that may VACUUM, ANALYZE, REFRESH, LOCK, REINDEX anything.
-      const maintainers = await asLogin('superuser', async (c) =>
-        (await c.query(`select l from unnest($1::text[]) l where pg_has_role(l, 'pg_maintain', 'MEMBER')`, [logins])).rows);
+      const maintainers = await asLogin(
+        'superuser',
+        async (c) =>
+          (await c.query(`select l from unnest($1::text[]) l where pg_has_role(l, 'pg_maintain', 'MEMBER')`, [logins]))
+            .rows,
+      );
       expect(maintainers).toEqual([]);
     }
     await asLogin('checkout_service', async (c) => {
@@ -314,15 +380,27 @@ describe('the setup steps of the docs, as written, on a fresh cluster', () => {
   it('a second database of the cluster, migrated by another CREATEROLE login: the existing-roles step is what 16+ needs', async () => {
     const first = ordered[0];
     const migrateStep = ordered.find((s) => s.lang === 'sh' && s.body.includes('pg-settle migrate --database-url'));
-    if (first === undefined || migrateStep === undefined || existingRoles === undefined) throw new Error('steps missing');
-    const rename = (text: string): string => text.replaceAll('deploy', 'deploy_two').replaceAll('payments', 'payments_two');
+    if (first === undefined || migrateStep === undefined || existingRoles === undefined)
+      throw new Error('steps missing');
+    const rename = (text: string): string =>
+      text.replaceAll('deploy', 'deploy_two').replaceAll('payments', 'payments_two');
     const asTwo = (step: Step): Step => ({ ...step, login: step.login === 'deploy' ? 'deploy_two' : step.login });
     await runStep(asTwo(first), rename);
     if (versionNum >= 160000) {
-      await expect(runStep(asTwo(migrateStep), rename)).rejects.toThrow(/GRANT settle_owner TO "deploy_two" WITH ADMIN TRUE, INHERIT FALSE, SET FALSE/);
+      await expect(runStep(asTwo(migrateStep), rename)).rejects.toThrow(
+        /GRANT settle_owner TO "deploy_two" WITH ADMIN TRUE, INHERIT FALSE, SET FALSE/,
+      );
       await runStep(asTwo(existingRoles), rename);
     }
-    expect(jsonOf(await runStep(asTwo(migrateStep), rename))).toMatchObject({ ok: true, applied: [], ownerMembers: [] });
-    await asLogin('deploy_two', async (c) => expect(await sqlstateOf(c, 'set role settle_owner')).toBe('42501'), 'payments_two');
+    expect(jsonOf(await runStep(asTwo(migrateStep), rename))).toMatchObject({
+      ok: true,
+      applied: [],
+      ownerMembers: [],
+    });
+    await asLogin(
+      'deploy_two',
+      async (c) => expect(await sqlstateOf(c, 'set role settle_owner')).toBe('42501'),
+      'payments_two',
+    );
   });
 });

@@ -18,9 +18,13 @@ afterAll(async () => {
 
 describe('documentation snippets', () => {
   it('the snippet list names every page with a TypeScript block that imports the package', async () => {
-    const pages = ['README.md', ...(await readdir(path.join(ROOT, 'docs'))).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+    const pages = [
+      'README.md',
+      ...(await readdir(path.join(ROOT, 'docs'))).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`),
+    ];
     const withSnippets: string[] = [];
-    for (const page of pages) if (snippetsOf(await readFile(path.join(ROOT, page), 'utf8'), page).length > 0) withSnippets.push(page);
+    for (const page of pages)
+      if (snippetsOf(await readFile(path.join(ROOT, page), 'utf8'), page).length > 0) withSnippets.push(page);
     expect([...SNIPPET_DOCUMENTS].sort()).toEqual(withSnippets.sort());
   });
 

@@ -86,7 +86,10 @@ describe('docs/sql-api.md psql examples', () => {
   it('each shows exactly the columns the function returns, in order', () => {
     const wrong = examples
       .filter((e) => JSON.stringify(e.columns) !== JSON.stringify(outputs.get(e.fn)))
-      .map((e) => `line ${e.line} settle.${e.fn}: shows ${e.columns.join(',')}; returns ${outputs.get(e.fn)?.join(',') ?? '(no such function)'}`);
+      .map(
+        (e) =>
+          `line ${e.line} settle.${e.fn}: shows ${e.columns.join(',')}; returns ${outputs.get(e.fn)?.join(',') ?? '(no such function)'}`,
+      );
     expect(wrong).toEqual([]);
   });
 

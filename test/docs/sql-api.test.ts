@@ -99,8 +99,14 @@ describe('docs/sql-api.md', () => {
     const documented = signatureLines(sqlApiDoc);
     for (const fn of functions) {
       const expected = `settle.${fn.name}(${fn.args}) RETURNS ${fn.result}`;
-      expect(documented.map((d) => d.line), `signature of settle.${fn.name}`).toContain(expected);
-      expect(documented.filter((d) => d.name === fn.name), `settle.${fn.name} documented once`).toHaveLength(1);
+      expect(
+        documented.map((d) => d.line),
+        `signature of settle.${fn.name}`,
+      ).toContain(expected);
+      expect(
+        documented.filter((d) => d.name === fn.name),
+        `settle.${fn.name} documented once`,
+      ).toHaveLength(1);
       expect(sqlApiDoc, `section for settle.${fn.name}`).toMatch(new RegExp(`^## settle\\.${fn.name}$`, 'm'));
     }
   });
@@ -130,8 +136,14 @@ describe('docs/errors.md', () => {
     // The migrations, and the Citus distribution script that `pg-settle distribute` runs.
     const citusDir = path.join(repoRoot, 'sql', 'citus');
     const files = [
-      ...(await readdir(migrationsDir)).filter((f) => f.endsWith('.sql')).sort().map((f) => path.join(migrationsDir, f)),
-      ...(await readdir(citusDir)).filter((f) => f.endsWith('.sql')).sort().map((f) => path.join(citusDir, f)),
+      ...(await readdir(migrationsDir))
+        .filter((f) => f.endsWith('.sql'))
+        .sort()
+        .map((f) => path.join(migrationsDir, f)),
+      ...(await readdir(citusDir))
+        .filter((f) => f.endsWith('.sql'))
+        .sort()
+        .map((f) => path.join(citusDir, f)),
     ];
     const sources = await Promise.all(files.map((f) => readFile(f, 'utf8')));
     // Codes appear as `errcode = 'SE...'`, `_raise('SE...'` and as the code argument of the

@@ -20,7 +20,11 @@ interface ExportedMetric {
 
 /** The two lists of the collector file (metrics, queries), read line by line: the file keeps to this shape. */
 function parseCollector(text: string): { metrics: ExportedMetric[]; queries: Map<string, string> } {
-  const list = (line: string): string[] => (/\[(.*)\]/.exec(line)?.[1] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const list = (line: string): string[] =>
+    (/\[(.*)\]/.exec(line)?.[1] ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
   const metrics: ExportedMetric[] = [];
   const queries = new Map<string, string>();
   const lines = text.split('\n');
@@ -36,7 +40,8 @@ function parseCollector(text: string): { metrics: ExportedMetric[]; queries: Map
     const query = /^ {2}- query_name: (\S+)$/.exec(line);
     if (query !== null && /^ {4}query: \|$/.test(lines[i + 1] ?? '')) {
       const body: string[] = [];
-      for (let j = i + 2; j < lines.length && (lines[j] ?? '').startsWith('      '); j += 1) body.push((lines[j] ?? '').slice(6));
+      for (let j = i + 2; j < lines.length && (lines[j] ?? '').startsWith('      '); j += 1)
+        body.push((lines[j] ?? '').slice(6));
       queries.set(query[1] ?? '', body.join('\n'));
     }
   }
@@ -57,24 +62,38 @@ afterAll(async () => {
 
 describe('deploy/sql_exporter', () => {
   it('every metric reads existing columns of a query that answers as settle_readonly; every view column is exported', async () => {
-    const { metrics, queries } = parseCollector(await readFile(path.join(root, 'deploy/sql_exporter/pg-settle.collector.yml'), 'utf8'));
+    const { metrics, queries } = parseCollector(
+      await readFile(path.join(root, 'deploy/sql_exporter/pg-settle.collector.yml'), 'utf8'),
+    );
     expect(metrics.length).toBeGreaterThan(5);
     const columnsOf = new Map<string, string[]>();
     for (const [name, text] of queries) {
       const result = await reader.query(text);
       expect(result.rows.length, name).toBeGreaterThan(0);
-      columnsOf.set(name, result.fields.map((f) => f.name));
+      columnsOf.set(
+        name,
+        result.fields.map((f) => f.name),
+      );
     }
     for (const metric of metrics) {
       expect(metric.name, 'Prometheus naming').toMatch(/^pg_settle_[a-z_]+$/);
       expect(metric.type, metric.name).toBe('gauge');
       expect(columnsOf.get(metric.queryRef), `${metric.name}: query ${metric.queryRef}`).toBeDefined();
-      for (const column of [...metric.values, ...metric.keyLabels]) expect(columnsOf.get(metric.queryRef), metric.name).toContain(column);
+      for (const column of [...metric.values, ...metric.keyLabels])
+        expect(columnsOf.get(metric.queryRef), metric.name).toContain(column);
     }
     const { fields } = await reader.query('select * from settle.metrics');
     const exported = new Set(metrics.flatMap((m) => m.values));
-    const viaDeadLetters = ['dead_letters_failed', 'dead_letters_needs_reconciliation', 'in_doubt_under_5m', 'in_doubt_5m_to_1h', 'in_doubt_over_1h'];
-    const notExported = fields.map((f) => f.name).filter((c) => !exported.has(c) && !viaDeadLetters.includes(c) && c !== 'recent_window_seconds');
+    const viaDeadLetters = [
+      'dead_letters_failed',
+      'dead_letters_needs_reconciliation',
+      'in_doubt_under_5m',
+      'in_doubt_5m_to_1h',
+      'in_doubt_over_1h',
+    ];
+    const notExported = fields
+      .map((f) => f.name)
+      .filter((c) => !exported.has(c) && !viaDeadLetters.includes(c) && c !== 'recent_window_seconds');
     expect(notExported).toEqual([]);
     const dead = await reader.query<{ reason: string }>(queries.get('settle_dead_letters') ?? '');
     expect(dead.rows.map((r) => r.reason)).toEqual(['failed', 'needs_reconciliation']);
@@ -82,29 +101,45 @@ describe('deploy/sql_exporter', () => {
     expect(inDoubt.rows.map((r) => r.age)).toEqual(['under_5m', '5m_to_1h', 'over_1h']);
 
     const doc = await readFile(path.join(root, 'docs/observability.md'), 'utf8');
-    for (const metric of metrics) expect(doc, `docs/observability.md lists ${metric.name}`).toContain(`\`${metric.name}\``);
+    for (const metric of metrics)
+      expect(doc, `docs/observability.md lists ${metric.name}`).toContain(`\`${metric.name}\``);
 
     // The page's table of settle.metrics has exactly the view's columns, in its order.
     const gauges = section(doc, '## SQL gauges', '### Cost at');
-    const documented = [...gauges.matchAll(/^\| `([a-z0-9_]+)` \| (?:bigint|integer|double precision) \|/gm)].map((m) => m[1]);
+    const documented = [...gauges.matchAll(/^\| `([a-z0-9_]+)` \| (?:bigint|integer|double precision) \|/gm)].map(
+      (m) => m[1],
+    );
     expect(documented).toEqual(fields.map((f) => f.name));
 
     // Every alert names metrics the page defines: an exported gauge or a client metric.
     const alerts = section(doc, '## Alerts', '## Live view');
-    const clientMetrics = [...section(doc, '### Metrics', '### Spans').matchAll(/`(pg_settle_[a-z_]+|db_client_[a-z_]+)`/g)].map((m) => m[1]);
+    const clientMetrics = [
+      ...section(doc, '### Metrics', '### Spans').matchAll(/`(pg_settle_[a-z_]+|db_client_[a-z_]+)`/g),
+    ].map((m) => m[1]);
     const known = new Set([...metrics.map((m) => m.name), ...clientMetrics]);
     const expressions = [...alerts.matchAll(/^\s+expr: (.+)$/gm)].map((m) => m[1] ?? '');
     expect(expressions.length).toBeGreaterThan(10);
     for (const expr of expressions) {
-      const names = [...expr.matchAll(/\b((?:pg_settle|db_client)_[a-z_]+?)(?:_bucket)?\b(?=[{[ )]|$)/g)].map((m) => m[1]);
+      const names = [...expr.matchAll(/\b((?:pg_settle|db_client)_[a-z_]+?)(?:_bucket)?\b(?=[{[ )]|$)/g)].map(
+        (m) => m[1],
+      );
       expect(names.length, expr).toBeGreaterThan(0);
       for (const name of names) expect(known, `${expr}: ${name ?? ''}`).toContain(name);
     }
     // The reconciliation queue and upkeep have their alerts, the feed lag its own.
-    for (const metric of ['pg_settle_feed_lag_seconds', 'pg_settle_oldest_needs_reconciliation_age_seconds', 'pg_settle_upkeep_jobs_overdue']) {
-      expect(expressions.some((e) => e.includes(metric)), metric).toBe(true);
+    for (const metric of [
+      'pg_settle_feed_lag_seconds',
+      'pg_settle_oldest_needs_reconciliation_age_seconds',
+      'pg_settle_upkeep_jobs_overdue',
+    ]) {
+      expect(
+        expressions.some((e) => e.includes(metric)),
+        metric,
+      ).toBe(true);
     }
-    expect(expressions.some((e) => e.includes('deriv(pg_settle_dead_letters{reason="needs_reconciliation"}'))).toBe(true);
+    expect(expressions.some((e) => e.includes('deriv(pg_settle_dead_letters{reason="needs_reconciliation"}'))).toBe(
+      true,
+    );
 
     // The rules file an operator loads is this block, after its comment header.
     const block = /```yaml\n([\s\S]*?)```/.exec(alerts)?.[1] ?? '';

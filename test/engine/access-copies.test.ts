@@ -27,11 +27,13 @@ async function accessExpressions(file: string, fns: readonly string[]): Promise<
   for (let start = text.indexOf(START); start >= 0; start = text.indexOf(START, start + 1)) {
     const fn = fns[copies.length] ?? '?';
     const end = text.indexOf(' end', text.indexOf('binding_floors', start));
-    copies.push(text
-      .slice(start, end + ' end'.length)
-      .replace(/--[^\n]*/g, '')
-      .replaceAll(`${fn}.`, 'ARG.')
-      .replace(/\s+/g, ' '));
+    copies.push(
+      text
+        .slice(start, end + ' end'.length)
+        .replace(/--[^\n]*/g, '')
+        .replaceAll(`${fn}.`, 'ARG.')
+        .replace(/\s+/g, ' '),
+    );
   }
   expect(copies.length, `${file} has one copy in each of ${fns.join(', ')}`).toBe(fns.length);
   return copies;

@@ -90,7 +90,8 @@ async function whileWaiting<T, H = unknown>(
 
 /** Holds the operation row as any writer would (a superuser's FOR UPDATE: no engine state changes). */
 function lockRow(op: ClaimArgs) {
-  return (c: pg.ClientBase) => c.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [op.tenant, op.key]);
+  return (c: pg.ClientBase) =>
+    c.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [op.tenant, op.key]);
 }
 
 describe('§1 a lease is measured from the decision under the row lock', () => {
@@ -147,7 +148,9 @@ describe('§1 a lease is measured from the decision under the row lock', () => {
     );
     expect(answer.outcome).toBe('extended');
     expect(answer.lease_expires_at?.getTime()).toBeGreaterThanOrEqual(released.getTime() + 1000);
-    expect((await mustGetOperation(s.superuser, ticket.tenant, ticket.key)).lease_expires_at).toEqual(answer.lease_expires_at);
+    expect((await mustGetOperation(s.superuser, ticket.tenant, ticket.key)).lease_expires_at).toEqual(
+      answer.lease_expires_at,
+    );
   });
 });
 
@@ -156,47 +159,84 @@ describe('§2 access is judged again after the row lock', () => {
     const s = await sessions();
     const op = newOperation('revoked-while-waiting', { binding_generation: 1 });
     await fail(s.one, await acquire(s.one, op), { code: 'retry' }, true);
-    const { answer } = await whileWaiting({ observer: s.superuser }, s.superuser, lockRow(op), s.two, (c) => claim(c, op), {
-      end: 'rollback',
-      meanwhile: () => s.admin.query('select settle.revoke_binding($1, $2, 2)', [op.tenant, op.principal]),
-    });
+    const { answer } = await whileWaiting(
+      { observer: s.superuser },
+      s.superuser,
+      lockRow(op),
+      s.two,
+      (c) => claim(c, op),
+      {
+        end: 'rollback',
+        meanwhile: () => s.admin.query('select settle.revoke_binding($1, $2, 2)', [op.tenant, op.principal]),
+      },
+    );
     expect(answer).toMatchObject({ outcome: 'refused', reason: 'binding_revoked', attempt: null, lease_token: null });
-    expect(await mustGetOperation(s.superuser, op.tenant ?? '', op.key ?? '')).toMatchObject({ attempt: 1, lease_token: null });
+    expect(await mustGetOperation(s.superuser, op.tenant ?? '', op.key ?? '')).toMatchObject({
+      attempt: 1,
+      lease_token: null,
+    });
   });
 
   it('a success waiting on the row while its generation is revoked does not settle', async () => {
     const s = await sessions();
     const op = newOperation('revoked-complete', { binding_generation: 1 });
     const ticket = await acquire(s.one, op);
-    const { answer } = await whileWaiting({ observer: s.superuser }, s.superuser, lockRow(op), s.two, (c) => complete(c, ticket, { paid: true }), {
-      end: 'rollback',
-      meanwhile: () => s.admin.query('select settle.revoke_binding($1, $2, 2)', [op.tenant, op.principal]),
-    });
+    const { answer } = await whileWaiting(
+      { observer: s.superuser },
+      s.superuser,
+      lockRow(op),
+      s.two,
+      (c) => complete(c, ticket, { paid: true }),
+      {
+        end: 'rollback',
+        meanwhile: () => s.admin.query('select settle.revoke_binding($1, $2, 2)', [op.tenant, op.principal]),
+      },
+    );
     expect(answer).toMatchObject({ outcome: 'fenced', reason: 'binding_revoked', result: null });
-    expect(await mustGetOperation(s.superuser, ticket.tenant, ticket.key)).toMatchObject({ status: 'conflict', result: null });
+    expect(await mustGetOperation(s.superuser, ticket.tenant, ticket.key)).toMatchObject({
+      status: 'conflict',
+      result: null,
+    });
   });
 
   it('a new key whose first claim waited behind a rolled-back claim while the generation was revoked runs nothing', async () => {
     const s = await sessions();
     const op = newOperation('revoked-insert', { binding_generation: 1 });
-    const { answer } = await whileWaiting({ observer: s.superuser }, s.one, (c) => claim(c, op), s.two, (c) => claim(c, op), {
-      end: 'rollback',
-      meanwhile: () => s.admin.query('select settle.revoke_binding($1, $2, 2)', [op.tenant, op.principal]),
-    });
+    const { answer } = await whileWaiting(
+      { observer: s.superuser },
+      s.one,
+      (c) => claim(c, op),
+      s.two,
+      (c) => claim(c, op),
+      {
+        end: 'rollback',
+        meanwhile: () => s.admin.query('select settle.revoke_binding($1, $2, 2)', [op.tenant, op.principal]),
+      },
+    );
     expect(answer).toMatchObject({ outcome: 'refused', reason: 'binding_revoked', lease_token: null });
-    expect(await mustGetOperation(s.superuser, op.tenant ?? '', op.key ?? '')).toMatchObject({ status: 'conflict', lease_token: null });
+    expect(await mustGetOperation(s.superuser, op.tenant ?? '', op.key ?? '')).toMatchObject({
+      status: 'conflict',
+      lease_token: null,
+    });
   });
 });
 
-describe('§1-2 a claim that waited behind another session\'s first claim of the key, which committed', () => {
+describe("§1-2 a claim that waited behind another session's first claim of the key, which committed", () => {
   it('judges the lease with the time after the wait: a lease that lapsed meanwhile is taken over', async () => {
     const s = await sessions();
     const op = newOperation('wait-commit-lapse', { lease: '1 second' });
-    const { answer, released } = await whileWaiting({ observer: s.superuser }, s.one, (c) => claim(c, op), s.two, (c) => claim(c, op), {
-      end: 'commit',
-      // The holder's lease (1 s from its claim) lapses while the waiter waits.
-      meanwhile: () => s.superuser.query('select pg_sleep(1.2)'),
-    });
+    const { answer, released } = await whileWaiting(
+      { observer: s.superuser },
+      s.one,
+      (c) => claim(c, op),
+      s.two,
+      (c) => claim(c, op),
+      {
+        end: 'commit',
+        // The holder's lease (1 s from its claim) lapses while the waiter waits.
+        meanwhile: () => s.superuser.query('select pg_sleep(1.2)'),
+      },
+    );
     expect(answer).toMatchObject({ outcome: 'acquired', attempt: 2 });
     expect(answer.lease_expires_at?.getTime()).toBeGreaterThan(released.getTime());
   });
@@ -204,10 +244,17 @@ describe('§1-2 a claim that waited behind another session\'s first claim of the
   it('judges the floor after the wait: a generation revoked meanwhile is refused', async () => {
     const s = await sessions();
     const op = newOperation('wait-commit-revoke', { binding_generation: 1 });
-    const { answer } = await whileWaiting({ observer: s.superuser }, s.one, (c) => claim(c, op), s.two, (c) => claim(c, op), {
-      end: 'commit',
-      meanwhile: () => s.admin.query('select settle.revoke_binding($1, $2, 2)', [op.tenant, op.principal]),
-    });
+    const { answer } = await whileWaiting(
+      { observer: s.superuser },
+      s.one,
+      (c) => claim(c, op),
+      s.two,
+      (c) => claim(c, op),
+      {
+        end: 'commit',
+        meanwhile: () => s.admin.query('select settle.revoke_binding($1, $2, 2)', [op.tenant, op.principal]),
+      },
+    );
     expect(answer).toMatchObject({ outcome: 'refused', reason: 'binding_revoked', attempt: null, status: null });
   });
 });
@@ -216,7 +263,11 @@ describe('§3 a caller that cannot change the record never waits on the row', ()
   const ZERO = '00000000-0000-0000-0000-000000000000';
 
   /** The hostile call runs in an open transaction; the lease holder's call must not wait for it. */
-  async function holdsNothing(s: Awaited<ReturnType<typeof sessions>>, hostile: (c: pg.ClientBase) => Promise<unknown>, ticket: Ticket) {
+  async function holdsNothing(
+    s: Awaited<ReturnType<typeof sessions>>,
+    hostile: (c: pg.ClientBase) => Promise<unknown>,
+    ticket: Ticket,
+  ) {
     await s.two.query('begin');
     try {
       await hostile(s.two);
@@ -248,12 +299,22 @@ describe('§3 a caller that cannot change the record never waits on the row', ()
       await holdsNothing(
         s,
         async (c) => {
-          expect(await call(c, { ...ticket, lease_token: ZERO })).toMatchObject({ outcome: 'fenced', reason: 'invalid_token', status: null });
-          expect(await call(c, { ...ticket, attempt: 2 })).toMatchObject({ outcome: 'fenced', reason: 'invalid_token', status: null });
+          expect(await call(c, { ...ticket, lease_token: ZERO })).toMatchObject({
+            outcome: 'fenced',
+            reason: 'invalid_token',
+            status: null,
+          });
+          expect(await call(c, { ...ticket, attempt: 2 })).toMatchObject({
+            outcome: 'fenced',
+            reason: 'invalid_token',
+            status: null,
+          });
         },
         ticket,
       );
-      const fenced = (await auditTrail(s.superuser, ticket.tenant, ticket.key)).filter((row) => row.event === name && row.outcome === 'fenced');
+      const fenced = (await auditTrail(s.superuser, ticket.tenant, ticket.key)).filter(
+        (row) => row.event === name && row.outcome === 'fenced',
+      );
       expect(fenced).toHaveLength(2);
     });
   }
@@ -266,8 +327,14 @@ describe('§3 a caller that cannot change the record never waits on the row', ()
     await holdsNothing(
       s,
       async (c) => {
-        expect(await claim(c, { ...op, binding_generation: 1 })).toMatchObject({ outcome: 'refused', reason: 'binding_revoked' });
-        expect(await get(c, { ...op, binding_generation: 1 })).toMatchObject({ outcome: 'refused', reason: 'binding_revoked' });
+        expect(await claim(c, { ...op, binding_generation: 1 })).toMatchObject({
+          outcome: 'refused',
+          reason: 'binding_revoked',
+        });
+        expect(await get(c, { ...op, binding_generation: 1 })).toMatchObject({
+          outcome: 'refused',
+          reason: 'binding_revoked',
+        });
       },
       ticket,
     );
@@ -280,15 +347,29 @@ describe('§4 conflict is never erased to failed, nor redriven below conflict', 
     const op = newOperation('conflict-then-fail', { max_attempts: 2 });
     const first = await acquire(s.one, op);
     expect(await fail(s.one, first, { code: 'retry' }, true)).toMatchObject({ outcome: 'recorded' });
-    expect(await complete(s.one, { ...first, binding_generation: 7 }, { other: true })).toMatchObject({ outcome: 'conflict' });
+    expect(await complete(s.one, { ...first, binding_generation: 7 }, { other: true })).toMatchObject({
+      outcome: 'conflict',
+    });
     expect((await mustGetOperation(s.superuser, op.tenant ?? '', op.key ?? '')).status).toBe('conflict');
     expect(await fail(s.one, await acquire(s.one, op), { code: 'retry' }, true)).toMatchObject({
-      outcome: 'recorded', reason: 'needs_reconciliation', status: 'conflict', dead_letter_reason: 'needs_reconciliation',
+      outcome: 'recorded',
+      reason: 'needs_reconciliation',
+      status: 'conflict',
+      dead_letter_reason: 'needs_reconciliation',
     });
     expect(await claim(s.one, op)).toMatchObject({ outcome: 'unknown', dead_letter_reason: 'needs_reconciliation' });
-    await redrive(s.admin, { tenant: op.tenant ?? '', key: op.key ?? '', additional_attempts: 1, request: op.request, reason: 'ticket-18' });
+    await redrive(s.admin, {
+      tenant: op.tenant ?? '',
+      key: op.key ?? '',
+      additional_attempts: 1,
+      request: op.request,
+      reason: 'ticket-18',
+    });
     expect((await mustGetOperation(s.superuser, op.tenant ?? '', op.key ?? '')).status).toBe('conflict');
-    expect(await fail(s.one, await acquire(s.one, op), { code: 'declined' }, false)).toMatchObject({ status: 'conflict', reason: 'needs_reconciliation' });
+    expect(await fail(s.one, await acquire(s.one, op), { code: 'declined' }, false)).toMatchObject({
+      status: 'conflict',
+      reason: 'needs_reconciliation',
+    });
   });
 
   it('racing: the mismatched success first ends in conflict; the failure first ends failed and the mismatch is only evidence', async () => {
@@ -324,14 +405,16 @@ describe('§5 a later final failure never overrides an earlier unknown', () => {
     const first = await acquire(s.one, op);
     await reportUnknown(s.one, first);
     expect(await fail(s.one, await acquire(s.one, op), { code: 'declined' }, false)).toMatchObject({
-      outcome: 'recorded', reason: 'needs_reconciliation', status: 'unknown',
+      outcome: 'recorded',
+      reason: 'needs_reconciliation',
+      status: 'unknown',
     });
     expect(await claim(s.one, op)).toMatchObject({ outcome: 'unknown', dead_lettered: true });
     expect(await get(s.one, op)).toMatchObject({ outcome: 'found', status: 'unknown', dead_lettered: true });
     expect(await complete(s.one, first, { charge: 'ch_1' })).toMatchObject({ outcome: 'settled', status: 'completed' });
   });
 
-  it('racing: a lapsed attempt\'s late success and the next attempt\'s final failure, in either order, never answer failed', async () => {
+  it("racing: a lapsed attempt's late success and the next attempt's final failure, in either order, never answer failed", async () => {
     for (const order of ['success-first', 'failure-first'] as const) {
       const s = await sessions();
       const op = newOperation(`race-final-${order}`);
@@ -345,7 +428,10 @@ describe('§5 a later final failure never overrides an earlier unknown', () => {
       // Neither call, nor a claim in between, is ever told `failed`: attempt 1 may have charged.
       expect(held.status).not.toBe('failed');
       expect(answer.status).not.toBe('failed');
-      expect(await mustGetOperation(s.superuser, op.tenant ?? '', op.key ?? '')).toMatchObject({ status: 'completed', result: { charge: 'ch_1' } });
+      expect(await mustGetOperation(s.superuser, op.tenant ?? '', op.key ?? '')).toMatchObject({
+        status: 'completed',
+        result: { charge: 'ch_1' },
+      });
     }
   });
 });
@@ -364,11 +450,23 @@ describe('§9 conflict_on is no oracle', () => {
       [{ request: { amount: '99.00' } }, ['request']],
     ];
     for (const [change, expected] of probes) {
-      expect(await claim(s.two, { ...op, ...change })).toMatchObject({ outcome: 'conflict', conflict_on: expected, result: null });
-      expect(await get(s.two, { ...op, ...change })).toMatchObject({ outcome: 'conflict', conflict_on: expected, result: null });
+      expect(await claim(s.two, { ...op, ...change })).toMatchObject({
+        outcome: 'conflict',
+        conflict_on: expected,
+        result: null,
+      });
+      expect(await get(s.two, { ...op, ...change })).toMatchObject({
+        outcome: 'conflict',
+        conflict_on: expected,
+        result: null,
+      });
     }
-    const conflicts = (await auditTrail(s.superuser, op.tenant ?? '', op.key ?? '')).filter((row) => row.outcome === 'conflict');
+    const conflicts = (await auditTrail(s.superuser, op.tenant ?? '', op.key ?? '')).filter(
+      (row) => row.outcome === 'conflict',
+    );
     expect(conflicts.filter((row) => row.event === 'claim')).toHaveLength(probes.length);
-    expect(conflicts.find((row) => row.event === 'claim')?.detail).toMatchObject({ presented: { principal: 'mallory' } });
+    expect(conflicts.find((row) => row.event === 'claim')?.detail).toMatchObject({
+      presented: { principal: 'mallory' },
+    });
   });
 });

@@ -28,7 +28,12 @@ interface Written {
 }
 
 async function written(superuser: pg.Client, tenant: string, key: string): Promise<Written> {
-  const { rows } = await superuser.query<{ rows: string; bytes: string; biggest: string | null; overflow: string | null }>(
+  const { rows } = await superuser.query<{
+    rows: string;
+    bytes: string;
+    biggest: string | null;
+    overflow: string | null;
+  }>(
     `select (select count(*) from settle_private.audit_log l where l.tenant = $1 and l.key = $2) as rows,
             (select coalesce(sum(octet_length(l::text)), 0) from settle_private.audit_log l where l.tenant = $1 and l.key = $2)
               + (select coalesce(sum(octet_length(x::text)), 0) from settle_private.audit_overflow x where x.tenant = $1 and x.key = $2) as bytes,
@@ -37,19 +42,32 @@ async function written(superuser: pg.Client, tenant: string, key: string): Promi
     [tenant, key],
   );
   const r = rows[0]!;
-  return { rows: Number(r.rows), bytes: Number(r.bytes), biggestDetail: Number(r.biggest ?? 0), overflow: Number(r.overflow ?? 0) };
+  return {
+    rows: Number(r.rows),
+    bytes: Number(r.bytes),
+    biggestDetail: Number(r.biggest ?? 0),
+    overflow: Number(r.overflow ?? 0),
+  };
 }
 
 /** `count` complete calls with random tokens on `ticket`'s key, from two connections racing. */
 async function flood(clients: pg.Client[], ticket: Ticket, count: number): Promise<string[]> {
   const outcomes: string[] = [];
   const result = { big: 'x'.repeat(EVIDENCE_BYTES - 100) };
-  await Promise.all(clients.map(async (client, c) => {
-    for (let i = c; i < count; i += clients.length) {
-      const forged = { ...ticket, lease_token: randomUUID(), attempt: 1 + (i % 3), principal: `mallory-${i}`, scopes: HUGE_SCOPES };
-      outcomes.push((await complete(client, forged, result)).outcome);
-    }
-  }));
+  await Promise.all(
+    clients.map(async (client, c) => {
+      for (let i = c; i < count; i += clients.length) {
+        const forged = {
+          ...ticket,
+          lease_token: randomUUID(),
+          attempt: 1 + (i % 3),
+          principal: `mallory-${i}`,
+          scopes: HUGE_SCOPES,
+        };
+        outcomes.push((await complete(client, forged, result)).outcome);
+      }
+    }),
+  );
   return outcomes;
 }
 
@@ -76,12 +94,21 @@ describe('bounded, attributed audit evidence', () => {
     // Each full row's presented values are capped as a whole (result, principal and scopes).
     expect(w.biggestDetail).toBeLessThanOrEqual(EVIDENCE_BYTES + 512);
     expect(w.bytes).toBeLessThan(REFUSAL_ROWS * (EVIDENCE_BYTES + 1024) + 1024);
-    const { rows: [over] } = await superuser.query(`select * from settle.audit_overflow where key = $1`, [ticket.key]);
-    expect(over).toMatchObject({ refusals: String(w.overflow), last_event: 'complete', last_outcome: 'fenced', last_login: attacker.name });
+    const {
+      rows: [over],
+    } = await superuser.query(`select * from settle.audit_overflow where key = $1`, [ticket.key]);
+    expect(over).toMatchObject({
+      refusals: String(w.overflow),
+      last_event: 'complete',
+      last_outcome: 'fenced',
+      last_login: attacker.name,
+    });
     expect(over.digest).toMatch(/^[0-9a-f]{64}$/);
     // A row kept in full shows the cap: scopes as count, size and digest.
     const { rows: full } = await superuser.query<{ detail: { presented: Record<string, unknown> }; login: string }>(
-      `select detail, login from settle.audit_log where key = $1 and outcome = 'fenced' limit 1`, [ticket.key]);
+      `select detail, login from settle.audit_log where key = $1 and outcome = 'fenced' limit 1`,
+      [ticket.key],
+    );
     expect(full[0]?.login).toBe(attacker.name);
     expect(full[0]?.detail.presented).toMatchObject({ scopes_truncated: { count: 64 } });
     expect((await complete(owner, ticket, { paid: true })).outcome).toBe('settled');
@@ -93,7 +120,8 @@ describe('bounded, attributed audit evidence', () => {
     const ticket = await acquire(owner, op);
     expect((await complete(owner, ticket, { paid: true })).outcome).toBe('settled');
     await superuser.query(`update settle_private.settings set value = interval '0' where name = 'purge_min_retention'`);
-    const purge = async () => admin.query(`select settle.purge(older_than => interval '0 seconds', batch_size => 100000) as n`);
+    const purge = async () =>
+      admin.query(`select settle.purge(older_than => interval '0 seconds', batch_size => 100000) as n`);
     await purge();
     expect((await written(superuser, ticket.tenant, ticket.key)).rows).toBe(1); // the tombstone
     const outcomes = await flood(attackers, ticket, 1000);
@@ -104,7 +132,12 @@ describe('bounded, attributed audit evidence', () => {
     expect(w.rows - 1 + w.overflow).toBe(1000);
     // The tombstone rule: once nothing of the key is younger than the cutoff, it all goes.
     await purge();
-    expect(await written(superuser, ticket.tenant, ticket.key)).toEqual({ rows: 0, bytes: 0, biggestDetail: 0, overflow: 0 });
+    expect(await written(superuser, ticket.tenant, ticket.key)).toEqual({
+      rows: 0,
+      bytes: 0,
+      biggestDetail: 0,
+      overflow: 0,
+    });
     // Nothing is left of the key: a straggler now meets a key never claimed (SE010), and a new claim starts afresh.
     expect(await sqlStateOf(complete(owner, ticket, { late: true }))).toBe('SE010');
     expect((await claim(owner, op)).outcome).toBe('acquired');
@@ -118,7 +151,10 @@ describe('bounded, attributed audit evidence', () => {
     await admin.query(`select settle.purge(older_than => interval '0 seconds', batch_size => 100000)`);
     await acquire(owner, op);
     await admin.query(`select settle.purge(older_than => interval '0 seconds', batch_size => 100000)`);
-    const { rows } = await superuser.query(`select event from settle_private.audit_log where tenant = $1 and key = $2`, [op.tenant, op.key]);
+    const { rows } = await superuser.query(
+      `select event from settle_private.audit_log where tenant = $1 and key = $2`,
+      [op.tenant, op.key],
+    );
     expect(rows.map((r) => r.event)).toEqual(['purge']);
   });
 
@@ -137,16 +173,22 @@ describe('bounded, attributed audit evidence', () => {
       `select event, outcome, actor, login from settle.audit_log where tenant = $1 and key = $2 order by seq, audit_id`,
       [op.tenant, op.key],
     );
-    expect(rows).toEqual(expect.arrayContaining([
-      { event: 'claim', outcome: 'acquired', actor: 'postgres', login: svcRole.name },
-      expect.objectContaining({ event: 'claim', outcome: 'conflict', login: otherRole.name }),
-      expect.objectContaining({ event: 'complete', outcome: 'fenced', login: otherRole.name }),
-      expect.objectContaining({ event: 'complete', outcome: 'settled', login: settlerRole.name }),
-    ]));
+    expect(rows).toEqual(
+      expect.arrayContaining([
+        { event: 'claim', outcome: 'acquired', actor: 'postgres', login: svcRole.name },
+        expect.objectContaining({ event: 'claim', outcome: 'conflict', login: otherRole.name }),
+        expect.objectContaining({ event: 'complete', outcome: 'fenced', login: otherRole.name }),
+        expect.objectContaining({ event: 'complete', outcome: 'settled', login: settlerRole.name }),
+      ]),
+    );
     for (const row of rows) expect(row.login).not.toBeNull();
     // Nobody can rewrite who claimed: the attempt's login is immutable, even for the owner.
     await superuser.query('set role settle_owner');
-    await expect(superuser.query(`update settle_private.attempts set claimed_by = 'someone' where tenant = $1 and key = $2`, [op.tenant, op.key]))
-      .rejects.toMatchObject({ code: 'SE024' });
+    await expect(
+      superuser.query(`update settle_private.attempts set claimed_by = 'someone' where tenant = $1 and key = $2`, [
+        op.tenant,
+        op.key,
+      ]),
+    ).rejects.toMatchObject({ code: 'SE024' });
   });
 });

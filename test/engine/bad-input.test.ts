@@ -22,7 +22,15 @@ async function leaseSeconds(admin: pg.ClientBase, tenant: string, key: string): 
 }
 
 describe('interval arguments', () => {
-  const refused = ['-12 mon +361 days', '1 mon -29 days', '1 year -364 days', '-1 day +25 hours -1 mon', '0.5 seconds', '1 day 1 second', '-1 second'];
+  const refused = [
+    '-12 mon +361 days',
+    '1 mon -29 days',
+    '1 year -364 days',
+    '-1 day +25 hours -1 mon',
+    '0.5 seconds',
+    '1 day 1 second',
+    '-1 second',
+  ];
   for (const lease of refused) {
     it(`claim refuses lease '${lease}' (SE007), nothing stored`, async () => {
       const [app, admin] = await Promise.all([db.app(), db.connect()]);
@@ -35,7 +43,9 @@ describe('interval arguments', () => {
       const ticket = await acquire(app, newOperation('hb'));
       const before = await mustGetOperation(admin, ticket.tenant, ticket.key);
       expect(await sqlStateOf(heartbeat(app, ticket, lease))).toBe('SE007');
-      expect((await mustGetOperation(admin, ticket.tenant, ticket.key)).lease_expires_at).toEqual(before.lease_expires_at);
+      expect((await mustGetOperation(admin, ticket.tenant, ticket.key)).lease_expires_at).toEqual(
+        before.lease_expires_at,
+      );
     });
   }
 
@@ -80,9 +90,10 @@ describe('interval arguments', () => {
 describe('invisible and bidirectional code points in tenants and keys', () => {
   // The exact set is documented in docs/sql-api.md ("Input limits").
   const points = [
-    0x00ad, 0x034f, 0x061c, 0x115f, 0x1160, 0x17b4, 0x17b5, 0x180b, 0x180e, 0x180f, 0x200b, 0x200c, 0x200d, 0x200e, 0x200f,
-    0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2060, 0x2064, 0x2066, 0x2067, 0x2068, 0x2069, 0x206f, 0x3164, 0xfe00, 0xfe0f,
-    0xfeff, 0xffa0, 0xfff0, 0xfff8, 0x1bca0, 0x1bca3, 0x1d173, 0x1d17a, 0xe0001, 0xe0020, 0xe007f, 0xe0100, 0xe01ef, 0xe0fff,
+    0x00ad, 0x034f, 0x061c, 0x115f, 0x1160, 0x17b4, 0x17b5, 0x180b, 0x180e, 0x180f, 0x200b, 0x200c, 0x200d, 0x200e,
+    0x200f, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2060, 0x2064, 0x2066, 0x2067, 0x2068, 0x2069, 0x206f, 0x3164,
+    0xfe00, 0xfe0f, 0xfeff, 0xffa0, 0xfff0, 0xfff8, 0x1bca0, 0x1bca3, 0x1d173, 0x1d17a, 0xe0001, 0xe0020, 0xe007f,
+    0xe0100, 0xe01ef, 0xe0fff,
   ];
   it.each(points.map((p) => [`U+${p.toString(16).toUpperCase().padStart(4, '0')}`, p]))(
     '%s in a key (SE002) or a tenant (SE001) is refused, nothing stored',

@@ -3,7 +3,17 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { claimMany, completeMany, type ClaimManyRow, type CompleteManyRow } from './support/batch.js';
 import { useEngineDatabase } from './support/database.js';
-import { acquire, claim, complete, fail, reportUnknown, type ClaimArgs, type ClaimRow, type ObservationRow, type Ticket } from './support/settle.js';
+import {
+  acquire,
+  claim,
+  complete,
+  fail,
+  reportUnknown,
+  type ClaimArgs,
+  type ClaimRow,
+  type ObservationRow,
+  type Ticket,
+} from './support/settle.js';
 
 // A batch is its single calls made at one instant: from the same state, claim_many and
 // complete_many answer every element exactly as settle.claim and settle.complete called one
@@ -96,7 +106,8 @@ describe('a batch is its single calls made at one instant', () => {
         await prepare(app, batchTenant, setups);
         await prepare(app, singleTenant, setups);
 
-        const list = (tenant: string) => claims.map((e: Entry) => op(tenant, KEYS[e.key] as string, REQUESTS[e.request], rerun));
+        const list = (tenant: string) =>
+          claims.map((e: Entry) => op(tenant, KEYS[e.key] as string, REQUESTS[e.request], rerun));
         const batchArgs = list(batchTenant);
         const first = batchArgs[0] as ClaimArgs;
         const batchRows = await claimMany(app, {
@@ -117,8 +128,13 @@ describe('a batch is its single calls made at one instant', () => {
 
         // The acquired claims, completed 0-2 times each (a repeat: duplicate or already_settled).
         const ticket = (tenant: string, row: ClaimRow, key: string): Ticket => ({
-          tenant, key, attempt: row.attempt as number, lease_token: row.lease_token as string,
-          fingerprint: row.fingerprint as string, principal: first.principal, scopes: first.scopes ?? [],
+          tenant,
+          key,
+          attempt: row.attempt as number,
+          lease_token: row.lease_token as string,
+          fingerprint: row.fingerprint as string,
+          principal: first.principal,
+          scopes: first.scopes ?? [],
           binding_generation: first.binding_generation ?? 0,
         });
         const batchTickets: { t: Ticket; result: unknown }[] = [];
@@ -151,7 +167,10 @@ describe('a batch is its single calls made at one instant', () => {
         }
         expect(await stateOf(admin, batchTenant)).toEqual(await stateOf(admin, singleTenant));
       }),
-      { numRuns: Number(process.env.BATCH_RUNS ?? 40), seed: process.env.BATCH_SEED === undefined ? undefined : Number(process.env.BATCH_SEED) },
+      {
+        numRuns: Number(process.env.BATCH_RUNS ?? 40),
+        seed: process.env.BATCH_SEED === undefined ? undefined : Number(process.env.BATCH_SEED),
+      },
     );
   }, 300_000);
 });

@@ -15,22 +15,29 @@ const loginRole = useLoginRoles(db);
 
 async function deadlocks(): Promise<number> {
   const admin = await db.connect();
-  const { rows } = await admin.query<{ n: string }>('select deadlocks::text as n from pg_stat_database where datname = current_database()');
+  const { rows } = await admin.query<{ n: string }>(
+    'select deadlocks::text as n from pg_stat_database where datname = current_database()',
+  );
   return Number(rows[0]?.n ?? 0);
 }
 
 /** Runs `work` on every session at once: each first queues behind an advisory lock the gate holds. */
-async function releasedTogether<T>(sessions: readonly pg.Client[], work: (session: pg.Client, i: number) => Promise<T>): Promise<T[]> {
+async function releasedTogether<T>(
+  sessions: readonly pg.Client[],
+  work: (session: pg.Client, i: number) => Promise<T>,
+): Promise<T[]> {
   const pids = await Promise.all(sessions.map(backendPid));
   const [gate, observer] = await Promise.all([db.connect(), db.connect()]);
   await gate.query('begin');
   await gate.query('select pg_advisory_xact_lock(31031)');
-  const answers = Promise.all(sessions.map(async (session, i) => {
-    // Every session's first statement waits for the gate; its work starts once the gate opens.
-    await session.query('select pg_advisory_lock_shared(31031)');
-    await session.query('select pg_advisory_unlock_shared(31031)');
-    return work(session, i);
-  }));
+  const answers = Promise.all(
+    sessions.map(async (session, i) => {
+      // Every session's first statement waits for the gate; its work starts once the gate opens.
+      await session.query('select pg_advisory_lock_shared(31031)');
+      await session.query('select pg_advisory_unlock_shared(31031)');
+      return work(session, i);
+    }),
+  );
   try {
     await waitUntilBlocked(observer, pids);
   } finally {
@@ -77,13 +84,24 @@ describe('batches racing over the same keys', () => {
       const orders = sessions.map((_, i) =>
         i === 0 ? keys : i === 1 ? [...keys].reverse() : shuffled(keys, 7919 * (round + 1) + i),
       );
-      const answers = await releasedTogether(sessions, (session, i) => inTransaction(session, async () => {
-        const args = claimManyOf(orders[i] ?? []);
-        const claimed = await claimMany(session, args);
-        const tickets = ticketsOf(args, claimed);
-        const done = tickets.length === 0 ? [] : await completeMany(session, completeManyOf(tickets, tickets.map(() => ({ by: i }))));
-        return { claimed, done };
-      }));
+      const answers = await releasedTogether(sessions, (session, i) =>
+        inTransaction(session, async () => {
+          const args = claimManyOf(orders[i] ?? []);
+          const claimed = await claimMany(session, args);
+          const tickets = ticketsOf(args, claimed);
+          const done =
+            tickets.length === 0
+              ? []
+              : await completeMany(
+                  session,
+                  completeManyOf(
+                    tickets,
+                    tickets.map(() => ({ by: i })),
+                  ),
+                );
+          return { claimed, done };
+        }),
+      );
       const acquired = answers.flatMap((a) => a.claimed.filter((r) => r.outcome === 'acquired').map((r) => r.key));
       expect(acquired.sort()).toEqual(keys.map((k) => k.key).sort());
       const others = answers.flatMap((a) => a.claimed.filter((r) => r.outcome !== 'acquired').map((r) => r.outcome));
@@ -114,40 +132,59 @@ describe('batches racing over the same keys', () => {
     const tickets = ticketsOf(args, await claimMany(first, args));
     expect(tickets).toHaveLength(30);
     const sessions = await appSessions(4);
-    const answers = await releasedTogether(sessions, (session, i) => inTransaction(session, () => {
-      const order = i % 2 === 0 ? tickets : [...tickets].reverse();
-      return completeMany(session, completeManyOf(order, order.map((t) => ({ key: t.key }))));
-    }));
+    const answers = await releasedTogether(sessions, (session, i) =>
+      inTransaction(session, () => {
+        const order = i % 2 === 0 ? tickets : [...tickets].reverse();
+        return completeMany(
+          session,
+          completeManyOf(
+            order,
+            order.map((t) => ({ key: t.key })),
+          ),
+        );
+      }),
+    );
     const byKey = new Map<string, string[]>();
     for (const row of answers.flat()) byKey.set(row.key, [...(byKey.get(row.key) ?? []), row.outcome]);
     expect(byKey.size).toBe(30);
-    for (const outcomes of byKey.values()) expect(outcomes.sort()).toEqual(['duplicate', 'duplicate', 'duplicate', 'settled']);
+    for (const outcomes of byKey.values())
+      expect(outcomes.sort()).toEqual(['duplicate', 'duplicate', 'duplicate', 'settled']);
     expect(await deadlocks()).toBe(before);
   });
 
   it('a batch and single calls on the same keys: one acquired per key, one effect, the others in_progress or replay', async () => {
     const keys = Array.from({ length: 20 }, (_, i) => newOperation(`mixed-${i}`));
     const sessions = await appSessions(5);
-    const answers = await releasedTogether(sessions, async (session, i): Promise<{ key: string; outcome: string }[]> => {
-      if (i === 0) {
-        // The batch claims and completes in one transaction (its locks held until the end).
-        return inTransaction(session, async () => {
-          const args = claimManyOf([...keys].reverse());
-          const rows = await claimMany(session, args);
-          const tickets = ticketsOf(args, rows);
-          if (tickets.length > 0) await completeMany(session, completeManyOf(tickets, tickets.map(() => 'batch')));
-          return rows.map((r) => ({ key: r.key, outcome: r.outcome }));
-        });
-      }
-      // Each single caller claims every key, one autocommitted call at a time, in its own order.
-      const out: { key: string; outcome: string }[] = [];
-      for (const op of shuffled(keys, i * 31)) {
-        const row: ClaimRow = await claim(session, op);
-        if (row.outcome === 'acquired') await complete(session, ticketOf(op, row), 'single');
-        out.push({ key: op.key as string, outcome: row.outcome });
-      }
-      return out;
-    });
+    const answers = await releasedTogether(
+      sessions,
+      async (session, i): Promise<{ key: string; outcome: string }[]> => {
+        if (i === 0) {
+          // The batch claims and completes in one transaction (its locks held until the end).
+          return inTransaction(session, async () => {
+            const args = claimManyOf([...keys].reverse());
+            const rows = await claimMany(session, args);
+            const tickets = ticketsOf(args, rows);
+            if (tickets.length > 0)
+              await completeMany(
+                session,
+                completeManyOf(
+                  tickets,
+                  tickets.map(() => 'batch'),
+                ),
+              );
+            return rows.map((r) => ({ key: r.key, outcome: r.outcome }));
+          });
+        }
+        // Each single caller claims every key, one autocommitted call at a time, in its own order.
+        const out: { key: string; outcome: string }[] = [];
+        for (const op of shuffled(keys, i * 31)) {
+          const row: ClaimRow = await claim(session, op);
+          if (row.outcome === 'acquired') await complete(session, ticketOf(op, row), 'single');
+          out.push({ key: op.key as string, outcome: row.outcome });
+        }
+        return out;
+      },
+    );
     const all = answers.flat();
     for (const op of keys) {
       const outcomes = all.filter((a) => a.key === op.key).map((a) => a.outcome);

@@ -23,7 +23,9 @@ async function calls(session: pg.ClientBase): Promise<Record<string, number>> {
   return Object.fromEntries(rows.map((r) => [r.funcname, Number(r.calls)]));
 }
 
-async function trail(keys: readonly (string | null)[]): Promise<{ key: string; ops: number; attempts: number; settled: number; feed: number; seq: string }[]> {
+async function trail(
+  keys: readonly (string | null)[],
+): Promise<{ key: string; ops: number; attempts: number; settled: number; feed: number; seq: string }[]> {
   const admin = await db.connect();
   const { rows } = await admin.query(
     `select k.key,
@@ -48,7 +50,13 @@ describe('set-based batches', () => {
     const args = claimManyOf(ops);
     const claimed = await claimMany(session, args);
     const tickets = ticketsOf(args, claimed);
-    const done = await completeMany(session, completeManyOf(tickets, tickets.map((t) => ({ paid: t.key }))));
+    const done = await completeMany(
+      session,
+      completeManyOf(
+        tickets,
+        tickets.map((t) => ({ paid: t.key })),
+      ),
+    );
     expect(await calls(session)).toEqual({ _claim_new_keys: 1, _complete_holders: 1 });
     await session.query('commit');
 
@@ -60,11 +68,17 @@ describe('set-based batches', () => {
       ops.map((_, i) => [i + 1, 'settled', 'current_attempt', 'completed', 1]),
     );
     for (const row of await trail(ops.map((o) => o.key))) {
-      expect(row).toMatchObject({ ops: 1, attempts: 1, settled: 1, feed: 1, seq: '1:claim:acquired,2:complete:settled' });
+      expect(row).toMatchObject({
+        ops: 1,
+        attempts: 1,
+        settled: 1,
+        feed: 1,
+        seq: '1:claim:acquired,2:complete:settled',
+      });
     }
   });
 
-  it('leaves the caller\'s lock_timeout as it was', async () => {
+  it("leaves the caller's lock_timeout as it was", async () => {
     const session = await db.connect();
     await session.query('begin');
     await session.query("set local lock_timeout = '7s'");
@@ -90,11 +104,14 @@ describe('set-based batches', () => {
     await holder.query('commit');
     const rows = await answer;
     expect(rows.map((r) => [r.key, r.outcome])).toEqual([
-      [ops[0]?.key, 'acquired'], [middle.key, 'in_progress'], [ops[2]?.key, 'acquired'],
+      [ops[0]?.key, 'acquired'],
+      [middle.key, 'in_progress'],
+      [ops[2]?.key, 'acquired'],
     ]);
     const { rows: settings } = await batch.query<{ lock_timeout: string }>('show lock_timeout');
     expect(settings[0]?.lock_timeout).toBe('0');
-    for (const row of await trail(ops.map((o) => o.key))) expect(row).toMatchObject({ ops: 1, attempts: 1, seq: '1:claim:acquired' });
+    for (const row of await trail(ops.map((o) => o.key)))
+      expect(row).toMatchObject({ ops: 1, attempts: 1, seq: '1:claim:acquired' });
   });
 
   it('the same with the other session rolling back: the batch acquires the key, its lease measured after the wait', async () => {
@@ -119,7 +136,8 @@ describe('set-based batches', () => {
     const lease = rows[1]?.lease_expires_at;
     expect(lease).toBeInstanceOf(Date);
     expect((lease as Date).getTime()).toBeGreaterThanOrEqual(rolledBack + 30_000);
-    for (const row of await trail(ops.map((o) => o.key))) expect(row).toMatchObject({ ops: 1, attempts: 1, seq: '1:claim:acquired' });
+    for (const row of await trail(ops.map((o) => o.key)))
+      expect(row).toMatchObject({ ops: 1, attempts: 1, seq: '1:claim:acquired' });
   });
 
   it('a batch with a key that already exists is claimed key by key (no set-based attempt)', async () => {
@@ -145,13 +163,23 @@ describe('set-based batches', () => {
     if (third === undefined) throw new Error('no ticket');
     expect((await reportUnknown(session, third)).outcome).toBe('recorded');
     await session.query('begin');
-    const done = await completeMany(session, completeManyOf(tickets, tickets.map(() => ({ ok: true }))));
+    const done = await completeMany(
+      session,
+      completeManyOf(
+        tickets,
+        tickets.map(() => ({ ok: true })),
+      ),
+    );
     await session.query('commit');
     // The one that reported unknown released its lease: its success still settles, as only the
     // single complete answers it (lease_released); the set-based try left nothing behind.
     expect(done.map((r) => [r.outcome, r.reason])).toEqual([
-      ['settled', 'current_attempt'], ['settled', 'current_attempt'], ['settled', 'lease_released'], ['settled', 'current_attempt'],
+      ['settled', 'current_attempt'],
+      ['settled', 'current_attempt'],
+      ['settled', 'lease_released'],
+      ['settled', 'current_attempt'],
     ]);
-    for (const row of await trail(ops.map((o) => o.key))) expect(row).toMatchObject({ ops: 1, attempts: 1, settled: 1, feed: 1 });
+    for (const row of await trail(ops.map((o) => o.key)))
+      expect(row).toMatchObject({ ops: 1, attempts: 1, settled: 1, feed: 1 });
   });
 });

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { claimMany, claimManyOf, completeMany, completeManyOf, ticketsOf, type ClaimManyArgs } from './support/batch.js';
+import {
+  claimMany,
+  claimManyOf,
+  completeMany,
+  completeManyOf,
+  ticketsOf,
+  type ClaimManyArgs,
+} from './support/batch.js';
 import { useEngineDatabase } from './support/database.js';
 import { sqlStateOf } from './support/errors.js';
 import { newOperation, TENANT } from './support/fixtures.js';
@@ -8,7 +15,8 @@ import { acquire, claim, complete } from './support/settle.js';
 // settle.claim_many / settle.complete_many (00016): each key answered exactly as its single call.
 const db = useEngineDatabase('batch');
 
-const ops = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => newOperation(`${prefix}${i}`, { request: { amount: `${i}.00` } }));
+const ops = (prefix: string, n: number) =>
+  Array.from({ length: n }, (_, i) => newOperation(`${prefix}${i}`, { request: { amount: `${i}.00` } }));
 
 async function counts(tenant: string, keys: readonly string[]): Promise<Record<string, number>> {
   const admin = await db.connect();
@@ -39,12 +47,23 @@ describe('claim_many and complete_many', () => {
     expect(claimed.map((r) => r.fingerprint)).toEqual(fps.rows.map((r) => r.fp));
 
     const tickets = ticketsOf(args, claimed);
-    const done = await completeMany(app, completeManyOf(tickets, tickets.map((t) => ({ paid: t.key }))));
+    const done = await completeMany(
+      app,
+      completeManyOf(
+        tickets,
+        tickets.map((t) => ({ paid: t.key })),
+      ),
+    );
     expect(done.map((r) => [r.ordinal, r.key, r.outcome, r.reason, r.status, r.settled_attempt])).toEqual(
       batch.map((o, i) => [i + 1, o.key, 'settled', 'current_attempt', 'completed', 1]),
     );
     expect(done.map((r) => r.result)).toEqual(batch.map((o) => ({ paid: o.key })));
-    expect(await counts(TENANT, batch.map((o) => o.key as string))).toEqual({ operations: 5, attempts: 5, settled: 5, audit: 0, feed: 5 });
+    expect(
+      await counts(
+        TENANT,
+        batch.map((o) => o.key as string),
+      ),
+    ).toEqual({ operations: 5, attempts: 5, settled: 5, audit: 0, feed: 5 });
 
     // Replays, per key, as settle.claim answers them.
     const again = await claimMany(app, args);
@@ -82,7 +101,10 @@ describe('claim_many and complete_many', () => {
   it('mixes every single-key answer in one batch: replay, in_progress, conflict, acquired', async () => {
     const app = await db.app();
     const [done, running, other, fresh] = ops('mix', 4) as [
-      ReturnType<typeof newOperation>, ReturnType<typeof newOperation>, ReturnType<typeof newOperation>, ReturnType<typeof newOperation>,
+      ReturnType<typeof newOperation>,
+      ReturnType<typeof newOperation>,
+      ReturnType<typeof newOperation>,
+      ReturnType<typeof newOperation>,
     ];
     await complete(app, await acquire(app, done), { ok: 1 });
     await acquire(app, running);
@@ -143,20 +165,35 @@ describe('bad input: a typed error, nothing written', () => {
 
   it('SE062: arrays of different lengths, or not one-dimensional', async () => {
     const args = base();
-    expect((await rejects({ ...args, requests: (args.requests ?? []).slice(1) })).detail).toMatchObject({ field: 'requests', keys: 3, elements: 2 });
+    expect((await rejects({ ...args, requests: (args.requests ?? []).slice(1) })).detail).toMatchObject({
+      field: 'requests',
+      keys: 3,
+      elements: 2,
+    });
     const app = await db.app();
-    expect(await sqlStateOf(app.query(
-      `select * from settle.claim_many(tenant => 'acme', keys => '{{a,b}}'::text[], requests => '{{"{}","{}"}}'::jsonb[], principal => 'p')`,
-    ))).toBe('SE062');
-    expect(await sqlStateOf(app.query(
-      `select * from settle.complete_many(tenant => 'acme', keys => '{a}', attempts => '{1,1}', lease_tokens => '{${'00000000-0000-4000-8000-000000000000'}}',
+    expect(
+      await sqlStateOf(
+        app.query(
+          `select * from settle.claim_many(tenant => 'acme', keys => '{{a,b}}'::text[], requests => '{{"{}","{}"}}'::jsonb[], principal => 'p')`,
+        ),
+      ),
+    ).toBe('SE062');
+    expect(
+      await sqlStateOf(
+        app.query(
+          `select * from settle.complete_many(tenant => 'acme', keys => '{a}', attempts => '{1,1}', lease_tokens => '{${'00000000-0000-4000-8000-000000000000'}}',
          fingerprints => '{x}', principal => 'p', scopes => '{}', binding_generation => 0, results => '{"{}"}')`,
-    ))).toBe('SE062');
+        ),
+      ),
+    ).toBe('SE062');
   });
 
   it('SE063: a NULL element names its array and ordinal', async () => {
     const args = base();
-    expect((await rejects({ ...args, keys: [args.keys?.[0] ?? '', null, 'x'] })).detail).toEqual({ field: 'keys', ordinal: 2 });
+    expect((await rejects({ ...args, keys: [args.keys?.[0] ?? '', null, 'x'] })).detail).toEqual({
+      field: 'keys',
+      ordinal: 2,
+    });
     expect((await rejects({ ...args, requests: [{}, {}, null] })).detail).toEqual({ field: 'requests', ordinal: 3 });
   });
 
@@ -176,14 +213,33 @@ describe('bad input: a typed error, nothing written', () => {
     const args = base();
     const tickets = ticketsOf(args, await claimMany(app, args));
     const call = (patch: (i: number) => Record<string, unknown>, results: unknown[] = [1, 2, 3]) =>
-      completeMany(app, { ...completeManyOf(tickets.map((t, i) => ({ ...t, ...patch(i) })), results) }).then(
+      completeMany(app, {
+        ...completeManyOf(
+          tickets.map((t, i) => ({ ...t, ...patch(i) })),
+          results,
+        ),
+      }).then(
         () => ({ code: 'none', detail: null }),
         (e: { code: string; detail: string }) => ({ code: e.code, detail: JSON.parse(e.detail) as unknown }),
       );
-    expect(await call((i) => (i === 2 ? { fingerprint: 'v1:zz' } : {}))).toMatchObject({ code: 'SE004', detail: { ordinal: 3 } });
-    expect(await call((i) => (i === 0 ? { attempt: 0 } : {}))).toMatchObject({ code: 'SE008', detail: { field: 'attempt', ordinal: 1 } });
-    expect(await call(() => ({}), [1, { big: 'x'.repeat(1_100_000) }, 3])).toMatchObject({ code: 'SE005', detail: { ordinal: 2 } });
-    expect(await counts(TENANT, tickets.map((t) => t.key))).toMatchObject({ operations: 3, settled: 0, feed: 0 });
+    expect(await call((i) => (i === 2 ? { fingerprint: 'v1:zz' } : {}))).toMatchObject({
+      code: 'SE004',
+      detail: { ordinal: 3 },
+    });
+    expect(await call((i) => (i === 0 ? { attempt: 0 } : {}))).toMatchObject({
+      code: 'SE008',
+      detail: { field: 'attempt', ordinal: 1 },
+    });
+    expect(await call(() => ({}), [1, { big: 'x'.repeat(1_100_000) }, 3])).toMatchObject({
+      code: 'SE005',
+      detail: { ordinal: 2 },
+    });
+    expect(
+      await counts(
+        TENANT,
+        tickets.map((t) => t.key),
+      ),
+    ).toMatchObject({ operations: 3, settled: 0, feed: 0 });
   });
 });
 

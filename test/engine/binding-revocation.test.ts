@@ -49,14 +49,24 @@ describe('settle.revoke_binding', () => {
     const stored = await mustGetOperation(superuser, op.tenant ?? '', op.key ?? '');
     expect(stored).toMatchObject({ status: 'conflict', result: null, lease_token: null });
     expect(stored.error).toMatchObject({ code: 'binding_revoked', below_generation: 2, may_have_taken_effect: true });
-    expect((await storedAttempts(superuser, op.tenant ?? '', op.key ?? ''))[0]).toMatchObject({ end_reason: 'binding_revoked', settled: false });
+    expect((await storedAttempts(superuser, op.tenant ?? '', op.key ?? ''))[0]).toMatchObject({
+      end_reason: 'binding_revoked',
+      settled: false,
+    });
     // The refused success is kept as evidence in the audit log.
     const trail = await auditTrail(superuser, op.tenant ?? '', op.key ?? '');
     expect(trail.find((row) => row.event === 'complete')).toMatchObject({
       outcome: 'fenced',
-      detail: { reason: 'binding_revoked', presented: { binding_generation: 1, fingerprint: ticket.fingerprint, result: { payment_id: 'late' } } },
+      detail: {
+        reason: 'binding_revoked',
+        presented: { binding_generation: 1, fingerprint: ticket.fingerprint, result: { payment_id: 'late' } },
+      },
     });
-    expect(trail.find((row) => row.event === 'revoke')).toMatchObject({ outcome: 'binding_revoked', status_before: 'running', status_after: 'conflict' });
+    expect(trail.find((row) => row.event === 'revoke')).toMatchObject({
+      outcome: 'binding_revoked',
+      status_before: 'running',
+      status_after: 'conflict',
+    });
   });
 
   it('every call presenting a revoked generation is refused: claim, heartbeat, fail, report_unknown, get', async () => {
@@ -64,15 +74,37 @@ describe('settle.revoke_binding', () => {
     const op = newOperation('everywhere', { binding_generation: 3 });
     const ticket = await acquire(app, op);
     await revoke(admin, op, 4);
-    expect(await claim(app, op)).toMatchObject({ outcome: 'refused', reason: 'binding_revoked', status: null, result: null, attempt: null });
-    expect(await claim(app, newOperation('fresh', { binding_generation: 3 }))).toMatchObject({ outcome: 'refused', reason: 'binding_revoked' });
-    expect(await heartbeat(app, ticket)).toMatchObject({ outcome: 'fenced', reason: 'binding_revoked', lease_expires_at: null });
+    expect(await claim(app, op)).toMatchObject({
+      outcome: 'refused',
+      reason: 'binding_revoked',
+      status: null,
+      result: null,
+      attempt: null,
+    });
+    expect(await claim(app, newOperation('fresh', { binding_generation: 3 }))).toMatchObject({
+      outcome: 'refused',
+      reason: 'binding_revoked',
+    });
+    expect(await heartbeat(app, ticket)).toMatchObject({
+      outcome: 'fenced',
+      reason: 'binding_revoked',
+      lease_expires_at: null,
+    });
     expect(await fail(app, ticket, { e: 1 })).toMatchObject({ outcome: 'fenced', reason: 'binding_revoked' });
     expect(await reportUnknown(app, ticket)).toMatchObject({ outcome: 'fenced', reason: 'binding_revoked' });
-    expect(await get(app, op)).toMatchObject({ outcome: 'refused', reason: 'binding_revoked', status: null, result: null });
+    expect(await get(app, op)).toMatchObject({
+      outcome: 'refused',
+      reason: 'binding_revoked',
+      status: null,
+      result: null,
+    });
     // Other principals of the tenant, and the same principal in another tenant, are untouched.
-    expect((await claim(app, newOperation('other', { principal: uniqueKey('svc-other'), binding_generation: 3 }))).outcome).toBe('acquired');
-    expect((await claim(app, newOperation('other', { tenant: 'globex', binding_generation: 3 }))).outcome).toBe('acquired');
+    expect(
+      (await claim(app, newOperation('other', { principal: uniqueKey('svc-other'), binding_generation: 3 }))).outcome,
+    ).toBe('acquired');
+    expect((await claim(app, newOperation('other', { tenant: 'globex', binding_generation: 3 }))).outcome).toBe(
+      'acquired',
+    );
     // The floor only rises: a lower revocation keeps the higher floor.
     expect(await revoke(admin, op, 2)).toBe(4);
   });
@@ -91,17 +123,32 @@ describe('settle.revoke_binding', () => {
     await fail(app, await acquire(app, failed), { declined: true }, false);
     await revoke(admin, done, 2);
 
-    expect(await get(app, { ...done, binding_generation: 2 })).toMatchObject({ outcome: 'found', reason: 'reauthenticated', status: 'completed', result: { paid: true } });
+    expect(await get(app, { ...done, binding_generation: 2 })).toMatchObject({
+      outcome: 'found',
+      reason: 'reauthenticated',
+      status: 'completed',
+      result: { paid: true },
+    });
     expect(await get(app, { ...doubt, binding_generation: 2 })).toMatchObject({
-      outcome: 'found', reason: 'reauthenticated', status: 'conflict',
+      outcome: 'found',
+      reason: 'reauthenticated',
+      status: 'conflict',
       error: { code: 'binding_revoked', may_have_taken_effect: true },
     });
-    expect(await get(app, { ...failed, binding_generation: 2 })).toMatchObject({ outcome: 'found', reason: 'reauthenticated', status: 'failed', error: { declined: true } });
+    expect(await get(app, { ...failed, binding_generation: 2 })).toMatchObject({
+      outcome: 'found',
+      reason: 'reauthenticated',
+      status: 'failed',
+      error: { declined: true },
+    });
     // A late success of the unknown attempt is refused and changes nothing.
     expect((await complete(app, doubtTicket, { paid: 'late' })).outcome).toBe('fenced');
     expect(await get(app, { ...doubt, binding_generation: 2 })).toMatchObject({ status: 'conflict', result: null });
     // Another principal at generation 2 still gets a conflict: only the re-authenticated principal reads.
-    expect(await get(app, { ...doubt, principal: 'svc-other', binding_generation: 2 })).toMatchObject({ outcome: 'conflict', status: null });
+    expect(await get(app, { ...doubt, principal: 'svc-other', binding_generation: 2 })).toMatchObject({
+      outcome: 'conflict',
+      status: null,
+    });
   });
 
   it('racing: a success holding the row lock commits first, the safe-path read waits and sees it completed', async () => {
@@ -120,7 +167,12 @@ describe('settle.revoke_binding', () => {
       (two) => get(two, { ...op, binding_generation: 2 }),
     );
     expect(settled.outcome).toBe('settled');
-    expect(read).toMatchObject({ outcome: 'found', reason: 'reauthenticated', status: 'completed', result: { won: 'success' } });
+    expect(read).toMatchObject({
+      outcome: 'found',
+      reason: 'reauthenticated',
+      status: 'completed',
+      result: { won: 'success' },
+    });
   });
 
   it('racing: the safe-path read converts the operation first, the waiting success is refused', async () => {
@@ -137,7 +189,10 @@ describe('settle.revoke_binding', () => {
     );
     expect(read).toMatchObject({ outcome: 'found', status: 'conflict' });
     expect(late).toMatchObject({ outcome: 'fenced', reason: 'binding_revoked' });
-    expect(await mustGetOperation(superuser, op.tenant ?? '', op.key ?? '')).toMatchObject({ status: 'conflict', result: null });
+    expect(await mustGetOperation(superuser, op.tenant ?? '', op.key ?? '')).toMatchObject({
+      status: 'conflict',
+      result: null,
+    });
   });
 
   it('a lapsed, failed or dead-lettered operation under a revoked generation can never complete', async () => {
@@ -147,7 +202,10 @@ describe('settle.revoke_binding', () => {
     await fail(app, first, { retry: 'later' }, true); // budget spent: failed, dead-lettered
     await revoke(admin, op, 2);
     expect((await complete(app, first, { paid: true })).outcome).toBe('fenced');
-    expect(await mustGetOperation(superuser, op.tenant ?? '', op.key ?? '')).toMatchObject({ status: 'failed', result: null });
+    expect(await mustGetOperation(superuser, op.tenant ?? '', op.key ?? '')).toMatchObject({
+      status: 'failed',
+      result: null,
+    });
 
     const lapsed = newOperation('lapsed', { principal: uniqueKey('svc-lapsed'), binding_generation: 1 });
     const ticket = await acquire(app, lapsed);
@@ -156,10 +214,15 @@ describe('settle.revoke_binding', () => {
     expect(await claim(app, lapsed)).toMatchObject({ outcome: 'refused', reason: 'binding_revoked' });
     // A claim presenting a revoked generation is answered from a plain read and
     // converts nothing (anyone who knows the principal's name could present it).
-    expect(await mustGetOperation(superuser, lapsed.tenant ?? '', lapsed.key ?? '')).toMatchObject({ status: 'running' });
+    expect(await mustGetOperation(superuser, lapsed.tenant ?? '', lapsed.key ?? '')).toMatchObject({
+      status: 'running',
+    });
     // The attempt's own token holder may wait on the row: it is fenced and the operation converted.
     expect((await complete(app, ticket, { paid: true })).outcome).toBe('fenced');
-    expect(await mustGetOperation(superuser, lapsed.tenant ?? '', lapsed.key ?? '')).toMatchObject({ status: 'conflict', lease_token: null });
+    expect(await mustGetOperation(superuser, lapsed.tenant ?? '', lapsed.key ?? '')).toMatchObject({
+      status: 'conflict',
+      lease_token: null,
+    });
   });
 
   it('only settle_admin revokes, with typed errors for bad arguments, and every revocation is in settle.admin_log', async () => {
@@ -171,8 +234,14 @@ describe('settle.revoke_binding', () => {
     expect(await sqlStateOf(admin.query(`select settle.revoke_binding('acme', 'svc', null)`))).toBe('SE008');
     const op = newOperation('logged');
     await revoke(admin, op, 7);
-    const { rows } = await admin.query(`select event, actor, detail from settle.admin_log where event = 'revoke_binding' and detail->>'principal' = $1`, [op.principal]);
+    const { rows } = await admin.query(
+      `select event, actor, detail from settle.admin_log where event = 'revoke_binding' and detail->>'principal' = $1`,
+      [op.principal],
+    );
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ event: 'revoke_binding', detail: { tenant: 'acme', principal: op.principal, below_generation: 7, previous: null } });
+    expect(rows[0]).toMatchObject({
+      event: 'revoke_binding',
+      detail: { tenant: 'acme', principal: op.principal, below_generation: 7, previous: null },
+    });
   });
 });

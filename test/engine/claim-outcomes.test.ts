@@ -12,7 +12,14 @@ describe('settle.claim outcomes', () => {
     const app = await db.app();
     const op = newOperation('acquired');
     const row = await claim(app, op);
-    expect(row).toMatchObject({ outcome: 'acquired', status: 'running', attempt: 1, result: null, error: null, conflict_on: null });
+    expect(row).toMatchObject({
+      outcome: 'acquired',
+      status: 'running',
+      attempt: 1,
+      result: null,
+      error: null,
+      conflict_on: null,
+    });
     expect(row.lease_token).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
     expect(row.fingerprint).toMatch(/^v1:[0-9a-f]{64}$/);
     expect(row.lease_expires_at?.getTime()).toBeGreaterThan(Date.now() - 5_000);
@@ -46,9 +53,20 @@ describe('settle.claim outcomes', () => {
     const op = newOperation('failed');
     const ticket = await acquire(app, op);
     const failure = { code: 'card_declined', detail: { bank: 'x' } };
-    expect(await fail(app, ticket, failure, false)).toMatchObject({ outcome: 'settled', reason: 'final_failure', status: 'failed' });
+    expect(await fail(app, ticket, failure, false)).toMatchObject({
+      outcome: 'settled',
+      reason: 'final_failure',
+      status: 'failed',
+    });
     const again = await claim(app, op);
-    expect(again).toMatchObject({ outcome: 'failed', status: 'failed', error: failure, dead_lettered: false, result: null, lease_token: null });
+    expect(again).toMatchObject({
+      outcome: 'failed',
+      status: 'failed',
+      error: failure,
+      dead_lettered: false,
+      result: null,
+      lease_token: null,
+    });
   });
 
   const mismatches = [
@@ -98,7 +116,13 @@ describe('settle.claim outcomes', () => {
     const admin = await db.connect();
     const op = newOperation('conflict-all');
     await acquire(app, op);
-    const row = await claim(app, { ...op, request: { other: true }, principal: 'p2', scopes: [], binding_generation: 7 });
+    const row = await claim(app, {
+      ...op,
+      request: { other: true },
+      principal: 'p2',
+      scopes: [],
+      binding_generation: 7,
+    });
     expect(row.outcome).toBe('conflict');
     expect(row.conflict_on).toEqual(['binding']);
     // The same binding learns that its request changed.

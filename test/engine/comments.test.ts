@@ -22,7 +22,9 @@ describe('catalog comments of the public API', () => {
          from pg_class c join pg_namespace n on n.oid = c.relnamespace
         where n.nspname = 'settle' and c.relkind in ('v', 'm') order by 1`,
     );
-    expect(rows.map((r) => r.view)).toEqual(expect.arrayContaining(['attempts', 'audit_log', 'dead_letters', 'operations', 'settlements', 'stats']));
+    expect(rows.map((r) => r.view)).toEqual(
+      expect.arrayContaining(['attempts', 'audit_log', 'dead_letters', 'operations', 'settlements', 'stats']),
+    );
     expect(rows.filter((r) => r.comment === null || r.comment.trim() === '').map((r) => r.view)).toEqual([]);
   });
 });

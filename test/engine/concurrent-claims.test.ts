@@ -14,7 +14,11 @@ const SESSIONS = 64;
  * table lock held by an admin transaction (claim's INSERT needs ROW EXCLUSIVE), waits until
  * every one of them is queued on that lock, then releases them together.
  */
-async function claimAllAtOnce(database: EngineDatabase, argsFor: (i: number) => ClaimArgs, count: number): Promise<ClaimRow[]> {
+async function claimAllAtOnce(
+  database: EngineDatabase,
+  argsFor: (i: number) => ClaimArgs,
+  count: number,
+): Promise<ClaimRow[]> {
   const sessions: pg.Client[] = await Promise.all(Array.from({ length: count }, () => database.connect()));
   const pids = await Promise.all(sessions.map(async (session) => backendPid(await asApp(session))));
   const [gate, observer] = await Promise.all([database.connect(), database.connect()]);
@@ -59,7 +63,11 @@ describe('concurrent claims of one new key', () => {
   it('sessions with different requests race: exactly one reserves, all others conflict on request', async () => {
     const sessions = 16;
     const base = newOperation('fingerprints');
-    const answers = await claimAllAtOnce(db, (i) => ({ ...base, request: { amount: `${i}.00`, to: 'acct-42' } }), sessions);
+    const answers = await claimAllAtOnce(
+      db,
+      (i) => ({ ...base, request: { amount: `${i}.00`, to: 'acct-42' } }),
+      sessions,
+    );
 
     const winners = answers.flatMap((a, i) => (a.outcome === 'acquired' ? [i] : []));
     expect(winners).toHaveLength(1);

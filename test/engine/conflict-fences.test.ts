@@ -25,19 +25,40 @@ describe('a mismatched observation fences its attempt', () => {
     const op = newOperation('issue-f2-f1');
     const ticket = await acquire(app, op);
     const wrong: Ticket = { ...ticket, fingerprint: await fingerprintOf(admin, OTHER_REQUEST) };
-    expect(await complete(app, wrong, { receipt: 'R2' })).toMatchObject({ outcome: 'conflict', reason: 'lock_mismatch', conflict_on: ['request'] });
+    expect(await complete(app, wrong, { receipt: 'R2' })).toMatchObject({
+      outcome: 'conflict',
+      reason: 'lock_mismatch',
+      conflict_on: ['request'],
+    });
     expect(await complete(app, ticket, { receipt: 'R2' })).toMatchObject({
-      outcome: 'fenced', reason: 'attempt_conflicted', status: 'conflict', result: null, settled_attempt: null,
+      outcome: 'fenced',
+      reason: 'attempt_conflicted',
+      status: 'conflict',
+      result: null,
+      settled_attempt: null,
     });
     const stored = await mustGetOperation(admin, ticket.tenant, ticket.key);
     expect(stored).toMatchObject({ status: 'conflict', result: null, settled_attempt: null, lease_token: null });
-    expect((await storedAttempts(admin, ticket.tenant, ticket.key))[0]).toMatchObject({ observation: 'conflict', settled: false, late_result: null });
-    expect((await auditTrail(admin, ticket.tenant, ticket.key)).map((r) => [r.event, r.outcome, r.detail && (r.detail as { reason?: string }).reason]))
-      .toContainEqual(['complete', 'fenced', 'attempt_conflicted']);
+    expect((await storedAttempts(admin, ticket.tenant, ticket.key))[0]).toMatchObject({
+      observation: 'conflict',
+      settled: false,
+      late_result: null,
+    });
+    expect(
+      (await auditTrail(admin, ticket.tenant, ticket.key)).map((r) => [
+        r.event,
+        r.outcome,
+        r.detail && (r.detail as { reason?: string }).reason,
+      ]),
+    ).toContainEqual(['complete', 'fenced', 'attempt_conflicted']);
     // The reserved request's callers never receive R2; a new attempt may still settle.
     const next = await acquire(app, op);
     expect(next.attempt).toBe(2);
-    expect(await complete(app, next, { receipt: 'R1' })).toMatchObject({ outcome: 'settled', settled_attempt: 2, result: { receipt: 'R1' } });
+    expect(await complete(app, next, { receipt: 'R1' })).toMatchObject({
+      outcome: 'settled',
+      settled_attempt: 2,
+      result: { receipt: 'R1' },
+    });
   });
 
   it('a mismatched binding on fail or report_unknown also ends the attempt: its lease is released, its later success is fenced', async () => {
@@ -50,7 +71,10 @@ describe('a mismatched observation fences its attempt', () => {
       expect(answer).toMatchObject({ outcome: 'conflict', conflict_on: ['binding'] });
       const after = await mustGetOperation(admin, ticket.tenant, ticket.key);
       expect(after).toMatchObject({ status: 'pending', lease_token: null });
-      expect(await complete(app, ticket, { receipt: 'late' })).toMatchObject({ outcome: 'fenced', reason: 'attempt_conflicted' });
+      expect(await complete(app, ticket, { receipt: 'late' })).toMatchObject({
+        outcome: 'fenced',
+        reason: 'attempt_conflicted',
+      });
       expect(await claim(app, op)).toMatchObject({ outcome: 'acquired', attempt: 2 });
     }
   });
@@ -59,10 +83,14 @@ describe('a mismatched observation fences its attempt', () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
     const ticket = await acquire(app, newOperation('guard-conflict'));
     await complete(app, { ...ticket, binding_generation: 5 }, { other: true });
-    expect(await sqlStateOf(admin.query(
-      `update settle_private.attempts set observation = 'completed', late_result = '{}' where tenant = $1 and key = $2 and attempt = 1`,
-      [ticket.tenant, ticket.key],
-    ))).toBe('SE024');
+    expect(
+      await sqlStateOf(
+        admin.query(
+          `update settle_private.attempts set observation = 'completed', late_result = '{}' where tenant = $1 and key = $2 and attempt = 1`,
+          [ticket.tenant, ticket.key],
+        ),
+      ),
+    ).toBe('SE024');
   });
 });
 
@@ -78,7 +106,10 @@ describe('racing connections on one attempt', () => {
     );
     expect(first).toMatchObject({ outcome: 'conflict' });
     expect(second).toMatchObject({ outcome: 'fenced', reason: 'attempt_conflicted' });
-    expect(await mustGetOperation(s.admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'conflict', result: null });
+    expect(await mustGetOperation(s.admin, ticket.tenant, ticket.key)).toMatchObject({
+      status: 'conflict',
+      result: null,
+    });
   });
 
   it('matching complete first, mismatched one queued behind it: settled, then conflict without touching the result', async () => {
@@ -92,6 +123,9 @@ describe('racing connections on one attempt', () => {
     );
     expect(first).toMatchObject({ outcome: 'settled', result: { receipt: 'R1' } });
     expect(second).toMatchObject({ outcome: 'conflict', result: null, status: null });
-    expect(await mustGetOperation(s.admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'completed', result: { receipt: 'R1' } });
+    expect(await mustGetOperation(s.admin, ticket.tenant, ticket.key)).toMatchObject({
+      status: 'completed',
+      result: { receipt: 'R1' },
+    });
   });
 });

@@ -20,7 +20,10 @@ interface AuditDetail {
   presented?: Record<string, unknown>;
 }
 
-async function lastAudit(tenant: string, key: string): Promise<{ event: string; outcome: string; detail: AuditDetail }> {
+async function lastAudit(
+  tenant: string,
+  key: string,
+): Promise<{ event: string; outcome: string; detail: AuditDetail }> {
   const admin = await db.connect();
   const { rows } = await admin.query(
     'select event, outcome, detail from settle.audit_log where tenant = $1 and key = $2 order by audit_id desc limit 1',
@@ -33,10 +36,21 @@ describe('refused, fenced and conflicting observations keep what they presented'
   it('a fenced fail of a superseded attempt keeps its error', async () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
     const [first] = await supersededPair(app, admin, newOperation('ev-fenced'));
-    expect(await fail(app, first, { code: 'card_declined', detail: 'late' }, true)).toMatchObject({ outcome: 'fenced', reason: 'superseded' });
+    expect(await fail(app, first, { code: 'card_declined', detail: 'late' }, true)).toMatchObject({
+      outcome: 'fenced',
+      reason: 'superseded',
+    });
     expect(await lastAudit(first.tenant, first.key)).toMatchObject({
-      event: 'fail', outcome: 'fenced',
-      detail: { reason: 'superseded', presented: { error: { code: 'card_declined', detail: 'late' }, fingerprint: first.fingerprint, principal: first.principal } },
+      event: 'fail',
+      outcome: 'fenced',
+      detail: {
+        reason: 'superseded',
+        presented: {
+          error: { code: 'card_declined', detail: 'late' },
+          fingerprint: first.fingerprint,
+          principal: first.principal,
+        },
+      },
     });
   });
 
@@ -46,8 +60,12 @@ describe('refused, fenced and conflicting observations keep what they presented'
     const other = await fingerprintOf(admin, { amount: '5.00', to: 'elsewhere' });
     await complete(app, { ...ticket, fingerprint: other, binding_generation: 4 }, { payment_id: 'pay_other' });
     expect(await lastAudit(ticket.tenant, ticket.key)).toMatchObject({
-      event: 'complete', outcome: 'conflict',
-      detail: { conflict_on: ['request', 'binding_generation'], presented: { fingerprint: other, binding_generation: 4, result: { payment_id: 'pay_other' } } },
+      event: 'complete',
+      outcome: 'conflict',
+      detail: {
+        conflict_on: ['request', 'binding_generation'],
+        presented: { fingerprint: other, binding_generation: 4, result: { payment_id: 'pay_other' } },
+      },
     });
   });
 
@@ -59,7 +77,10 @@ describe('refused, fenced and conflicting observations keep what they presented'
     expect(await fail(app, forged, big, true)).toMatchObject({ outcome: 'fenced', reason: 'invalid_token' });
     const audit = await lastAudit(ticket.tenant, ticket.key);
     expect(audit).toMatchObject({ event: 'fail', outcome: 'fenced', detail: { reason: 'invalid_token' } });
-    expect(audit.detail.presented?.error_truncated).toMatchObject({ bytes: expect.any(Number), sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(audit.detail.presented?.error_truncated).toMatchObject({
+      bytes: expect.any(Number),
+      sha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
     expect(JSON.stringify(audit.detail).length).toBeLessThan(10_000);
   });
 
@@ -80,12 +101,22 @@ describe('purged keys', () => {
     await maintenance.query(`select settle.purge(older_than => interval '0')`);
     expect(await storedOperation(admin, ticket.tenant, ticket.key)).toBeUndefined();
 
-    expect(await complete(app, ticket, { receipt: 'again' })).toMatchObject({ outcome: 'fenced', reason: 'invalid_token', status: null });
+    expect(await complete(app, ticket, { receipt: 'again' })).toMatchObject({
+      outcome: 'fenced',
+      reason: 'invalid_token',
+      status: null,
+    });
     expect(await lastAudit(ticket.tenant, ticket.key)).toMatchObject({
-      event: 'complete', outcome: 'fenced', detail: { reason: 'operation_purged', presented: { result: { receipt: 'again' } } },
+      event: 'complete',
+      outcome: 'fenced',
+      detail: { reason: 'operation_purged', presented: { result: { receipt: 'again' } } },
     });
     expect(await heartbeat(app, ticket)).toMatchObject({ outcome: 'fenced', reason: 'invalid_token' });
-    expect(await lastAudit(ticket.tenant, ticket.key)).toMatchObject({ event: 'heartbeat', outcome: 'fenced', detail: { reason: 'operation_purged' } });
+    expect(await lastAudit(ticket.tenant, ticket.key)).toMatchObject({
+      event: 'heartbeat',
+      outcome: 'fenced',
+      detail: { reason: 'operation_purged' },
+    });
   });
 
   it('a late success racing the purge of its operation: queued behind the purge, then fenced and audited', async () => {
@@ -101,7 +132,10 @@ describe('purged keys', () => {
     );
     expect(purged.rows[0]?.n).toBeGreaterThanOrEqual(1);
     expect(late).toMatchObject({ outcome: 'fenced', reason: 'invalid_token' });
-    expect(await lastAudit(ticket.tenant, ticket.key)).toMatchObject({ outcome: 'fenced', detail: { reason: 'operation_purged' } });
+    expect(await lastAudit(ticket.tenant, ticket.key)).toMatchObject({
+      outcome: 'fenced',
+      detail: { reason: 'operation_purged' },
+    });
   });
 
   it('purge never deletes a dead letter (either reason) or an unknown operation', async () => {

@@ -69,20 +69,36 @@ describe('what holds the feed horizon', () => {
     const holders = (await watcher.query<HorizonRow>('select * from settle.feed_horizon')).rows;
     const slowRow = holders.find((h) => h.pid === pid);
     expect(slowRow, JSON.stringify(holders)).toMatchObject({
-      pid, login: globexRole.name, application_name: 'globex-ledger-worker', feed_consumer: true, consumer: globex, lane: 0,
+      pid,
+      login: globexRole.name,
+      application_name: 'globex-ledger-worker',
+      feed_consumer: true,
+      consumer: globex,
+      lane: 0,
     });
     expect(slowRow?.xid_age).toBeGreaterThanOrEqual(0);
     expect(slowRow?.xact_age_seconds).toBeGreaterThan(0);
     if (slowRow?.holds_horizon === true) {
-      const metrics = (await watcher.query<{ feed_horizon_held_by_consumer: string; feed_horizon_age_seconds: number }>(
-        'select feed_horizon_held_by_consumer, feed_horizon_age_seconds from settle.metrics')).rows[0];
+      const metrics = (
+        await watcher.query<{ feed_horizon_held_by_consumer: string; feed_horizon_age_seconds: number }>(
+          'select feed_horizon_held_by_consumer, feed_horizon_age_seconds from settle.metrics',
+        )
+      ).rows[0];
       expect(metrics?.feed_horizon_held_by_consumer).toBe('1');
       expect(metrics?.feed_horizon_age_seconds).toBeGreaterThan(0);
     }
 
     // acme's own consumer login sees that a feed consumer's transaction holds it, not whose.
-    const seen = (await acmeReader.query<HorizonRow>('select * from settle.feed_horizon where pid = $1', [pid])).rows[0];
-    expect(seen).toMatchObject({ pid, login: null, application_name: null, feed_consumer: true, consumer: null, lane: null });
+    const seen = (await acmeReader.query<HorizonRow>('select * from settle.feed_horizon where pid = $1', [pid]))
+      .rows[0];
+    expect(seen).toMatchObject({
+      pid,
+      login: null,
+      application_name: null,
+      feed_consumer: true,
+      consumer: null,
+      lane: null,
+    });
 
     await slow.query('commit');
     expect((await drainKeys(acmeReader, acme, [acmeKey])).map((e) => e.key)).toContain(acmeKey);

@@ -40,20 +40,27 @@ describe('feed lag at size', () => {
     await su.query('analyze settle_private.feed_events');
 
     const lanes = await su.query<{ lane: number; lag_events: string }>(
-      'select lane, lag_events from settle.feed_consumers where consumer = $1 order by lane', [name]);
+      'select lane, lag_events from settle.feed_consumers where consumer = $1 order by lane',
+      [name],
+    );
     expect(lanes.rows).toHaveLength(64);
     const counted = lanes.rows.reduce((n, r) => n + Number(r.lag_events), 0);
     expect(counted, 'every event is counted in its lane (each slot holds fewer than 1,000 here)').toBe(EVENTS);
 
     // The body, planned with the function's own settings (its SET clauses).
-    const fn = (await su.query<{ src: string; config: string[] | null }>(
-      `select prosrc as src, proconfig as config from pg_proc where oid = 'settle_private._feed_lag()'::regprocedure`)).rows[0];
+    const fn = (
+      await su.query<{ src: string; config: string[] | null }>(
+        `select prosrc as src, proconfig as config from pg_proc where oid = 'settle_private._feed_lag()'::regprocedure`,
+      )
+    ).rows[0];
     await su.query('begin');
     for (const setting of fn?.config ?? []) {
       const [key, value] = setting.split('=');
       await su.query(`select set_config($1, $2, true)`, [key, value]);
     }
-    const explained = await su.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`explain (analyze, format json) ${fn?.src as string}`);
+    const explained = await su.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(
+      `explain (analyze, format json) ${fn?.src as string}`,
+    );
     await su.query('rollback');
     const plan = nodes((explained.rows[0]?.['QUERY PLAN'][0] as { Plan: PlanNode }).Plan);
     const onEvents = plan.filter((n) => n['Relation Name'] === 'feed_events');
@@ -63,10 +70,16 @@ describe('feed lag at size', () => {
       expect(n['Index Name']).toBe('feed_events_by_slot_idx');
     }
     const read = onEvents.reduce((sum, n) => sum + (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1), 0);
-    expect(read, 'each event of the backlog read once (64 slots x at most 1,000)').toBeLessThanOrEqual(Math.min(EVENTS, 64 * 1000));
+    expect(read, 'each event of the backlog read once (64 slots x at most 1,000)').toBeLessThanOrEqual(
+      Math.min(EVENTS, 64 * 1000),
+    );
 
     // settle.metrics reads the lanes once (one call of _feed_lag), whatever the number of gauges.
-    const metricsBody = (await su.query<{ src: string }>(`select prosrc as src from pg_proc where oid = 'settle_private._feed_metrics()'::regprocedure`)).rows[0]?.src as string;
+    const metricsBody = (
+      await su.query<{ src: string }>(
+        `select prosrc as src from pg_proc where oid = 'settle_private._feed_metrics()'::regprocedure`,
+      )
+    ).rows[0]?.src as string;
     expect(metricsBody.match(/_feed_lag\(\)/g)).toHaveLength(1);
     const metrics = await su.query<{ feed_lag_events: string }>('select feed_lag_events from settle.metrics');
     expect(Number(metrics.rows[0]?.feed_lag_events)).toBeGreaterThan(0);

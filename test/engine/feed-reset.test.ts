@@ -30,7 +30,12 @@ async function actors(): Promise<Actors> {
   await su.query(`select settle.grant_tenant(role => $1, tenant => 'acme')`, [adminRole.name]);
   const app = await loginRole('feedapp', ['settle_app']);
   const consumer = await loginRole('feedreader', ['settle_consumer']);
-  return { admin: await adminRole.connect(), a: await app.connect(), b: await app.connect(), reader: await consumer.connect() };
+  return {
+    admin: await adminRole.connect(),
+    a: await app.connect(),
+    b: await app.connect(),
+    reader: await consumer.connect(),
+  };
 }
 
 async function settle(client: pg.ClientBase, prefix: string): Promise<string> {
@@ -60,7 +65,11 @@ describe('reset_consumer and transactions still running', () => {
 
     await waitForHorizon(admin);
     const delivered = await drainKeys(reader, name, [keyA, keyB]);
-    expect(keysOf(delivered).filter((k) => k === keyA || k === keyB).sort()).toEqual([keyA, keyB].sort());
+    expect(
+      keysOf(delivered)
+        .filter((k) => k === keyA || k === keyB)
+        .sort(),
+    ).toEqual([keyA, keyB].sort());
     expect(await drain(reader, name), 'nothing twice').toEqual([]);
   });
 
@@ -68,7 +77,9 @@ describe('reset_consumer and transactions still running', () => {
     const { admin, a, b, reader } = await actors();
     const su = await db.connect();
     // Only this test's consumer holds events back from trim_feed.
-    await su.query('select settle.drop_consumer(consumer) from (select distinct consumer from settle.feed_consumers) c');
+    await su.query(
+      'select settle.drop_consumer(consumer) from (select distinct consumer from settle.feed_consumers) c',
+    );
     const name = uniqueKey('reset-trim');
     await registerConsumer(admin, name, { tenants: ['acme'] });
     const before = await settle(b, 'trimmed');
@@ -79,7 +90,10 @@ describe('reset_consumer and transactions still running', () => {
       await su.query('select settle.trim_feed()');
       await su.query('reset role');
     });
-    const retained = await su.query<{ n: number }>(`select count(*)::int as n from settle_private.feed_events e where e.key = $1`, [before]);
+    const retained = await su.query<{ n: number }>(
+      `select count(*)::int as n from settle_private.feed_events e where e.key = $1`,
+      [before],
+    );
     expect(retained.rows[0]?.n, 'trim removed the acknowledged event').toBe(0);
 
     await a.query('begin');
@@ -90,7 +104,11 @@ describe('reset_consumer and transactions still running', () => {
 
     await waitForHorizon(admin);
     const delivered = await drainKeys(reader, name, [keyA, keyB]);
-    expect(keysOf(delivered).filter((k) => k === keyA || k === keyB).sort()).toEqual([keyA, keyB].sort());
+    expect(
+      keysOf(delivered)
+        .filter((k) => k === keyA || k === keyB)
+        .sort(),
+    ).toEqual([keyA, keyB].sort());
   });
 
   it('a dry run reports the position a reset would take, at or below the horizon of running transactions', async () => {
@@ -103,9 +121,14 @@ describe('reset_consumer and transactions still running', () => {
     const xidA = (await a.query<{ xid: string }>('select pg_current_xact_id()::text as xid')).rows[0]?.xid as string;
     await settle(b, 'committed');
     const dry = await admin.query<{ position_after: string }>(
-      `select position_after from settle.reset_consumer(name => $1, to_time => $2::timestamptz, dry_run => true)`, [name, t0]);
+      `select position_after from settle.reset_consumer(name => $1, to_time => $2::timestamptz, dry_run => true)`,
+      [name, t0],
+    );
     const after = dry.rows[0]?.position_after as string;
-    expect(BigInt(after.split('/')[0] as string), `position ${after} is above the open transaction ${xidA}`).toBeLessThanOrEqual(BigInt(xidA));
+    expect(
+      BigInt(after.split('/')[0] as string),
+      `position ${after} is above the open transaction ${xidA}`,
+    ).toBeLessThanOrEqual(BigInt(xidA));
     await a.query('rollback');
   });
 });

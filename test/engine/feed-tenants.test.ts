@@ -48,7 +48,10 @@ describe('consumer names across tenants', () => {
 
     const calls: [pg.Client, string][] = [
       [reader, 'select * from settle.read_feed(consumer => $1)'],
-      [reader, `select settle.ack_feed(consumer => $1, lane => 0, lease_token => gen_random_uuid(), position_xid => null, event_id => null)`],
+      [
+        reader,
+        `select settle.ack_feed(consumer => $1, lane => 0, lease_token => gen_random_uuid(), position_xid => null, event_id => null)`,
+      ],
       [reader, 'select settle.await_feed(consumer => $1)'],
       [ops, 'select * from settle.reset_consumer(name => $1)'],
       [ops, `select * from settle.reset_consumer(name => $1, to_time => '-infinity', dry_run => true)`],
@@ -60,18 +63,24 @@ describe('consumer names across tenants', () => {
       expect(forTheirs, sql).toEqual(forMissing);
     }
     const dropped = await ops.query<{ d: boolean }>('select settle.drop_consumer($1) as d', [theirs]);
-    expect(dropped.rows[0]?.d, 'another tenant\'s consumer does not exist for it').toBe(false);
+    expect(dropped.rows[0]?.d, "another tenant's consumer does not exist for it").toBe(false);
     expect((await su.query('select 1 from settle.feed_consumers where consumer = $1', [theirs])).rowCount).toBe(3);
 
     // Registering the taken name: SE041, without globex's tenants or lanes.
-    const taken = await refusal(ops, `select * from settle.register_consumer(name => $1, tenants => '{acme}')`, [theirs]);
+    const taken = await refusal(ops, `select * from settle.register_consumer(name => $1, tenants => '{acme}')`, [
+      theirs,
+    ]);
     expect(taken.code).toBe('SE041');
     expect(JSON.parse(taken.detail as string)).toEqual({ consumer: '<name>' });
     expect(taken.detail).not.toMatch(/globex|lanes/);
     // The same answer for a name its own tenants' consumer holds with another definition.
     const mine = uniqueKey('acme-ledger');
     await ops.query(`select * from settle.register_consumer(name => $1, tenants => '{acme}')`, [mine]);
-    const own = await refusal(ops, `select * from settle.register_consumer(name => $1, tenants => '{acme}', lanes => 2)`, [mine]);
+    const own = await refusal(
+      ops,
+      `select * from settle.register_consumer(name => $1, tenants => '{acme}', lanes => 2)`,
+      [mine],
+    );
     expect(own).toEqual(taken);
   });
 });

@@ -3,7 +3,17 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { asAdmin, uniqueKey, useEngineDatabase } from './support/database.js';
 import { sqlStateOf } from './support/errors.js';
-import { ackFeed, consumeOnce, drain, drainKeys, drainUntil, type FeedEventRow, readFeed, registerConsumer, waitForHorizon } from './support/feed.js';
+import {
+  ackFeed,
+  consumeOnce,
+  drain,
+  drainKeys,
+  drainUntil,
+  type FeedEventRow,
+  readFeed,
+  registerConsumer,
+  waitForHorizon,
+} from './support/feed.js';
 import { newOperation } from './support/fixtures.js';
 import { useLoginRoles } from './support/login-role.js';
 import { acquire, complete, fail, redrive } from './support/settle.js';
@@ -54,7 +64,9 @@ describe('settlement feed', () => {
 
     // The naive poller stores max(settled_at) = B's.
     const seen1 = await naive.query<{ key: string; settled_at: string }>(
-      `select key, settled_at::text from settle.settlements where key = any($1) order by settled_at`, [[a, b]]);
+      `select key, settled_at::text from settle.settlements where key = any($1) order by settled_at`,
+      [[a, b]],
+    );
     expect(seen1.rows.map((r) => r.key)).toEqual([b]);
     const cursor = seen1.rows[0]?.settled_at;
 
@@ -62,11 +74,16 @@ describe('settlement feed', () => {
     expect(await drain(reader, name)).toEqual([]);
     await s1.query('commit');
 
-    const seen2 = await naive.query(`select key from settle.settlements where key = any($1) and settled_at > $2::timestamptz`, [[a, b], cursor]);
+    const seen2 = await naive.query(
+      `select key from settle.settlements where key = any($1) and settled_at > $2::timestamptz`,
+      [[a, b], cursor],
+    );
     expect(seen2.rows, 'the settled_at cursor never sees A').toEqual([]);
     const delivered = await drainKeys(reader, name, [a, b]);
     expect(keysOf(delivered).sort()).toEqual([a, b].sort());
-    expect(delivered.every((e) => e.status === 'completed' && e.status_before === 'running' && e.attempt === 1)).toBe(true);
+    expect(delivered.every((e) => e.status === 'completed' && e.status_before === 'running' && e.attempt === 1)).toBe(
+      true,
+    );
     expect(await drain(reader, name), 'nothing twice').toEqual([]);
   });
 
@@ -87,7 +104,13 @@ describe('settlement feed', () => {
       await p.query('commit');
       delivered.push(...(await drain(reader, name)));
     }
-    delivered.push(...(await drainKeys(reader, name, keys.filter((k) => !delivered.some((e) => e.key === k)))));
+    delivered.push(
+      ...(await drainKeys(
+        reader,
+        name,
+        keys.filter((k) => !delivered.some((e) => e.key === k)),
+      )),
+    );
     expect(keysOf(delivered).sort()).toEqual([...keys].sort());
     expect(new Set(delivered.map((e) => e.event_id)).size).toBe(keys.length);
   });
@@ -157,7 +180,11 @@ describe('settlement feed', () => {
     await one.query('commit');
     await two.query('commit');
     const all = [...b1, ...b2];
-    expect(keysOf(all).filter((k) => keys.includes(k)).sort()).toEqual([...keys].sort());
+    expect(
+      keysOf(all)
+        .filter((k) => keys.includes(k))
+        .sort(),
+    ).toEqual([...keys].sort());
     expect(new Set(all.map((e) => e.event_id)).size).toBe(all.length);
     expect(await drain(one, name)).toEqual([]);
   });
@@ -231,7 +258,10 @@ describe('settlement feed', () => {
     expect(held).toEqual([]);
 
     const since = firstPass[0]?.occurred_at;
-    const dry = await ops.query(`select * from settle.reset_consumer(name => $1, to_time => $2, dry_run => true)`, [name, since]);
+    const dry = await ops.query(`select * from settle.reset_consumer(name => $1, to_time => $2, dry_run => true)`, [
+      name,
+      since,
+    ]);
     expect(dry.rows).toHaveLength(1);
     expect(dry.rows[0]).toMatchObject({ events_to_deliver: '2', applied: false });
     expect(await drain(reader, name), 'a dry run changes nothing').toEqual([]);
@@ -244,9 +274,20 @@ describe('settlement feed', () => {
     await ops.query(`select * from settle.reset_consumer(name => $1, to_time => '-infinity')`, [name]);
     expect(await sqlStateOf(ackFeed(reader, leased)), 'the reset fenced the old lease').toBe('SE042');
     const again = await drainKeys(reader, name, keys);
-    expect(keysOf(again).filter((k) => keys.includes(k)).sort()).toEqual([...keys].sort());
-    const log = await ops.query(`select event, detail from settle.admin_log where detail->>'consumer' = $1 order by log_id`, [name]);
-    expect(log.rows.map((r: { event: string }) => r.event)).toEqual(['register_consumer', 'reset_consumer', 'reset_consumer']);
+    expect(
+      keysOf(again)
+        .filter((k) => keys.includes(k))
+        .sort(),
+    ).toEqual([...keys].sort());
+    const log = await ops.query(
+      `select event, detail from settle.admin_log where detail->>'consumer' = $1 order by log_id`,
+      [name],
+    );
+    expect(log.rows.map((r: { event: string }) => r.event)).toEqual([
+      'register_consumer',
+      'reset_consumer',
+      'reset_consumer',
+    ]);
     // Reset to now: skips everything committed.
     await settle(app, 'skipped');
     await ops.query(`select * from settle.reset_consumer(name => $1)`, [name]);
@@ -256,7 +297,9 @@ describe('settlement feed', () => {
   it('purge racing a slow consumer: the outcome stays in the feed until every consumer acknowledged it', async () => {
     const ops = await admin();
     // Only this test's consumers hold events back.
-    await ops.query('select settle.drop_consumer(consumer) from (select distinct consumer from settle.feed_consumers) c');
+    await ops.query(
+      'select settle.drop_consumer(consumer) from (select distinct consumer from settle.feed_consumers) c',
+    );
     const slow = uniqueKey('slow');
     const fast = uniqueKey('fast');
     await registerConsumer(ops, slow);
@@ -286,10 +329,16 @@ describe('settlement feed', () => {
     const late = uniqueKey('late');
     await registerConsumer(ops, late, { startAt: 'earliest' });
     await ops.query(`select settle.trim_feed()`);
-    expect((await events.query(`select count(*)::int as n from settle_private.feed_events where key = $1`, [key])).rows[0]?.n).toBe(1);
+    expect(
+      (await events.query(`select count(*)::int as n from settle_private.feed_events where key = $1`, [key])).rows[0]
+        ?.n,
+    ).toBe(1);
     await ops.query(`select settle.drop_consumer($1)`, [late]);
     await ops.query(`select settle.trim_feed()`);
-    expect((await events.query(`select count(*)::int as n from settle_private.feed_events where key = $1`, [key])).rows[0]?.n).toBe(0);
+    expect(
+      (await events.query(`select count(*)::int as n from settle_private.feed_events where key = $1`, [key])).rows[0]
+        ?.n,
+    ).toBe(0);
     await ops.query(`select settle.set_purge_min_retention(interval '24 hours')`);
   });
 
@@ -310,7 +359,9 @@ describe('settlement feed', () => {
     const got = await drainKeys(bound, acmeOnly, [mine]);
     expect(keysOf(got)).toContain(mine);
     expect(got.every((e) => e.tenant === 'acme')).toBe(true);
-    expect(await sqlStateOf(readFeed(bound, everyone)), 'a consumer beyond its tenants does not exist for it').toBe('SE040');
+    expect(await sqlStateOf(readFeed(bound, everyone)), 'a consumer beyond its tenants does not exist for it').toBe(
+      'SE040',
+    );
     // The role reads nothing else: no table, no operations view.
     expect(await sqlStateOf(bound.query('select * from settle_private.feed_events'))).toBe('42501');
     expect(await sqlStateOf(bound.query('select * from settle.operations'))).toBe('42501');
@@ -338,7 +389,10 @@ describe('settlement feed', () => {
     const producers = await Promise.all([0, 1, 2, 3].map(() => db.app()));
     const reader = await consumerSession();
     type Step = { kind: 'start' | 'commit' | 'read'; who: number };
-    const step = fc.record({ kind: fc.constantFrom<'start' | 'commit' | 'read'>('start', 'commit', 'read'), who: fc.integer({ min: 0, max: 3 }) });
+    const step = fc.record({
+      kind: fc.constantFrom<'start' | 'commit' | 'read'>('start', 'commit', 'read'),
+      who: fc.integer({ min: 0, max: 3 }),
+    });
     await fc.assert(
       fc.asyncProperty(fc.array(step, { minLength: 4, maxLength: 24 }), async (steps: Step[]) => {
         const name = uniqueKey('prop');

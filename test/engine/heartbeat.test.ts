@@ -17,7 +17,9 @@ describe('settle.heartbeat', () => {
     expect(answer).toMatchObject({ outcome: 'extended', reason: null, status: 'running' });
     const after = await mustGetOperation(admin, ticket.tenant, ticket.key);
     expect(after.lease_expires_at?.getTime()).toBe(answer.lease_expires_at?.getTime());
-    expect((after.lease_expires_at?.getTime() ?? 0) - (before.lease_expires_at?.getTime() ?? 0)).toBeGreaterThan(3_500_000);
+    expect((after.lease_expires_at?.getTime() ?? 0) - (before.lease_expires_at?.getTime() ?? 0)).toBeGreaterThan(
+      3_500_000,
+    );
     expect(after.lease_token).toBe(ticket.lease_token);
   });
 
@@ -63,7 +65,9 @@ describe('settle.heartbeat', () => {
       expect(answer).toEqual({ outcome: 'fenced', reason, status, lease_expires_at: null });
       expect((await mustGetOperation(admin, ticket.tenant, ticket.key)).row_text).toBe(before.row_text);
       expect((await auditTrail(admin, ticket.tenant, ticket.key)).at(-1)).toMatchObject({
-        event: 'heartbeat', outcome: 'fenced', detail: { reason },
+        event: 'heartbeat',
+        outcome: 'fenced',
+        detail: { reason },
       });
     });
   }
@@ -72,7 +76,11 @@ describe('settle.heartbeat', () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
     const ticket = await acquire(app, newOperation('hb-attempt'));
     const before = await mustGetOperation(admin, ticket.tenant, ticket.key);
-    expect(await heartbeat(app, { ...ticket, attempt: 2 })).toMatchObject({ outcome: 'fenced', reason: 'invalid_token', status: null });
+    expect(await heartbeat(app, { ...ticket, attempt: 2 })).toMatchObject({
+      outcome: 'fenced',
+      reason: 'invalid_token',
+      status: null,
+    });
     expect((await mustGetOperation(admin, ticket.tenant, ticket.key)).row_text).toBe(before.row_text);
   });
 });

@@ -38,7 +38,11 @@ async function attemptCount(superuser: pg.ClientBase, op: ClaimArgs): Promise<nu
 
 async function reportedUnknown(s: Awaited<ReturnType<typeof sessions>>, op: ClaimArgs) {
   const ticket = await acquire(s.one, op);
-  expect(await reportUnknown(s.one, ticket)).toMatchObject({ outcome: 'recorded', reason: 'outcome_unknown', status: 'unknown' });
+  expect(await reportUnknown(s.one, ticket)).toMatchObject({
+    outcome: 'recorded',
+    reason: 'outcome_unknown',
+    status: 'unknown',
+  });
   return ticket;
 }
 
@@ -53,12 +57,26 @@ describe('settle.claim(rerun_after_unknown => false)', () => {
     // so neither retry waits for it (a claim that would open an attempt would queue here).
     await s.superuser.query('begin');
     try {
-      await s.superuser.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [op.tenant, op.key]);
-      const answers = await Promise.all([claim(s.two, answerUnknown(op)), claim(s.three, answerUnknown(op)), claim(s.two, answerUnknown(op))]);
+      await s.superuser.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [
+        op.tenant,
+        op.key,
+      ]);
+      const answers = await Promise.all([
+        claim(s.two, answerUnknown(op)),
+        claim(s.three, answerUnknown(op)),
+        claim(s.two, answerUnknown(op)),
+      ]);
       for (const a of answers) {
         expect(a).toMatchObject({
-          outcome: 'in_doubt', status: 'unknown', attempt: 1, lease_token: null, lease_expires_at: null,
-          dead_lettered: false, result: null, error: null, conflict_on: null,
+          outcome: 'in_doubt',
+          status: 'unknown',
+          attempt: 1,
+          lease_token: null,
+          lease_expires_at: null,
+          dead_lettered: false,
+          result: null,
+          error: null,
+          conflict_on: null,
         });
         expect(a.fingerprint).toMatch(/^v\d+:[0-9a-f]{64}$/);
       }
@@ -70,14 +88,25 @@ describe('settle.claim(rerun_after_unknown => false)', () => {
     const after = await mustGetOperation(s.superuser, op.tenant ?? '', op.key ?? '');
     expect(after).toEqual(before);
     const inDoubt = (await auditTrail(s.admin, op.tenant ?? '', op.key ?? '')).filter((r) => r.outcome === 'in_doubt');
-    expect(inDoubt).toEqual(Array.from({ length: 3 }, () => expect.objectContaining({
-      event: 'claim', attempt: 1, status_before: 'unknown', status_after: 'unknown',
-    })));
+    expect(inDoubt).toEqual(
+      Array.from({ length: 3 }, () =>
+        expect.objectContaining({
+          event: 'claim',
+          attempt: 1,
+          status_before: 'unknown',
+          status_after: 'unknown',
+        }),
+      ),
+    );
 
     // Racing: two in-doubt retries and one claim that asks to re-run. Exactly attempt 2 is
     // opened; each in-doubt retry answers in_doubt (read before the open committed) or
     // in_progress (after it), never acquired.
-    const [a, b, open] = await Promise.all([claim(s.two, answerUnknown(op)), claim(s.three, answerUnknown(op)), claim(s.one, op)]);
+    const [a, b, open] = await Promise.all([
+      claim(s.two, answerUnknown(op)),
+      claim(s.three, answerUnknown(op)),
+      claim(s.one, op),
+    ]);
     expect(open).toMatchObject({ outcome: 'acquired', attempt: 2, status: 'unknown' });
     for (const x of [a, b]) expect(['in_doubt', 'in_progress']).toContain(x.outcome);
     expect(await attemptCount(s.superuser, op)).toBe(2);
@@ -91,7 +120,8 @@ describe('settle.claim(rerun_after_unknown => false)', () => {
     await expireLease(s.superuser, ticket.tenant, ticket.key);
     const pid = await backendPid(s.two);
     const [reported, retried] = await holdUntilSecondWaits(
-      s.one, s.two,
+      s.one,
+      s.two,
       (one) => reportUnknown(one, ticket),
       (two) => claim(two, answerUnknown(op)),
       () => waitUntilBlocked(s.observer, pid),
@@ -100,7 +130,11 @@ describe('settle.claim(rerun_after_unknown => false)', () => {
     expect(reported).toMatchObject({ outcome: 'recorded', reason: 'outcome_unknown' });
     expect(retried).toMatchObject({ outcome: 'in_doubt', status: 'unknown', attempt: 1 });
     expect(await attemptCount(s.superuser, op)).toBe(1);
-    expect(await mustGetOperation(s.superuser, ticket.tenant, ticket.key)).toMatchObject({ status: 'unknown', lease_token: null, attempt: 1 });
+    expect(await mustGetOperation(s.superuser, ticket.tenant, ticket.key)).toMatchObject({
+      status: 'unknown',
+      lease_token: null,
+      attempt: 1,
+    });
   });
 
   it('a crashed attempt (lapsed lease, nothing reported) is still taken over', async () => {
@@ -128,16 +162,25 @@ describe('settle.claim(rerun_after_unknown => false)', () => {
     const dead = newOperation('in-doubt-dead', { max_attempts: 1 });
     await reportedUnknown(s, dead);
     expect(await claim(s.two, answerUnknown(dead))).toMatchObject({
-      outcome: 'unknown', dead_lettered: true, dead_letter_reason: 'needs_reconciliation',
+      outcome: 'unknown',
+      dead_lettered: true,
+      dead_letter_reason: 'needs_reconciliation',
     });
 
     const op = newOperation('in-doubt-precedence');
     await reportedUnknown(s, op);
     expect(await claim(s.two, answerUnknown({ ...op, request: { amount: '99.00' } }))).toMatchObject({
-      outcome: 'conflict', conflict_on: ['request'], status: null, attempt: null,
+      outcome: 'conflict',
+      conflict_on: ['request'],
+      status: null,
+      attempt: null,
     });
     await s.admin.query('select settle.revoke_binding($1, $2, 2)', [op.tenant, op.principal]);
-    expect(await claim(s.two, answerUnknown(op))).toMatchObject({ outcome: 'refused', reason: 'binding_revoked', status: null });
+    expect(await claim(s.two, answerUnknown(op))).toMatchObject({
+      outcome: 'refused',
+      reason: 'binding_revoked',
+      status: null,
+    });
     expect(await attemptCount(s.superuser, op)).toBe(1);
   });
 

@@ -7,7 +7,16 @@ import { useEngineDatabase } from './support/database.js';
 import { newOperation } from './support/fixtures.js';
 import { mustGetOperation, storedAttempts, type StoredOperation } from './support/inspect.js';
 import { fingerprintOf } from './support/scenarios.js';
-import { claim, complete, fail, heartbeat, reportUnknown, ticketOf, type ClaimArgs, type Ticket } from './support/settle.js';
+import {
+  claim,
+  complete,
+  fail,
+  heartbeat,
+  reportUnknown,
+  ticketOf,
+  type ClaimArgs,
+  type Ticket,
+} from './support/settle.js';
 
 // Random sequences of observations from random attempts on one key, applied one by one on a
 // real database; the lattice invariants are checked after every step.
@@ -70,24 +79,39 @@ async function apply(run: Run, s: Step): Promise<{ mismatched: boolean; outcome:
   switch (s.kind) {
     case 'complete': {
       const mismatched = s.mismatch !== 'none';
-      const presented = s.mismatch === 'request' ? { ...ticket, fingerprint: run.otherFingerprint }
-        : s.mismatch === 'generation' ? { ...ticket, binding_generation: 2 } : ticket;
+      const presented =
+        s.mismatch === 'request'
+          ? { ...ticket, fingerprint: run.otherFingerprint }
+          : s.mismatch === 'generation'
+            ? { ...ticket, binding_generation: 2 }
+            : ticket;
       const result = { value: s.value, attempt: ticket.attempt, mismatched };
       if (!mismatched) run.matchingResults.add(JSON.stringify(result));
       return { mismatched, outcome: (await complete(app, presented, result)).outcome };
     }
     case 'fail':
-      return { mismatched: false, outcome: (await fail(app, ticket, { code: 'e', attempt: ticket.attempt }, s.retryable)).outcome };
+      return {
+        mismatched: false,
+        outcome: (await fail(app, ticket, { code: 'e', attempt: ticket.attempt }, s.retryable)).outcome,
+      };
     case 'unknown':
       return { mismatched: false, outcome: (await reportUnknown(app, ticket)).outcome };
     case 'heartbeat':
       return { mismatched: false, outcome: (await heartbeat(app, ticket)).outcome };
     case 'forged':
-      return { mismatched: false, outcome: (await complete(app, { ...ticket, lease_token: randomUUID() }, { forged: true })).outcome };
+      return {
+        mismatched: false,
+        outcome: (await complete(app, { ...ticket, lease_token: randomUUID() }, { forged: true })).outcome,
+      };
   }
 }
 
-async function checkInvariants(run: Run, before: StoredOperation | undefined, s: Step, applied: { mismatched: boolean; outcome: string | null }): Promise<StoredOperation | undefined> {
+async function checkInvariants(
+  run: Run,
+  before: StoredOperation | undefined,
+  s: Step,
+  applied: { mismatched: boolean; outcome: string | null },
+): Promise<StoredOperation | undefined> {
   const { admin, op } = run;
   if (run.tickets.length === 0) return before;
   const after = await mustGetOperation(admin, op.tenant as string, op.key as string);
@@ -97,7 +121,10 @@ async function checkInvariants(run: Run, before: StoredOperation | undefined, s:
 
   expect(settled.length, context).toBeLessThanOrEqual(1);
   if (after.status === 'completed') {
-    expect(settled.map((a) => a.attempt), context).toEqual([after.settled_attempt]);
+    expect(
+      settled.map((a) => a.attempt),
+      context,
+    ).toEqual([after.settled_attempt]);
     expect(run.matchingResults.has(JSON.stringify(after.result)), context).toBe(true);
   } else {
     expect(settled, context).toEqual([]);
@@ -107,11 +134,13 @@ async function checkInvariants(run: Run, before: StoredOperation | undefined, s:
   // attempt recorded a failure); a dead letter where an attempt may have taken effect stays
   // unknown (or conflict) and says it needs reconciliation.
   if (after.status === 'failed') {
-    const committed = attempts.some((a) => a.observation === 'failed' && a.retryable === false)
-      || attempts.every((a) => a.observation === 'failed');
+    const committed =
+      attempts.some((a) => a.observation === 'failed' && a.retryable === false) ||
+      attempts.every((a) => a.observation === 'failed');
     expect(committed, context).toBe(true);
   }
-  if (after.dead_letter_reason === 'needs_reconciliation') expect(['unknown', 'conflict'], context).toContain(after.status);
+  if (after.dead_letter_reason === 'needs_reconciliation')
+    expect(['unknown', 'conflict'], context).toContain(after.status);
   if (after.dead_letter_reason === 'attempts_exhausted') expect(after.status, context).toBe('failed');
   expect(after.fingerprint, context).toBe(run.tickets[0]?.fingerprint);
   expect(after.binding_generation, context).toBe('1');
@@ -138,25 +167,31 @@ describe('lattice invariants under random observation sequences', () => {
     const statusesSeen = new Set<string>();
 
     await fc.assert(
-      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 25 }), fc.integer({ min: 1, max: 6 }), async (steps, maxAttempts) => {
-        const run: Run = {
-          app,
-          admin,
-          op: newOperation('prop', { max_attempts: maxAttempts }),
-          otherFingerprint,
-          tickets: [],
-          matchingResults: new Set(),
-        };
-        let before: StoredOperation | undefined;
-        for (const s of [{ kind: 'claim' } as const, ...steps]) {
-          const applied = await apply(run, s);
-          before = await checkInvariants(run, before, s, applied);
-          if (before !== undefined) statusesSeen.add(before.status);
-        }
-      }),
+      fc.asyncProperty(
+        fc.array(step, { minLength: 1, maxLength: 25 }),
+        fc.integer({ min: 1, max: 6 }),
+        async (steps, maxAttempts) => {
+          const run: Run = {
+            app,
+            admin,
+            op: newOperation('prop', { max_attempts: maxAttempts }),
+            otherFingerprint,
+            tickets: [],
+            matchingResults: new Set(),
+          };
+          let before: StoredOperation | undefined;
+          for (const s of [{ kind: 'claim' } as const, ...steps]) {
+            const applied = await apply(run, s);
+            before = await checkInvariants(run, before, s, applied);
+            if (before !== undefined) statusesSeen.add(before.status);
+          }
+        },
+      ),
       { numRuns: 40 },
     );
     // The generator is not vacuous: the sequences reached every part of the lattice.
-    expect([...statusesSeen].sort()).toEqual(expect.arrayContaining(['completed', 'conflict', 'failed', 'running', 'unknown']));
+    expect([...statusesSeen].sort()).toEqual(
+      expect.arrayContaining(['completed', 'conflict', 'failed', 'running', 'unknown']),
+    );
   });
 });

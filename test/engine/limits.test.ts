@@ -21,7 +21,9 @@ describe('input limits live once', () => {
   it("the client's LIMITS equal the engine's settle_private._limits(), name for name", async () => {
     const engine = await engineLimits();
     expect(Object.keys(engine).length).toBeGreaterThan(10);
-    expect(Object.fromEntries(Object.entries(engine).map(([name, value]) => [camel(name), value]))).toEqual({ ...LIMITS });
+    expect(Object.fromEntries(Object.entries(engine).map(([name, value]) => [camel(name), value]))).toEqual({
+      ...LIMITS,
+    });
   });
 
   it('every settle_private._limit(name) in sql/migrations names a defined limit (an unknown name would be NULL)', async () => {

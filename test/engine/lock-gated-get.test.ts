@@ -26,9 +26,18 @@ describe('settle.get is gated by the reservation lock', () => {
     expect(claimed).toMatchObject({ outcome: 'conflict', result: null, status: null, fingerprint: null });
     const read = await get(mallory, probe);
     expect(read).toEqual({
-      outcome: 'conflict', reason: 'lock_mismatch', status: null, attempt: null, settled_attempt: null, result: null,
-      result_text: null, error: null, dead_lettered: null, in_flight: null,
-      conflict_on: ['binding'], created_at: null,
+      outcome: 'conflict',
+      reason: 'lock_mismatch',
+      status: null,
+      attempt: null,
+      settled_attempt: null,
+      result: null,
+      result_text: null,
+      error: null,
+      dead_lettered: null,
+      in_flight: null,
+      conflict_on: ['binding'],
+      created_at: null,
     });
     expect(JSON.stringify([claimed, read])).not.toContain(SECRET);
     // The old unrestricted read is gone for settle_app: the two-argument form does not exist,
@@ -37,14 +46,24 @@ describe('settle.get is gated by the reservation lock', () => {
     expect(await sqlStateOf(mallory.query(`select * from settle.inspect('acme', $1)`, [op.key]))).toBe('42501');
 
     const mine = await get(alice, op);
-    expect(mine).toMatchObject({ outcome: 'found', reason: null, status: 'completed', settled_attempt: 1, result: { payment_id: SECRET }, conflict_on: null });
+    expect(mine).toMatchObject({
+      outcome: 'found',
+      reason: null,
+      status: 'completed',
+      settled_attempt: 1,
+      result: { payment_id: SECRET },
+      conflict_on: null,
+    });
 
     // The mismatched read is audited with what it presented, the granted read is not audited.
     const trail = await auditTrail(admin, op.tenant ?? '', op.key ?? '');
     const reads = trail.filter((row) => row.event === 'get');
     expect(reads).toHaveLength(1);
     expect(reads[0]).toMatchObject({ outcome: 'conflict', status_before: 'completed', status_after: 'completed' });
-    expect(reads[0]?.detail).toMatchObject({ conflict_on: ['principal', 'binding_generation'], presented: { principal: 'mallory', binding_generation: 0 } });
+    expect(reads[0]?.detail).toMatchObject({
+      conflict_on: ['principal', 'binding_generation'],
+      presented: { principal: 'mallory', binding_generation: 0 },
+    });
   });
 
   it('each part of the lock is checked: request, principal, scopes, generation', async () => {
@@ -62,10 +81,20 @@ describe('settle.get is gated by the reservation lock', () => {
     ];
     for (const [change, conflictOn] of cases) {
       const read = await get(app, { ...op, ...change });
-      expect(read).toMatchObject({ outcome: 'conflict', status: null, result: null, error: null, conflict_on: conflictOn });
+      expect(read).toMatchObject({
+        outcome: 'conflict',
+        status: null,
+        result: null,
+        error: null,
+        conflict_on: conflictOn,
+      });
     }
     // Scopes are a set, numbers are canonical: equivalent forms match.
-    const same = await get(app, { ...op, scopes: ['payments:write', 'payments:write'], request: { to: 'acct-42', currency: 'EUR', amount: '10.00' } });
+    const same = await get(app, {
+      ...op,
+      scopes: ['payments:write', 'payments:write'],
+      request: { to: 'acct-42', currency: 'EUR', amount: '10.00' },
+    });
     expect(same).toMatchObject({ outcome: 'found', status: 'completed', result: { ok: true } });
   });
 
@@ -74,7 +103,13 @@ describe('settle.get is gated by the reservation lock', () => {
     expect(await get(app, newOperation('nobody'))).toMatchObject({ outcome: 'not_found', status: null, result: null });
     const op = newOperation('running');
     await acquire(app, op);
-    expect(await get(app, op)).toMatchObject({ outcome: 'found', status: 'running', attempt: 1, in_flight: true, result: null });
+    expect(await get(app, op)).toMatchObject({
+      outcome: 'found',
+      status: 'running',
+      attempt: 1,
+      in_flight: true,
+      result: null,
+    });
   });
 
   it('a get racing a settlement sees the state before or after it, never a half', async () => {
@@ -95,13 +130,18 @@ describe('settle.get is gated by the reservation lock', () => {
     const ro = await (await loginRole('support', ['settle_readonly'])).connect();
     const op = newOperation('inspect');
     await complete(app, await acquire(app, op), { r: SECRET });
-    const { rows } = await ro.query(`select status::text, result, principal, request from settle.inspect($1, $2)`, [op.tenant, op.key]);
-    expect(rows).toEqual([{ status: 'completed', result: { r: SECRET }, principal: op.principal, request: op.request }]);
+    const { rows } = await ro.query(`select status::text, result, principal, request from settle.inspect($1, $2)`, [
+      op.tenant,
+      op.key,
+    ]);
+    expect(rows).toEqual([
+      { status: 'completed', result: { r: SECRET }, principal: op.principal, request: op.request },
+    ]);
     const none = await ro.query(`select * from settle.inspect($1, 'no-such-key')`, [op.tenant]);
     expect(none.rows).toEqual([]);
   });
 
-  it('no function settle_app may execute returns another lock\'s request, result, principal or fingerprint', async () => {
+  it("no function settle_app may execute returns another lock's request, result, principal or fingerprint", async () => {
     const admin = await db.connect();
     // What settle_app can execute in schema settle, and can read: the allow-list below is the
     // whole surface. Every function on it answers a stranger with a conflict (tested above and
@@ -112,7 +152,16 @@ describe('settle.get is gated by the reservation lock', () => {
         where n.nspname = 'settle' and has_function_privilege('settle_app', p.oid, 'execute') order by 1`,
     );
     expect(rows.map((r) => r.fn)).toEqual([
-      'claim', 'claim_many', 'complete', 'complete_many', 'fail', 'fingerprint', 'get', 'heartbeat', 'report_unknown', 'status_rank',
+      'claim',
+      'claim_many',
+      'complete',
+      'complete_many',
+      'fail',
+      'fingerprint',
+      'get',
+      'heartbeat',
+      'report_unknown',
+      'status_rank',
     ]);
     // (settle.limits, if present, takes no key and returns only the engine's constants.)
     const views = await admin.query<{ relname: string }>(

@@ -45,7 +45,8 @@ describe('look-alike names', () => {
         const op = newOperation('look', args(value));
         expect(await sqlStateOf(claim(app, op)), `${field}: ${what}`).toBe(code);
         // With a second, valid scope the scope check takes the loop, not the one-scope fast path.
-        if (field === 'scopes') expect(await sqlStateOf(claim(app, { ...op, scopes: ['ok', value] })), `scopes: ${what}`).toBe(code);
+        if (field === 'scopes')
+          expect(await sqlStateOf(claim(app, { ...op, scopes: ['ok', value] })), `scopes: ${what}`).toBe(code);
       }
     }
     expect(await countOperations(superuser)).toBe(before);
@@ -59,9 +60,18 @@ describe('look-alike names', () => {
     const app = await (await loginRole('svc', ['settle_app'])).connect();
     const op = newOperation('obs');
     const ticket = await acquire(app, op);
-    for (const [what, suffix] of [['trailing space', ' '], ['U+3000', '\u3000'], ['U+2800', '\u2800']]) {
-      expect(await sqlStateOf(complete(app, { ...ticket, key: `${ticket.key}${suffix}` }, { ok: 1 })), what).toBe('SE002');
-      expect(await sqlStateOf(complete(app, { ...ticket, principal: `${ticket.principal ?? ''}${suffix}` }, { ok: 1 })), what).toBe('SE003');
+    for (const [what, suffix] of [
+      ['trailing space', ' '],
+      ['U+3000', '\u3000'],
+      ['U+2800', '\u2800'],
+    ]) {
+      expect(await sqlStateOf(complete(app, { ...ticket, key: `${ticket.key}${suffix}` }, { ok: 1 })), what).toBe(
+        'SE002',
+      );
+      expect(
+        await sqlStateOf(complete(app, { ...ticket, principal: `${ticket.principal ?? ''}${suffix}` }, { ok: 1 })),
+        what,
+      ).toBe('SE003');
       expect(await sqlStateOf(get(app, { ...op, key: `${op.key ?? ''}${suffix}` })), what).toBe('SE002');
     }
     expect((await complete(app, ticket, { ok: 1 })).outcome).toBe('settled');
@@ -84,7 +94,9 @@ describe('look-alike names', () => {
     const admin: pg.Client = await (await loginRole('ops', ['settle_admin'])).connect();
     const svc = await loginRole('svc', ['settle_app']);
     expect(await sqlStateOf(admin.query(`select settle.revoke_binding('acme', 'alice ', 2)`))).toBe('SE003');
-    expect(await sqlStateOf(admin.query(`select settle.revoke_binding('acme', U&'alice\\00A0smith', 2)`))).toBe('SE003');
+    expect(await sqlStateOf(admin.query(`select settle.revoke_binding('acme', U&'alice\\00A0smith', 2)`))).toBe(
+      'SE003',
+    );
     expect(await sqlStateOf(admin.query(`select settle.revoke_binding(U&'acme\\3000', 'alice', 2)`))).toBe('SE001');
     expect(await sqlStateOf(admin.query(`select settle.grant_tenant($1, 'acme ')`, [svc.name]))).toBe('SE001');
     expect(await sqlStateOf(admin.query(`select * from settle.redrive(' acme', 'k')`))).toBe('SE001');

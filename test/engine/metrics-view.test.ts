@@ -8,7 +8,14 @@ import { asRole, binding, useClientTest, uniqueKey } from '../client/helpers.js'
 // produced through the API (as the application would), then read as settle_readonly.
 const t = useClientTest('metrics_view');
 const tenant = 'metrics';
-const input = (key: string, extra: Record<string, unknown> = {}) => ({ tenant, key, request: { n: 1 }, binding, leaseMs: 60_000, ...extra });
+const input = (key: string, extra: Record<string, unknown> = {}) => ({
+  tenant,
+  key,
+  request: { n: 1 },
+  binding,
+  leaseMs: 60_000,
+  ...extra,
+});
 
 interface MetricsRow {
   feed_horizon_age_seconds?: number;
@@ -55,13 +62,13 @@ async function readMetrics(role = 'settle_readonly'): Promise<MetricsRow> {
   }
 }
 
-
 describe('settle.metrics', () => {
   it('is all zeros on an empty database', async () => {
     // Upkeep that never ran turns overdue a few minutes after the migration: run it once.
     await t.su.query('select * from settle.run_upkeep()');
     // The feed's horizon is cluster-wide: other test files' transactions may hold it.
-    const { feed_horizon_age_seconds, feed_horizon_xid_age, feed_horizon_held_by_consumer, ...rest } = await readMetrics();
+    const { feed_horizon_age_seconds, feed_horizon_xid_age, feed_horizon_held_by_consumer, ...rest } =
+      await readMetrics();
     expect(typeof feed_horizon_age_seconds).toBe('number');
     expect(feed_horizon_xid_age).toMatch(/^\d+$/);
     expect(feed_horizon_held_by_consumer).toBe('0');
@@ -94,7 +101,8 @@ describe('settle.metrics', () => {
 
   it('counts leases, unknown, conflict, dead letters and recent refusals as the API produced them', async () => {
     // Two attempts running, one whose lease lapsed.
-    for (const key of [uniqueKey(), uniqueKey()]) expect(await t.app.claim(input(key))).toMatchObject({ outcome: 'acquired' });
+    for (const key of [uniqueKey(), uniqueKey()])
+      expect(await t.app.claim(input(key))).toMatchObject({ outcome: 'acquired' });
     const lapsed = uniqueKey();
     await t.app.claim(input(lapsed));
     await expireLease(t.su, tenant, lapsed);
@@ -104,13 +112,19 @@ describe('settle.metrics', () => {
     const u = await t.app.claim(input(unknown));
     if (u.outcome !== 'acquired') throw new Error('expected acquired');
     expect(await t.app.reportUnknown(u.attempt)).toMatchObject({ outcome: 'recorded' });
-    await t.su.query("update settle_private.operations set updated_at = now() - interval '100 seconds' where tenant = $1 and key = $2", [tenant, unknown]);
+    await t.su.query(
+      "update settle_private.operations set updated_at = now() - interval '100 seconds' where tenant = $1 and key = $2",
+      [tenant, unknown],
+    );
 
     // One dead letter: its only attempt failed.
     const dead = uniqueKey();
     const d = await t.app.claim(input(dead, { maxAttempts: 1 }));
     if (d.outcome !== 'acquired') throw new Error('expected acquired');
-    expect(await t.app.fail(d.attempt, { code: 'declined' })).toMatchObject({ outcome: 'settled', reason: 'attempts_exhausted' });
+    expect(await t.app.fail(d.attempt, { code: 'declined' })).toMatchObject({
+      outcome: 'settled',
+      reason: 'attempts_exhausted',
+    });
 
     // A success reported under another binding: status conflict, a conflict and a refused observation.
     const conflicted = uniqueKey();
@@ -119,7 +133,15 @@ describe('settle.metrics', () => {
     const { rows } = await t.su.query<{ outcome: string }>(
       `select outcome from settle.complete(tenant => $1, key => $2, attempt => $3, lease_token => $4, fingerprint => $5,
          principal => 'mallory', scopes => $6, binding_generation => $7, result => '"x"')`,
-      [tenant, conflicted, c.attempt.attempt, c.attempt.leaseToken, c.attempt.fingerprint, c.attempt.binding.scopes, c.attempt.binding.generation.toString()],
+      [
+        tenant,
+        conflicted,
+        c.attempt.attempt,
+        c.attempt.leaseToken,
+        c.attempt.fingerprint,
+        c.attempt.binding.scopes,
+        c.attempt.binding.generation.toString(),
+      ],
     );
     expect(rows[0]?.outcome).toBe('conflict');
     // A claim under a used key with another request: a conflict, not an observation.
@@ -164,7 +186,10 @@ describe('settle.metrics', () => {
       expect(await t.app.reportUnknown(claim.attempt)).toMatchObject({ outcome: 'recorded' });
       keys.push(key);
     }
-    await t.su.query("update settle_private.operations set dead_lettered_at = now() - interval '200 seconds' where tenant = $1 and key = $2", [tenant, keys[0]]);
+    await t.su.query(
+      "update settle_private.operations set dead_lettered_at = now() - interval '200 seconds' where tenant = $1 and key = $2",
+      [tenant, keys[0]],
+    );
     // A reconciler resolves one and holds a lease on another (as settle_reconciler).
     const reconciler = new pg.Client({ connectionString: asRole(t.db.url, 'settle_reconciler') });
     await reconciler.connect();
@@ -176,18 +201,29 @@ describe('settle.metrics', () => {
         [tenant, keys[1]],
       );
       expect(resolved.rows).toEqual([{ outcome: 'resolved' }]);
-      const leased = await reconciler.query(`select key from settle.lease_reconciliation(holder => 'r1', lease => interval '5 minutes', batch_size => 1)`);
+      const leased = await reconciler.query(
+        `select key from settle.lease_reconciliation(holder => 'r1', lease => interval '5 minutes', batch_size => 1)`,
+      );
       expect(leased.rows).toEqual([{ key: keys[0] }]);
     } finally {
       await reconciler.end();
     }
     // Upkeep: one job whose last run failed, one that has not run for a day (backdated as superuser).
-    await t.su.query(`update settle_private.upkeep_jobs set last_ok = false, last_error = 'canceling statement due to statement timeout' where job = 'purge'`);
-    await t.su.query(`update settle_private.upkeep_jobs set last_finished_at = now() - interval '1 day' where job = 'expire_leases'`);
+    await t.su.query(
+      `update settle_private.upkeep_jobs set last_ok = false, last_error = 'canceling statement due to statement timeout' where job = 'purge'`,
+    );
+    await t.su.query(
+      `update settle_private.upkeep_jobs set last_finished_at = now() - interval '1 day' where job = 'expire_leases'`,
+    );
 
     const m = await readMetrics();
     expect(Number(m.dead_letters_needs_reconciliation) - Number(before.dead_letters_needs_reconciliation)).toBe(2);
-    expect(m).toMatchObject({ reconciliation_leased: '1', resolutions_recent: '1', upkeep_jobs_overdue: '1', upkeep_jobs_failing: '1' });
+    expect(m).toMatchObject({
+      reconciliation_leased: '1',
+      resolutions_recent: '1',
+      upkeep_jobs_overdue: '1',
+      upkeep_jobs_failing: '1',
+    });
     expect(m.oldest_needs_reconciliation_age_seconds).toBeGreaterThanOrEqual(200);
     expect(m.oldest_needs_reconciliation_age_seconds).toBeLessThan(260);
     // A login bound to another tenant counts none of this tenant's rows (upkeep is engine-wide).
@@ -199,7 +235,12 @@ describe('settle.metrics', () => {
       await other.connect();
       try {
         const { rows } = await other.query<MetricsRow>('select * from settle.metrics');
-        expect(rows[0]).toMatchObject({ reconciliation_leased: '0', resolutions_recent: '0', oldest_needs_reconciliation_age_seconds: 0, upkeep_jobs_overdue: '1' });
+        expect(rows[0]).toMatchObject({
+          reconciliation_leased: '0',
+          resolutions_recent: '0',
+          oldest_needs_reconciliation_age_seconds: 0,
+          upkeep_jobs_overdue: '1',
+        });
       } finally {
         await other.end();
       }
@@ -221,7 +262,9 @@ describe('settle.metrics', () => {
         "select prosrc, proconfig from pg_proc where oid = 'settle_private._metrics()'::regprocedure",
       );
       expect(body.rows[0]?.proconfig).toContain('jit=off');
-      const { rows } = await t.su.query<{ 'QUERY PLAN': unknown }>(`explain (format json) ${body.rows[0]?.prosrc ?? ''}`);
+      const { rows } = await t.su.query<{ 'QUERY PLAN': unknown }>(
+        `explain (format json) ${body.rows[0]?.prosrc ?? ''}`,
+      );
       const plan = JSON.stringify(rows[0]?.['QUERY PLAN']);
       expect(plan).not.toContain('Seq Scan');
       expect(plan).toContain('operations_by_lease_expiry_idx');
@@ -233,7 +276,9 @@ describe('settle.metrics', () => {
         "select prosrc, proconfig from pg_proc where oid = 'settle_private._upkeep_metrics()'::regprocedure",
       );
       expect(upkeepBody.rows[0]?.proconfig).toContain('jit=off');
-      const upkeepPlan = await t.su.query<{ 'QUERY PLAN': unknown }>(`explain (format json) ${upkeepBody.rows[0]?.prosrc ?? ''}`);
+      const upkeepPlan = await t.su.query<{ 'QUERY PLAN': unknown }>(
+        `explain (format json) ${upkeepBody.rows[0]?.prosrc ?? ''}`,
+      );
       const scanned = seqScans(upkeepPlan.rows[0]?.['QUERY PLAN']);
       expect(scanned.filter((r) => r === 'operations' || r === 'audit_log')).toEqual([]);
       const text = JSON.stringify(upkeepPlan.rows[0]?.['QUERY PLAN']);
@@ -252,7 +297,8 @@ function seqScans(plan: unknown): string[] {
     if (Array.isArray(node)) return node.forEach(walk);
     if (node === null || typeof node !== 'object') return;
     const record = node as Record<string, unknown>;
-    if (record['Node Type'] === 'Seq Scan' && typeof record['Relation Name'] === 'string') found.push(record['Relation Name']);
+    if (record['Node Type'] === 'Seq Scan' && typeof record['Relation Name'] === 'string')
+      found.push(record['Relation Name']);
     Object.values(record).forEach(walk);
   };
   walk(plan);

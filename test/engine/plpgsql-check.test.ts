@@ -38,7 +38,9 @@ describe('plpgsql_check', () => {
         'select level, message, lineno from plpgsql_check_function_tb($1::oid, $2::oid)',
         [target.oid, target.relid],
       );
-      findings.push(...rows.map((row) => ({ fn: target.fn, relid: target.relid === '0' ? null : target.relid, ...row })));
+      findings.push(
+        ...rows.map((row) => ({ fn: target.fn, relid: target.relid === '0' ? null : target.relid, ...row })),
+      );
     }
     expect(findings).toEqual([]);
   });

@@ -17,14 +17,21 @@ describe('settle.purge', () => {
     const tenant = done.tenant as string;
 
     await asAdmin(maintenance);
-    const { rows } = await maintenance.query<{ n: number }>(`select settle.purge(older_than => interval '0 seconds') as n`);
+    const { rows } = await maintenance.query<{ n: number }>(
+      `select settle.purge(older_than => interval '0 seconds') as n`,
+    );
     expect(rows[0]?.n).toBe(1);
 
     expect(await storedOperation(admin, tenant, done.key as string)).toBeUndefined();
     expect(await storedAttempts(admin, tenant, done.key as string)).toEqual([]);
     expect(await auditTrail(admin, tenant, done.key as string)).toEqual([
-      expect.objectContaining({ event: 'purge', outcome: 'purged', status_before: 'completed', status_after: null,
-        detail: expect.objectContaining({ attempts: 1, audit_rows: 2 }) }),
+      expect.objectContaining({
+        event: 'purge',
+        outcome: 'purged',
+        status_before: 'completed',
+        status_after: null,
+        detail: expect.objectContaining({ attempts: 1, audit_rows: 2 }),
+      }),
     ]);
     expect(await storedOperation(admin, tenant, live.key as string)).toMatchObject({ status: 'running' });
 
@@ -37,8 +44,12 @@ describe('settle.purge', () => {
     const done = newOperation('purge-young');
     await complete(app, await acquire(app, done), { receipt: 'young' });
     await asAdmin(maintenance);
-    const { rows } = await maintenance.query<{ n: number }>(`select settle.purge(older_than => interval '1 hour') as n`);
+    const { rows } = await maintenance.query<{ n: number }>(
+      `select settle.purge(older_than => interval '1 hour') as n`,
+    );
     expect(rows[0]?.n).toBe(0);
-    expect(await storedOperation(admin, done.tenant as string, done.key as string)).toMatchObject({ status: 'completed' });
+    expect(await storedOperation(admin, done.tenant as string, done.key as string)).toMatchObject({
+      status: 'completed',
+    });
   });
 });

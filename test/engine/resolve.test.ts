@@ -36,7 +36,11 @@ interface ResolveArgs {
   readonly expectedStatus?: string;
 }
 
-async function resolve(client: pg.ClientBase, ticket: Pick<Ticket, 'tenant' | 'key' | 'fingerprint'>, args: ResolveArgs): Promise<ResolveRow> {
+async function resolve(
+  client: pg.ClientBase,
+  ticket: Pick<Ticket, 'tenant' | 'key' | 'fingerprint'>,
+  args: ResolveArgs,
+): Promise<ResolveRow> {
   const { rows } = await client.query<ResolveRow>(
     `select * from settle.resolve(tenant => $1, key => $2, fingerprint => $3, outcome => $4, reason => $5,
                                   result => $6::jsonb, error => $7::jsonb, evidence => $8::jsonb,
@@ -69,20 +73,28 @@ async function reconcilerSession(): Promise<{ client: pg.Client; name: string }>
 async function needsReconciliation(app: pg.ClientBase, prefix: string): Promise<Ticket> {
   const ticket = await acquire(app, newOperation(prefix, { max_attempts: 1 }));
   const answer = await reportUnknown(app, ticket);
-  expect(answer).toMatchObject({ outcome: 'recorded', status: 'unknown', dead_lettered: true, dead_letter_reason: 'needs_reconciliation' });
+  expect(answer).toMatchObject({
+    outcome: 'recorded',
+    status: 'unknown',
+    dead_lettered: true,
+    dead_letter_reason: 'needs_reconciliation',
+  });
   return ticket;
 }
 
 async function state(client: pg.ClientBase, ticket: Pick<Ticket, 'tenant' | 'key'>) {
-  const op = await client.query(`select * from settle.operations where tenant = $1 and key = $2`, [ticket.tenant, ticket.key]);
+  const op = await client.query(`select * from settle.operations where tenant = $1 and key = $2`, [
+    ticket.tenant,
+    ticket.key,
+  ]);
   const attempts = await client.query(`select * from settle.attempts where tenant = $1 and key = $2 order by attempt`, [
     ticket.tenant,
     ticket.key,
   ]);
-  const audit = await client.query(`select * from settle.audit_log where tenant = $1 and key = $2 order by seq, audit_id`, [
-    ticket.tenant,
-    ticket.key,
-  ]);
+  const audit = await client.query(
+    `select * from settle.audit_log where tenant = $1 and key = $2 order by seq, audit_id`,
+    [ticket.tenant, ticket.key],
+  );
   return { op: op.rows[0] as Record<string, unknown>, attempts: attempts.rows, audit: audit.rows };
 }
 
@@ -98,17 +110,33 @@ describe('settle.resolve', () => {
       result: { charge: 'ch_1' },
       evidence: { bank_reference: 'ref-9' },
     });
-    expect(answer).toMatchObject({ outcome: 'resolved', status: 'completed', status_before: 'unknown', attempt: 2, settled_attempt: 2 });
+    expect(answer).toMatchObject({
+      outcome: 'resolved',
+      status: 'completed',
+      status_before: 'unknown',
+      attempt: 2,
+      settled_attempt: 2,
+    });
     expect(answer.result).toEqual({ charge: 'ch_1' });
 
     const after = await state(superuser, ticket);
-    expect(after.op).toMatchObject({ status: 'completed', dead_lettered_at: null, dead_letter_reason: null, max_attempts: 2 });
+    expect(after.op).toMatchObject({
+      status: 'completed',
+      dead_lettered_at: null,
+      dead_letter_reason: null,
+      max_attempts: 2,
+    });
     expect(after.attempts.map((a) => [a.attempt, a.worker, a.observation, a.settled])).toEqual([
       [1, 'worker-1', 'unknown', false],
       [2, `resolve:${name}`, 'completed', true],
     ]);
     const resolution = after.audit.find((row) => row.event === 'resolve');
-    expect(resolution).toMatchObject({ outcome: 'resolved', actor: name, status_before: 'unknown', status_after: 'completed' });
+    expect(resolution).toMatchObject({
+      outcome: 'resolved',
+      actor: name,
+      status_before: 'unknown',
+      status_after: 'completed',
+    });
     expect(resolution.detail).toMatchObject({
       asserted: 'completed',
       reason: 'TICKET-1: bank statement checked',
@@ -117,7 +145,10 @@ describe('settle.resolve', () => {
     });
 
     // The original attempt's success arrives after all: recorded, never a second settlement.
-    expect(await complete(app, ticket, { charge: 'ch_1' })).toMatchObject({ outcome: 'already_settled', reason: 'late_success' });
+    expect(await complete(app, ticket, { charge: 'ch_1' })).toMatchObject({
+      outcome: 'already_settled',
+      reason: 'late_success',
+    });
     const settled = (await state(superuser, ticket)).attempts.filter((a) => a.settled);
     expect(settled).toHaveLength(1);
   });
@@ -134,9 +165,14 @@ describe('settle.resolve', () => {
     expect(after.op).toMatchObject({ status: 'failed', error: { code: 'declined_at_bank' }, dead_lettered_at: null });
     expect(after.attempts[0]).toMatchObject({ observation: 'failed', retryable: false });
     expect(after.attempts[0].error).toMatchObject({ code: 'resolved_failed', error: { code: 'declined_at_bank' } });
-    expect(after.audit.find((row) => row.event === 'resolve').detail.attempts_judged).toEqual([{ attempt: 1, observation: 'unknown' }]);
+    expect(after.audit.find((row) => row.event === 'resolve').detail.attempts_judged).toEqual([
+      { attempt: 1, observation: 'unknown' },
+    ]);
 
-    expect(await complete(app, ticket, { charge: 'late' })).toMatchObject({ outcome: 'already_settled', reason: 'attempt_already_observed' });
+    expect(await complete(app, ticket, { charge: 'late' })).toMatchObject({
+      outcome: 'already_settled',
+      reason: 'attempt_already_observed',
+    });
     expect((await state(superuser, ticket)).op).toMatchObject({ status: 'failed', result: null });
     // The late success's payload is kept as evidence.
     const late = (await state(superuser, ticket)).audit.at(-1);
@@ -181,19 +217,39 @@ describe('settle.resolve', () => {
     await reportUnknown(app, running); // unknown, budget left: resolvable, not dead-lettered
     const pendingArgs = newOperation('pending', { max_attempts: 2 });
     const pending = await acquire(app, pendingArgs);
-    await app.query(`select * from settle.fail(tenant => $1, key => $2, attempt => $3, lease_token => $4, fingerprint => $5,
+    await app.query(
+      `select * from settle.fail(tenant => $1, key => $2, attempt => $3, lease_token => $4, fingerprint => $5,
       principal => $6, scopes => $7, binding_generation => 1, error => '{"x":1}', retryable => true)`,
-      [pending.tenant, pending.key, pending.attempt, pending.lease_token, pending.fingerprint, pending.principal, pending.scopes]);
+      [
+        pending.tenant,
+        pending.key,
+        pending.attempt,
+        pending.lease_token,
+        pending.fingerprint,
+        pending.principal,
+        pending.scopes,
+      ],
+    );
     expect((await state(superuser, pending)).op.status).toBe('pending');
     expect(await sqlStateOf(resolve(reconciler, pending, { outcome: 'failed', error: {} }))).toBe('SE050');
 
     const unknown = await needsReconciliation(app, 'refusals');
-    expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'completed', result: {}, fingerprint: `v1:${'1'.repeat(64)}` }))).toBe('SE052');
-    expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'completed', result: {}, reason: '  ' }))).toBe('SE008');
-    expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'completed', result: {}, reason: null }))).toBe('SE008');
+    expect(
+      await sqlStateOf(
+        resolve(reconciler, unknown, { outcome: 'completed', result: {}, fingerprint: `v1:${'1'.repeat(64)}` }),
+      ),
+    ).toBe('SE052');
+    expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'completed', result: {}, reason: '  ' }))).toBe(
+      'SE008',
+    );
+    expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'completed', result: {}, reason: null }))).toBe(
+      'SE008',
+    );
     expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'completed' }))).toBe('SE005');
     expect(await sqlStateOf(resolve(reconciler, unknown, { outcome: 'failed' }))).toBe('SE006');
-    expect(await sqlStateOf(resolve(reconciler, { ...unknown, key: 'never-claimed' }, { outcome: 'failed', error: {} }))).toBe('SE010');
+    expect(
+      await sqlStateOf(resolve(reconciler, { ...unknown, key: 'never-claimed' }, { outcome: 'failed', error: {} })),
+    ).toBe('SE010');
 
     // Redriven (status stays unknown) and claimed again: an attempt holds a lease.
     const admin = await (await loginRole('ops', ['settle_admin'])).connect();
@@ -219,11 +275,9 @@ describe('settle.resolve', () => {
       outcome: 'already_final',
       reason: 'matches',
     });
-    expect((await state(superuser, unknown)).audit.filter((row) => row.event === 'resolve').map((row) => row.outcome)).toEqual([
-      'resolved',
-      'already_final',
-      'already_final',
-    ]);
+    expect(
+      (await state(superuser, unknown)).audit.filter((row) => row.event === 'resolve').map((row) => row.outcome),
+    ).toEqual(['resolved', 'already_final', 'already_final']);
   });
 
   it('settle_app may not resolve; a reconciler bound to other tenants gets SE013 and nothing is written', async () => {
@@ -239,9 +293,9 @@ describe('settle.resolve', () => {
     const boundClient = await bound.connect();
     expect(await sqlStateOf(resolve(boundClient, ticket, { outcome: 'completed', result: {} }))).toBe('SE013');
     expect(
-      (await boundClient.query(`select * from settle.lease_reconciliation(holder => 'r1', batch_size => 1000)`)).rows.filter(
-        (row) => row.tenant === ticket.tenant,
-      ),
+      (
+        await boundClient.query(`select * from settle.lease_reconciliation(holder => 'r1', batch_size => 1000)`)
+      ).rows.filter((row) => row.tenant === ticket.tenant),
     ).toEqual([]);
     const after = await state(superuser, ticket);
     expect(after.op.status).toBe('unknown');
@@ -307,7 +361,9 @@ describe('settle.resolve racing', () => {
     const after = await state(s.observer, ticket);
     expect(after.op).toMatchObject({ status: 'failed', result: null });
     expect(after.attempts.filter((a) => a.settled)).toHaveLength(0);
-    const finals = after.audit.filter((row) => ['completed', 'failed'].includes(row.status_after) && row.status_before !== row.status_after);
+    const finals = after.audit.filter(
+      (row) => ['completed', 'failed'].includes(row.status_after) && row.status_before !== row.status_after,
+    );
     expect(finals).toHaveLength(1);
   });
 
@@ -349,8 +405,12 @@ describe('settle.resolve: the evidence has an epoch (expected_attempt, SE053)', 
     const args = newOperation('epoch', { max_attempts: 3 });
     const first = await acquire(app, args);
     expect(await reportUnknown(app, first)).toMatchObject({ outcome: 'recorded', status: 'unknown' });
-    const read = (await reconciler.query(`select attempt, status::text as status from settle.inspect(tenant => $1, key => $2)`,
-      [first.tenant, first.key])).rows[0] as { attempt: number; status: string };
+    const read = (
+      await reconciler.query(`select attempt, status::text as status from settle.inspect(tenant => $1, key => $2)`, [
+        first.tenant,
+        first.key,
+      ])
+    ).rows[0] as { attempt: number; status: string };
     expect(read).toEqual({ attempt: 1, status: 'unknown' });
 
     // The retry (settle_app) claims attempt 2 and, in the same transaction, charges and loses the
@@ -364,12 +424,24 @@ describe('settle.resolve: the evidence has an epoch (expected_attempt, SE053)', 
         expect(second.attempt).toBe(2);
         return reportUnknown(one, second);
       },
-      (two) => sqlStateOf(resolve(two, first, { outcome: 'failed', error: { none: true }, expectedAttempt: read.attempt, expectedStatus: read.status })),
+      (two) =>
+        sqlStateOf(
+          resolve(two, first, {
+            outcome: 'failed',
+            error: { none: true },
+            expectedAttempt: read.attempt,
+            expectedStatus: read.status,
+          }),
+        ),
     );
     expect(refused).toBe('SE053');
     if (second === undefined) throw new Error('no second attempt');
     // Nothing was judged: attempt 2's success settles the operation.
-    expect(await complete(app, second, { charge: 'ch_2' })).toMatchObject({ outcome: 'settled', status: 'completed', settled_attempt: 2 });
+    expect(await complete(app, second, { charge: 'ch_2' })).toMatchObject({
+      outcome: 'settled',
+      status: 'completed',
+      settled_attempt: 2,
+    });
     const after = await state(observer, first);
     expect(after.op).toMatchObject({ status: 'completed', result: { charge: 'ch_2' } });
     expect(after.audit.filter((row) => row.event === 'resolve')).toEqual([]);
@@ -385,7 +457,13 @@ describe('settle.resolve: the evidence has an epoch (expected_attempt, SE053)', 
     const retry = await db.app();
     const [resolved, claimed] = await secondWaitsForFirst(
       { one: reconciler, two: retry, observer },
-      (one) => resolve(one, first, { outcome: 'failed', error: { none: true }, expectedAttempt: 1, expectedStatus: 'unknown' }),
+      (one) =>
+        resolve(one, first, {
+          outcome: 'failed',
+          error: { none: true },
+          expectedAttempt: 1,
+          expectedStatus: 'unknown',
+        }),
       (two) => claim(two, args),
     );
     expect(resolved).toMatchObject({ outcome: 'resolved', status: 'failed', attempt: 1 });
@@ -400,17 +478,38 @@ describe('settle.resolve: the evidence has an epoch (expected_attempt, SE053)', 
     const ticket = await acquire(app, newOperation('epoch-status', { max_attempts: 1 }));
     await reportUnknown(app, ticket);
     // A mismatched success of attempt 1 (its own token, another binding generation): conflict.
-    expect(await complete(app, { ...ticket, binding_generation: (ticket.binding_generation ?? 1) + 1 }, { other: true }))
-      .toMatchObject({ outcome: 'conflict' });
-    expect(await sqlStateOf(resolve(reconciler, ticket, { outcome: 'failed', error: {}, expectedAttempt: 1, expectedStatus: 'unknown' }))).toBe('SE053');
-    expect(await sqlStateOf(reconciler.query(
-      `select settle.resolve(tenant => $1, key => $2, fingerprint => $3, expected_attempt => null, outcome => 'failed', error => '{}', reason => 'x')`,
-      [ticket.tenant, ticket.key, ticket.fingerprint]))).toBe('SE008');
-    const done = await resolve(reconciler, ticket, { outcome: 'completed', result: { ok: 1 }, expectedAttempt: 1, expectedStatus: 'conflict' });
+    expect(
+      await complete(app, { ...ticket, binding_generation: (ticket.binding_generation ?? 1) + 1 }, { other: true }),
+    ).toMatchObject({ outcome: 'conflict' });
+    expect(
+      await sqlStateOf(
+        resolve(reconciler, ticket, { outcome: 'failed', error: {}, expectedAttempt: 1, expectedStatus: 'unknown' }),
+      ),
+    ).toBe('SE053');
+    expect(
+      await sqlStateOf(
+        reconciler.query(
+          `select settle.resolve(tenant => $1, key => $2, fingerprint => $3, expected_attempt => null, outcome => 'failed', error => '{}', reason => 'x')`,
+          [ticket.tenant, ticket.key, ticket.fingerprint],
+        ),
+      ),
+    ).toBe('SE008');
+    const done = await resolve(reconciler, ticket, {
+      outcome: 'completed',
+      result: { ok: 1 },
+      expectedAttempt: 1,
+      expectedStatus: 'conflict',
+    });
     expect(done).toMatchObject({ outcome: 'resolved', status: 'completed', attempt: 2 });
     // Applying the same verdict again (its precondition is now stale) changes nothing and is no error.
-    expect(await resolve(reconciler, ticket, { outcome: 'completed', result: { ok: 1 }, expectedAttempt: 1, expectedStatus: 'conflict' }))
-      .toMatchObject({ outcome: 'already_final', reason: 'matches' });
+    expect(
+      await resolve(reconciler, ticket, {
+        outcome: 'completed',
+        result: { ok: 1 },
+        expectedAttempt: 1,
+        expectedStatus: 'conflict',
+      }),
+    ).toMatchObject({ outcome: 'already_final', reason: 'matches' });
     const audit = (await state(superuser, ticket)).audit.filter((row) => row.event === 'resolve');
     expect(audit[0]?.detail).toMatchObject({ expected_attempt: 1, expected_status: 'conflict' });
   });
@@ -434,8 +533,22 @@ describe('settle.resolve and the settlement feed', () => {
     );
     expect(rows).toEqual(
       [
-        { key: done.key, status: 'completed', status_before: 'unknown', attempt: 2, result: { charge: 'ch_feed' }, error: null },
-        { key: none.key, status: 'failed', status_before: 'unknown', attempt: 1, result: null, error: { code: 'no_charge' } },
+        {
+          key: done.key,
+          status: 'completed',
+          status_before: 'unknown',
+          attempt: 2,
+          result: { charge: 'ch_feed' },
+          error: null,
+        },
+        {
+          key: none.key,
+          status: 'failed',
+          status_before: 'unknown',
+          attempt: 1,
+          result: null,
+          error: { code: 'no_charge' },
+        },
       ].sort((a, b) => (a.key < b.key ? -1 : 1)),
     );
   });

@@ -31,8 +31,13 @@ describe('minimum retention of settle.purge', () => {
   it('defaults to 24 hours: a shorter older_than is refused with SE014, a longer one purges', async () => {
     const admin = await as('settle_admin');
     const error = await admin.query(`select settle.purge(older_than => interval '23 hours')`).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: 'SE014', detail: expect.stringContaining('"purge_min_retention": "24:00:00"') });
-    expect((await admin.query(`select settle.purge(older_than => interval '24 hours') as n`)).rows[0]).toEqual({ n: 0 });
+    expect(error).toMatchObject({
+      code: 'SE014',
+      detail: expect.stringContaining('"purge_min_retention": "24:00:00"'),
+    });
+    expect((await admin.query(`select settle.purge(older_than => interval '24 hours') as n`)).rows[0]).toEqual({
+      n: 0,
+    });
   });
 
   it('settle_admin lowers it explicitly (logged in settle.admin_log); settle_app cannot', async () => {
@@ -41,10 +46,17 @@ describe('minimum retention of settle.purge', () => {
     const admin = await as('settle_admin');
     expect(await sqlStateOf(admin.query(`select settle.set_purge_min_retention(interval '-1 hour')`))).toBe('SE008');
     expect(await sqlStateOf(admin.query(`select settle.set_purge_min_retention(interval '1 month')`))).toBe('SE008');
-    expect((await admin.query(`select settle.set_purge_min_retention(interval '1 hour')::text as v`)).rows[0]).toEqual({ v: '01:00:00' });
+    expect((await admin.query(`select settle.set_purge_min_retention(interval '1 hour')::text as v`)).rows[0]).toEqual({
+      v: '01:00:00',
+    });
     expect((await admin.query(`select settle.purge(older_than => interval '2 hours') as n`)).rows[0]).toEqual({ n: 0 });
     expect(await sqlStateOf(admin.query(`select settle.purge(older_than => interval '30 minutes')`))).toBe('SE014');
-    const { rows } = await admin.query(`select event, detail from settle.admin_log where event = 'set_purge_min_retention'`);
-    expect(rows).toContainEqual({ event: 'set_purge_min_retention', detail: { before: '24:00:00', after: '01:00:00' } });
+    const { rows } = await admin.query(
+      `select event, detail from settle.admin_log where event = 'set_purge_min_retention'`,
+    );
+    expect(rows).toContainEqual({
+      event: 'set_purge_min_retention',
+      detail: { before: '24:00:00', after: '01:00:00' },
+    });
   });
 });

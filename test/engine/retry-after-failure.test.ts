@@ -29,7 +29,11 @@ describe('retry after failure', () => {
     expect(await heartbeat(app, first)).toMatchObject({ outcome: 'fenced', reason: 'superseded' });
     expect((await mustGetOperation(admin, first.tenant, first.key)).row_text).toBe(whileRunning.row_text);
 
-    expect(await complete(app, second, { receipt: 'r-2' })).toMatchObject({ outcome: 'settled', reason: 'current_attempt', settled_attempt: 2 });
+    expect(await complete(app, second, { receipt: 'r-2' })).toMatchObject({
+      outcome: 'settled',
+      reason: 'current_attempt',
+      settled_attempt: 2,
+    });
 
     expect(await settlementsOf(admin, second.tenant, second.key)).toBe(1);
     const attempts = await storedAttempts(admin, second.tenant, second.key);
@@ -65,11 +69,21 @@ describe('retry after failure', () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
     const op = newOperation('retryable');
     const first = await acquire(app, op);
-    expect(await fail(app, first, { code: 'timeout_upstream' }, true)).toMatchObject({ outcome: 'recorded', reason: 'retryable_failure', status: 'pending' });
+    expect(await fail(app, first, { code: 'timeout_upstream' }, true)).toMatchObject({
+      outcome: 'recorded',
+      reason: 'retryable_failure',
+      status: 'pending',
+    });
     const second = await acquire(app, op);
     expect(second.attempt).toBe(2);
-    expect(await complete(app, second, { receipt: 'r-2' })).toMatchObject({ outcome: 'settled', status: 'completed', settled_attempt: 2 });
-    expect((await storedAttempts(admin, op.tenant as string, op.key as string)).map((a) => [a.observation, a.settled])).toEqual([
+    expect(await complete(app, second, { receipt: 'r-2' })).toMatchObject({
+      outcome: 'settled',
+      status: 'completed',
+      settled_attempt: 2,
+    });
+    expect(
+      (await storedAttempts(admin, op.tenant as string, op.key as string)).map((a) => [a.observation, a.settled]),
+    ).toEqual([
       ['failed', false],
       ['completed', true],
     ]);
@@ -82,7 +96,13 @@ describe('retry after failure', () => {
     await complete(app, second, { receipt: 'winner' });
 
     const late = await complete(app, first, { receipt: 'loser' });
-    expect(late).toMatchObject({ outcome: 'already_settled', reason: 'late_success', status: 'completed', result: { receipt: 'winner' }, settled_attempt: 2 });
+    expect(late).toMatchObject({
+      outcome: 'already_settled',
+      reason: 'late_success',
+      status: 'completed',
+      result: { receipt: 'winner' },
+      settled_attempt: 2,
+    });
     expect(await complete(app, first, { receipt: 'loser' })).toMatchObject({ outcome: 'duplicate' });
 
     const stored = await mustGetOperation(admin, first.tenant, first.key);
@@ -101,21 +121,37 @@ describe('retry after failure', () => {
     // effect's success arrives: no other attempt exists, so it is not "superseded".
     const first = await acquire(app, newOperation('released-late'));
     expect(await reportUnknown(app, first)).toMatchObject({ outcome: 'recorded', status: 'unknown' });
-    expect(await complete(app, first, { receipt: 'late' })).toMatchObject({ outcome: 'settled', reason: 'lease_released', settled_attempt: 1 });
+    expect(await complete(app, first, { receipt: 'late' })).toMatchObject({
+      outcome: 'settled',
+      reason: 'lease_released',
+      settled_attempt: 1,
+    });
     // The sweeper ended a lapsed lease and nobody claimed since: the same answer.
     const swept = await acquire(app, newOperation('swept-late'));
     await expireLease(admin, swept.tenant, swept.key);
     expect((await expireLeases(admin)).expired).toBeGreaterThanOrEqual(1);
     expect((await mustGetOperation(admin, swept.tenant, swept.key)).lease_token).toBeNull();
-    expect(await complete(app, swept, { receipt: 'late' })).toMatchObject({ outcome: 'settled', reason: 'lease_released', settled_attempt: 1 });
+    expect(await complete(app, swept, { receipt: 'late' })).toMatchObject({
+      outcome: 'settled',
+      reason: 'lease_released',
+      settled_attempt: 1,
+    });
   });
 
   it('a late success of a superseded attempt before the current one settles does settle (superseded_attempt)', async () => {
     const [app, admin] = await Promise.all([db.app(), db.connect()]);
     const [first, second] = await supersededPair(app, admin, newOperation('superseded-wins'));
 
-    expect(await complete(app, first, { receipt: 'first' })).toMatchObject({ outcome: 'settled', reason: 'superseded_attempt', settled_attempt: 1 });
-    expect(await complete(app, second, { receipt: 'second' })).toMatchObject({ outcome: 'already_settled', reason: 'late_success', result: { receipt: 'first' } });
+    expect(await complete(app, first, { receipt: 'first' })).toMatchObject({
+      outcome: 'settled',
+      reason: 'superseded_attempt',
+      settled_attempt: 1,
+    });
+    expect(await complete(app, second, { receipt: 'second' })).toMatchObject({
+      outcome: 'already_settled',
+      reason: 'late_success',
+      result: { receipt: 'first' },
+    });
     expect(await heartbeat(app, second)).toMatchObject({ outcome: 'fenced', reason: 'settled' });
 
     const attempts = await storedAttempts(admin, first.tenant, first.key);
@@ -123,6 +159,9 @@ describe('retry after failure', () => {
       [1, true, 'lease_expired'],
       [2, false, 'settled_elsewhere'],
     ]);
-    expect(await mustGetOperation(admin, first.tenant, first.key)).toMatchObject({ status: 'completed', result: { receipt: 'first' } });
+    expect(await mustGetOperation(admin, first.tenant, first.key)).toMatchObject({
+      status: 'completed',
+      result: { receipt: 'first' },
+    });
   });
 });

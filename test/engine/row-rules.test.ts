@@ -86,7 +86,10 @@ describe('row rules of settle_private.operations', () => {
     { rule: 'attempt_within_budget', columns: { attempt: '6' } },
     { rule: 'max_attempts_positive', columns: { max_attempts: '0' } },
     { rule: 'lease_token_iff_lease_expiry', columns: { status: `'running'`, lease_token: 'gen_random_uuid()' } },
-    { rule: 'pending_is_unleased', columns: { lease_token: 'gen_random_uuid()', lease_expires_at: `now() + interval '1 minute'` } },
+    {
+      rule: 'pending_is_unleased',
+      columns: { lease_token: 'gen_random_uuid()', lease_expires_at: `now() + interval '1 minute'` },
+    },
     { rule: 'running_is_leased', columns: { status: `'running'` } },
   ];
   for (const { rule, columns } of inserts) {
@@ -101,7 +104,10 @@ describe('row rules of settle_private.operations', () => {
         table: 'operations',
         message: `new row for relation "operations" violates check constraint "${rule}"`,
       });
-      const { rows } = await admin.query('select 1 from settle_private.operations where tenant = $1 and key = $2', ['acme', key]);
+      const { rows } = await admin.query('select 1 from settle_private.operations where tenant = $1 and key = $2', [
+        'acme',
+        key,
+      ]);
       expect(rows).toEqual([]);
     });
   }
@@ -122,7 +128,10 @@ describe('row rules of settle_private.operations', () => {
       rule: 'completed_has_result',
       set: `status = 'completed', lease_token = null, lease_expires_at = null, settled_attempt = 1, settled_at = now()`,
     },
-    { rule: 'completed_has_settlement', set: `status = 'completed', lease_token = null, lease_expires_at = null, result = '{}'` },
+    {
+      rule: 'completed_has_settlement',
+      set: `status = 'completed', lease_token = null, lease_expires_at = null, result = '{}'`,
+    },
     {
       rule: 'settled_attempt_was_opened',
       set: `status = 'completed', lease_token = null, lease_expires_at = null, result = '{}', settled_attempt = 3, settled_at = now()`,
@@ -132,7 +141,9 @@ describe('row rules of settle_private.operations', () => {
     it(`UPDATE breaking ${rule} fails with 23514 naming it and changes nothing`, async () => {
       const { admin, ticket } = await runningOperation('rule-update');
       const before = await mustGetOperation(admin, ticket.tenant, ticket.key);
-      const error = await errorOf(admin.query(`update settle_private.operations set ${set} ${WHERE}`, [ticket.tenant, ticket.key]));
+      const error = await errorOf(
+        admin.query(`update settle_private.operations set ${set} ${WHERE}`, [ticket.tenant, ticket.key]),
+      );
       expect(error).toMatchObject({ code: '23514', constraint: rule, table: 'operations' });
       expect((await mustGetOperation(admin, ticket.tenant, ticket.key)).row_text).toBe(before.row_text);
     });
@@ -140,9 +151,13 @@ describe('row rules of settle_private.operations', () => {
 
   it('the guards answer first where both would refuse (a negative redrive count is a move back: SE021)', async () => {
     const { admin, ticket } = await runningOperation('rule-guard-first');
-    const error = await errorOf(admin.query(`update settle_private.operations set redrive_count = -1 ${WHERE}`, [ticket.tenant, ticket.key]));
+    const error = await errorOf(
+      admin.query(`update settle_private.operations set redrive_count = -1 ${WHERE}`, [ticket.tenant, ticket.key]),
+    );
     expect(error.code).toBe('SE021');
-    expect((await errorOf(admin.query(insertOperation(uniqueKey('rule-guard-first'), { redrive_count: '-1' })))).code).toBe('SE021');
+    expect(
+      (await errorOf(admin.query(insertOperation(uniqueKey('rule-guard-first'), { redrive_count: '-1' })))).code,
+    ).toBe('SE021');
   });
 });
 
@@ -154,12 +169,21 @@ describe('row rules of settle_private.attempts', () => {
     { rule: 'end_reason_iff_ended', columns: { ended_at: 'now()' } },
     { rule: 'end_reason_is_known', columns: { ended_at: 'now()', end_reason: `'bored'` } },
     { rule: 'failure_has_error', columns: { observation: `'failed'`, observed_at: 'now()', retryable: 'true' } },
-    { rule: 'settled_requires_completion', columns: { observation: `'unknown'`, observed_at: 'now()', settled: 'true' } },
-    { rule: 'late_result_only_when_not_settled', columns: { observation: `'unknown'`, observed_at: 'now()', late_result: `'{}'` } },
+    {
+      rule: 'settled_requires_completion',
+      columns: { observation: `'unknown'`, observed_at: 'now()', settled: 'true' },
+    },
+    {
+      rule: 'late_result_only_when_not_settled',
+      columns: { observation: `'unknown'`, observed_at: 'now()', late_result: `'{}'` },
+    },
     { rule: 'settled_as_is_the_attempt', columns: { settled_as: '1' } },
     { rule: 'claim_log_complete', columns: { claim_seq: '7' } },
     { rule: 'claim_log_complete', columns: { claim_seq: '7', claim_audit_id: '7' } },
-    { rule: 'settlement_is_logged', columns: { observation: `'completed'`, observed_at: 'now()', settled: 'true', settled_as: '2' } },
+    {
+      rule: 'settlement_is_logged',
+      columns: { observation: `'completed'`, observed_at: 'now()', settled: 'true', settled_as: '2' },
+    },
     { rule: 'settlement_is_logged', columns: { settled_seq: '7', settled_audit_id: '7', settled_reason: `'forged'` } },
   ];
   for (const { rule, columns } of inserts) {
@@ -167,7 +191,10 @@ describe('row rules of settle_private.attempts', () => {
       const { admin, ticket } = await runningOperation('rule-attempt');
       const error = await errorOf(admin.query(insertAttempt(ticket, columns)));
       expect(error).toMatchObject({ code: '23514', constraint: rule, schema: 'settle_private', table: 'attempts' });
-      const { rows } = await admin.query<{ n: number }>(`select count(*)::int as n from settle_private.attempts ${WHERE}`, [ticket.tenant, ticket.key]);
+      const { rows } = await admin.query<{ n: number }>(
+        `select count(*)::int as n from settle_private.attempts ${WHERE}`,
+        [ticket.tenant, ticket.key],
+      );
       expect(rows[0]?.n).toBe(1);
     });
   }
@@ -175,16 +202,22 @@ describe('row rules of settle_private.attempts', () => {
   it('an UPDATE is held to them too, also under session_replication_role = replica', async () => {
     const { admin, ticket } = await runningOperation('rule-attempt-update');
     const args = [ticket.tenant, ticket.key];
-    expect(await errorOf(admin.query(`update settle_private.attempts set ended_at = now() ${WHERE}`, args))).toMatchObject({
+    expect(
+      await errorOf(admin.query(`update settle_private.attempts set ended_at = now() ${WHERE}`, args)),
+    ).toMatchObject({
       code: '23514',
       constraint: 'end_reason_iff_ended',
     });
     await admin.query('set session_replication_role = replica');
-    expect(await errorOf(admin.query(`update settle_private.attempts set observation = 'unknown' ${WHERE}`, args))).toMatchObject({
+    expect(
+      await errorOf(admin.query(`update settle_private.attempts set observation = 'unknown' ${WHERE}`, args)),
+    ).toMatchObject({
       code: '23514',
       constraint: 'observed_iff_observation',
     });
-    expect(await errorOf(admin.query(`update settle_private.operations set lease_expires_at = null ${WHERE}`, args))).toMatchObject({
+    expect(
+      await errorOf(admin.query(`update settle_private.operations set lease_expires_at = null ${WHERE}`, args)),
+    ).toMatchObject({
       code: '23514',
       constraint: 'lease_token_iff_lease_expiry',
     });

@@ -28,7 +28,9 @@ async function settleWithLedgerRow(app: pg.ClientBase, prefix: string, end: 'com
 }
 
 async function ledgerRows(admin: pg.ClientBase, key: string): Promise<number> {
-  const { rows } = await admin.query<{ n: number }>('select count(*)::int as n from public.ledger where key = $1', [key]);
+  const { rows } = await admin.query<{ n: number }>('select count(*)::int as n from public.ledger where key = $1', [
+    key,
+  ]);
   return rows[0]?.n ?? 0;
 }
 

@@ -27,7 +27,22 @@ describe('privileges and hardening, from the catalog', () => {
                 'select, insert, update, delete, truncate, references, trigger') as any_privilege
          from (${PRIVATE_TABLES}) t`,
     );
-    expect(rows.map((r) => r.relname).sort()).toEqual(['admin_log', 'attempts', 'audit_log', 'audit_overflow', 'binding_floors', 'feed_consumers', 'feed_events', 'feed_lanes', 'feed_waiters', 'operations', 'reconciliation_leases', 'settings', 'tenant_bindings', 'upkeep_jobs']);
+    expect(rows.map((r) => r.relname).sort()).toEqual([
+      'admin_log',
+      'attempts',
+      'audit_log',
+      'audit_overflow',
+      'binding_floors',
+      'feed_consumers',
+      'feed_events',
+      'feed_lanes',
+      'feed_waiters',
+      'operations',
+      'reconciliation_leases',
+      'settings',
+      'tenant_bindings',
+      'upkeep_jobs',
+    ]);
     expect(rows.filter((r) => r.any_privilege)).toEqual([]);
   });
 
@@ -69,7 +84,23 @@ describe('privileges and hardening, from the catalog', () => {
          from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'settle'`,
     );
     const names = rows.map((r) => r.fn.replace(/\(.*$/, ''));
-    for (const api of ['claim', 'heartbeat', 'complete', 'fail', 'report_unknown', 'get', 'inspect', 'expire_leases', 'redrive', 'purge', 'fingerprint', 'status_rank', 'grant_tenant', 'revoke_tenant', 'revoke_binding']) {
+    for (const api of [
+      'claim',
+      'heartbeat',
+      'complete',
+      'fail',
+      'report_unknown',
+      'get',
+      'inspect',
+      'expire_leases',
+      'redrive',
+      'purge',
+      'fingerprint',
+      'status_rank',
+      'grant_tenant',
+      'revoke_tenant',
+      'revoke_binding',
+    ]) {
       expect(names).toContain(`settle.${api}`);
     }
     const weak = rows.filter((r) => {

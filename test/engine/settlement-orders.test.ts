@@ -54,10 +54,17 @@ describe('Order B: timeout first, success second (matching lock)', () => {
   it('same attempt: unknown, then its success upgrades to completed with the result', async () => {
     const { one, admin } = await sessions();
     const ticket = await acquire(one, newOperation('order-b'));
-    expect(await reportUnknown(one, ticket)).toMatchObject({ outcome: 'recorded', reason: 'outcome_unknown', status: 'unknown' });
+    expect(await reportUnknown(one, ticket)).toMatchObject({
+      outcome: 'recorded',
+      reason: 'outcome_unknown',
+      status: 'unknown',
+    });
     const success = await complete(one, ticket, RESULT);
     expect(success).toMatchObject({ outcome: 'settled', status: 'completed', result: RESULT, settled_attempt: 1 });
-    expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'completed', result: RESULT });
+    expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({
+      status: 'completed',
+      result: RESULT,
+    });
   });
 
   it('racing attempts: the success queued behind the timeout settles', async () => {
@@ -69,8 +76,18 @@ describe('Order B: timeout first, success second (matching lock)', () => {
       (two) => complete(two, old, RESULT),
     );
     expect(unknown).toMatchObject({ outcome: 'recorded', status: 'unknown' });
-    expect(success).toMatchObject({ outcome: 'settled', reason: 'superseded_attempt', status: 'completed', result: RESULT, settled_attempt: 1 });
-    expect(await mustGetOperation(s.admin, old.tenant, old.key)).toMatchObject({ status: 'completed', result: RESULT, settled_attempt: 1 });
+    expect(success).toMatchObject({
+      outcome: 'settled',
+      reason: 'superseded_attempt',
+      status: 'completed',
+      result: RESULT,
+      settled_attempt: 1,
+    });
+    expect(await mustGetOperation(s.admin, old.tenant, old.key)).toMatchObject({
+      status: 'completed',
+      result: RESULT,
+      settled_attempt: 1,
+    });
   });
 });
 
@@ -83,7 +100,13 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
 
     const byRequest = await claim(one, { ...op, request: OTHER_REQUEST });
     const byGeneration = await claim(one, { ...op, binding_generation: 2 });
-    expect(byRequest).toMatchObject({ outcome: 'conflict', conflict_on: ['request'], status: null, result: null, fingerprint: null });
+    expect(byRequest).toMatchObject({
+      outcome: 'conflict',
+      conflict_on: ['request'],
+      status: null,
+      result: null,
+      fingerprint: null,
+    });
     expect(byGeneration).toMatchObject({ outcome: 'conflict', conflict_on: ['binding'], status: null, result: null });
     expect(await storedAttempts(admin, ticket.tenant, ticket.key)).toHaveLength(1);
     expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'unknown', attempt: 1 });
@@ -99,9 +122,10 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
       const s = await sessions();
       const op = newOperation(`order-c-${part}`);
       const [old, current] = await supersededPair(s.one, s.admin, op);
-      const wrong = part === 'request'
-        ? { ...old, fingerprint: await fingerprintOf(s.admin, OTHER_REQUEST) }
-        : { ...old, binding_generation: 2 };
+      const wrong =
+        part === 'request'
+          ? { ...old, fingerprint: await fingerprintOf(s.admin, OTHER_REQUEST) }
+          : { ...old, binding_generation: 2 };
 
       const [unknown, late] = await secondWaitsForFirst(
         s,
@@ -123,7 +147,12 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
         dead_letter_reason: null,
       });
       const stored = await mustGetOperation(s.admin, op.tenant as string, op.key as string);
-      expect(stored).toMatchObject({ status: 'conflict', result: null, settled_attempt: null, fingerprint: old.fingerprint });
+      expect(stored).toMatchObject({
+        status: 'conflict',
+        result: null,
+        settled_attempt: null,
+        fingerprint: old.fingerprint,
+      });
       const attempts = await storedAttempts(s.admin, old.tenant, old.key);
       expect(attempts.filter((a) => a.settled)).toHaveLength(0);
       expect(attempts[0]).toMatchObject({ observation: 'conflict', late_result: null });
@@ -143,10 +172,19 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
     const ticket = await acquire(one, op);
     const wrong = { ...ticket, fingerprint: await fingerprintOf(admin, OTHER_REQUEST) };
     expect(await complete(one, wrong, { receipt: 'other' })).toMatchObject({ outcome: 'conflict' });
-    expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'conflict', lease_token: null });
-    expect(await fail(one, ticket, { code: 'e' }, false)).toMatchObject({ outcome: 'fenced', reason: 'attempt_conflicted' });
+    expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({
+      status: 'conflict',
+      lease_token: null,
+    });
+    expect(await fail(one, ticket, { code: 'e' }, false)).toMatchObject({
+      outcome: 'fenced',
+      reason: 'attempt_conflicted',
+    });
     expect(await reportUnknown(one, ticket)).toMatchObject({ outcome: 'fenced', reason: 'attempt_conflicted' });
-    expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({ status: 'conflict', result: null });
+    expect(await mustGetOperation(admin, ticket.tenant, ticket.key)).toMatchObject({
+      status: 'conflict',
+      result: null,
+    });
   });
 
   // Found by lattice-property.test.ts. Engine bug: when the operation is already `conflict`,
@@ -161,9 +199,17 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
     await complete(one, { ...first, fingerprint: wrongFingerprint }, { receipt: 'other' });
     const second = await acquire(one, op);
     expect(second.attempt).toBe(2);
-    expect(await complete(one, { ...second, fingerprint: wrongFingerprint }, { receipt: 'other' })).toMatchObject({ outcome: 'conflict' });
-    expect(await mustGetOperation(admin, second.tenant, second.key)).toMatchObject({ status: 'conflict', lease_token: null });
-    expect(await fail(one, second, { code: 'e' }, false)).toMatchObject({ outcome: 'fenced', reason: 'attempt_conflicted' });
+    expect(await complete(one, { ...second, fingerprint: wrongFingerprint }, { receipt: 'other' })).toMatchObject({
+      outcome: 'conflict',
+    });
+    expect(await mustGetOperation(admin, second.tenant, second.key)).toMatchObject({
+      status: 'conflict',
+      lease_token: null,
+    });
+    expect(await fail(one, second, { code: 'e' }, false)).toMatchObject({
+      outcome: 'fenced',
+      reason: 'attempt_conflicted',
+    });
     expect(await reportUnknown(one, second)).toMatchObject({ outcome: 'fenced', reason: 'attempt_conflicted' });
   });
 
@@ -175,7 +221,11 @@ describe('Order C: late success with a mismatched fingerprint or binding generat
     const before = await mustGetOperation(admin, ticket.tenant, ticket.key);
 
     const byGeneration = await complete(one, { ...ticket, binding_generation: 9 }, { receipt: 'stale-binding' });
-    const byRequest = await complete(one, { ...ticket, fingerprint: await fingerprintOf(admin, OTHER_REQUEST) }, { receipt: 'x' });
+    const byRequest = await complete(
+      one,
+      { ...ticket, fingerprint: await fingerprintOf(admin, OTHER_REQUEST) },
+      { receipt: 'x' },
+    );
     expect(byGeneration).toMatchObject({ outcome: 'conflict', conflict_on: ['binding'], result: null, status: null });
     expect(byRequest).toMatchObject({ outcome: 'conflict', conflict_on: ['request'], result: null, status: null });
     const after = await mustGetOperation(admin, ticket.tenant, ticket.key);

@@ -12,7 +12,9 @@ import { acquire, claim, complete, fail, get, heartbeat, reportUnknown } from '.
 const db = useEngineDatabase('tenant_binding');
 const loginRole = useLoginRoles(db);
 
-async function errorOf(promise: Promise<unknown>): Promise<{ code: string; message: string; detail: string; hint: string }> {
+async function errorOf(
+  promise: Promise<unknown>,
+): Promise<{ code: string; message: string; detail: string; hint: string }> {
   try {
     await promise;
   } catch (error) {
@@ -58,7 +60,10 @@ describe('tenant binding', () => {
     ];
     for (const answer of answers) expect(answer.code).toBe('SE013');
     // The same words whether or not the key exists: nothing about globex is disclosed.
-    const strip = (a: { message: string; detail: string; hint: string }) => JSON.stringify(a).replaceAll(existing.key ?? '', 'K').replaceAll(missing.key ?? '', 'K');
+    const strip = (a: { message: string; detail: string; hint: string }) =>
+      JSON.stringify(a)
+        .replaceAll(existing.key ?? '', 'K')
+        .replaceAll(missing.key ?? '', 'K');
     expect(strip(answers[0]!)).toBe(strip(answers[1]!));
     expect(strip(answers[2]!)).toBe(strip(answers[3]!));
     expect(await countOperations(superuser)).toBe(before);
@@ -75,13 +80,16 @@ describe('tenant binding', () => {
     const op = newOperation('logged', { tenant: 'globex' });
     expect(await sqlStateOf(claim(svc, op))).toBe('SE013');
     const readLog = async (): Promise<string | null> => {
-      const { rows } = await superuser.query<{ text: string }>(
-        `select pg_read_file(f, greatest(0, (pg_stat_file(f)).size - 4000000), 4000000) as text
+      const { rows } = await superuser
+        .query<{ text: string }>(
+          `select pg_read_file(f, greatest(0, (pg_stat_file(f)).size - 4000000), 4000000) as text
            from (select current_setting('data_directory') || '/../server.log' as f) p`,
-      ).catch(() => ({ rows: [] as { text: string }[] }));
+        )
+        .catch(() => ({ rows: [] as { text: string }[] }));
       return rows[0]?.text ?? null;
     };
-    if ((await readLog()) === null) context.skip('the server log is not readable here (not the local throwaway cluster)');
+    if ((await readLog()) === null)
+      context.skip('the server log is not readable here (not the local throwaway cluster)');
     const line = `"key": "${op.key ?? ''}"`;
     const deadline = Date.now() + 10_000;
     let log = (await readLog()) ?? '';
@@ -120,8 +128,11 @@ describe('tenant binding', () => {
     expect(unbound.rows[0].tenants).toBeNull();
     expect((await claim(svc, newOperation('a', { tenant: 'globex' }))).outcome).toBe('acquired');
 
-    const log = await admin.query(`select event, detail->>'role' as role, detail->>'tenant' as tenant from settle.admin_log
-                                    where detail->>'role' = $1 order by log_id`, [role.name]);
+    const log = await admin.query(
+      `select event, detail->>'role' as role, detail->>'tenant' as tenant from settle.admin_log
+                                    where detail->>'role' = $1 order by log_id`,
+      [role.name],
+    );
     expect(log.rows).toEqual([
       { event: 'grant_tenant', role: role.name, tenant: 'acme' },
       { event: 'grant_tenant', role: role.name, tenant: 'globex' },
@@ -169,7 +180,9 @@ describe('tenant binding', () => {
     await acquire(app, acme);
     await acquire(app, globex);
     expect((await ro.query(`select 1 from settle.inspect($1, $2)`, [acme.tenant, acme.key])).rows).toHaveLength(1);
-    expect(await sqlStateOf(ro.query(`select 1 from settle.inspect($1, $2)`, [globex.tenant, globex.key]))).toBe('SE013');
+    expect(await sqlStateOf(ro.query(`select 1 from settle.inspect($1, $2)`, [globex.tenant, globex.key]))).toBe(
+      'SE013',
+    );
     for (const view of ['operations', 'attempts', 'audit_log', 'dead_letters', 'settlements', 'stats']) {
       const { rows } = await ro.query(`select distinct tenant from settle.${view}`);
       expect(rows.every((r: { tenant: string }) => r.tenant === 'acme')).toBe(true);

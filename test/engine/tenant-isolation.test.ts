@@ -63,7 +63,10 @@ describe('defect 6: every view a bound login can read is tenant-filtered', () =>
     await acquire(app, newOperation('live', { tenant: mine }));
     await complete(app, await acquire(app, newOperation('done', { tenant: mine })), { paid: true });
 
-    const readers = [await boundLogin(admin, 'ro', 'settle_readonly', mine), await boundLogin(admin, 'adm', 'settle_admin', mine)];
+    const readers = [
+      await boundLogin(admin, 'ro', 'settle_readonly', mine),
+      await boundLogin(admin, 'adm', 'settle_admin', mine),
+    ];
     // Every view of schema settle, from the catalog: a new view is covered the day it is added.
     const { rows: views } = await superuser.query<{ name: string; has_tenant: boolean }>(
       `select c.relname as name,
@@ -80,7 +83,8 @@ describe('defect 6: every view a bound login can read is tenant-filtered', () =>
     // feed's horizon: to a bound login without their login, application_name or another tenant's
     // consumer (the secrets check again).
     const tenantFree = new Set(['admin_log', 'metrics', 'feed_consumers', 'feed_horizon', 'upkeep']);
-    for (const view of views) expect(view.has_tenant || tenantFree.has(view.name), `settle.${view.name} has a tenant column`).toBe(true);
+    for (const view of views)
+      expect(view.has_tenant || tenantFree.has(view.name), `settle.${view.name} has a tenant column`).toBe(true);
     const secrets = [theirs, theirService.name, 'their-principal'];
 
     for (const role of readers) {
@@ -92,7 +96,10 @@ describe('defect 6: every view a bound login can read is tenant-filtered', () =>
         }
         if (view.has_tenant) {
           const seen = await reader.query<{ tenant: string }>(`select distinct tenant from settle.${view.name}`);
-          expect(seen.rows.every((r) => r.tenant === mine), `settle.${view.name} shows only ${mine}`).toBe(true);
+          expect(
+            seen.rows.every((r) => r.tenant === mine),
+            `settle.${view.name} shows only ${mine}`,
+          ).toBe(true);
         }
       }
       // Not vacuous: the reader does see its own tenant.
@@ -109,15 +116,24 @@ describe('defect 6: every view a bound login can read is tenant-filtered', () =>
       const { rows: metrics } = await reader.query<Record<string, string>>(`select * from settle.metrics`);
       const counts = Object.fromEntries(Object.entries(metrics[0] ?? {}).map(([k, v]) => [k, Number(v)]));
       expect(counts).toMatchObject({
-        operations_in_flight: 1, operations_unknown: 0, operations_conflict: 0, dead_letters_failed: 0,
-        dead_letters_needs_reconciliation: 0, conflicts_recent: 0, refused_observations_recent: 0,
+        operations_in_flight: 1,
+        operations_unknown: 0,
+        operations_conflict: 0,
+        dead_letters_failed: 0,
+        dead_letters_needs_reconciliation: 0,
+        conflicts_recent: 0,
+        refused_observations_recent: 0,
       });
     }
     // An unbound reader still sees everything (the filter is the binding, not the role).
     const everyone = await (await loginRole('ro_all', ['settle_readonly'])).connect();
-    const all = await everyone.query(`select distinct tenant from settle.operations where tenant = any ($1)`, [[mine, theirs]]);
+    const all = await everyone.query(`select distinct tenant from settle.operations where tenant = any ($1)`, [
+      [mine, theirs],
+    ]);
     expect(all.rows).toHaveLength(2);
-    const { rows: allMetrics } = await everyone.query<{ operations_unknown: string }>(`select operations_unknown from settle.metrics`);
+    const { rows: allMetrics } = await everyone.query<{ operations_unknown: string }>(
+      `select operations_unknown from settle.metrics`,
+    );
     expect(Number(allMetrics[0]?.operations_unknown)).toBeGreaterThanOrEqual(1);
   });
 });
@@ -175,14 +191,18 @@ describe('defect 7: a binding follows the role (its OID) and fails closed', () =
       }
     })();
     try {
-      const answers = await Promise.all(svcs.map(async (svc) => {
-        const codes: string[] = [];
-        // Until the renamer has committed several renames, and at least 20 claims each.
-        for (let i = 0; i < 20 || renames < 6; i += 1) {
-          codes.push(await sqlStateOf(claim(svc, newOperation('race', { tenant: theirs }))).catch((e: unknown) => String(e)));
-        }
-        return codes;
-      }));
+      const answers = await Promise.all(
+        svcs.map(async (svc) => {
+          const codes: string[] = [];
+          // Until the renamer has committed several renames, and at least 20 claims each.
+          for (let i = 0; i < 20 || renames < 6; i += 1) {
+            codes.push(
+              await sqlStateOf(claim(svc, newOperation('race', { tenant: theirs }))).catch((e: unknown) => String(e)),
+            );
+          }
+          return codes;
+        }),
+      );
       expect(renames).toBeGreaterThanOrEqual(6);
       for (const codes of answers) expect(new Set(codes)).toEqual(new Set(['SE013']));
     } finally {
@@ -230,14 +250,24 @@ describe('defect 12: a settle_admin login bound to tenants acts on those tenants
     const refusals = [
       bound.query(`select * from settle.redrive(tenant => $1, key => $2)`, [theirs, dead.key]),
       bound.query(`select * from settle.redrive(tenant => $1, key => $2)`, [theirs, running.key]), // was SE011 + status
-      bound.query(`select * from settle.redrive(tenant => $1, key => $2, request => '{"probe":1}')`, [theirs, dead.key]), // was SE012
+      bound.query(`select * from settle.redrive(tenant => $1, key => $2, request => '{"probe":1}')`, [
+        theirs,
+        dead.key,
+      ]), // was SE012
       bound.query(`select * from settle.redrive(tenant => $1, key => 'no-such-key')`, [theirs]), // was SE010
       bound.query(`select * from settle.inspect($1, $2)`, [theirs, dead.key]),
       bound.query(`select settle.revoke_binding($1, 'svc-payments', 9)`, [theirs]),
       bound.query(`select settle.grant_tenant(session_user::text, $1)`, [theirs]),
       bound.query(`select settle.revoke_tenant($1, $2)`, [theirSvc.name, theirs]),
     ];
-    const errors = await Promise.all(refusals.map((p) => p.then(() => null, (e: { code?: string; detail?: string; message?: string }) => e)));
+    const errors = await Promise.all(
+      refusals.map((p) =>
+        p.then(
+          () => null,
+          (e: { code?: string; detail?: string; message?: string }) => e,
+        ),
+      ),
+    );
     for (const error of errors) {
       expect(error?.code).toBe('SE013');
       expect(`${error?.message ?? ''} ${error?.detail ?? ''}`).not.toMatch(/running|pending|failed|dead/);
@@ -264,7 +294,9 @@ describe('defect 12: a settle_admin login bound to tenants acts on those tenants
     expect(await sqlStateOf(bound.query(`select settle.revoke_tenant($1, null)`, [own.name]))).toBe('SE019'); // unbinding widens
     // Its own tenant: redrive, a floor, and the bindings of its own services.
     expect((await redrive(bound, { tenant: mine, key: ownDead.key })).status).toBe('pending');
-    expect((await bound.query(`select settle.revoke_binding($1, 'svc-payments', 2) as floor`, [mine])).rows[0].floor).toBe('2');
+    expect(
+      (await bound.query(`select settle.revoke_binding($1, 'svc-payments', 2) as floor`, [mine])).rows[0].floor,
+    ).toBe('2');
     expect((await bound.query(`select settle.revoke_tenant($1, $2) as t`, [own.name, mine])).rows[0].t).toEqual([]);
     expect((await bound.query(`select settle.grant_tenant($1, $2) as t`, [own.name, mine])).rows[0].t).toEqual([mine]);
   });
@@ -275,7 +307,10 @@ describe('defect 12: a settle_admin login bound to tenants acts on those tenants
     const superuser = await db.connect();
     const bound = await (await boundLogin(platform, 'tenant_ops', 'settle_admin', mine)).connect();
     const app = await (await loginRole('writer', ['settle_app'])).connect();
-    const [myLease, theirLease] = [await acquire(app, newOperation('l', { tenant: mine })), await acquire(app, newOperation('l', { tenant: theirs }))];
+    const [myLease, theirLease] = [
+      await acquire(app, newOperation('l', { tenant: mine })),
+      await acquire(app, newOperation('l', { tenant: theirs })),
+    ];
     for (const t of [myLease, theirLease]) expect(await expireLease(superuser, t.tenant, t.key)).toBe(true);
     const [myDone, theirDone] = [newOperation('p', { tenant: mine }), newOperation('p', { tenant: theirs })];
     for (const op of [myDone, theirDone]) await complete(app, await acquire(app, op), { ok: 1 });
@@ -286,7 +321,9 @@ describe('defect 12: a settle_admin login bound to tenants acts on those tenants
     expect(await storedOperation(superuser, mine, myLease.key)).toMatchObject({ status: 'pending' });
 
     await superuser.query(`update settle_private.settings set value = interval '0' where name = 'purge_min_retention'`);
-    const purged = await bound.query<{ n: number }>(`select settle.purge(older_than => interval '0 seconds', batch_size => 1000) as n`);
+    const purged = await bound.query<{ n: number }>(
+      `select settle.purge(older_than => interval '0 seconds', batch_size => 1000) as n`,
+    );
     expect(purged.rows[0]?.n).toBeGreaterThanOrEqual(1);
     expect(await storedOperation(superuser, mine, myDone.key as string)).toBeUndefined();
     expect(await storedOperation(superuser, theirs, theirDone.key as string)).toMatchObject({ status: 'completed' });

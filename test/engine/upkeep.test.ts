@@ -39,7 +39,13 @@ describe('upkeep', () => {
     // `overdue` is left out: a job that never ran is overdue once twice its interval plus a minute
     // has passed since the migration, which a long test run reaches (the last test checks it).
     expect(await upkeep(admin)).toEqual([
-      expect.objectContaining({ job: 'dead_letter_in_doubt', every: '00:01:00', retention: null, runs: 0, last_ok: null }),
+      expect.objectContaining({
+        job: 'dead_letter_in_doubt',
+        every: '00:01:00',
+        retention: null,
+        runs: 0,
+        last_ok: null,
+      }),
       expect.objectContaining({ job: 'expire_leases', every: '00:01:00', retention: null, runs: 0, last_ok: null }),
       expect.objectContaining({ job: 'purge', every: '01:00:00', retention: '7 days', runs: 0, last_ok: null }),
       expect.objectContaining({ job: 'trim_feed', every: '00:01:00', retention: null, runs: 0, last_ok: null }),
@@ -79,7 +85,13 @@ describe('upkeep', () => {
     expect((await runUpkeep(two, 'purge', true)).map((r) => r.outcome)).toEqual(['ran']);
     const jobs = await upkeep(two);
     expect(jobs).toEqual([
-      expect.objectContaining({ job: 'dead_letter_in_doubt', last_ok: true, last_by: role.name, runs: 1, overdue: false }),
+      expect.objectContaining({
+        job: 'dead_letter_in_doubt',
+        last_ok: true,
+        last_by: role.name,
+        runs: 1,
+        overdue: false,
+      }),
       expect.objectContaining({ job: 'expire_leases', last_ok: true, last_by: role.name, runs: 1, overdue: false }),
       expect.objectContaining({ job: 'purge', last_ok: true, last_by: role.name, runs: 2, overdue: false }),
       expect.objectContaining({ job: 'trim_feed', last_ok: true, last_by: role.name, runs: 1, overdue: false }),
@@ -112,7 +124,9 @@ describe('upkeep', () => {
       [done.key, open.key, recent.key],
     ]);
     expect(left.rows.map((r) => r.key).sort()).toEqual([open.key, recent.key].sort());
-    const log = await admin.query(`select event, detail from settle.admin_log where event = 'set_retention' order by log_id`);
+    const log = await admin.query(
+      `select event, detail from settle.admin_log where event = 'set_retention' order by log_id`,
+    );
     expect(log.rows.at(-1)).toMatchObject({ event: 'set_retention', detail: { after: '7 days' } });
   });
 
@@ -121,7 +135,9 @@ describe('upkeep', () => {
     expect(await sqlStateOf(admin.query(`select settle.set_in_doubt_after(interval '0 seconds')`))).toBe('SE008');
     const { rows } = await admin.query(`select settle.set_in_doubt_after(interval '20 minutes')::text as r`);
     expect(rows[0].r).toBe('00:20:00');
-    const log = await admin.query(`select event, detail from settle.admin_log where event = 'set_in_doubt_after' order by log_id`);
+    const log = await admin.query(
+      `select event, detail from settle.admin_log where event = 'set_in_doubt_after' order by log_id`,
+    );
     expect(log.rows.at(-1)).toMatchObject({ event: 'set_in_doubt_after', detail: { after: '00:20:00' } });
     await admin.query(`select settle.set_in_doubt_after(interval '15 minutes')`);
   });
@@ -138,7 +154,9 @@ describe('upkeep', () => {
     expect(jobs.find((j) => j.job === 'expire_leases')).toMatchObject({ every: '00:00:01', overdue: true });
     const app = await db.app();
     expect(await sqlStateOf(runUpkeep(app))).toBe('42501');
-    expect(await sqlStateOf(admin.query(`select settle.set_upkeep_interval(job => 'purge', every => interval '2 days')`))).toBe('SE008');
+    expect(
+      await sqlStateOf(admin.query(`select settle.set_upkeep_interval(job => 'purge', every => interval '2 days')`)),
+    ).toBe('SE008');
   });
 
   it('the trim_feed job races a slow consumer holding its batch: it never waits for it and never takes an unacknowledged outcome; purge neither; a dropped consumer releases it', async () => {
@@ -151,13 +169,19 @@ describe('upkeep', () => {
     const superuser = await db.connect();
     const app = await db.app();
     // Only this test's consumers hold events back.
-    await sweeper.query('select settle.drop_consumer(consumer) from (select distinct consumer from settle.feed_consumers) c');
+    await sweeper.query(
+      'select settle.drop_consumer(consumer) from (select distinct consumer from settle.feed_consumers) c',
+    );
     const slow = uniqueKey('slow');
     const fast = uniqueKey('fast');
     await registerConsumer(sweeper, slow);
     await registerConsumer(sweeper, fast);
     const retained = async (keys: readonly string[]): Promise<number> =>
-      (await superuser.query(`select count(*)::int as n from settle_private.feed_events where key = any($1::text[])`, [keys])).rows[0].n;
+      (
+        await superuser.query(`select count(*)::int as n from settle_private.feed_events where key = any($1::text[])`, [
+          keys,
+        ])
+      ).rows[0].n;
 
     const keys: string[] = [];
     for (let i = 0; i < 3; i += 1) {
@@ -183,7 +207,10 @@ describe('upkeep', () => {
     const [trim, purge] = await Promise.all([runUpkeep(sweeper, 'trim_feed', true), runUpkeep(loop, 'purge', true)]);
     expect(trim).toEqual([{ job: 'trim_feed', outcome: 'ran', detail: { trimmed: expect.any(Number) } }]);
     expect(purge).toEqual([expect.objectContaining({ job: 'purge', outcome: 'ran' })]);
-    const purged = await superuser.query(`select count(*)::int as n from settle.operations where key = any($1::text[])`, [keys]);
+    const purged = await superuser.query(
+      `select count(*)::int as n from settle.operations where key = any($1::text[])`,
+      [keys],
+    );
     expect(purged.rows[0].n, 'the operations are purged').toBe(0);
     expect(await retained(keys), 'their outcomes stay in the feed for the slow consumer').toBe(3);
 
@@ -209,7 +236,9 @@ describe('upkeep', () => {
     const resetterPid = await backendPid(superuser);
     await sweeper.query('begin');
     await runUpkeep(sweeper, 'trim_feed', true);
-    const resetting = superuser.query(`select * from settle.reset_consumer(name => $1, to_time => '-infinity')`, [fast]);
+    const resetting = superuser.query(`select * from settle.reset_consumer(name => $1, to_time => '-infinity')`, [
+      fast,
+    ]);
     await waitUntilBlocked(await db.connect(), resetterPid); // a superuser sees every session's wait
     await sweeper.query('commit');
     const reset = await resetting;

@@ -29,7 +29,11 @@ function documentedReads(): Map<string, string> {
 function viewsOf(cell: string, all: readonly string[]): string[] {
   if (/^nothing\b/.test(cell)) return [];
   if (/^all `settle` views/.test(cell)) return [...all];
-  const names = cell.replace(/`/g, '').replace(/\bonly\b/g, '').split(',').map((s) => s.trim().replace(/^settle\./, ''));
+  const names = cell
+    .replace(/`/g, '')
+    .replace(/\bonly\b/g, '')
+    .split(',')
+    .map((s) => s.trim().replace(/^settle\./, ''));
   for (const n of names) expect(all, `docs/sql-api.md names a view settle.${n} that does not exist`).toContain(n);
   return names;
 }
@@ -37,7 +41,9 @@ function viewsOf(cell: string, all: readonly string[]): string[] {
 describe('every role reads the views it is documented to read', () => {
   it('role x view, unbound and tenant-bound logins: documented views answer, the others are 42501', async () => {
     const su = await db.connect();
-    const views = (await su.query<{ v: string }>(`select viewname as v from pg_views where schemaname = 'settle' order by 1`)).rows.map((r) => r.v);
+    const views = (
+      await su.query<{ v: string }>(`select viewname as v from pg_views where schemaname = 'settle' order by 1`)
+    ).rows.map((r) => r.v);
     expect(views.length).toBeGreaterThan(5);
     const reads = documentedReads();
     const failures: string[] = [];
@@ -56,8 +62,10 @@ describe('every role reads the views it is documented to read', () => {
             (error: { code?: string }) => error.code ?? 'no sqlstate',
           );
           const ok = state === undefined;
-          if (allowed.has(view) && !ok) failures.push(`${login.name} (${role}) cannot read documented settle.${view}: ${state}`);
-          if (!allowed.has(view) && state !== '42501') failures.push(`${login.name} (${role}) reads undocumented settle.${view} (${state ?? 'ok'})`);
+          if (allowed.has(view) && !ok)
+            failures.push(`${login.name} (${role}) cannot read documented settle.${view}: ${state}`);
+          if (!allowed.has(view) && state !== '42501')
+            failures.push(`${login.name} (${role}) reads undocumented settle.${view} (${state ?? 'ok'})`);
         }
         await client.end();
       }

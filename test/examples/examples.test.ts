@@ -8,7 +8,9 @@ import { describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
 const readme = readFileSync('examples/README.md', 'utf8');
-const programs = readdirSync('examples').filter((name) => name.endsWith('.ts')).sort();
+const programs = readdirSync('examples')
+  .filter((name) => name.endsWith('.ts'))
+  .sort();
 
 /** The documented commands: the lines of examples/README.md's sh block, without their comments. */
 const commands = [...readme.matchAll(/^(npx tsx examples\/[a-z-]+\.ts)\s*(?:#.*)?$/gm)].map((m) => m[1]!);
@@ -59,24 +61,37 @@ describe('examples/', () => {
   });
 
   it('the docs index links examples/README.md', () => {
-    expect(readFileSync('docs/README.md', 'utf8')).toContain('](https://github.com/pg-settle/pg-settle/blob/main/examples/README.md)');
+    expect(readFileSync('docs/README.md', 'utf8')).toContain(
+      '](https://github.com/pg-settle/pg-settle/blob/main/examples/README.md)',
+    );
   });
 
-  it.each(commands)('`%s` runs as documented: prints what it did and exits 0', { timeout: 300_000 }, async (command) => {
-    const file = command.replace('npx tsx ', '');
-    const { stdout, stderr } = await run('sh', ['-c', command], { env: { ...process.env }, timeout: 290_000, maxBuffer: 16 << 20 });
-    const lines = stdout.trim().split('\n');
-    const expected = expectations[file] ?? [];
-    expect(lines).toHaveLength(expected.length);
-    expected.forEach((line, i) => (typeof line === 'string' ? expect(lines[i]).toBe(line) : expect(lines[i]).toMatch(line)));
-    expect(stderr).toContain('example: starting a throwaway PostgreSQL');
-  });
+  it.each(commands)(
+    '`%s` runs as documented: prints what it did and exits 0',
+    { timeout: 300_000 },
+    async (command) => {
+      const file = command.replace('npx tsx ', '');
+      const { stdout, stderr } = await run('sh', ['-c', command], {
+        env: { ...process.env },
+        timeout: 290_000,
+        maxBuffer: 16 << 20,
+      });
+      const lines = stdout.trim().split('\n');
+      const expected = expectations[file] ?? [];
+      expect(lines).toHaveLength(expected.length);
+      expected.forEach((line, i) =>
+        typeof line === 'string' ? expect(lines[i]).toBe(line) : expect(lines[i]).toMatch(line),
+      );
+      expect(stderr).toContain('example: starting a throwaway PostgreSQL');
+    },
+  );
 
   it('no example connects as the superuser or creates a table outside its own schema', () => {
     for (const program of programs) {
       const source = readFileSync(`examples/${program}`, 'utf8');
       expect(source, program).not.toMatch(/adminUrl|superuser|postgres:\/\/postgres/);
-      for (const [, table] of source.matchAll(/create table (?:if not exists )?([\w.]+)/g)) expect(table, program).toMatch(/^example\./);
+      for (const [, table] of source.matchAll(/create table (?:if not exists )?([\w.]+)/g))
+        expect(table, program).toMatch(/^example\./);
     }
   });
 });

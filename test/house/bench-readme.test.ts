@@ -37,7 +37,8 @@ describe('bench/README.md', () => {
   const readme = readFileSync(path.join(BENCH, 'README.md'), 'utf8');
 
   it('finds the programs and the rows it compares', () => {
-    const sample = '## Programs\n\n| program | what | command |\n|---|---|---|\n| `bench/a.ts` | x | y |\n\n## Other\n| `bench/b.ts` | z |\n';
+    const sample =
+      '## Programs\n\n| program | what | command |\n|---|---|---|\n| `bench/a.ts` | x | y |\n\n## Other\n| `bench/b.ts` | z |\n';
     expect(tableRows(sample)).toEqual(['bench/a.ts']);
     expect(programs()).toContain('bench/main.ts');
     expect(programs()).not.toContain('bench/lib/database.ts');

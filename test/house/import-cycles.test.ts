@@ -70,11 +70,24 @@ export function cycles(graph: ReadonlyMap<string, readonly string[]>): string[][
 
 describe('import graph of src/', () => {
   it('finds a planted cycle (the walker works)', () => {
-    expect(cycles(new Map([['a', ['b']], ['b', ['c']], ['c', ['a']], ['d', ['a']]]))).toEqual([['a', 'b', 'c']]);
+    expect(
+      cycles(
+        new Map([
+          ['a', ['b']],
+          ['b', ['c']],
+          ['c', ['a']],
+          ['d', ['a']],
+        ]),
+      ),
+    ).toEqual([['a', 'b', 'c']]);
   });
 
   it('reads type-only imports and re-exports as edges', () => {
-    const { importedFiles } = ts.preProcessFile(`import type { X } from './x.js';\nexport * from './y.js';`, true, true);
+    const { importedFiles } = ts.preProcessFile(
+      `import type { X } from './x.js';\nexport * from './y.js';`,
+      true,
+      true,
+    );
     expect(importedFiles.map((f) => f.fileName)).toEqual(['./x.js', './y.js']);
   });
 

@@ -12,7 +12,9 @@ const MACHINE_PATH = /(?<![\w.~-])(?:\/(?:work|home|Users|root|mnt)\/[\w.-]|[A-Z
 
 /** `file:line: text` for every line of `text` that names a machine path. */
 function machinePaths(file: string, text: string): string[] {
-  return text.split('\n').flatMap((line, i) => (MACHINE_PATH.test(line) ? [`${file}:${i + 1}: ${line.trim().slice(0, 160)}`] : []));
+  return text
+    .split('\n')
+    .flatMap((line, i) => (MACHINE_PATH.test(line) ? [`${file}:${i + 1}: ${line.trim().slice(0, 160)}`] : []));
 }
 
 describe('absolute machine paths', () => {
@@ -30,7 +32,9 @@ describe('absolute machine paths', () => {
   });
 
   it('no tracked file names one', () => {
-    const files = execFileSync('git', ['ls-files', '-z'], { cwd: ROOT, encoding: 'utf8' }).split('\0').filter((file) => file !== '' && file !== SELF);
+    const files = execFileSync('git', ['ls-files', '-z'], { cwd: ROOT, encoding: 'utf8' })
+      .split('\0')
+      .filter((file) => file !== '' && file !== SELF);
     expect(files.length).toBeGreaterThan(100);
     const hits = files.flatMap((file) => {
       const full = path.join(ROOT, file);

@@ -104,7 +104,9 @@ function constraintsElsewhere(files: readonly Migration[]): string[] {
   return files.flatMap(({ file, text }) => {
     // Dynamic SQL included: the strings of a DO block are read as statements too.
     const code = text.replace(/--[^\n]*/g, ' ');
-    return [...code.matchAll(/\balter\s+table\s+(?:only\s+)?([\w.]+)[^;]*?\b(?:add|drop|alter|validate)\s+constraint\b/gi)]
+    return [
+      ...code.matchAll(/\balter\s+table\s+(?:only\s+)?([\w.]+)[^;]*?\b(?:add|drop|alter|validate)\s+constraint\b/gi),
+    ]
       .map((match) => (match[1] ?? '').toLowerCase())
       .filter((table) => tableFile.get(table) !== file)
       .map((table) => `${file}: a constraint of ${table} (created in ${tableFile.get(table) ?? 'no migration'})`);
@@ -123,7 +125,7 @@ describe('the checks find what they look for', () => {
     {
       file: '00001_a.sql',
       text: [
-        "create function settle_private._early() returns int language sql as $$ select settle_private._late() $$;",
+        'create function settle_private._early() returns int language sql as $$ select settle_private._late() $$;',
         "-- settle_private._late() in a comment is not a call; 'settle.nothing(' in a string neither",
         "comment on function settle_private._early() is 'calls settle_private._late()';",
         'revoke all on function settle_private._early() from public;',
@@ -135,7 +137,7 @@ describe('the checks find what they look for', () => {
     {
       file: '00002_b.sql',
       text: [
-        "create or replace function settle_private._late() returns int language sql as $$ select 1 $$;",
+        'create or replace function settle_private._late() returns int language sql as $$ select 1 $$;',
         'alter table settle_private.t add constraint x_positive check (x > 0);',
         "do $$ begin execute 'alter table settle_private.t drop constraint x_positive'; end $$;",
       ].join('\n'),

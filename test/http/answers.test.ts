@@ -21,7 +21,11 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
   beforeAll(async () => {
     ctx = await setupHttpTest(`http_answers_${framework}`);
     otel = createTestTelemetry();
-    settle = createSettleClient({ connectionString: asRole(ctx.db.url, 'settle_app'), poolSize: 6, telemetry: { meterProvider: otel.meterProvider } });
+    settle = createSettleClient({
+      connectionString: asRole(ctx.db.url, 'settle_app'),
+      poolSize: 6,
+      telemetry: { meterProvider: otel.meterProvider },
+    });
     app = await startApp(framework, { settle, onErrorAfterResponse: (error) => afterResponse.push(error) });
   });
   afterAll(async () => {
@@ -47,7 +51,9 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     expect(replay.body.equals(first.body)).toBe(true);
     expect(replay.headers.get('content-type')).toBe(first.headers.get('content-type'));
     await until(async () => afterResponse.length === before + 1);
-    expect(String((afterResponse.at(-1) as Error).message)).toMatch(framework === 'express' ? /\(201\).*\(500\) was discarded/ : /audit failed/);
+    expect(String((afterResponse.at(-1) as Error).message)).toMatch(
+      framework === 'express' ? /\(201\).*\(500\) was discarded/ : /audit failed/,
+    );
     expect(await errorsAfterResponse()).toBeGreaterThanOrEqual(1);
     expect(app.hooks.calls['throws-after']).toBe(1);
   });
@@ -74,7 +80,8 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
   test('the fingerprint covers method, concrete path and query string, however the middleware is mounted: another resource is 422', async () => {
     for (const prefix of ['', '/v2']) {
       const key = newKey();
-      const url = (account: string, currency: string) => `${app.url}${prefix}/accounts/${account}/payouts?currency=${currency}`;
+      const url = (account: string, currency: string) =>
+        `${app.url}${prefix}/accounts/${account}/payouts?currency=${currency}`;
       const first = await send(url('acct_A', 'EUR'), { key, json: { amount: '10.00' } });
       expect(first.status, prefix).toBe(201);
       expect(first.json()).toMatchObject({ account: 'acct_A', currency: 'EUR' });
@@ -113,10 +120,12 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     // processes or a restarted one would have; neither saw the key become unknown), retrying
     // in turn and all at once: every answer is the same 500, nothing runs, no attempt is opened
     // (the engine answers in_doubt: settle.claim(rerun_after_unknown => false)).
-    const instances = await Promise.all([1, 2].map(async () => {
-      const client = createSettleClient({ connectionString: asRole(ctx.db.url, 'settle_app'), poolSize: 2 });
-      return { client, app: await startApp(framework, { settle: client }) };
-    }));
+    const instances = await Promise.all(
+      [1, 2].map(async () => {
+        const client = createSettleClient({ connectionString: asRole(ctx.db.url, 'settle_app'), poolSize: 2 });
+        return { client, app: await startApp(framework, { settle: client }) };
+      }),
+    );
     try {
       for (let retry = 1; retry <= 3; retry++) {
         for (const instance of instances) {
@@ -126,14 +135,20 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
           expect(answer.json()).toMatchObject({ type: `${PROBLEM}outcome-unknown`, status: 500, deadLettered: false });
         }
       }
-      const burst = await Promise.all(instances.flatMap((instance) => [1, 2, 3].map(() => send(`${instance.app.url}/gateway`, { key, json: {} }))));
+      const burst = await Promise.all(
+        instances.flatMap((instance) => [1, 2, 3].map(() => send(`${instance.app.url}/gateway`, { key, json: {} }))),
+      );
       for (const answer of burst) {
         expect(answer.status).toBe(500);
         expect(answer.json()).toMatchObject({ type: `${PROBLEM}outcome-unknown` });
       }
       for (const instance of instances) expect(instance.app.hooks.calls.gateway).toBeUndefined();
       expect(await ctx.admin.attempts({ tenant: 'acme', key })).toHaveLength(1);
-      expect(await ctx.admin.inspect({ tenant: 'acme', key })).toMatchObject({ status: 'unknown', attempt: 1, deadLetteredAt: null });
+      expect(await ctx.admin.inspect({ tenant: 'acme', key })).toMatchObject({
+        status: 'unknown',
+        attempt: 1,
+        deadLetteredAt: null,
+      });
     } finally {
       for (const instance of instances) {
         await instance.app.close();
@@ -150,9 +165,16 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     const url = new URL(ctx.db.url);
     url.username = role;
     url.password = '';
-    const bound = createSettleClient({ connectionString: url.toString(), poolSize: 2, telemetry: { meterProvider: otel.meterProvider } });
+    const bound = createSettleClient({
+      connectionString: url.toString(),
+      poolSize: 2,
+      telemetry: { meterProvider: otel.meterProvider },
+    });
     const reported: Error[] = [];
-    const other = await startApp(framework, { settle: bound, orders: { onMisconfiguration: (error) => reported.push(error) } });
+    const other = await startApp(framework, {
+      settle: bound,
+      orders: { onMisconfiguration: (error) => reported.push(error) },
+    });
     try {
       const answer = await send(`${other.url}/orders`, { key: newKey(), json: {}, headers: { 'x-tenant': 'acme' } });
       expect(answer.status).toBe(500);
@@ -161,12 +183,16 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
       expect(answer.json()).toMatchObject({ type: `${PROBLEM}idempotency-misconfigured`, status: 500 });
       // Nothing of the deployment reaches the caller; all of it reaches the operator.
       expect(answer.body.toString()).not.toMatch(/SE013|grant_tenant|tenant/);
-      expect(reported.map((e) => e.message)).toEqual([expect.stringMatching(/not granted this tenant \(SE013, settle\.grant_tenant\)/)]);
+      expect(reported.map((e) => e.message)).toEqual([
+        expect.stringMatching(/not granted this tenant \(SE013, settle\.grant_tenant\)/),
+      ]);
       expect(reported[0]?.name).toBe('IdempotencyMisconfiguredError');
       expect(await otel.total('pg_settle.http.requests', { 'pg_settle.http.result': 'misconfigured' })).toBe(1);
       expect(other.hooks.calls.orders).toBeUndefined();
       // The tenant it is granted works.
-      expect((await send(`${other.url}/orders`, { key: newKey(), json: {}, headers: { 'x-tenant': 'globex' } })).status).toBe(201);
+      expect(
+        (await send(`${other.url}/orders`, { key: newKey(), json: {}, headers: { 'x-tenant': 'globex' } })).status,
+      ).toBe(201);
     } finally {
       await other.close();
       await bound.end();

@@ -61,7 +61,9 @@ const binding = (headers: Record<string, string | string[] | undefined>): Idempo
   generation: 1,
 });
 
-function makeHooks(charge?: (downstreamKey: string) => Promise<void>): AppHooks & { take(): { entered: (n: number) => void; released: Promise<void> } | undefined } {
+function makeHooks(
+  charge?: (downstreamKey: string) => Promise<void>,
+): AppHooks & { take(): { entered: (n: number) => void; released: Promise<void> } | undefined } {
   const holds: { entered: (n: number) => void; released: Promise<void> }[] = [];
   return {
     calls: {},
@@ -142,7 +144,10 @@ async function startExpress(config: AppConfig): Promise<TestApp> {
     res.status(201).json({ strict: count(hooks, 'strict') });
   });
   app.post('/text', idem(), (req, res) => {
-    res.status(201).type('text/plain').send(`text ${count(hooks, 'text')}: ${String(req.body)}`);
+    res
+      .status(201)
+      .type('text/plain')
+      .send(`text ${count(hooks, 'text')}: ${String(req.body)}`);
   });
   app.post('/status', idem({ rerunAfterUnknown: true }), (req, res) => {
     const n = count(hooks, 'status');
@@ -193,7 +198,9 @@ async function startExpress(config: AppConfig): Promise<TestApp> {
   // The same resource route, mounted on a route and, under /v2, by router.use() (the concrete
   // path and query string are fingerprinted either way).
   const payouts = (req: express.Request, res: express.Response): void => {
-    res.status(201).json({ payout: count(hooks, 'payouts'), account: req.params.id, currency: req.query.currency ?? null });
+    res
+      .status(201)
+      .json({ payout: count(hooks, 'payouts'), account: req.params.id, currency: req.query.currency ?? null });
   };
   app.post('/accounts/:id/payouts', idem(), payouts);
   const v2 = express.Router();
@@ -210,9 +217,11 @@ async function startExpress(config: AppConfig): Promise<TestApp> {
     res.status(201).json({ entry: id.toString(), committedBefore: committed });
   });
   // An error handler that answers JSON, as most apps have one.
-  app.use((error: Error & { status?: number }, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
-    res.status(error.status ?? 500).json({ error: error.message });
-  });
+  app.use(
+    (error: Error & { status?: number }, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      res.status(error.status ?? 500).json({ error: error.message });
+    },
+  );
   const server: Server = await new Promise((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
   });
@@ -245,22 +254,38 @@ async function startFastify(config: AppConfig): Promise<TestApp> {
       hold.entered(n);
       await hold.released;
     }
-    reply.code(201).headers({ location: `/orders/${n}`, etag: `"v${n}"`, 'x-trace': `t-${n}`, 'set-cookie': `session=s${n}; Path=/` });
+    reply
+      .code(201)
+      .headers({
+        location: `/orders/${n}`,
+        etag: `"v${n}"`,
+        'x-trace': `t-${n}`,
+        'set-cookie': `session=s${n}; Path=/`,
+      });
     return { order: n, attempt: req.idempotency?.attempt, body: req.body };
   };
-  const ordersConfig = { config: config.orders === undefined ? {} : { idempotency: config.orders as RouteOptions<import('fastify').FastifyRequest> } };
+  const ordersConfig = {
+    config:
+      config.orders === undefined
+        ? {}
+        : { idempotency: config.orders as RouteOptions<import('fastify').FastifyRequest> },
+  };
   app.post('/orders', ordersConfig, orders);
   app.patch('/orders', ordersConfig, orders);
-  app.post('/slow', { config: { idempotency: { handlerTimeoutMs: config.slowTimeoutMs ?? 60_000 } } }, async (_req, reply) => {
-    const n = count(hooks, 'slow');
-    const hold = hooks.take();
-    if (hold !== undefined) {
-      hold.entered(n);
-      await hold.released;
-    }
-    reply.code(201);
-    return { slow: n };
-  });
+  app.post(
+    '/slow',
+    { config: { idempotency: { handlerTimeoutMs: config.slowTimeoutMs ?? 60_000 } } },
+    async (_req, reply) => {
+      const n = count(hooks, 'slow');
+      const hold = hooks.take();
+      if (hold !== undefined) {
+        hold.entered(n);
+        await hold.released;
+      }
+      reply.code(201);
+      return { slow: n };
+    },
+  );
   app.get('/orders', async () => ({ get: count(hooks, 'get') }));
   app.post('/optional', { config: { idempotency: { required: false } } }, async (_req, reply) => {
     reply.code(201);
@@ -327,7 +352,11 @@ async function startFastify(config: AppConfig): Promise<TestApp> {
   // The same resource route at the root and in a plugin under the /v2 prefix.
   const payouts = async (req: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply) => {
     reply.code(201);
-    return { payout: count(hooks, 'payouts'), account: (req.params as { id: string }).id, currency: (req.query as { currency?: string }).currency ?? null };
+    return {
+      payout: count(hooks, 'payouts'),
+      account: (req.params as { id: string }).id,
+      currency: (req.query as { currency?: string }).currency ?? null,
+    };
   };
   app.post('/accounts/:id/payouts', payouts);
   await app.register(

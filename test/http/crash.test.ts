@@ -12,9 +12,13 @@ import { type HttpTestContext, newKey, send, setupHttpTest, until } from './supp
 const SCRIPT = fileURLToPath(new URL('./fixtures/crash-server.ts', import.meta.url));
 
 function startServerProcess(framework: string, url: string): { child: ChildProcess; lines: Record<string, string>[] } {
-  const child = spawn(process.execPath, ['--import', 'tsx', SCRIPT, framework, url], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', SCRIPT, framework, url], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const lines: Record<string, string>[] = [];
-  createInterface({ input: child.stdout! }).on('line', (line) => lines.push(JSON.parse(line) as Record<string, string>));
+  createInterface({ input: child.stdout! }).on('line', (line) =>
+    lines.push(JSON.parse(line) as Record<string, string>),
+  );
   return { child, lines };
 }
 
@@ -27,7 +31,9 @@ afterAll(async () => {
 });
 
 describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
-  test('SIGKILL mid-handler: the retry after the lease lapses takes over; the downstream effect happens once', { timeout: 180_000 }, async () => {
+  test('SIGKILL mid-handler: the retry after the lease lapses takes over; the downstream effect happens once', {
+    timeout: 180_000,
+  }, async () => {
     const { child, lines } = startServerProcess(framework, asRole(ctx.db.url, 'settle_app'));
     try {
       const { url } = await until(async () => lines.find((l) => l.url !== undefined), 60_000);
@@ -41,7 +47,10 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
       const app = await startApp(framework, {
         settle: ctx.settle,
         charge: async (downstreamKey) => {
-          await ctx.su.query('insert into http_downstream_charges (downstream_key) values ($1) on conflict do nothing', [downstreamKey]);
+          await ctx.su.query(
+            'insert into http_downstream_charges (downstream_key) values ($1) on conflict do nothing',
+            [downstreamKey],
+          );
         },
       });
       try {
@@ -57,7 +66,10 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
       } finally {
         await app.close();
       }
-      const charges = await ctx.su.query<{ downstream_key: string }>('select downstream_key from http_downstream_charges where downstream_key = $1', [effect]);
+      const charges = await ctx.su.query<{ downstream_key: string }>(
+        'select downstream_key from http_downstream_charges where downstream_key = $1',
+        [effect],
+      );
       expect(charges.rows).toHaveLength(1);
       const attempts = await ctx.admin.attempts({ tenant: 'acme', key });
       expect(attempts.map((a) => [a.attempt, a.endReason, a.settled])).toEqual([
@@ -69,4 +81,3 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
     }
   });
 });
-

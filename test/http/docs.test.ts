@@ -15,7 +15,12 @@ function tableAfter(heading: string): string[][] {
   const rows: string[][] = [];
   for (const line of lines.slice(first + 2)) {
     if (!line.startsWith('|')) break;
-    rows.push(line.split(/(?<!\\)\|/).slice(1, -1).map((cell) => cell.trim()));
+    rows.push(
+      line
+        .split(/(?<!\\)\|/)
+        .slice(1, -1)
+        .map((cell) => cell.trim()),
+    );
   }
   return rows;
 }
@@ -30,8 +35,14 @@ describe('docs/http.md', () => {
 
   it('the options table lists every option of RouteOptions and IdempotencyOptions', () => {
     const source = readFileSync('src/http/core/options.ts', 'utf8');
-    const block = (name: string): string => source.slice(source.indexOf(`export interface ${name}`), source.indexOf('\n}\n', source.indexOf(`export interface ${name}`)));
-    const options = [...`${block('RouteOptions')}${block('IdempotencyOptions')}`.matchAll(/^ {2}readonly (\w+)\??:/gm)].map((m) => m[1]!);
+    const block = (name: string): string =>
+      source.slice(
+        source.indexOf(`export interface ${name}`),
+        source.indexOf('\n}\n', source.indexOf(`export interface ${name}`)),
+      );
+    const options = [
+      ...`${block('RouteOptions')}${block('IdempotencyOptions')}`.matchAll(/^ {2}readonly (\w+)\??:/gm),
+    ].map((m) => m[1]!);
     expect(options).toContain('fingerprintTarget');
     expect(options).toContain('settle');
     const documented = tableAfter('## Options').map(([name]) => name!.replace(/`/g, '').replace(/\(.*$/, ''));

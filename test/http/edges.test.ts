@@ -77,10 +77,14 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
 test('express: a body that no parser read cannot be fingerprinted: 500 idempotency-misconfigured, handler not run', async () => {
   const app = express();
   let calls = 0;
-  app.post('/raw', createIdempotency({ settle: ctx.settle, binding: () => ({ tenant: 'acme', principal: 'p', generation: 1 }) })(), (_req, res) => {
-    calls += 1;
-    res.sendStatus(201);
-  });
+  app.post(
+    '/raw',
+    createIdempotency({ settle: ctx.settle, binding: () => ({ tenant: 'acme', principal: 'p', generation: 1 }) })(),
+    (_req, res) => {
+      calls += 1;
+      res.sendStatus(201);
+    },
+  );
   const server = app.listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
   try {

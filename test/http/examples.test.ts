@@ -77,8 +77,14 @@ afterAll(async () => {
   if (db !== undefined && login !== undefined) {
     const su = new pg.Client({ connectionString: db.url });
     await su.connect();
-    await su.query(`drop schema if exists shop cascade; drop owned by ${login}; drop role if exists ${login}`).catch(() => {});
-    await su.query(`alter database "${new URL(db.url).pathname.slice(1)}" owner to current_user; drop owned by ${deploy}; drop role if exists ${deploy}`).catch(() => {});
+    await su
+      .query(`drop schema if exists shop cascade; drop owned by ${login}; drop role if exists ${login}`)
+      .catch(() => {});
+    await su
+      .query(
+        `alter database "${new URL(db.url).pathname.slice(1)}" owner to current_user; drop owned by ${deploy}; drop role if exists ${deploy}`,
+      )
+      .catch(() => {});
     await su.end();
   }
   await db?.drop();
@@ -96,20 +102,27 @@ describe('HTTP examples', () => {
   it.each(files)('%s runs with its documented command as a settle_app login', { timeout: 120_000 }, async (file) => {
     const command = commandOf(file);
     expect(command).toBe(`npx tsx ${file}`);
-    const { stdout } = await run('sh', ['-c', command], { env: { ...process.env, DATABASE_URL: loginUrl }, timeout: 110_000 });
+    const { stdout } = await run('sh', ['-c', command], {
+      env: { ...process.env, DATABASE_URL: loginUrl },
+      timeout: 110_000,
+    });
     expect(stdout.trim().split('\n')).toEqual(expectations[file]);
   });
 
-  it.each(files)('%s runs against a throwaway server with its documented command', { timeout: 300_000 }, async (file) => {
-    const name = file.replace('examples/http/', '').replace('.ts', '');
-    const command = `npx tsx examples/http/throwaway.ts ${name}`;
-    expect(doc.split('\n')).toContain(command);
-    const env: NodeJS.ProcessEnv = { ...process.env };
-    delete env.DATABASE_URL;
-    const { stdout, stderr } = await run('sh', ['-c', command], { env, timeout: 290_000 });
-    expect(stdout.trim().split('\n')).toEqual(expectations[file]);
-    expect(stderr).toContain('example: starting a throwaway PostgreSQL');
-  });
+  it.each(files)(
+    '%s runs against a throwaway server with its documented command',
+    { timeout: 300_000 },
+    async (file) => {
+      const name = file.replace('examples/http/', '').replace('.ts', '');
+      const command = `npx tsx examples/http/throwaway.ts ${name}`;
+      expect(doc.split('\n')).toContain(command);
+      const env: NodeJS.ProcessEnv = { ...process.env };
+      delete env.DATABASE_URL;
+      const { stdout, stderr } = await run('sh', ['-c', command], { env, timeout: 290_000 });
+      expect(stdout.trim().split('\n')).toEqual(expectations[file]);
+      expect(stderr).toContain('example: starting a throwaway PostgreSQL');
+    },
+  );
 
   it('the Express example created its table in schema shop, owned by the login, not in public', async () => {
     const su = new pg.Client({ connectionString: db.url });
@@ -130,10 +143,16 @@ describe('HTTP examples', () => {
   });
 
   it('the install line names every package the examples import, at the major version pg-settle uses', () => {
-    const manifest = JSON.parse(readFileSync('package.json', 'utf8')) as Record<string, Record<string, string> | undefined>;
+    const manifest = JSON.parse(readFileSync('package.json', 'utf8')) as Record<
+      string,
+      Record<string, string> | undefined
+    >;
     const versionOf = (name: string): string | undefined =>
       manifest.dependencies?.[name] ?? manifest.peerDependencies?.[name] ?? manifest.devDependencies?.[name];
-    const install = doc.split('\n').filter((l) => l.startsWith('npm install pg-settle')).join(' ');
+    const install = doc
+      .split('\n')
+      .filter((l) => l.startsWith('npm install pg-settle'))
+      .join(' ');
     for (const file of files) {
       const imports = [...readFileSync(file, 'utf8').matchAll(/^import .* from '([^'.][^']*)';$/gm)].map((m) => m[1]!);
       for (const name of imports.filter((i) => !i.startsWith('node:'))) {

@@ -59,7 +59,10 @@ describe('a body read before the middleware', () => {
   });
 
   test("hono: a middleware before it read the body (a validator): fingerprinted from Hono's cache, the handler reads it", async () => {
-    const idempotency = createIdempotency({ settle: ctx.settle, binding: () => ({ tenant: 'acme', principal: 'p', generation: 1 }) });
+    const idempotency = createIdempotency({
+      settle: ctx.settle,
+      binding: () => ({ tenant: 'acme', principal: 'p', generation: 1 }),
+    });
     let runs = 0;
     const app = new Hono();
     app.post(
@@ -94,7 +97,10 @@ describe('a body read before the middleware', () => {
   });
 
   test('a wrapped handler whose request body was already consumed: 500 idempotency-misconfigured, the handler does not run', async () => {
-    const idempotency = createIdempotency({ settle: ctx.settle, binding: () => ({ tenant: 'acme', principal: 'p', generation: 1 }) });
+    const idempotency = createIdempotency({
+      settle: ctx.settle,
+      binding: () => ({ tenant: 'acme', principal: 'p', generation: 1 }),
+    });
     let runs = 0;
     const handler = idempotency(async () => {
       runs += 1;

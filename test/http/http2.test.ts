@@ -16,7 +16,12 @@ interface H2Answer {
 
 function post(session: http2.ClientHttp2Session, path: string, key: string, json: unknown): Promise<H2Answer> {
   return new Promise((resolve, reject) => {
-    const stream = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/json', 'idempotency-key': `"${key}"` });
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': path,
+      'content-type': 'application/json',
+      'idempotency-key': `"${key}"`,
+    });
     const chunks: Buffer[] = [];
     let headers: http2.IncomingHttpHeaders = {};
     stream.on('response', (h) => {

@@ -42,9 +42,15 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
     expect(await operation()).toMatchObject({ status: 'unknown', attempt: 2 });
 
     // The caller gives up; the upkeep job dead-letters the key for the reconciler.
-    const upkeep = await ctx.su.query<{ n: number }>(`select settle.dead_letter_in_doubt(older_than => interval '0 seconds') as n`);
+    const upkeep = await ctx.su.query<{ n: number }>(
+      `select settle.dead_letter_in_doubt(older_than => interval '0 seconds') as n`,
+    );
     expect(upkeep.rows[0]!.n).toBeGreaterThanOrEqual(1);
-    expect(await operation()).toMatchObject({ status: 'unknown', attempt: 2, deadLetterReason: 'needs_reconciliation' });
+    expect(await operation()).toMatchObject({
+      status: 'unknown',
+      attempt: 2,
+      deadLetterReason: 'needs_reconciliation',
+    });
 
     // More retries than the whole budget: each answered in doubt, none runs the handler or spends an attempt.
     for (let i = 0; i < 7; i += 1) {
@@ -64,7 +70,10 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
       check: async (op) => {
         if (op.key !== key) return { outcome: 'undecided' };
         for (let i = 0; i < 3; i += 1) duringCheck.push((await retry()).status);
-        return { outcome: 'completed', http: { status: 201, body: { payout: 'po_1' }, headers: { location: '/payouts/po_1' } } };
+        return {
+          outcome: 'completed',
+          http: { status: 201, body: { payout: 'po_1' }, headers: { location: '/payouts/po_1' } },
+        };
       },
     });
     const swept = await reconciler.sweep();

@@ -58,7 +58,12 @@ afterAll(async () => {
 });
 
 async function operation(key: string) {
-  const { rows } = await ctx.su.query<{ attempt: number; max_attempts: number; status: string; dead_letter_reason: string | null }>(
+  const { rows } = await ctx.su.query<{
+    attempt: number;
+    max_attempts: number;
+    status: string;
+    dead_letter_reason: string | null;
+  }>(
     `select attempt, max_attempts, status::text, dead_letter_reason from settle.operations where tenant = 'acme' and key = $1`,
     [key],
   );
@@ -81,7 +86,10 @@ describe('keyPrefix', () => {
     expect(downstreamKeyOf('acme', `http:${key}`)).toMatch(/^[0-9a-f]{40}$/);
 
     // The application's own run() with the same raw key: its own operation, no conflict.
-    const own = await ctx.settle.run({ tenant: 'acme', key, request: { other: true }, binding: { principal: 'job', generation: 1 } }, async () => 'own');
+    const own = await ctx.settle.run(
+      { tenant: 'acme', key, request: { other: true }, binding: { principal: 'job', generation: 1 } },
+      async () => 'own',
+    );
     expect(own).toMatchObject({ outcome: 'completed', result: 'own' });
 
     const delivered: FeedEvent[] = [];
@@ -113,7 +121,9 @@ describe('keyPrefix', () => {
     expect(tooLong.json()).toMatchObject({ type: 'urn:pg-settle:problem:idempotency-key-malformed' });
     expect(() => createIdempotency({ settle: ctx.settle, keyPrefix: 'has space' })).toThrow(RangeError);
     expect(() => createIdempotency({ settle: ctx.settle, keyPrefix: '' })).toThrow(RangeError);
-    expect(() => createIdempotency({ settle: ctx.settle, beforeRerun: () => 'run', rerunAfterUnknown: true })).toThrow(RangeError);
+    expect(() => createIdempotency({ settle: ctx.settle, beforeRerun: () => 'run', rerunAfterUnknown: true })).toThrow(
+      RangeError,
+    );
   });
 });
 
@@ -136,14 +146,22 @@ describe('beforeRerun', () => {
     expect(await operation(`http:${key}`)).toMatchObject({ status: 'unknown', attempt: 1, dead_letter_reason: null });
     expect(asked).toHaveLength(7);
     expect(asked[0]).toEqual({
-      tenant: 'acme', key, operationKey: `http:${key}`, downstreamKey: firstContext?.downstreamKey, attempt: 1,
+      tenant: 'acme',
+      key,
+      operationKey: `http:${key}`,
+      downstreamKey: firstContext?.downstreamKey,
+      attempt: 1,
     });
 
     verdict = 'run';
     const ran = await send(`${url}/provider`, { key, json: { amount: '9.00' } });
     expect(ran.status).toBe(201);
     expect(ran.json()).toEqual({ charged: true, attempt: 2 });
-    expect(seen.at(-1)).toMatchObject({ attempt: 2, earlier: { reportedUnknown: true }, downstreamKey: firstContext?.downstreamKey });
+    expect(seen.at(-1)).toMatchObject({
+      attempt: 2,
+      earlier: { reportedUnknown: true },
+      downstreamKey: firstContext?.downstreamKey,
+    });
     const replay = await send(`${url}/provider`, { key, json: { amount: '9.00' } });
     expect(replay.status).toBe(201);
     expect(replay.headers.get('idempotent-replayed')).toBe('true');

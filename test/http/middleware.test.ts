@@ -37,7 +37,8 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
     const again = await send(`${app.url}/orders`, { key, json: { qty: 1, item: 'book' } }); // same JSON, other key order
     expect(again.status).toBe(201);
     expect(again.body.equals(first.body)).toBe(true);
-    for (const name of ['content-type', 'location', 'etag']) expect(again.headers.get(name)).toBe(first.headers.get(name));
+    for (const name of ['content-type', 'location', 'etag'])
+      expect(again.headers.get(name)).toBe(first.headers.get(name));
     expect(again.headers.get('idempotent-replayed')).toBe('true');
     expect(again.headers.get('set-cookie')).toBeNull();
     expect(again.headers.get('x-trace')).toBeNull();
@@ -170,7 +171,11 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
     expect(bob.json()).toMatchObject({ type: 'urn:pg-settle:problem:idempotency-key-bound' });
     expect(bob.body.toString()).not.toContain('order');
     expect(app.hooks.calls.orders).toBe(calls);
-    const otherTenant = await send(`${app.url}/orders`, { key, json: { item: 'secret' }, headers: { 'x-tenant': 'globex', 'x-user': 'bob' } });
+    const otherTenant = await send(`${app.url}/orders`, {
+      key,
+      json: { item: 'secret' },
+      headers: { 'x-tenant': 'globex', 'x-user': 'bob' },
+    });
     expect(otherTenant.status).toBe(201);
     expect(otherTenant.headers.get('idempotent-replayed')).toBeNull();
     expect(otherTenant.json<{ order: number }>().order).toBe(calls! + 1);
@@ -196,7 +201,7 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
     expect(app.hooks.calls.status).toBe(3);
   });
 
-  test('after an unknown outcome the handler is not run again by default (as the client\'s run()): 500 outcome-unknown', async () => {
+  test("after an unknown outcome the handler is not run again by default (as the client's run()): 500 outcome-unknown", async () => {
     const key = newKey();
     const first = await send(`${app.url}/gateway`, { key, json: {} });
     expect(first.status).toBe(504);
@@ -274,7 +279,8 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
   test('transaction mode: the ledger row and the stored response commit together; a failure rolls back both', async () => {
     const key = newKey();
     const account = `acct-${key}`;
-    const ledger = async () => Number((await ctx.su.query('select count(*) from http_ledger where account = $1', [account])).rows[0].count);
+    const ledger = async () =>
+      Number((await ctx.su.query('select count(*) from http_ledger where account = $1', [account])).rows[0].count);
     const failed = await send(`${app.url}/ledger`, { key, json: { account }, headers: { 'x-fail': '1' } });
     expect(failed.status).toBe(500);
     expect(await ledger()).toBe(0);

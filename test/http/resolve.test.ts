@@ -37,7 +37,8 @@ describe('resolving an in-doubt HTTP key with pg-settle resolve', () => {
     if (dir !== undefined) await rm(dir, { recursive: true, force: true });
   });
 
-  const operator = (args: readonly string[]) => runCli(args, { databaseUrl: asRole(ctx.db.url, 'settle_admin'), timeoutMs: 60_000 });
+  const operator = (args: readonly string[]) =>
+    runCli(args, { databaseUrl: asRole(ctx.db.url, 'settle_admin'), timeoutMs: 60_000 });
 
   test('a plain result is refused, saying why; --http-status/--http-body resolves it and the retry replays the stored response', async () => {
     const key = newKey();
@@ -47,7 +48,19 @@ describe('resolving an in-doubt HTTP key with pg-settle resolve', () => {
     expect(stuck.json()).toMatchObject({ type: `${PROBLEM}outcome-unknown` });
     expect(await ctx.admin.inspect({ tenant: 'acme', key })).toMatchObject({ status: 'unknown', attempt: 1 });
 
-    const plain = await operator(['resolve', 'acme', key, '--expected-attempt', '1', '--completed', '--result', '{"payout":"po_1"}', '--reason', 'INC-9: PSP paid po_1', '--yes']);
+    const plain = await operator([
+      'resolve',
+      'acme',
+      key,
+      '--expected-attempt',
+      '1',
+      '--completed',
+      '--result',
+      '{"payout":"po_1"}',
+      '--reason',
+      'INC-9: PSP paid po_1',
+      '--yes',
+    ]);
     expect(plain.code).toBe(2);
     expect(plain.stderr).toContain('HTTP Idempotency-Key middleware');
     expect(plain.stderr).toContain('idempotency-misconfigured');
@@ -57,9 +70,24 @@ describe('resolving an in-doubt HTTP key with pg-settle resolve', () => {
     const bodyFile = path.join(dir, 'payout.json');
     await writeFile(bodyFile, '{"payout":"po_1","status":"paid"}');
     const resolved = await operator([
-      'resolve', 'acme', key, '--expected-attempt', '1', '--expected-status', 'unknown', '--completed',
-      '--http-status', '201', '--http-body', `@${bodyFile}`, '--http-header', 'Location: /payouts/po_1',
-      '--reason', 'INC-9: PSP paid po_1', '--yes', '--json',
+      'resolve',
+      'acme',
+      key,
+      '--expected-attempt',
+      '1',
+      '--expected-status',
+      'unknown',
+      '--completed',
+      '--http-status',
+      '201',
+      '--http-body',
+      `@${bodyFile}`,
+      '--http-header',
+      'Location: /payouts/po_1',
+      '--reason',
+      'INC-9: PSP paid po_1',
+      '--yes',
+      '--json',
     ]);
     expect(resolved.code, resolved.stderr).toBe(0);
     expect(resolved.json).toMatchObject({ outcome: 'resolved', status: 'completed', statusBefore: 'unknown' });
@@ -75,13 +103,53 @@ describe('resolving an in-doubt HTTP key with pg-settle resolve', () => {
   test('a JSON body gets content-type application/json unless headers are given; bad HTTP flags are usage errors', async () => {
     const key = newKey();
     expect((await send(`${app.url}/gateway`, { key, json: {} })).status).toBe(504);
-    const badStatus = await operator(['resolve', 'acme', key, '--expected-attempt', '1', '--completed', '--http-status', '99', '--reason', 'x', '--yes']);
+    const badStatus = await operator([
+      'resolve',
+      'acme',
+      key,
+      '--expected-attempt',
+      '1',
+      '--completed',
+      '--http-status',
+      '99',
+      '--reason',
+      'x',
+      '--yes',
+    ]);
     expect(badStatus.code).toBe(2);
     expect(badStatus.stderr).toContain('--http-status must be an HTTP status');
-    const cookie = await operator(['resolve', 'acme', key, '--expected-attempt', '1', '--completed', '--http-status', '201', '--http-header', 'Set-Cookie: a=b', '--reason', 'x', '--yes']);
+    const cookie = await operator([
+      'resolve',
+      'acme',
+      key,
+      '--expected-attempt',
+      '1',
+      '--completed',
+      '--http-status',
+      '201',
+      '--http-header',
+      'Set-Cookie: a=b',
+      '--reason',
+      'x',
+      '--yes',
+    ]);
     expect(cookie.code).toBe(2);
     expect(cookie.stderr).toContain('never replayed');
-    const ok = await operator(['resolve', 'acme', key, '--expected-attempt', '1', '--completed', '--http-status', '200', '--http-body', '{"ok":true}', '--reason', 'INC-10', '--yes']);
+    const ok = await operator([
+      'resolve',
+      'acme',
+      key,
+      '--expected-attempt',
+      '1',
+      '--completed',
+      '--http-status',
+      '200',
+      '--http-body',
+      '{"ok":true}',
+      '--reason',
+      'INC-10',
+      '--yes',
+    ]);
     expect(ok.code, ok.stderr).toBe(0);
     const replay = await send(`${app.url}/gateway`, { key, json: {} });
     expect(replay.status).toBe(200);

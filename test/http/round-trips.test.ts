@@ -98,7 +98,7 @@ describe('counted by the server (pg_stat_statements)', () => {
   };
   const total = (rows: { calls: number }[]): number => rows.reduce((sum, r) => sum + r.calls, 0);
 
-  test('lease mode: 2 on a first request, 1 on a replay; transaction mode: 5 plus the session reset and the handler\'s own SQL', async (t) => {
+  test("lease mode: 2 on a first request, 1 on a replay; transaction mode: 5 plus the session reset and the handler's own SQL", async (t) => {
     if (!available) t.skip('the test server was started without shared_preload_libraries=pg_stat_statements');
     const key = newKey();
     const first = await serverStatements(() => send(`${app.url}/orders`, { key, json: { n: 1 } }));
@@ -106,13 +106,18 @@ describe('counted by the server (pg_stat_statements)', () => {
     const replay = await serverStatements(() => send(`${app.url}/orders`, { key, json: { n: 1 } }));
     expect(total(replay), JSON.stringify(replay)).toBe(1);
     const txKey = newKey();
-    const tx = await serverStatements(() => send(`${app.url}/ledger`, { key: txKey, json: { account: `acct-${txKey}` } }));
+    const tx = await serverStatements(() =>
+      send(`${app.url}/ledger`, { key: txKey, json: { account: `acct-${txKey}` } }),
+    );
     // START TRANSACTION, claim, SAVEPOINT, the handler's insert, complete, COMMIT: 5 of the
     // middleware's + the handler's own. The client pool's session reset after a transaction (a
     // DO block) is one more, sent when the connection is released or next borrowed: counted
     // here only if it already ran.
     const kinds = tx.map((r) => (/settle\.(\w+)\(/.exec(r.query)?.[1] ?? r.query.split(' ')[0]!).toLowerCase()).sort();
-    expect(kinds.filter((k) => k !== 'do'), JSON.stringify(tx)).toEqual(['claim', 'commit', 'complete', 'insert', 'savepoint', 'start']);
+    expect(
+      kinds.filter((k) => k !== 'do'),
+      JSON.stringify(tx),
+    ).toEqual(['claim', 'commit', 'complete', 'insert', 'savepoint', 'start']);
     expect(total(tx.filter((r) => !r.query.startsWith('DO ')))).toBe(6);
   });
 });

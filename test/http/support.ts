@@ -54,7 +54,14 @@ export interface Sent {
 /** A real HTTP request with Node's fetch; the body as bytes. */
 export async function send(
   url: string,
-  init: { method?: string; key?: string | null; rawKey?: string; json?: unknown; text?: string; headers?: Record<string, string> } = {},
+  init: {
+    method?: string;
+    key?: string | null;
+    rawKey?: string;
+    json?: unknown;
+    text?: string;
+    headers?: Record<string, string>;
+  } = {},
 ): Promise<Sent> {
   const headers: Record<string, string> = { ...init.headers };
   if (init.rawKey !== undefined) headers['idempotency-key'] = init.rawKey;
@@ -67,7 +74,11 @@ export async function send(
     headers['content-type'] = 'text/plain';
     body = init.text;
   }
-  const response = await fetch(url, { method: init.method ?? 'POST', headers, ...(body === undefined ? {} : { body }) });
+  const response = await fetch(url, {
+    method: init.method ?? 'POST',
+    headers,
+    ...(body === undefined ? {} : { body }),
+  });
   const bytes = Buffer.from(await response.arrayBuffer());
   return {
     status: response.status,
@@ -92,7 +103,10 @@ export async function until<T>(probe: () => Promise<T | null | undefined | false
  * The same client, counting the claim answers per key and outcome: a barrier on what the
  * middleware was told (e.g. "9 duplicates have been answered in_progress and are waiting").
  */
-export function observeClaims(settle: SettleClient): { client: SettleClient; count(key: string, outcome: string): number } {
+export function observeClaims(settle: SettleClient): {
+  client: SettleClient;
+  count(key: string, outcome: string): number;
+} {
   const seen = new Map<string, number>();
   const client: SettleClient = {
     ...settle,

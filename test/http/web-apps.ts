@@ -67,11 +67,15 @@ function routes(config: AppConfig, hooks: AppHooks & Holds): Mounted[] {
   const orders: Route = async (request) => {
     const body = (await request.json()) as unknown;
     const n = await held('orders');
-    const response = json(201, { order: n, attempt: idempotencyOf(request)?.attempt, body }, { location: `/orders/${n}`, etag: `"v${n}"`, 'x-trace': `t-${n}` });
+    const response = json(
+      201,
+      { order: n, attempt: idempotencyOf(request)?.attempt, body },
+      { location: `/orders/${n}`, etag: `"v${n}"`, 'x-trace': `t-${n}` },
+    );
     response.headers.append('set-cookie', `session=s${n}; Path=/`);
     return response;
   };
-  const ordersOptions = config.orders as RouteOptions<Request> | undefined ?? {};
+  const ordersOptions = (config.orders as RouteOptions<Request> | undefined) ?? {};
   return [
     { method: 'POST', path: '/orders', options: ordersOptions, route: orders },
     { method: 'PATCH', path: '/orders', options: ordersOptions, route: orders },
@@ -82,13 +86,27 @@ function routes(config: AppConfig, hooks: AppHooks & Holds): Mounted[] {
       options: { handlerTimeoutMs: config.slowTimeoutMs ?? 60_000 },
       route: async () => json(201, { slow: await held('slow') }),
     },
-    { method: 'POST', path: '/optional', options: { required: false }, route: async () => json(201, { optional: count(hooks, 'optional') }) },
-    { method: 'POST', path: '/strict', options: { strict: true }, route: async () => json(201, { strict: count(hooks, 'strict') }) },
+    {
+      method: 'POST',
+      path: '/optional',
+      options: { required: false },
+      route: async () => json(201, { optional: count(hooks, 'optional') }),
+    },
+    {
+      method: 'POST',
+      path: '/strict',
+      options: { strict: true },
+      route: async () => json(201, { strict: count(hooks, 'strict') }),
+    },
     {
       method: 'POST',
       path: '/text',
       options: {},
-      route: async (request) => new Response(`text ${count(hooks, 'text')}: ${await request.text()}`, { status: 201, headers: { 'content-type': 'text/plain' } }),
+      route: async (request) =>
+        new Response(`text ${count(hooks, 'text')}: ${await request.text()}`, {
+          status: 201,
+          headers: { 'content-type': 'text/plain' },
+        }),
     },
     {
       method: 'POST',
@@ -100,7 +118,12 @@ function routes(config: AppConfig, hooks: AppHooks & Holds): Mounted[] {
         return json(status, { status, n, earlier: idempotencyOf(request)?.earlier });
       },
     },
-    { method: 'POST', path: '/gateway', options: {}, route: async () => json(504, { gateway: count(hooks, 'gateway') }) },
+    {
+      method: 'POST',
+      path: '/gateway',
+      options: {},
+      route: async () => json(504, { gateway: count(hooks, 'gateway') }),
+    },
     {
       method: 'POST',
       path: '/stream',
@@ -115,7 +138,10 @@ function routes(config: AppConfig, hooks: AppHooks & Holds): Mounted[] {
             else controller.enqueue(new Uint8Array(Buffer.alloc(size, String.fromCharCode(97 + (i++ % 26)))));
           },
         });
-        return new Response(body, { status: 200, headers: { 'content-type': 'application/octet-stream', location: '/streams/1' } });
+        return new Response(body, {
+          status: 200,
+          headers: { 'content-type': 'application/octet-stream', location: '/streams/1' },
+        });
       },
     },
     {
@@ -202,7 +228,12 @@ function honoServer(idempotency: FetchIdempotency, mounted: readonly Mounted[]):
 
 /** A plain fetch handler per route, served by node:http through a minimal Request/Response bridge. */
 function fetchServer(idempotency: FetchIdempotency, mounted: readonly Mounted[]): Server {
-  const handlers = new Map(mounted.map(({ method, path, options, route }) => [`${method} ${path}`, options === false ? route : idempotency(route, options)]));
+  const handlers = new Map(
+    mounted.map(({ method, path, options, route }) => [
+      `${method} ${path}`,
+      options === false ? route : idempotency(route, options),
+    ]),
+  );
   return createServer(async (req, res) => {
     const url = new URL(req.url ?? '/', `http://${req.headers.host ?? '127.0.0.1'}`);
     const handler = handlers.get(`${req.method === 'HEAD' ? 'GET' : req.method} ${url.pathname}`);
@@ -211,7 +242,8 @@ function fetchServer(idempotency: FetchIdempotency, mounted: readonly Mounted[])
       return;
     }
     const headers = new Headers();
-    for (const [name, value] of Object.entries(req.headers)) for (const one of Array.isArray(value) ? value : [value ?? '']) headers.append(name, one);
+    for (const [name, value] of Object.entries(req.headers))
+      for (const one of Array.isArray(value) ? value : [value ?? '']) headers.append(name, one);
     const withBody = req.method !== 'GET' && req.method !== 'HEAD';
     const request = new Request(url, {
       method: req.method ?? 'GET',

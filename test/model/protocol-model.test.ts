@@ -1,17 +1,28 @@
 import { describe, expect, it } from 'vitest';
-import { EMPTY_WORLD, meets, step, UNWAITED_SLACK_US, windowAfterWait, type Call } from '../../src/model/protocol-model.js';
+import {
+  EMPTY_WORLD,
+  meets,
+  step,
+  UNWAITED_SLACK_US,
+  windowAfterWait,
+  type Call,
+} from '../../src/model/protocol-model.js';
 
 // The decision window of a call that waited for another session's lock, as the model-based
 // test judges it (test/reliability/harness/model-driver.ts).
 
 const leaseUs = 1_000_000;
 const claim: Call = {
-  kind: 'claim', id: 't/k', leaseUs, maxAttempts: 3,
+  kind: 'claim',
+  id: 't/k',
+  leaseUs,
+  maxAttempts: 3,
   lock: { request: 'r', principal: 'p', scopes: [], generation: 2 },
 };
 const acquiredWithLeaseFrom = (start: number, release: number, sent: number, firstClaim: boolean): boolean =>
-  step(EMPTY_WORLD, claim, windowAfterWait(release, release + 2_000, { sent, firstClaim }))
-    .some((b) => meets(b.expect, { outcome: 'acquired', status: 'running', attempt: 1, leaseExpiresAt: start + leaseUs }));
+  step(EMPTY_WORLD, claim, windowAfterWait(release, release + 2_000, { sent, firstClaim })).some((b) =>
+    meets(b.expect, { outcome: 'acquired', status: 'running', attempt: 1, leaseExpiresAt: start + leaseUs }),
+  );
 
 describe('a first claim that waited behind a rolled-back first claim of the same key', () => {
   const release = 10_000_000;

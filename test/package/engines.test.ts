@@ -19,7 +19,8 @@ interface LockEntry {
 }
 
 const installedHere = (entry: LockEntry): boolean =>
-  (entry.os === undefined || entry.os.includes(process.platform)) && (entry.cpu === undefined || entry.cpu.includes(process.arch));
+  (entry.os === undefined || entry.os.includes(process.platform)) &&
+  (entry.cpu === undefined || entry.cpu.includes(process.arch));
 
 describe('the supported Node.js', () => {
   it('.nvmrc and .node-version name the same exact version, and .ci/run and the README fetch it', async () => {
@@ -36,10 +37,14 @@ describe('the supported Node.js', () => {
     const refusing: string[] = [];
     let checked = 0;
     for (const [where, entry] of Object.entries(lock.packages)) {
-      const range = entry.engines !== undefined && !Array.isArray(entry.engines) ? (entry.engines as { node?: string }).node : undefined;
+      const range =
+        entry.engines !== undefined && !Array.isArray(entry.engines)
+          ? (entry.engines as { node?: string }).node
+          : undefined;
       if (range === undefined || !installedHere(entry)) continue;
       checked += 1;
-      if (!semver.satisfies(version, range, { includePrerelease: true })) refusing.push(`${where || 'pg-settle'}@${entry.version ?? '?'} engines.node ${range}`);
+      if (!semver.satisfies(version, range, { includePrerelease: true }))
+        refusing.push(`${where || 'pg-settle'}@${entry.version ?? '?'} engines.node ${range}`);
     }
     expect(checked).toBeGreaterThan(50);
     expect(refusing).toEqual([]);

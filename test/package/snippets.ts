@@ -61,20 +61,27 @@ export interface Snippet {
 export function snippetsOf(markdown: string, document: string): Snippet[] {
   const snippets: Snippet[] = [];
   const fence = /^```ts\n([\s\S]*?)^```$/gm;
-  const base = document.replace(/\.md$/, '').replace(/[^A-Za-z0-9]+/g, '-').toLowerCase();
+  const base = document
+    .replace(/\.md$/, '')
+    .replace(/[^A-Za-z0-9]+/g, '-')
+    .toLowerCase();
   for (const match of markdown.matchAll(fence)) {
     const body = match[1] ?? '';
     const importsPackage = /from '(pg-settle(\/[a-z]+)?|(\.\.\/)+src\/[^']+)'/.test(body);
     if (!importsPackage) continue;
     const before = markdown.slice(0, match.index).trimEnd();
     const opened = before.lastIndexOf('<!-- typecheck-prelude\n');
-    const prelude = before.endsWith('-->') && opened !== -1 && !before.slice(opened).slice(0, -3).includes('-->')
-      ? before.slice(opened + '<!-- typecheck-prelude\n'.length, -3)
-      : '';
+    const prelude =
+      before.endsWith('-->') && opened !== -1 && !before.slice(opened).slice(0, -3).includes('-->')
+        ? before.slice(opened + '<!-- typecheck-prelude\n'.length, -3)
+        : '';
     let source = `${prelude}${body}`;
     for (const [pattern, replacement] of IMPORT_REWRITES) source = source.replace(pattern, replacement);
     const line = markdown.slice(0, match.index).split('\n').length;
-    snippets.push({ name: `${base}-line-${line}`, source: `// ${document}, the block at line ${line}\n${source.includes('export ') || source.includes('import ') ? '' : 'export {};\n'}${source}` });
+    snippets.push({
+      name: `${base}-line-${line}`,
+      source: `// ${document}, the block at line ${line}\n${source.includes('export ') || source.includes('import ') ? '' : 'export {};\n'}${source}`,
+    });
   }
   return snippets;
 }

@@ -73,14 +73,24 @@ beforeAll(async () => {
 
     // d, e: the attempt reports unknown; an operator resolves the operation, completed
     // through an attempt epoch of its own, or failed; retries replay the verified outcome.
-    for (const [key, outcome] of [['d', 'completed'], ['e', 'failed']] as const) {
+    for (const [key, outcome] of [
+      ['d', 'completed'],
+      ['e', 'failed'],
+    ] as const) {
       const t = acquiredTicket(await p1.claim(claimOf(key)));
       await p1.reportUnknown(t);
       await admin.query(
         `select settle.resolve(tenant => $1, key => $2, fingerprint => settle.fingerprint($3::jsonb), outcome => $4, reason => 'checked the ledger',
                                expected_attempt => (select o.attempt from settle.inspect($1, $2) o),
                                result => $5::jsonb, error => $6::jsonb)`,
-        [TENANT, key, JSON.stringify(request(key)), outcome, outcome === 'completed' ? '{"receipt":"d-r"}' : null, outcome === 'failed' ? '{"code":"never_sent"}' : null],
+        [
+          TENANT,
+          key,
+          JSON.stringify(request(key)),
+          outcome,
+          outcome === 'completed' ? '{"receipt":"d-r"}' : null,
+          outcome === 'failed' ? '{"code":"never_sent"}' : null,
+        ],
       );
       await p2.claim(claimOf(key));
       await p1.complete(t, { receipt: `${key}-late` });
@@ -135,29 +145,47 @@ describe('the history checker', () => {
     cleanViolations = report.violations.length;
     expect(report.violations, describeViolations(report)).toEqual([]);
     expect(report.keys).toBe(5);
-    expect(state.audit.filter((row) => row.event === 'resolve').map((row) => `${row.key}:${row.outcome}:${row.statusAfter}`)).toEqual(['d:resolved:completed', 'e:resolved:failed']);
+    expect(
+      state.audit.filter((row) => row.event === 'resolve').map((row) => `${row.key}:${row.outcome}:${row.statusAfter}`),
+    ).toEqual(['d:resolved:completed', 'e:resolved:failed']);
   });
 
   it('catches a resolution of an operation that had not lost its outcome, and a second settlement by resolution', () => {
-    const running = state.audit.map((row) => (row.key === 'e' && row.event === 'resolve' ? { ...row, statusBefore: 'running' as const } : row));
+    const running = state.audit.map((row) =>
+      row.key === 'e' && row.event === 'resolve' ? { ...row, statusBefore: 'running' as const } : row,
+    );
     expectCaught(check(ops, { ...state, audit: running }), 'resolution-final');
     const d = state.audit.filter((row) => row.key === 'd');
     const resolution = d.find((row) => row.event === 'resolve');
     if (resolution === undefined) throw new Error('no resolve row for d');
-    const twice = [...state.audit, { ...resolution, auditId: (BigInt(d.at(-1)?.auditId ?? '0') + 1n).toString(), statusBefore: 'completed' as const, attempt: (resolution.attempt ?? 0) + 1 }];
+    const twice = [
+      ...state.audit,
+      {
+        ...resolution,
+        auditId: (BigInt(d.at(-1)?.auditId ?? '0') + 1n).toString(),
+        statusBefore: 'completed' as const,
+        attempt: (resolution.attempt ?? 0) + 1,
+      },
+    ];
     expectCaught(check(ops, { ...state, audit: twice }), 'single-settlement');
   });
 
   it('catches a planted double settlement (a second settled attempt and a second `settled` answer)', () => {
     const attempts = state.attempts.map((a) => (a.key === 'a' && a.attempt === 1 ? { ...a, settled: true } : a));
     expectCaught(check(ops, { ...state, attempts }), 'single-settlement');
-    const planted = plantAnswer(firstOp('complete', 'a', 'already_settled'), (a) => ({ ...a, outcome: 'settled', reason: 'superseded_attempt' }));
+    const planted = plantAnswer(firstOp('complete', 'a', 'already_settled'), (a) => ({
+      ...a,
+      outcome: 'settled',
+      reason: 'superseded_attempt',
+    }));
     expectCaught(check(planted, state), 'single-settlement');
   });
 
   it('catches a planted downgrade in the audit trail and in the stored record', () => {
     const audit = state.audit.map((row) =>
-      row.key === 'c' && row.event === 'complete' && row.outcome === 'duplicate' ? { ...row, statusAfter: 'unknown' as const } : row,
+      row.key === 'c' && row.event === 'complete' && row.outcome === 'duplicate'
+        ? { ...row, statusAfter: 'unknown' as const }
+        : row,
     );
     expectCaught(check(ops, { ...state, audit }), 'status-monotonic');
     const downgraded = plantRecord('b', (op) => ({ ...op, status: 'unknown' }));
@@ -175,7 +203,10 @@ describe('the history checker', () => {
       await p.fail(t, { code: 'final' }, false);
       await admin.query('begin');
       await admin.query('alter table settle_private.operations disable trigger _100_guard_lattice');
-      await admin.query(`update settle_private.operations set status = 'unknown' where tenant = $1 and key = $2`, [TENANT, key]);
+      await admin.query(`update settle_private.operations set status = 'unknown' where tenant = $1 and key = $2`, [
+        TENANT,
+        key,
+      ]);
       await admin.query('alter table settle_private.operations enable trigger _100_guard_lattice');
       await admin.query('commit');
       const report = check(history.ops(), await readEngineState(admin, { tenants: [TENANT] }));
@@ -187,41 +218,75 @@ describe('the history checker', () => {
   });
 
   it('catches a lost acknowledged write (the settled completion is not in the final state)', () => {
-    const lost = plantRecord('c', (op) => ({ ...op, status: 'unknown', result: null, resultText: null, settledAttempt: null }));
+    const lost = plantRecord('c', (op) => ({
+      ...op,
+      status: 'unknown',
+      result: null,
+      resultText: null,
+      settledAttempt: null,
+    }));
     expectCaught(check(ops, lost), 'acknowledged-completion-durable');
   });
 
   it('catches a disclosed conflict and a mismatched claim that saw the stored result', () => {
-    const disclosed = plantAnswer(firstOp('claim', 'a', 'conflict'), (a) => ({ ...a, status: 'completed', result: { receipt: 'a-2', amount: 10.5 } }));
+    const disclosed = plantAnswer(firstOp('claim', 'a', 'conflict'), (a) => ({
+      ...a,
+      status: 'completed',
+      result: { receipt: 'a-2', amount: 10.5 },
+    }));
     expectCaught(check(disclosed, state), 'conflict-discloses-nothing');
-    const replayed = plantAnswer(firstOp('claim', 'a', 'conflict'), () => ({ outcome: 'replay', result: { receipt: 'a-2', amount: 10.5 }, settledAttempt: 2 }));
+    const replayed = plantAnswer(firstOp('claim', 'a', 'conflict'), () => ({
+      outcome: 'replay',
+      result: { receipt: 'a-2', amount: 10.5 },
+      settledAttempt: 2,
+    }));
     expectCaught(check(replayed, state), 'mismatch-never-settles');
   });
 
   it('catches a changed result, a changed failure and a stale heartbeat that was extended', () => {
-    const changed = plantAnswer(firstOp('claim', 'a', 'replay'), (a) => ({ ...a, result: { receipt: 'a-2', amount: 10.51 } }));
+    const changed = plantAnswer(firstOp('claim', 'a', 'replay'), (a) => ({
+      ...a,
+      result: { receipt: 'a-2', amount: 10.51 },
+    }));
     expectCaught(check(changed, state), 'result-immutable');
     const otherFailure = plantAnswer(firstOp('claim', 'b', 'failed'), (a) => ({ ...a, error: { code: 'other' } }));
     expectCaught(check(otherFailure, state), 'failure-replays');
-    const extended = plantAnswer(firstOp('heartbeat', 'a', 'fenced'), (a) => ({ ...a, outcome: 'extended', reason: null }));
+    const extended = plantAnswer(firstOp('heartbeat', 'a', 'fenced'), (a) => ({
+      ...a,
+      outcome: 'extended',
+      reason: null,
+    }));
     expectCaught(check(extended, state), 'stale-fenced');
-    const merged = plantAnswer(firstOp('fail', 'a', 'fenced'), (a) => ({ ...a, outcome: 'recorded', reason: 'retryable_failure' }));
+    const merged = plantAnswer(firstOp('fail', 'a', 'fenced'), (a) => ({
+      ...a,
+      outcome: 'recorded',
+      reason: 'retryable_failure',
+    }));
     expectCaught(check(merged, state), 'stale-fenced');
   });
 
   it('catches an attempt epoch acquired twice, an attempt opened while another held the lease, and a lease ended before it lapsed', () => {
-    const twice = plantAnswer((op) => firstOp('claim', 'a', 'acquired')(op) && op.answer?.attempt === 2, (a) => ({ ...a, attempt: 1 }));
+    const twice = plantAnswer(
+      (op) => firstOp('claim', 'a', 'acquired')(op) && op.answer?.attempt === 2,
+      (a) => ({ ...a, attempt: 1 }),
+    );
     expectCaughtAlone(check(twice, state), 'lease-exclusive');
     const unexpired = state.audit.filter((row) => !(row.key === 'a' && row.event === 'expire'));
     expect(unexpired).toHaveLength(state.audit.length - 1);
     expectCaughtAlone(check(ops, { ...state, audit: unexpired }), 'lease-exclusive');
     expect(state.audit.filter((row) => row.endedLiveLease)).toEqual([]);
-    const early = state.audit.map((row) => (row.key === 'a' && row.event === 'expire' ? { ...row, endedLiveLease: true } : row));
+    const early = state.audit.map((row) =>
+      row.key === 'a' && row.event === 'expire' ? { ...row, endedLiveLease: true } : row,
+    );
     expectCaughtAlone(check(ops, { ...state, audit: early }), 'lease-exclusive');
   });
 
   it('catches a call presenting the reserved lock answered conflict', () => {
-    const conflict = plantAnswer(firstOp('complete', 'c', 'duplicate'), () => ({ outcome: 'conflict', reason: null, conflictOn: ['binding'] }));
+    const conflict = plantAnswer(firstOp('complete', 'c', 'duplicate'), () => ({
+      outcome: 'conflict',
+      reason: null,
+      conflictOn: ['binding'],
+    }));
     expectCaughtAlone(check(conflict, state), 'spurious-conflict');
   });
 });

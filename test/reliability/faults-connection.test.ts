@@ -42,9 +42,18 @@ async function acquire(c: SettleClient, key: string): Promise<AttemptHandle> {
 }
 
 async function stored(key: string) {
-  const op = await sessions.admin.query(`select status::text, attempt, result, settled_attempt from settle_private.operations where tenant = $1 and key = $2`, [TENANT, key]);
-  const settled = await sessions.admin.query(`select count(*)::int as n from settle_private.attempts where tenant = $1 and key = $2 and settled`, [TENANT, key]);
-  const completes = await sessions.admin.query(`select count(*)::int as n from settle.audit_log where tenant = $1 and key = $2 and event = 'complete'`, [TENANT, key]);
+  const op = await sessions.admin.query(
+    `select status::text, attempt, result, settled_attempt from settle_private.operations where tenant = $1 and key = $2`,
+    [TENANT, key],
+  );
+  const settled = await sessions.admin.query(
+    `select count(*)::int as n from settle_private.attempts where tenant = $1 and key = $2 and settled`,
+    [TENANT, key],
+  );
+  const completes = await sessions.admin.query(
+    `select count(*)::int as n from settle.audit_log where tenant = $1 and key = $2 and event = 'complete'`,
+    [TENANT, key],
+  );
   return { ...op.rows[0], settledAttempts: settled.rows[0].n as number, completeAudits: completes.rows[0].n as number };
 }
 
@@ -68,7 +77,10 @@ function expectUnknownOutcome(error: Error, kind: typeof SettleConnectionError |
 }
 
 async function retrySettlesOnce(c: SettleClient, handle: AttemptHandle, key: string): Promise<void> {
-  expect(await c.complete(handle, { receipt: key })).toMatchObject({ outcome: 'settled', settledAttempt: handle.attempt });
+  expect(await c.complete(handle, { receipt: key })).toMatchObject({
+    outcome: 'settled',
+    settledAttempt: handle.attempt,
+  });
   expect(await c.complete(handle, { receipt: key })).toMatchObject({ outcome: 'duplicate' });
   expect(await stored(key)).toMatchObject({ status: 'completed', settledAttempts: 1, result: { receipt: key } });
 }
@@ -81,17 +93,28 @@ describe('connection faults around settle and claim', () => {
     const handle = await acquire(c, key);
     const hold = gate();
     const pool = await c.getPool();
-    const tx = rejection(pool.transaction(async (t) => {
-      expect(await c.complete(handle, { receipt: key }, { connection: t })).toMatchObject({ outcome: 'settled' });
-      await hold.wait;
-    }));
-    const [pid] = await waitForBackends(sessions.admin, 'reliability-terminated', { count: 1, state: 'idle in transaction' });
+    const tx = rejection(
+      pool.transaction(async (t) => {
+        expect(await c.complete(handle, { receipt: key }, { connection: t })).toMatchObject({ outcome: 'settled' });
+        await hold.wait;
+      }),
+    );
+    const [pid] = await waitForBackends(sessions.admin, 'reliability-terminated', {
+      count: 1,
+      state: 'idle in transaction',
+    });
     await sessions.admin.query('select pg_terminate_backend($1)', [pid]);
     tally.fault('pg_terminate_backend');
     hold.open();
     expectUnknownOutcome(await tx, SettleConnectionError);
 
-    expect(await stored(key)).toMatchObject({ status: 'running', attempt: 1, result: null, settledAttempts: 0, completeAudits: 0 });
+    expect(await stored(key)).toMatchObject({
+      status: 'running',
+      attempt: 1,
+      result: null,
+      settledAttempts: 0,
+      completeAudits: 0,
+    });
     await retrySettlesOnce(c, handle, key);
   });
 
@@ -101,9 +124,14 @@ describe('connection faults around settle and claim', () => {
     const c = client('reliability-timeout-settle', 1_000);
     const handle = await acquire(c, key);
     await sessions.locker.query('begin');
-    await sessions.locker.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [TENANT, key]);
+    await sessions.locker.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [
+      TENANT,
+      key,
+    ]);
     const error = rejection(c.complete(handle, { receipt: key }));
-    await waitForBackends(sessions.admin, 'reliability-timeout-settle', { count: 1, waitEventType: 'Lock' }, 900).catch(() => {});
+    await waitForBackends(sessions.admin, 'reliability-timeout-settle', { count: 1, waitEventType: 'Lock' }, 900).catch(
+      () => {},
+    );
     expectUnknownOutcome(await error, SettleTimeoutError);
     tally.fault('statement_timeout');
     await sessions.locker.query('rollback');
@@ -122,14 +150,22 @@ describe('connection faults around settle and claim', () => {
     await expireLease(sessions.admin, TENANT, key);
     tally.fault('leaseExpired');
     await sessions.locker.query('begin');
-    await sessions.locker.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [TENANT, key]);
+    await sessions.locker.query('select 1 from settle_private.operations where tenant = $1 and key = $2 for update', [
+      TENANT,
+      key,
+    ]);
     const error = rejection(c.claim(claimInput(key)));
-    await waitForBackends(sessions.admin, 'reliability-timeout-claim', { count: 1, waitEventType: 'Lock' }, 900).catch(() => {});
+    await waitForBackends(sessions.admin, 'reliability-timeout-claim', { count: 1, waitEventType: 'Lock' }, 900).catch(
+      () => {},
+    );
     expectUnknownOutcome(await error, SettleTimeoutError);
     tally.fault('statement_timeout');
     await sessions.locker.query('rollback');
 
-    const claims = await sessions.admin.query(`select count(*)::int as n from settle.audit_log where tenant = $1 and key = $2 and event in ('claim', 'expire')`, [TENANT, key]);
+    const claims = await sessions.admin.query(
+      `select count(*)::int as n from settle.audit_log where tenant = $1 and key = $2 and event in ('claim', 'expire')`,
+      [TENANT, key],
+    );
     expect(claims.rows[0].n).toBe(1);
     expect(await stored(key)).toMatchObject({ status: 'running', attempt: 1 });
     const retried = await acquire(c, key);
@@ -144,11 +180,13 @@ describe('connection faults around settle and claim', () => {
     const other = client('reliability-idle-other');
     const handle = await acquire(c, key);
     const hold = gate();
-    const tx = rejection((await c.getPool()).transaction(async (t) => {
-      await t.query(sql.unsafe`set local idle_in_transaction_session_timeout = '300ms'`);
-      expect(await c.complete(handle, { receipt: key }, { connection: t })).toMatchObject({ outcome: 'settled' });
-      await hold.wait;
-    }));
+    const tx = rejection(
+      (await c.getPool()).transaction(async (t) => {
+        await t.query(sql.unsafe`set local idle_in_transaction_session_timeout = '300ms'`);
+        expect(await c.complete(handle, { receipt: key }, { connection: t })).toMatchObject({ outcome: 'settled' });
+        await hold.wait;
+      }),
+    );
     await waitForBackends(sessions.admin, 'reliability-idle-settle', { count: 1, state: 'idle in transaction' });
     await waitForBackends(sessions.admin, 'reliability-idle-settle', { count: 0 });
     tally.fault('idle_in_transaction_session_timeout');
@@ -166,18 +204,27 @@ describe('connection faults around settle and claim', () => {
     const c = client('reliability-idle-claim');
     const other = client('reliability-idle-claim-2');
     const hold = gate();
-    const tx = rejection((await c.getPool()).transaction(async (t) => {
-      await t.query(sql.unsafe`set local idle_in_transaction_session_timeout = '300ms'`);
-      expect(await c.claim(claimInput(key), { connection: t })).toMatchObject({ outcome: 'acquired' });
-      await hold.wait;
-    }));
+    const tx = rejection(
+      (await c.getPool()).transaction(async (t) => {
+        await t.query(sql.unsafe`set local idle_in_transaction_session_timeout = '300ms'`);
+        expect(await c.claim(claimInput(key), { connection: t })).toMatchObject({ outcome: 'acquired' });
+        await hold.wait;
+      }),
+    );
     await waitForBackends(sessions.admin, 'reliability-idle-claim', { count: 1, state: 'idle in transaction' });
     await waitForBackends(sessions.admin, 'reliability-idle-claim', { count: 0 });
     tally.fault('idle_in_transaction_session_timeout');
     hold.open();
     expectUnknownOutcome(await tx, SettleConnectionError);
 
-    expect((await sessions.admin.query('select count(*)::int as n from settle_private.operations where tenant = $1 and key = $2', [TENANT, key])).rows[0].n).toBe(0);
+    expect(
+      (
+        await sessions.admin.query(
+          'select count(*)::int as n from settle_private.operations where tenant = $1 and key = $2',
+          [TENANT, key],
+        )
+      ).rows[0].n,
+    ).toBe(0);
     const handle = await acquire(other, key);
     expect(handle.attempt).toBe(1);
     await retrySettlesOnce(other, handle, key);

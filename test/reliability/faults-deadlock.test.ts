@@ -56,7 +56,10 @@ async function settleInOrder(
   const outcomes: string[] = [];
   for (const [i, key] of keys.entries()) {
     if (i === 1) await between();
-    const claimed = await client.claim({ tenant: TENANT, key, request: { key, amount: 100 }, binding: BINDING }, { connection: tx });
+    const claimed = await client.claim(
+      { tenant: TENANT, key, request: { key, amount: 100 }, binding: BINDING },
+      { connection: tx },
+    );
     if (claimed.outcome !== 'acquired') {
       outcomes.push(claimed.outcome);
       continue;
@@ -81,7 +84,10 @@ describe('deadlock (40P01) between caller transactions', () => {
       const first = attempt(async () => {
         side.reached.open();
         await side.go.wait;
-      }).then((outcomes) => ({ ok: true as const, outcomes }), (error: unknown) => ({ ok: false as const, error }));
+      }).then(
+        (outcomes) => ({ ok: true as const, outcomes }),
+        (error: unknown) => ({ ok: false as const, error }),
+      );
       return { side, client, attempt, first };
     });
     const [a, b] = runs;
@@ -113,18 +119,32 @@ describe('deadlock (40P01) between caller transactions', () => {
     const [winner] = winners;
     if (loser === undefined || winner === undefined) throw new Error('unreachable');
     const attempts = await admin.query<{ key: string; attempts: number }>(
-      'select key, count(*)::int as attempts from settle_private.attempts where tenant = $1 group by key order by key', [TENANT]);
-    expect(attempts.rows).toEqual([{ key: 'k1', attempts: 1 }, { key: 'k2', attempts: 1 }]);
+      'select key, count(*)::int as attempts from settle_private.attempts where tenant = $1 group by key order by key',
+      [TENANT],
+    );
+    expect(attempts.rows).toEqual([
+      { key: 'k1', attempts: 1 },
+      { key: 'k2', attempts: 1 },
+    ]);
 
     // Retrying the loser's whole transaction succeeds: both keys replay the winner's results.
     const retried = await loser.attempt(async () => {});
     expect(retried).toEqual(['replay', 'replay']);
 
     const settlements = await admin.query<{ key: string; attempt: number; result: unknown }>(
-      'select key, attempt, result from settle.settlements where tenant = $1 order by key', [TENANT]);
-    expect(settlements.rows).toEqual(KEYS.map((key) => ({ key, attempt: 1, result: { receipt: `${winner.side.label}-${key}` } })));
-    const records = await Promise.all(KEYS.map((key) => winner.client.get({ tenant: TENANT, key, request: { key, amount: 100 }, binding: BINDING })));
-    expect(records.map((r) => (r.outcome === 'found' ? [r.status, r.settledAttempt] : [r.outcome]))).toEqual([['completed', 1], ['completed', 1]]);
+      'select key, attempt, result from settle.settlements where tenant = $1 order by key',
+      [TENANT],
+    );
+    expect(settlements.rows).toEqual(
+      KEYS.map((key) => ({ key, attempt: 1, result: { receipt: `${winner.side.label}-${key}` } })),
+    );
+    const records = await Promise.all(
+      KEYS.map((key) => winner.client.get({ tenant: TENANT, key, request: { key, amount: 100 }, binding: BINDING })),
+    );
+    expect(records.map((r) => (r.outcome === 'found' ? [r.status, r.settledAttempt] : [r.outcome]))).toEqual([
+      ['completed', 1],
+      ['completed', 1],
+    ]);
 
     // Audit replay: no downgrade, one settlement per key, the trail ends in the stored state.
     const state = await readEngineState(admin, { tenants: [TENANT] });
@@ -134,8 +154,10 @@ describe('deadlock (40P01) between caller transactions', () => {
     const trail = state.audit.map((r) => `${r.key}:${r.event}:${r.outcome}:${r.statusBefore ?? '-'}->${r.statusAfter}`);
     // The retry's replay answers are read-only and write no audit row (docs/protocol.md).
     expect(trail).toEqual([
-      'k1:claim:acquired:-->running', 'k1:complete:settled:running->completed',
-      'k2:claim:acquired:-->running', 'k2:complete:settled:running->completed',
+      'k1:claim:acquired:-->running',
+      'k1:complete:settled:running->completed',
+      'k2:claim:acquired:-->running',
+      'k2:complete:settled:running->completed',
     ]);
     tally.details.victim = loser.side.label;
   }, 60_000);

@@ -59,7 +59,12 @@ async function record(key: string) {
 
 async function expectCleanState(key: string): Promise<void> {
   const state = await readEngineState(admin, { tenants: [TENANT] });
-  const report = check([], { ...state, operations: state.operations.filter((o) => o.key === key), attempts: state.attempts.filter((a) => a.key === key), audit: state.audit.filter((a) => a.key === key) });
+  const report = check([], {
+    ...state,
+    operations: state.operations.filter((o) => o.key === key),
+    attempts: state.attempts.filter((a) => a.key === key),
+    audit: state.audit.filter((a) => a.key === key),
+  });
   tally.violations += report.violations.length;
   expect(report.violations, describeViolations(report)).toEqual([]);
 }
@@ -75,24 +80,37 @@ describe('worker process faults', () => {
     await worker.gone();
 
     // Until the lease lapses the crashed attempt still owns the operation.
-    expect(await driver.claim({ tenant: TENANT, key, request: workerRequest(key), binding: WORKER_BINDING })).toMatchObject({ outcome: 'in_progress', attempt: 1 });
+    expect(
+      await driver.claim({ tenant: TENANT, key, request: workerRequest(key), binding: WORKER_BINDING }),
+    ).toMatchObject({ outcome: 'in_progress', attempt: 1 });
     expect(await expireLease(admin, TENANT, key)).toBe(true);
     tally.fault('leaseExpired');
     const t2 = await takeOver(key);
-    expect(await driver.complete(t2, { receipt: 'after-crash' })).toMatchObject({ outcome: 'settled', settledAttempt: 2 });
+    expect(await driver.complete(t2, { receipt: 'after-crash' })).toMatchObject({
+      outcome: 'settled',
+      settledAttempt: 2,
+    });
 
-    const attempts = await admin.query(`select attempt, end_reason, settled from settle_private.attempts where tenant = $1 and key = $2 order by attempt`, [TENANT, key]);
+    const attempts = await admin.query(
+      `select attempt, end_reason, settled from settle_private.attempts where tenant = $1 and key = $2 order by attempt`,
+      [TENANT, key],
+    );
     expect(attempts.rows).toEqual([
       { attempt: 1, end_reason: 'lease_expired', settled: false },
       { attempt: 2, end_reason: 'observed', settled: true },
     ]);
-    const audit = await admin.query(`select event, outcome, attempt from settle.audit_log where tenant = $1 and key = $2 order by seq, audit_id`, [TENANT, key]);
-    expect(audit.rows).toEqual(expect.arrayContaining([
-      { event: 'claim', outcome: 'acquired', attempt: 1 },
-      { event: 'expire', outcome: 'expired', attempt: 1 },
-      { event: 'claim', outcome: 'acquired', attempt: 2 },
-      { event: 'complete', outcome: 'settled', attempt: 2 },
-    ]));
+    const audit = await admin.query(
+      `select event, outcome, attempt from settle.audit_log where tenant = $1 and key = $2 order by seq, audit_id`,
+      [TENANT, key],
+    );
+    expect(audit.rows).toEqual(
+      expect.arrayContaining([
+        { event: 'claim', outcome: 'acquired', attempt: 1 },
+        { event: 'expire', outcome: 'expired', attempt: 1 },
+        { event: 'claim', outcome: 'acquired', attempt: 2 },
+        { event: 'complete', outcome: 'settled', attempt: 2 },
+      ]),
+    );
     await expectCleanState(key);
   });
 
@@ -116,9 +134,16 @@ describe('worker process faults', () => {
     expect(await record(key)).toEqual(before);
 
     // Attempt 2 settles; the paused worker's real success afterwards is a late success only.
-    expect(await driver.complete(t2, { receipt: 'attempt-2' })).toMatchObject({ outcome: 'settled', settledAttempt: 2 });
+    expect(await driver.complete(t2, { receipt: 'attempt-2' })).toMatchObject({
+      outcome: 'settled',
+      settledAttempt: 2,
+    });
     const settled = await record(key);
-    expect(await worker.send({ op: 'complete', result: { receipt: 'attempt-1' } })).toMatchObject({ outcome: 'already_settled', reason: 'late_success', settledAttempt: 2 });
+    expect(await worker.send({ op: 'complete', result: { receipt: 'attempt-1' } })).toMatchObject({
+      outcome: 'already_settled',
+      reason: 'late_success',
+      settledAttempt: 2,
+    });
     expect(await worker.send({ op: 'heartbeat' })).toMatchObject({ outcome: 'fenced', reason: 'settled' });
     expect({ ...(await record(key)), updated_at: null }).toEqual({ ...settled, updated_at: null });
     expect((await record(key))?.result).toBe('{"receipt": "attempt-2"}');

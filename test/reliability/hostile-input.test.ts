@@ -82,9 +82,19 @@ beforeAll(async () => {
   appPid = (await app.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]?.pid ?? 0;
 
   // A settled reservation holding secrets, and an open attempt to send observations to.
-  const seed = (await app.query(CLAIM, claimArgs({ key: 'seed', request: JSON.stringify({ secret: SECRET_REQUEST }) }))).rows[0];
-  await app.query(COMPLETE, [TENANT, 'seed', seed.attempt, seed.lease_token, seed.fingerprint, BINDING.principal,
-    BINDING.scopes, BINDING.generation, JSON.stringify({ secret: SECRET_RESULT })]);
+  const seed = (await app.query(CLAIM, claimArgs({ key: 'seed', request: JSON.stringify({ secret: SECRET_REQUEST }) })))
+    .rows[0];
+  await app.query(COMPLETE, [
+    TENANT,
+    'seed',
+    seed.attempt,
+    seed.lease_token,
+    seed.fingerprint,
+    BINDING.principal,
+    BINDING.scopes,
+    BINDING.generation,
+    JSON.stringify({ secret: SECRET_RESULT }),
+  ]);
   open = (await app.query(CLAIM, claimArgs({ key: 'open' }))).rows[0];
 }, 120_000);
 
@@ -100,9 +110,29 @@ describe('malformed tenants and keys (as settle_app)', () => {
     it(`${c.label} -> ${c.sqlstate} from claim, complete and get`, async () => {
       await expectRefused(c.sqlstate, () => app.query(CLAIM, claimArgs({ [c.field]: c.value })));
       const ref = { tenant: TENANT, key: 'open', [c.field]: c.value };
-      await expectRefused(c.sqlstate, () => app.query(COMPLETE, [ref.tenant, ref.key, open.attempt, open.lease_token,
-        open.fingerprint, BINDING.principal, BINDING.scopes, BINDING.generation, '{}']));
-      await expectRefused(c.sqlstate, () => app.query(GET, [ref.tenant, ref.key, JSON.stringify({ amount: 1 }), BINDING.principal, BINDING.scopes, BINDING.generation]));
+      await expectRefused(c.sqlstate, () =>
+        app.query(COMPLETE, [
+          ref.tenant,
+          ref.key,
+          open.attempt,
+          open.lease_token,
+          open.fingerprint,
+          BINDING.principal,
+          BINDING.scopes,
+          BINDING.generation,
+          '{}',
+        ]),
+      );
+      await expectRefused(c.sqlstate, () =>
+        app.query(GET, [
+          ref.tenant,
+          ref.key,
+          JSON.stringify({ amount: 1 }),
+          BINDING.principal,
+          BINDING.scopes,
+          BINDING.generation,
+        ]),
+      );
     });
   }
 });
@@ -121,8 +151,11 @@ describe('invalid UTF-8 and invalid JSON', () => {
     });
     it(`${label} through convert_from -> 22021`, async () => {
       await expectRefused('22021', () =>
-        app.query(`select * from settle.claim(tenant => $1, key => convert_from($2::bytea, 'UTF8'), request => '{}', principal => 'svc')`,
-          [TENANT, Buffer.from(bytes)]));
+        app.query(
+          `select * from settle.claim(tenant => $1, key => convert_from($2::bytea, 'UTF8'), request => '{}', principal => 'svc')`,
+          [TENANT, Buffer.from(bytes)],
+        ),
+      );
     });
   }
 
@@ -143,7 +176,9 @@ describe('invalid UTF-8 and invalid JSON', () => {
   });
 
   it('a numeric NaN converted with to_jsonb is the JSON string "NaN", never a number', async () => {
-    const rows = await appQuery<{ t: string; v: string }>(`select jsonb_typeof(to_jsonb('NaN'::numeric)) as t, to_jsonb('NaN'::numeric)::text as v`);
+    const rows = await appQuery<{ t: string; v: string }>(
+      `select jsonb_typeof(to_jsonb('NaN'::numeric)) as t, to_jsonb('NaN'::numeric)::text as v`,
+    );
     expect(rows).toEqual([{ t: 'string', v: '"NaN"' }]);
   });
 
@@ -157,7 +192,10 @@ describe('invalid UTF-8 and invalid JSON', () => {
         const before = await storedCounts(admin);
         const error: unknown = await client
           .claim({ tenant: TENANT, key: `nan-${String(amount)}`, request: { amount }, binding: BINDING })
-          .then(() => undefined, (e: unknown) => e);
+          .then(
+            () => undefined,
+            (e: unknown) => e,
+          );
         expect(error).toBeInstanceOf(SettleInputError);
         expect((error as SettleInputError).sqlstate).toBeNull();
         expect(await storedCounts(admin)).toEqual(before);
@@ -181,9 +219,23 @@ describe('oversized requests and results', () => {
   });
 
   it('a result one byte over 1 MiB -> SE005; the operation stays open without a result', async () => {
-    await expectRefused('SE005', () => app.query(COMPLETE, [TENANT, 'open', open.attempt, open.lease_token, open.fingerprint,
-      BINDING.principal, BINDING.scopes, BINDING.generation, padded(1_048_577)]));
-    const { rows } = await admin.query(`select status::text, result from settle_private.operations where tenant = $1 and key = 'open'`, [TENANT]);
+    await expectRefused('SE005', () =>
+      app.query(COMPLETE, [
+        TENANT,
+        'open',
+        open.attempt,
+        open.lease_token,
+        open.fingerprint,
+        BINDING.principal,
+        BINDING.scopes,
+        BINDING.generation,
+        padded(1_048_577),
+      ]),
+    );
+    const { rows } = await admin.query(
+      `select status::text, result from settle_private.operations where tenant = $1 and key = 'open'`,
+      [TENANT],
+    );
     expect(rows).toEqual([{ status: 'running', result: null }]);
   });
 
@@ -191,13 +243,31 @@ describe('oversized requests and results', () => {
     const huge = `jsonb_build_object('x', repeat('a', ${HUGE_MIB} * 1024 * 1024))`;
     const started = performance.now();
     await expectRefused('SE004', () =>
-      app.query(`select * from settle.claim(tenant => $1, key => 'huge', request => ${huge}, principal => 'svc')`, [TENANT]));
+      app.query(`select * from settle.claim(tenant => $1, key => 'huge', request => ${huge}, principal => 'svc')`, [
+        TENANT,
+      ]),
+    );
     await expectRefused('SE005', () =>
-      app.query(`select * from settle.complete(tenant => $1, key => 'open', attempt => $2, lease_token => $3, fingerprint => $4,
+      app.query(
+        `select * from settle.complete(tenant => $1, key => 'open', attempt => $2, lease_token => $3, fingerprint => $4,
         principal => $5, scopes => $6::text[], binding_generation => $7, result => ${huge})`,
-      [TENANT, open.attempt, open.lease_token, open.fingerprint, BINDING.principal, BINDING.scopes, BINDING.generation]));
+        [
+          TENANT,
+          open.attempt,
+          open.lease_token,
+          open.fingerprint,
+          BINDING.principal,
+          BINDING.scopes,
+          BINDING.generation,
+        ],
+      ),
+    );
     await expectRefused('54000', () =>
-      app.query(`select * from settle.claim(tenant => $1, key => 'huger', request => jsonb_build_object('x', repeat('a', 300 * 1024 * 1024)), principal => 'svc')`, [TENANT]));
+      app.query(
+        `select * from settle.claim(tenant => $1, key => 'huger', request => jsonb_build_object('x', repeat('a', 300 * 1024 * 1024)), principal => 'svc')`,
+        [TENANT],
+      ),
+    );
     const seconds = (performance.now() - started) / 1000;
     const peakMiB = ((await backendPeakKiB(appPid)) ?? 0) / 1024;
     recordFigures({
@@ -218,15 +288,28 @@ describe('oversized requests and results', () => {
 describe('a different binding than the reservation', () => {
   it('claim with another binding generation -> conflict on binding_generation, nothing disclosed, only an audit row', async () => {
     const before = await storedCounts(admin);
-    const rows = await appQuery<Record<string, unknown>>(CLAIM, claimArgs({ key: 'seed', request: JSON.stringify({ secret: SECRET_REQUEST }), generation: 2 }));
+    const rows = await appQuery<Record<string, unknown>>(
+      CLAIM,
+      claimArgs({ key: 'seed', request: JSON.stringify({ secret: SECRET_REQUEST }), generation: 2 }),
+    );
     hostileCalls++;
     expect(rows[0]).toMatchObject({
-      outcome: 'conflict', conflict_on: ['binding'], status: null, result: null, fingerprint: null,
-      error: null, lease_token: null, attempt: null, settled_attempt: null,
+      outcome: 'conflict',
+      conflict_on: ['binding'],
+      status: null,
+      result: null,
+      fingerprint: null,
+      error: null,
+      lease_token: null,
+      attempt: null,
+      settled_attempt: null,
     });
     const after: StoredCounts = await storedCounts(admin);
     expect(after).toEqual({ ...before, audit: before.audit + 1 });
-    const stored = await admin.query(`select binding_generation::int as g, status::text from settle_private.operations where tenant = $1 and key = 'seed'`, [TENANT]);
+    const stored = await admin.query(
+      `select binding_generation::int as g, status::text from settle_private.operations where tenant = $1 and key = 'seed'`,
+      [TENANT],
+    );
     expect(stored.rows).toEqual([{ g: 1, status: 'completed' }]);
   });
 
@@ -234,13 +317,26 @@ describe('a different binding than the reservation', () => {
     const failRows = await appQuery<Record<string, unknown>>(
       `select r.* from settle.fail(tenant => $1, key => 'open', attempt => $2, lease_token => $3, fingerprint => $4,
          principal => $5, scopes => $6::text[], binding_generation => 2, error => '{"e":1}') r`,
-      [TENANT, open.attempt, open.lease_token, open.fingerprint, BINDING.principal, BINDING.scopes]);
-    const doneRows = await appQuery<Record<string, unknown>>(COMPLETE, [TENANT, 'open', open.attempt, open.lease_token,
-      open.fingerprint, BINDING.principal, BINDING.scopes, 2, '{"paid":true}']);
+      [TENANT, open.attempt, open.lease_token, open.fingerprint, BINDING.principal, BINDING.scopes],
+    );
+    const doneRows = await appQuery<Record<string, unknown>>(COMPLETE, [
+      TENANT,
+      'open',
+      open.attempt,
+      open.lease_token,
+      open.fingerprint,
+      BINDING.principal,
+      BINDING.scopes,
+      2,
+      '{"paid":true}',
+    ]);
     hostileCalls += 2;
     expect(failRows[0]).toMatchObject({ outcome: 'conflict', conflict_on: ['binding'], status: null, result: null });
     expect(doneRows[0]).toMatchObject({ outcome: 'conflict', conflict_on: ['binding'], status: null, result: null });
-    const { rows } = await admin.query(`select status::text, result, settled_attempt from settle_private.operations where tenant = $1 and key = 'open'`, [TENANT]);
+    const { rows } = await admin.query(
+      `select status::text, result, settled_attempt from settle_private.operations where tenant = $1 and key = 'open'`,
+      [TENANT],
+    );
     // Order C of the protocol: flagged conflict, never completed, no result stored.
     expect(rows).toEqual([{ status: 'conflict', result: null, settled_attempt: null }]);
   });
@@ -277,7 +373,9 @@ describe('going around the API (as settle_app)', () => {
 
   it('SET session_replication_role = replica -> 42501', async () => {
     await expectRefused('42501', () => app.query('set session_replication_role = replica'));
-    expect((await appQuery<{ r: string }>(`select current_setting('session_replication_role') as r`))[0]?.r).toBe('origin');
+    expect((await appQuery<{ r: string }>(`select current_setting('session_replication_role') as r`))[0]?.r).toBe(
+      'origin',
+    );
   });
 
   it.each([
@@ -304,7 +402,8 @@ describe('grants, from the catalog', () => {
     });
     // The probe itself works: settle_app does execute the API.
     const { rows } = await admin.query<{ ok: boolean }>(
-      `select has_function_privilege('settle_app', 'settle.claim(text, text, jsonb, text, text[], bigint, interval, text, integer, boolean)', 'EXECUTE') as ok`);
+      `select has_function_privilege('settle_app', 'settle.claim(text, text, jsonb, text, text[], bigint, interval, text, integer, boolean)', 'EXECUTE') as ok`,
+    );
     expect(rows[0]?.ok).toBe(true);
   });
 });

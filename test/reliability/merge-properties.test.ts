@@ -60,7 +60,12 @@ function expectedStatus(stories: readonly Story[], forged: boolean, order: reado
   // Attempts 1 and 2 always lost their leases without recording a failure (a superseded
   // attempt's failure is fenced), so they may have taken effect: the holder's final failure
   // leaves the operation unknown, dead-lettered needs_reconciliation, never failed.
-  const byStory: Record<string, StatusName> = { 'fail-retryable': 'pending', 'fail-final': 'unknown', unknown: 'unknown', silent: 'running' };
+  const byStory: Record<string, StatusName> = {
+    'fail-retryable': 'pending',
+    'fail-final': 'unknown',
+    unknown: 'unknown',
+    silent: 'running',
+  };
   const holder = byStory[stories[2] ?? 'silent'] ?? 'running';
   return forged && rank(holder) < rank('conflict') ? 'conflict' : holder;
 }
@@ -114,8 +119,10 @@ async function apply(order: readonly Observation[]): Promise<Canonical> {
   figures.forged += order.filter((o) => o.attempt === 'forged').length;
   for (const o of order) {
     // The forger is attempt 1's worker after a re-authentication bumped its binding generation.
-    const t = o.attempt === 'forged' ? { ...tickets[0]!, binding: { ...BINDING, generation: '2' } } : tickets[o.attempt - 1]!;
-    if (o.kind === 'complete') await driver.complete(t, o.attempt === 'forged' ? { forged: true } : resultOf(t.attempt));
+    const t =
+      o.attempt === 'forged' ? { ...tickets[0]!, binding: { ...BINDING, generation: '2' } } : tickets[o.attempt - 1]!;
+    if (o.kind === 'complete')
+      await driver.complete(t, o.attempt === 'forged' ? { forged: true } : resultOf(t.attempt));
     if (o.kind === 'fail-retryable') await driver.fail(t, { code: 'retry', attempt: t.attempt }, true);
     if (o.kind === 'fail-final') await driver.fail(t, { code: 'final', attempt: t.attempt }, false);
     if (o.kind === 'unknown') await driver.reportUnknown(t);
@@ -131,11 +138,20 @@ async function apply(order: readonly Observation[]): Promise<Canonical> {
 
 function firstSuccess(order: readonly Observation[]): number | null {
   const forgedAt = order.findIndex((x) => x.attempt === 'forged');
-  const o = order.find((x, i) => x.kind === 'complete' && x.attempt !== 'forged' && !(x.attempt === 1 && forgedAt >= 0 && forgedAt < i));
+  const o = order.find(
+    (x, i) => x.kind === 'complete' && x.attempt !== 'forged' && !(x.attempt === 1 && forgedAt >= 0 && forgedAt < i),
+  );
   return o === undefined || o.attempt === 'forged' ? null : o.attempt;
 }
 
-const story = fc.constantFrom<Story>('success', 'success-after-unknown', 'fail-retryable', 'fail-final', 'unknown', 'silent');
+const story = fc.constantFrom<Story>(
+  'success',
+  'success-after-unknown',
+  'fail-retryable',
+  'fail-final',
+  'unknown',
+  'silent',
+);
 const scenario = fc
   .record({
     stories: fc.tuple(story, story, story),
@@ -155,12 +171,16 @@ describe('the merge is a lattice join', () => {
       figures.failedRuns += 1;
       const [a, b] = [await apply(first), await apply(second)];
       const want = expectedStatus(s.stories, s.forged, first);
-      for (const [state, order] of [[a, first], [b, second]] as const) {
+      for (const [state, order] of [
+        [a, first],
+        [b, second],
+      ] as const) {
         expect(state.status).toBe(expectedStatus(s.stories, s.forged, order));
         const winner = firstSuccess(order);
         expect(state.settledAttempt).toBe(winner);
         expect(state.settledRows).toBe(winner === null ? 0 : 1);
-        if (winner !== null) expect(canonicalJson(JSON.parse(state.resultText ?? 'null'))).toBe(canonicalJson(resultOf(winner)));
+        if (winner !== null)
+          expect(canonicalJson(JSON.parse(state.resultText ?? 'null'))).toBe(canonicalJson(resultOf(winner)));
       }
       if (firstSuccess(first) === firstSuccess(second)) expect(b.resultText).toBe(a.resultText);
       // A late success that lifts `failed` keeps the failure's error column (reported), so
@@ -169,7 +189,10 @@ describe('the merge is a lattice join', () => {
       figures.failedRuns -= 1;
     });
     try {
-      await fc.assert(property, { numRuns: Number(process.env.RELIABILITY_MERGE_RUNS ?? 40), ...(process.env.RELIABILITY_SEED === undefined ? {} : { seed: Number(process.env.RELIABILITY_SEED) }) });
+      await fc.assert(property, {
+        numRuns: Number(process.env.RELIABILITY_MERGE_RUNS ?? 40),
+        ...(process.env.RELIABILITY_SEED === undefined ? {} : { seed: Number(process.env.RELIABILITY_SEED) }),
+      });
     } finally {
       // Runs include fast-check's shrinking runs when a counterexample was found.
       recordFigures({
@@ -177,7 +200,13 @@ describe('the merge is a lattice join', () => {
         operations: figures.calls,
         faults: figures.expiries + figures.forged,
         violations: figures.failedRuns,
-        details: { runs: figures.runs, keys, observations: figures.observations, leaseExpiries: figures.expiries, forgedSuccesses: figures.forged },
+        details: {
+          runs: figures.runs,
+          keys,
+          observations: figures.observations,
+          leaseExpiries: figures.expiries,
+          forgedSuccesses: figures.forged,
+        },
       });
     }
   }, 180_000);

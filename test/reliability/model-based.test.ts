@@ -20,8 +20,10 @@ const runs = Number(process.env.MODEL_RUNS ?? (process.env.RELIABILITY_SOAK === 
 const length = Number(process.env.MODEL_STEPS ?? 30);
 
 export function describeViolation(v: Violation): string {
-  return `sequence ${v.sequence}, step ${v.step}: ${v.kind}\n${v.detail}\n` +
-    `regression case: { maxAttempts: ${JSON.stringify(v.maxAttempts)}, steps: ${JSON.stringify(v.steps)} }`;
+  return (
+    `sequence ${v.sequence}, step ${v.step}: ${v.kind}\n${v.detail}\n` +
+    `regression case: { maxAttempts: ${JSON.stringify(v.maxAttempts)}, steps: ${JSON.stringify(v.steps)} }`
+  );
 }
 
 const db = useReliabilityDatabase('model_based');
@@ -46,9 +48,27 @@ describe('the engine against the reference model', () => {
       operations: f.calls,
       faults: f.waits + f.rollbacks + f.longWaits,
       violations: session.run.violations.length,
-      details: { seed, sequences: f.sequences, steps: f.steps, interleavings: f.interleavings, waits: f.waits, longWaits: f.longWaits, rollbacks: f.rollbacks, revokesDuringWait: f.revokesDuringWait, seconds: Math.round((Date.now() - started) / 1000) },
+      details: {
+        seed,
+        sequences: f.sequences,
+        steps: f.steps,
+        interleavings: f.interleavings,
+        waits: f.waits,
+        longWaits: f.longWaits,
+        rollbacks: f.rollbacks,
+        revokesDuringWait: f.revokesDuringWait,
+        seconds: Math.round((Date.now() - started) / 1000),
+      },
     });
-    console.log(JSON.stringify({ model: 'random', seed, ...f, feed: session.run.feed?.figures, seconds: (Date.now() - started) / 1000 }));
+    console.log(
+      JSON.stringify({
+        model: 'random',
+        seed,
+        ...f,
+        feed: session.run.feed?.figures,
+        seconds: (Date.now() - started) / 1000,
+      }),
+    );
     expect(session.run.violations.map(describeViolation)).toEqual([]);
   }, 600_000);
 });

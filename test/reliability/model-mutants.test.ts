@@ -40,38 +40,53 @@ const IN_DOUBT = `if not claim.rerun_after_unknown and v_op.status = 'unknown' a
 const MODEL_MUTANTS: readonly ModelMutant[] = [
   {
     name: 'resolve-running',
-    defect: 'I20: settle.resolve also resolves a pending or running operation (one whose attempt has not lost its outcome)',
-    replacements: [{
-      file: RECONCILIATION,
-      find: `if v_op.status not in ('unknown', 'conflict') then`,
-      replace: `if v_op.status not in ('unknown', 'conflict', 'pending', 'running') then`,
-    }],
+    defect:
+      'I20: settle.resolve also resolves a pending or running operation (one whose attempt has not lost its outcome)',
+    replacements: [
+      {
+        file: RECONCILIATION,
+        find: `if v_op.status not in ('unknown', 'conflict') then`,
+        replace: `if v_op.status not in ('unknown', 'conflict', 'pending', 'running') then`,
+      },
+    ],
   },
   {
     name: 'resolve-failed-under-lease',
     defect: 'I20: a failed resolution is recorded while an attempt holds a lease (it may still take effect)',
-    replacements: [{ file: RECONCILIATION, find: `if resolve.outcome = 'failed' and v_op.lease_token is not null then`, replace: `if false then` }],
+    replacements: [
+      {
+        file: RECONCILIATION,
+        find: `if resolve.outcome = 'failed' and v_op.lease_token is not null then`,
+        replace: `if false then`,
+      },
+    ],
   },
   {
     name: 'resolve-failed-spares-attempts',
-    defect: 'I20: a failed resolution leaves the open attempts unjudged, so a late success of one settles a second final outcome',
-    replacements: [{
-      file: RECONCILIATION,
-      find: `     where a.tenant = resolve.tenant and a.key = resolve.key and (a.observation is null or a.observation = 'unknown');
+    defect:
+      'I20: a failed resolution leaves the open attempts unjudged, so a late success of one settles a second final outcome',
+    replacements: [
+      {
+        file: RECONCILIATION,
+        find: `     where a.tenant = resolve.tenant and a.key = resolve.key and (a.observation is null or a.observation = 'unknown');
     update settle_private.operations o`,
-      replace: `     where false;
+        replace: `     where false;
     update settle_private.operations o`,
-    }],
+      },
+    ],
   },
   {
     name: 'resolve-ignores-epoch',
-    defect: 'I30 2.2: settle.resolve ignores the evidence\'s epoch, so a verdict read for attempt N judges a later attempt that may have taken effect',
-    replacements: [{
-      file: RECONCILIATION,
-      find: `  if v_op.attempt <> resolve.expected_attempt
+    defect:
+      "I30 2.2: settle.resolve ignores the evidence's epoch, so a verdict read for attempt N judges a later attempt that may have taken effect",
+    replacements: [
+      {
+        file: RECONCILIATION,
+        find: `  if v_op.attempt <> resolve.expected_attempt
      or (resolve.expected_status is not null and v_op.status <> resolve.expected_status) then`,
-      replace: `  if false then`,
-    }],
+        replace: `  if false then`,
+      },
+    ],
     randomRuns: 25,
   },
   {
@@ -81,34 +96,51 @@ const MODEL_MUTANTS: readonly ModelMutant[] = [
   },
   {
     name: 'in-doubt-blocks-takeover',
-    defect: 'I21: rerun_after_unknown => false also answers in_doubt for a crashed attempt (lapsed lease, nothing reported)',
-    replacements: [{
-      file: CLAIM,
-      find: IN_DOUBT,
-      replace: `if not claim.rerun_after_unknown and v_op.status in ('pending', 'running', 'unknown') and v_op.dead_lettered_at is null then`,
-    }],
+    defect:
+      'I21: rerun_after_unknown => false also answers in_doubt for a crashed attempt (lapsed lease, nothing reported)',
+    replacements: [
+      {
+        file: CLAIM,
+        find: IN_DOUBT,
+        replace: `if not claim.rerun_after_unknown and v_op.status in ('pending', 'running', 'unknown') and v_op.dead_lettered_at is null then`,
+      },
+    ],
   },
   {
     name: 'lease-from-call-start',
     defect: '1: a claim that waited for the row lock measures its lease from the call start',
-    replacements: [{ file: CLAIM, find: LOCKED_REDECIDE, replace: `      -- and the revocation floor.
-      v_floor := settle_private._access(claim.tenant, claim.principal);` }],
+    replacements: [
+      {
+        file: CLAIM,
+        find: LOCKED_REDECIDE,
+        replace: `      -- and the revocation floor.
+      v_floor := settle_private._access(claim.tenant, claim.principal);`,
+      },
+    ],
   },
   {
     name: 'floor-read-before-lock',
     defect: '2: the revocation floor is judged on the first, unlocked read only',
-    replacements: [{ file: CLAIM, find: LOCKED_REDECIDE, replace: `      -- and the revocation floor.
-      v_now := clock_timestamp();` }],
+    replacements: [
+      {
+        file: CLAIM,
+        find: LOCKED_REDECIDE,
+        replace: `      -- and the revocation floor.
+      v_now := clock_timestamp();`,
+      },
+    ],
   },
   {
     name: 'conflict-erased-to-failed',
     defect: '4: may-have-taken-effect ignores a conflict status (a mismatched success of an attempt that had failed)',
-    replacements: [{
-      file: GUARDS,
-      find: `_may_have_taken_effect.status in ('unknown', 'conflict')
+    replacements: [
+      {
+        file: GUARDS,
+        find: `_may_have_taken_effect.status in ('unknown', 'conflict')
       or exists`,
-      replace: `exists`,
-    }],
+        replace: `exists`,
+      },
+    ],
   },
   {
     name: 'final-failure-overrides-unknown',
@@ -171,13 +203,26 @@ describe('the model-based test catches the adversarial-timing fixes reverted', (
         }
         caughtBy = [...new Set(caughtBy)];
         const kinds = [...new Set(run.violations.map((v) => v.kind))].join(' ');
-        console.log(JSON.stringify({ mutant: m.name, caughtBy, kinds, seed, randomSequencesToCatch: hunt > 0 ? huntedSequences : 'not run' }));
+        console.log(
+          JSON.stringify({
+            mutant: m.name,
+            caughtBy,
+            kinds,
+            seed,
+            randomSequencesToCatch: hunt > 0 ? huntedSequences : 'not run',
+          }),
+        );
         recordFigures({
           scenario: `model-mutants/${m.name}`,
           operations: run.figures.calls,
           faults: 1,
           violations: run.violations.length,
-          details: { seed, regressionCasesCatching: caughtBy.length, randomSequencesToCatch: hunt > 0 ? huntedSequences : 'not run', kinds },
+          details: {
+            seed,
+            regressionCasesCatching: caughtBy.length,
+            randomSequencesToCatch: hunt > 0 ? huntedSequences : 'not run',
+            kinds,
+          },
         });
       });
       if (m.randomRuns === undefined) expect(caughtBy.length, `no regression case caught ${m.name}`).toBeGreaterThan(0);

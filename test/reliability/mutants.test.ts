@@ -7,7 +7,13 @@ import { recordFigures } from './harness/figures.js';
 import { readEngineState } from '../../src/checker/engine-state.js';
 import { History } from './harness/history.js';
 import { runScenario, SCENARIO_NAMES } from './harness/mutant-scenarios.js';
-import { applyReplacement, MUTANTS, writeMutatedMigrations, type Mutant, type ScenarioName } from './harness/mutants.js';
+import {
+  applyReplacement,
+  MUTANTS,
+  writeMutatedMigrations,
+  type Mutant,
+  type ScenarioName,
+} from './harness/mutants.js';
 import { recording } from './harness/recorder.js';
 import { createQuietPool, createSqlDriver } from './harness/sql-driver.js';
 import { runWorkload } from './harness/workload.js';
@@ -45,7 +51,11 @@ async function runAgainst(mutant: Mutant | undefined, scenarios: readonly Scenar
     const run = await runWorkload({ url: db.url, seed, operations, processes: 4, keys: 12 });
     const history = new History();
     const driver = createSqlDriver(pool);
-    const p = [recording(driver, history, 100), recording(driver, history, 101), recording(driver, history, 102)] as const;
+    const p = [
+      recording(driver, history, 100),
+      recording(driver, history, 101),
+      recording(driver, history, 102),
+    ] as const;
     for (const name of scenarios) await runScenario(name, { tenant: SCENARIO_TENANT, p, admin });
     const workloadOps = run.history.ops();
     const scenarioOps = history.ops();
@@ -64,7 +74,9 @@ async function runAgainst(mutant: Mutant | undefined, scenarios: readonly Scenar
 }
 
 const invariantsOf = (report: CheckReport): string =>
-  Object.entries(report.byInvariant).map(([k, v]) => `${k}:${v}`).join(' ');
+  Object.entries(report.byInvariant)
+    .map(([k, v]) => `${k}:${v}`)
+    .join(' ');
 
 describe('mutants of the engine', () => {
   it('a replacement must match exactly once (a mutant cannot rot silently)', () => {
@@ -92,7 +104,14 @@ describe('mutants of the engine', () => {
       const run = await runAgainst(mutant, [mutant.scenario]);
       const found = run.workload.violations.length + run.scenario.violations.length;
       const missing = mutant.expected.filter((inv) => (run.scenario.byInvariant[inv] ?? 0) === 0);
-      console.log(JSON.stringify({ mutant: mutant.name, seed, workload: invariantsOf(run.workload), scenario: invariantsOf(run.scenario) }));
+      console.log(
+        JSON.stringify({
+          mutant: mutant.name,
+          seed,
+          workload: invariantsOf(run.workload),
+          scenario: invariantsOf(run.scenario),
+        }),
+      );
       recordFigures({
         scenario: `mutants/${mutant.name}`,
         operations: run.calls,
@@ -104,7 +123,9 @@ describe('mutants of the engine', () => {
           byWorkload: run.workload.violations.length,
           byScenario: run.scenario.violations.length,
           expectedCaught: `${mutant.expected.length - missing.length}/${mutant.expected.length}`,
-          invariants: [...new Set([...Object.keys(run.workload.byInvariant), ...Object.keys(run.scenario.byInvariant)])].sort().join(' '),
+          invariants: [...new Set([...Object.keys(run.workload.byInvariant), ...Object.keys(run.scenario.byInvariant)])]
+            .sort()
+            .join(' '),
         },
       });
       expect(found).toBeGreaterThan(0);

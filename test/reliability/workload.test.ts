@@ -38,7 +38,12 @@ describe('randomized workload', () => {
           auditRows: state.audit.length,
           faults: run.faults,
           resolutions: run.resolutions,
-          statuses: Object.fromEntries(['pending', 'running', 'unknown', 'conflict', 'failed', 'completed'].map((s) => [s, state.operations.filter((o) => o.status === s).length])),
+          statuses: Object.fromEntries(
+            ['pending', 'running', 'unknown', 'conflict', 'failed', 'completed'].map((s) => [
+              s,
+              state.operations.filter((o) => o.status === s).length,
+            ]),
+          ),
           outcomes: Object.fromEntries(Object.entries(counts).filter(([k]) => k.includes(':'))),
           violations: report.violations.length,
         }),

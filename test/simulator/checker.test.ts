@@ -12,15 +12,44 @@ const K = 'op-000001';
 const RESULT = { payout_id: 'p-1', amount_cents: 1234, credited_by_attempt: 1 };
 
 function told(partial: Partial<ToldAnswer> & Pick<ToldAnswer, 'call' | 'outcome'>): ToldAnswer {
-  return { tenant: T, key: K, submission: 'original', fault: null, attempt: null, answer: { outcome: partial.outcome }, ...partial };
+  return {
+    tenant: T,
+    key: K,
+    submission: 'original',
+    fault: null,
+    attempt: null,
+    answer: { outcome: partial.outcome },
+    ...partial,
+  };
 }
 
 function audit(auditId: number, event: string, outcome: string, before: Status | null, after: Status | null): AuditRow {
-  return { tenant: T, key: K, auditId: String(auditId), event, outcome, attempt: 1, statusBefore: before, statusAfter: after, detail: {}, endedLiveLease: false };
+  return {
+    tenant: T,
+    key: K,
+    auditId: String(auditId),
+    event,
+    outcome,
+    attempt: 1,
+    statusBefore: before,
+    statusAfter: after,
+    detail: {},
+    endedLiveLease: false,
+  };
 }
 
 function attempt(n: number, observation: Status | null, settled: boolean, endReason: string): AttemptRow {
-  return { tenant: T, key: K, attempt: n, observation, settled, endReason, error: null, retryable: null, lateResult: null };
+  return {
+    tenant: T,
+    key: K,
+    attempt: n,
+    observation,
+    settled,
+    endReason,
+    error: null,
+    retryable: null,
+    lateResult: null,
+  };
 }
 
 /** The operation row the read-back returns; `change` plants a different record. */
@@ -56,7 +85,12 @@ function cleanHistory(): History {
   return {
     intended: [{ tenant: T, key: K, amountCents: 1234, bindingGeneration: 1 }],
     told: [
-      told({ call: 'claim', outcome: 'acquired', fault: 'crash-after-effect', answer: { outcome: 'acquired', attempt: 1 } }),
+      told({
+        call: 'claim',
+        outcome: 'acquired',
+        fault: 'crash-after-effect',
+        answer: { outcome: 'acquired', attempt: 1 },
+      }),
       told({ call: 'claim', outcome: 'acquired', answer: { outcome: 'acquired', attempt: 2 } }),
       told({ call: 'complete', outcome: 'settled', attempt: 2, answer: { outcome: 'settled', result: RESULT } }),
       told({
@@ -66,7 +100,12 @@ function cleanHistory(): History {
         fault: 'different-payload',
         answer: { outcome: 'conflict', conflictOn: ['request'], result: null, fingerprint: null },
       }),
-      told({ call: 'claim', outcome: 'replay', submission: 'duplicate', answer: { outcome: 'replay', result: RESULT } }),
+      told({
+        call: 'claim',
+        outcome: 'replay',
+        submission: 'duplicate',
+        answer: { outcome: 'replay', result: RESULT },
+      }),
     ],
     operations: [operation()],
     attempts: [attempt(1, null, false, 'lease_expired'), attempt(2, 'completed', true, 'observed')],
@@ -84,12 +123,27 @@ function cleanHistory(): History {
   };
 }
 
-function delivery(deliveryId: string, status: 'completed' | 'failed', eventId: string | null, consumer = 'rewards'): DeliveryRow {
-  return { consumer, tenant: T, key: K, eventId, status, credited: status === 'completed', deliveryId: deliveryId.replace(/^d/, '') };
+function delivery(
+  deliveryId: string,
+  status: 'completed' | 'failed',
+  eventId: string | null,
+  consumer = 'rewards',
+): DeliveryRow {
+  return {
+    consumer,
+    tenant: T,
+    key: K,
+    eventId,
+    status,
+    credited: status === 'completed',
+    deliveryId: deliveryId.replace(/^d/, ''),
+  };
 }
 
 function failedInvariants(history: History): InvariantName[] {
-  return checkHistory(history).invariants.filter((i) => !i.ok).map((i) => i.name);
+  return checkHistory(history)
+    .invariants.filter((i) => !i.ok)
+    .map((i) => i.name);
 }
 
 describe('checkHistory', () => {
@@ -99,7 +153,8 @@ describe('checkHistory', () => {
     expect(report.invariants.filter((i) => !i.ok)).toEqual([]);
     expect(report.ok).toBe(true);
     // resolution-final judges resolved operations only (resolvedHistory below).
-    for (const invariant of report.invariants.filter((i) => i.name !== 'resolution-final')) expect(invariant.checked).toBeGreaterThan(0);
+    for (const invariant of report.invariants.filter((i) => i.name !== 'resolution-final'))
+      expect(invariant.checked).toBeGreaterThan(0);
   });
 
   it('a double payout fails no-double-pay', () => {
@@ -112,7 +167,10 @@ describe('checkHistory', () => {
 
   it('a downgrade in the audit trail fails status-monotonic', () => {
     const history = cleanHistory();
-    const downgraded = { ...history, audit: [...history.audit, audit(7, 'report_unknown', 'recorded', 'completed', 'unknown')] };
+    const downgraded = {
+      ...history,
+      audit: [...history.audit, audit(7, 'report_unknown', 'recorded', 'completed', 'unknown')],
+    };
     expect(failedInvariants(downgraded)).toEqual(['status-monotonic']);
   });
 
@@ -145,7 +203,9 @@ describe('checkHistory', () => {
       deliveries: [delivery('d1', 'failed', '1'), delivery('d2', 'completed', '2')],
     };
     expect(failedInvariants(redriven)).toEqual([]);
-    expect(failedInvariants({ ...redriven, deliveries: [delivery('d2', 'completed', '2')] })).toEqual(['feed-exactly-once']);
+    expect(failedInvariants({ ...redriven, deliveries: [delivery('d2', 'completed', '2')] })).toEqual([
+      'feed-exactly-once',
+    ]);
   });
 
   it('a lost settlement (paid, answered settled, record not completed) fails acknowledged-completion-durable', () => {
@@ -153,7 +213,9 @@ describe('checkHistory', () => {
     const lost = {
       ...history,
       told: history.told.filter((t) => t.outcome !== 'replay'),
-      operations: [operation({ status: 'failed', settledAttempt: null, result: null, resultText: null, deadLettered: true })],
+      operations: [
+        operation({ status: 'failed', settledAttempt: null, result: null, resultText: null, deadLettered: true }),
+      ],
       attempts: history.attempts.map((a) => ({ ...a, settled: false })),
       consumers: [],
     };
@@ -167,11 +229,21 @@ describe('checkHistory', () => {
 
   it('two settled attempts, or a replay of another result, fail single-settlement', () => {
     const history = cleanHistory();
-    const twice = { ...history, attempts: history.attempts.map((a) => ({ ...a, settled: true, observation: 'completed' as const })) };
+    const twice = {
+      ...history,
+      attempts: history.attempts.map((a) => ({ ...a, settled: true, observation: 'completed' as const })),
+    };
     expect(failedInvariants(twice)).toEqual(['single-settlement']);
     const otherReplay = {
       ...history,
-      told: [...history.told, told({ call: 'claim', outcome: 'replay', answer: { outcome: 'replay', result: { ...RESULT, payout_id: 'p-9' } } })],
+      told: [
+        ...history.told,
+        told({
+          call: 'claim',
+          outcome: 'replay',
+          answer: { outcome: 'replay', result: { ...RESULT, payout_id: 'p-9' } },
+        }),
+      ],
     };
     expect(failedInvariants(otherReplay)).toEqual(['single-settlement']);
   });
@@ -200,11 +272,16 @@ describe('checkHistory', () => {
     const history = cleanHistory();
     const executed = {
       ...history,
-      told: [...history.told, told({ call: 'claim', outcome: 'acquired', submission: 'different-payload', answer: { outcome: 'acquired' } })],
+      told: [
+        ...history.told,
+        told({ call: 'claim', outcome: 'acquired', submission: 'different-payload', answer: { outcome: 'acquired' } }),
+      ],
       payouts: [...history.payouts, payout(3, 'p-3', false, 9999)],
     };
     expect(failedInvariants(executed)).toEqual(['conflict-discloses-nothing']);
-    expect(checkHistory(executed).invariants.find((i) => i.name === 'conflict-discloses-nothing')?.violationCount).toBe(2);
+    expect(checkHistory(executed).invariants.find((i) => i.name === 'conflict-discloses-nothing')?.violationCount).toBe(
+      2,
+    );
   });
 
   it('an operation left running fails every-operation-final', () => {
@@ -212,7 +289,16 @@ describe('checkHistory', () => {
     const stuck = {
       ...history,
       told: history.told.filter((t) => t.call === 'claim' && t.outcome !== 'replay'),
-      operations: [operation({ status: 'running', settledAttempt: null, result: null, resultText: null, leaseHeld: true, inFlight: true })],
+      operations: [
+        operation({
+          status: 'running',
+          settledAttempt: null,
+          result: null,
+          resultText: null,
+          leaseHeld: true,
+          inFlight: true,
+        }),
+      ],
       attempts: history.attempts.map((a) => ({ ...a, settled: false })),
       payouts: [],
       audit: history.audit.slice(0, 4),
@@ -228,12 +314,19 @@ describe('checkHistory', () => {
     const lines = checkHistory(twice).invariants.find((i) => i.name === 'feed-exactly-once')?.violations;
     expect(lines).toEqual([
       'sim-t0/op-000001: event 1 was delivered 2 times to rewards',
-      'sim-t0/op-000001: rewards received [completed, completed], the trail\'s final outcomes are [completed]',
+      "sim-t0/op-000001: rewards received [completed, completed], the trail's final outcomes are [completed]",
       'sim-t0/op-000001: completed, credited 2 times by rewards',
     ]);
     expect(failedInvariants({ ...history, deliveries: [] })).toEqual(['feed-exactly-once']);
     // The naive poller's rows (missing, or twice) are the baseline's defects, not the engine's.
-    const naive = { ...history, deliveries: [...history.deliveries, delivery('d2', 'completed', null, 'naive'), delivery('d3', 'completed', null, 'naive')] };
+    const naive = {
+      ...history,
+      deliveries: [
+        ...history.deliveries,
+        delivery('d2', 'completed', null, 'naive'),
+        delivery('d3', 'completed', null, 'naive'),
+      ],
+    };
     expect(failedInvariants(naive)).toEqual([]);
   });
 });
@@ -246,19 +339,39 @@ function resolvedHistory(): History {
     ...audit(auditId, 'resolve', 'resolved', 'unknown', 'completed'),
     attempt: 3,
     actor: 'settle_admin_login',
-    detail: { asserted: 'completed', reason: 'reconciler: the provider has the payout', evidence: { provider_payout_id: 'p-1' } },
+    detail: {
+      asserted: 'completed',
+      reason: 'reconciler: the provider has the payout',
+      evidence: { provider_payout_id: 'p-1' },
+    },
   });
   return {
     intended: [{ tenant: T, key: K, amountCents: 1234, bindingGeneration: 1 }],
     told: [
       told({ call: 'claim', outcome: 'acquired', answer: { outcome: 'acquired', attempt: 1 } }),
-      told({ call: 'reportUnknown', outcome: 'recorded', attempt: 1, answer: { outcome: 'recorded', reason: 'outcome_unknown' } }),
+      told({
+        call: 'reportUnknown',
+        outcome: 'recorded',
+        attempt: 1,
+        answer: { outcome: 'recorded', reason: 'outcome_unknown' },
+      }),
       told({ call: 'claim', outcome: 'acquired', answer: { outcome: 'acquired', attempt: 2 } }),
-      told({ call: 'reportUnknown', outcome: 'recorded', attempt: 2, answer: { outcome: 'recorded', reason: 'needs_reconciliation' } }),
+      told({
+        call: 'reportUnknown',
+        outcome: 'recorded',
+        attempt: 2,
+        answer: { outcome: 'recorded', reason: 'needs_reconciliation' },
+      }),
       told({ call: 'claim', outcome: 'replay', answer: { outcome: 'replay', result: resolvedResult } }),
     ],
-    operations: [operation({ attempt: 3, settledAttempt: 3, result: resolvedResult, resultText: JSON.stringify(resolvedResult) })],
-    attempts: [attempt(1, 'unknown', false, 'observed'), attempt(2, 'unknown', false, 'observed'), attempt(3, 'completed', true, 'observed')],
+    operations: [
+      operation({ attempt: 3, settledAttempt: 3, result: resolvedResult, resultText: JSON.stringify(resolvedResult) }),
+    ],
+    attempts: [
+      attempt(1, 'unknown', false, 'observed'),
+      attempt(2, 'unknown', false, 'observed'),
+      attempt(3, 'completed', true, 'observed'),
+    ],
     audit: [
       audit(1, 'claim', 'acquired', null, 'running'),
       audit(2, 'report_unknown', 'recorded', 'running', 'unknown'),
@@ -282,7 +395,13 @@ describe('checkHistory and resolutions', () => {
 
   it('a complete answered settled besides the resolution fails single-settlement', () => {
     const history = resolvedHistory();
-    const settledToo = { ...history, told: [...history.told, told({ call: 'complete', outcome: 'settled', attempt: 2, answer: { outcome: 'settled' } })] };
+    const settledToo = {
+      ...history,
+      told: [
+        ...history.told,
+        told({ call: 'complete', outcome: 'settled', attempt: 2, answer: { outcome: 'settled' } }),
+      ],
+    };
     expect(failedInvariants(settledToo)).toContain('single-settlement');
   });
 
@@ -311,7 +430,9 @@ describe('checkHistory and resolutions', () => {
     const history = resolvedHistory();
     const unaudited = {
       ...history,
-      audit: history.audit.map((row) => (row.event === 'resolve' ? { ...row, actor: null, detail: { asserted: 'completed', reason: ' ' } } : row)),
+      audit: history.audit.map((row) =>
+        row.event === 'resolve' ? { ...row, actor: null, detail: { asserted: 'completed', reason: ' ' } } : row,
+      ),
     };
     expect(failedInvariants(unaudited)).toEqual(['resolution-final']);
     expect(checkHistory(unaudited).invariants.find((i) => i.name === 'resolution-final')?.violations).toEqual([

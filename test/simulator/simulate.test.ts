@@ -52,7 +52,12 @@ describe('runSimulation', () => {
     // The feed consumer credits every completed payout once, although its processes were killed
     // mid-batch; the naive settled_at poller loses the settlements that committed late.
     const { feed, naive } = report.consumers;
-    expect(feed).toMatchObject({ payouts: report.operations.completed, credited: report.operations.completed, missing: 0, creditedTwice: 0 });
+    expect(feed).toMatchObject({
+      payouts: report.operations.completed,
+      credited: report.operations.completed,
+      missing: 0,
+      creditedTwice: 0,
+    });
     expect(feed.failedOutcomes).toBe(r.resolvedFailed);
     expect(feed.kills).toBeGreaterThan(0);
     expect(feed.processes).toBeGreaterThan(2);
@@ -65,8 +70,12 @@ describe('runSimulation', () => {
       expect(Object.keys(row?.answers ?? {}).length, name).toBeGreaterThan(0);
     }
     const byFault = Object.fromEntries(report.faults.map((f) => [f.fault, f.answers]));
-    expect(byFault['different-payload']).toEqual({ 'claim conflict': report.faults.find((f) => f.fault === 'different-payload')?.injected });
-    expect(byFault['binding-bump']).toEqual({ 'claim conflict': report.faults.find((f) => f.fault === 'binding-bump')?.injected });
+    expect(byFault['different-payload']).toEqual({
+      'claim conflict': report.faults.find((f) => f.fault === 'different-payload')?.injected,
+    });
+    expect(byFault['binding-bump']).toEqual({
+      'claim conflict': report.faults.find((f) => f.fault === 'binding-bump')?.injected,
+    });
     expect(byFault['lease-expiry']?.['heartbeat fenced (settled)']).toBeGreaterThan(0);
     expect(byFault['caller-timeout']?.['reportUnknown recorded (outcome_unknown)']).toBeGreaterThan(0);
     // The retry after a crash asks the downstream first (run()'s reconcile) and does not pay again.
@@ -83,13 +92,26 @@ describe('runSimulation', () => {
     const app = createSettleClient({ connectionString: db.url, telemetry: false });
     const binding = { principal: 'someone', scopes: ['payouts:write'], generation: 1 };
     try {
-      const claim = await app.claim({ tenant: 'not-the-simulator', key: 'k1', request: { amount: 1 }, binding, maxAttempts: 1 });
+      const claim = await app.claim({
+        tenant: 'not-the-simulator',
+        key: 'k1',
+        request: { amount: 1 },
+        binding,
+        maxAttempts: 1,
+      });
       if (claim.outcome !== 'acquired') throw new Error(`claim answered ${claim.outcome}`);
       expect(await app.reportUnknown(claim.attempt)).toMatchObject({ outcome: 'recorded' });
     } finally {
       await app.end();
     }
-    const config = configFromFlags({ ...FLAGS, seed: '9', operations: '40', faults: '0', 'fault-slow-commit': '0.2', 'fault-provider-outage': '0.2' });
+    const config = configFromFlags({
+      ...FLAGS,
+      seed: '9',
+      operations: '40',
+      faults: '0',
+      'fault-slow-commit': '0.2',
+      'fault-provider-outage': '0.2',
+    });
     const report = await runSimulation({ config, connectionString: db.url });
     expect(report.ok).toBe(true);
     expect(report.reconciliation.needed).toBeGreaterThan(0);
@@ -110,7 +132,10 @@ describe('runSimulation', () => {
         const engine = await readEngineState(pool, { tenantPrefix: report.tenantPrefix });
         const history: History = {
           intended: engine.operations.map((op) => ({
-            tenant: op.tenant, key: op.key, amountCents: (op.request as { amount_cents: number }).amount_cents, bindingGeneration: 1,
+            tenant: op.tenant,
+            key: op.key,
+            amountCents: (op.request as { amount_cents: number }).amount_cents,
+            bindingGeneration: 1,
           })),
           told: [],
           ...engine,
@@ -133,14 +158,24 @@ describe('runSimulation', () => {
       );
       const judged = await judge();
       expect(judged.ok).toBe(false);
-      expect(judged.violations[0]).toMatch(new RegExp(`/${rows[0]?.key}: event ${rows[0]?.event_id} was delivered 2 times to ${consumer}$`));
+      expect(judged.violations[0]).toMatch(
+        new RegExp(`/${rows[0]?.key}: event ${rows[0]?.event_id} was delivered 2 times to ${consumer}$`),
+      );
     } finally {
       await pool.end();
     }
   }, 240_000);
 
   it('the unsafe downstream pays twice (a worker ignoring its lost lease) and the checker says so', async () => {
-    const config = configFromFlags({ ...FLAGS, seed: '8', operations: '60', faults: '0', 'fault-lease-expiry': '0.5', 'fault-slow-commit': '0', 'fault-provider-outage': '0' });
+    const config = configFromFlags({
+      ...FLAGS,
+      seed: '8',
+      operations: '60',
+      faults: '0',
+      'fault-lease-expiry': '0.5',
+      'fault-slow-commit': '0',
+      'fault-provider-outage': '0',
+    });
     const report = await runSimulation({ config, connectionString: db.url, unsafeDownstream: true });
     expect(report.ok).toBe(false);
     expect(report.check.invariants.filter((i) => !i.ok).map((i) => i.name)).toEqual(['no-double-pay']);

@@ -31,15 +31,20 @@ export function runCli(args: readonly string[], options: CliOptions = {}): Promi
   delete env.DATABASE_URL;
   Object.assign(env, options.env);
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...fullArgs], { cwd: ROOT, env, timeout: options.timeoutMs ?? 50_000 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-      let json: Record<string, unknown> = {};
-      try {
-        json = JSON.parse(stdout) as Record<string, unknown>;
-      } catch {
-        // text output: leave empty
-      }
-      resolve({ code, stdout, stderr, json });
-    });
+    execFile(
+      process.execPath,
+      [BIN, ...fullArgs],
+      { cwd: ROOT, env, timeout: options.timeoutMs ?? 50_000 },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+        let json: Record<string, unknown> = {};
+        try {
+          json = JSON.parse(stdout) as Record<string, unknown>;
+        } catch {
+          // text output: leave empty
+        }
+        resolve({ code, stdout, stderr, json });
+      },
+    );
   });
 }

@@ -8,7 +8,10 @@ export type FileDatabase = Omit<TestDatabase, 'drop'>;
  * One cloned, migrated database for the calling test file: created in beforeAll, dropped in
  * afterAll (after `beforeDrop`, which closes what the file opened on it).
  */
-export function useTestDatabase(hint: string, options: { readonly beforeDrop?: () => Promise<void> } = {}): FileDatabase {
+export function useTestDatabase(
+  hint: string,
+  options: { readonly beforeDrop?: () => Promise<void> } = {},
+): FileDatabase {
   return usePerFile(
     `useTestDatabase(${hint})`,
     () => createTestDatabase(hint),

@@ -32,7 +32,9 @@ let sawPeer = false;
 async function waitForPeer(signal: AbortSignal): Promise<void> {
   const deadline = Date.now() + 120_000;
   while (!signal.aborted) {
-    const { rows } = await downstream.query<{ n: number }>('select count(distinct holder)::int as n from downstream.lookups');
+    const { rows } = await downstream.query<{ n: number }>(
+      'select count(distinct holder)::int as n from downstream.lookups',
+    );
     if ((rows[0]?.n ?? 0) >= 2) return;
     if (Date.now() > deadline) throw new Error(`${holder}: the other reconciler never started a lookup`);
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -68,8 +70,19 @@ const reconciler = createReconciler({
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
       return { outcome: 'completed', result: { too: 'late' } };
     }
-    if (charge.outcome === 'failed') return { outcome: 'failed', error: { code: 'no_charge' }, evidence: { psp: 'none' }, reason: 'PSP has no charge' };
-    return { outcome: 'completed', result: { charge: `ch_${op.key}` }, evidence: { psp: op.key }, reason: 'PSP shows the charge' };
+    if (charge.outcome === 'failed')
+      return {
+        outcome: 'failed',
+        error: { code: 'no_charge' },
+        evidence: { psp: 'none' },
+        reason: 'PSP has no charge',
+      };
+    return {
+      outcome: 'completed',
+      result: { charge: `ch_${op.key}` },
+      evidence: { psp: op.key },
+      reason: 'PSP shows the charge',
+    };
   },
   onError: (error) => process.stderr.write(`${holder}: ${String(error)}\n`),
 });

@@ -27,13 +27,18 @@ describe('default telemetry and the global OpenTelemetry providers', () => {
 
       // Only the two runs after the registration: claim (acquired), complete, claim (replay).
       const calls = (await otel.points()).filter((p) => p.name === 'db.client.operation.duration');
-      expect(calls.map((p) => [p.attributes['db.operation.name'], p.attributes['pg_settle.outcome'], p.value]).sort()).toEqual([
+      expect(
+        calls.map((p) => [p.attributes['db.operation.name'], p.attributes['pg_settle.outcome'], p.value]).sort(),
+      ).toEqual([
         ['settle.claim', 'acquired', 1],
         ['settle.claim', 'replay', 1],
         ['settle.complete', 'settled', 1],
       ]);
       expect(await otel.total('pg_settle.outcomes', { 'pg_settle.operation': 'pg_settle.run' })).toBe(2);
-      const spans = otel.spans().map((span) => span.name).sort();
+      const spans = otel
+        .spans()
+        .map((span) => span.name)
+        .sort();
       expect(spans).toEqual(['pg_settle.run', 'pg_settle.run', 'settle.claim', 'settle.claim', 'settle.complete']);
     } finally {
       metrics.disable();

@@ -16,7 +16,11 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
   beforeAll(async () => {
     ctx = await setupHttpTest(`telemetry_http_${framework}`);
     otel = createTestTelemetry();
-    settle = createSettleClient({ connectionString: asRole(ctx.db.url, 'settle_app'), poolSize: 4, telemetry: { meterProvider: otel.meterProvider } });
+    settle = createSettleClient({
+      connectionString: asRole(ctx.db.url, 'settle_app'),
+      poolSize: 4,
+      telemetry: { meterProvider: otel.meterProvider },
+    });
     app = await startApp(framework, { settle, orders: { leaseMs: 60_000, heartbeatIntervalMs: 600_000 } });
   });
   afterAll(async () => {
@@ -29,7 +33,9 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
   test('first, replay, 400, 409 and 422 are counted once each', async () => {
     const key = newKey();
     expect((await send(`${app.url}/orders`, { key, json: { item: 'book' } })).status).toBe(201);
-    expect((await send(`${app.url}/orders`, { key, json: { item: 'book' } })).headers.get('idempotent-replayed')).toBe('true');
+    expect((await send(`${app.url}/orders`, { key, json: { item: 'book' } })).headers.get('idempotent-replayed')).toBe(
+      'true',
+    );
     expect((await send(`${app.url}/orders`, { key: null, json: { item: 'book' } })).status).toBe(400);
     expect((await send(`${app.url}/orders`, { key, json: { item: 'pen' } })).status).toBe(422);
     const held = newKey();
@@ -43,7 +49,9 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
     await fetch(`${app.url}/orders`);
 
     const points = (await otel.points()).filter((p) => p.name === 'pg_settle.http.requests');
-    expect(points.every((p) => p.type === 'counter' && Object.keys(p.attributes).join() === 'pg_settle.http.result')).toBe(true);
+    expect(
+      points.every((p) => p.type === 'counter' && Object.keys(p.attributes).join() === 'pg_settle.http.result'),
+    ).toBe(true);
     expect(Object.fromEntries(points.map((p) => [p.attributes['pg_settle.http.result'], p.value]))).toEqual({
       first: 2,
       replay: 1,

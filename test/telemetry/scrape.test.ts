@@ -31,19 +31,25 @@ function parseExposition(text: string): Exposition {
     const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: \d+)?$/.exec(line);
     if (sample === null) throw new Error(`not an exposition line: ${line}`);
     const labels: Record<string, string> = {};
-    for (const [, k, v] of (sample[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[k ?? ''] = v ?? '';
+    for (const [, k, v] of (sample[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      labels[k ?? ''] = v ?? '';
     samples.push({ name: sample[1] ?? '', labels, value: Number(sample[3]) });
   }
   return { types, samples };
 }
 
 const sum = (e: Exposition, name: string, match: Record<string, string> = {}): number =>
-  e.samples.filter((s) => s.name === name && Object.entries(match).every(([k, v]) => s.labels[k] === v)).reduce((a, s) => a + s.value, 0);
+  e.samples
+    .filter((s) => s.name === name && Object.entries(match).every(([k, v]) => s.labels[k] === v))
+    .reduce((a, s) => a + s.value, 0);
 
 async function scrape(url: string): Promise<{ contentType: string; exposition: Exposition }> {
   const response = await fetch(url);
   expect(response.status).toBe(200);
-  return { contentType: response.headers.get('content-type') ?? '', exposition: parseExposition(await response.text()) };
+  return {
+    contentType: response.headers.get('content-type') ?? '',
+    exposition: parseExposition(await response.text()),
+  };
 }
 
 const db = useTestDatabase('telemetry_scrape');
@@ -65,38 +71,50 @@ describe('Prometheus /metrics of the simulator', () => {
       expect(e.types.get('db_client_operation_duration_seconds')).toBe('histogram');
       expect(e.types.get('pg_settle_outcomes_total')).toBe('counter');
       // Histogram series: _bucket with le, _sum, _count; base unit seconds.
-      expect(e.samples.some((s) => s.name === 'db_client_operation_duration_seconds_bucket' && s.labels.le === '+Inf')).toBe(true);
+      expect(
+        e.samples.some((s) => s.name === 'db_client_operation_duration_seconds_bucket' && s.labels.le === '+Inf'),
+      ).toBe(true);
       // No high-cardinality label: no tenant, key, token or principal anywhere.
       const labelNames = new Set(e.samples.flatMap((s) => Object.keys(s.labels)));
       expect([...labelNames].filter((l) => /tenant|key|token|principal|worker/.test(l))).toEqual([]);
 
       const su = new pg.Client({ connectionString: db.url });
       await su.connect();
-      const { rows } = await su.query<{ attempts: string; completed: string }>(
-        // A resolution (settle.resolve, run by the simulator's reconciler) opens and settles an
-        // attempt of its own, worker 'resolve:<login>', without a claim or a complete call.
-        `select (select count(*) from settle_private.attempts
+      const { rows } = await su
+        .query<{ attempts: string; completed: string }>(
+          // A resolution (settle.resolve, run by the simulator's reconciler) opens and settles an
+          // attempt of its own, worker 'resolve:<login>', without a claim or a complete call.
+          `select (select count(*) from settle_private.attempts
                   where tenant like $1 || '%' and coalesce(worker, '') not like 'resolve:%') as attempts,
                 (select count(*) from settle_private.operations o
                    join settle_private.attempts a
                      on a.tenant = o.tenant and a.key = o.key and a.attempt = o.settled_attempt
                   where o.tenant like $1 || '%' and o.status = 'completed'
                     and coalesce(a.worker, '') not like 'resolve:%') as completed`,
-        [report.tenantPrefix],
-      ).finally(() => su.end());
+          [report.tenantPrefix],
+        )
+        .finally(() => su.end());
       const db0 = rows[0];
       expect(db0).toBeDefined();
       // Every attempt a claim opened was opened by one claim answered `acquired`.
-      expect(sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.claim', pg_settle_outcome: 'acquired' })).toBe(Number(db0?.attempts));
+      expect(
+        sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.claim', pg_settle_outcome: 'acquired' }),
+      ).toBe(Number(db0?.attempts));
       // Every operation completed by a worker was settled by exactly one complete() answered `settled`.
-      expect(sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.complete', pg_settle_outcome: 'settled' })).toBe(Number(db0?.completed));
+      expect(
+        sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.complete', pg_settle_outcome: 'settled' }),
+      ).toBe(Number(db0?.completed));
       // The sweeper's calls, as the simulator's report counts them.
-      expect(sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.expire_leases', pg_settle_outcome: 'ok' })).toBe(report.sweeper.runs);
+      expect(
+        sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.expire_leases', pg_settle_outcome: 'ok' }),
+      ).toBe(report.sweeper.runs);
       // The histogram counts the same calls as the outcome counter.
       expect(sum(e, 'db_client_operation_duration_seconds_count', { db_operation_name: 'settle.claim' })).toBe(
         sum(e, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.claim' }),
       );
-      expect(e.samples.find((s) => s.name === 'db_client_operation_duration_seconds_count')?.labels.db_system_name).toBe('postgresql');
+      expect(
+        e.samples.find((s) => s.name === 'db_client_operation_duration_seconds_count')?.labels.db_system_name,
+      ).toBe('postgresql');
     } finally {
       await endpoint.stop();
     }
@@ -106,7 +124,23 @@ describe('Prometheus /metrics of the simulator', () => {
     const root = path.resolve(import.meta.dirname, '../..');
     const child = spawn(
       process.execPath,
-      [path.join(root, 'bin/pg-settle.js'), 'simulate', '--metrics-port', '0', '--database-url', db.url, '--write-to-database', '--skip-baseline', '--operations', '100000', '--duration', '60s', '--workers', '2', '--json'],
+      [
+        path.join(root, 'bin/pg-settle.js'),
+        'simulate',
+        '--metrics-port',
+        '0',
+        '--database-url',
+        db.url,
+        '--write-to-database',
+        '--skip-baseline',
+        '--operations',
+        '100000',
+        '--duration',
+        '60s',
+        '--workers',
+        '2',
+        '--json',
+      ],
       // The sources, not a dist/ that may predate them.
       { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' } },
     );
@@ -126,7 +160,8 @@ describe('Prometheus /metrics of the simulator', () => {
         url ??= /serving metrics at (\S+)/.exec(stderr)?.[1];
         if (url !== undefined) {
           const { exposition } = await scrape(url);
-          if (sum(exposition, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.claim' }) > 0) seen = exposition;
+          if (sum(exposition, 'pg_settle_outcomes_total', { pg_settle_operation: 'settle.claim' }) > 0)
+            seen = exposition;
         }
         if (seen === undefined) await new Promise((resolve) => setTimeout(resolve, 100));
       }

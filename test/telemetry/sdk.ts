@@ -1,7 +1,19 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { type Attributes, type Context, context, type ContextManager, ROOT_CONTEXT } from '@opentelemetry/api';
-import { AggregationTemporality, type DataPoint, DataPointType, type Histogram, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
-import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  AggregationTemporality,
+  type DataPoint,
+  DataPointType,
+  type Histogram,
+  MeterProvider,
+  MetricReader,
+} from '@opentelemetry/sdk-metrics';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 
 /**
  * The AsyncLocalStorage context manager an application gets from @opentelemetry/sdk-node
@@ -12,7 +24,12 @@ class AsyncLocalStorageContextManager implements ContextManager {
   active(): Context {
     return this.storage.getStore() ?? ROOT_CONTEXT;
   }
-  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(ctx: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+    ctx: Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
     return this.storage.run(ctx, () => fn.call(thisArg, ...args));
   }
   bind<T>(ctx: Context, target: T): T {
@@ -32,7 +49,8 @@ class AsyncLocalStorageContextManager implements ContextManager {
 let contextManagerRegistered = false;
 /** Registers the context manager once per process (the global API refuses a second one). */
 export function registerContextManager(): void {
-  if (!contextManagerRegistered) contextManagerRegistered = context.setGlobalContextManager(new AsyncLocalStorageContextManager());
+  if (!contextManagerRegistered)
+    contextManagerRegistered = context.setGlobalContextManager(new AsyncLocalStorageContextManager());
 }
 
 /** A pull reader of the real SDK: collect() is what an exporter would read on each scrape. */
@@ -84,7 +102,11 @@ export function createTestTelemetry(): TestTelemetry {
           return {
             name: metric.descriptor.name,
             unit: metric.descriptor.unit,
-            type: histogram ? 'histogram' : metric.dataPointType === DataPointType.SUM && metric.isMonotonic ? 'counter' : 'other',
+            type: histogram
+              ? 'histogram'
+              : metric.dataPointType === DataPointType.SUM && metric.isMonotonic
+                ? 'counter'
+                : 'other',
             attributes: point.attributes,
             value: typeof value === 'object' ? value.count : value,
             ...(typeof value === 'object' ? { sum: value.sum ?? 0 } : {}),

@@ -16,9 +16,20 @@ describe('without @opentelemetry/api', () => {
   it('the client imports, runs an effect, and uses the no-op telemetry', async () => {
     const { stdout } = await execFileAsync(
       process.execPath,
-      ['--require', path.join(here, 'without-api.cjs'), '--import', 'tsx', path.join(here, 'without-api-main.ts'), db.url],
+      [
+        '--require',
+        path.join(here, 'without-api.cjs'),
+        '--import',
+        'tsx',
+        path.join(here, 'without-api-main.ts'),
+        db.url,
+      ],
       { cwd: path.resolve(here, '../..'), timeout: 60_000 },
     );
-    expect(JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}')).toEqual({ outcome: 'completed', apiMissing: true, noop: true });
+    expect(JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}')).toEqual({
+      outcome: 'completed',
+      apiMissing: true,
+      noop: true,
+    });
   }, 90_000);
 });

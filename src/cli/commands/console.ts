@@ -37,13 +37,20 @@ ${COMMON_HELP}`,
     const host = stringFlag(input, 'host') ?? '127.0.0.1';
     if (host.trim() === '') throw new UsageError('--host needs an address');
     const envToken = process.env[CONSOLE_TOKEN_ENV];
-    if (envToken !== undefined && envToken !== '' && envToken.length < 16) throw new UsageError(`${CONSOLE_TOKEN_ENV} must be at least 16 characters`);
+    if (envToken !== undefined && envToken !== '' && envToken.length < 16)
+      throw new UsageError(`${CONSOLE_TOKEN_ENV} must be at least 16 characters`);
     const db = await openDatabase(stringFlag(input, 'database-url'));
     const { startConsole } = await import('../../console/server.js');
     const fromEnv = envToken !== undefined && envToken !== '';
-    const running = await startConsole({ databaseUrl: db.url, host, port, ...(fromEnv ? { token: envToken, reusableToken: true } : {}) });
+    const running = await startConsole({
+      databaseUrl: db.url,
+      host,
+      port,
+      ...(fromEnv ? { token: envToken, reusableToken: true } : {}),
+    });
     const shown = fromEnv ? `${running.url}/?token=<${CONSOLE_TOKEN_ENV}>` : running.loginUrl;
-    if (input.json) printJson({ ok: true, command: 'console', url: running.url, open: fromEnv ? null : running.loginUrl });
+    if (input.json)
+      printJson({ ok: true, command: 'console', url: running.url, open: fromEnv ? null : running.loginUrl });
     else process.stdout.write(`pg-settle console: open ${shown}\n(the token works once; Ctrl-C stops the console)\n`);
     await new Promise<void>((resolve) => {
       process.once('SIGINT', () => resolve());

@@ -32,7 +32,16 @@ ${COMMON_HELP}`,
         printText(
           renderTable(
             ['tenant', 'key', 'status', 'reason', 'attempts', 'dead-lettered at', 'redrives', 'error'],
-            rows.map((r) => [r.tenant, r.key, r.status, r.reason, `${r.attempt}/${r.maxAttempts}`, r.deadLetteredAt, r.redriveCount, r.error]),
+            rows.map((r) => [
+              r.tenant,
+              r.key,
+              r.status,
+              r.reason,
+              `${r.attempt}/${r.maxAttempts}`,
+              r.deadLetteredAt,
+              r.redriveCount,
+              r.error,
+            ]),
           ),
         );
       }

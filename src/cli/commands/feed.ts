@@ -42,11 +42,17 @@ type Horizon = z.infer<typeof horizonRow>;
 /** One line naming the session that holds the horizon ('-' when none does). */
 export function describeHolder(h: Horizon): string {
   if (h.holder_pid === null && h.holder_user === null && h.holder_xid_age === null) return '-';
-  const who = [h.holder_user ?? 'login hidden', h.holder_application, h.holder_state].filter((x) => x !== null && x !== '').join(', ');
-  const age = h.holder_xact_age_seconds === null ? `${h.holder_xid_age ?? '?'} transactions old` : `transaction open ${h.holder_xact_age_seconds.toFixed(1)} s`;
-  const consumer = h.holder_consumer === true
-    ? `; a feed consumer's open batch${h.holder_consumer_name === null ? '' : ` (${h.holder_consumer_name}, lane ${h.holder_lane ?? '?'})`}`
-    : '';
+  const who = [h.holder_user ?? 'login hidden', h.holder_application, h.holder_state]
+    .filter((x) => x !== null && x !== '')
+    .join(', ');
+  const age =
+    h.holder_xact_age_seconds === null
+      ? `${h.holder_xid_age ?? '?'} transactions old`
+      : `transaction open ${h.holder_xact_age_seconds.toFixed(1)} s`;
+  const consumer =
+    h.holder_consumer === true
+      ? `; a feed consumer's open batch${h.holder_consumer_name === null ? '' : ` (${h.holder_consumer_name}, lane ${h.holder_lane ?? '?'})`}`
+      : '';
   return `${h.holder_pid === null ? 'a prepared transaction' : `pid ${h.holder_pid}`} (${who}; ${age})${consumer}`;
 }
 
@@ -98,13 +104,19 @@ export const feedCommand: Command = {
   name: 'feed',
   summary: 'settlement feed consumers: positions, lag; feed reset',
   help: HELP,
-  flags: { to: { type: 'string' }, earliest: { type: 'boolean' }, 'dry-run': { type: 'boolean' }, yes: { type: 'boolean' } },
+  flags: {
+    to: { type: 'string' },
+    earliest: { type: 'boolean' },
+    'dry-run': { type: 'boolean' },
+    yes: { type: 'boolean' },
+  },
   positionals: [],
   variadicPositionals: true,
   async run(input) {
     const [sub, name, ...extra] = input.positionals;
     if (sub === undefined) return show(input);
-    if (sub !== 'reset') throw new UsageError(`feed takes no argument, or \`reset <consumer>\` (got ${JSON.stringify(sub)})`);
+    if (sub !== 'reset')
+      throw new UsageError(`feed takes no argument, or \`reset <consumer>\` (got ${JSON.stringify(sub)})`);
     if (name === undefined || extra.length > 0) throw new UsageError('feed reset takes exactly one <consumer>');
     return reset(input, name);
   },
@@ -119,14 +131,30 @@ async function show(input: Parameters<Command['run']>[0]): Promise<number> {
       printJson({
         ok: true,
         command: 'feed',
-        horizon: { xid: horizon.horizon, holderPid: horizon.holder_pid, holderUser: horizon.holder_user,
-                   holderApplicationName: horizon.holder_application, holderState: horizon.holder_state,
-                   holderTransactionAgeSeconds: horizon.holder_xact_age_seconds, holderXidAge: horizon.holder_xid_age,
-                   holderIsFeedConsumer: horizon.holder_consumer, holderConsumer: horizon.holder_consumer_name, holderLane: horizon.holder_lane },
+        horizon: {
+          xid: horizon.horizon,
+          holderPid: horizon.holder_pid,
+          holderUser: horizon.holder_user,
+          holderApplicationName: horizon.holder_application,
+          holderState: horizon.holder_state,
+          holderTransactionAgeSeconds: horizon.holder_xact_age_seconds,
+          holderXidAge: horizon.holder_xid_age,
+          holderIsFeedConsumer: horizon.holder_consumer,
+          holderConsumer: horizon.holder_consumer_name,
+          holderLane: horizon.holder_lane,
+        },
         lanes: lanes.map((l) => ({
-          consumer: l.consumer, tenants: l.tenants, lanes: l.lanes, lane: l.lane, position: l.position, leased: l.leased,
-          leaseExpiresAt: asDate(l.lease_expires_at), ackedAt: asDate(l.acked_at), lagEvents: l.lag_events,
-          oldestUnackedAt: asDate(l.oldest_unacked_at), lagSeconds: l.lag_seconds,
+          consumer: l.consumer,
+          tenants: l.tenants,
+          lanes: l.lanes,
+          lane: l.lane,
+          position: l.position,
+          leased: l.leased,
+          leaseExpiresAt: asDate(l.lease_expires_at),
+          ackedAt: asDate(l.acked_at),
+          lagEvents: l.lag_events,
+          oldestUnackedAt: asDate(l.oldest_unacked_at),
+          lagSeconds: l.lag_seconds,
         })),
       });
       return EXIT.ok;
@@ -137,8 +165,16 @@ async function show(input: Parameters<Command['run']>[0]): Promise<number> {
       printText(
         renderTable(
           ['consumer', 'lane', 'position', 'leased', 'lag events', 'lag s', 'oldest unacked', 'acked at'],
-          lanes.map((l) => [l.consumer, `${l.lane}/${l.lanes}`, l.position, l.leased ? 'yes' : 'no', l.lag_events,
-            l.lag_seconds.toFixed(1), asDate(l.oldest_unacked_at), asDate(l.acked_at)]),
+          lanes.map((l) => [
+            l.consumer,
+            `${l.lane}/${l.lanes}`,
+            l.position,
+            l.leased ? 'yes' : 'no',
+            l.lag_events,
+            l.lag_seconds.toFixed(1),
+            asDate(l.oldest_unacked_at),
+            asDate(l.acked_at),
+          ]),
         ),
       );
     }
@@ -157,33 +193,59 @@ async function reset(input: Parameters<Command['run']>[0], name: string): Promis
   const to = stringFlag(input, 'to');
   const earliest = boolFlag(input, 'earliest');
   if (to !== undefined && earliest) throw new UsageError('feed reset takes --to or --earliest, not both');
-  if (to !== undefined && Number.isNaN(Date.parse(to))) throw new UsageError(`--to must be an ISO 8601 time (got ${JSON.stringify(to)})`);
-  const toTime = earliest ? '-infinity' : to ?? null;
+  if (to !== undefined && Number.isNaN(Date.parse(to)))
+    throw new UsageError(`--to must be an ISO 8601 time (got ${JSON.stringify(to)})`);
+  const toTime = earliest ? '-infinity' : (to ?? null);
   const dryRun = boolFlag(input, 'dry-run');
   return withClient(input, async (client) => {
     const pool = await client.getPool();
     const call = (dry: boolean) =>
       viewQuery(pool, (p) =>
-        p.any(sql.type(resetRow)`select * from settle.reset_consumer(name => ${name}, to_time => ${toTime}::timestamptz, dry_run => ${dry})`),
+        p.any(
+          sql.type(
+            resetRow,
+          )`select * from settle.reset_consumer(name => ${name}, to_time => ${toTime}::timestamptz, dry_run => ${dry})`,
+        ),
       );
     const preview = await call(true);
     const total = preview.reduce((n, r) => n + r.events_to_deliver, 0);
-    const what = toTime === null ? 'skip to now' : toTime === '-infinity' ? 'deliver every retained event again' : `deliver again from ${toTime}`;
+    const what =
+      toTime === null
+        ? 'skip to now'
+        : toTime === '-infinity'
+          ? 'deliver every retained event again'
+          : `deliver again from ${toTime}`;
     const table = (rows: typeof preview) =>
-      renderTable(['lane', 'position before', 'position after', 'events to deliver'], rows.map((r) => [r.lane, r.position_before, r.position_after, r.events_to_deliver]));
+      renderTable(
+        ['lane', 'position before', 'position after', 'events to deliver'],
+        rows.map((r) => [r.lane, r.position_before, r.position_after, r.events_to_deliver]),
+      );
     if (dryRun) {
-      if (input.json) printJson({ ok: true, command: 'feed reset', consumer: name, dryRun: true, toTime, lanes: preview, eventsToDeliver: total });
+      if (input.json)
+        printJson({
+          ok: true,
+          command: 'feed reset',
+          consumer: name,
+          dryRun: true,
+          toTime,
+          lanes: preview,
+          eventsToDeliver: total,
+        });
       else printText(`dry run: ${name}: ${what}; ${total} events to deliver; nothing changed\n${table(preview)}`);
       return EXIT.ok;
     }
-    const go = await confirm(`reset consumer ${name} (${what}; ${total} events to deliver)?`, { yes: boolFlag(input, 'yes'), command: 'feed reset' });
+    const go = await confirm(`reset consumer ${name} (${what}; ${total} events to deliver)?`, {
+      yes: boolFlag(input, 'yes'),
+      command: 'feed reset',
+    });
     if (!go) {
       if (input.json) printJson({ ok: false, command: 'feed reset', consumer: name, aborted: true });
       else printText('aborted: nothing changed');
       return EXIT.failure;
     }
     const applied = await call(false);
-    if (input.json) printJson({ ok: true, command: 'feed reset', consumer: name, dryRun: false, toTime, lanes: applied });
+    if (input.json)
+      printJson({ ok: true, command: 'feed reset', consumer: name, dryRun: false, toTime, lanes: applied });
     else printText(`reset ${name}: ${what}\n${table(applied)}`);
     return EXIT.ok;
   });

@@ -19,7 +19,12 @@ ${COMMON_HELP}`,
     return withClient(input, async (client) => {
       const operation = await client.inspect({ tenant, key });
       if (operation === null) {
-        throw new OperationNotFoundError(`operation not found: ${tenant} / ${key}`, { code: 'SE010', sqlstate: 'SE010', detail: { tenant, key }, hint: 'No such operation: never claimed, or purged. Tenant and key are case-sensitive.' });
+        throw new OperationNotFoundError(`operation not found: ${tenant} / ${key}`, {
+          code: 'SE010',
+          sqlstate: 'SE010',
+          detail: { tenant, key },
+          hint: 'No such operation: never claimed, or purged. Tenant and key are case-sensitive.',
+        });
       }
       const [attempts, audit] = await Promise.all([client.attempts({ tenant, key }), client.auditLog({ tenant, key })]);
       if (input.json) {
@@ -38,7 +43,12 @@ ${COMMON_HELP}`,
           ['settled at', operation.settledAt],
           ['result', operation.result],
           ['error', operation.error],
-          ['dead-lettered', operation.deadLetteredAt === null ? null : `${operation.deadLetteredAt.toISOString()} (${operation.deadLetterReason ?? 'no reason'})`],
+          [
+            'dead-lettered',
+            operation.deadLetteredAt === null
+              ? null
+              : `${operation.deadLetteredAt.toISOString()} (${operation.deadLetterReason ?? 'no reason'})`,
+          ],
           ['redrives', operation.redriveCount],
           ['fingerprint', operation.fingerprint],
           ['principal', operation.principal],
@@ -53,14 +63,34 @@ ${COMMON_HELP}`,
       printText(
         renderTable(
           ['attempt', 'worker', 'claimed', 'ended', 'end reason', 'observation', 'settled', 'error', 'late result'],
-          attempts.map((a) => [a.attempt, a.worker, a.claimedAt, a.endedAt, a.endReason, a.observation, a.settled, a.error, a.lateResult]),
+          attempts.map((a) => [
+            a.attempt,
+            a.worker,
+            a.claimedAt,
+            a.endedAt,
+            a.endReason,
+            a.observation,
+            a.settled,
+            a.error,
+            a.lateResult,
+          ]),
         ),
       );
       printText('\naudit trail');
       printText(
         renderTable(
           ['audit_id', 'at', 'event', 'outcome', 'attempt', 'before', 'after', 'actor', 'detail'],
-          audit.map((r) => [r.auditId, r.at, r.event, r.outcome, r.attempt, r.statusBefore, r.statusAfter, r.actor, r.detail]),
+          audit.map((r) => [
+            r.auditId,
+            r.at,
+            r.event,
+            r.outcome,
+            r.attempt,
+            r.statusBefore,
+            r.statusAfter,
+            r.actor,
+            r.detail,
+          ]),
         ),
       );
       return EXIT.ok;

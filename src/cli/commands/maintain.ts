@@ -16,14 +16,20 @@ export const CRON_JOB_NAME = 'pg-settle upkeep';
 const CRON_COMMAND = 'select * from settle.run_upkeep()';
 
 /** One settle.run_upkeep() call: one row per job (ran, failed, not_due, busy). */
-export async function runUpkeep(pool: DatabasePool, force = false): Promise<{ job: string; outcome: string; detail: unknown }[]> {
-  const rows = await viewQuery(pool, (p) => p.any(sql.type(runRow)`select * from settle.run_upkeep(force => ${force})`));
+export async function runUpkeep(
+  pool: DatabasePool,
+  force = false,
+): Promise<{ job: string; outcome: string; detail: unknown }[]> {
+  const rows = await viewQuery(pool, (p) =>
+    p.any(sql.type(runRow)`select * from settle.run_upkeep(force => ${force})`),
+  );
   return rows.map((r) => ({ job: r.job, outcome: r.outcome, detail: r.detail }));
 }
 
 export const maintainCommand: Command = {
   name: 'maintain',
-  summary: 'run the upkeep jobs (lease expiry, in-doubt hand-over, retention, feed trim) on a schedule (without pg_cron)',
+  summary:
+    'run the upkeep jobs (lease expiry, in-doubt hand-over, retention, feed trim) on a schedule (without pg_cron)',
   help: `Usage: pg-settle maintain [--interval D] [--once] [--count N] [--force] [--database-url URL] [--json]
 
 Calls settle.run_upkeep() every --interval until Ctrl-C (SIGINT/SIGTERM): it runs each job that
@@ -42,12 +48,18 @@ Prints one line per job that ran or failed (--json: one JSON document per line).
   --force              run every job now, due or not (with --once; default: off)
 
 ${COMMON_HELP}`,
-  flags: { interval: { type: 'string' }, once: { type: 'boolean' }, count: { type: 'string' }, force: { type: 'boolean' } },
+  flags: {
+    interval: { type: 'string' },
+    once: { type: 'boolean' },
+    count: { type: 'string' },
+    force: { type: 'boolean' },
+  },
   positionals: [],
   async run(input) {
     const text = stringFlag(input, 'interval');
     const intervalMs = text === undefined ? 30_000 : parseDuration(text, '--interval');
-    if (intervalMs < 1_000 || intervalMs > 3_600_000) throw new UsageError(`--interval must be between 1s and 1h (got ${intervalMs} ms)`);
+    if (intervalMs < 1_000 || intervalMs > 3_600_000)
+      throw new UsageError(`--interval must be between 1s and 1h (got ${intervalMs} ms)`);
     const once = boolFlag(input, 'once');
     const force = boolFlag(input, 'force');
     if (force && !once) throw new UsageError('--force goes with --once');
@@ -68,8 +80,10 @@ ${COMMON_HELP}`,
           const rows = await runUpkeep(pool, force);
           for (const row of rows) {
             if (row.outcome === 'failed') failed += 1;
-            if (input.json) process.stdout.write(`${toJsonText({ at, command: 'maintain', ...row }).replace(/\n\s*/g, ' ')}\n`);
-            else if (row.outcome === 'ran' || row.outcome === 'failed' || once) printText(`${at}  ${row.job.padEnd(13)} ${row.outcome.padEnd(7)} ${JSON.stringify(row.detail)}`);
+            if (input.json)
+              process.stdout.write(`${toJsonText({ at, command: 'maintain', ...row }).replace(/\n\s*/g, ' ')}\n`);
+            else if (row.outcome === 'ran' || row.outcome === 'failed' || once)
+              printText(`${at}  ${row.job.padEnd(13)} ${row.outcome.padEnd(7)} ${JSON.stringify(row.detail)}`);
           }
         }
       } finally {
@@ -120,14 +134,20 @@ ${COMMON_HELP}`,
             select cron.unschedule(j.jobid) as removed from cron.job j where j.jobname = ${CRON_JOB_NAME} and j.username = current_user`),
         );
         if (input.json) printJson({ ok: true, command: 'schedule', removed: removed.length > 0 });
-        else printText(removed.length > 0 ? `removed the pg_cron job "${CRON_JOB_NAME}"` : `no pg_cron job "${CRON_JOB_NAME}" of this role`);
+        else
+          printText(
+            removed.length > 0
+              ? `removed the pg_cron job "${CRON_JOB_NAME}"`
+              : `no pg_cron job "${CRON_JOB_NAME}" of this role`,
+          );
         return EXIT.ok;
       }
       const jobId = await viewQuery(pool, (p) =>
         p.oneFirst(sql.type(z.object({ jobid: z.coerce.number() }))`
           select cron.schedule(${CRON_JOB_NAME}, ${schedule}, ${CRON_COMMAND}) as jobid`),
       );
-      if (input.json) printJson({ ok: true, command: 'schedule', jobId, jobName: CRON_JOB_NAME, schedule, sql: CRON_COMMAND });
+      if (input.json)
+        printJson({ ok: true, command: 'schedule', jobId, jobName: CRON_JOB_NAME, schedule, sql: CRON_COMMAND });
       else printText(`scheduled pg_cron job ${jobId} "${CRON_JOB_NAME}" (${schedule}): ${CRON_COMMAND}`);
       return EXIT.ok;
     });

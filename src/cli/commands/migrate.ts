@@ -39,13 +39,14 @@ ${COMMON_HELP}`,
       const { written, stale } = await writeExportedMigrations(printTo);
       if (stale.length > 0) {
         throw new UsageError(
-          `${printTo} holds migration files this version of pg-settle does not have (${stale.join(', ')}): `
-            + 'they were printed by a version whose migrations were numbered differently, and a tool would apply them too; '
-            + 'print into an empty directory',
+          `${printTo} holds migration files this version of pg-settle does not have (${stale.join(', ')}): ` +
+            'they were printed by a version whose migrations were numbered differently, and a tool would apply them too; ' +
+            'print into an empty directory',
         );
       }
       if (input.json) printJson({ ok: true, command: 'migrate', print: path.resolve(printTo), files: written });
-      else printText(`wrote ${written.length} migration files to ${printTo}:\n${written.map((f) => `  ${f}`).join('\n')}`);
+      else
+        printText(`wrote ${written.length} migration files to ${printTo}:\n${written.map((f) => `  ${f}`).join('\n')}`);
       return EXIT.ok;
     }
     const db = await openDatabase(stringFlag(input, 'database-url'));
@@ -62,9 +63,15 @@ ${COMMON_HELP}`,
     }
     if (input.json) printJson({ ok: true, command: 'migrate', throwaway: false, applied, ownerMembers });
     else {
-      printText(applied.length === 0 ? 'up to date: no migration to apply' : `applied:\n${applied.map((f) => `  ${f}`).join('\n')}`);
+      printText(
+        applied.length === 0
+          ? 'up to date: no migration to apply'
+          : `applied:\n${applied.map((f) => `  ${f}`).join('\n')}`,
+      );
       for (const member of ownerMembers) {
-        printText(`warning: login ${member.role} can still act as settle_owner (disable guard triggers, rewrite results); as a superuser: ${member.revoke}`);
+        printText(
+          `warning: login ${member.role} can still act as settle_owner (disable guard triggers, rewrite results); as a superuser: ${member.revoke}`,
+        );
       }
     }
     return EXIT.ok;

@@ -28,7 +28,12 @@ with a progress line on stderr. The engine refuses an age below its minimum rete
   --batch-size N       operations per call (1-100000, default 1000)
 
 ${COMMON_HELP}`,
-  flags: { 'older-than': { type: 'string' }, 'batch-size': { type: 'string' }, 'dry-run': { type: 'boolean' }, yes: { type: 'boolean' } },
+  flags: {
+    'older-than': { type: 'string' },
+    'batch-size': { type: 'string' },
+    'dry-run': { type: 'boolean' },
+    yes: { type: 'boolean' },
+  },
   positionals: [],
   async run(input) {
     const olderThan = stringFlag(input, 'older-than');
@@ -54,7 +59,10 @@ ${COMMON_HELP}`,
       const counts = await viewQuery(pool, (p) => countPurgeable(p, olderThanMs));
       if (dryRun) {
         if (input.json) printJson({ ok: true, command: 'purge', dryRun: true, olderThanMs, wouldPurge: counts });
-        else printText(`dry run: would purge ${describeCounts(counts)} last updated more than ${olderThan} ago; nothing deleted`);
+        else
+          printText(
+            `dry run: would purge ${describeCounts(counts)} last updated more than ${olderThan} ago; nothing deleted`,
+          );
         return EXIT.ok;
       }
       if (counts.total === 0) {
@@ -62,7 +70,10 @@ ${COMMON_HELP}`,
         else printText(`nothing to purge: no terminal operation last updated more than ${olderThan} ago`);
         return EXIT.ok;
       }
-      const go = await confirm(`purge ${describeCounts(counts)} last updated more than ${olderThan} ago?`, { yes: boolFlag(input, 'yes'), command: 'purge' });
+      const go = await confirm(`purge ${describeCounts(counts)} last updated more than ${olderThan} ago?`, {
+        yes: boolFlag(input, 'yes'),
+        command: 'purge',
+      });
       if (!go) {
         if (input.json) printJson({ ok: false, command: 'purge', aborted: true, olderThanMs, purged: 0 });
         else printText('aborted: nothing purged');

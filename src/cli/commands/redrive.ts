@@ -52,7 +52,12 @@ ${COMMON_HELP}`,
     }
     const [tenant = '', key = ''] = input.positionals;
     return withClient(input, async (client) => {
-      const operation = await client.redrive({ tenant, key, additionalAttempts, ...(reason === undefined ? {} : { reason }) });
+      const operation = await client.redrive({
+        tenant,
+        key,
+        additionalAttempts,
+        ...(reason === undefined ? {} : { reason }),
+      });
       if (input.json) {
         printJson({ ok: true, command: 'redrive', operation });
       } else {
@@ -70,7 +75,11 @@ ${COMMON_HELP}`,
   },
 };
 
-async function redriveAll(input: CommandInput, additionalAttempts: number, reason: string | undefined): Promise<number> {
+async function redriveAll(
+  input: CommandInput,
+  additionalAttempts: number,
+  reason: string | undefined,
+): Promise<number> {
   const tenant = stringFlag(input, 'tenant');
   const limit = intFlag(input, 'limit', 100_000, 1, 1_000_000);
   const scope = tenant === undefined ? 'every tenant' : `tenant ${JSON.stringify(tenant)}`;
@@ -86,10 +95,13 @@ async function redriveAll(input: CommandInput, additionalAttempts: number, reaso
       else printText(`no dead letters of ${scope}`);
       return EXIT.ok;
     }
-    const go = await confirm(`redrive ${keys.length} dead letters of ${scope} with ${additionalAttempts} more attempt(s) each?`, {
-      yes: boolFlag(input, 'yes'),
-      command: 'redrive --all',
-    });
+    const go = await confirm(
+      `redrive ${keys.length} dead letters of ${scope} with ${additionalAttempts} more attempt(s) each?`,
+      {
+        yes: boolFlag(input, 'yes'),
+        command: 'redrive --all',
+      },
+    );
     if (!go) {
       if (input.json) printJson({ ok: false, command: 'redrive', aborted: true, redriven: 0 });
       else printText('aborted: nothing redriven');
@@ -111,7 +123,10 @@ async function redriveAll(input: CommandInput, additionalAttempts: number, reaso
     }
     progress.finish();
     if (input.json) printJson({ ok: true, command: 'redrive', dryRun: false, redriven, skipped });
-    else printText(`redrove ${redriven} dead letters of ${scope}${skipped === 0 ? '' : ` (${skipped} skipped: no longer dead letters)`}`);
+    else
+      printText(
+        `redrove ${redriven} dead letters of ${scope}${skipped === 0 ? '' : ` (${skipped} skipped: no longer dead letters)`}`,
+      );
     return EXIT.ok;
   });
 }

@@ -24,7 +24,18 @@ export interface ParsedFile {
   readonly errors: string[];
 }
 
-const COLUMNS = ['tenant', 'key', 'expected_attempt', 'expected_status', 'outcome', 'result', 'error', 'reason', 'evidence', 'fingerprint'] as const;
+const COLUMNS = [
+  'tenant',
+  'key',
+  'expected_attempt',
+  'expected_status',
+  'outcome',
+  'result',
+  'error',
+  'reason',
+  'evidence',
+  'fingerprint',
+] as const;
 const REQUIRED = ['tenant', 'key', 'expected_attempt', 'outcome'] as const;
 const STATUSES = ['pending', 'running', 'unknown', 'conflict', 'failed', 'completed'] as const;
 /** A syntactically valid stand-in while a row without a fingerprint is checked. */
@@ -62,19 +73,27 @@ export function parseResolutionFile(text: string, path: string, defaultReason: s
       const value = field(name);
       if (name === 'expected_attempt' && typeof value === 'number') continue;
       if (typeof value !== 'string' || value.trim() === '') {
-        problems.push(name === 'expected_attempt'
-          ? 'expected_attempt is missing: the attempt your evidence concerns, as read with the operation (pg-settle inspect); it is never filled in at apply time'
-          : `${name} is missing`);
+        problems.push(
+          name === 'expected_attempt'
+            ? 'expected_attempt is missing: the attempt your evidence concerns, as read with the operation (pg-settle inspect); it is never filled in at apply time'
+            : `${name} is missing`,
+        );
       }
     }
     const attemptValue = field('expected_attempt');
-    const attemptText = typeof attemptValue === 'number' ? String(attemptValue) : typeof attemptValue === 'string' ? attemptValue.trim() : '';
+    const attemptText =
+      typeof attemptValue === 'number'
+        ? String(attemptValue)
+        : typeof attemptValue === 'string'
+          ? attemptValue.trim()
+          : '';
     const expectedAttempt = /^[1-9][0-9]{0,9}$/.test(attemptText) ? Number(attemptText) : undefined;
     if (attemptText !== '' && (expectedAttempt === undefined || expectedAttempt > 2_147_483_647)) {
       problems.push(`expected_attempt must be a whole number >= 1 (got ${JSON.stringify(attemptValue)})`);
     }
     const statusValue = field('expected_status');
-    const expectedStatus = typeof statusValue === 'string' && statusValue.trim() !== '' ? statusValue.trim() : undefined;
+    const expectedStatus =
+      typeof statusValue === 'string' && statusValue.trim() !== '' ? statusValue.trim() : undefined;
     if (expectedStatus !== undefined && !(STATUSES as readonly string[]).includes(expectedStatus)) {
       problems.push(`expected_status must be one of ${STATUSES.join(', ')} (got ${JSON.stringify(statusValue)})`);
     }
@@ -85,11 +104,14 @@ export function parseResolutionFile(text: string, path: string, defaultReason: s
     const result = jsonField('result');
     const error = jsonField('error');
     const evidence = jsonField('evidence');
-    if (outcome === 'completed' && (result === undefined || error !== undefined)) problems.push('a completed row needs a result and no error');
-    if (outcome === 'failed' && (error === undefined || result !== undefined)) problems.push('a failed row needs an error and no result');
+    if (outcome === 'completed' && (result === undefined || error !== undefined))
+      problems.push('a completed row needs a result and no error');
+    if (outcome === 'failed' && (error === undefined || result !== undefined))
+      problems.push('a failed row needs an error and no result');
     const reasonValue = field('reason');
     const reason = typeof reasonValue === 'string' && reasonValue.trim() !== '' ? reasonValue : defaultReason;
-    if (reason === undefined || reason.trim() === '') problems.push('reason is missing (a column, or --reason for every row)');
+    if (reason === undefined || reason.trim() === '')
+      problems.push('reason is missing (a column, or --reason for every row)');
     const fingerprintValue = field('fingerprint');
     const fingerprint = typeof fingerprintValue === 'string' ? fingerprintValue : '';
     const ref = `${String(field('tenant'))}\u0000${String(field('key'))}`;
@@ -99,7 +121,11 @@ export function parseResolutionFile(text: string, path: string, defaultReason: s
     if (problems.length === 0) {
       try {
         const input = parseResolveInput({
-          tenant: field('tenant'), key: field('key'), outcome, reason, expectedAttempt,
+          tenant: field('tenant'),
+          key: field('key'),
+          outcome,
+          reason,
+          expectedAttempt,
           ...(expectedStatus === undefined ? {} : { expectedStatus }),
           fingerprint: fingerprint === '' ? PLACEHOLDER : fingerprint,
           ...(result === undefined ? {} : { result }),
@@ -108,7 +134,9 @@ export function parseResolutionFile(text: string, path: string, defaultReason: s
         });
         rows.push({ line: record.line, where: record.where, input: { ...input, fingerprint } });
       } catch (failure) {
-        problems.push(failure instanceof SettleInputError ? failure.message.replace(/^invalid resolution: /, '') : String(failure));
+        problems.push(
+          failure instanceof SettleInputError ? failure.message.replace(/^invalid resolution: /, '') : String(failure),
+        );
       }
     }
     if (problems.length > 0) errors.push(`${record.where}: ${problems.join('; ')}`);
@@ -136,7 +164,8 @@ function jsonRecords(text: string): { list: FileRecord[] } | { error: string } {
     list: value.map((item, index) => ({
       line: index + 1,
       where: `row ${index + 1}`,
-      values: typeof item === 'object' && item !== null && !Array.isArray(item) ? (item as Record<string, unknown>) : {},
+      values:
+        typeof item === 'object' && item !== null && !Array.isArray(item) ? (item as Record<string, unknown>) : {},
     })),
   };
 }
@@ -148,10 +177,14 @@ function csvRecords(text: string): { list: FileRecord[] } | { error: string } {
   if (header === undefined) return { list: [] };
   const names = header.fields.map((h) => h.trim());
   const unknown = names.filter((n) => !(COLUMNS as readonly string[]).includes(n));
-  if (unknown.length > 0) return { error: `line ${header.line}: unknown column(s) ${unknown.join(', ')} (columns: ${COLUMNS.join(',')})` };
+  if (unknown.length > 0)
+    return { error: `line ${header.line}: unknown column(s) ${unknown.join(', ')} (columns: ${COLUMNS.join(',')})` };
   for (const name of REQUIRED) {
     if (names.includes(name)) continue;
-    const why = name === 'expected_attempt' ? ' (the attempt each row\'s evidence concerns, as read with the operation: it is never filled in at apply time)' : '';
+    const why =
+      name === 'expected_attempt'
+        ? " (the attempt each row's evidence concerns, as read with the operation: it is never filled in at apply time)"
+        : '';
     return { error: `line ${header.line}: the header lacks the column ${name}${why}` };
   }
   const list: FileRecord[] = [];
@@ -159,7 +192,12 @@ function csvRecords(text: string): { list: FileRecord[] } | { error: string } {
     if (row.fields.length === 1 && row.fields[0]?.trim() === '') continue; // a blank line
     const values: Record<string, unknown> = {};
     if (row.fields.length !== names.length) {
-      list.push({ line: row.line, where: `line ${row.line}`, values: {}, problem: `${row.fields.length} fields, the header has ${names.length}` });
+      list.push({
+        line: row.line,
+        where: `line ${row.line}`,
+        values: {},
+        problem: `${row.fields.length} fields, the header has ${names.length}`,
+      });
       continue;
     }
     names.forEach((name, i) => (values[name] = row.fields[i]));

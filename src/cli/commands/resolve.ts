@@ -1,7 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import type { DatabaseTransactionConnection } from 'slonik';
 import { mapDatabaseError, OperationNotFoundError, SettleError } from '../../client/errors.js';
-import { httpResultProblem, parseResolveInput, resolveOperation, storedResponseOf, type ResolveInput } from '../../client/reconcile.js';
+import {
+  httpResultProblem,
+  parseResolveInput,
+  resolveOperation,
+  storedResponseOf,
+  type ResolveInput,
+} from '../../client/reconcile.js';
 import type { SettleClient } from '../../client/client.js';
 import type { Json, OperationRecord, Status } from '../../client/types.js';
 import { boolFlag, COMMON_HELP, stringFlag, withClient, type Command, type CommandInput } from '../command.js';
@@ -106,9 +112,12 @@ const STATUSES: readonly Status[] = ['pending', 'running', 'unknown', 'conflict'
 function precondition(input: CommandInput): { expectedAttempt: number; expectedStatus?: Status } {
   const attempt = stringFlag(input, 'expected-attempt');
   if (attempt === undefined) {
-    throw new UsageError('--expected-attempt N is required: the attempt your evidence concerns, as you read it with the operation (pg-settle inspect) when you checked the downstream');
+    throw new UsageError(
+      '--expected-attempt N is required: the attempt your evidence concerns, as you read it with the operation (pg-settle inspect) when you checked the downstream',
+    );
   }
-  if (!/^[1-9][0-9]{0,9}$/.test(attempt) || Number(attempt) > 2_147_483_647) throw new UsageError(`--expected-attempt must be a whole number >= 1 (got ${JSON.stringify(attempt)})`);
+  if (!/^[1-9][0-9]{0,9}$/.test(attempt) || Number(attempt) > 2_147_483_647)
+    throw new UsageError(`--expected-attempt must be a whole number >= 1 (got ${JSON.stringify(attempt)})`);
   const status = stringFlag(input, 'expected-status');
   if (status !== undefined && !(STATUSES as readonly string[]).includes(status)) {
     throw new UsageError(`--expected-status must be one of ${STATUSES.join(', ')} (got ${JSON.stringify(status)})`);
@@ -121,12 +130,18 @@ async function httpResult(input: CommandInput): Promise<Json | undefined> {
   const statusText = stringFlag(input, 'http-status');
   const bodyText = stringFlag(input, 'http-body');
   const rawHeaders = input.values['http-header'] as unknown;
-  const headerList = Array.isArray(rawHeaders) ? (rawHeaders as string[]) : typeof rawHeaders === 'string' ? [rawHeaders] : [];
+  const headerList = Array.isArray(rawHeaders)
+    ? (rawHeaders as string[])
+    : typeof rawHeaders === 'string'
+      ? [rawHeaders]
+      : [];
   if (statusText === undefined) {
-    if (bodyText !== undefined || headerList.length > 0) throw new UsageError('--http-body and --http-header go with --http-status N');
+    if (bodyText !== undefined || headerList.length > 0)
+      throw new UsageError('--http-body and --http-header go with --http-status N');
     return undefined;
   }
-  if (!/^[1-5][0-9][0-9]$/.test(statusText)) throw new UsageError(`--http-status must be an HTTP status 100-599 (got ${JSON.stringify(statusText)})`);
+  if (!/^[1-5][0-9][0-9]$/.test(statusText))
+    throw new UsageError(`--http-status must be an HTTP status 100-599 (got ${JSON.stringify(statusText)})`);
   let body: Buffer = Buffer.alloc(0);
   if (bodyText !== undefined && bodyText.startsWith('@')) {
     try {
@@ -149,7 +164,11 @@ async function httpResult(input: CommandInput): Promise<Json | undefined> {
     headers = { 'content-type': 'application/json' };
   }
   try {
-    return storedResponseOf({ status: Number(statusText), body, ...(headers === undefined ? {} : { headers }) }) as unknown as Json;
+    return storedResponseOf({
+      status: Number(statusText),
+      body,
+      ...(headers === undefined ? {} : { headers }),
+    }) as unknown as Json;
   } catch (error) {
     throw new UsageError(`--http-*: ${(error as Error).message}`);
   }
@@ -173,26 +192,39 @@ async function resolveOne(input: CommandInput): Promise<number> {
   const [tenant = '', key = ''] = input.positionals;
   const completed = boolFlag(input, 'completed');
   const failed = boolFlag(input, 'failed');
-  if (completed === failed) throw new UsageError('give exactly one of --completed (with --result or --http-status) or --failed (with --error)');
+  if (completed === failed)
+    throw new UsageError('give exactly one of --completed (with --result or --http-status) or --failed (with --error)');
   const http = await httpResult(input);
   const plain = jsonFlag(input, 'result');
   const error = jsonFlag(input, 'error');
-  if (http !== undefined && (failed || plain !== undefined)) throw new UsageError('--http-status goes with --completed, instead of --result');
+  if (http !== undefined && (failed || plain !== undefined))
+    throw new UsageError('--http-status goes with --completed, instead of --result');
   const result = http ?? plain;
-  if (completed && (result === undefined || error !== undefined)) throw new UsageError('--completed takes --result JSON or --http-status N (and no --error)');
-  if (failed && (error === undefined || result !== undefined)) throw new UsageError('--failed takes --error JSON (and no --result)');
+  if (completed && (result === undefined || error !== undefined))
+    throw new UsageError('--completed takes --result JSON or --http-status N (and no --error)');
+  if (failed && (error === undefined || result !== undefined))
+    throw new UsageError('--failed takes --error JSON (and no --result)');
   const reason = stringFlag(input, 'reason');
-  if (reason === undefined || reason.trim() === '') throw new UsageError('--reason TEXT is required: why, and the ticket');
+  if (reason === undefined || reason.trim() === '')
+    throw new UsageError('--reason TEXT is required: why, and the ticket');
   const evidence = jsonFlag(input, 'evidence');
   const expected = precondition(input);
 
   return withClient(input, async (client) => {
     const operation = await client.inspect({ tenant, key });
     if (operation === null) {
-      throw new OperationNotFoundError(`operation not found: ${tenant} / ${key}`, { code: 'SE010', sqlstate: 'SE010', detail: { tenant, key } });
+      throw new OperationNotFoundError(`operation not found: ${tenant} / ${key}`, {
+        code: 'SE010',
+        sqlstate: 'SE010',
+        detail: { tenant, key },
+      });
     }
     const resolution = parseResolveInput({
-      tenant, key, fingerprint: operation.fingerprint, reason, ...expected,
+      tenant,
+      key,
+      fingerprint: operation.fingerprint,
+      reason,
+      ...expected,
       ...(evidence === undefined ? {} : { evidence }),
       ...(completed ? { outcome: 'completed', result } : { outcome: 'failed', error }),
     });
@@ -202,24 +234,55 @@ async function resolveOne(input: CommandInput): Promise<number> {
     }
     if (!input.json) await showOperation(client, operation);
     if (operation.status === 'completed' || operation.status === 'failed') {
-      if (input.json) printJson({ ok: true, command: 'resolve', outcome: 'already_final', status: operation.status, dryRun: boolFlag(input, 'dry-run') });
+      if (input.json)
+        printJson({
+          ok: true,
+          command: 'resolve',
+          outcome: 'already_final',
+          status: operation.status,
+          dryRun: boolFlag(input, 'dry-run'),
+        });
       else printText(`\nalready final (${operation.status}): nothing to resolve`);
       return EXIT.ok;
     }
-    const what = http !== undefined ? `completed with the HTTP response ${(http as { status: number }).status} its retries replay`
-      : completed ? `completed with result ${JSON.stringify(result)}` : `failed with error ${JSON.stringify(error)} (asserting that no attempt took effect)`;
-    const moved = operation.attempt !== expected.expectedAttempt || (expected.expectedStatus !== undefined && operation.status !== expected.expectedStatus);
+    const what =
+      http !== undefined
+        ? `completed with the HTTP response ${(http as { status: number }).status} its retries replay`
+        : completed
+          ? `completed with result ${JSON.stringify(result)}`
+          : `failed with error ${JSON.stringify(error)} (asserting that no attempt took effect)`;
+    const moved =
+      operation.attempt !== expected.expectedAttempt ||
+      (expected.expectedStatus !== undefined && operation.status !== expected.expectedStatus);
     if (boolFlag(input, 'dry-run')) {
       if (input.json) {
-        printJson({ ok: true, command: 'resolve', dryRun: true, wouldResolve: { tenant, key, from: operation.status, outcome: resolution.outcome, attempt: operation.attempt, expectedAttempt: expected.expectedAttempt, movedOn: moved } });
+        printJson({
+          ok: true,
+          command: 'resolve',
+          dryRun: true,
+          wouldResolve: {
+            tenant,
+            key,
+            from: operation.status,
+            outcome: resolution.outcome,
+            attempt: operation.attempt,
+            expectedAttempt: expected.expectedAttempt,
+            movedOn: moved,
+          },
+        });
       } else {
-        printText(moved
-          ? `\ndry run: would be refused (SE053): the operation is at attempt ${operation.attempt} (${operation.status}), your evidence concerns attempt ${expected.expectedAttempt}; nothing changed`
-          : `\ndry run: would resolve ${tenant} / ${key} (${operation.status}) as ${what}; nothing changed`);
+        printText(
+          moved
+            ? `\ndry run: would be refused (SE053): the operation is at attempt ${operation.attempt} (${operation.status}), your evidence concerns attempt ${expected.expectedAttempt}; nothing changed`
+            : `\ndry run: would resolve ${tenant} / ${key} (${operation.status}) as ${what}; nothing changed`,
+        );
       }
       return EXIT.ok;
     }
-    const go = await confirm(`resolve ${tenant} / ${key} (${operation.status}, attempt ${expected.expectedAttempt}) as ${what}?`, { yes: boolFlag(input, 'yes'), command: 'resolve' });
+    const go = await confirm(
+      `resolve ${tenant} / ${key} (${operation.status}, attempt ${expected.expectedAttempt}) as ${what}?`,
+      { yes: boolFlag(input, 'yes'), command: 'resolve' },
+    );
     if (!go) {
       if (input.json) printJson({ ok: false, command: 'resolve', aborted: true });
       else printText('aborted: nothing resolved');
@@ -229,9 +292,13 @@ async function resolveOne(input: CommandInput): Promise<number> {
     if (input.json) {
       printJson({ ok: true, command: 'resolve', ...answer });
     } else if (answer.outcome === 'resolved') {
-      printText(`\nresolved: ${tenant} / ${key} ${answer.statusBefore} -> ${answer.status}${answer.settledAttempt === null ? '' : ` (settled by attempt ${answer.settledAttempt})`}`);
+      printText(
+        `\nresolved: ${tenant} / ${key} ${answer.statusBefore} -> ${answer.status}${answer.settledAttempt === null ? '' : ` (settled by attempt ${answer.settledAttempt})`}`,
+      );
     } else {
-      printText(`\nalready final (${answer.status}${answer.matches ? ', as asserted' : ', NOT as asserted'}): nothing changed`);
+      printText(
+        `\nalready final (${answer.status}${answer.matches ? ', as asserted' : ', NOT as asserted'}): nothing changed`,
+      );
     }
     return EXIT.ok;
   });
@@ -245,7 +312,12 @@ async function showOperation(client: SettleClient, operation: OperationRecord): 
       ['status', operation.status],
       ['attempt', `${operation.attempt} of ${operation.maxAttempts}`],
       ['in flight', operation.inFlight],
-      ['dead-lettered', operation.deadLetteredAt === null ? null : `${operation.deadLetteredAt.toISOString()} (${operation.deadLetterReason ?? 'no reason'})`],
+      [
+        'dead-lettered',
+        operation.deadLetteredAt === null
+          ? null
+          : `${operation.deadLetteredAt.toISOString()} (${operation.deadLetterReason ?? 'no reason'})`,
+      ],
       ['error', operation.error],
       ['request', operation.request],
       ['principal', operation.principal],
@@ -265,8 +337,20 @@ async function showOperation(client: SettleClient, operation: OperationRecord): 
 type RowResult = { row: FileRow; result: 'resolved' | 'skipped' | 'refused'; detail: string };
 
 async function resolveFile(input: CommandInput): Promise<number> {
-  for (const flag of ['completed', 'failed', 'result', 'error', 'evidence', 'expected-attempt', 'expected-status', 'http-status', 'http-body', 'http-header']) {
-    if (input.values[flag] !== undefined) throw new UsageError(`--${flag} goes with one <tenant> <key>, not --file (put it in the file)`);
+  for (const flag of [
+    'completed',
+    'failed',
+    'result',
+    'error',
+    'evidence',
+    'expected-attempt',
+    'expected-status',
+    'http-status',
+    'http-body',
+    'http-header',
+  ]) {
+    if (input.values[flag] !== undefined)
+      throw new UsageError(`--${flag} goes with one <tenant> <key>, not --file (put it in the file)`);
   }
   const path = stringFlag(input, 'file') ?? '';
   let text: string;
@@ -278,7 +362,10 @@ async function resolveFile(input: CommandInput): Promise<number> {
   const parsed = parseResolutionFile(text, path, stringFlag(input, 'reason'));
   if (parsed.errors.length > 0) {
     if (input.json) printJson({ ok: false, command: 'resolve', file: path, applied: 0, errors: parsed.errors });
-    else printText(`${path}: ${parsed.errors.length} bad row(s), nothing applied:\n${parsed.errors.map((e) => `  ${e}`).join('\n')}`);
+    else
+      printText(
+        `${path}: ${parsed.errors.length} bad row(s), nothing applied:\n${parsed.errors.map((e) => `  ${e}`).join('\n')}`,
+      );
     return EXIT.usage;
   }
   const rows = parsed.rows;
@@ -296,11 +383,18 @@ async function resolveFile(input: CommandInput): Promise<number> {
         counts.set(status, (counts.get(status) ?? 0) + 1);
       }
       const byStatus = Object.fromEntries(counts);
-      if (input.json) printJson({ ok: true, command: 'resolve', file: path, dryRun: true, rows: rows.length, byStatus });
-      else printText(`dry run: ${rows.length} rows; operations now: ${[...counts].map(([s, n]) => `${n} ${s}`).join(', ')}; nothing changed`);
+      if (input.json)
+        printJson({ ok: true, command: 'resolve', file: path, dryRun: true, rows: rows.length, byStatus });
+      else
+        printText(
+          `dry run: ${rows.length} rows; operations now: ${[...counts].map(([s, n]) => `${n} ${s}`).join(', ')}; nothing changed`,
+        );
       return EXIT.ok;
     }
-    const go = await confirm(`resolve the ${rows.length} operations of ${path}?`, { yes: boolFlag(input, 'yes'), command: 'resolve --file' });
+    const go = await confirm(`resolve the ${rows.length} operations of ${path}?`, {
+      yes: boolFlag(input, 'yes'),
+      command: 'resolve --file',
+    });
     if (!go) {
       if (input.json) printJson({ ok: false, command: 'resolve', aborted: true });
       else printText('aborted: nothing resolved');
@@ -331,11 +425,21 @@ async function resolveFile(input: CommandInput): Promise<number> {
     const summary = { resolved: committed ? count('resolved') : 0, skipped: count('skipped'), refused: refused.length };
     if (input.json) {
       printJson({
-        ok: committed && (refused.length === 0 || skipRefused), command: 'resolve', file: path, committed, ...summary,
-        refusedRows: refused.map((r) => ({ line: r.row.line, tenant: r.row.input.tenant, key: r.row.input.key, error: r.detail })),
+        ok: committed && (refused.length === 0 || skipRefused),
+        command: 'resolve',
+        file: path,
+        committed,
+        ...summary,
+        refusedRows: refused.map((r) => ({
+          line: r.row.line,
+          tenant: r.row.input.tenant,
+          key: r.row.input.key,
+          error: r.detail,
+        })),
       });
     } else {
-      for (const r of refused) printText(`  ${r.row.where}: ${r.row.input.tenant} / ${r.row.input.key}: refused: ${r.detail}`);
+      for (const r of refused)
+        printText(`  ${r.row.where}: ${r.row.input.tenant} / ${r.row.input.key}: refused: ${r.detail}`);
       printText(
         committed
           ? `resolved ${summary.resolved}, skipped ${summary.skipped} (already final), refused ${summary.refused}`
@@ -367,7 +471,8 @@ async function resolveRow(client: SettleClient, tx: DatabaseTransactionConnectio
     });
   } catch (error) {
     const mapped = mapDatabaseError(error);
-    if (!(mapped instanceof SettleError) || mapped.sqlstate === null || !/^(SE|42501)/.test(mapped.sqlstate)) throw mapped;
+    if (!(mapped instanceof SettleError) || mapped.sqlstate === null || !/^(SE|42501)/.test(mapped.sqlstate))
+      throw mapped;
     return { row, result: 'refused', detail: `${mapped.sqlstate} ${mapped.message}` };
   }
 }

@@ -10,7 +10,9 @@ import { printJson, printText } from '../output.js';
 import { createProgress } from '../progress.js';
 import { MissingPackageError, UsageError } from '../usage-error.js';
 
-const faultHelp = FAULTS.map((f) => `  --fault-${f.name}=RATE`.padEnd(36) + `0-1, default ${f.defaultRate}: ${f.summary}`).join('\n');
+const faultHelp = FAULTS.map(
+  (f) => `  --fault-${f.name}=RATE`.padEnd(36) + `0-1, default ${f.defaultRate}: ${f.summary}`,
+).join('\n');
 
 /**
  * The simulator writes a workload (operations under run-unique tenants, a payout ledger in the
@@ -26,9 +28,12 @@ function simulationDatabaseUrl(input: CommandInput): string | undefined {
       'simulate writes its workload (operations, and a payout ledger in schema settle_sim) into the database it runs in: add --write-to-database to run it in the --database-url you gave, or leave --database-url out for a throwaway database',
     );
   }
-  if (write && flagUrl === undefined) throw new UsageError('--write-to-database needs --database-url URL (the database to write into)');
+  if (write && flagUrl === undefined)
+    throw new UsageError('--write-to-database needs --database-url URL (the database to write into)');
   if (!write && (process.env.DATABASE_URL ?? '') !== '') {
-    process.stderr.write('pg-settle: DATABASE_URL is set, but simulate runs in a throwaway database of its own (pass --database-url URL --write-to-database to run it in yours)\n');
+    process.stderr.write(
+      'pg-settle: DATABASE_URL is set, but simulate runs in a throwaway database of its own (pass --database-url URL --write-to-database to run it in yours)\n',
+    );
   }
   return flagUrl;
 }
@@ -44,7 +49,9 @@ function consoleHint(throwaway: boolean, url: string): string {
 async function serveConsole(url: string): Promise<void> {
   const { startConsole } = await import('../../console/server.js');
   const running = await startConsole({ databaseUrl: url, port: 0 });
-  process.stderr.write(`pg-settle: the console on this run's database: open ${running.loginUrl}\n(the token works once; Ctrl-C stops the console and deletes a throwaway database)\n`);
+  process.stderr.write(
+    `pg-settle: the console on this run's database: open ${running.loginUrl}\n(the token works once; Ctrl-C stops the console and deletes a throwaway database)\n`,
+  );
   await new Promise<void>((resolve) => {
     process.once('SIGINT', () => resolve());
     process.once('SIGTERM', () => resolve());
@@ -95,18 +102,25 @@ Common flags:
   positionals: [],
   async run(input) {
     const config = configFromFlags(input.values);
-    const metricsPort = input.values['metrics-port'] === undefined ? null : intFlag(input, 'metrics-port', 0, 0, 65_535);
+    const metricsPort =
+      input.values['metrics-port'] === undefined ? null : intFlag(input, 'metrics-port', 0, 0, 65_535);
     const databaseUrl = simulationDatabaseUrl(input);
     // The endpoint first: without the OpenTelemetry SDK (an app's install) it fails at once, as a
     // usage error (exit 2), before a server is started; exit 1 is kept for invariant failures.
-    const metrics = metricsPort === null ? null : await startMetricsEndpoint({ port: metricsPort }).catch((error: unknown) => {
-      if (error instanceof MetricsEndpointUnavailableError) throw new MissingPackageError(error.message, { cause: error });
-      throw error;
-    });
-    const db = await openDatabase(databaseUrl, { migrateAlways: true, provision: true, ignoreEnvironment: true }).catch(async (error: unknown) => {
-      await metrics?.stop();
-      throw error;
-    });
+    const metrics =
+      metricsPort === null
+        ? null
+        : await startMetricsEndpoint({ port: metricsPort }).catch((error: unknown) => {
+            if (error instanceof MetricsEndpointUnavailableError)
+              throw new MissingPackageError(error.message, { cause: error });
+            throw error;
+          });
+    const db = await openDatabase(databaseUrl, { migrateAlways: true, provision: true, ignoreEnvironment: true }).catch(
+      async (error: unknown) => {
+        await metrics?.stop();
+        throw error;
+      },
+    );
     if (metrics !== null) process.stderr.write(`pg-settle: serving metrics at ${metrics.url}\n`);
     try {
       const progress = createProgress('simulate', { unit: 'payouts final' });

@@ -36,20 +36,29 @@ refresh is a plain block (--json: one JSON document per line). See docs/observab
   --count N                stop after N refreshes (1-1000000, default: until Ctrl-C)
 
 ${COMMON_HELP}`,
-  flags: { watch: { type: 'boolean' }, interval: { type: 'string' }, 'census-interval': { type: 'string' }, count: { type: 'string' } },
+  flags: {
+    watch: { type: 'boolean' },
+    interval: { type: 'string' },
+    'census-interval': { type: 'string' },
+    count: { type: 'string' },
+  },
   positionals: [],
   async run(input) {
     const watch = boolFlag(input, 'watch');
     const between = (flag: string, fallback: number, min: number, max: number): number => {
       const text = stringFlag(input, flag);
       const ms = text === undefined ? fallback : parseDuration(text, `--${flag}`);
-      if (ms < min || ms > max) throw new UsageError(`--${flag} must be between ${min} ms and ${max} ms (got ${ms} ms)`);
+      if (ms < min || ms > max)
+        throw new UsageError(`--${flag} must be between ${min} ms and ${max} ms (got ${ms} ms)`);
       return ms;
     };
     const intervalMs = between('interval', 2_000, 100, 3_600_000);
     const censusIntervalMs = between('census-interval', 30_000, 1_000, 86_400_000);
     const count = input.values.count === undefined ? null : intFlag(input, 'count', 1, 1, 1_000_000);
-    if (!watch && (input.values.interval !== undefined || input.values['census-interval'] !== undefined || count !== null)) {
+    if (
+      !watch &&
+      (input.values.interval !== undefined || input.values['census-interval'] !== undefined || count !== null)
+    ) {
       throw new UsageError('--interval, --census-interval and --count go with --watch');
     }
     return withClient(input, async (client) => {
@@ -58,7 +67,15 @@ ${COMMON_HELP}`,
           process.once('SIGINT', () => resolve());
           process.once('SIGTERM', () => resolve());
         });
-        await watchStats(client, { intervalMs, censusIntervalMs, count, json: input.json, out: process.stdout, tty: process.stdout.isTTY === true, stopped });
+        await watchStats(client, {
+          intervalMs,
+          censusIntervalMs,
+          count,
+          json: input.json,
+          out: process.stdout,
+          tty: process.stdout.isTTY === true,
+          stopped,
+        });
         return EXIT.ok;
       }
       const rows = await client.stats();
@@ -66,29 +83,68 @@ ${COMMON_HELP}`,
       const upkeep = await upkeepJobs(pool);
       const horizon = await readHorizon(pool);
       const feedHorizon = {
-        holderPid: horizon.holder_pid, holderUser: horizon.holder_user, holderApplicationName: horizon.holder_application,
-        holderTransactionAgeSeconds: horizon.holder_xact_age_seconds, holderXidAge: horizon.holder_xid_age,
-        holderIsFeedConsumer: horizon.holder_consumer, holderConsumer: horizon.holder_consumer_name, holderLane: horizon.holder_lane,
+        holderPid: horizon.holder_pid,
+        holderUser: horizon.holder_user,
+        holderApplicationName: horizon.holder_application,
+        holderTransactionAgeSeconds: horizon.holder_xact_age_seconds,
+        holderXidAge: horizon.holder_xid_age,
+        holderIsFeedConsumer: horizon.holder_consumer,
+        holderConsumer: horizon.holder_consumer_name,
+        holderLane: horizon.holder_lane,
       };
       // On a Citus coordinator every node has its own feed: how far behind each consumer is there.
       const feedNodes = await citusFeedLag(pool);
       const { inDoubt } = await client.metrics();
       if (input.json) {
-        printJson({ ok: true, command: 'stats', tenants: rows, inDoubt, upkeep, feedHorizon, ...(feedNodes.length === 0 ? {} : { feedNodes }) });
+        printJson({
+          ok: true,
+          command: 'stats',
+          tenants: rows,
+          inDoubt,
+          upkeep,
+          feedHorizon,
+          ...(feedNodes.length === 0 ? {} : { feedNodes }),
+        });
       } else if (rows.length === 0) {
         printText('no operations');
       } else {
         printText(
           renderTable(
-            ['tenant', 'operations', 'pending', 'running', 'unknown', 'conflict', 'failed', 'completed', 'dead', 'in flight', 'lapsed', 'attempts'],
+            [
+              'tenant',
+              'operations',
+              'pending',
+              'running',
+              'unknown',
+              'conflict',
+              'failed',
+              'completed',
+              'dead',
+              'in flight',
+              'lapsed',
+              'attempts',
+            ],
             rows.map((r) => [
-              r.tenant, r.operations, r.pending, r.running, r.unknown, r.conflict, r.failed, r.completed,
-              r.deadLettered, r.inFlight, r.lapsedLeases, r.attempts,
+              r.tenant,
+              r.operations,
+              r.pending,
+              r.running,
+              r.unknown,
+              r.conflict,
+              r.failed,
+              r.completed,
+              r.deadLettered,
+              r.inFlight,
+              r.lapsedLeases,
+              r.attempts,
             ]),
           ),
         );
       }
-      if (!input.json) printText(`\nin doubt, not dead-lettered (untouched for): under 5m ${inDoubt.under5m}, 5m-1h ${inDoubt.from5mTo1h}, over 1h ${inDoubt.over1h}`);
+      if (!input.json)
+        printText(
+          `\nin doubt, not dead-lettered (untouched for): under 5m ${inDoubt.under5m}, 5m-1h ${inDoubt.from5mTo1h}, over 1h ${inDoubt.over1h}`,
+        );
       if (!input.json) printText(`\n${renderUpkeep(upkeep)}\nfeed horizon held by: ${describeHolder(horizon)}`);
       if (!input.json && feedNodes.length > 0) {
         printText(

@@ -12,7 +12,9 @@ export class ResponseAfterResponseError extends Error {
     /** The status of the answer that came later and was discarded. */
     readonly discardedStatus: number,
   ) {
-    super(`pg-settle: the handler's response (${sentStatus}) was complete; a later response (${discardedStatus}) was discarded, the ${sentStatus} is what the caller receives and what is replayed`);
+    super(
+      `pg-settle: the handler's response (${sentStatus}) was complete; a later response (${discardedStatus}) was discarded, the ${sentStatus} is what the caller receives and what is replayed`,
+    );
     this.name = 'ResponseAfterResponseError';
   }
 }
@@ -21,7 +23,12 @@ export class ResponseAfterResponseError extends Error {
  * A handler failed after its response was complete: counted (pg_settle.http.errors_after_response)
  * and handed to `onErrorAfterResponse`, or to the framework's default log. Never sent.
  */
-export function errorAfterResponse<Req>(o: Resolved<Req>, req: Req, error: unknown, log: (error: unknown) => void): void {
+export function errorAfterResponse<Req>(
+  o: Resolved<Req>,
+  req: Req,
+  error: unknown,
+  log: (error: unknown) => void,
+): void {
   recordHttpErrorAfterResponse(o.settle);
   try {
     if (o.onErrorAfterResponse === undefined) log(error);

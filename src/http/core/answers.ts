@@ -6,9 +6,14 @@ import { fromStored } from '../../client/stored-response.js';
 /** The answer to a retry: the stored status, allowlisted headers and body bytes, marked as replayed. */
 export function replayAnswer(result: Json, options: Resolved<never>): HttpAnswer {
   const stored = fromStored(result);
-  const marker: Record<string, string> = options.replayedHeader === null ? {} : { [options.replayedHeader.toLowerCase()]: 'true' };
+  const marker: Record<string, string> =
+    options.replayedHeader === null ? {} : { [options.replayedHeader.toLowerCase()]: 'true' };
   if (stored === null) {
-    return problem('idempotency-misconfigured', options.problemTypeBase, 'this key holds a result that the HTTP middleware did not write');
+    return problem(
+      'idempotency-misconfigured',
+      options.problemTypeBase,
+      'this key holds a result that the HTTP middleware did not write',
+    );
   }
   const headers: Record<string, string> = {};
   for (const [name, value] of stored.headers) headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
@@ -24,7 +29,12 @@ export function replayAnswer(result: Json, options: Resolved<never>): HttpAnswer
     );
     return { ...answer, replayed: true };
   }
-  return { status: stored.status, headers: { ...headers, ...marker }, body: Buffer.from(stored.body, 'base64'), replayed: true };
+  return {
+    status: stored.status,
+    headers: { ...headers, ...marker },
+    body: Buffer.from(stored.body, 'base64'),
+    replayed: true,
+  };
 }
 
 export const retryAfterSeconds = (ms: number): string => String(Math.max(1, Math.ceil(ms / 1000)));

@@ -64,7 +64,11 @@ export function targetOf(view: RequestView, target: FingerprintTarget): string {
  * concrete path and query string), body digest and the selected request headers (lower-cased
  * names, values as sent). The engine fingerprints it.
  */
-export function defaultFingerprint(view: RequestView, headerNames: readonly string[], target: FingerprintTarget = 'url'): Json {
+export function defaultFingerprint(
+  view: RequestView,
+  headerNames: readonly string[],
+  target: FingerprintTarget = 'url',
+): Json {
   const headers: Record<string, string> = {};
   for (const name of headerNames) {
     const value = view.headers[name.toLowerCase()];

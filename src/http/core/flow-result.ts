@@ -31,7 +31,9 @@ export type RunHandler = (context: IdempotencyContext) => Promise<CapturedRespon
 const TIMEOUT = Symbol('timeout');
 
 export const isAmbiguous = (error: unknown): boolean =>
-  error instanceof SettleConnectionError || error instanceof SettleTimeoutError || error instanceof SettleCommitUnconfirmedError;
+  error instanceof SettleConnectionError ||
+  error instanceof SettleTimeoutError ||
+  error instanceof SettleCommitUnconfirmedError;
 
 /** Resolves to the handler's response, or TIMEOUT after `ms`. */
 export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | typeof TIMEOUT> {
@@ -71,9 +73,21 @@ export class IdempotencyMisconfiguredError extends Error {
  * and the `misconfigured` result of pg_settle.http.requests); the caller a plain 500 that
  * discloses nothing of the deployment (no SQLSTATE, no function to grant).
  */
-export function storeError(error: unknown, o: Resolved<never>, report: (error: IdempotencyMisconfiguredError) => void = defaultReport): FlowResult {
+export function storeError(
+  error: unknown,
+  o: Resolved<never>,
+  report: (error: IdempotencyMisconfiguredError) => void = defaultReport,
+): FlowResult {
   if (isAmbiguous(error)) {
-    return answer(problem('settlement-unavailable', o.problemTypeBase, 'the idempotency store did not answer; nothing was executed', {}, { 'retry-after': '1' }));
+    return answer(
+      problem(
+        'settlement-unavailable',
+        o.problemTypeBase,
+        'the idempotency store did not answer; nothing was executed',
+        {},
+        { 'retry-after': '1' },
+      ),
+    );
   }
   const misconfigured = misconfiguration(error);
   if (misconfigured !== null) {
@@ -82,7 +96,11 @@ export function storeError(error: unknown, o: Resolved<never>, report: (error: I
     } catch {
       // A logger that throws must not turn the answer into a crash.
     }
-    const plain = problem('idempotency-misconfigured', o.problemTypeBase, 'the server cannot process requests with an Idempotency-Key right now; nothing was executed');
+    const plain = problem(
+      'idempotency-misconfigured',
+      o.problemTypeBase,
+      'the server cannot process requests with an Idempotency-Key right now; nothing was executed',
+    );
     MISCONFIGURED.add(plain);
     return answer(plain);
   }
@@ -108,7 +126,8 @@ function misconfiguration(error: unknown): string | null {
   if (error instanceof SettleDatabaseError && error.sqlstate === '42501') {
     return "the server's database login may not call the idempotency store (42501: grant settle_app); nothing was executed";
   }
-  if (error instanceof SettleInputError) return `the key, binding or request was refused (${error.code}); nothing was executed`;
+  if (error instanceof SettleInputError)
+    return `the key, binding or request was refused (${error.code}); nothing was executed`;
   return null;
 }
 
@@ -125,15 +144,39 @@ export function notAcquired(
       return answer(replayAnswer(claimed.result, o));
     case 'conflict':
       return claimed.conflictOn.includes('request')
-        ? answer(problem('idempotency-key-reused', o.problemTypeBase, 'this key was first used with a different request (method, path, query string, body or fingerprinted headers)'))
-        : answer(problem('idempotency-key-bound', o.problemTypeBase, 'this key is reserved for another caller or authorization; use a new key'));
+        ? answer(
+            problem(
+              'idempotency-key-reused',
+              o.problemTypeBase,
+              'this key was first used with a different request (method, path, query string, body or fingerprinted headers)',
+            ),
+          )
+        : answer(
+            problem(
+              'idempotency-key-bound',
+              o.problemTypeBase,
+              'this key is reserved for another caller or authorization; use a new key',
+            ),
+          );
     case 'refused':
-      return answer(problem('idempotency-key-bound', o.problemTypeBase, 'the authorization generation presented was revoked; re-authenticate and read the operation before issuing it again'));
+      return answer(
+        problem(
+          'idempotency-key-bound',
+          o.problemTypeBase,
+          'the authorization generation presented was revoked; re-authenticate and read the operation before issuing it again',
+        ),
+      );
     case 'in_progress':
       return answer(
-        problem('request-in-progress', o.problemTypeBase, 'the first request with this key has not finished; retry later', {}, {
-          'retry-after': retryAfterSeconds(claimed.retryAfterMs),
-        }),
+        problem(
+          'request-in-progress',
+          o.problemTypeBase,
+          'the first request with this key has not finished; retry later',
+          {},
+          {
+            'retry-after': retryAfterSeconds(claimed.retryAfterMs),
+          },
+        ),
       );
     case 'failed':
       return answer(
@@ -158,14 +201,25 @@ export function outcomeUnknown(o: Resolved<never>, deadLettered: boolean, waitin
   if (waiting) {
     // beforeRerun said wait: the downstream may still tell; a later retry can change the answer.
     return answer(
-      problem('outcome-unknown', o.problemTypeBase, 'an earlier request with this key may have taken effect and its outcome is not known yet; retry later with the same key', {
-        deadLettered,
-      }, { 'retry-after': '1' }),
+      problem(
+        'outcome-unknown',
+        o.problemTypeBase,
+        'an earlier request with this key may have taken effect and its outcome is not known yet; retry later with the same key',
+        {
+          deadLettered,
+        },
+        { 'retry-after': '1' },
+      ),
     );
   }
   return answer(
-    problem('outcome-unknown', o.problemTypeBase, 'an earlier request with this key may have taken effect and its outcome is unknown; it is not run again until it is reconciled', {
-      deadLettered,
-    }),
+    problem(
+      'outcome-unknown',
+      o.problemTypeBase,
+      'an earlier request with this key may have taken effect and its outcome is unknown; it is not run again until it is reconciled',
+      {
+        deadLettered,
+      },
+    ),
   );
 }

@@ -9,14 +9,39 @@ import { keepLease } from './lease.js';
 import type { InDoubtKey, Resolved } from './options.js';
 import { problem } from './problem.js';
 import { type CapturedResponse, toStored } from '../../client/stored-response.js';
-import { answer, type FlowResult, isAmbiguous, MISCONFIGURED, notAcquired, outcomeUnknown, type RunHandler, storeError, TIMEOUT, withTimeout } from './flow-result.js';
+import {
+  answer,
+  type FlowResult,
+  isAmbiguous,
+  MISCONFIGURED,
+  notAcquired,
+  outcomeUnknown,
+  type RunHandler,
+  storeError,
+  TIMEOUT,
+  withTimeout,
+} from './flow-result.js';
 import { runInRequestTransaction } from './transaction-flow.js';
 
 // The results and answers transaction-flow.ts shares with this flow live in flow-result.ts (no cycle).
-export { answer, type FlowResult, isAmbiguous, notAcquired, type RunHandler, storeError, TIMEOUT, withTimeout } from './flow-result.js';
+export {
+  answer,
+  type FlowResult,
+  isAmbiguous,
+  notAcquired,
+  type RunHandler,
+  storeError,
+  TIMEOUT,
+  withTimeout,
+} from './flow-result.js';
 
 /** The framework-neutral middleware: key, binding, claim, run the handler, settle, answer. */
-export async function handleRequest<Req>(view: RequestView, req: Req, o: Resolved<Req>, runHandler: RunHandler): Promise<FlowResult> {
+export async function handleRequest<Req>(
+  view: RequestView,
+  req: Req,
+  o: Resolved<Req>,
+  runHandler: RunHandler,
+): Promise<FlowResult> {
   const result = await handleKeyedRequest(view, req, o, runHandler);
   // Counted in the client's metrics (pg_settle.http.requests, docs/observability.md).
   const counted = httpResultOf(result);
@@ -32,23 +57,44 @@ function httpResultOf(result: FlowResult): HttpRequestResult | null {
   return result.answer.replayed ? 'replay' : `${result.answer.status}`;
 }
 
-async function handleKeyedRequest<Req>(view: RequestView, req: Req, o: Resolved<Req>, runHandler: RunHandler): Promise<FlowResult> {
+async function handleKeyedRequest<Req>(
+  view: RequestView,
+  req: Req,
+  o: Resolved<Req>,
+  runHandler: RunHandler,
+): Promise<FlowResult> {
   if (!o.methods.has(view.method)) return { kind: 'pass' };
   const parsed = parseIdempotencyKey(view.headers['idempotency-key'], { strict: o.strict, maxLength: o.maxKeyLength });
   if (parsed.kind === 'missing') {
     if (!o.required) return { kind: 'pass' };
-    return answer(problem('idempotency-key-missing', o.problemTypeBase, `${view.method} ${view.route} requires an Idempotency-Key header`));
+    return answer(
+      problem(
+        'idempotency-key-missing',
+        o.problemTypeBase,
+        `${view.method} ${view.route} requires an Idempotency-Key header`,
+      ),
+    );
   }
-  if (parsed.kind === 'malformed') return answer(problem('idempotency-key-malformed', o.problemTypeBase, parsed.reason));
+  if (parsed.kind === 'malformed')
+    return answer(problem('idempotency-key-malformed', o.problemTypeBase, parsed.reason));
   if (view.hasBody && view.body === undefined) {
-    return answer(problem('idempotency-misconfigured', o.problemTypeBase, 'the request has a body but no body parser ran before the middleware: it cannot be fingerprinted'));
+    return answer(
+      problem(
+        'idempotency-misconfigured',
+        o.problemTypeBase,
+        'the request has a body but no body parser ran before the middleware: it cannot be fingerprinted',
+      ),
+    );
   }
 
   const binding = await o.binding(req);
   const input: ClaimInput = {
     tenant: binding.tenant,
     key: o.keyPrefix + parsed.key,
-    request: o.fingerprint === undefined ? defaultFingerprint(view, o.fingerprintHeaders, o.fingerprintTarget) : o.fingerprint(view, req),
+    request:
+      o.fingerprint === undefined
+        ? defaultFingerprint(view, o.fingerprintHeaders, o.fingerprintTarget)
+        : o.fingerprint(view, req),
     binding: { principal: binding.principal, scopes: binding.scopes ?? [], generation: binding.generation },
     leaseMs: o.leaseMs,
     worker: o.worker,
@@ -76,7 +122,9 @@ async function claimWaiting(input: ClaimInput, o: Resolved<never>): Promise<Clai
     const remaining = deadline - Date.now();
     if (claimed.outcome !== 'in_progress' || remaining <= 0) return claimed;
     const jittered = wait / 2 + Math.random() * (wait / 2);
-    await new Promise((resolve) => setTimeout(resolve, Math.max(1, Math.min(jittered, claimed.retryAfterMs, remaining))));
+    await new Promise((resolve) =>
+      setTimeout(resolve, Math.max(1, Math.min(jittered, claimed.retryAfterMs, remaining))),
+    );
   }
 }
 
@@ -102,7 +150,11 @@ async function runUnderLease(
   if (claimed.outcome === 'in_doubt' && beforeRerun !== undefined) {
     // Asked before an attempt is opened: waiting for the downstream spends no attempt.
     const verdict = await beforeRerun({
-      tenant: input.tenant, key: clientKey, operationKey: input.key, downstreamKey: downstreamKeyOf(input.tenant, input.key), attempt: claimed.attempt,
+      tenant: input.tenant,
+      key: clientKey,
+      operationKey: input.key,
+      downstreamKey: downstreamKeyOf(input.tenant, input.key),
+      attempt: claimed.attempt,
     });
     if (verdict !== 'run') return outcomeUnknown(o, false, true);
     claimedAt = Date.now();
@@ -110,7 +162,11 @@ async function runUnderLease(
   }
   if (claimed.outcome !== 'acquired') return notAcquired(claimed, o);
   const handle = claimed.attempt;
-  const earlier = { count: handle.attempt - 1, reportedUnknown: claimed.status === 'unknown', mayHaveTakenEffect: handle.attempt > 1 };
+  const earlier = {
+    count: handle.attempt - 1,
+    reportedUnknown: claimed.status === 'unknown',
+    mayHaveTakenEffect: handle.attempt > 1,
+  };
 
   const keeper = keepLease(o.settle, handle, o.leaseMs, o.heartbeatIntervalMs, claimedAt);
   let downstreamKey: string | undefined;
@@ -139,22 +195,37 @@ async function runUnderLease(
     await reportInDoubt(handle, o);
     void running.then((late) => settleCaptured(handle, late, o)).catch(() => {});
     return answer(
-      problem('handler-timeout', o.problemTypeBase, `the handler did not respond within ${o.handlerTimeoutMs} ms; retry later with the same key`, {}, {
-        'retry-after': '1',
-      }),
+      problem(
+        'handler-timeout',
+        o.problemTypeBase,
+        `the handler did not respond within ${o.handlerTimeoutMs} ms; retry later with the same key`,
+        {},
+        {
+          'retry-after': '1',
+        },
+      ),
     );
   }
   return settleCaptured(handle, captured, o);
 }
 
 /** complete / fail / reportUnknown per the response policy; answers with the canonical response. */
-async function settleCaptured(handle: AttemptHandle, captured: CapturedResponse, o: Resolved<never>): Promise<FlowResult> {
+async function settleCaptured(
+  handle: AttemptHandle,
+  captured: CapturedResponse,
+  o: Resolved<never>,
+): Promise<FlowResult> {
   const decision = o.responsePolicy(captured.status);
   let observation: Observation;
   try {
     if (decision === 'store') observation = await o.settle.complete(handle, toStored(captured, o.replayHeaders));
     else if (decision === 'unknown') observation = await o.settle.reportUnknown(handle);
-    else observation = await o.settle.fail(handle, { httpStatus: captured.status }, { retryable: decision === 'retryable' });
+    else
+      observation = await o.settle.fail(
+        handle,
+        { httpStatus: captured.status },
+        { retryable: decision === 'retryable' },
+      );
   } catch (error) {
     // The handler's response exists; whether it was stored is unknown (or it could not be stored).
     if (isAmbiguous(error) || error instanceof SettleInputError) {
@@ -164,7 +235,12 @@ async function settleCaptured(handle: AttemptHandle, captured: CapturedResponse,
     throw error;
   }
   // Another attempt's response is the canonical one: this one is fenced and never replayed.
-  if ('status' in observation && observation.status === 'completed' && observation.settledAttempt !== handle.attempt && observation.result !== null) {
+  if (
+    'status' in observation &&
+    observation.status === 'completed' &&
+    observation.settledAttempt !== handle.attempt &&
+    observation.result !== null
+  ) {
     return answer(replayAnswer(observation.result, o));
   }
   return { kind: 'captured' };

@@ -29,9 +29,15 @@ const BARE_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z:/]+$/;
  * common in the wild and are not sf-tokens when they start with a digit. Several field lines
  * (Node joins them with ", ") are malformed: one request, one key.
  */
-export function parseIdempotencyKey(value: string | readonly string[] | undefined, options: KeyParseOptions = {}): KeyParse {
+export function parseIdempotencyKey(
+  value: string | readonly string[] | undefined,
+  options: KeyParseOptions = {},
+): KeyParse {
   if (value === undefined) return { kind: 'missing' };
-  if (typeof value !== 'string') return value.length === 0 ? { kind: 'missing' } : { kind: 'malformed', reason: 'more than one Idempotency-Key field' };
+  if (typeof value !== 'string')
+    return value.length === 0
+      ? { kind: 'missing' }
+      : { kind: 'malformed', reason: 'more than one Idempotency-Key field' };
   const maxLength = Math.min(options.maxLength ?? KEY_LIMITS.maxLength, KEY_LIMITS.maxLength);
   const raw = value.trim();
   if (raw === '') return { kind: 'malformed', reason: 'empty Idempotency-Key' };
@@ -58,7 +64,9 @@ export function parseIdempotencyKey(value: string | readonly string[] | undefine
   } else {
     return { kind: 'malformed', reason: 'Idempotency-Key is neither an sf-string nor a bare token' };
   }
-  if (key.length < KEY_LIMITS.minLength || key.trim() === '') return { kind: 'malformed', reason: 'blank Idempotency-Key' };
-  if (key.length > maxLength) return { kind: 'malformed', reason: `Idempotency-Key longer than ${maxLength} characters` };
+  if (key.length < KEY_LIMITS.minLength || key.trim() === '')
+    return { kind: 'malformed', reason: 'blank Idempotency-Key' };
+  if (key.length > maxLength)
+    return { kind: 'malformed', reason: `Idempotency-Key longer than ${maxLength} characters` };
   return { kind: 'ok', key, form };
 }

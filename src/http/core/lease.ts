@@ -15,7 +15,13 @@ export interface LeaseKeeper {
  * LeaseLostError) when a renewal is fenced, or when renewals kept failing until the lease's local
  * deadline passed: from then on another request may take the key over.
  */
-export function keepLease(settle: SettleClient, handle: AttemptHandle, leaseMs: number, intervalMs: number, claimedAt: number): LeaseKeeper {
+export function keepLease(
+  settle: SettleClient,
+  handle: AttemptHandle,
+  leaseMs: number,
+  intervalMs: number,
+  claimedAt: number,
+): LeaseKeeper {
   const controller = new LazyAbortController();
   let deadline = claimedAt + leaseMs;
   let stopped = false;

@@ -194,11 +194,15 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>, route: Rou
     throw new RangeError('keyPrefix must be 1-64 visible ASCII characters (no spaces)');
   }
   if (o.beforeRerun !== undefined && o.rerunAfterUnknown === true) {
-    throw new RangeError('beforeRerun and rerunAfterUnknown: true exclude each other (beforeRerun decides each re-run)');
+    throw new RangeError(
+      'beforeRerun and rerunAfterUnknown: true exclude each other (beforeRerun decides each re-run)',
+    );
   }
   const maxBodyBytes = o.maxBodyBytes ?? 256 * 1024;
   if (!(Number.isInteger(maxBodyBytes) && maxBodyBytes >= 0 && maxBodyBytes <= MAX_BODY_BYTES_LIMIT)) {
-    throw new RangeError(`maxBodyBytes must be an integer 0-${MAX_BODY_BYTES_LIMIT} (stored results are at most 1 MiB as base64 JSON)`);
+    throw new RangeError(
+      `maxBodyBytes must be an integer 0-${MAX_BODY_BYTES_LIMIT} (stored results are at most 1 MiB as base64 JSON)`,
+    );
   }
   return {
     settle: options.settle,
@@ -235,6 +239,7 @@ const FINGERPRINT_TARGETS: readonly FingerprintTarget[] = ['url', 'path', 'route
 
 function fingerprintTargetOf(value: FingerprintTarget | undefined): FingerprintTarget {
   if (value === undefined) return 'url';
-  if (!FINGERPRINT_TARGETS.includes(value)) throw new RangeError(`fingerprintTarget must be one of ${FINGERPRINT_TARGETS.join(', ')}`);
+  if (!FINGERPRINT_TARGETS.includes(value))
+    throw new RangeError(`fingerprintTarget must be one of ${FINGERPRINT_TARGETS.join(', ')}`);
   return value;
 }

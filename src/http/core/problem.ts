@@ -11,7 +11,11 @@ export const PROBLEMS = {
   'request-in-progress': { status: 409, title: 'A request with this Idempotency-Key is still in progress' },
   'operation-failed': { status: 500, title: 'The operation of this Idempotency-Key failed for good' },
   'response-not-stored': { status: 410, title: 'The response of this Idempotency-Key was too large to store' },
-  'outcome-unknown': { status: 500, title: 'An earlier request with this Idempotency-Key may have taken effect; it is not run again until it is reconciled' },
+  'outcome-unknown': {
+    status: 500,
+    title:
+      'An earlier request with this Idempotency-Key may have taken effect; it is not run again until it is reconciled',
+  },
   'handler-timeout': { status: 503, title: 'The handler did not answer in time; its outcome is unknown' },
   'settlement-unavailable': { status: 503, title: 'The idempotency store is unavailable' },
   'idempotency-misconfigured': { status: 500, title: 'The idempotency middleware is misconfigured' },

@@ -8,7 +8,10 @@ import { type CapturedResponse, toStored } from '../../client/stored-response.js
 
 /** The handler answered with a response the policy does not store: roll its writes back. */
 class NotStored extends Error {
-  constructor(readonly captured: CapturedResponse, readonly final: boolean) {
+  constructor(
+    readonly captured: CapturedResponse,
+    readonly final: boolean,
+  ) {
     super(`response ${captured.status} is not stored`);
   }
 }
@@ -22,7 +25,12 @@ class HandlerAlreadyRan extends Error {}
  * thrown error or a timeout rolls the handler's writes back and records a failure; the response
  * is sent only after the commit, so a caller never sees a success that did not commit.
  */
-export async function runInRequestTransaction(input: ClaimInput, clientKey: string, o: Resolved<never>, runHandler: RunHandler): Promise<FlowResult> {
+export async function runInRequestTransaction(
+  input: ClaimInput,
+  clientKey: string,
+  o: Resolved<never>,
+  runHandler: RunHandler,
+): Promise<FlowResult> {
   let ran = false;
   const outcome = await o.settle.runInTransaction(
     {
@@ -31,7 +39,9 @@ export async function runInRequestTransaction(input: ClaimInput, clientKey: stri
       ...(o.isolation === undefined ? {} : { isolation: o.isolation }),
       classify: (error) => (error instanceof NotStored && error.final ? 'final' : 'retryable'),
       errorToJson: (error): Json =>
-        error instanceof NotStored ? { httpStatus: error.captured.status } : { name: (error as Error).name ?? 'Error', message: String((error as Error).message ?? error) },
+        error instanceof NotStored
+          ? { httpStatus: error.captured.status }
+          : { name: (error as Error).name ?? 'Error', message: String((error as Error).message ?? error) },
     },
     async ({ transaction, attempt }) => {
       if (ran) throw new HandlerAlreadyRan('the transaction was retried after the handler ran');
@@ -63,12 +73,37 @@ export async function runInRequestTransaction(input: ClaimInput, clientKey: stri
     case 'failed':
       if (outcome.cause instanceof NotStored) return { kind: 'captured' };
       if (outcome.cause instanceof HandlerTimedOut) {
-        return answer(problem('handler-timeout', o.problemTypeBase, `the handler did not respond within ${o.handlerTimeoutMs} ms; its writes were rolled back`, {}, { 'retry-after': '1' }));
+        return answer(
+          problem(
+            'handler-timeout',
+            o.problemTypeBase,
+            `the handler did not respond within ${o.handlerTimeoutMs} ms; its writes were rolled back`,
+            {},
+            { 'retry-after': '1' },
+          ),
+        );
       }
       if (outcome.cause !== undefined) {
-        return answer(problem('settlement-unavailable', o.problemTypeBase, 'the request transaction failed and was rolled back; retry with the same key', {}, { 'retry-after': '1' }));
+        return answer(
+          problem(
+            'settlement-unavailable',
+            o.problemTypeBase,
+            'the request transaction failed and was rolled back; retry with the same key',
+            {},
+            { 'retry-after': '1' },
+          ),
+        );
       }
-      return notAcquired({ outcome: 'failed', error: outcome.error, deadLettered: outcome.deadLettered, deadLetterReason: null, attempt: outcome.attempt }, o);
+      return notAcquired(
+        {
+          outcome: 'failed',
+          error: outcome.error,
+          deadLettered: outcome.deadLettered,
+          deadLetterReason: null,
+          attempt: outcome.attempt,
+        },
+        o,
+      );
     case 'replay':
       return answer(replayAnswer(outcome.result, o));
     case 'conflict':
@@ -78,6 +113,14 @@ export async function runInRequestTransaction(input: ClaimInput, clientKey: stri
       return notAcquired({ ...outcome, status: 'running' }, o);
     case 'fenced':
     case 'unknown':
-      return answer(problem('settlement-unavailable', o.problemTypeBase, 'whether the request transaction committed is unknown; retry with the same key', {}, { 'retry-after': '1' }));
+      return answer(
+        problem(
+          'settlement-unavailable',
+          o.problemTypeBase,
+          'whether the request transaction committed is unknown; retry with the same key',
+          {},
+          { 'retry-after': '1' },
+        ),
+      );
   }
 }

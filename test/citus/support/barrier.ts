@@ -6,7 +6,12 @@ import { holdUntilSecondWaits } from '../../engine/support/barrier.js';
  * statement that matches `queryLike` (a LIKE pattern): delegated calls wait on the worker that
  * holds the key, not on the coordinator. Polls from `workerObserver` (outside a transaction).
  */
-export async function waitUntilBlockedOnWorker(workerObserver: pg.ClientBase, queryLike: string, count: number, timeoutMs = 60_000): Promise<void> {
+export async function waitUntilBlockedOnWorker(
+  workerObserver: pg.ClientBase,
+  queryLike: string,
+  count: number,
+  timeoutMs = 60_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const { rows } = await workerObserver.query<{ n: number }>(
@@ -16,7 +21,9 @@ export async function waitUntilBlockedOnWorker(workerObserver: pg.ClientBase, qu
     );
     if ((rows[0]?.n ?? 0) >= count) return;
     if (Date.now() > deadline) {
-      throw new Error(`waitUntilBlockedOnWorker: only ${rows[0]?.n ?? 0} of ${count} calls matching ${queryLike} blocked after ${timeoutMs} ms`);
+      throw new Error(
+        `waitUntilBlockedOnWorker: only ${rows[0]?.n ?? 0} of ${count} calls matching ${queryLike} blocked after ${timeoutMs} ms`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 10));
   }

@@ -103,7 +103,10 @@ export function uniqueTenant(prefix: string): string {
  * Runs `fn` on `client` with citus.log_remote_commands on and returns what the coordinator sent
  * to which node: `{ command, node }` per remote command (node = "user@host:port", as Citus names the node).
  */
-export async function remoteCommandsOf<T>(client: pg.Client, fn: () => Promise<T>): Promise<{ value: T; commands: { command: string; node: string }[] }> {
+export async function remoteCommandsOf<T>(
+  client: pg.Client,
+  fn: () => Promise<T>,
+): Promise<{ value: T; commands: { command: string; node: string }[] }> {
   const commands: { command: string; node: string }[] = [];
   const onNotice = (n: { message?: string; detail?: string }): void => {
     const m = /^issuing ([\s\S]*)$/.exec(n.message ?? '');

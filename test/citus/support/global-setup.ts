@@ -2,7 +2,12 @@ import type { TestProject } from 'vitest/node';
 import { distribute } from '../../../src/db/distribute.js';
 import { migrate } from '../../../src/db/migrate.js';
 import { withPgClient } from '../../../src/db/with-pg-client.js';
-import { citusBuildUnavailableReason, citusUnavailableReason, citusWorkerNodes, startCitusCluster } from '../../../src/dev-server/citus-cluster.js';
+import {
+  citusBuildUnavailableReason,
+  citusUnavailableReason,
+  citusWorkerNodes,
+  startCitusCluster,
+} from '../../../src/dev-server/citus-cluster.js';
 import './provided.js';
 import { LOGIN_ROLES } from './roles.js';
 
@@ -31,7 +36,9 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   } else {
     const unavailable = binDir === undefined ? citusUnavailableReason() : citusBuildUnavailableReason(binDir);
     if (unavailable !== undefined) {
-      project.provide('citus', { unavailable: binDir === undefined ? unavailable : `PG_SETTLE_CITUS_BIN: ${unavailable}` });
+      project.provide('citus', {
+        unavailable: binDir === undefined ? unavailable : `PG_SETTLE_CITUS_BIN: ${unavailable}`,
+      });
       return undefined;
     }
     const cluster = await startCitusCluster({ log, binDir });
@@ -53,8 +60,15 @@ export default async function setup(project: TestProject): Promise<(() => Promis
       }
     });
     const given = process.env.CITUS_WORKER_URLS;
-    const workers = await citusWorkerNodes(coordinatorUrl, given === undefined || given === '' ? undefined : given.split(','));
-    project.provide('citus', { coordinatorUrl, workers, build: external !== undefined && external !== '' ? 'external' : binDir ?? 'installed' });
+    const workers = await citusWorkerNodes(
+      coordinatorUrl,
+      given === undefined || given === '' ? undefined : given.split(','),
+    );
+    project.provide('citus', {
+      coordinatorUrl,
+      workers,
+      build: external !== undefined && external !== '' ? 'external' : (binDir ?? 'installed'),
+    });
   } catch (error) {
     await stop?.();
     throw error;

@@ -28,7 +28,9 @@ export async function waitUntilBlocked(
     );
     if (rows[0]?.n === wanted.length) return;
     if (Date.now() > deadline) {
-      throw new Error(`waitUntilBlocked: only ${rows[0]?.n ?? 0} of ${wanted.length} sessions blocked after ${timeoutMs} ms`);
+      throw new Error(
+        `waitUntilBlocked: only ${rows[0]?.n ?? 0} of ${wanted.length} sessions blocked after ${timeoutMs} ms`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 10));
   }

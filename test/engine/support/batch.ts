@@ -117,16 +117,18 @@ export function completeManyOf(tickets: readonly Ticket[], results: readonly unk
 export function ticketsOf(args: ClaimManyArgs, rows: readonly ClaimManyRow[]): Ticket[] {
   return rows.flatMap((row) =>
     row.outcome === 'acquired' && row.attempt !== null && row.lease_token !== null && row.fingerprint !== null
-      ? [{
-          tenant: args.tenant as string,
-          key: row.key,
-          attempt: row.attempt,
-          lease_token: row.lease_token,
-          fingerprint: row.fingerprint,
-          principal: args.principal,
-          scopes: args.scopes ?? [],
-          binding_generation: args.binding_generation ?? 0,
-        }]
+      ? [
+          {
+            tenant: args.tenant as string,
+            key: row.key,
+            attempt: row.attempt,
+            lease_token: row.lease_token,
+            fingerprint: row.fingerprint,
+            principal: args.principal,
+            scopes: args.scopes ?? [],
+            binding_generation: args.binding_generation ?? 0,
+          },
+        ]
       : [],
   );
 }

@@ -31,9 +31,13 @@ export async function waitForHorizon(client: pg.ClientBase, timeoutMs = 60_000):
   const { rows } = await client.query<{ xid: string }>('select pg_current_xact_id()::text as xid');
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const passed = await client.query<{ ok: boolean }>('select pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8 as ok', [rows[0]?.xid]);
+    const passed = await client.query<{ ok: boolean }>(
+      'select pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8 as ok',
+      [rows[0]?.xid],
+    );
     if (passed.rows[0]?.ok === true) return;
-    if (Date.now() > deadline) throw new Error(`waitForHorizon: the horizon did not pass xid ${rows[0]?.xid} within ${timeoutMs} ms`);
+    if (Date.now() > deadline)
+      throw new Error(`waitForHorizon: the horizon did not pass xid ${rows[0]?.xid} within ${timeoutMs} ms`);
     await client.query('select pg_sleep(0.02)');
   }
 }
@@ -51,7 +55,12 @@ export async function registerConsumer(
   );
 }
 
-export async function readFeed(client: pg.ClientBase, consumer: string, batchSize = 100, lease = '30 seconds'): Promise<FeedEventRow[]> {
+export async function readFeed(
+  client: pg.ClientBase,
+  consumer: string,
+  batchSize = 100,
+  lease = '30 seconds',
+): Promise<FeedEventRow[]> {
   const { rows } = await client.query<FeedEventRow>(
     `select * from settle.read_feed(consumer => $1, batch_size => $2, lease => $3::interval)`,
     [consumer, batchSize, lease],
@@ -60,7 +69,11 @@ export async function readFeed(client: pg.ClientBase, consumer: string, batchSiz
 }
 
 /** Acknowledges a whole batch (its last event); true when the lease was released. */
-export async function ackFeed(client: pg.ClientBase, batch: readonly FeedEventRow[], upTo?: FeedEventRow): Promise<boolean> {
+export async function ackFeed(
+  client: pg.ClientBase,
+  batch: readonly FeedEventRow[],
+  upTo?: FeedEventRow,
+): Promise<boolean> {
   const last = upTo ?? batch[batch.length - 1];
   if (last === undefined) throw new Error('ackFeed: empty batch');
   const { rows } = await client.query<{ ack_feed: boolean }>(
@@ -128,6 +141,11 @@ export async function drainUntil(
 }
 
 /** drainUntil every key of `keys` was read. */
-export function drainKeys(client: pg.ClientBase, consumer: string, keys: readonly string[], batchSize = 100): Promise<FeedEventRow[]> {
+export function drainKeys(
+  client: pg.ClientBase,
+  consumer: string,
+  keys: readonly string[],
+  batchSize = 100,
+): Promise<FeedEventRow[]> {
   return drainUntil(client, consumer, (events) => keys.every((k) => events.some((e) => e.key === k)), batchSize);
 }

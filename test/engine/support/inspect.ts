@@ -25,7 +25,11 @@ export interface StoredOperation {
   row_text: string;
 }
 
-export async function storedOperation(admin: pg.ClientBase, tenant: string, key: string): Promise<StoredOperation | undefined> {
+export async function storedOperation(
+  admin: pg.ClientBase,
+  tenant: string,
+  key: string,
+): Promise<StoredOperation | undefined> {
   const { rows } = await admin.query<StoredOperation>(
     `select o.*, o.result::text as result_text, to_jsonb(o)::text as row_text
        from settle_private.operations o where o.tenant = $1 and o.key = $2`,

@@ -86,7 +86,13 @@ export async function acquire(client: pg.ClientBase, args: ClaimArgs): Promise<T
 }
 
 export function ticketOf(args: ClaimArgs, row: ClaimRow): Ticket {
-  if (args.tenant === null || args.key === null || row.attempt === null || row.lease_token === null || row.fingerprint === null) {
+  if (
+    args.tenant === null ||
+    args.key === null ||
+    row.attempt === null ||
+    row.lease_token === null ||
+    row.fingerprint === null
+  ) {
     throw new Error(`not an acquired claim: ${JSON.stringify(row)}`);
   }
   return {
@@ -105,7 +111,12 @@ export function complete(client: pg.ClientBase, ticket: Ticket, result: unknown)
   return callNamed(client, 'complete', { ...ticket, result }, WITH_RESULT_TEXT);
 }
 
-export function fail(client: pg.ClientBase, ticket: Ticket, error: unknown, retryable?: boolean): Promise<ObservationRow> {
+export function fail(
+  client: pg.ClientBase,
+  ticket: Ticket,
+  error: unknown,
+  retryable?: boolean,
+): Promise<ObservationRow> {
   return callNamed(client, 'fail', { ...ticket, error, retryable }, WITH_RESULT_TEXT);
 }
 

@@ -28,7 +28,12 @@ export function checkAuditTrail(state: EngineState, log: ViolationLog): void {
     const last = rows[rows.length - 1];
     // Calls refused before anything existed (a revoked binding on a never-claimed key) leave
     // evidence rows without an operation.
-    if (!operations.has(k) && last !== undefined && last.event !== 'purge' && !rows.every((row) => row.outcome === 'refused')) {
+    if (
+      !operations.has(k) &&
+      last !== undefined &&
+      last.event !== 'purge' &&
+      !rows.every((row) => row.outcome === 'refused')
+    ) {
       log.add('audit-continuity', last, `the audit trail ends in ${last.statusAfter} but no operation is stored`);
     }
   }
@@ -48,14 +53,26 @@ function replayTrail(rows: readonly AuditRow[], log: ViolationLog): Replay {
     if (isSnapshotRead(row)) {
       // Stale is allowed; a status the trail never reached is not.
       if (!seen.has(row.statusBefore) && !(row.statusBefore === null && row.outcome === 'refused')) {
-        log.add('audit-continuity', row, `audit ${row.auditId} (claim ${row.outcome}) read status ${row.statusBefore}, which the trail never reached`, [row.auditId]);
+        log.add(
+          'audit-continuity',
+          row,
+          `audit ${row.auditId} (claim ${row.outcome}) read status ${row.statusBefore}, which the trail never reached`,
+          [row.auditId],
+        );
       }
       continue;
     }
     // A completed resolution also logs its settlement on its own attempt (complete:settled,
     // reason resolved) right after the resolve row: one settlement, not two.
-    if (row.event === 'complete' && row.outcome === 'settled' && prev?.event === 'resolve' && prev.outcome === 'resolved'
-        && prev.statusAfter === 'completed' && row.attempt === prev.attempt && reasonOf(row) === 'resolved') {
+    if (
+      row.event === 'complete' &&
+      row.outcome === 'settled' &&
+      prev?.event === 'resolve' &&
+      prev.outcome === 'resolved' &&
+      prev.statusAfter === 'completed' &&
+      row.attempt === prev.attempt &&
+      reasonOf(row) === 'resolved'
+    ) {
       prev = row;
       continue;
     }
@@ -63,7 +80,12 @@ function replayTrail(rows: readonly AuditRow[], log: ViolationLog): Replay {
     // status_before is the status at the start of the call.
     const joinsExpire = row.event === 'claim' && prev?.event === 'expire' && row.statusBefore === prev.statusBefore;
     if (row.statusBefore !== r.status && !joinsExpire) {
-      log.add('audit-continuity', row, `audit ${row.auditId} (${row.event} ${row.outcome}) starts from ${row.statusBefore}, the trail was at ${r.status}`, [row.auditId]);
+      log.add(
+        'audit-continuity',
+        row,
+        `audit ${row.auditId} (${row.event} ${row.outcome}) starts from ${row.statusBefore}, the trail was at ${r.status}`,
+        [row.auditId],
+      );
     }
     checkTransition(row, r, log);
     r.status = row.statusAfter;
@@ -74,7 +96,9 @@ function replayTrail(rows: readonly AuditRow[], log: ViolationLog): Replay {
 }
 
 function reasonOf(row: AuditRow): unknown {
-  return typeof row.detail === 'object' && row.detail !== null ? (row.detail as { reason?: unknown }).reason : undefined;
+  return typeof row.detail === 'object' && row.detail !== null
+    ? (row.detail as { reason?: unknown }).reason
+    : undefined;
 }
 
 function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
@@ -85,13 +109,16 @@ function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
     if (!redrive) log.add('status-monotonic', row, `${what} moved ${before} -> ${after}`, [row.auditId]);
   }
   const unchanged = (): void => {
-    if (before !== after) log.add('superseded-no-effect', row, `${what} changed the status ${before} -> ${after}`, [row.auditId]);
+    if (before !== after)
+      log.add('superseded-no-effect', row, `${what} changed the status ${before} -> ${after}`, [row.auditId]);
   };
   switch (row.event) {
     case 'claim':
       if (row.outcome === 'acquired') {
-        if (r.lease !== null) log.add('lease-exclusive', row, `${what} while attempt ${r.lease} held the lease`, [row.auditId]);
-        if (row.attempt !== r.attempt + 1) log.add('lease-exclusive', row, `${what} opened after attempt ${r.attempt}`, [row.auditId]);
+        if (r.lease !== null)
+          log.add('lease-exclusive', row, `${what} while attempt ${r.lease} held the lease`, [row.auditId]);
+        if (row.attempt !== r.attempt + 1)
+          log.add('lease-exclusive', row, `${what} opened after attempt ${r.attempt}`, [row.auditId]);
         r.attempt = row.attempt ?? r.attempt;
         r.lease = row.attempt;
       } else if (row.outcome !== 'failed' && row.outcome !== 'unknown') {
@@ -103,7 +130,10 @@ function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
     case 'expire':
       // The engine ends a lease only once it lapsed, judged by the same clock reading it writes
       // as the row's time (claim and expire_leases alike).
-      if (row.endedLiveLease) log.add('lease-exclusive', row, `${what} ended the lease of attempt ${r.lease} before it lapsed`, [row.auditId]);
+      if (row.endedLiveLease)
+        log.add('lease-exclusive', row, `${what} ended the lease of attempt ${r.lease} before it lapsed`, [
+          row.auditId,
+        ]);
       r.lease = null;
       return;
     case 'heartbeat':
@@ -117,7 +147,8 @@ function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
     case 'redrive': {
       // attempts_exhausted re-opens failed as pending; needs_reconciliation keeps unknown/conflict.
       const kept = before === after && (before === 'unknown' || before === 'conflict');
-      if (!kept && (before !== 'failed' || after !== 'pending')) log.add('status-monotonic', row, `${what} moved ${before} -> ${after}`, [row.auditId]);
+      if (!kept && (before !== 'failed' || after !== 'pending'))
+        log.add('status-monotonic', row, `${what} moved ${before} -> ${after}`, [row.auditId]);
       return;
     }
     case 'complete':
@@ -130,7 +161,9 @@ function checkTransition(row: AuditRow, r: Replay, log: ViolationLog): void {
     case 'report_unknown':
       if (row.outcome === 'recorded' || row.outcome === 'settled') {
         if (row.attempt !== r.lease) {
-          log.add('superseded-no-effect', row, `${what} was merged while attempt ${r.lease} held the lease`, [row.auditId]);
+          log.add('superseded-no-effect', row, `${what} was merged while attempt ${r.lease} held the lease`, [
+            row.auditId,
+          ]);
         }
         r.lease = null;
       } else if (row.outcome === 'conflict' && row.attempt !== null && row.attempt === r.lease) {
@@ -181,25 +214,38 @@ function checkResolve(row: AuditRow, r: Replay, what: string, log: ViolationLog,
     return;
   }
   const { statusBefore: before, statusAfter: after } = row;
-  if (before !== 'unknown' && before !== 'conflict') log.add('resolution-final', row, `${what} resolved a ${before} operation`, [row.auditId]);
+  if (before !== 'unknown' && before !== 'conflict')
+    log.add('resolution-final', row, `${what} resolved a ${before} operation`, [row.auditId]);
   if (after === 'completed') {
     r.settlements += 1;
     if (r.settlements > 1) log.add('single-settlement', row, `${what} is settlement #${r.settlements}`, [row.auditId]);
-    if (row.attempt !== r.attempt + 1) log.add('lease-exclusive', row, `${what} settled through attempt ${row.attempt}, the trail was at ${r.attempt}`, [row.auditId]);
+    if (row.attempt !== r.attempt + 1)
+      log.add('lease-exclusive', row, `${what} settled through attempt ${row.attempt}, the trail was at ${r.attempt}`, [
+        row.auditId,
+      ]);
     r.attempt = row.attempt ?? r.attempt;
     r.lease = null;
   } else if (after === 'failed') {
-    if (r.lease !== null) log.add('timeout-stays-unknown', row, `${what} resolved failed while attempt ${r.lease} held the lease`, [row.auditId]);
+    if (r.lease !== null)
+      log.add('timeout-stays-unknown', row, `${what} resolved failed while attempt ${r.lease} held the lease`, [
+        row.auditId,
+      ]);
   } else {
     log.add('resolution-final', row, `${what} resolved into ${after}`, [row.auditId]);
   }
 }
 
 function checkEndOfTrail(op: OperationRow, r: Replay, attempts: readonly AttemptRow[], log: ViolationLog): void {
-  if (r.status !== op.status) log.add('audit-continuity', op, `the audit trail ends in ${r.status}, the record is ${op.status}`);
-  if (r.attempt !== op.attempt) log.add('audit-continuity', op, `the audit trail opened ${r.attempt} attempts, the record has ${op.attempt}`);
+  if (r.status !== op.status)
+    log.add('audit-continuity', op, `the audit trail ends in ${r.status}, the record is ${op.status}`);
+  if (r.attempt !== op.attempt)
+    log.add('audit-continuity', op, `the audit trail opened ${r.attempt} attempts, the record has ${op.attempt}`);
   if ((r.lease !== null) !== op.leaseHeld) {
-    log.add('lease-exclusive', op, `the audit trail says lease ${r.lease === null ? 'free' : `held by ${r.lease}`}, the record says ${op.leaseHeld ? 'held' : 'free'}`);
+    log.add(
+      'lease-exclusive',
+      op,
+      `the audit trail says lease ${r.lease === null ? 'free' : `held by ${r.lease}`}, the record says ${op.leaseHeld ? 'held' : 'free'}`,
+    );
   }
   const completed = op.status === 'completed';
   if (r.settlements !== (completed ? 1 : 0)) {
@@ -207,7 +253,11 @@ function checkEndOfTrail(op: OperationRow, r: Replay, attempts: readonly Attempt
   }
   const settled = attempts.filter((a) => a.settled);
   if (settled.length !== (completed ? 1 : 0) || (completed && settled[0]?.attempt !== op.settledAttempt)) {
-    log.add('single-settlement', op, `settled attempts [${settled.map((a) => a.attempt).join(', ')}], record settled_attempt ${op.settledAttempt}, status ${op.status}`);
+    log.add(
+      'single-settlement',
+      op,
+      `settled attempts [${settled.map((a) => a.attempt).join(', ')}], record settled_attempt ${op.settledAttempt}, status ${op.status}`,
+    );
   }
   // Only a spent budget, or a final failure after an attempt that may have taken effect
   // (recorded on its attempt, the operation left unknown), dead-letters early.

@@ -21,7 +21,9 @@ export async function waitForBackends(
     );
     if (rows.length === condition.count) return rows.map((r) => r.pid);
     if (Date.now() > deadline) {
-      throw new Error(`waitForBackends(${applicationName}): ${rows.length} backends, wanted ${condition.count} ${JSON.stringify(condition)}`);
+      throw new Error(
+        `waitForBackends(${applicationName}): ${rows.length} backends, wanted ${condition.count} ${JSON.stringify(condition)}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 10));
   }

@@ -1,8 +1,15 @@
 import { checkAuditTrail } from './audit-checks.js';
 import type { EngineState } from '../../../src/checker/engine-state.js';
 import {
-  checkDisclosure, checkFencing, checkMonotonicAnswers, checkReplays, checkResults, checkRetryableFailures, checkRevocations,
-  checkTimeoutStaysUnknown, type KeyHistory,
+  checkDisclosure,
+  checkFencing,
+  checkMonotonicAnswers,
+  checkReplays,
+  checkResults,
+  checkRetryableFailures,
+  checkRevocations,
+  checkTimeoutStaysUnknown,
+  type KeyHistory,
 } from './history-checks.js';
 import type { CompletedOp } from './history.js';
 import { groupByKey, keyOf, ViolationLog, type Invariant, type Violation } from './invariants.js';
@@ -47,7 +54,8 @@ export function check(ops: readonly CompletedOp[], state: EngineState, options: 
       record: records.get(k),
       complete: options.historyComplete ?? true,
       ...(resolution?.statusAfter === 'completed' || resolution?.statusAfter === 'failed'
-        ? { resolved: { status: resolution.statusAfter, attempt: resolution.attempt } } : {}),
+        ? { resolved: { status: resolution.statusAfter, attempt: resolution.attempt } }
+        : {}),
     };
     const redriven = keyOps.some((op) => op.op === 'redrive' && op.type !== 'fail');
     checkDisclosure(h, log);
@@ -56,7 +64,11 @@ export function check(ops: readonly CompletedOp[], state: EngineState, options: 
     checkFencing(h, log, redriven);
     checkRetryableFailures(h, log, redriven);
     checkRevocations(h, revocations, log);
-    checkTimeoutStaysUnknown(h, state.attempts.filter((a) => keyOf(a) === k), log);
+    checkTimeoutStaysUnknown(
+      h,
+      state.attempts.filter((a) => keyOf(a) === k),
+      log,
+    );
     if (!redriven) checkMonotonicAnswers(h, log);
   }
 

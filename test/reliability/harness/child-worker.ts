@@ -15,7 +15,9 @@ export class ChildWorker {
   private exited = false;
 
   constructor(url: string, tenant: string, key: string) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', SCRIPT, url, tenant, key], { stdio: ['pipe', 'pipe', 'inherit'] });
+    this.child = spawn(process.execPath, ['--import', 'tsx', SCRIPT, url, tenant, key], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
     this.child.on('exit', () => {
       this.exited = true;
     });
@@ -29,13 +31,18 @@ export class ChildWorker {
 
   /** The next JSON line the worker prints (its claim, then one per command). */
   async next<T = Answer>(timeoutMs = 30_000): Promise<T> {
-    const line = this.lines.shift() ?? (await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`worker ${this.child.pid} printed nothing in ${timeoutMs} ms`)), timeoutMs);
-      this.waiting = (l) => {
-        clearTimeout(timer);
-        resolve(l);
-      };
-    }));
+    const line =
+      this.lines.shift() ??
+      (await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(
+          () => reject(new Error(`worker ${this.child.pid} printed nothing in ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+        this.waiting = (l) => {
+          clearTimeout(timer);
+          resolve(l);
+        };
+      }));
     return JSON.parse(line) as T;
   }
 

@@ -22,7 +22,8 @@ function bindingOf(b: BindingArgs) {
 
 function observationAnswer(o: Observation): Answer {
   if (o.outcome === 'conflict') return { outcome: o.outcome, reason: o.reason, conflictOn: o.conflictOn };
-  if (o.outcome === 'fenced' && (o.reason === 'invalid_token' || o.reason === 'binding_revoked')) return { outcome: o.outcome, reason: o.reason };
+  if (o.outcome === 'fenced' && (o.reason === 'invalid_token' || o.reason === 'binding_revoked'))
+    return { outcome: o.outcome, reason: o.reason };
   const state = o as Extract<Observation, { status: unknown }>;
   return {
     outcome: state.outcome,
@@ -51,13 +52,33 @@ export function createClientDriver(client: SettleClient): SettleDriver {
       switch (o.outcome) {
         case 'acquired': {
           const h = o.attempt;
-          const ticket: Ticket = { tenant: h.tenant, key: h.key, attempt: h.attempt, leaseToken: h.leaseToken, fingerprint: h.fingerprint, binding: call.binding };
-          return { outcome: o.outcome, status: o.status, attempt: h.attempt, fingerprint: h.fingerprint, leaseToken: h.leaseToken, ticket };
+          const ticket: Ticket = {
+            tenant: h.tenant,
+            key: h.key,
+            attempt: h.attempt,
+            leaseToken: h.leaseToken,
+            fingerprint: h.fingerprint,
+            binding: call.binding,
+          };
+          return {
+            outcome: o.outcome,
+            status: o.status,
+            attempt: h.attempt,
+            fingerprint: h.fingerprint,
+            leaseToken: h.leaseToken,
+            ticket,
+          };
         }
         case 'in_progress':
           return { outcome: o.outcome, status: o.status, attempt: o.attempt };
         case 'replay':
-          return { outcome: o.outcome, status: 'completed', result: o.result, settledAttempt: o.settledAttempt, attempt: o.attempt };
+          return {
+            outcome: o.outcome,
+            status: 'completed',
+            result: o.result,
+            settledAttempt: o.settledAttempt,
+            attempt: o.attempt,
+          };
         case 'failed':
           return { outcome: o.outcome, error: o.error, deadLettered: o.deadLettered, attempt: o.attempt };
         case 'unknown':
@@ -71,16 +92,33 @@ export function createClientDriver(client: SettleClient): SettleDriver {
     },
     async heartbeat(t, leaseMs) {
       const o = await client.heartbeat(handleOf(t), leaseMs === undefined ? {} : { leaseMs });
-      return o.outcome === 'extended' ? { outcome: o.outcome, status: o.status } : { outcome: o.outcome, reason: o.reason, status: o.status };
+      return o.outcome === 'extended'
+        ? { outcome: o.outcome, status: o.status }
+        : { outcome: o.outcome, reason: o.reason, status: o.status };
     },
     complete: async (t, result) => observationAnswer(await client.complete(handleOf(t), result as Json)),
-    fail: async (t, error, retryable) => observationAnswer(await client.fail(handleOf(t), error as Json, { retryable })),
+    fail: async (t, error, retryable) =>
+      observationAnswer(await client.fail(handleOf(t), error as Json, { retryable })),
     reportUnknown: async (t) => observationAnswer(await client.reportUnknown(handleOf(t))),
     async get(call) {
-      const r = await client.get({ tenant: call.tenant, key: call.key, request: call.request as Json, binding: bindingOf(call.binding) });
+      const r = await client.get({
+        tenant: call.tenant,
+        key: call.key,
+        request: call.request as Json,
+        binding: bindingOf(call.binding),
+      });
       switch (r.outcome) {
         case 'found':
-          return { outcome: r.outcome, reason: r.reason, status: r.status, attempt: r.attempt, settledAttempt: r.settledAttempt, result: r.result, error: r.error, deadLettered: r.deadLettered };
+          return {
+            outcome: r.outcome,
+            reason: r.reason,
+            status: r.status,
+            attempt: r.attempt,
+            settledAttempt: r.settledAttempt,
+            result: r.result,
+            error: r.error,
+            deadLettered: r.deadLettered,
+          };
         case 'conflict':
           return { outcome: r.outcome, conflictOn: r.conflictOn };
         case 'refused':

@@ -113,10 +113,22 @@ function answeredRows<R>(answer: CallAnswer<R>, call: Omit<UnknownCall, 'why'>, 
 }
 
 /** One claim + complete; true when it ended with an acknowledged settlement. */
-export async function settleOne(client: pg.Client, tenant: string, key: string, worker: string, history: LoadHistory): Promise<boolean> {
+export async function settleOne(
+  client: pg.Client,
+  tenant: string,
+  key: string,
+  worker: string,
+  history: LoadHistory,
+): Promise<boolean> {
   history.invocations++;
   const claim = await settleCall<ClaimRow>(client, CLAIM_SQL, [
-    tenant, key, JSON.stringify(requestFor(key)), BINDING.principal, BINDING.scopes, BINDING.binding_generation, worker,
+    tenant,
+    key,
+    JSON.stringify(requestFor(key)),
+    BINDING.principal,
+    BINDING.scopes,
+    BINDING.binding_generation,
+    worker,
   ]);
   const claimed = answeredRows(claim, { tenant, key, call: 'claim' }, history);
   if (claimed === undefined) return false;
@@ -136,8 +148,15 @@ export async function completeTicket(
 ): Promise<boolean> {
   history.invocations++;
   const done = await settleCall<CompleteRow>(client, COMPLETE_SQL, [
-    tenant, key, ticket.attempt, ticket.lease_token, ticket.fingerprint,
-    BINDING.principal, BINDING.scopes, BINDING.binding_generation, JSON.stringify(resultFor(key, ticket.attempt)),
+    tenant,
+    key,
+    ticket.attempt,
+    ticket.lease_token,
+    ticket.fingerprint,
+    BINDING.principal,
+    BINDING.scopes,
+    BINDING.binding_generation,
+    JSON.stringify(resultFor(key, ticket.attempt)),
   ]);
   const completed = answeredRows(done, { tenant, key, call: 'complete' }, history);
   if (completed === undefined) return false;
@@ -183,8 +202,17 @@ export function violationCount(v: FailoverViolations): number {
  * acknowledged settlements: each is completed with the identical result text and settled
  * attempt; in the audit trail of `tenant` no status went down; no operation settled twice.
  */
-export async function checkFailover(admin: pg.ClientBase, tenant: string, acked: readonly AckedSettlement[]): Promise<FailoverViolations> {
-  const { rows: found } = await admin.query<{ key: string; status: string; settled_attempt: number | null; result_text: string | null }>(
+export async function checkFailover(
+  admin: pg.ClientBase,
+  tenant: string,
+  acked: readonly AckedSettlement[],
+): Promise<FailoverViolations> {
+  const { rows: found } = await admin.query<{
+    key: string;
+    status: string;
+    settled_attempt: number | null;
+    result_text: string | null;
+  }>(
     `select key, status::text, settled_attempt, result::text as result_text
        from settle_private.operations where tenant = $1 and key = any($2::text[])`,
     [tenant, acked.map((a) => a.key)],
@@ -248,7 +276,15 @@ export async function redriveUnknowns(
   for (const call of unknown) {
     const { rows } = await app.query<{ status: string }>(
       'select status::text from settle.get(tenant => $1, key => $2, request => $3::jsonb, principal => $4, scopes => $5::text[], binding_generation => $6)',
-      [tenant, call.key, JSON.stringify(requestFor(call.key)), BINDING.principal, BINDING.scopes, BINDING.binding_generation]);
+      [
+        tenant,
+        call.key,
+        JSON.stringify(requestFor(call.key)),
+        BINDING.principal,
+        BINDING.scopes,
+        BINDING.binding_generation,
+      ],
+    );
     if (rows[0]?.status === 'completed') continue;
     await expire(call.key);
     if (!(await settleOne(app, tenant, call.key, 'retry', history))) {

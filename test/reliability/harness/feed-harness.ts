@@ -1,6 +1,13 @@
 import type pg from 'pg';
 import { mulberry32, type Prng } from '../../../src/shared/prng.js';
-import { EMPTY_FEED, feedStep, undelivered, type FeedCall, type FeedEvent, type FeedWorld } from '../../../src/model/protocol-model.js';
+import {
+  EMPTY_FEED,
+  feedStep,
+  undelivered,
+  type FeedCall,
+  type FeedEvent,
+  type FeedWorld,
+} from '../../../src/model/protocol-model.js';
 import type { Step } from './model-driver.js';
 
 /**
@@ -57,7 +64,15 @@ interface StoredEvent extends FeedEvent {
 const HORIZON_WAIT_MS = 60_000;
 
 export class FeedHarness {
-  readonly figures: FeedFigures = { reads: 0, rolledBack: 0, delivered: 0, resets: 0, trims: 0, reregisters: 0, drains: 0 };
+  readonly figures: FeedFigures = {
+    reads: 0,
+    rolledBack: 0,
+    delivered: 0,
+    resets: 0,
+    trims: 0,
+    reregisters: 0,
+    drains: 0,
+  };
   private world: FeedWorld = EMPTY_FEED;
   private stored = new Map<string, StoredEvent>();
   private name = '';
@@ -68,7 +83,10 @@ export class FeedHarness {
   private mark: string | null = null;
   private registered = false;
 
-  constructor(private readonly c: FeedConnections, private readonly host: FeedHost) {}
+  constructor(
+    private readonly c: FeedConnections,
+    private readonly host: FeedHost,
+  ) {}
 
   /** A new sequence: its consumer, limited to its tenants. `seed` drives generate() (null: a scripted sequence). */
   async begin(tag: string, tenants: readonly string[], seed: number | null): Promise<void> {
@@ -106,7 +124,13 @@ export class FeedHarness {
   }
 
   private resetRace(to: 'mark' | '-infinity'): Step[] {
-    const before: Step[] = to === '-infinity' ? [{ t: 'feed', action: 'drain' }, { t: 'feed', action: 'trim' }] : [{ t: 'feed', action: 'mark' }];
+    const before: Step[] =
+      to === '-infinity'
+        ? [
+            { t: 'feed', action: 'drain' },
+            { t: 'feed', action: 'trim' },
+          ]
+        : [{ t: 'feed', action: 'mark' }];
     return [
       ...before,
       { t: 'begin', conn: 0 },
@@ -147,7 +171,15 @@ export class FeedHarness {
 
   /** After every step: the events committed since enter the model. */
   async afterStep(): Promise<void> {
-    const { rows } = await this.c.observer.query<{ event_id: string; tenant: string; key: string; status: 'completed' | 'failed'; occurred_us: string; occurred: string; position_xid: string }>(
+    const { rows } = await this.c.observer.query<{
+      event_id: string;
+      tenant: string;
+      key: string;
+      status: 'completed' | 'failed';
+      occurred_us: string;
+      occurred: string;
+      position_xid: string;
+    }>(
       `select e.event_id::text, e.tenant, e.key, e.status::text as status, (extract(epoch from e.occurred_at) * 1000000)::bigint::text as occurred_us,
               e.occurred_at::text as occurred, e.position_xid::text
          from settle_private.feed_events e where e.tenant = any($1::text[]) order by e.event_id`,
@@ -157,7 +189,12 @@ export class FeedHarness {
     for (const r of rows) {
       if (this.stored.has(r.event_id)) continue;
       const e: StoredEvent = {
-        eventId: r.event_id, id: `${r.tenant}/${r.key}`, status: r.status, occurredAt: Number(r.occurred_us), occurredText: r.occurred, positionXid: r.position_xid,
+        eventId: r.event_id,
+        id: `${r.tenant}/${r.key}`,
+        status: r.status,
+        occurredAt: Number(r.occurred_us),
+        occurredText: r.occurred,
+        positionXid: r.position_xid,
       };
       this.stored.set(e.eventId, e);
       fresh.push(e);
@@ -185,8 +222,10 @@ export class FeedHarness {
   }
 
   private async register(startAt: 'latest' | 'earliest'): Promise<void> {
-    await this.admin(`select * from settle.register_consumer(name => $1, tenants => $2::text[], lanes => $3, start_at => $4)`,
-      [this.name, this.tenants, this.lanes, startAt]);
+    await this.admin(
+      `select * from settle.register_consumer(name => $1, tenants => $2::text[], lanes => $3, start_at => $4)`,
+      [this.name, this.tenants, this.lanes, startAt],
+    );
     this.registered = true;
     this.apply({ kind: 'register', name: this.name, startAt });
   }
@@ -199,11 +238,19 @@ export class FeedHarness {
       text = '-infinity';
       us = { ...us, to: '-infinity' };
     } else if (to === 'mark' || to === 'event') {
-      const retained = this.world.retained.map((e) => this.stored.get(e)).filter((e): e is StoredEvent => e !== undefined);
-      const picked = to === 'event' && retained.length > 0 ? retained[Math.floor((this.rng?.next() ?? 0) * retained.length)] : undefined;
+      const retained = this.world.retained
+        .map((e) => this.stored.get(e))
+        .filter((e): e is StoredEvent => e !== undefined);
+      const picked =
+        to === 'event' && retained.length > 0
+          ? retained[Math.floor((this.rng?.next() ?? 0) * retained.length)]
+          : undefined;
       text = picked?.occurredText ?? this.mark;
       if (text === null) return;
-      const { rows } = await this.c.observer.query<{ us: string }>('select (extract(epoch from $1::timestamptz) * 1000000)::bigint::text as us', [text]);
+      const { rows } = await this.c.observer.query<{ us: string }>(
+        'select (extract(epoch from $1::timestamptz) * 1000000)::bigint::text as us',
+        [text],
+      );
       us = { ...us, to: Number(rows[0]?.us) };
     }
     this.figures.resets += 1;
@@ -215,7 +262,9 @@ export class FeedHarness {
     this.figures.trims += 1;
     await this.admin('select settle.trim_feed(batch_size => 100000)', []);
     const { rows } = await this.c.observer.query<{ event_id: string }>(
-      'select e.event_id::text from settle_private.feed_events e where e.tenant = any($1::text[])', [this.tenants]);
+      'select e.event_id::text from settle_private.feed_events e where e.tenant = any($1::text[])',
+      [this.tenants],
+    );
     this.apply({ kind: 'trim', retained: rows.map((r) => r.event_id) });
   }
 
@@ -226,15 +275,26 @@ export class FeedHarness {
     this.figures.reads += 1;
     await client.query('begin');
     try {
-      const { rows } = await client.query<{ event_id: string; tenant: string; lane: number; lease_token: string; position_xid: string }>(
+      const { rows } = await client.query<{
+        event_id: string;
+        tenant: string;
+        lane: number;
+        lease_token: string;
+        position_xid: string;
+      }>(
         `select event_id::text, tenant, lane, lease_token::text, position_xid::text
-           from settle.read_feed(consumer => $1, batch_size => 100, lease => interval '1 hour')`, [this.name]);
+           from settle.read_feed(consumer => $1, batch_size => 100, lease => interval '1 hour')`,
+        [this.name],
+      );
       const last = rows.at(-1);
       if (last !== undefined) {
         const foreign = rows.filter((r) => !this.tenants.includes(r.tenant));
-        if (foreign.length > 0) this.host.fail('feed-tenant', `${this.name} received events of ${foreign.map((r) => r.tenant).join(', ')}`);
-        await client.query('select settle.ack_feed(consumer => $1, lane => $2, lease_token => $3::uuid, position_xid => $4::xid8, event_id => $5::bigint)',
-          [this.name, last.lane, last.lease_token, last.position_xid, last.event_id]);
+        if (foreign.length > 0)
+          this.host.fail('feed-tenant', `${this.name} received events of ${foreign.map((r) => r.tenant).join(', ')}`);
+        await client.query(
+          'select settle.ack_feed(consumer => $1, lane => $2, lease_token => $3::uuid, position_xid => $4::xid8, event_id => $5::bigint)',
+          [this.name, last.lane, last.lease_token, last.position_xid, last.event_id],
+        );
       }
       await client.query(commit ? 'commit' : 'rollback');
       if (!commit) {
@@ -249,7 +309,10 @@ export class FeedHarness {
     } catch (error) {
       await client.query('rollback').catch(() => {});
       if (error instanceof Error && 'code' in error) {
-        this.host.fail('feed-error', `read_feed/ack_feed as the consumer login: ${(error as { code?: string }).code} ${error.message}`);
+        this.host.fail(
+          'feed-error',
+          `read_feed/ack_feed as the consumer login: ${(error as { code?: string }).code} ${error.message}`,
+        );
       }
       throw error;
     }
@@ -265,19 +328,27 @@ export class FeedHarness {
     this.figures.drains += 1;
     await this.afterStep();
     for (let rounds = 0; ; rounds++) {
-      while ((await this.readOnce(true)) > 0) { /* next batch */ }
+      while ((await this.readOnce(true)) > 0) {
+        /* next batch */
+      }
       const left = undelivered(this.world, this.name);
       if (left.length === 0) return;
       if (rounds > 0) {
-        this.host.fail('feed-skipped', `${this.name} never received ${left.map((e) => `event ${e.eventId} (${e.id}, ${e.status})`).join(', ')} although the horizon passed it`);
+        this.host.fail(
+          'feed-skipped',
+          `${this.name} never received ${left.map((e) => `event ${e.eventId} (${e.id}, ${e.status})`).join(', ')} although the horizon passed it`,
+        );
       }
       const xids = left.map((e) => this.stored.get(e.eventId)?.positionXid ?? '0');
       const deadline = Date.now() + HORIZON_WAIT_MS;
       for (;;) {
         const { rows } = await this.c.observer.query<{ passed: boolean }>(
-          'select pg_snapshot_xmin(pg_current_snapshot()) > (select max(x::xid8) from unnest($1::text[]) x) as passed', [xids]);
+          'select pg_snapshot_xmin(pg_current_snapshot()) > (select max(x::xid8) from unnest($1::text[]) x) as passed',
+          [xids],
+        );
         if (rows[0]?.passed === true) break;
-        if (Date.now() > deadline) this.host.fail('stuck', `the feed horizon did not pass ${xids.join(', ')} within ${HORIZON_WAIT_MS} ms`);
+        if (Date.now() > deadline)
+          this.host.fail('stuck', `the feed horizon did not pass ${xids.join(', ')} within ${HORIZON_WAIT_MS} ms`);
         await new Promise((r) => setTimeout(r, 20));
       }
     }
@@ -287,23 +358,45 @@ export class FeedHarness {
   private async readViews(): Promise<void> {
     for (const view of ['operations', 'attempts', 'audit_log', 'dead_letters']) {
       try {
-        await this.c.reconciler.query(`select count(*) from settle.${view} v where v.tenant = any($1::text[])`, [this.tenants]);
+        await this.c.reconciler.query(`select count(*) from settle.${view} v where v.tenant = any($1::text[])`, [
+          this.tenants,
+        ]);
       } catch (error) {
-        this.host.fail('view-denied', `settle_reconciler cannot read settle.${view}: ${(error as { code?: string }).code} ${(error as Error).message}`);
+        this.host.fail(
+          'view-denied',
+          `settle_reconciler cannot read settle.${view}: ${(error as { code?: string }).code} ${(error as Error).message}`,
+        );
       }
     }
     const mine = await this.c.reconciler.query<{ id: string; status: string }>(
-      `select o.tenant || '/' || o.key as id, o.status::text as status from settle.operations o where o.tenant = any($1::text[]) order by 1`, [this.tenants]);
+      `select o.tenant || '/' || o.key as id, o.status::text as status from settle.operations o where o.tenant = any($1::text[]) order by 1`,
+      [this.tenants],
+    );
     const stored = await this.c.observer.query<{ id: string; status: string }>(
-      `select o.tenant || '/' || o.key as id, o.status::text as status from settle_private.operations o where o.tenant = any($1::text[]) order by 1`, [this.tenants]);
+      `select o.tenant || '/' || o.key as id, o.status::text as status from settle_private.operations o where o.tenant = any($1::text[]) order by 1`,
+      [this.tenants],
+    );
     if (JSON.stringify(mine.rows) !== JSON.stringify(stored.rows)) {
-      this.host.fail('view-state', `settle.operations as settle_reconciler shows ${JSON.stringify(mine.rows)}, the table holds ${JSON.stringify(stored.rows)}`);
+      this.host.fail(
+        'view-state',
+        `settle.operations as settle_reconciler shows ${JSON.stringify(mine.rows)}, the table holds ${JSON.stringify(stored.rows)}`,
+      );
     }
     try {
-      const { rows } = await this.c.consumer.query<{ n: number }>('select count(*)::int as n from settle.feed_consumers where consumer = $1', [this.name]);
-      if (this.registered && rows[0]?.n !== this.lanes) this.host.fail('view-state', `settle.feed_consumers shows ${rows[0]?.n} lanes of ${this.name}, not ${this.lanes}`);
+      const { rows } = await this.c.consumer.query<{ n: number }>(
+        'select count(*)::int as n from settle.feed_consumers where consumer = $1',
+        [this.name],
+      );
+      if (this.registered && rows[0]?.n !== this.lanes)
+        this.host.fail(
+          'view-state',
+          `settle.feed_consumers shows ${rows[0]?.n} lanes of ${this.name}, not ${this.lanes}`,
+        );
     } catch (error) {
-      this.host.fail('view-denied', `settle_consumer cannot read settle.feed_consumers: ${(error as { code?: string }).code} ${(error as Error).message}`);
+      this.host.fail(
+        'view-denied',
+        `settle_consumer cannot read settle.feed_consumers: ${(error as { code?: string }).code} ${(error as Error).message}`,
+      );
     }
   }
 
@@ -311,7 +404,10 @@ export class FeedHarness {
     try {
       await this.c.admin.query(sql, params);
     } catch (error) {
-      this.host.fail('feed-error', `${sql.split('(')[0]} as the admin login: ${(error as { code?: string }).code} ${(error as Error).message}`);
+      this.host.fail(
+        'feed-error',
+        `${sql.split('(')[0]} as the admin login: ${(error as { code?: string }).code} ${(error as Error).message}`,
+      );
     }
   }
 

@@ -15,22 +15,27 @@ export interface FeedModelMutant {
 export const FEED_MODEL_MUTANTS: readonly FeedModelMutant[] = [
   {
     name: 'feed-reset-above-horizon',
-    defect: 'reset_consumer places a lane just before the first committed event at or after its time, above a transaction still running',
-    replacements: [{
-      file: '00013_feed.sql',
-      find: `    if not found or (v_xid, v_id) > (v_horizon, 0::bigint) then`,
-      replace: `    if not found then`,
-    }],
+    defect:
+      'reset_consumer places a lane just before the first committed event at or after its time, above a transaction still running',
+    replacements: [
+      {
+        file: '00013_feed.sql',
+        find: `    if not found or (v_xid, v_id) > (v_horizon, 0::bigint) then`,
+        replace: `    if not found then`,
+      },
+    ],
     randomRuns: 25,
   },
   {
     name: 'reconciler-views-denied',
     defect: 'settle_reconciler may select its views but not execute the tenant filter they call (42501)',
-    replacements: [{
-      file: '00015_grants.sql',
-      find: `grant execute on function settle_private._visible_tenants() to settle_readonly, settle_admin, settle_reconciler;`,
-      replace: `grant execute on function settle_private._visible_tenants() to settle_readonly, settle_admin;`,
-    }],
+    replacements: [
+      {
+        file: '00015_grants.sql',
+        find: `grant execute on function settle_private._visible_tenants() to settle_readonly, settle_admin, settle_reconciler;`,
+        replace: `grant execute on function settle_private._visible_tenants() to settle_readonly, settle_admin;`,
+      },
+    ],
     randomRuns: 25,
   },
 ];

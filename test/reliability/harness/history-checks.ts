@@ -27,7 +27,9 @@ export function presentsLock(op: CompletedOp, record: OperationRow): boolean {
   if (b === undefined) return true;
   const scopes = [...new Set(b.scopes)].sort();
   const sameBinding =
-    b.principal === record.principal && b.generation === record.generation && scopes.join('\u0000') === [...record.scopes].join('\u0000');
+    b.principal === record.principal &&
+    b.generation === record.generation &&
+    scopes.join('\u0000') === [...record.scopes].join('\u0000');
   if (!sameBinding) return false;
   if (op.op === 'claim' || op.op === 'get') return sameJson(op.args.request, record.request);
   if (OBSERVATIONS.has(op.op)) return op.args.fingerprint === record.fingerprint;
@@ -35,7 +37,16 @@ export function presentsLock(op: CompletedOp, record: OperationRow): boolean {
 }
 
 function disclosed(answer: Answer): string[] {
-  const fields: (keyof Answer)[] = ['status', 'attempt', 'settledAttempt', 'result', 'error', 'fingerprint', 'leaseToken', 'deadLettered'];
+  const fields: (keyof Answer)[] = [
+    'status',
+    'attempt',
+    'settledAttempt',
+    'result',
+    'error',
+    'fingerprint',
+    'leaseToken',
+    'deadLettered',
+  ];
   return fields.filter((f) => answer[f] !== undefined && answer[f] !== null);
 }
 
@@ -47,18 +58,28 @@ export function checkDisclosure(h: KeyHistory, log: ViolationLog): void {
   for (const op of okAnswers(h.ops)) {
     const a = op.answer;
     const blind =
-      a.outcome === 'conflict' || a.outcome === 'refused' ||
+      a.outcome === 'conflict' ||
+      a.outcome === 'refused' ||
       (a.outcome === 'fenced' && (a.reason === 'invalid_token' || a.reason === 'binding_revoked'));
     const leaks = blind ? disclosed(a) : [];
     if (leaks.length > 0) {
-      log.add('conflict-discloses-nothing', h.ref, `${op.op} #${op.id} answered ${a.outcome} with ${leaks.join(', ')}`, [op.id]);
+      log.add(
+        'conflict-discloses-nothing',
+        h.ref,
+        `${op.op} #${op.id} answered ${a.outcome} with ${leaks.join(', ')}`,
+        [op.id],
+      );
     }
     if (h.record === undefined || !(op.op === 'claim' || op.op === 'get' || OBSERVATIONS.has(op.op))) continue;
     const matches = presentsLock(op, h.record);
     // A read of a key that did not exist yet when it ran is not_found, whatever it presented.
     if (!matches && !blind && !(op.op === 'get' && a.outcome === 'not_found')) {
-      log.add(op.op === 'get' ? 'read-gated-by-lock' : 'mismatch-never-settles', h.ref,
-        `${op.op} #${op.id} with a mismatched lock answered ${a.outcome}`, [op.id]);
+      log.add(
+        op.op === 'get' ? 'read-gated-by-lock' : 'mismatch-never-settles',
+        h.ref,
+        `${op.op} #${op.id} with a mismatched lock answered ${a.outcome}`,
+        [op.id],
+      );
     }
     if (matches && a.outcome === 'conflict') {
       log.add('spurious-conflict', h.ref, `${op.op} #${op.id} presented the reserved lock and got conflict`, [op.id]);
@@ -74,35 +95,70 @@ export function checkResults(h: KeyHistory, log: ViolationLog): void {
     const a = op.answer;
     const carriesResult = a.result !== undefined && a.result !== null;
     if (carriesResult && (rec?.status !== 'completed' || !sameJson(a.result, rec.result))) {
-      log.add('result-immutable', h.ref, `${op.op} #${op.id} answered result ${JSON.stringify(a.result)}, final ${rec?.resultText ?? 'none'}`, [op.id]);
+      log.add(
+        'result-immutable',
+        h.ref,
+        `${op.op} #${op.id} answered result ${JSON.stringify(a.result)}, final ${rec?.resultText ?? 'none'}`,
+        [op.id],
+      );
     }
     if (carriesResult && a.settledAttempt != null && a.settledAttempt !== rec?.settledAttempt) {
-      log.add('result-immutable', h.ref, `${op.op} #${op.id} answered settled attempt ${a.settledAttempt}, final ${rec?.settledAttempt}`, [op.id]);
+      log.add(
+        'result-immutable',
+        h.ref,
+        `${op.op} #${op.id} answered settled attempt ${a.settledAttempt}, final ${rec?.settledAttempt}`,
+        [op.id],
+      );
     }
     if (op.op === 'complete' && acknowledgesSettlement(op.args, a)) {
-      const kept = rec?.status === 'completed' && rec.settledAttempt === op.args.attempt && sameJson(op.args.result, rec.result);
+      const kept =
+        rec?.status === 'completed' && rec.settledAttempt === op.args.attempt && sameJson(op.args.result, rec.result);
       if (!kept) {
-        log.add('acknowledged-completion-durable', h.ref, `complete #${op.id} (attempt ${op.args.attempt}) was acknowledged ${a.outcome}; final ${rec?.status ?? 'missing'} attempt ${rec?.settledAttempt}`, [op.id]);
+        log.add(
+          'acknowledged-completion-durable',
+          h.ref,
+          `complete #${op.id} (attempt ${op.args.attempt}) was acknowledged ${a.outcome}; final ${rec?.status ?? 'missing'} attempt ${rec?.settledAttempt}`,
+          [op.id],
+        );
       }
     }
   }
   const settledAcks = oks.filter((op) => op.op === 'complete' && op.answer.outcome === 'settled');
   if (settledAcks.length > 1) {
-    log.add('single-settlement', h.ref, `${settledAcks.length} completes answered settled`, settledAcks.map((op) => op.id));
+    log.add(
+      'single-settlement',
+      h.ref,
+      `${settledAcks.length} completes answered settled`,
+      settledAcks.map((op) => op.id),
+    );
   }
   const byResolution = h.resolved?.status === 'completed' && h.resolved.attempt === rec?.settledAttempt;
   if (rec?.status === 'completed' && h.complete && !byResolution) {
-    const proposals = h.ops.filter((op) => op.op === 'complete' && op.args.attempt === rec.settledAttempt && sameJson(op.args.result, rec.result));
+    const proposals = h.ops.filter(
+      (op) => op.op === 'complete' && op.args.attempt === rec.settledAttempt && sameJson(op.args.result, rec.result),
+    );
     if (proposals.length === 0) {
-      log.add('result-immutable', h.ref, `the stored result ${rec.resultText} was never proposed by attempt ${rec.settledAttempt}`);
+      log.add(
+        'result-immutable',
+        h.ref,
+        `the stored result ${rec.resultText} was never proposed by attempt ${rec.settledAttempt}`,
+      );
     } else if (!proposals.some((op) => presentsLock(op, rec))) {
-      log.add('mismatch-never-settles', h.ref, `the stored result came from a complete with a mismatched lock`, proposals.map((op) => op.id));
+      log.add(
+        'mismatch-never-settles',
+        h.ref,
+        `the stored result came from a complete with a mismatched lock`,
+        proposals.map((op) => op.id),
+      );
     }
   }
 }
 
 function acknowledgesSettlement(args: OpArgs, a: Answer): boolean {
-  return a.outcome === 'settled' || (a.outcome === 'duplicate' && a.settledAttempt != null && a.settledAttempt === args.attempt);
+  return (
+    a.outcome === 'settled' ||
+    (a.outcome === 'duplicate' && a.settledAttempt != null && a.settledAttempt === args.attempt)
+  );
 }
 
 /**
@@ -114,9 +170,13 @@ export function checkReplays(h: KeyHistory, log: ViolationLog): void {
   if (rec === undefined) return;
   const oks = okAnswers(h.ops);
   const settledAt = Math.min(
-    ...oks.filter((op) => op.answer.status === 'completed' || op.answer.outcome === 'replay').map((op) => op.completedAt),
+    ...oks
+      .filter((op) => op.answer.status === 'completed' || op.answer.outcome === 'replay')
+      .map((op) => op.completedAt),
   );
-  const finalFailures = oks.filter((op) => op.op === 'fail' && op.answer.outcome === 'settled' && op.answer.reason === 'final_failure');
+  const finalFailures = oks.filter(
+    (op) => op.op === 'fail' && op.answer.outcome === 'settled' && op.answer.reason === 'final_failure',
+  );
   for (const op of oks) {
     if (op.op !== 'claim' || !presentsLock(op, rec)) continue;
     const a = op.answer;
@@ -127,7 +187,12 @@ export function checkReplays(h: KeyHistory, log: ViolationLog): void {
       if (op.invokedAt <= failure.completedAt) continue;
       const replaysFailure = a.outcome === 'failed' && sameJson(a.error, failure.args.error);
       if (!replaysFailure && !(a.outcome === 'replay' && rec.status === 'completed')) {
-        log.add('failure-replays', h.ref, `claim #${op.id} after final failure #${failure.id} answered ${a.outcome} ${JSON.stringify(a.error ?? null)}`, [failure.id, op.id]);
+        log.add(
+          'failure-replays',
+          h.ref,
+          `claim #${op.id} after final failure #${failure.id} answered ${a.outcome} ${JSON.stringify(a.error ?? null)}`,
+          [failure.id, op.id],
+        );
       }
     }
   }
@@ -146,18 +211,30 @@ export function checkFencing(h: KeyHistory, log: ViolationLog, redriven: boolean
   const released = oks.filter((op) => RELEASES[op.op]?.includes(op.answer.outcome) === true);
   const terminalAt = redriven
     ? Infinity
-    : Math.min(...oks.filter((op) => op.answer.status === 'completed' || op.answer.status === 'failed').map((op) => op.completedAt));
+    : Math.min(
+        ...oks
+          .filter((op) => op.answer.status === 'completed' || op.answer.status === 'failed')
+          .map((op) => op.completedAt),
+      );
   for (const op of oks) {
     if (op.op !== 'heartbeat' && op.op !== 'fail' && op.op !== 'report_unknown') continue;
     const attempt = op.args.attempt;
     const t = op.invokedAt;
     const superseded = acquired.some((c) => (c.answer.attempt ?? 0) > (attempt ?? 0) && c.completedAt < t);
-    const ownRelease = released.some((r) => r.args.attempt === attempt && r.args.leaseToken === op.args.leaseToken && r.completedAt < t);
+    const ownRelease = released.some(
+      (r) => r.args.attempt === attempt && r.args.leaseToken === op.args.leaseToken && r.completedAt < t,
+    );
     if (!superseded && !ownRelease && terminalAt >= t) continue;
-    const merged = op.op === 'heartbeat' ? op.answer.outcome === 'extended' : ['recorded', 'settled'].includes(op.answer.outcome);
+    const merged =
+      op.op === 'heartbeat' ? op.answer.outcome === 'extended' : ['recorded', 'settled'].includes(op.answer.outcome);
     if (merged) {
       const why = superseded ? 'superseded' : ownRelease ? 'released its lease' : 'settled';
-      log.add('stale-fenced', h.ref, `${op.op} #${op.id} of attempt ${attempt} (${why}) answered ${op.answer.outcome}`, [op.id]);
+      log.add(
+        'stale-fenced',
+        h.ref,
+        `${op.op} #${op.id} of attempt ${attempt} (${why}) answered ${op.answer.outcome}`,
+        [op.id],
+      );
     }
   }
   const seen = new Map<number, number>();
@@ -191,15 +268,26 @@ export function checkMonotonicAnswers(h: KeyHistory, log: ViolationLog): void {
     }
     const status = op.answer.status;
     if (status != null && rank(status) < floor && floorOp !== undefined) {
-      log.add('status-monotonic', h.ref, `${op.op} #${op.id} answered ${status} after #${floorOp.id} answered ${floorOp.answer.status}`, [floorOp.id, op.id]);
+      log.add(
+        'status-monotonic',
+        h.ref,
+        `${op.op} #${op.id} answered ${status} after #${floorOp.id} answered ${floorOp.answer.status}`,
+        [floorOp.id, op.id],
+      );
     }
   }
-  const top = withStatus.reduce<CompletedOp & { answer: Answer } | undefined>(
-    (best, op) => (best === undefined || rank(op.answer.status ?? 'pending') > rank(best.answer.status ?? 'pending') ? op : best),
+  const top = withStatus.reduce<(CompletedOp & { answer: Answer }) | undefined>(
+    (best, op) =>
+      best === undefined || rank(op.answer.status ?? 'pending') > rank(best.answer.status ?? 'pending') ? op : best,
     undefined,
   );
   if (top?.answer.status != null && (h.record === undefined || rank(h.record.status) < rank(top.answer.status))) {
-    log.add('status-monotonic', h.ref, `#${top.id} answered ${top.answer.status}, the final record is ${h.record?.status ?? 'missing'}`, [top.id]);
+    log.add(
+      'status-monotonic',
+      h.ref,
+      `#${top.id} answered ${top.answer.status}, the final record is ${h.record?.status ?? 'missing'}`,
+      [top.id],
+    );
   }
 }
 
@@ -214,7 +302,12 @@ export function checkRetryableFailures(h: KeyHistory, log: ViolationLog, redrive
   for (const op of okAnswers(h.ops)) {
     if (op.op !== 'fail' || op.args.retryable !== true || op.answer.status !== 'failed') continue;
     if ((op.args.attempt ?? Infinity) < rec.maxAttempts && ['settled', 'recorded'].includes(op.answer.outcome)) {
-      log.add('retryable-failure-reopens', h.ref, `fail #${op.id} (retryable, attempt ${op.args.attempt} of ${rec.maxAttempts}) answered ${op.answer.outcome} with status failed`, [op.id]);
+      log.add(
+        'retryable-failure-reopens',
+        h.ref,
+        `fail #${op.id} (retryable, attempt ${op.args.attempt} of ${rec.maxAttempts}) answered ${op.answer.outcome} with status failed`,
+        [op.id],
+      );
     }
   }
 }
@@ -236,11 +329,16 @@ export function checkRevocations(h: KeyHistory, revocations: readonly CompletedO
       if (op.invokedAt <= revoke.completedAt || b === undefined || b.principal !== floor.principal) continue;
       if (BigInt(b.generation) >= BigInt(floor.generation)) continue;
       const a = op.answer;
-      const refused = REVOKED_ANSWERS.has(a.outcome) || (a.outcome === 'fenced' && (a.reason === 'binding_revoked' || a.reason === 'invalid_token'));
+      const refused =
+        REVOKED_ANSWERS.has(a.outcome) ||
+        (a.outcome === 'fenced' && (a.reason === 'binding_revoked' || a.reason === 'invalid_token'));
       if (!refused) {
-        log.add('revoked-never-settles', h.ref,
+        log.add(
+          'revoked-never-settles',
+          h.ref,
           `${op.op} #${op.id} presented generation ${b.generation} below the floor ${floor.generation} (revoked by #${revoke.id}) and answered ${a.outcome}`,
-          [revoke.id, op.id]);
+          [revoke.id, op.id],
+        );
       }
     }
   }
@@ -261,32 +359,60 @@ export function checkRevocations(h: KeyHistory, revocations: readonly CompletedO
  */
 export function checkTimeoutStaysUnknown(h: KeyHistory, attempts: readonly AttemptRow[], log: ViolationLog): void {
   const verdict = h.resolved?.status === 'failed' ? h.resolved : undefined;
-  const verdictCall = h.ops.find((op) => op.op === 'resolve' && op.type === 'ok' && op.answer?.outcome === 'resolved' && op.answer.status === 'failed');
-  const verdictFrom = verdict === undefined ? Infinity : verdictCall?.invokedAt ?? -Infinity;
+  const verdictCall = h.ops.find(
+    (op) =>
+      op.op === 'resolve' && op.type === 'ok' && op.answer?.outcome === 'resolved' && op.answer.status === 'failed',
+  );
+  const verdictFrom = verdict === undefined ? Infinity : (verdictCall?.invokedAt ?? -Infinity);
   const committedUpTo = (n: number, at = Infinity): boolean => {
     const upTo = attempts.filter((a) => a.attempt <= n);
-    const judged = (attempt: number): boolean => verdict !== undefined && at >= verdictFrom && attempt <= (verdict.attempt ?? Infinity);
+    const judged = (attempt: number): boolean =>
+      verdict !== undefined && at >= verdictFrom && attempt <= (verdict.attempt ?? Infinity);
     return upTo.length > 0 && upTo.every((a) => a.observation === 'failed' || judged(a.attempt));
   };
-  const open = (n: number): string => attempts.filter((a) => a.attempt <= n && a.observation !== 'failed').map((a) => a.attempt).join(', ');
+  const open = (n: number): string =>
+    attempts
+      .filter((a) => a.attempt <= n && a.observation !== 'failed')
+      .map((a) => a.attempt)
+      .join(', ');
   // The first answer that showed unknown or conflict: a call invoked after it returned is
   // ordered after it, and the status can no longer be failed.
   let possibleEffect: { id: number; completedAt: number } | undefined;
   for (const op of [...h.ops].sort((x, y) => x.completedAt - y.completedAt)) {
     const a = op.answer;
     if (op.type !== 'ok' || a === undefined) continue;
-    const saysFailed = (op.op === 'claim' && a.outcome === 'failed') || (OBSERVATIONS.has(op.op) && a.status === 'failed');
+    const saysFailed =
+      (op.op === 'claim' && a.outcome === 'failed') || (OBSERVATIONS.has(op.op) && a.status === 'failed');
     if (saysFailed && typeof a.attempt === 'number') {
       if (!committedUpTo(a.attempt, op.completedAt)) {
-        log.add('timeout-stays-unknown', h.ref, `${op.op} answered failed at attempt ${a.attempt}, but attempts ${open(a.attempt)} may have taken effect`, [op.id]);
-      } else if (possibleEffect !== undefined && op.invokedAt > possibleEffect.completedAt && h.resolved?.status !== 'failed') {
-        log.add('timeout-stays-unknown', h.ref, `${op.op} answered failed after #${possibleEffect.id} showed the status unknown or conflict`, [possibleEffect.id, op.id]);
+        log.add(
+          'timeout-stays-unknown',
+          h.ref,
+          `${op.op} answered failed at attempt ${a.attempt}, but attempts ${open(a.attempt)} may have taken effect`,
+          [op.id],
+        );
+      } else if (
+        possibleEffect !== undefined &&
+        op.invokedAt > possibleEffect.completedAt &&
+        h.resolved?.status !== 'failed'
+      ) {
+        log.add(
+          'timeout-stays-unknown',
+          h.ref,
+          `${op.op} answered failed after #${possibleEffect.id} showed the status unknown or conflict`,
+          [possibleEffect.id, op.id],
+        );
       }
     }
-    if (a.status === 'unknown' || a.status === 'conflict') possibleEffect ??= { id: op.id, completedAt: op.completedAt };
+    if (a.status === 'unknown' || a.status === 'conflict')
+      possibleEffect ??= { id: op.id, completedAt: op.completedAt };
   }
   const record = h.record;
   if (record?.status === 'failed' && !committedUpTo(record.attempt)) {
-    log.add('timeout-stays-unknown', h.ref, `final status failed, but attempts ${open(record.attempt)} may have taken effect`);
+    log.add(
+      'timeout-stays-unknown',
+      h.ref,
+      `final status failed, but attempts ${open(record.attempt)} may have taken effect`,
+    );
   }
 }

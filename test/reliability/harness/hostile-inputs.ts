@@ -100,7 +100,8 @@ export interface CatalogExposure {
 
 /** Reads the grants of the engine's schemas from the catalog. */
 export async function catalogExposure(admin: pg.ClientBase): Promise<CatalogExposure> {
-  const list = async (sql: string): Promise<string[]> => (await admin.query<{ name: string }>(sql)).rows.map((r) => r.name);
+  const list = async (sql: string): Promise<string[]> =>
+    (await admin.query<{ name: string }>(sql)).rows.map((r) => r.name);
   return {
     publicExecutable: await list(`
       select p.oid::regprocedure::text as name

@@ -25,7 +25,12 @@ export const rank: (status: StatusName) => number = statusRank;
 export class ViolationLog {
   readonly violations: Violation[] = [];
 
-  add(invariant: Invariant, ref: { tenant: string; key: string }, message: string, evidence?: readonly (number | string)[]): void {
+  add(
+    invariant: Invariant,
+    ref: { tenant: string; key: string },
+    message: string,
+    evidence?: readonly (number | string)[],
+  ): void {
     this.violations.push({
       invariant,
       tenant: ref.tenant,

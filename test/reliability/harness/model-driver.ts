@@ -2,8 +2,20 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { deriveSeed, mulberry32, type Prng } from '../../../src/shared/prng.js';
 import {
-  EMPTY_WORLD, meets, mustNotWait, overlay, RANK, step, windowAfterWait,
-  type Answer, type Call, type Lock, type Operation, type Status, type Window, type World,
+  EMPTY_WORLD,
+  meets,
+  mustNotWait,
+  overlay,
+  RANK,
+  step,
+  windowAfterWait,
+  type Answer,
+  type Call,
+  type Lock,
+  type Operation,
+  type Status,
+  type Window,
+  type World,
 } from '../../../src/model/protocol-model.js';
 import { FeedHarness, type FeedStep } from './feed-harness.js';
 
@@ -25,12 +37,20 @@ export type TicketRef = 'latest' | 'previous' | 'first' | 'forged';
 export type ClaimVariant = 'same' | 'request' | 'principal' | 'scopes' | 'newer' | 'tenant';
 export type CallSpec =
   | {
-    readonly kind: 'claim'; readonly op: number; readonly variant: ClaimVariant; readonly short: boolean;
-    /** rerun_after_unknown => false: a reported unknown answers in_doubt (absent: true). */
-    readonly answerUnknown?: boolean;
-  }
+      readonly kind: 'claim';
+      readonly op: number;
+      readonly variant: ClaimVariant;
+      readonly short: boolean;
+      /** rerun_after_unknown => false: a reported unknown answers in_doubt (absent: true). */
+      readonly answerUnknown?: boolean;
+    }
   | { readonly kind: 'heartbeat'; readonly op: number; readonly ticket: TicketRef; readonly short: boolean }
-  | { readonly kind: 'complete'; readonly op: number; readonly ticket: TicketRef; readonly mismatch?: 'fingerprint' | 'generation' }
+  | {
+      readonly kind: 'complete';
+      readonly op: number;
+      readonly ticket: TicketRef;
+      readonly mismatch?: 'fingerprint' | 'generation';
+    }
   | { readonly kind: 'fail'; readonly op: number; readonly ticket: TicketRef; readonly retryable: boolean }
   | { readonly kind: 'report_unknown'; readonly op: number; readonly ticket: TicketRef }
   | { readonly kind: 'get'; readonly op: number; readonly variant: 'same' | 'newer' | 'principal' };
@@ -110,7 +130,11 @@ interface OpDef {
 /** One full model configuration: the committed world and the open transaction's own view. */
 interface Scenario {
   readonly committed: World;
-  readonly tx: { readonly conn: number; readonly own: Readonly<Record<string, Operation | null>>; readonly touched: readonly string[] } | null;
+  readonly tx: {
+    readonly conn: number;
+    readonly own: Readonly<Record<string, Operation | null>>;
+    readonly touched: readonly string[];
+  } | null;
 }
 
 interface Pending {
@@ -128,7 +152,8 @@ interface Pending {
 
 class Stop extends Error {}
 
-const us = (text: string | null | undefined): number | null => (text === null || text === undefined ? null : Number(text));
+const us = (text: string | null | undefined): number | null =>
+  text === null || text === undefined ? null : Number(text);
 const NOW = `(extract(epoch from clock_timestamp()) * 1000000)::bigint::text as now_us`;
 const usOf = (col: string): string => `(extract(epoch from ${col}) * 1000000)::bigint::text`;
 
@@ -136,12 +161,23 @@ const usOf = (col: string): string => `(extract(epoch from ${col}) * 1000000)::b
 function markerOf(text: string | null): string | null {
   if (text === null) return null;
   const value = JSON.parse(text) as unknown;
-  if (typeof value === 'object' && value !== null && Object.keys(value).length === 1 && 'm' in value) return String((value as { m: unknown }).m);
+  if (typeof value === 'object' && value !== null && Object.keys(value).length === 1 && 'm' in value)
+    return String((value as { m: unknown }).m);
   return text;
 }
 
 export class ModelRun {
-  readonly figures: RunFigures = { sequences: 0, steps: 0, calls: 0, waits: 0, longWaits: 0, rollbacks: 0, revokesDuringWait: 0, interleavings: 0, resolutions: {} };
+  readonly figures: RunFigures = {
+    sequences: 0,
+    steps: 0,
+    calls: 0,
+    waits: 0,
+    longWaits: 0,
+    rollbacks: 0,
+    revokesDuringWait: 0,
+    interleavings: 0,
+    resolutions: {},
+  };
   readonly violations: Violation[] = [];
   private readonly shapes = new Set<string>();
   private clock = 0;
@@ -166,14 +202,25 @@ export class ModelRun {
   private ledger = new Ledger();
   readonly feed: FeedHarness | null;
 
-  constructor(private readonly c: Connections, private readonly prefix: string) {
-    this.feed = c.consumer === undefined || c.reconciler === undefined ? null
-      : new FeedHarness({ consumer: c.consumer, reconciler: c.reconciler, admin: c.admin, observer: c.observer },
-        { fail: (kind, detail) => this.violate(kind, detail), txOpen: () => this.txConn !== null });
+  constructor(
+    private readonly c: Connections,
+    private readonly prefix: string,
+  ) {
+    this.feed =
+      c.consumer === undefined || c.reconciler === undefined
+        ? null
+        : new FeedHarness(
+            { consumer: c.consumer, reconciler: c.reconciler, admin: c.admin, observer: c.observer },
+            { fail: (kind, detail) => this.violate(kind, detail), txOpen: () => this.txConn !== null },
+          );
   }
 
   async init(): Promise<void> {
-    this.pids = await Promise.all(this.c.app.map(async (client) => Number((await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]?.pid)));
+    this.pids = await Promise.all(
+      this.c.app.map(async (client) =>
+        Number((await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]?.pid),
+      ),
+    );
     await this.c.admin.query(`select settle.set_purge_min_retention(interval '0 seconds')`);
   }
 
@@ -181,7 +228,12 @@ export class ModelRun {
   async randomSequence(seed: number, index: number, length: number): Promise<boolean> {
     const rng = mulberry32(deriveSeed(seed, index));
     const maxAttempts = [rng.int(2, 4), rng.int(2, 4)];
-    return this.sequence(index, maxAttempts, (done) => (done >= length ? undefined : this.generate(rng)), deriveSeed(seed, index));
+    return this.sequence(
+      index,
+      maxAttempts,
+      (done) => (done >= length ? undefined : this.generate(rng)),
+      deriveSeed(seed, index),
+    );
   }
 
   /** Runs a fixed list of steps (a regression case). */
@@ -190,10 +242,20 @@ export class ModelRun {
     return this.sequence(index, maxAttempts, () => steps[i++]);
   }
 
-  private async sequence(index: number, maxAttempts: readonly number[], next: (done: number) => Step | Step[] | undefined, feedSeed: number | null = null): Promise<boolean> {
+  private async sequence(
+    index: number,
+    maxAttempts: readonly number[],
+    next: (done: number) => Step | Step[] | undefined,
+    feedSeed: number | null = null,
+  ): Promise<boolean> {
     this.seq = index;
     const tag = `${this.prefix}s${index}`;
-    const lockOf = (i: number, principal: string): Lock => ({ request: `r${i}`, principal, scopes: SCOPES, generation: 1 });
+    const lockOf = (i: number, principal: string): Lock => ({
+      request: `r${i}`,
+      principal,
+      scopes: SCOPES,
+      generation: 1,
+    });
     this.ops = [0, 1].map((i) => {
       const tenant = `${tag}t${i}`;
       return { tenant, key: 'k', id: `${tenant}/k`, lock: lockOf(i, i === 0 ? 'alice' : 'bob'), marker: `${tag}-${i}` };
@@ -209,7 +271,11 @@ export class ModelRun {
     this.ledger = new Ledger();
     this.figures.sequences++;
     try {
-      await this.feed?.begin(tag, this.ops.map((d) => d.tenant), feedSeed);
+      await this.feed?.begin(
+        tag,
+        this.ops.map((d) => d.tenant),
+        feedSeed,
+      );
       for (let done = 0; ; ) {
         const produced = next(done);
         if (produced === undefined) break;
@@ -250,7 +316,14 @@ export class ModelRun {
   }
 
   private record(kind: string, detail: string): void {
-    this.violations.push({ sequence: this.seq, step: this.trace.length, kind, detail, steps: [...this.trace], maxAttempts: [...this.maxAttempts] });
+    this.violations.push({
+      sequence: this.seq,
+      step: this.trace.length,
+      kind,
+      detail,
+      steps: [...this.trace],
+      maxAttempts: [...this.maxAttempts],
+    });
   }
 
   private violate(kind: string, detail: string): never {
@@ -282,7 +355,9 @@ export class ModelRun {
       // A client retry races a verdict read earlier: a new attempt runs (and may take effect, then
       // lose its response) between the check and the resolve.
       const conn = rng.int(0, 2);
-      const report: CallSpec = rng.chance(0.7) ? { kind: 'report_unknown', op, ticket: 'latest' } : { kind: 'fail', op, ticket: 'latest', retryable: true };
+      const report: CallSpec = rng.chance(0.7)
+        ? { kind: 'report_unknown', op, ticket: 'latest' }
+        : { kind: 'fail', op, ticket: 'latest', retryable: true };
       return [
         { t: 'call', conn, call: { kind: 'claim', op, variant: 'same', short: false } },
         { t: 'call', conn, call: report },
@@ -290,7 +365,13 @@ export class ModelRun {
       ];
     }
     if (lost && r < (checked ? 0.18 : 0.24)) return { t: 'check', op };
-    if (r < 0.16 || (lost && r < 0.33)) return { t: 'resolve', op, outcome: rng.chance(0.5) ? 'completed' : 'failed', ...(rng.chance(0.1) ? { forged: true } : {}) };
+    if (r < 0.16 || (lost && r < 0.33))
+      return {
+        t: 'resolve',
+        op,
+        outcome: rng.chance(0.5) ? 'completed' : 'failed',
+        ...(rng.chance(0.1) ? { forged: true } : {}),
+      };
     return { t: 'call', conn: rng.int(0, 2), call: this.randomCall(rng, op, false) };
   }
 
@@ -309,7 +390,16 @@ export class ModelRun {
       const c = rng.int(0, 2);
       steps.push({ t: 'call', conn: c, call: { kind: 'claim', op, variant: 'same', short: false } });
       const r = rng.next();
-      steps.push({ t: 'call', conn: c, call: r < 0.6 ? { kind: 'report_unknown', op, ticket: 'latest' } : r < 0.8 ? { kind: 'fail', op, ticket: 'latest', retryable: true } : { kind: 'complete', op, ticket: 'latest' } });
+      steps.push({
+        t: 'call',
+        conn: c,
+        call:
+          r < 0.6
+            ? { kind: 'report_unknown', op, ticket: 'latest' }
+            : r < 0.8
+              ? { kind: 'fail', op, ticket: 'latest', retryable: true }
+              : { kind: 'complete', op, ticket: 'latest' },
+      });
     }
     steps.push({ t: 'resolve', op, outcome: rng.chance(0.7) ? 'failed' : 'completed' });
     return steps;
@@ -319,11 +409,19 @@ export class ModelRun {
   private episode(rng: Prng): Step[] {
     const holder = rng.int(0, 2);
     const op = rng.int(0, 1);
-    const steps: Step[] = [{ t: 'begin', conn: holder }, { t: 'call', conn: holder, call: this.randomCall(rng, op, true) }];
+    const steps: Step[] = [
+      { t: 'begin', conn: holder },
+      { t: 'call', conn: holder, call: this.randomCall(rng, op, true) },
+    ];
     if (rng.chance(0.3)) steps.push({ t: 'call', conn: holder, call: this.randomCall(rng, op, true) });
     const others = [0, 1, 2].filter((c) => c !== holder);
     const waiters = rng.int(0, 2);
-    for (let i = 0; i < waiters; i++) steps.push({ t: 'call', conn: others[i] as number, call: this.randomCall(rng, rng.chance(0.85) ? op : 1 - op, false) });
+    for (let i = 0; i < waiters; i++)
+      steps.push({
+        t: 'call',
+        conn: others[i] as number,
+        call: this.randomCall(rng, rng.chance(0.85) ? op : 1 - op, false),
+      });
     if (rng.chance(0.12)) steps.push({ t: 'revoke', op });
     if (rng.chance(0.1)) steps.push({ t: 'expire' });
     steps.push({ t: 'end', commit: rng.chance(0.6), longWait: rng.chance(0.35) });
@@ -339,13 +437,35 @@ export class ModelRun {
     const claimP = holder ? 0.4 : 0.35;
     if (r < claimP) {
       const v = rng.next();
-      const variant: ClaimVariant = v < 0.82 ? 'same' : v < 0.86 ? 'request' : v < 0.9 ? 'principal' : v < 0.93 ? 'scopes' : v < 0.97 ? 'newer' : 'tenant';
-      return { kind: 'claim', op, variant, short: rng.chance(0.3), ...(rng.chance(0.35) ? { answerUnknown: true } : {}) };
+      const variant: ClaimVariant =
+        v < 0.82
+          ? 'same'
+          : v < 0.86
+            ? 'request'
+            : v < 0.9
+              ? 'principal'
+              : v < 0.93
+                ? 'scopes'
+                : v < 0.97
+                  ? 'newer'
+                  : 'tenant';
+      return {
+        kind: 'claim',
+        op,
+        variant,
+        short: rng.chance(0.3),
+        ...(rng.chance(0.35) ? { answerUnknown: true } : {}),
+      };
     }
     if (r < claimP + 0.1) return { kind: 'heartbeat', op, ticket: ticket(), short: rng.chance(0.3) };
     if (r < claimP + 0.27) {
       const m = rng.next();
-      return { kind: 'complete', op, ticket: ticket(), ...(m < 0.1 ? { mismatch: 'generation' as const } : m < 0.15 ? { mismatch: 'fingerprint' as const } : {}) };
+      return {
+        kind: 'complete',
+        op,
+        ticket: ticket(),
+        ...(m < 0.1 ? { mismatch: 'generation' as const } : m < 0.15 ? { mismatch: 'fingerprint' as const } : {}),
+      };
     }
     if (r < claimP + 0.45) return { kind: 'fail', op, ticket: ticket(), retryable: rng.chance(0.7) };
     if (r < claimP + 0.57) return { kind: 'report_unknown', op, ticket: ticket() };
@@ -372,16 +492,31 @@ export class ModelRun {
       case 'lapse':
         return this.lapse(s.op);
       case 'expire':
-        return this.admin({ kind: 'expire_leases' }, `select expired, dead_lettered, ${NOW} from settle.expire_leases(batch_size => 1000)`, [], () => ({ outcome: 'expired' }));
+        return this.admin(
+          { kind: 'expire_leases' },
+          `select expired, dead_lettered, ${NOW} from settle.expire_leases(batch_size => 1000)`,
+          [],
+          () => ({ outcome: 'expired' }),
+        );
       case 'purge':
-        return this.admin({ kind: 'purge' }, `select settle.purge(older_than => interval '0 seconds', batch_size => 1000) as n, ${NOW}`, [], () => ({ outcome: 'purged' }));
+        return this.admin(
+          { kind: 'purge' },
+          `select settle.purge(older_than => interval '0 seconds', batch_size => 1000) as n, ${NOW}`,
+          [],
+          () => ({ outcome: 'purged' }),
+        );
       case 'redrive': {
         const def = this.def(s.op);
         return this.admin(
           { kind: 'redrive', id: def.id, additional: 1 },
           `select r.status::text as status, r.attempt, r.max_attempts, ${NOW} from settle.redrive(tenant => $1, key => $2, additional_attempts => 1) r`,
           [def.tenant, def.key],
-          (row) => ({ outcome: 'redriven', status: row.status as string, attempt: row.attempt as number, maxAttempts: row.max_attempts as number }),
+          (row) => ({
+            outcome: 'redriven',
+            status: row.status as string,
+            attempt: row.attempt as number,
+            maxAttempts: row.max_attempts as number,
+          }),
         );
       }
       case 'resolve':
@@ -412,7 +547,12 @@ export class ModelRun {
   }
 
   /** Maintenance calls run autocommit on the admin login; they never wait (SKIP LOCKED / no row lock). */
-  private async admin(call: Call, sql: string, params: unknown[], answer: (row: Record<string, unknown>) => Answer): Promise<void> {
+  private async admin(
+    call: Call,
+    sql: string,
+    params: unknown[],
+    answer: (row: Record<string, unknown>) => Answer,
+  ): Promise<void> {
     const lo = this.clock;
     let a: Answer;
     try {
@@ -429,7 +569,12 @@ export class ModelRun {
     this.apply(null, call, a, { lo, hi: this.clock }, maybeLocked);
     if (call.kind === 'redrive' && a.outcome === 'redriven') this.ledger.redriven(call.id, a.status ?? null);
     if (call.kind === 'resolve') {
-      const tally = a.outcome === 'resolved' ? `resolved_${a.status ?? ''}` : a.outcome === 'error' ? a.sqlstate ?? 'error' : a.outcome;
+      const tally =
+        a.outcome === 'resolved'
+          ? `resolved_${a.status ?? ''}`
+          : a.outcome === 'error'
+            ? (a.sqlstate ?? 'error')
+            : a.outcome;
       this.figures.resolutions[tally] = (this.figures.resolutions[tally] ?? 0) + 1;
       if (a.outcome === 'resolved') this.ledger.resolved(this, call.id, a.status ?? null, call.expectedAttempt);
     }
@@ -451,15 +596,28 @@ export class ModelRun {
     const evidence = this.evidence[s.op] ?? (await this.read(s.op)) ?? { attempt: 1, status: undefined };
     await this.admin(
       {
-        kind: 'resolve', id: def.id, outcome: s.outcome, payload, request: presented.lock.request,
-        expectedAttempt: evidence.attempt, ...(evidence.status === undefined ? {} : { expectedStatus: evidence.status }),
+        kind: 'resolve',
+        id: def.id,
+        outcome: s.outcome,
+        payload,
+        request: presented.lock.request,
+        expectedAttempt: evidence.attempt,
+        ...(evidence.status === undefined ? {} : { expectedStatus: evidence.status }),
       },
       `select r.outcome, r.reason, r.status::text as status, r.attempt, r.settled_attempt, r.result::text as result, r.error::text as error, ${NOW}
          from settle.resolve(tenant => $1, key => $2, fingerprint => settle.fingerprint($3::jsonb), outcome => $4,
                              reason => 'model-based test: verified downstream', result => $5::jsonb, error => $6::jsonb,
                              expected_attempt => $7::integer, expected_status => $8::settle.status) r`,
-      [def.tenant, def.key, this.requestOf(presented.lock, presented), s.outcome, s.outcome === 'completed' ? value : null, s.outcome === 'failed' ? value : null,
-        evidence.attempt, evidence.status ?? null],
+      [
+        def.tenant,
+        def.key,
+        this.requestOf(presented.lock, presented),
+        s.outcome,
+        s.outcome === 'completed' ? value : null,
+        s.outcome === 'failed' ? value : null,
+        evidence.attempt,
+        evidence.status ?? null,
+      ],
       (row) => normalizeRow(row),
     );
   }
@@ -468,7 +626,9 @@ export class ModelRun {
   private async read(op: number): Promise<{ attempt: number; status: Status } | null> {
     const def = this.def(op);
     const { rows } = await this.c.observer.query<{ attempt: number; status: Status }>(
-      `select attempt, status::text as status from settle_private.operations where tenant = $1 and key = $2`, [def.tenant, def.key]);
+      `select attempt, status::text as status from settle_private.operations where tenant = $1 and key = $2`,
+      [def.tenant, def.key],
+    );
     return rows[0] ?? null;
   }
 
@@ -489,9 +649,18 @@ export class ModelRun {
     this.scenarios = this.scenarios.flatMap((sc) => {
       const o = sc.committed.ops[def.id];
       if (o === undefined || o.lease === null) return o === undefined ? [] : [sc];
-      return [{ ...sc, committed: { ...sc.committed, ops: { ...sc.committed.ops, [def.id]: { ...o, lease: { ...o.lease, expiresAt: e } } } } }];
+      return [
+        {
+          ...sc,
+          committed: {
+            ...sc.committed,
+            ops: { ...sc.committed.ops, [def.id]: { ...o, lease: { ...o.lease, expiresAt: e } } },
+          },
+        },
+      ];
     });
-    if (this.scenarios.length === 0) this.violate('lease', `a lease was lapsed on ${def.id} that the model does not know`);
+    if (this.scenarios.length === 0)
+      this.violate('lease', `a lease was lapsed on ${def.id} that the model does not know`);
     this.ledger.lapsed(def.id, e);
   }
 
@@ -510,10 +679,17 @@ export class ModelRun {
   private resolveTicket(op: number, ref: TicketRef): Ticket {
     const list = this.tickets[op] ?? [];
     const def = this.def(op);
-    const pick = ref === 'latest' ? list.at(-1) : ref === 'previous' ? list.at(-2) : ref === 'first' ? list[0] : undefined;
+    const pick =
+      ref === 'latest' ? list.at(-1) : ref === 'previous' ? list.at(-2) : ref === 'first' ? list[0] : undefined;
     if (pick !== undefined) return pick;
     const last = list.at(-1);
-    return { id: def.id, attempt: last?.attempt ?? 1, token: randomUUID(), fingerprint: last?.fingerprint ?? `v1:${'0'.repeat(64)}`, lock: def.lock };
+    return {
+      id: def.id,
+      attempt: last?.attempt ?? 1,
+      token: randomUUID(),
+      fingerprint: last?.fingerprint ?? `v1:${'0'.repeat(64)}`,
+      lock: def.lock,
+    };
   }
 
   /** The request JSON of a lock presented for an operation (the model's request names it). */
@@ -527,11 +703,16 @@ export class ModelRun {
     if (spec.kind === 'claim' || spec.kind === 'get') {
       const target = spec.kind === 'claim' && spec.variant === 'tenant' ? this.def(1 - spec.op) : def;
       const floor = this.floor(def.tenant, def.lock.principal);
-      const lock: Lock = spec.variant === 'request' ? { ...def.lock, request: `${def.lock.request}b` }
-        : spec.variant === 'principal' ? { ...def.lock, principal: 'mallory' }
-          : spec.variant === 'scopes' ? { ...def.lock, scopes: [...SCOPES, 'refunds:write'] }
-            : spec.variant === 'newer' ? { ...def.lock, generation: Math.max(def.lock.generation + 1, floor) }
-              : def.lock;
+      const lock: Lock =
+        spec.variant === 'request'
+          ? { ...def.lock, request: `${def.lock.request}b` }
+          : spec.variant === 'principal'
+            ? { ...def.lock, principal: 'mallory' }
+            : spec.variant === 'scopes'
+              ? { ...def.lock, scopes: [...SCOPES, 'refunds:write'] }
+              : spec.variant === 'newer'
+                ? { ...def.lock, generation: Math.max(def.lock.generation + 1, floor) }
+                : def.lock;
       const request = this.requestOf(lock, def);
       if (spec.kind === 'get') {
         return {
@@ -546,7 +727,11 @@ export class ModelRun {
       const short = spec.short;
       return {
         call: {
-          kind: 'claim', id: target.id, lock, leaseUs: short ? SHORT_US : LONG_US, maxAttempts: this.maxAttempts[spec.variant === 'tenant' ? 1 - spec.op : spec.op] ?? 3,
+          kind: 'claim',
+          id: target.id,
+          lock,
+          leaseUs: short ? SHORT_US : LONG_US,
+          maxAttempts: this.maxAttempts[spec.variant === 'tenant' ? 1 - spec.op : spec.op] ?? 3,
           rerunAfterUnknown: spec.answerUnknown !== true,
         },
         sql: `select r.outcome, r.status::text as status, r.attempt, r.lease_token::text as lease_token, ${usOf('r.lease_expires_at')} as lease_us,
@@ -555,8 +740,18 @@ export class ModelRun {
                 from settle.claim(tenant => $1, key => $2, request => $3::jsonb, principal => $4, scopes => $5::text[],
                                   binding_generation => $6::bigint, lease => $7::interval, worker => $8, max_attempts => $9,
                                   rerun_after_unknown => $10::boolean) r`,
-        params: [target.tenant, target.key, request, lock.principal, lock.scopes, lock.generation, short ? '1 second' : '1 hour', 'model',
-          this.maxAttempts[spec.variant === 'tenant' ? 1 - spec.op : spec.op] ?? 3, spec.answerUnknown !== true],
+        params: [
+          target.tenant,
+          target.key,
+          request,
+          lock.principal,
+          lock.scopes,
+          lock.generation,
+          short ? '1 second' : '1 hour',
+          'model',
+          this.maxAttempts[spec.variant === 'tenant' ? 1 - spec.op : spec.op] ?? 3,
+          spec.answerUnknown !== true,
+        ],
         short,
         ticketOp: spec.variant === 'tenant' ? 1 - spec.op : spec.op,
       };
@@ -564,7 +759,13 @@ export class ModelRun {
     const t = this.resolveTicket(spec.op, spec.ticket);
     if (spec.kind === 'heartbeat') {
       return {
-        call: { kind: 'heartbeat', id: t.id, attempt: t.attempt, token: t.token, leaseUs: spec.short ? SHORT_US : LONG_US },
+        call: {
+          kind: 'heartbeat',
+          id: t.id,
+          attempt: t.attempt,
+          token: t.token,
+          leaseUs: spec.short ? SHORT_US : LONG_US,
+        },
         sql: `select r.outcome, r.reason, r.status::text as status, ${usOf('r.lease_expires_at')} as lease_us, ${NOW}
                 from settle.heartbeat(tenant => $1, key => $2, attempt => $3, lease_token => $4::uuid, lease => $5::interval) r`,
         params: [def.tenant, def.key, t.attempt, t.token, spec.short ? '1 second' : '1 hour'],
@@ -573,7 +774,8 @@ export class ModelRun {
     }
     let lock = t.lock;
     let fingerprint = t.fingerprint;
-    if (spec.kind === 'complete' && spec.mismatch === 'generation') lock = { ...lock, generation: lock.generation + 50 };
+    if (spec.kind === 'complete' && spec.mismatch === 'generation')
+      lock = { ...lock, generation: lock.generation + 50 };
     if (spec.kind === 'complete' && spec.mismatch === 'fingerprint') {
       lock = { ...lock, request: 'forged' };
       fingerprint = `v1:${'e'.repeat(64)}`;
@@ -630,15 +832,32 @@ export class ModelRun {
         this.figures.waits++;
         // R3: a call that cannot change the record must not wait on the row.
         if (this.scenarios.every((sc) => mustNotWait(sc.committed, p.call))) {
-          this.violate('hostage', `${p.call.kind} waited for the row lock although it can change nothing (R3): ${JSON.stringify(p.call)}`);
+          this.violate(
+            'hostage',
+            `${p.call.kind} waited for the row lock although it can change nothing (R3): ${JSON.stringify(p.call)}`,
+          );
         }
         // R3 the other way round: the open transaction made only calls that cannot change the
         // record (a wrong token, a revoked generation): they must not hold anyone's row.
         if ('id' in p.call && !this.txMayLock.has(p.call.id)) {
-          this.violate('hostage', `${p.call.kind} on ${p.call.id} waits behind an open transaction whose calls on it could change nothing (R3)`);
+          this.violate(
+            'hostage',
+            `${p.call.kind} on ${p.call.id} waits behind an open transaction whose calls on it could change nothing (R3)`,
+          );
         }
-        const firstClaim = p.call.kind === 'claim' && this.scenarios.every((sc) => sc.committed.ops[(p.call as { id: string }).id] === undefined);
-        this.pending.push({ conn, call: p.call, spec, answer, pid: this.pids[conn] as number, short: p.short, sent: lo, firstClaim });
+        const firstClaim =
+          p.call.kind === 'claim' &&
+          this.scenarios.every((sc) => sc.committed.ops[(p.call as { id: string }).id] === undefined);
+        this.pending.push({
+          conn,
+          call: p.call,
+          spec,
+          answer,
+          pid: this.pids[conn] as number,
+          short: p.short,
+          sent: lo,
+          firstClaim,
+        });
         this.shape.push(`${conn}:${spec.kind}:wait`);
         return;
       }
@@ -646,7 +865,8 @@ export class ModelRun {
     const inTx = this.txConn === conn;
     if (inTx && 'id' in p.call) {
       const call = p.call;
-      if (!this.scenarios.every((sc) => mustNotWait(overlay(sc.committed, sc.tx?.own ?? {}), call))) this.txMayLock.add(call.id);
+      if (!this.scenarios.every((sc) => mustNotWait(overlay(sc.committed, sc.tx?.own ?? {}), call)))
+        this.txMayLock.add(call.id);
     }
     const a = await answer;
     this.shape.push(`${conn}:${spec.kind}:${a.outcome}`);
@@ -660,7 +880,13 @@ export class ModelRun {
     if (p.call.kind === 'claim' && a.outcome === 'acquired' && a.leaseToken && a.attempt) {
       const op = p.ticketOp ?? spec.op;
       const fingerprint = (a as Answer & { fingerprint?: string }).fingerprint ?? '';
-      this.tickets[op]?.push({ id: p.call.id, attempt: a.attempt, token: a.leaseToken, fingerprint, lock: p.call.lock });
+      this.tickets[op]?.push({
+        id: p.call.id,
+        attempt: a.attempt,
+        token: a.leaseToken,
+        fingerprint,
+        lock: p.call.lock,
+      });
     }
     this.checkDisclosure(p.call, a);
   }
@@ -672,7 +898,11 @@ export class ModelRun {
       return normalizeRow(row);
     } catch (error) {
       this.tick(await this.now());
-      return { outcome: 'error', sqlstate: (error as { code?: string }).code ?? 'none', reason: (error as Error).message };
+      return {
+        outcome: 'error',
+        sqlstate: (error as { code?: string }).code ?? 'none',
+        reason: (error as Error).message,
+      };
     }
   }
 
@@ -687,10 +917,13 @@ export class ModelRun {
       await new Promise((r) => setTimeout(r, 3));
       if (answered) return false;
       const { rows } = await this.c.observer.query<{ waiting: boolean }>(
-        `select wait_event_type = 'Lock' as waiting from pg_stat_activity where pid = $1`, [pid]);
+        `select wait_event_type = 'Lock' as waiting from pg_stat_activity where pid = $1`,
+        [pid],
+      );
       if (rows[0]?.waiting === true) return true;
       if (answered) return false;
-      if (Date.now() > deadline) this.violate('stuck', `backend ${pid} neither answered nor waited on a lock within 30 s`);
+      if (Date.now() > deadline)
+        this.violate('stuck', `backend ${pid} neither answered nor waited on a lock within 30 s`);
     }
   }
 
@@ -705,7 +938,9 @@ export class ModelRun {
       const deadline = Date.now() + 10_000;
       for (;;) {
         const { rows } = await this.c.observer.query<{ n: number }>(
-          `select count(*)::int as n from pg_stat_activity where pid = any($1::int[]) and clock_timestamp() > query_start + interval '1.05 seconds'`, [pids]);
+          `select count(*)::int as n from pg_stat_activity where pid = any($1::int[]) and clock_timestamp() > query_start + interval '1.05 seconds'`,
+          [pids],
+        );
         if (rows[0]?.n === pids.length) break;
         if (Date.now() > deadline) this.violate('stuck', 'a long wait did not pass the lease within 10 s');
         await new Promise((r) => setTimeout(r, 50));
@@ -715,7 +950,9 @@ export class ModelRun {
     }
     // The earliest instant a waiter can decide: read inside the holder's transaction, after
     // every waiter was seen waiting, right before the lock is released.
-    const release = (await (this.txAborted ? this.c.observer : client).query<{ now_us: string }>(`select ${NOW}`)).rows[0]?.now_us ?? '0';
+    const release =
+      (await (this.txAborted ? this.c.observer : client).query<{ now_us: string }>(`select ${NOW}`)).rows[0]?.now_us ??
+      '0';
     this.tick(release);
     if (this.txAborted) commit = false;
     this.txAborted = false;
@@ -735,23 +972,43 @@ export class ModelRun {
     const hi = this.clock;
     waiters.forEach((p, i) => this.shape.push(`${p.conn}:${p.spec.kind}:${(answers[i] as Answer).outcome}`));
     // Waiters decide after the release, in lock-queue order; both orders are tried for two.
-    const orders = waiters.length === 2 ? [[0, 1], [1, 0]] : [waiters.map((_, i) => i)];
+    const orders =
+      waiters.length === 2
+        ? [
+            [0, 1],
+            [1, 0],
+          ]
+        : [waiters.map((_, i) => i)];
     const before = this.scenarios;
     const after: Scenario[] = [];
     const failures: string[] = [];
     for (const order of orders) {
       this.scenarios = before;
       try {
-        for (const i of order) this.applyQuiet(null, (waiters[i] as Pending).call, answers[i] as Answer, windowAfterWait(Number(release), hi, waiters[i] as Pending), []);
+        for (const i of order)
+          this.applyQuiet(
+            null,
+            (waiters[i] as Pending).call,
+            answers[i] as Answer,
+            windowAfterWait(Number(release), hi, waiters[i] as Pending),
+            [],
+          );
         after.push(...this.scenarios);
       } catch (error) {
         failures.push(error instanceof Error ? error.message : String(error));
       }
     }
-    if (after.length === 0) this.violate('answer', `waiters after ${commit ? 'commit' : 'rollback'}:\n${failures.join('\n---\n')}`);
+    if (after.length === 0)
+      this.violate('answer', `waiters after ${commit ? 'commit' : 'rollback'}:\n${failures.join('\n---\n')}`);
     this.scenarios = dedupe(after);
     waiters.forEach((p, i) => {
-      const prepared = { call: p.call, sql: '', params: [], short: p.short, ticketOp: p.spec.kind === 'claim' && p.spec.variant === 'tenant' ? 1 - p.spec.op : p.spec.op };
+      const prepared = {
+        call: p.call,
+        sql: '',
+        params: [],
+        short: p.short,
+        ticketOp: p.spec.kind === 'claim' && p.spec.variant === 'tenant' ? 1 - p.spec.op : p.spec.op,
+      };
       this.afterAnswer(p.spec, prepared, answers[i] as Answer, true);
     });
   }
@@ -780,7 +1037,8 @@ export class ModelRun {
         if (!meets(b.expect, a)) continue;
         const w = b.next(a);
         if (inTx && sc.tx !== null) {
-          const own = id !== undefined && w.ops[id] !== world.ops[id] ? { ...sc.tx.own, [id]: w.ops[id] ?? null } : sc.tx.own;
+          const own =
+            id !== undefined && w.ops[id] !== world.ops[id] ? { ...sc.tx.own, [id]: w.ops[id] ?? null } : sc.tx.own;
           const touched = id !== undefined ? [...new Set([...sc.tx.touched, id])] : sc.tx.touched;
           next.push({ committed: sc.committed, tx: { ...sc.tx, own, touched } });
         } else {
@@ -789,7 +1047,9 @@ export class ModelRun {
       }
     }
     if (next.length === 0) {
-      throw new Error(`${call.kind} answered ${JSON.stringify(a)}\n  call: ${JSON.stringify(call)}\n  window: ${JSON.stringify(win)}\n  allowed: ${[...new Set(allowed)].join('\n           ')}\n  worlds: ${this.scenarios.map((s) => JSON.stringify(s)).join('\n          ')}`);
+      throw new Error(
+        `${call.kind} answered ${JSON.stringify(a)}\n  call: ${JSON.stringify(call)}\n  window: ${JSON.stringify(win)}\n  allowed: ${[...new Set(allowed)].join('\n           ')}\n  worlds: ${this.scenarios.map((s) => JSON.stringify(s)).join('\n          ')}`,
+      );
     }
     this.scenarios = dedupe(next);
   }
@@ -801,11 +1061,15 @@ export class ModelRun {
     for (const field of [a.result, a.error]) {
       if (field === null || field === undefined) continue;
       const foreign = this.ops.some((d) => d.marker !== own && field.includes(d.marker));
-      if (foreign || (!field.startsWith(own) && !field.includes('binding_revoked') && !field.includes('attempts_exhausted'))) {
+      if (
+        foreign ||
+        (!field.startsWith(own) && !field.includes('binding_revoked') && !field.includes('attempts_exhausted'))
+      ) {
         this.violate('disclosure', `${call.kind} on ${call.id} disclosed ${field}`);
       }
     }
-    const silent = a.outcome === 'conflict' || a.outcome === 'refused' || (a.outcome === 'fenced' && a.reason === 'invalid_token');
+    const silent =
+      a.outcome === 'conflict' || a.outcome === 'refused' || (a.outcome === 'fenced' && a.reason === 'invalid_token');
     if (silent && (a.status != null || a.result != null || a.error != null || a.attempt != null)) {
       this.violate('disclosure', `${call.kind} answered ${a.outcome} but disclosed state: ${JSON.stringify(a)}`);
     }
@@ -815,8 +1079,18 @@ export class ModelRun {
   private async checkDatabase(): Promise<void> {
     const tenants = this.ops.map((d) => d.tenant);
     const { rows } = await this.c.observer.query<{
-      tenant: string; key: string; status: Status; attempt: number; max_attempts: number; settled_attempt: number | null; result: string | null;
-      dead_letter_reason: string | null; lease_us: string | null; attempts: number; settled: number; now_us: string;
+      tenant: string;
+      key: string;
+      status: Status;
+      attempt: number;
+      max_attempts: number;
+      settled_attempt: number | null;
+      result: string | null;
+      dead_letter_reason: string | null;
+      lease_us: string | null;
+      attempts: number;
+      settled: number;
+      now_us: string;
     }>(
       `select o.tenant, o.key, o.status::text as status, o.attempt, o.max_attempts, o.settled_attempt, o.result::text as result,
               o.dead_letter_reason, ${usOf('o.lease_expires_at')} as lease_us,
@@ -828,7 +1102,14 @@ export class ModelRun {
     const db = new Map(rows.map((r) => [`${r.tenant}/${r.key}`, r]));
     for (const r of rows) {
       if (r.settled > 1) this.violate('single-settlement', `${r.tenant}/${r.key} has ${r.settled} settled attempts`);
-      this.ledger.onState(this, `${r.tenant}/${r.key}`, r.status, r.dead_letter_reason, markerOf(r.result), r.settled_attempt);
+      this.ledger.onState(
+        this,
+        `${r.tenant}/${r.key}`,
+        r.status,
+        r.dead_letter_reason,
+        markerOf(r.result),
+        r.settled_attempt,
+      );
     }
     // A purged key's history ended with it: its next reservation (an acquired first claim, or
     // one a refused claim left converted) starts a new one.
@@ -847,13 +1128,21 @@ export class ModelRun {
           if ((m.status === 'completed') !== (r.status === 'completed')) return false;
           continue;
         }
-        if (r.status !== m.status || r.max_attempts !== m.maxAttempts || (r.dead_letter_reason ?? null) !== m.deadLetter) return false;
+        if (
+          r.status !== m.status ||
+          r.max_attempts !== m.maxAttempts ||
+          (r.dead_letter_reason ?? null) !== m.deadLetter
+        )
+          return false;
         if (us(r.lease_us) !== (m.lease?.expiresAt ?? null)) return false;
       }
       return true;
     });
     if (consistent.length === 0) {
-      this.violate('state', `the database holds ${JSON.stringify(rows)}\n  the model allows: ${this.scenarios.map((s) => JSON.stringify(s.committed)).join('\n                    ')}`);
+      this.violate(
+        'state',
+        `the database holds ${JSON.stringify(rows)}\n  the model allows: ${this.scenarios.map((s) => JSON.stringify(s.committed)).join('\n                    ')}`,
+      );
     }
     this.scenarios = consistent;
   }
@@ -876,10 +1165,19 @@ export class ModelRun {
  * the settling attempt never change once seen.
  */
 class Ledger {
-  private readonly byId = new Map<string, {
-    leases: Map<number, number>; effect: Set<number>; failedAttempts: Set<number>; doubt: boolean;
-    rank: number; failedSeen: boolean; result: string | null; settled: number | null;
-  }>();
+  private readonly byId = new Map<
+    string,
+    {
+      leases: Map<number, number>;
+      effect: Set<number>;
+      failedAttempts: Set<number>;
+      doubt: boolean;
+      rank: number;
+      failedSeen: boolean;
+      result: string | null;
+      settled: number | null;
+    }
+  >();
   private txEffects: (() => void)[] = [];
   /** Leases the open transaction released (`id#attempt`): gone for its own later calls. */
   private txReleased = new Set<string>();
@@ -887,7 +1185,16 @@ class Ledger {
   private of(id: string) {
     let e = this.byId.get(id);
     if (e === undefined) {
-      e = { leases: new Map(), effect: new Set(), failedAttempts: new Set(), doubt: false, rank: 0, failedSeen: false, result: null, settled: null };
+      e = {
+        leases: new Map(),
+        effect: new Set(),
+        failedAttempts: new Set(),
+        doubt: false,
+        rank: 0,
+        failedSeen: false,
+        result: null,
+        settled: null,
+      };
       this.byId.set(id, e);
     }
     return e;
@@ -926,7 +1233,10 @@ class Ledger {
     const led = this.of(id);
     const later = [...led.effect].filter((a) => a > expectedAttempt && !led.failedAttempts.has(a));
     if (later.length > 0) {
-      run.fail('false-failed', `${id}: a failed resolution of the evidence of attempt ${expectedAttempt} judged attempt ${later.join(', ')}, which may have taken effect`);
+      run.fail(
+        'false-failed',
+        `${id}: a failed resolution of the evidence of attempt ${expectedAttempt} judged attempt ${later.join(', ')}, which may have taken effect`,
+      );
     }
     led.failedSeen = true;
   }
@@ -940,8 +1250,15 @@ class Ledger {
       if (committed) f();
       else this.txEffects.push(f);
     };
-    if ((a.outcome === 'acquired' || a.outcome === 'extended') && a.leaseExpiresAt != null && a.leaseExpiresAt <= run.clockUs) {
-      run.fail('lapsed-lease', `${id}: ${call.kind} answered ${a.outcome} with a lease that ended at ${a.leaseExpiresAt}, before its answer arrived (${run.clockUs})`);
+    if (
+      (a.outcome === 'acquired' || a.outcome === 'extended') &&
+      a.leaseExpiresAt != null &&
+      a.leaseExpiresAt <= run.clockUs
+    ) {
+      run.fail(
+        'lapsed-lease',
+        `${id}: ${call.kind} answered ${a.outcome} with a lease that ended at ${a.leaseExpiresAt}, before its answer arrived (${run.clockUs})`,
+      );
     }
     if (call.kind === 'claim' && a.outcome === 'acquired' && a.attempt != null && a.leaseExpiresAt != null) {
       const attempt = a.attempt;
@@ -950,7 +1267,10 @@ class Ledger {
       // Never two valid leases: every other attempt's lease told to its holder has lapsed by now.
       for (const [other, told] of attempt === 1 ? [] : led.leases) {
         if (other !== attempt && told > run.clockUs && !this.txReleased.has(`${id}#${other}`)) {
-          run.fail('two-leases', `${id}: attempt ${attempt} acquired while attempt ${other} holds a lease told to end at ${told} (now <= ${run.clockUs})`);
+          run.fail(
+            'two-leases',
+            `${id}: attempt ${attempt} acquired while attempt ${other} holds a lease told to end at ${told} (now <= ${run.clockUs})`,
+          );
         }
       }
       later(() => {
@@ -963,7 +1283,11 @@ class Ledger {
       const e = a.leaseExpiresAt;
       later(() => this.of(id).leases.set(call.attempt, e));
     }
-    const released = a.outcome === 'recorded' || a.outcome === 'settled' || a.outcome === 'conflict' || (a.outcome === 'fenced' && a.reason !== 'invalid_token');
+    const released =
+      a.outcome === 'recorded' ||
+      a.outcome === 'settled' ||
+      a.outcome === 'conflict' ||
+      (a.outcome === 'fenced' && a.reason !== 'invalid_token');
     if ('attempt' in call && released) {
       if (!committed) this.txReleased.add(`${id}#${call.attempt}`);
       later(() => this.of(id).leases.delete(call.attempt));
@@ -971,7 +1295,10 @@ class Ledger {
     if (call.kind === 'fail' && (a.outcome === 'recorded' || (a.outcome === 'settled' && a.status === 'failed'))) {
       later(() => this.of(id).failedAttempts.add(call.attempt));
     }
-    if ((call.kind === 'report_unknown' && a.outcome === 'recorded') || (call.kind === 'complete' && a.outcome === 'conflict')) {
+    if (
+      (call.kind === 'report_unknown' && a.outcome === 'recorded') ||
+      (call.kind === 'complete' && a.outcome === 'conflict')
+    ) {
       later(() => {
         this.of(id).doubt = true;
       });
@@ -982,24 +1309,44 @@ class Ledger {
     const changes = ['acquired', 'settled', 'recorded', 'conflict', 'already_settled', 'extended'].includes(a.outcome);
     if (a.status != null && (committed || changes)) {
       const status = a.status as Status;
-      later(() => this.onState(run, id, status, a.deadLetterReason ?? null, status === 'completed' ? a.result ?? null : null, a.settledAttempt ?? null));
+      later(() =>
+        this.onState(
+          run,
+          id,
+          status,
+          a.deadLetterReason ?? null,
+          status === 'completed' ? (a.result ?? null) : null,
+          a.settledAttempt ?? null,
+        ),
+      );
     }
   }
 
-  onState(run: ModelRun, id: string, status: Status, deadLetter: string | null, result: string | null, settled: number | null): void {
+  onState(
+    run: ModelRun,
+    id: string,
+    status: Status,
+    deadLetter: string | null,
+    result: string | null,
+    settled: number | null,
+  ): void {
     const led = this.of(id);
     const rank = RANK[status] ?? 0;
     if (rank === 2 || rank === 3) led.doubt = true;
-    if (rank < led.rank && led.rank >= 2) run.fail('lowered', `${id}: status ${status} after rank ${led.rank} was seen`);
+    if (rank < led.rank && led.rank >= 2)
+      run.fail('lowered', `${id}: status ${status} after rank ${led.rank} was seen`);
     led.rank = Math.max(led.rank, rank);
     if (status === 'failed' && !led.failedSeen) {
       led.failedSeen = true;
       const possible = led.doubt || [...led.effect].some((a) => !led.failedAttempts.has(a));
-      if (possible) run.fail('false-failed', `${id}: failed (${deadLetter ?? 'final'}) while an attempt may have taken effect`);
+      if (possible)
+        run.fail('false-failed', `${id}: failed (${deadLetter ?? 'final'}) while an attempt may have taken effect`);
     }
     if (status === 'completed' && result !== null) {
-      if (led.result !== null && led.result !== result) run.fail('result-changed', `${id}: result ${led.result} became ${result}`);
-      if (led.settled !== null && settled !== null && led.settled !== settled) run.fail('result-changed', `${id}: settled attempt ${led.settled} became ${settled}`);
+      if (led.result !== null && led.result !== result)
+        run.fail('result-changed', `${id}: result ${led.result} became ${result}`);
+      if (led.settled !== null && settled !== null && led.settled !== settled)
+        run.fail('result-changed', `${id}: settled attempt ${led.settled} became ${settled}`);
       led.result = result;
       led.settled = settled ?? led.settled;
     }
@@ -1043,4 +1390,3 @@ function dedupe(list: Scenario[]): Scenario[] {
   for (const s of list) seen.set(JSON.stringify(s), s);
   return [...seen.values()];
 }
-

@@ -4,7 +4,11 @@ import type { Step } from './model-driver.js';
  * Regression cases: sequences the random run found against an engine without the adversarial-timing fixes (kept as
  * scripts: the same steps, whatever the seed). `maxAttempts` is per operation.
  */
-export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts: readonly number[]; readonly steps: readonly Step[] }[] = [
+export const REGRESSIONS: readonly {
+  readonly name: string;
+  readonly maxAttempts: readonly number[];
+  readonly steps: readonly Step[];
+}[] = [
   {
     // Defect 1: the waiter's lease was computed from its call start, before the lock wait.
     name: 'R1: a claim that waited for the row lock gets a lease measured from after the lock',
@@ -62,7 +66,7 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
   {
     // The same long wait when the first claim commits: its 1-second lease lapsed during the
     // wait, so the waiter takes the key over with a lease of its own.
-    name: 'R1: a first claim that waited past a committed first claim\'s lapsed lease takes it over',
+    name: "R1: a first claim that waited past a committed first claim's lapsed lease takes it over",
     maxAttempts: [3, 3],
     steps: [
       { t: 'begin', conn: 0 },
@@ -243,7 +247,7 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
     // generation is revoked: the waiting claim is refused and leaves the new reservation
     // converted to conflict. That is a new operation, not the purged one lowered from completed.
     name: 'a purged key reserved again by a refused waiter starts a new history',
-    maxAttempts: [4,4],
+    maxAttempts: [4, 4],
     steps: [
       { t: 'call', conn: 0, call: { kind: 'fail', op: 1, ticket: 'previous', retryable: true } },
       { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false, answerUnknown: true } },
@@ -296,7 +300,7 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
     // lease and is fenced for good (its later failure is attempt_conflicted); the operation never
     // becomes failed through it: the last failure is needs_reconciliation, a redrive keeps it in
     // doubt.
-    name: 'a mismatched success with the attempt\'s own token: conflict, the attempt fenced for good, never failed after it',
+    name: "a mismatched success with the attempt's own token: conflict, the attempt fenced for good, never failed after it",
     maxAttempts: [2, 2],
     steps: [
       { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
@@ -314,7 +318,7 @@ export const REGRESSIONS: readonly { readonly name: string; readonly maxAttempts
     // the token gate answers first, fenced invalid_token, and nothing changes: no conflict status,
     // nothing on the attempt, nothing disclosed. The attempt's own final failure then settles
     // failed (running -> failed), and a redrive of nothing is refused.
-    name: 'a mismatched success with a token that is not the attempt\'s: fenced invalid_token, nothing changes',
+    name: "a mismatched success with a token that is not the attempt's: fenced invalid_token, nothing changes",
     maxAttempts: [2, 2],
     steps: [
       { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },

@@ -14,7 +14,12 @@ export interface ModelSession {
 
 export async function openModelSession(url: string, prefix: string): Promise<ModelSession> {
   const suffix = randomBytes(4).toString('hex');
-  const roles = { app: `model_app_${suffix}`, admin: `model_ops_${suffix}`, consumer: `model_feed_${suffix}`, reconciler: `model_rec_${suffix}` };
+  const roles = {
+    app: `model_app_${suffix}`,
+    admin: `model_ops_${suffix}`,
+    consumer: `model_feed_${suffix}`,
+    reconciler: `model_rec_${suffix}`,
+  };
   const open: pg.Client[] = [];
   const connect = async (connectionString: string, name: string): Promise<pg.Client> => {
     const client = new pg.Client({ connectionString, application_name: name });
@@ -48,7 +53,11 @@ export async function openModelSession(url: string, prefix: string): Promise<Mod
     run,
     async close() {
       await Promise.all(open.filter((c) => c !== observer).map((c) => c.end().catch(() => {})));
-      await observer.query(`drop role if exists ${roles.app}; drop role if exists ${roles.admin}; drop role if exists ${roles.consumer}; drop role if exists ${roles.reconciler}`).catch(() => {});
+      await observer
+        .query(
+          `drop role if exists ${roles.app}; drop role if exists ${roles.admin}; drop role if exists ${roles.consumer}; drop role if exists ${roles.reconciler}`,
+        )
+        .catch(() => {});
       await observer.end().catch(() => {});
     },
   };

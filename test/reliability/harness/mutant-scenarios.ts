@@ -46,7 +46,12 @@ const SCENARIOS: Record<ScenarioName, Scenario> = {
     const { t1, t2 } = await superseded(c, claim('conflict-then-unknown'));
     await c.p[0].complete({ ...t1, binding: { ...BINDING, generation: '2' } }, { receipt: 'forged' });
     await c.p[1].reportUnknown(t2);
-    await c.p[2].get({ tenant: c.tenant, key: 'conflict-then-unknown', request: { key: 'conflict-then-unknown', amount: 100 }, binding: BINDING });
+    await c.p[2].get({
+      tenant: c.tenant,
+      key: 'conflict-then-unknown',
+      request: { key: 'conflict-then-unknown', amount: 100 },
+      binding: BINDING,
+    });
   },
   // The lease holder reports a success for another request (foreign fingerprint).
   async 'forged-success'(c, claim) {
@@ -74,7 +79,8 @@ const SCENARIOS: Record<ScenarioName, Scenario> = {
     const t1 = acquiredTicket(await c.p[0].claim(call));
     await c.p[0].fail(t1, { code: 'upstream_unavailable' }, true);
     const r = await c.p[1].claim(call);
-    if (r.type === 'ok' && r.answer.ticket !== undefined) await c.p[1].complete(r.answer.ticket, { receipt: 'attempt-2' });
+    if (r.type === 'ok' && r.answer.ticket !== undefined)
+      await c.p[1].complete(r.answer.ticket, { receipt: 'attempt-2' });
   },
   // The superseded attempt keeps heart-beating.
   async 'stale-heartbeat'(c, claim) {
@@ -146,6 +152,12 @@ export const SCENARIO_NAMES = Object.keys(SCENARIOS) as ScenarioName[];
 
 /** Runs one scenario; every call is recorded by the drivers of `c`. */
 export async function runScenario(name: ScenarioName, c: ScenarioContext): Promise<void> {
-  const claim = (key: string): ClaimCall => ({ tenant: c.tenant, key, request: { key, amount: 100 }, binding: BINDING, maxAttempts: 5 });
+  const claim = (key: string): ClaimCall => ({
+    tenant: c.tenant,
+    key,
+    request: { key, amount: 100 },
+    binding: BINDING,
+    maxAttempts: 5,
+  });
   await SCENARIOS[name](c, claim);
 }

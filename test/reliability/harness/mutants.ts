@@ -314,7 +314,9 @@ export function applyReplacement(text: string, r: Replacement): string {
   const first = text.indexOf(r.find);
   const count = first < 0 ? 0 : text.split(r.find).length - 1;
   if (count !== 1) {
-    throw new Error(`mutant replacement in ${r.file} matched ${count} times (expected exactly 1): ${JSON.stringify(r.find.slice(0, 120))}`);
+    throw new Error(
+      `mutant replacement in ${r.file} matched ${count} times (expected exactly 1): ${JSON.stringify(r.find.slice(0, 120))}`,
+    );
   }
   return text.slice(0, first) + r.replace + text.slice(first + r.find.length);
 }
@@ -330,7 +332,10 @@ export interface MutatedMigrations {
  * replacements of `mutant` (none: an exact copy, the control). Throws if a replacement names a
  * missing file or does not match exactly once.
  */
-export async function writeMutatedMigrations(mutant: Mutant | undefined, sourceDir = defaultMigrationsDir()): Promise<MutatedMigrations> {
+export async function writeMutatedMigrations(
+  mutant: Mutant | undefined,
+  sourceDir = defaultMigrationsDir(),
+): Promise<MutatedMigrations> {
   const files = (await readdir(sourceDir)).filter((f) => f.endsWith('.sql')).sort();
   const replacements = mutant?.replacements ?? [];
   for (const r of replacements) {

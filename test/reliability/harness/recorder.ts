@@ -17,25 +17,42 @@ export interface RecordingDriver {
   revokeBinding(admin: pg.ClientBase, tenant: string, principal: string, belowGeneration: number): Promise<Recorded>;
 }
 
-const ticketArgs = (t: Ticket): OpArgs => ({ attempt: t.attempt, leaseToken: t.leaseToken, fingerprint: t.fingerprint, binding: t.binding });
+const ticketArgs = (t: Ticket): OpArgs => ({
+  attempt: t.attempt,
+  leaseToken: t.leaseToken,
+  fingerprint: t.fingerprint,
+  binding: t.binding,
+});
 
 export function recording(driver: SettleDriver, history: History, process: number): RecordingDriver {
-  const run = <A extends Answer>(op: OpKind, ref: { tenant: string; key: string }, args: OpArgs, call: () => Promise<A>) =>
-    history.record({ process, tenant: ref.tenant, key: ref.key, op }, args, call) as Promise<Recorded<A>>;
+  const run = <A extends Answer>(
+    op: OpKind,
+    ref: { tenant: string; key: string },
+    args: OpArgs,
+    call: () => Promise<A>,
+  ) => history.record({ process, tenant: ref.tenant, key: ref.key, op }, args, call) as Promise<Recorded<A>>;
   return {
     process,
     claim: (c) => run('claim', c, { request: c.request, binding: c.binding }, () => driver.claim(c)),
     heartbeat: (t, leaseMs) => run('heartbeat', t, ticketArgs(t), () => driver.heartbeat(t, leaseMs)),
     complete: (t, result) => run('complete', t, { ...ticketArgs(t), result }, () => driver.complete(t, result)),
-    fail: (t, error, retryable) => run('fail', t, { ...ticketArgs(t), error, retryable }, () => driver.fail(t, error, retryable)),
+    fail: (t, error, retryable) =>
+      run('fail', t, { ...ticketArgs(t), error, retryable }, () => driver.fail(t, error, retryable)),
     reportUnknown: (t) => run('report_unknown', t, ticketArgs(t), () => driver.reportUnknown(t)),
     get: (c) => run('get', c, { request: c.request, binding: c.binding }, () => driver.get(c)),
     revokeBinding: (admin, tenant, principal, below) =>
-      run('revoke_binding', { tenant, key: '-' }, { binding: { principal, scopes: [], generation: String(below) } }, async () => {
-        const { rows } = await admin.query<{ floor: string }>(
-          'select settle.revoke_binding(tenant => $1, principal => $2, below_generation => $3)::text as floor', [tenant, principal, below]);
-        return { outcome: 'revoked', reason: rows[0]?.floor ?? null };
-      }),
+      run(
+        'revoke_binding',
+        { tenant, key: '-' },
+        { binding: { principal, scopes: [], generation: String(below) } },
+        async () => {
+          const { rows } = await admin.query<{ floor: string }>(
+            'select settle.revoke_binding(tenant => $1, principal => $2, below_generation => $3)::text as floor',
+            [tenant, principal, below],
+          );
+          return { outcome: 'revoked', reason: rows[0]?.floor ?? null };
+        },
+      ),
   };
 }
 

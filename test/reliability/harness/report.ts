@@ -51,7 +51,10 @@ function main(): number {
     }
     const result = JSON.parse(readFileSync(jsonFile, 'utf8')) as VitestJson;
     const figures = existsSync(figuresFile)
-      ? readFileSync(figuresFile, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as ScenarioFigures)
+      ? readFileSync(figuresFile, 'utf8')
+          .split('\n')
+          .filter((l) => l !== '')
+          .map((l) => JSON.parse(l) as ScenarioFigures)
       : [];
     printReport(result, figures, seconds, root);
     return result.numFailedTests > 0 || run.status !== 0 ? 1 : 0;
@@ -61,19 +64,33 @@ function main(): number {
 }
 
 function printReport(result: VitestJson, figures: readonly ScenarioFigures[], seconds: number, root: string): void {
-  const flags = ['RELIABILITY_FAILOVER', 'RELIABILITY_SOAK', 'RELIABILITY_OPS', 'RELIABILITY_SEED', 'RELIABILITY_MERGE_RUNS', 'MODEL_RUNS', 'MODEL_STEPS', 'MODEL_SEED', 'MODEL_MUTANT_RUNS']
+  const flags = [
+    'RELIABILITY_FAILOVER',
+    'RELIABILITY_SOAK',
+    'RELIABILITY_OPS',
+    'RELIABILITY_SEED',
+    'RELIABILITY_MERGE_RUNS',
+    'MODEL_RUNS',
+    'MODEL_STEPS',
+    'MODEL_SEED',
+    'MODEL_MUTANT_RUNS',
+  ]
     .filter((name) => (process.env[name] ?? '') !== '')
     .map((name) => `${name}=${process.env[name]}`);
   const heavy = flags.length === 0 ? '' : ` (${flags.join(' ')})`;
-  console.log(`pg-settle reliability suite${heavy}, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC: ${result.numPassedTests} passed, ${result.numFailedTests} failed, ` +
-    `${result.numPendingTests + (result.numTodoTests ?? 0)} skipped/todo, of ${result.numTotalTests} tests, in ${seconds.toFixed(0)} s wall clock`);
+  console.log(
+    `pg-settle reliability suite${heavy}, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC: ${result.numPassedTests} passed, ${result.numFailedTests} failed, ` +
+      `${result.numPendingTests + (result.numTodoTests ?? 0)} skipped/todo, of ${result.numTotalTests} tests, in ${seconds.toFixed(0)} s wall clock`,
+  );
   console.log('');
   console.log('| test file | passed | failed | skipped | seconds |');
   console.log('|---|---:|---:|---:|---:|');
   for (const file of [...result.testResults].sort((a, b) => a.name.localeCompare(b.name))) {
     const count = (status: string): number => file.assertionResults.filter((a) => a.status === status).length;
     const skipped = file.assertionResults.length - count('passed') - count('failed');
-    console.log(`| ${path.relative(root, file.name)} | ${count('passed')} | ${count('failed')} | ${skipped} | ${((file.endTime - file.startTime) / 1000).toFixed(1)} |`);
+    console.log(
+      `| ${path.relative(root, file.name)} | ${count('passed')} | ${count('failed')} | ${skipped} | ${((file.endTime - file.startTime) / 1000).toFixed(1)} |`,
+    );
   }
   console.log('');
   if (figures.length > 0) {
@@ -93,15 +110,22 @@ function printReport(result: VitestJson, figures: readonly ScenarioFigures[], se
       } else {
         total.violations += f.violations;
       }
-      const details = Object.entries(f.details ?? {}).map(([k, v]) => `${k}=${v}`).join(', ');
+      const details = Object.entries(f.details ?? {})
+        .map(([k, v]) => `${k}=${v}`)
+        .join(', ');
       console.log(`| ${f.scenario} | ${f.operations} | ${f.faults} | ${f.violations} | ${details} |`);
     }
-    const mutants = caught.mutants === 0 ? '' : `violations outside ${caught.mutants} mutants (found against them: ${caught.violations})`;
+    const mutants =
+      caught.mutants === 0
+        ? ''
+        : `violations outside ${caught.mutants} mutants (found against them: ${caught.violations})`;
     console.log(`| **total** | ${total.operations} | ${total.faults} | ${total.violations} | ${mutants} |`);
   }
   const failures = result.testResults.flatMap((f) => f.assertionResults.filter((a) => a.status === 'failed'));
   for (const failure of failures) {
-    console.log(`\nFAILED: ${failure.fullName}\n${(failure.failureMessages ?? []).join('\n').split('\n').slice(0, 8).join('\n')}`);
+    console.log(
+      `\nFAILED: ${failure.fullName}\n${(failure.failureMessages ?? []).join('\n').split('\n').slice(0, 8).join('\n')}`,
+    );
   }
 }
 

@@ -26,7 +26,13 @@ export class ScenarioTally {
    */
   record(failed = false): void {
     if (failed && this.violations === 0) this.violations = 1;
-    recordFigures({ scenario: this.scenario, operations: this.operations, faults: this.faults, violations: this.violations, details: this.details });
+    recordFigures({
+      scenario: this.scenario,
+      operations: this.operations,
+      faults: this.faults,
+      violations: this.violations,
+      details: this.details,
+    });
   }
 }
 

@@ -50,10 +50,17 @@ export async function settleCall<R extends pg.QueryResultRow>(
     if (typeof code === 'string' && SQLSTATE.test(code) && !CONNECTION_LOST_STATES.has(code)) {
       return { kind: 'fail', sqlstate: code, message: (error as Error).message };
     }
-    return { kind: 'unknown', why: `connection lost${typeof code === 'string' ? ` (${code})` : ''}: ${(error as Error).message}` };
+    return {
+      kind: 'unknown',
+      why: `connection lost${typeof code === 'string' ? ` (${code})` : ''}: ${(error as Error).message}`,
+    };
   }
   if (state.warnings.length > 0) {
-    return { kind: 'unknown', why: `server warning ${state.warnings.join(',')} with the answer (commit not acknowledged)`, rows };
+    return {
+      kind: 'unknown',
+      why: `server warning ${state.warnings.join(',')} with the answer (commit not acknowledged)`,
+      rows,
+    };
   }
   return { kind: 'ok', rows };
 }

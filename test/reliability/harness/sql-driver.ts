@@ -25,10 +25,20 @@ export function answerOf(row: Row): Answer {
   };
 }
 
-const OBSERVE_ARGS = 'tenant => $1, key => $2, attempt => $3, lease_token => $4::uuid, fingerprint => $5, principal => $6, scopes => $7::text[], binding_generation => $8::bigint';
+const OBSERVE_ARGS =
+  'tenant => $1, key => $2, attempt => $3, lease_token => $4::uuid, fingerprint => $5, principal => $6, scopes => $7::text[], binding_generation => $8::bigint';
 
 function ticketParams(t: Ticket): unknown[] {
-  return [t.tenant, t.key, t.attempt, t.leaseToken, t.fingerprint, t.binding.principal, [...t.binding.scopes], t.binding.generation];
+  return [
+    t.tenant,
+    t.key,
+    t.attempt,
+    t.leaseToken,
+    t.fingerprint,
+    t.binding.principal,
+    [...t.binding.scopes],
+    t.binding.generation,
+  ];
 }
 
 /** Runs one API call per query on `queryable` (a pg.Pool or a connected pg.Client). */
@@ -45,8 +55,17 @@ export function createSqlDriver(queryable: pg.Pool | pg.ClientBase, ownsPool = f
         `select * from settle.claim(tenant => $1, key => $2, request => $3::jsonb, principal => $4, scopes => $5::text[],
            binding_generation => $6::bigint, lease => make_interval(secs => $7::double precision / 1000),
            worker => $8, max_attempts => $9)`,
-        [call.tenant, call.key, JSON.stringify(call.request), call.binding.principal, [...call.binding.scopes],
-          call.binding.generation, call.leaseMs ?? 30_000, call.worker ?? null, call.maxAttempts ?? 5],
+        [
+          call.tenant,
+          call.key,
+          JSON.stringify(call.request),
+          call.binding.principal,
+          [...call.binding.scopes],
+          call.binding.generation,
+          call.leaseMs ?? 30_000,
+          call.worker ?? null,
+          call.maxAttempts ?? 5,
+        ],
       );
       const answer = answerOf(row);
       if (answer.outcome !== 'acquired') return answer;
@@ -61,30 +80,49 @@ export function createSqlDriver(queryable: pg.Pool | pg.ClientBase, ownsPool = f
       return { ...answer, ticket };
     },
     async heartbeat(t, leaseMs = 30_000) {
-      return answerOf(await one(
-        `select * from settle.heartbeat(tenant => $1, key => $2, attempt => $3, lease_token => $4::uuid,
+      return answerOf(
+        await one(
+          `select * from settle.heartbeat(tenant => $1, key => $2, attempt => $3, lease_token => $4::uuid,
            lease => make_interval(secs => $5::double precision / 1000))`,
-        [t.tenant, t.key, t.attempt, t.leaseToken, leaseMs],
-      ));
+          [t.tenant, t.key, t.attempt, t.leaseToken, leaseMs],
+        ),
+      );
     },
     async complete(t, result) {
-      return answerOf(await one(`select * from settle.complete(${OBSERVE_ARGS}, result => $9::jsonb)`, [...ticketParams(t), JSON.stringify(result)]));
+      return answerOf(
+        await one(`select * from settle.complete(${OBSERVE_ARGS}, result => $9::jsonb)`, [
+          ...ticketParams(t),
+          JSON.stringify(result),
+        ]),
+      );
     },
     async fail(t, error, retryable) {
-      return answerOf(await one(
-        `select * from settle.fail(${OBSERVE_ARGS}, error => $9::jsonb, retryable => $10)`,
-        [...ticketParams(t), JSON.stringify(error), retryable],
-      ));
+      return answerOf(
+        await one(`select * from settle.fail(${OBSERVE_ARGS}, error => $9::jsonb, retryable => $10)`, [
+          ...ticketParams(t),
+          JSON.stringify(error),
+          retryable,
+        ]),
+      );
     },
     async reportUnknown(t) {
       return answerOf(await one(`select * from settle.report_unknown(${OBSERVE_ARGS})`, ticketParams(t)));
     },
     async get(call) {
-      return answerOf(await one(
-        `select * from settle.get(tenant => $1, key => $2, request => $3::jsonb, principal => $4, scopes => $5::text[],
+      return answerOf(
+        await one(
+          `select * from settle.get(tenant => $1, key => $2, request => $3::jsonb, principal => $4, scopes => $5::text[],
            binding_generation => $6::bigint)`,
-        [call.tenant, call.key, JSON.stringify(call.request), call.binding.principal, call.binding.scopes, call.binding.generation],
-      ));
+          [
+            call.tenant,
+            call.key,
+            JSON.stringify(call.request),
+            call.binding.principal,
+            call.binding.scopes,
+            call.binding.generation,
+          ],
+        ),
+      );
     },
     async end() {
       if (ownsPool && queryable instanceof pg.Pool) await queryable.end();

@@ -17,12 +17,20 @@ if (url === undefined || tenant === undefined || key === undefined) {
   console.error('usage: worker-process.ts <dbUrl> <tenant> <key>');
   process.exit(2);
 }
-const driver = createClientDriver(createSettleClient({ connectionString: roleUrl(url, `reliability-worker-${process.pid}`), poolSize: 1 }));
+const driver = createClientDriver(
+  createSettleClient({ connectionString: roleUrl(url, `reliability-worker-${process.pid}`), poolSize: 1 }),
+);
 const say = (line: unknown): void => {
   process.stdout.write(`${JSON.stringify(line)}\n`);
 };
 
-const claimed = await driver.claim({ tenant, key, request: workerRequest(key), binding: WORKER_BINDING, worker: `pid-${process.pid}` });
+const claimed = await driver.claim({
+  tenant,
+  key,
+  request: workerRequest(key),
+  binding: WORKER_BINDING,
+  worker: `pid-${process.pid}`,
+});
 say(claimed);
 const ticket: Ticket | undefined = claimed.ticket;
 

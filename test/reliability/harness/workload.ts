@@ -55,7 +55,11 @@ const FOREIGN_FINGERPRINT = `v1:${'0'.repeat(64)}`;
  * Ways to present the canonical binding's scopes that the engine must treat as the same lock
  * (it stores them sorted and distinct): a retry must never conflict over their order.
  */
-const SAME_SCOPES: readonly (readonly string[])[] = [['pay', 'write'], ['write', 'pay'], ['pay', 'write', 'pay']];
+const SAME_SCOPES: readonly (readonly string[])[] = [
+  ['pay', 'write'],
+  ['write', 'pay'],
+  ['pay', 'write', 'pay'],
+];
 
 interface World {
   readonly tenant: string;
@@ -80,11 +84,20 @@ const requestOf = (key: string) => ({ key, amount: 1250, currency: 'EUR' });
 
 export async function runWorkload(options: WorkloadOptions): Promise<WorkloadRun> {
   const started = Date.now();
-  const opts = { seed: options.seed, processes: options.processes ?? 8, keys: options.keys ?? 50, operations: options.operations ?? 4000, killRate: options.killRate ?? 0.002 };
+  const opts = {
+    seed: options.seed,
+    processes: options.processes ?? 8,
+    keys: options.keys ?? 50,
+    operations: options.operations ?? 4000,
+    killRate: options.killRate ?? 0.002,
+  };
   const tenant = options.tenant ?? `wl-${opts.seed}`;
   const admin = new pg.Pool({ connectionString: options.url, application_name: 'reliability-nemesis', max: 2 });
   admin.on('error', () => {});
-  const operator = new pg.Pool({ connectionString: roleUrl(options.url, 'reliability-operator', 'settle_admin'), max: 1 });
+  const operator = new pg.Pool({
+    connectionString: roleUrl(options.url, 'reliability-operator', 'settle_admin'),
+    max: 1,
+  });
   operator.on('error', () => {});
   const world: World = {
     tenant,
@@ -104,9 +117,12 @@ export async function runWorkload(options: WorkloadOptions): Promise<WorkloadRun
   try {
     const workers = Array.from({ length: opts.processes }, (_, p) => {
       const url = roleUrl(options.url, `reliability-p${p}`);
-      const driver = p % 2 === 0
-        ? createClientDriver(createSettleClient({ connectionString: url, poolSize: 2, retry: { maxRetries: 5, baseDelayMs: 5 } }))
-        : createSqlDriver(createQuietPool(url, 2), true);
+      const driver =
+        p % 2 === 0
+          ? createClientDriver(
+              createSettleClient({ connectionString: url, poolSize: 2, retry: { maxRetries: 5, baseDelayMs: 5 } }),
+            )
+          : createSqlDriver(createQuietPool(url, 2), true);
       drivers.push(driver);
       return runProcess(world, recording(driver, world.history, p), mulberry32(deriveSeed(opts.seed, p)));
     });
@@ -137,7 +153,8 @@ async function runProcess(world: World, driver: RecordingDriver, rnd: Prng): Pro
     const key = world.slots[slot] ?? 'unreachable';
     const mine = tickets.get(key) ?? [];
     // Mostly the latest attempt this process holds, sometimes an older (stale) one.
-    const ticket = mine.length === 0 ? undefined : rnd.chance(0.75) ? mine[mine.length - 1] : mine[rnd.int(0, mine.length - 1)];
+    const ticket =
+      mine.length === 0 ? undefined : rnd.chance(0.75) ? mine[mine.length - 1] : mine[rnd.int(0, mine.length - 1)];
     const roll = rnd.next();
     const tag = { key, process: driver.process, n };
 
@@ -154,7 +171,9 @@ async function runProcess(world: World, driver: RecordingDriver, rnd: Prng): Pro
         tenant: world.tenant,
         key,
         request: otherRequest ? { ...requestOf(key), amount: 9999 } : requestOf(key),
-        binding: otherBinding ? pick(rnd, MISMATCHES)(CANONICAL_BINDING) : { ...CANONICAL_BINDING, scopes: pick(rnd, SAME_SCOPES) },
+        binding: otherBinding
+          ? pick(rnd, MISMATCHES)(CANONICAL_BINDING)
+          : { ...CANONICAL_BINDING, scopes: pick(rnd, SAME_SCOPES) },
         maxAttempts: 6,
         worker: `p${driver.process}`,
       };
@@ -175,9 +194,11 @@ async function runProcess(world: World, driver: RecordingDriver, rnd: Prng): Pro
       if (!repeat) results.set(ticket, result);
       await driver.complete(ticket, result);
     } else if (roll < 0.68) {
-      const forged = rnd.chance(0.5) ? { ...ticket, fingerprint: FOREIGN_FINGERPRINT } : { ...ticket, binding: pick(rnd, MISMATCHES)(ticket.binding) };
+      const forged = rnd.chance(0.5)
+        ? { ...ticket, fingerprint: FOREIGN_FINGERPRINT }
+        : { ...ticket, binding: pick(rnd, MISMATCHES)(ticket.binding) };
       await driver.complete(forged, { ...tag, forged: true });
-    } else if (roll < 0.80) {
+    } else if (roll < 0.8) {
       await driver.fail(ticket, { code: 'upstream_unavailable', ...tag }, true);
     } else if (roll < 0.83) {
       await driver.fail(ticket, { code: 'card_declined', ...tag }, false);
@@ -193,7 +214,9 @@ async function runProcess(world: World, driver: RecordingDriver, rnd: Prng): Pro
         tenant: world.tenant,
         key,
         request: stranger && rnd.chance(0.5) ? { ...requestOf(key), amount: 9999 } : requestOf(key),
-        binding: stranger ? pick(rnd, MISMATCHES)(CANONICAL_BINDING) : { ...CANONICAL_BINDING, scopes: pick(rnd, SAME_SCOPES) },
+        binding: stranger
+          ? pick(rnd, MISMATCHES)(CANONICAL_BINDING)
+          : { ...CANONICAL_BINDING, scopes: pick(rnd, SAME_SCOPES) },
       });
     }
   }
@@ -221,7 +244,11 @@ function retire(world: World, slot: number, key: string): void {
  * from the audit trail.
  */
 async function operatorResolve(
-  world: World, key: string, rnd: Prng, process: number, tag: Record<string, unknown>,
+  world: World,
+  key: string,
+  rnd: Prng,
+  process: number,
+  tag: Record<string, unknown>,
 ): Promise<{ type: 'ok'; answer: Answer } | { type: 'fail' | 'info'; error: unknown }> {
   const completed = rnd.chance(0.6);
   const request = rnd.chance(0.1) ? { ...requestOf(key), amount: 9999 } : requestOf(key);
@@ -235,8 +262,14 @@ async function operatorResolve(
            from settle.resolve(tenant => $1, key => $2, fingerprint => settle.fingerprint($3::jsonb), outcome => $4,
                                expected_attempt => coalesce((select o.attempt from settle.inspect($1, $2) o), 1),
                                reason => 'workload: checked the downstream', result => $5::jsonb, error => $6::jsonb)`,
-        [world.tenant, key, JSON.stringify(request), completed ? 'completed' : 'failed',
-          completed ? JSON.stringify(value) : null, completed ? null : JSON.stringify(value)],
+        [
+          world.tenant,
+          key,
+          JSON.stringify(request),
+          completed ? 'completed' : 'failed',
+          completed ? JSON.stringify(value) : null,
+          completed ? null : JSON.stringify(value),
+        ],
       );
       const row = rows[0];
       if (row === undefined) throw new Error('settle.resolve answered no row');
@@ -251,7 +284,12 @@ async function operatorResolve(
       };
     },
   );
-  const label = r.type === 'ok' ? (r.answer.outcome === 'resolved' ? `resolved_${r.answer.status ?? ''}` : r.answer.outcome) : sqlState(r.error) ?? r.type;
+  const label =
+    r.type === 'ok'
+      ? r.answer.outcome === 'resolved'
+        ? `resolved_${r.answer.status ?? ''}`
+        : r.answer.outcome
+      : (sqlState(r.error) ?? r.type);
   world.resolutions[label] = (world.resolutions[label] ?? 0) + 1;
   return r;
 }

@@ -22,7 +22,10 @@ export function useReliabilityDatabase(hint: string): ReliabilityDatabase {
       return db.url;
     },
     async connect(options = {}) {
-      const client = new pg.Client({ connectionString: db.url, application_name: options.applicationName ?? 'reliability-admin' });
+      const client = new pg.Client({
+        connectionString: db.url,
+        application_name: options.applicationName ?? 'reliability-admin',
+      });
       client.on('error', () => {});
       open.push(client);
       await client.connect();
