@@ -39,7 +39,12 @@ function exampleBlocks(): Example[][] {
       const next = lines.findIndex((l, j) => j > i && l.startsWith('$ '));
       const output = lines.slice(i + 1, next < 0 ? undefined : next);
       while (output.length > 0 && output.at(-1)?.trim() === '') output.pop();
-      found.push({ line: block.line + i + 1, args: (match[1] ?? '').split(/\s+/), output, fails: (output[0] ?? '').startsWith('pg-settle: ') });
+      found.push({
+        line: block.line + i + 1,
+        args: (match[1] ?? '').split(/\s+/),
+        output,
+        fails: (output[0] ?? '').startsWith('pg-settle: '),
+      });
     });
     if (found.length > 0) blocks.push(found);
   }
@@ -51,15 +56,27 @@ const SKIP: readonly [RegExp, string][] = [
 ];
 
 const FIRST_LINE_ONLY: readonly [RegExp, string][] = [
-  [/^inspect sim\d+-/, "a simulator operation's history (a lease that lapsed, late reports): the seed settles the same key without them"],
+  [
+    /^inspect sim\d+-/,
+    "a simulator operation's history (a lease that lapsed, late reports): the seed settles the same key without them",
+  ],
   [/^stats --watch\b/, "a live system's gauges and rates; one refresh of a quiet database shows fewer lines"],
+  [
+    /^feed$/,
+    "the horizon's holder is the oldest open transaction of the whole server, which the other test files share",
+  ],
 ];
 
 /** (tenant, key) completed by attempt 2 after attempt 1 lost its lease, like the documented one. */
 async function seedSettled(url: string, tenant: string, key: string): Promise<void> {
   const client = createSettleClient({ connectionString: url, poolSize: 1 });
   try {
-    const input = { tenant, key, request: { amount_cents: 457924 }, binding: { principal: 'payer-t1', scopes: ['payouts:write'], generation: 1 } };
+    const input = {
+      tenant,
+      key,
+      request: { amount_cents: 457924 },
+      binding: { principal: 'payer-t1', scopes: ['payouts:write'], generation: 1 },
+    };
     const first = await client.claim(input);
     if (first.outcome !== 'acquired') throw new Error(`seed: ${first.outcome}`);
     await client.fail(first.attempt, { code: 'timeout' }, { retryable: true });
@@ -93,7 +110,13 @@ async function seeded(): Promise<{ url: string; drop(): Promise<void> }> {
   const client = createSettleClient({ connectionString: db.url, poolSize: 1 });
   try {
     for (const key of ['refund-17', 'refund-18']) {
-      const claimed = await client.claim({ tenant: 'acme', key, request: { amount_cents: 1700 }, binding: { principal: 'svc-refunds', generation: 1 }, maxAttempts: 1 });
+      const claimed = await client.claim({
+        tenant: 'acme',
+        key,
+        request: { amount_cents: 1700 },
+        binding: { principal: 'svc-refunds', generation: 1 },
+        maxAttempts: 1,
+      });
       if (claimed.outcome !== 'acquired') throw new Error(`seed: ${claimed.outcome}`);
       await client.fail(claimed.attempt, { code: 'bank_unavailable' }, { retryable: true });
     }
@@ -101,7 +124,8 @@ async function seeded(): Promise<{ url: string; drop(): Promise<void> }> {
     await client.end();
   }
   // `stats` shows two tenants of a simulator run beside acme.
-  for (const tenant of ['sim42-mx2u6c04fffb-t0', 'sim42-mx2u6c04fffb-t1']) await seedSettled(db.url, tenant, 'op-000001');
+  for (const tenant of ['sim42-mx2u6c04fffb-t0', 'sim42-mx2u6c04fffb-t1'])
+    await seedSettled(db.url, tenant, 'op-000001');
   return db;
 }
 
@@ -129,51 +153,56 @@ describe('docs/cli.md examples', { timeout: 240_000 }, () => {
     const skip = skipOf(example);
     if (skip !== undefined) it.skip(`line ${example.line}: pg-settle ${example.args.join(' ')} (${skip[1]})`, () => {});
   }
-  const runnable = blocks.map((block) => block.filter((e) => skipOf(e) === undefined)).filter((block) => block.length > 0);
+  const runnable = blocks
+    .map((block) => block.filter((e) => skipOf(e) === undefined))
+    .filter((block) => block.length > 0);
 
-  it.each(runnable.map((block) => [block.map((e) => `line ${e.line}: pg-settle ${e.args.join(' ')}`).join('; '), block] as const))(
-    '%s',
-    async (_label, block) => {
-      const db = await seeded();
-      const empties = new Map<string, string>();
-      try {
-        for (const example of block) {
-          // The inspect example shows an operation of a simulator run: the same tenant and key,
-          // settled by its second attempt, are seeded here.
-          if (example.args[0] === 'inspect' && /^sim\d+-/.test(example.args[1] ?? '')) await seedSettled(db.url, example.args[1] ?? '', example.args[2] ?? '');
-          let args = [...example.args];
-          // The error example of "Errors" shows a redrive of an operation that is not a dead letter.
-          if (example.fails && args[0] === 'redrive') {
-            const first = await run(['redrive', 'acme', 'refund-17'], db.url);
-            expect(first.code).toBe(0);
-          }
-          // A --database-url in the doc stands for an empty database (migrate's examples), the
-          // same one wherever the block names the same URL.
-          const urlAt = args.indexOf('--database-url');
-          if (urlAt >= 0) {
-            const documented = args[urlAt + 1] ?? '';
-            let empty = empties.get(documented);
-            if (empty === undefined) {
-              empty = `${new URL(db.url).pathname.slice(1)}_empty${empties.size}`;
-              await withAdmin(db.url, `create database ${quoteIdent(empty)} template template0`);
-              empties.set(documented, empty);
-            }
-            args[urlAt + 1] = withDatabase(db.url, empty);
-          }
-          if (args[0] === 'stats' && args.includes('--watch')) args = [...args, '--count', '1'];
-          const result = await run(args, db.url);
-          const printed = (example.fails ? result.stderr : result.stdout).split('\n');
-          if (example.fails) expect(result.code, result.stderr).not.toBe(0);
-          else expect(result.code, result.stderr).toBe(0);
-          const label = `line ${example.line}: pg-settle ${example.args.join(' ')}`;
-          const firstLineOnly = FIRST_LINE_ONLY.some(([pattern]) => pattern.test(example.args.join(' ')));
-          if (firstLineOnly) expect(shape(printed[0] ?? ''), label).toBe(shape(example.output[0] ?? ''));
-          else expect(shapeOutput(printed), label).toEqual(shapeOutput(example.output));
+  it.each(
+    runnable.map(
+      (block) => [block.map((e) => `line ${e.line}: pg-settle ${e.args.join(' ')}`).join('; '), block] as const,
+    ),
+  )('%s', async (_label, block) => {
+    const db = await seeded();
+    const empties = new Map<string, string>();
+    try {
+      for (const example of block) {
+        // The inspect example shows an operation of a simulator run: the same tenant and key,
+        // settled by its second attempt, are seeded here.
+        if (example.args[0] === 'inspect' && /^sim\d+-/.test(example.args[1] ?? ''))
+          await seedSettled(db.url, example.args[1] ?? '', example.args[2] ?? '');
+        let args = [...example.args];
+        // The error example of "Errors" shows a redrive of an operation that is not a dead letter.
+        if (example.fails && args[0] === 'redrive') {
+          const first = await run(['redrive', 'acme', 'refund-17'], db.url);
+          expect(first.code).toBe(0);
         }
-      } finally {
-        for (const empty of empties.values()) await withAdmin(db.url, `drop database if exists ${quoteIdent(empty)} with (force)`);
-        await db.drop();
+        // A --database-url in the doc stands for an empty database (migrate's examples), the
+        // same one wherever the block names the same URL.
+        const urlAt = args.indexOf('--database-url');
+        if (urlAt >= 0) {
+          const documented = args[urlAt + 1] ?? '';
+          let empty = empties.get(documented);
+          if (empty === undefined) {
+            empty = `${new URL(db.url).pathname.slice(1)}_empty${empties.size}`;
+            await withAdmin(db.url, `create database ${quoteIdent(empty)} template template0`);
+            empties.set(documented, empty);
+          }
+          args[urlAt + 1] = withDatabase(db.url, empty);
+        }
+        if (args[0] === 'stats' && args.includes('--watch')) args = [...args, '--count', '1'];
+        const result = await run(args, db.url);
+        const printed = (example.fails ? result.stderr : result.stdout).split('\n');
+        if (example.fails) expect(result.code, result.stderr).not.toBe(0);
+        else expect(result.code, result.stderr).toBe(0);
+        const label = `line ${example.line}: pg-settle ${example.args.join(' ')}`;
+        const firstLineOnly = FIRST_LINE_ONLY.some(([pattern]) => pattern.test(example.args.join(' ')));
+        if (firstLineOnly) expect(shape(printed[0] ?? ''), label).toBe(shape(example.output[0] ?? ''));
+        else expect(shapeOutput(printed), label).toEqual(shapeOutput(example.output));
       }
-    },
-  );
+    } finally {
+      for (const empty of empties.values())
+        await withAdmin(db.url, `drop database if exists ${quoteIdent(empty)} with (force)`);
+      await db.drop();
+    }
+  });
 });
