@@ -1,20 +1,18 @@
 import { spawn } from 'node:child_process';
-import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createSettleClient } from '../../src/client/client.js';
+import { CLI_BIN, cliEnv, ROOT } from '../support/cli.js';
 
 // `pg-settle dev` through the real binary: it prints an app DATABASE_URL on stdout, that URL
 // works for the client as a settle_app login (and not for DDL), and Ctrl-C (SIGINT) stops the
 // server (the URL stops answering) with exit 0. No Docker and no DATABASE_URL needed.
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const BIN = path.join(ROOT, 'bin/pg-settle.js');
 
 describe('pg-settle dev', () => {
   it('starts a migrated PostgreSQL, prints an app login URL, serves it until SIGINT', async () => {
-    const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' };
+    const env = cliEnv();
     delete env.DATABASE_URL;
-    const child = spawn(process.execPath, [BIN, 'dev'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI_BIN, 'dev'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     let stdout = '';
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

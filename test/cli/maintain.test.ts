@@ -1,18 +1,15 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
+import { CLI_BIN, cliEnv, ROOT } from '../support/cli.js';
 
 // `pg-settle maintain`, the fallback when pg_cron is not installed, as a loop (not
 // --once): two loops on two "hosts" at once, as a settle_admin login, until SIGTERM. Every run
 // either loop reports is recorded once in settle.upkeep (the job row's lock elects one runner),
 // the lapsed lease gets expired, and both stop cleanly on SIGTERM (exit 0).
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/pg-settle.js');
 
 vi.setConfig({ testTimeout: 300_000 });
 
@@ -30,8 +27,8 @@ interface Loop {
 }
 
 function startLoop(): Loop {
-  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1', DATABASE_URL: sweeperUrl };
-  const child = spawn(process.execPath, [BIN, 'maintain', '--interval', '1s', '--json'], {
+  const env = cliEnv({ DATABASE_URL: sweeperUrl });
+  const child = spawn(process.execPath, [CLI_BIN, 'maintain', '--interval', '1s', '--json'], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'inherit'],

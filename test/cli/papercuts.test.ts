@@ -9,10 +9,9 @@ import { createSettleClient, type SettleClient } from '../../src/client/client.j
 import { withPgClient } from '../../src/db/with-pg-client.js';
 import { REPORT_WIDTH, wrapLines } from '../../src/simulator/report.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
+import { CLI_BIN, cliEnv, ROOT } from '../support/cli.js';
 
 // The CLI's papercuts, each through the real binary (stdin a pipe, as in cron).
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const BIN = path.join(ROOT, 'bin/pg-settle.js');
 
 interface CliRun {
   readonly code: number;
@@ -20,13 +19,17 @@ interface CliRun {
   readonly stderr: string;
 }
 
-function cli(args: readonly string[], nodeArgs: readonly string[] = []): Promise<CliRun> {
-  const env: NodeJS.ProcessEnv = { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' };
+function cli(
+  args: readonly string[],
+  nodeArgs: readonly string[] = [],
+  extraEnv: Record<string, string> = {},
+): Promise<CliRun> {
+  const env = cliEnv(extraEnv);
   delete env.DATABASE_URL;
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      [...nodeArgs, BIN, ...args],
+      [...nodeArgs, CLI_BIN, ...args],
       { cwd: ROOT, env, timeout: 110_000, maxBuffer: 16 << 20 },
       (error, stdout, stderr) => {
         resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
@@ -144,7 +147,8 @@ registerHooks({ resolve(specifier, context, next) { const r = next(specifier, co
 process.on('exit', () => process.stderr.write('IMPORTS ' + JSON.stringify([...seen]) + '\\n'));
 `,
       );
-      const run = await cli(['--version'], ['--import', hook]);
+      // The sources whatever PG_SETTLE_TEST_CLI says: the test names their modules.
+      const run = await cli(['--version'], ['--import', hook], { PG_SETTLE_CLI_FROM_SOURCE: '1' });
       expect(run.code).toBe(0);
       expect(run.stdout).toMatch(/^pg-settle \d+\.\d+\.\d+\n$/);
       const imports = JSON.parse(/^IMPORTS (.*)$/m.exec(run.stderr)?.[1] ?? '[]') as string[];

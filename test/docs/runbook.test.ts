@@ -8,6 +8,7 @@ import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createReconciler, createSettleClient, type SettleClient } from '../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
+import { CLI_BIN, cliEnv } from '../support/cli.js';
 import { fencedBlocks } from './markdown.js';
 
 // docs/operations.md, "Needs reconciliation": every path of the runbook, run as
@@ -18,7 +19,6 @@ import { fencedBlocks } from './markdown.js';
 // client's createReconciler and a stand-in for the payment provider. The SQL blocks of the
 // section run in test/docs/operations.test.ts.
 const ROOT = path.resolve(import.meta.dirname, '../..');
-const BIN = path.join(ROOT, 'bin/pg-settle.js');
 const doc = readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8');
 const SCRIPT = '/usr/bin/script';
 
@@ -70,12 +70,7 @@ async function stateOf(key: string): Promise<Record<string, unknown> | undefined
 
 /** Runs one documented line through sh, on a pseudo-terminal that answers `y`. */
 function runAsWritten(line: string): Promise<{ code: number; output: string }> {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PATH: `${dir}/bin:${process.env.PATH ?? ''}`,
-    DATABASE_URL: oncallUrl,
-    PG_SETTLE_CLI_FROM_SOURCE: '1',
-  };
+  const env = cliEnv({ PATH: `${dir}/bin:${process.env.PATH ?? ''}`, DATABASE_URL: oncallUrl });
   return new Promise((resolve) => {
     const child = execFile(
       SCRIPT,
@@ -107,7 +102,7 @@ beforeAll(async () => {
   oncallUrl = url.toString();
   dir = await mkdtemp(path.join(tmpdir(), 'pg-settle-runbook-'));
   await mkdir(path.join(dir, 'bin'));
-  await writeFile(path.join(dir, 'bin', 'pg-settle'), `#!/bin/sh\nexec "${process.execPath}" "${BIN}" "$@"\n`);
+  await writeFile(path.join(dir, 'bin', 'pg-settle'), `#!/bin/sh\nexec "${process.execPath}" "${CLI_BIN}" "$@"\n`);
   await chmod(path.join(dir, 'bin', 'pg-settle'), 0o755);
   // The file of verified outcomes the runbook resolves (the header it documents).
   await writeFile(

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withDatabase } from '../../src/db/database-url.js';
 import { DEBIAN_PG_BIN_DIR, startLocalCluster } from '../../src/dev-server/local-cluster.js';
 import { provisionPostgres, TEST_PG_BIN_ENV } from '../../src/dev-server/provision.js';
+import { cliEnv } from '../support/cli.js';
 import { fencedBlocks } from './markdown.js';
 
 // Every setup step of the docs, as written, in order, on a fresh cluster (no pg-settle role exists
@@ -111,12 +112,7 @@ async function asLogin<T>(login: string, fn: (c: pg.Client) => Promise<T>, db = 
 async function runStep(step: Step, rename: (text: string) => string = (t) => t): Promise<string> {
   const body = rename(step.body);
   const db = (await databaseExists('payments')) ? 'payments' : 'postgres';
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PATH: `${dir}/bin:${process.env.PATH ?? ''}`,
-    PG_SETTLE_CLI_FROM_SOURCE: '1',
-    ADMIN_URL: urlFor(step.login, db),
-  };
+  const env = cliEnv({ PATH: `${dir}/bin:${process.env.PATH ?? ''}`, ADMIN_URL: urlFor(step.login, db) });
   delete env.DATABASE_URL;
   try {
     if (step.lang === 'sql') {

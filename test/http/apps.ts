@@ -254,14 +254,12 @@ async function startFastify(config: AppConfig): Promise<TestApp> {
       hold.entered(n);
       await hold.released;
     }
-    reply
-      .code(201)
-      .headers({
-        location: `/orders/${n}`,
-        etag: `"v${n}"`,
-        'x-trace': `t-${n}`,
-        'set-cookie': `session=s${n}; Path=/`,
-      });
+    reply.code(201).headers({
+      location: `/orders/${n}`,
+      etag: `"v${n}"`,
+      'x-trace': `t-${n}`,
+      'set-cookie': `session=s${n}; Path=/`,
+    });
     return { order: n, attempt: req.idempotency?.attempt, body: req.body };
   };
   const ordersConfig = {

@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
-import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { configFromFlags } from '../../src/simulator/config.js';
 import { startMetricsEndpoint } from '../../src/simulator/prometheus.js';
 import { runSimulation } from '../../src/simulator/run.js';
+import { CLI_BIN, cliEnv, ROOT } from '../support/cli.js';
 import { useTestDatabase } from '../support/database.js';
 
 // The scrape works: the simulator's client records into the SDK, @opentelemetry/exporter-prometheus
@@ -121,11 +121,10 @@ describe('Prometheus /metrics of the simulator', () => {
   }, 240_000);
 
   it('`pg-settle simulate --metrics-port` serves /metrics while the simulator runs', async () => {
-    const root = path.resolve(import.meta.dirname, '../..');
     const child = spawn(
       process.execPath,
       [
-        path.join(root, 'bin/pg-settle.js'),
+        CLI_BIN,
         'simulate',
         '--metrics-port',
         '0',
@@ -141,8 +140,7 @@ describe('Prometheus /metrics of the simulator', () => {
         '2',
         '--json',
       ],
-      // The sources, not a dist/ that may predate them.
-      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PG_SETTLE_CLI_FROM_SOURCE: '1' } },
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv() },
     );
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
     let stderr = '';
