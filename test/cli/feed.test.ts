@@ -61,19 +61,20 @@ describe('pg-settle feed', () => {
       await holder.query(`select * from settle.read_feed(consumer => 'ledger')`);
       const feed = await cli(['feed', '--json']);
       const horizon = feed.json.horizon as { holderPid: number; holderApplicationName: string };
-      // Another test file's transaction may be older: then this one is not the horizon.
+      // Another test file's transaction may be older: then this one is not the horizon. Each
+      // output is checked on its own, as another file's transaction may begin or end between them.
       if (horizon.holderPid === rows[0]?.pid) {
         expect(horizon).toMatchObject({
           holderApplicationName: 'slow-ledger',
           holderIsFeedConsumer: true,
           holderConsumer: 'ledger',
         });
-        const stats = await cli(['stats']);
-        expect(stats.stdout).toMatch(
-          new RegExp(
-            `feed horizon held by: pid ${rows[0]?.pid} \\(.*slow-ledger.*\\); a feed consumer's open batch \\(ledger, lane \\d\\)`,
-          ),
-        );
+      }
+      const stats = await cli(['stats']);
+      const held = /^feed horizon held by: (.*)$/m.exec(stats.stdout)?.[1];
+      expect(held).toBeDefined();
+      if (held?.startsWith(`pid ${rows[0]?.pid} `)) {
+        expect(held).toMatch(/\(.*slow-ledger.*\); a feed consumer's open batch \(ledger, lane \d\)/);
       }
       const statsJson = await cli(['stats', '--json']);
       expect(statsJson.json.feedHorizon).toHaveProperty('holderPid');

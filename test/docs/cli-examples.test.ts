@@ -93,9 +93,13 @@ async function seedSettled(url: string, tenant: string, key: string): Promise<vo
 const shape = (line: string): string => line.replace(/\d+/g, '0').replace(/\s+/g, ' ').trim();
 
 /** Output lines as compared: shaped, trailing empty lines dropped. An overdue-upkeep warning is
- * left out: whether a job is overdue depends on how long ago the test's template was migrated. */
+ * left out: whether a job is overdue depends on how long ago the test's template was migrated.
+ * The feed horizon's holder (`stats`) is compared by its label: it is the oldest open transaction
+ * of the whole server, which the other test files share. */
 function shapeOutput(lines: readonly string[]): string[] {
-  const shaped = lines.filter((line) => !line.startsWith('WARNING: upkeep job ')).map(shape);
+  const shaped = lines
+    .filter((line) => !line.startsWith('WARNING: upkeep job '))
+    .map((line) => (line.startsWith('feed horizon held by: ') ? 'feed horizon held by: (any)' : shape(line)));
   while (shaped.length > 0 && shaped.at(-1) === '') shaped.pop();
   return shaped;
 }
