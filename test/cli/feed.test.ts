@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/client/client.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
+import { waitForHorizon } from '../engine/support/feed.js';
 import { type CliRun, runCli } from '../support/cli.js';
 
 // `pg-settle feed` and `pg-settle feed reset` through the real binary (docs/cli.md, docs/feed.md).
@@ -85,6 +86,9 @@ describe('pg-settle feed', () => {
   }, 240_000);
 
   it('feed reset: --dry-run changes nothing, no terminal without --yes is refused, --yes skips the backlog', async () => {
+    // The lane never goes above the horizon, which is cluster-wide: wait until it has passed
+    // the three settlements, or another test file's open transaction keeps them in the backlog.
+    await waitForHorizon(su);
     const dry = await cli(['feed', 'reset', 'ledger', '--dry-run', '--json']);
     expect(dry.code).toBe(0);
     expect(dry.json).toMatchObject({ dryRun: true, eventsToDeliver: 0 });
