@@ -881,7 +881,7 @@ begin
         claim_many.principal, claim_many.scopes, claim_many.binding_generation, claim_many.lease, claim_many.worker,
         claim_many.max_attempts);
       return;
-    exception when sqlstate 'SE099' or lock_not_available then
+    exception when sqlstate 'SE099' then
       -- Rolled back to the block's start: nothing of the set-based attempt is left, no lock held.
       null;
     end;
@@ -3498,16 +3498,14 @@ CREATE FUNCTION settle_private._claim_new_keys(tenant text, keys text[], request
 declare
   v_now timestamptz := clock_timestamp();
   v_expires timestamptz := settle_private._expiry(v_now, _claim_new_keys.lease);
-  v_lock_timeout text := current_setting('lock_timeout');
+  v_decided timestamptz;
+  v_floor bigint;
   v_keys text[];
   v_tokens uuid[];
   v_fingerprints text[];
 begin
   -- The operations, in the fixed order. An insert of a key that another session inserted and
-  -- has not committed waits for that session; a wait longer than the 5 ms a single first claim
-  -- allows ends in lock_not_available (55P03), which the caller takes as SE099. The setting is
-  -- put back before anything else runs (a rollback to the caller's block puts it back too).
-  perform set_config('lock_timeout', '5ms', true);
+  -- has not committed waits for that session, as settle.claim's does.
   with ins as (
     insert into settle_private.operations as o
       (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
@@ -3524,9 +3522,23 @@ begin
          array_agg(ins.fingerprint order by ins.key collate "C")
     into v_keys, v_tokens, v_fingerprints
     from ins;
-  perform set_config('lock_timeout', v_lock_timeout, true);
+  v_decided := clock_timestamp();
   if coalesce(cardinality(v_keys), 0) <> cardinality(_claim_new_keys.keys) then
     raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+  end if;
+  if v_decided > v_now + (5 + cardinality(_claim_new_keys.keys)) * interval '1 millisecond' then
+    -- The insert may have waited (see above): decide again with what committed meanwhile.
+    v_floor := settle_private._access(_claim_new_keys.tenant, _claim_new_keys.principal);
+    if v_floor < 0 or _claim_new_keys.binding_generation < v_floor then
+      raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+    end if;
+    if v_decided > v_now + _claim_new_keys.lease / 10 then
+      v_now := v_decided;
+      v_expires := settle_private._expiry(v_now, _claim_new_keys.lease);
+      update settle_private.operations o
+         set lease_expires_at = v_expires, updated_at = v_now
+       where o.tenant = _claim_new_keys.tenant and o.key = any (v_keys);
+    end if;
   end if;
 
   -- Attempt 1 of every key, in the fixed order (its claim_audit_id drawn as settle.claim draws

@@ -1,8 +1,16 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { claimMany, claimManyOf, completeMany, completeManyOf, ticketsOf } from './support/batch.js';
+import {
+  type ClaimManyArgs,
+  claimMany,
+  claimManyOf,
+  completeMany,
+  completeManyOf,
+  ticketsOf,
+} from './support/batch.js';
 import { backendPid, waitUntilBlocked } from './support/barrier.js';
 import { useEngineDatabase } from './support/database.js';
+import { sqlStateOf } from './support/errors.js';
 import { newOperation, TENANT } from './support/fixtures.js';
 import { useLoginRoles } from './support/login-role.js';
 import { claim, reportUnknown } from './support/settle.js';
@@ -78,15 +86,40 @@ describe('set-based batches', () => {
     }
   });
 
-  it("leaves the caller's lock_timeout as it was", async () => {
-    const session = await db.connect();
-    await session.query('begin');
-    await session.query("set local lock_timeout = '7s'");
-    const args = claimManyOf([newOperation('lt-a'), newOperation('lt-b')]);
-    await claimMany(session, args);
-    const { rows } = await session.query<{ lock_timeout: string }>('show lock_timeout');
-    await session.query('commit');
-    expect(rows[0]?.lock_timeout).toBe('7s');
+  it("the caller's lock_timeout holds for a wait behind another session's insert: 55P03, nothing written", async () => {
+    const app = await loginRole('setb_lt', ['settle_app']);
+    const [holder, batch] = await Promise.all([app.connect(), app.connect()]);
+    const ops = [newOperation('lt-a'), newOperation('lt-b')];
+    const second = ops[1];
+    if (second === undefined) throw new Error('no op');
+    await holder.query('begin');
+    expect((await claim(holder, second)).outcome).toBe('acquired');
+    await batch.query('begin');
+    await batch.query("set local lock_timeout = '200ms'");
+    expect(await sqlStateOf(claimMany(batch, claimManyOf(ops)))).toBe('55P03');
+    await batch.query('rollback');
+    await holder.query('commit');
+    const [first, held] = await trail(ops.map((o) => o.key));
+    expect(first).toMatchObject({ ops: 0, attempts: 0 });
+    expect(held).toMatchObject({ ops: 1, attempts: 1, seq: '1:claim:acquired' });
+  });
+
+  it('logins racing batches of new keys into the same tables: every key acquired once, no batch fails', async () => {
+    // Concurrent inserts wait for the table's extension lock; a batch must never take that for a
+    // wait behind another session's key (a lock_timeout did: a second wait of the statement was
+    // then reported as a cancel, 57014, or the batch fell back to key by key).
+    const app = await loginRole('setb_race', ['settle_app']);
+    const sessions = await Promise.all([1, 2, 3, 4].map(() => app.connect()));
+    for (let round = 0; round < 3; round += 1) {
+      const batches = sessions.map((_, s) =>
+        claimManyOf(Array.from({ length: 100 }, (_, i) => newOperation(`race-${round}-${s}-${i}`))),
+      );
+      const answers = await Promise.all(sessions.map((session, s) => claimMany(session, batches[s] as ClaimManyArgs)));
+      for (const rows of answers) expect(rows.map((r) => r.outcome)).toEqual(rows.map(() => 'acquired'));
+      const keys = batches.flatMap((b) => b.keys ?? []);
+      const counts = await trail(keys);
+      expect(counts.filter((c) => c.ops !== 1 || c.attempts !== 1 || c.seq !== '1:claim:acquired')).toEqual([]);
+    }
   });
 
   it('a key another session inserted and has not committed: the batch decides key by key, in order (committed: in_progress)', async () => {
@@ -123,11 +156,12 @@ describe('set-based batches', () => {
     const pid = await backendPid(batch);
     await holder.query('begin');
     expect((await claim(holder, last)).outcome).toBe('acquired');
-    const answer = claimMany(batch, claimManyOf(ops));
+    const answer = claimMany(batch, { ...claimManyOf(ops), lease: '2 seconds' });
     answer.catch(() => {});
     await waitUntilBlocked(observer, pid);
-    // Past the 5 ms a first claim may be measured from its start: the lease must start after this.
-    await observer.query('select pg_sleep(0.05)');
+    // Past a tenth of the lease a batch's leases are measured again from the insert's return:
+    // the lease must start after this.
+    await observer.query('select pg_sleep(0.25)');
     const { rows: clock } = await holder.query<{ at: Date }>('select clock_timestamp() as at');
     await holder.query('rollback');
     const rows = await answer;
@@ -135,9 +169,30 @@ describe('set-based batches', () => {
     const rolledBack = clock[0]?.at.getTime() ?? Number.NaN;
     const lease = rows[1]?.lease_expires_at;
     expect(lease).toBeInstanceOf(Date);
-    expect((lease as Date).getTime()).toBeGreaterThanOrEqual(rolledBack + 30_000);
+    expect((lease as Date).getTime()).toBeGreaterThanOrEqual(rolledBack + 2_000);
     for (const row of await trail(ops.map((o) => o.key)))
       expect(row).toMatchObject({ ops: 1, attempts: 1, seq: '1:claim:acquired' });
+  });
+
+  it('a binding revoked while the batch waited behind a key: every key refused, as settle.claim answers after the wait', async () => {
+    const app = await loginRole('setb_app3', ['settle_app']);
+    const [holder, batch, observer] = await Promise.all([app.connect(), app.connect(), db.connect()]);
+    const principal = `svc-wait-rev-${Date.now()}`;
+    const ops = ['a', 'b'].map((k) => newOperation(`wrev-${k}`, { principal }));
+    const last = ops[1];
+    if (last === undefined) throw new Error('no op');
+    const pid = await backendPid(batch);
+    await holder.query('begin');
+    expect((await claim(holder, last)).outcome).toBe('acquired');
+    const answer = claimMany(batch, claimManyOf(ops));
+    answer.catch(() => {});
+    await waitUntilBlocked(observer, pid);
+    await observer.query('select settle.revoke_binding($1, $2, 5)', [TENANT, principal]);
+    await holder.query('rollback');
+    const rows = await answer;
+    expect(rows.map((r) => [r.key, r.outcome, r.reason])).toEqual(
+      ops.map((o) => [o.key, 'refused', 'binding_revoked']),
+    );
   });
 
   it('a batch with a key that already exists is claimed key by key (no set-based attempt)', async () => {

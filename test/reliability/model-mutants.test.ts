@@ -30,7 +30,10 @@ interface ModelMutant {
   readonly name: string;
   readonly defect: string;
   readonly replacements: readonly Replacement[];
-  /** Caught by this many random sequences alone (whatever MODEL_MUTANT_RUNS), no scripted case required. */
+  /**
+   * Caught by at most this many random sequences alone (whatever MODEL_MUTANT_RUNS), no scripted
+   * case required. A budget with room: the seed is random in CI, and a miss is a failed run.
+   */
   readonly randomRuns?: number;
 }
 
@@ -87,7 +90,10 @@ const MODEL_MUTANTS: readonly ModelMutant[] = [
         replace: `  if false then`,
       },
     ],
-    randomRuns: 25,
+    // Measured: caught by random sequence 2-14 (seeds 11-88, median 6), and by sequence 30 at
+    // seed 1500823193, which a budget of 25 missed. The hunt stops at the first catch, so a larger
+    // budget costs only where the search is slow.
+    randomRuns: 150,
   },
   {
     name: 'in-doubt-ignored',

@@ -8,7 +8,7 @@ export interface FeedModelMutant {
   readonly name: string;
   readonly defect: string;
   readonly replacements: readonly Replacement[];
-  /** Random sequences that must catch it. */
+  /** At most this many random sequences must catch it (with room: the seed is random in CI). */
   readonly randomRuns: number;
 }
 
@@ -24,7 +24,8 @@ export const FEED_MODEL_MUTANTS: readonly FeedModelMutant[] = [
         replace: `    if not found then`,
       },
     ],
-    randomRuns: 25,
+    // Measured: caught by random sequence 1-8 (seeds 11-66); the hunt stops at the first catch.
+    randomRuns: 100,
   },
   {
     name: 'reconciler-views-denied',
