@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import {
   type ClaimManyArgs,
+  type ClaimManyRow,
   claimMany,
   claimManyOf,
   completeMany,
@@ -13,7 +14,7 @@ import { useEngineDatabase } from './support/database.js';
 import { sqlStateOf } from './support/errors.js';
 import { newOperation, TENANT } from './support/fixtures.js';
 import { useLoginRoles } from './support/login-role.js';
-import { claim, reportUnknown } from './support/settle.js';
+import { type ClaimArgs, claim, reportUnknown } from './support/settle.js';
 
 // The set-based paths of the batches (00016: settle_private._claim_new_keys and
 // _complete_holders): when each is taken, that it writes what the key-by-key path writes, and
@@ -47,6 +48,30 @@ async function trail(
     [TENANT, keys],
   );
   return rows;
+}
+
+/**
+ * A batch of `ops` blocked behind another login's uncommitted first claim of `ops[held]`: the
+ * holder's transaction is open, the batch's call is waiting on it (a barrier, not a sleep).
+ */
+async function batchWaitingBehind(
+  roleName: string,
+  ops: readonly ClaimArgs[],
+  held: number,
+  lease?: string,
+): Promise<{ holder: pg.Client; batch: pg.Client; observer: pg.Client; answer: Promise<ClaimManyRow[]> }> {
+  const app = await loginRole(roleName, ['settle_app']);
+  const [holder, batch, observer] = await Promise.all([app.connect(), app.connect(), db.connect()]);
+  const key = ops[held];
+  if (key === undefined) throw new Error('no op');
+  const pid = await backendPid(batch);
+  await holder.query('begin');
+  expect((await claim(holder, key)).outcome).toBe('acquired');
+  const args = claimManyOf(ops);
+  const answer = claimMany(batch, lease === undefined ? args : { ...args, lease });
+  answer.catch(() => {});
+  await waitUntilBlocked(observer, pid);
+  return { holder, batch, observer, answer };
 }
 
 describe('set-based batches', () => {
@@ -123,22 +148,13 @@ describe('set-based batches', () => {
   });
 
   it('a key another session inserted and has not committed: the batch decides key by key, in order (committed: in_progress)', async () => {
-    const app = await loginRole('setb_app', ['settle_app']);
-    const [holder, batch, observer] = await Promise.all([app.connect(), app.connect(), db.connect()]);
     const ops = ['a', 'b', 'c'].map((k) => newOperation(`wait-${k}`));
-    const middle = ops[1];
-    if (middle === undefined) throw new Error('no op');
-    const pid = await backendPid(batch);
-    await holder.query('begin');
-    expect((await claim(holder, middle)).outcome).toBe('acquired');
-    const answer = claimMany(batch, claimManyOf(ops));
-    answer.catch(() => {});
-    await waitUntilBlocked(observer, pid);
+    const { holder, batch, answer } = await batchWaitingBehind('setb_app', ops, 1);
     await holder.query('commit');
     const rows = await answer;
     expect(rows.map((r) => [r.key, r.outcome])).toEqual([
       [ops[0]?.key, 'acquired'],
-      [middle.key, 'in_progress'],
+      [ops[1]?.key, 'in_progress'],
       [ops[2]?.key, 'acquired'],
     ]);
     const { rows: settings } = await batch.query<{ lock_timeout: string }>('show lock_timeout');
@@ -148,17 +164,8 @@ describe('set-based batches', () => {
   });
 
   it('the same with the other session rolling back: the batch acquires the key, its lease measured after the wait', async () => {
-    const app = await loginRole('setb_app2', ['settle_app']);
-    const [holder, batch, observer] = await Promise.all([app.connect(), app.connect(), db.connect()]);
     const ops = ['a', 'b'].map((k) => newOperation(`rb-${k}`));
-    const last = ops[1];
-    if (last === undefined) throw new Error('no op');
-    const pid = await backendPid(batch);
-    await holder.query('begin');
-    expect((await claim(holder, last)).outcome).toBe('acquired');
-    const answer = claimMany(batch, { ...claimManyOf(ops), lease: '2 seconds' });
-    answer.catch(() => {});
-    await waitUntilBlocked(observer, pid);
+    const { holder, observer, answer } = await batchWaitingBehind('setb_app2', ops, 1, '2 seconds');
     // Past a tenth of the lease a batch's leases are measured again from the insert's return:
     // the lease must start after this.
     await observer.query('select pg_sleep(0.25)');
@@ -175,18 +182,9 @@ describe('set-based batches', () => {
   });
 
   it('a binding revoked while the batch waited behind a key: every key refused, as settle.claim answers after the wait', async () => {
-    const app = await loginRole('setb_app3', ['settle_app']);
-    const [holder, batch, observer] = await Promise.all([app.connect(), app.connect(), db.connect()]);
     const principal = `svc-wait-rev-${Date.now()}`;
     const ops = ['a', 'b'].map((k) => newOperation(`wrev-${k}`, { principal }));
-    const last = ops[1];
-    if (last === undefined) throw new Error('no op');
-    const pid = await backendPid(batch);
-    await holder.query('begin');
-    expect((await claim(holder, last)).outcome).toBe('acquired');
-    const answer = claimMany(batch, claimManyOf(ops));
-    answer.catch(() => {});
-    await waitUntilBlocked(observer, pid);
+    const { holder, observer, answer } = await batchWaitingBehind('setb_app3', ops, 1);
     await observer.query('select settle.revoke_binding($1, $2, 5)', [TENANT, principal]);
     await holder.query('rollback');
     const rows = await answer;
