@@ -7,9 +7,9 @@ import { CPU_LOOPS, readCpuLoop } from './lib/cpu.js';
 import { seedReplayKeys, startBenchServer } from './lib/database.js';
 
 /**
- * Where one backend's CPU goes: `npx tsx bench/perf-profile.ts [seconds-cap]`. For each loop of
+ * Where one backend's CPU goes: `npx tsx bench/perf-profile.ts [loop]`. For each loop of
  * bench/sql (cycle-cpu-loop.sql: the engine; spec4-cpu-loop.sql: the same rows in plain SQL;
- * a replay loop: claims of completed keys), one backend runs it once to warm its caches, then
+* a replay loop: claims of completed keys; a batch loop: claim_many + complete_many), one backend runs it once to warm its caches, then
  * again under `perf record -e cpu-clock -g -p <backend pid>`; prints the top symbols by self
  * time and by inclusive time (perf report --children). Needs `perf` (Debian: linux-perf) and a
  * local server (the throwaway cluster the bench provisions). docs/performance.md quotes it.
@@ -26,6 +26,36 @@ begin
       request => jsonb_build_object('amount', i, 'currency', 'EUR'), principal => 'bench-app',
       scopes => array['payments.write'], binding_generation => 0, lease => interval '30 seconds', worker => 'loop');
     if c.outcome <> 'replay' then raise exception 'claim % answered %', i, c.outcome; end if;
+  end loop;
+end $$`,
+};
+
+// 30 batches of 100 fresh keys: settle.claim_many, then settle.complete_many of the lease holders.
+const BATCH_LOOP = {
+  name: 'batch (claim_many + complete_many of 100 fresh keys)',
+  sql: `do $$
+declare
+  v_keys text[];
+  v_requests jsonb[];
+  v_claimed record;
+  v_attempts integer[];
+  v_tokens uuid[];
+  v_fingerprints text[];
+  v_settled integer;
+begin
+  for b in 1..30 loop
+    select array_agg('batch-' || b || '-' || i || '-' || txid_current()), array_agg(jsonb_build_object('amount', i, 'currency', 'EUR'))
+      into v_keys, v_requests from generate_series(1, 100) i;
+    select array_agg(c.attempt order by c.ordinal), array_agg(c.lease_token order by c.ordinal),
+           array_agg(c.fingerprint order by c.ordinal)
+      into v_attempts, v_tokens, v_fingerprints
+      from settle.claim_many('bench', v_keys, v_requests, 'bench-app', array['payments.write'], 0) c
+     where c.outcome = 'acquired';
+    select count(*) into v_settled
+      from settle.complete_many('bench', v_keys, v_attempts, v_tokens, v_fingerprints, 'bench-app',
+                                array['payments.write'], 0, array_fill('{"charge": "ch"}'::jsonb, array[100])) r
+     where r.outcome = 'settled';
+    if v_settled <> 100 then raise exception 'batch % settled % keys', b, v_settled; end if;
   end loop;
 end $$`,
 };
@@ -80,6 +110,9 @@ async function profileLoop(url: string, name: string, sql: string, dir: string):
   }
 }
 
+// `npx tsx bench/perf-profile.ts [loop]`: every loop, or the one whose name starts with the argument.
+const only = process.argv[2];
+
 async function main(): Promise<void> {
   if (!perfAvailable()) throw new Error('perf is not installed (apt-get install linux-perf)');
   const server = await startBenchServer(() => {});
@@ -90,7 +123,8 @@ async function main(): Promise<void> {
       { name: 'cycle (engine: claim + complete)', sql: (await readCpuLoop(CPU_LOOPS.cycle)).sql },
       { name: 'spec4 (the same rows in plain SQL)', sql: (await readCpuLoop(CPU_LOOPS.spec4)).sql },
       REPLAY_LOOP,
-    ];
+      BATCH_LOOP,
+    ].filter((loop) => only === undefined || loop.name.startsWith(only));
     for (const loop of loops) {
       const db = await server.createRunDatabase('perf');
       try {

@@ -3596,8 +3596,7 @@ ALTER FUNCTION settle_private._claim_refused(tenant text, key text, request json
 CREATE FUNCTION settle_private._complete_holders(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]) RETURNS SETOF settle.complete_many_result
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
-    AS $$
+    AS $_$
 declare
   v_now timestamptz;
   v_n integer := cardinality(_complete_holders.keys);
@@ -3606,20 +3605,28 @@ declare
   v_keys text[];
   v_before settle.status[];
 begin
+  -- The two statements that join the batch with the tables are run by EXECUTE, so that each is
+  -- planned at every call with the batch's arrays and the tables' current sizes: a plan kept
+  -- for the session from a young table (a hash join over a sequential scan of a few pages)
+  -- stays after the table grew, and every batch then reads every row. Not plan_cache_mode =
+  -- force_custom_plan on the function: that setting holds for the triggers the statements fire
+  -- too, which then plan their statements again for every row (measured: a quarter of the
+  -- batch's server CPU, bench/perf-profile.ts batch).
   -- Each key's row is looked up (and locked) by its primary key, one key after the other in
   -- the fixed order: the lateral subquery runs once per key of the sorted list.
-  select count(*), array_agg(x.key), array_agg(x.status) into v_locked, v_keys, v_before
-    from (select u.* from unnest(_complete_holders.keys, _complete_holders.attempts, _complete_holders.lease_tokens,
-                                 _complete_holders.fingerprints) u(k, a, t, f)
-           order by u.k collate "C") u
-   cross join lateral (
-     select o.key, o.status from settle_private.operations o
-      where o.tenant = _complete_holders.tenant and o.key = u.k
-        and o.attempt = u.a and o.lease_token = u.t and o.status <> 'completed' and o.fingerprint = u.f
-        and o.principal = _complete_holders.principal
-        and o.scopes = settle_private._normalize_scopes(_complete_holders.scopes)
-        and o.binding_generation = _complete_holders.binding_generation
-        for update) x;
+  execute $q$
+    select count(*), array_agg(x.key), array_agg(x.status)
+      from (select u.* from unnest($2, $3, $4, $5) u(k, a, t, f) order by u.k collate "C") u
+     cross join lateral (
+       select o.key, o.status from settle_private.operations o
+        where o.tenant = $1 and o.key = u.k
+          and o.attempt = u.a and o.lease_token = u.t and o.status <> 'completed' and o.fingerprint = u.f
+          and o.principal = $6 and o.scopes = settle_private._normalize_scopes($7) and o.binding_generation = $8
+          for update) x
+  $q$ into v_locked, v_keys, v_before
+  using _complete_holders.tenant, _complete_holders.keys, _complete_holders.attempts, _complete_holders.lease_tokens,
+        _complete_holders.fingerprints, _complete_holders.principal, _complete_holders.scopes,
+        _complete_holders.binding_generation;
   if v_locked <> v_n then
     raise sqlstate 'SE099' using message = 'the batch is decided key by key';
   end if;
@@ -3628,45 +3635,48 @@ begin
   -- As settle.complete: the attempts of each key say whether this attempt has not reported yet
   -- and the last place its attempts took in the key's history; the settlement and the
   -- observation are written in one statement (the attempts' guard reads the operation's write).
-  with s as materialized (
-    select u.k, u.a, u.r, b.status_before, ax.unobserved,
-           coalesce(greatest(
-             (select l.seq from settle_private.audit_log l where l.tenant = _complete_holders.tenant and l.key = u.k
-               order by l.seq desc limit 1),
-             ax.seq), 0) + 1 as seq
-      from unnest(_complete_holders.keys, _complete_holders.attempts, _complete_holders.lease_tokens,
-                  _complete_holders.results) u(k, a, t, r)
-      join unnest(v_keys, v_before) b(k, status_before) on b.k = u.k
-     cross join lateral (
-       select bool_or(a.attempt = u.a and a.lease_token = u.t and a.observation is null) as unobserved,
-              max(greatest(a.claim_seq, a.settled_seq)) as seq
-         from settle_private.attempts a
-        where a.tenant = _complete_holders.tenant and a.key = u.k) ax
-  ), op as (
-    update settle_private.operations o
-       set status = 'completed', result = s.r, settled_attempt = s.a,
-           settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
-           dead_letter_reason = null, error = null, updated_at = v_now
-      from s
-     where o.tenant = _complete_holders.tenant and o.key = s.k and s.unobserved
-    returning o.key
-  ), x as materialized (
-    -- The settlements' audit ids drawn once each, in the fixed order, as settle.complete draws
-    -- them key after key.
-    select y.k, y.a, y.seq, y.status_before, nextval('settle_private.audit_log_audit_id_seq') as audit_id
-      from (select s.k, s.a, s.seq, s.status_before from s join op on op.key = s.k order by s.k collate "C") y
-  ), observed as (
-    update settle_private.attempts a
-       set observation = 'completed', observed_at = v_now, error = null, retryable = null,
-           late_result = null, settled = true, settled_as = x.a,
-           ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
-           settled_seq = x.seq, settled_audit_id = x.audit_id,
-           settled_status_before = x.status_before, settled_reason = 'current_attempt'
-      from x
-     where a.tenant = _complete_holders.tenant and a.key = x.k and a.attempt = x.a
-    returning a.key
-  )
-  select count(*) into v_settled from observed;
+  execute $q$
+    with s as materialized (
+      select u.k, u.a, u.r, b.status_before, ax.unobserved,
+             coalesce(greatest(
+               (select l.seq from settle_private.audit_log l where l.tenant = $1 and l.key = u.k
+                 order by l.seq desc limit 1),
+               ax.seq), 0) + 1 as seq
+        from unnest($2, $3, $4, $5) u(k, a, t, r)
+        join unnest($6, $7) b(k, status_before) on b.k = u.k
+       cross join lateral (
+         select bool_or(a.attempt = u.a and a.lease_token = u.t and a.observation is null) as unobserved,
+                max(greatest(a.claim_seq, a.settled_seq)) as seq
+           from settle_private.attempts a
+          where a.tenant = $1 and a.key = u.k) ax
+    ), op as (
+      update settle_private.operations o
+         set status = 'completed', result = s.r, settled_attempt = s.a,
+             settled_at = $8, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+             dead_letter_reason = null, error = null, updated_at = $8
+        from s
+       where o.tenant = $1 and o.key = s.k and s.unobserved
+      returning o.key
+    ), x as materialized (
+      -- The settlements' audit ids drawn once each, in the fixed order, as settle.complete draws
+      -- them key after key.
+      select y.k, y.a, y.seq, y.status_before, nextval('settle_private.audit_log_audit_id_seq') as audit_id
+        from (select s.k, s.a, s.seq, s.status_before from s join op on op.key = s.k order by s.k collate "C") y
+    ), observed as (
+      update settle_private.attempts a
+         set observation = 'completed', observed_at = $8, error = null, retryable = null,
+             late_result = null, settled = true, settled_as = x.a,
+             ended_at = coalesce(a.ended_at, $8), end_reason = coalesce(a.end_reason, 'observed'),
+             settled_seq = x.seq, settled_audit_id = x.audit_id,
+             settled_status_before = x.status_before, settled_reason = 'current_attempt'
+        from x
+       where a.tenant = $1 and a.key = x.k and a.attempt = x.a
+      returning a.key
+    )
+    select count(*) from observed
+  $q$ into v_settled
+  using _complete_holders.tenant, _complete_holders.keys, _complete_holders.attempts, _complete_holders.lease_tokens,
+        _complete_holders.results, v_keys, v_before, v_now;
   if v_settled <> v_n then
     raise sqlstate 'SE099' using message = 'the batch is decided key by key';
   end if;
@@ -3678,7 +3688,7 @@ begin
            with ordinality u(k, a, r, i)
      order by u.i;
 end
-$$;
+$_$;
 
 ALTER FUNCTION settle_private._complete_holders(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]) OWNER TO settle_owner;
 
