@@ -5196,10 +5196,11 @@ ALTER FUNCTION settle_private._scopes_ok(scopes text[]) OWNER TO settle_owner;
 --
 
 CREATE FUNCTION settle_private._set_based_batches() RETURNS boolean
-    LANGUAGE sql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    LANGUAGE plpgsql STABLE
     AS $$
-  select not exists (select 1 from pg_catalog.pg_extension e where e.extname = 'citus')
+begin
+  return not exists (select 1 from pg_catalog.pg_extension e where e.extname = 'citus');
+end
 $$;
 
 ALTER FUNCTION settle_private._set_based_batches() OWNER TO settle_owner;
