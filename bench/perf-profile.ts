@@ -9,9 +9,10 @@ import { seedReplayKeys, startBenchServer } from './lib/database.js';
 /**
  * Where one backend's CPU goes: `npx tsx bench/perf-profile.ts [loop]`. For each loop of
  * bench/sql (cycle-cpu-loop.sql: the engine; spec4-cpu-loop.sql: the same rows in plain SQL;
-* a replay loop: claims of completed keys; a batch loop: claim_many + complete_many), one backend runs it once to warm its caches, then
- * again under `perf record -e cpu-clock -g -p <backend pid>`; prints the top symbols by self
- * time and by inclusive time (perf report --children). Needs `perf` (Debian: linux-perf) and a
+ * a replay loop: claims of completed keys; a batch loop: claim_many + complete_many of 100
+ * fresh keys), or the one whose name starts with `loop`, one backend runs it once to warm its
+ * caches, then again under `perf record -e cpu-clock -g -p <backend pid>`; prints the top
+ * symbols by self time and by inclusive time (perf report --children). Needs `perf` (Debian: linux-perf) and a
  * local server (the throwaway cluster the bench provisions). docs/performance.md quotes it.
  */
 
@@ -110,7 +111,6 @@ async function profileLoop(url: string, name: string, sql: string, dir: string):
   }
 }
 
-// `npx tsx bench/perf-profile.ts [loop]`: every loop, or the one whose name starts with the argument.
 const only = process.argv[2];
 
 async function main(): Promise<void> {

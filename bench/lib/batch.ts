@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { createSettleClient } from '../../src/client/index.js';
 import { withPgClient } from '../../src/db/with-pg-client.js';
 import { checkpoint, type RunDatabase } from './database.js';
 import { genericChecks, measurePgbench, measureWindow, perOp, scriptPath } from './measure.js';
@@ -122,6 +123,9 @@ export const FEED_LAG_P99_LIMIT_MS = 50;
  * the backlog drain: BACKLOG settlements are committed with no consumer reading (claim_many +
  * complete_many), and the consumer drains them in batches of 1000; events per second is the
  * drain rate. Reported as a run whose tps is events delivered per second, p50/p99 the lag.
+ * Beside it, a second registered consumer reads the same events through the typed client
+ * (client.consume, transaction mode, its defaults): its lag (the handler's clock minus
+ * occurred_at, the same machine's clock) is reported in the counters clientP50Ms / clientP99Ms.
  */
 export function runFeedLag(ctx: ScenarioContext, clients: number, round: number): Promise<RunResult> {
   if (ctx.pgbench === undefined) throw new Error('feedlag needs pgbench');
@@ -129,9 +133,12 @@ export function runFeedLag(ctx: ScenarioContext, clients: number, round: number)
   const seconds = ctx.opts.quick ? 4 : ctx.opts.length.kind === 'seconds' ? ctx.opts.length.seconds : 10;
   const backlog = ctx.opts.quick ? 5_000 : 20_000;
   return inFreshDatabase(ctx, `feedlag_${clients}`, async (db) => {
-    await withPgClient(db.url, (admin) => admin.query(`select settle.register_consumer(name => 'lag')`));
+    await withPgClient(db.url, (admin) =>
+      admin.query(`select settle.register_consumer(name => 'lag'), settle.register_consumer(name => 'lag-client')`),
+    );
     await checkpoint(db.url);
     const consumer = await startConsumer(db.url);
+    const typed = startClientConsumer(db.url);
     let producer;
     let window;
     try {
@@ -149,10 +156,13 @@ export function runFeedLag(ctx: ScenarioContext, clients: number, round: number)
         }),
       ));
       await consumer.drained(producer.output.processed);
+      await typed.drained(producer.output.processed);
     } finally {
       await consumer.stop();
+      await typed.stop();
     }
     const lags = consumer.lagsMs.slice(Math.floor(consumer.lagsMs.length / 10)); // the first tenth is start-up
+    const clientLags = typed.lagsMs.slice(Math.floor(typed.lagsMs.length / 10));
     const drain = await measureDrain(db.url, backlog);
     const delivered = consumer.lagsMs.length;
     const completed = await withPgClient(db.url, completedOperations);
@@ -183,6 +193,9 @@ export function runFeedLag(ctx: ScenarioContext, clients: number, round: number)
         backlog,
         drainEventsPerSecond: drain.eventsPerSecond,
         drainSeconds: drain.seconds,
+        clientDelivered: typed.lagsMs.length,
+        clientP50Ms: percentile(clientLags, 50) ?? 0,
+        clientP99Ms: percentile(clientLags, 99) ?? 0,
       },
       checks: [
         ...genericChecks(producer.output.failed, producer.output.retriedTransactions ?? 0, window.deadlocks),
@@ -190,6 +203,11 @@ export function runFeedLag(ctx: ScenarioContext, clients: number, round: number)
           'every settlement delivered once',
           delivered === producer.output.processed,
           `${delivered} delivered for ${producer.output.processed} settled`,
+        ),
+        check(
+          'every settlement delivered once through the typed client',
+          typed.lagsMs.length === producer.output.processed,
+          `${typed.lagsMs.length} delivered for ${producer.output.processed} settled`,
         ),
         check('the backlog drained in full', drain.events === backlog, `${drain.events} of ${backlog}`),
         check('every operation completed', completed === producer.output.processed + backlog, `${completed} completed`),
@@ -298,6 +316,35 @@ async function startConsumer(url: string): Promise<Consumer> {
       wake?.();
       await loop.catch(() => {});
       await client.end().catch(() => {});
+    },
+  };
+}
+
+/** The typed client's consumer (client.consume with its defaults) of 'lag-client'. */
+function startClientConsumer(url: string): Consumer {
+  const parsed = new URL(url);
+  parsed.searchParams.set('options', '-c role=settle_consumer');
+  const client = createSettleClient({ connectionString: parsed.toString() });
+  const lagsMs: number[] = [];
+  const controller = new AbortController();
+  const done = client.consume(
+    'lag-client',
+    async (events) => {
+      const now = Date.now();
+      for (const e of events) lagsMs.push(now - e.occurredAt.getTime());
+    },
+    { signal: controller.signal, batchSize: 1_000 },
+  );
+  return {
+    lagsMs,
+    async drained(count) {
+      const deadline = Date.now() + 30_000;
+      while (lagsMs.length < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    },
+    async stop() {
+      controller.abort();
+      await done.catch(() => {});
+      await client.end();
     },
   };
 }

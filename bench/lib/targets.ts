@@ -328,6 +328,24 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
         `; p50 ${median(feed.map((r) => r.p50Ms ?? 0))?.toFixed(1) ?? '-'} ms; produced ${median(feed.map((r) => r.counters.producedPerSecond ?? 0))?.toFixed(0) ?? '-'}/s` +
         `; backlog drain ${drain?.toFixed(0) ?? '-'} events/s`,
     });
+    const clientP99s = feed.flatMap((r) => (r.counters.clientP99Ms === undefined ? [] : [r.counters.clientP99Ms]));
+    const clientP99 = median(clientP99s);
+    if (clientP99 !== null) {
+      results.push({
+        name: `feed lag p99 at ${FEED_RATE} settlements/s, typed client`,
+        clients: feed[0]?.clients ?? 0,
+        value: clientP99,
+        rounds: clientP99s,
+        threshold: FEED_LAG_P99_LIMIT_MS,
+        comparison: '<',
+        unit: 'ms',
+        verdict: clientP99 < FEED_LAG_P99_LIMIT_MS ? 'PASS' : 'MISS',
+        detail:
+          `median of ${clientP99s.length} round${clientP99s.length === 1 ? '' : 's'}` +
+          (clientP99s.length > 1 ? ` (${clientP99s.map((v) => v.toFixed(1)).join(', ')} ms)` : '') +
+          `; p50 ${median(feed.map((r) => r.counters.clientP50Ms ?? 0))?.toFixed(1) ?? '-'} ms; client.consume with its defaults beside the bench's consumer`,
+      });
+    }
   }
   return results;
 }

@@ -70,8 +70,14 @@ const consumeOptionsSchema = z.object({
 
 const nameSchema = z.string().min(1).max(128);
 
-/** The first wait after a notification whose read found nothing yet. */
-const NOTIFIED_RETRY_MS = 50;
+/**
+ * After a notification whose read found nothing, the event is not below the feed horizon yet
+ * (an older transaction is still open, and its end sends no notification): the consumer looks
+ * again after 1, 2, 4, 8 ms, then every 8 ms for a second, then doubling up to maxIdleMs, until
+ * a read finds events.
+ */
+const HORIZON_RETRY_STEADY_MS = 8;
+const HORIZON_RETRY_STEADY_FOR_MS = 1_000;
 
 export interface FeedDependencies {
   readonly getPool: () => Promise<DatabasePool>;
@@ -123,8 +129,14 @@ export async function consumeFeed(
   let errors = 0;
   let failures = 0;
   let idle = o.idleMs;
+  let retryMs = 0; // the next horizon retry (see HORIZON_RETRY_STEADY_MS); 0: none running
+  let retriedMs = 0;
   try {
     while (!signal.aborted) {
+      // Listening and registered before the read; a notification from here on, during the read,
+      // ends the next wait at once: the event it announces may have committed after the read's
+      // snapshot.
+      await waker?.arm();
       let count: number;
       try {
         count = await (o.mode === 'transaction' ? transactionBatch() : externalBatch());
@@ -142,15 +154,26 @@ export async function consumeFeed(
         batches += 1;
         events += count;
         idle = o.idleMs;
+        retryMs = 0;
         continue;
       }
+      const wait = retryMs > 0 ? retryMs : idle;
       const notified =
         waker === null
-          ? (await sleep(idle, undefined, { signal }).catch(() => {}), false) // an abort only ends the wait
-          : await waker.wait(idle, signal);
-      // A notification means an outcome committed; if the read still finds nothing, an older
-      // transaction holds the horizon back (docs/feed.md): look again soon, then back off.
-      idle = notified ? Math.min(o.idleMs, NOTIFIED_RETRY_MS) : Math.min(idle * 2, o.maxIdleMs);
+          ? (await sleep(wait, undefined, { signal }).catch(() => {}), false) // an abort only ends the wait
+          : await waker.wait(wait, signal);
+      if (notified) {
+        // An outcome committed: read at once, and if it is not below the horizon yet, again soon.
+        retryMs = 1;
+        retriedMs = 0;
+        idle = o.idleMs;
+      } else if (retryMs > 0) {
+        retriedMs += retryMs;
+        const steady = retryMs >= HORIZON_RETRY_STEADY_MS && retriedMs < HORIZON_RETRY_STEADY_FOR_MS;
+        retryMs = steady ? retryMs : Math.min(retryMs * 2, o.maxIdleMs);
+      } else {
+        idle = Math.min(idle * 2, o.maxIdleMs);
+      }
     }
   } finally {
     await waker?.close();
@@ -211,30 +234,41 @@ function parse<S extends z.ZodType>(schema: S, value: unknown, path: string): z.
 }
 
 /**
- * LISTEN settle_feed on a dedicated connection; before each wait, registers as a waiter
- * (settle.await_feed) so that settlements notify. A broken listener is reconnected at the next
- * wait; meanwhile the poll still runs, so correctness never depends on it.
+ * LISTEN settle_feed on a dedicated connection, registered as a waiter (settle.await_feed) so
+ * that settlements notify, from before the first read on. The registration is renewed when half
+ * of it has passed, not at every wait (the horizon retries wait a few milliseconds). A
+ * notification that arrives while the consumer reads is kept for the next wait (`arm`, before
+ * each read, starts the window). A broken listener is
+ * reconnected at the next wait; meanwhile the poll still runs, so correctness never depends on it.
  */
 class Waker {
   private client: pg.Client | null = null;
   private connecting: Promise<pg.Client | null> | null = null;
   private wake: (() => void) | null = null;
+  private pending = false;
+  private registeredUntil = 0;
   private closed = false;
+  private readonly seconds: number;
 
   constructor(
     private readonly connectionString: string,
     private readonly consumer: string,
-    private readonly maxIdleMs: number,
-  ) {}
+    maxIdleMs: number,
+  ) {
+    this.seconds = Math.min(60, Math.max(1, Math.ceil((maxIdleMs * 2) / 1000)));
+  }
 
   private connect(): Promise<pg.Client | null> {
     if (this.client !== null) return Promise.resolve(this.client);
     this.connecting ??= (async () => {
       const client = new pg.Client({ connectionString: this.connectionString, application_name: 'pg-settle feed' });
       client.on('error', () => {
-        if (this.client === client) this.client = null;
+        if (this.client === client) this.drop(client);
       });
-      client.on('notification', () => this.wake?.());
+      client.on('notification', () => {
+        this.pending = true;
+        this.wake?.();
+      });
       try {
         await client.connect();
         await client.query('listen settle_feed');
@@ -254,18 +288,34 @@ class Waker {
     return this.connecting;
   }
 
-  /** Waits up to `ms`; true when a notification ended the wait. */
-  async wait(ms: number, signal: AbortSignal): Promise<boolean> {
+  private drop(client: pg.Client): void {
+    this.client = null;
+    this.registeredUntil = 0;
+    void client.end().catch(() => {});
+  }
+
+  private async register(): Promise<void> {
     const client = await this.connect();
-    if (client !== null) {
-      const seconds = Math.min(60, Math.max(1, Math.ceil((this.maxIdleMs * 2) / 1000)));
-      await client
-        .query('select settle.await_feed(consumer => $1, seconds => $2)', [this.consumer, seconds])
-        .catch(() => {
-          this.client = null;
-          void client.end().catch(() => {});
-        });
-    }
+    // Renewed while at least half of the registration is left, so none lapses during a wait.
+    if (client === null || Date.now() < this.registeredUntil - (this.seconds * 1000) / 2) return;
+    await client
+      .query('select settle.await_feed(consumer => $1, seconds => $2)', [this.consumer, this.seconds])
+      .then(() => {
+        this.registeredUntil = Date.now() + this.seconds * 1000;
+      })
+      .catch(() => this.drop(client));
+  }
+
+  /** Listens and is registered; notifications from now on end the next wait. */
+  async arm(): Promise<void> {
+    await this.register();
+    this.pending = false;
+  }
+
+  /** Waits up to `ms`; true when a notification since `arm` ended (or skipped) the wait. */
+  async wait(ms: number, signal: AbortSignal): Promise<boolean> {
+    await this.register();
+    if (this.pending) return true;
     let notified = false;
     const woken = new Promise<void>((resolve) => {
       this.wake = () => {

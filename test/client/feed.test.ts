@@ -1,7 +1,8 @@
+import pg from 'pg';
 import { sql } from 'slonik';
 import { describe, expect, it } from 'vitest';
 import { FeedConsumerNotFoundError, type FeedEvent, SettleInputError } from '../../src/index.js';
-import { binding, uniqueKey, useClientTest, waitFor } from './helpers.js';
+import { binding, someoneWaitsOnLock, uniqueKey, useClientTest, waitFor } from './helpers.js';
 
 // The typed consumer (client.consume, docs/feed.md) against real PostgreSQL, as the
 // settle_consumer role: exactly once into a ledger table in the same database, several
@@ -170,6 +171,46 @@ describe('client.consume', () => {
     // test file's open transaction holding the cluster-wide horizon back for a while.
     expect(latency).toBeLessThan(30_000);
     expect(reads).toBeGreaterThan(0);
+  });
+
+  it('a notification that arrives while a read finds nothing ends the next wait at once', async () => {
+    // The consumer's first read fixes its horizon, then waits behind a lock on the lanes; a
+    // settlement commits (and notifies) meanwhile, so the read returns nothing: the settlement
+    // is above its horizon. The idle poll is 60 s away: only the notification kept from the
+    // read (and the registration as a waiter before the first read) brings the event.
+    const name = uniqueKey('kept');
+    await registerConsumer(name);
+    const holder = new pg.Client({ connectionString: t.db.url });
+    holder.on('error', () => {});
+    await holder.connect();
+    const controller = new AbortController();
+    const arrivals = new Set<string>();
+    let done: Promise<unknown> = Promise.resolve();
+    try {
+      await holder.query('begin');
+      await holder.query('lock table settle_private.feed_lanes in access exclusive mode');
+      done = t.client({ role: 'settle_consumer' }).consume(
+        name,
+        async (events) => {
+          for (const e of events) arrivals.add(e.key);
+        },
+        { signal: controller.signal, idleMs: 60_000, maxIdleMs: 60_000 },
+      );
+      await waitFor(() => someoneWaitsOnLock(t.su));
+      const waiters = await t.su.query<{ n: number }>(
+        'select count(*)::int as n from settle_private.feed_waiters where consumer = $1',
+        [name],
+      );
+      expect(waiters.rows[0]?.n).toBe(1);
+      const key = await settleOne(1);
+      await holder.query('rollback');
+      // The bound is half the idle poll: without the kept notification the event comes at 60 s.
+      await waitFor(async () => arrivals.has(key), 30_000);
+    } finally {
+      controller.abort();
+      await done;
+      await holder.end().catch(() => {});
+    }
   });
 
   it('bad input and an unknown consumer are typed errors', async () => {
