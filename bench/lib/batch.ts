@@ -250,6 +250,12 @@ async function readBatch(client: pg.Client, batchSize: number): Promise<number[]
   return rows.map((r) => Number(r.lag_ms));
 }
 
+/** Resolves once `count` lags are recorded (or after 30 s). */
+async function untilDelivered(lagsMs: readonly number[], count: number): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (lagsMs.length < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
 /** The waiting consumer: LISTEN settle_feed, registered with await_feed, reads on every wake-up. */
 async function startConsumer(url: string): Promise<Consumer> {
   const client = new pg.Client({ connectionString: url });
@@ -307,10 +313,7 @@ async function startConsumer(url: string): Promise<Consumer> {
   })();
   return {
     lagsMs,
-    async drained(count) {
-      const deadline = Date.now() + 30_000;
-      while (lagsMs.length < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-    },
+    drained: (count) => untilDelivered(lagsMs, count),
     async stop() {
       stopped = true;
       wake?.();
@@ -337,10 +340,7 @@ function startClientConsumer(url: string): Consumer {
   );
   return {
     lagsMs,
-    async drained(count) {
-      const deadline = Date.now() + 30_000;
-      while (lagsMs.length < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-    },
+    drained: (count) => untilDelivered(lagsMs, count),
     async stop() {
       controller.abort();
       await done.catch(() => {});
