@@ -238,8 +238,8 @@ function parse<S extends z.ZodType>(schema: S, value: unknown, path: string): z.
  * that settlements notify, from before the first read on. The registration is renewed when half
  * of it has passed, not at every wait (the horizon retries wait a few milliseconds). A
  * notification that arrives while the consumer reads is kept for the next wait (`arm`, before
- * each read, starts the window). A broken listener is
- * reconnected at the next wait; meanwhile the poll still runs, so correctness never depends on it.
+ * each read, starts the window). A broken listener is reconnected at the next read or wait;
+ * meanwhile the poll still runs, so correctness never depends on it.
  */
 class Waker {
   private client: pg.Client | null = null;
