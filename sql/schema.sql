@@ -508,6 +508,48 @@ declare
   -- that depends on a distributed table's row type.
   v_seen record;
 begin
+  -- One statement reads the access verdict (00007: the login role's tenant binding, then the
+  -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
+  -- before the verdict is checked. Most claims of an existing key (replays, retries,
+  -- duplicates) are decided on this plain read; only a missing key tries the insert.
+  -- The two common answers take as few PL/pgSQL expressions as possible (each is set up again in
+  -- every transaction, docs/performance.md): a missing key with access granted is inserted at
+  -- once, a replay is answered from this read.
+  select s.verdict, s.op,
+         -- The place of a first claim in the key's history (as settle_private._next_seq
+         -- numbers it, 00006; a key without operation has no attempts, but may have audit rows:
+         -- a purge tombstone, refused calls). Read only for a missing key: a replay does not
+         -- pay for it.
+         case when s.op is null then (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+                                       where l.tenant = claim.tenant and l.key = claim.key) end as seq,
+         s.op is null and s.verdict >= 0 and claim.binding_generation >= s.verdict as new_key
+    into v_seen
+    from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00007)
+                                    where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (claim.tenant = any (b.tenants))) then -1
+                      else coalesce((select f.below_generation from settle_private.binding_floors f
+                                      where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
+                 (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op
+          offset 0) s;
+  -- A replay of the reservation exactly as stored (access granted, the generation not revoked,
+  -- the operation completed, the request and binding presented equal, scopes in their stored,
+  -- normalized form): the input rules judged each of these values at the first claim, so they
+  -- are not judged again; only the arguments a replay does not compare (lease, worker, budget,
+  -- rerun_after_unknown) are. A replay is then decided without the rules' expression, which is
+  -- set up again in every transaction (docs/performance.md); any other call is judged by the
+  -- rules first, as a replay that does not meet this test (unsorted scopes, say).
+  if v_seen.new_key is not true then
+    v_op := v_seen.op;
+    if v_op.status = 'completed' and v_seen.verdict >= 0 and claim.binding_generation >= v_seen.verdict
+       and v_op.request = claim.request and v_op.principal = claim.principal and v_op.scopes = claim.scopes
+       and v_op.binding_generation = claim.binding_generation and settle_private._lease_ok(claim.lease)
+       and (claim.worker is null or settle_private._name_ascii_ok(claim.worker, settle_private._limit('worker_bytes')))
+       and claim.max_attempts between 1 and settle_private._limit('max_attempts')
+       and claim.rerun_after_unknown is not null then
+      return row('replay', v_op.status, v_op.attempt, null, null, null, v_op.fingerprint, v_op.result,
+                 v_op.settled_attempt, null, null, null, null, null)::settle.claim_result;
+    end if;
+  end if;
+
   -- The input rules: printable ASCII names and at most one scope pass the first test, of
   -- built-in functions only; any other input is judged by the full rules, set up only then
   -- (docs/performance.md).
@@ -534,28 +576,6 @@ begin
     end if;
   end if;
 
-  -- One statement reads the access verdict (00007: the login role's tenant binding, then the
-  -- revocation floor of the binding) and the operation row; nothing read is used or disclosed
-  -- before the verdict is checked. Most claims of an existing key (replays, retries,
-  -- duplicates) are decided on this plain read; only a missing key tries the insert.
-  -- The two common answers take as few PL/pgSQL expressions as possible (each is set up again in
-  -- every transaction, docs/performance.md): a missing key with access granted is inserted at
-  -- once, a replay is answered from this read.
-  select s.verdict, s.op,
-         -- The place of a first claim in the key's history (as settle_private._next_seq
-         -- numbers it, 00006; a key without operation has no attempts, but may have audit rows:
-         -- a purge tombstone, refused calls). Read only for a missing key: a replay does not
-         -- pay for it.
-         case when s.op is null then (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-                                       where l.tenant = claim.tenant and l.key = claim.key) end as seq,
-         s.op is null and s.verdict >= 0 and claim.binding_generation >= s.verdict as new_key
-    into v_seen
-    from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00007)
-                                    where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (claim.tenant = any (b.tenants))) then -1
-                      else coalesce((select f.below_generation from settle_private.binding_floors f
-                                      where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
-                 (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op
-          offset 0) s;
   if v_seen.new_key then
     -- First claim: the reservation lock, then attempt 1. Two sessions racing on a new key: the
     -- loser waits here for the winner to commit, inserts nothing, then joins below.
@@ -588,14 +608,13 @@ begin
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
   else
-    v_op := v_seen.op;
     if v_op.status = 'completed' and v_seen.verdict >= 0 and claim.binding_generation >= v_seen.verdict
        and v_op.request = claim.request and v_op.principal = claim.principal
        and v_op.scopes = settle_private._normalize_scopes(claim.scopes)
        and v_op.binding_generation = claim.binding_generation then
       -- A replay (access granted, the generation not revoked, the operation completed and the
-      -- request and binding presented equal to the reservation's): the answer the loop below
-      -- gives, read-only (no audit row, no WAL, no commit flush).
+      -- request and binding presented equal to the reservation's, scopes once normalized): the
+      -- answer the loop below gives, read-only (no audit row, no WAL, no commit flush).
       return row('replay', v_op.status, v_op.attempt, null, null, null, v_op.fingerprint, v_op.result,
                  v_op.settled_attempt, null, null, null, null, null)::settle.claim_result;
     end if;

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { useEngineDatabase } from './support/database.js';
 import { sqlStateOf } from './support/errors.js';
-import { newOperation } from './support/fixtures.js';
+import { newOperation, TENANT } from './support/fixtures.js';
 import { countOperations, mustGetOperation } from './support/inspect.js';
 import { acquire, type ClaimArgs, claim, complete, heartbeat } from './support/settle.js';
 
@@ -161,6 +161,48 @@ describe('input limits of settle.claim', () => {
     const app = await db.app();
     const row = await claim(app, newOperation('x', { tenant: 't'.repeat(64), key: 'k'.repeat(255) }));
     expect(row.outcome).toBe('acquired');
+  });
+});
+
+// A replay of a completed key is decided before the input rules when every compared argument
+// equals the stored reservation (00008): the arguments a replay does not compare are still
+// judged, and any other change goes through the rules. Every bad argument above, against a
+// completed key, gets the same code and changes nothing.
+describe('input limits of settle.claim on a completed key (the replay path)', () => {
+  const againstCompleted = [
+    ...claims,
+    { code: 'SE008', what: 'NULL rerun_after_unknown', change: { rerun_after_unknown: null } },
+    { code: 'SE008', what: 'worker with a control character', change: { worker: 'worker\u0001' } },
+    { code: 'SE008', what: 'max_attempts over the limit', change: { max_attempts: 1001 } },
+  ];
+  for (const { code, what, change } of againstCompleted) {
+    it(`${what}: ${code}, nothing written`, async () => {
+      const [app, admin] = await Promise.all([db.app(), db.connect()]);
+      const op = newOperation('replay-limits');
+      const key = op.key ?? '';
+      await complete(app, await acquire(app, op), { ok: true });
+      expect((await claim(app, op)).outcome).toBe('replay');
+      const before = await mustGetOperation(admin, TENANT, key);
+      const operations = await countOperations(admin);
+      expect(await sqlStateOf(claim(app, { ...op, ...change }))).toBe(code);
+      expect(await countOperations(admin)).toBe(operations);
+      expect((await mustGetOperation(admin, TENANT, key)).row_text).toBe(before.row_text);
+    });
+  }
+
+  it('the stored reservation and the same scopes unsorted, duplicated or with another worker all replay', async () => {
+    const app = await db.app();
+    const op = newOperation('replay-forms', { scopes: ['b', 'a'] });
+    await complete(app, await acquire(app, op), { ok: true });
+    for (const variant of [
+      { scopes: ['a', 'b'] },
+      { scopes: ['b', 'a', 'a'] },
+      { worker: 'wörker-2' },
+      { worker: null },
+      { lease: '1 hour', max_attempts: 3, rerun_after_unknown: false },
+    ]) {
+      expect((await claim(app, { ...op, ...variant })).outcome).toBe('replay');
+    }
   });
 });
 
