@@ -12,8 +12,9 @@ import { seedReplayKeys, startBenchServer } from './lib/database.js';
  * a replay loop: claims of completed keys; a batch loop: claim_many + complete_many of 100
  * fresh keys), or the one whose name starts with `loop`, one backend runs it once to warm its
  * caches, then again under `perf record -e cpu-clock -g -p <backend pid>`; prints the top
- * symbols by self time and by inclusive time (perf report --children). Needs `perf` (Debian: linux-perf) and a
- * local server (the throwaway cluster the bench provisions). docs/performance.md quotes it.
+ * symbols by self time and by inclusive time (perf report --children). Needs `perf` (Debian:
+ * linux-perf) and a local server (the throwaway cluster the bench provisions).
+ * docs/performance.md quotes it.
  */
 
 const REPLAY_LOOP = {
@@ -38,7 +39,6 @@ const BATCH_LOOP = {
 declare
   v_keys text[];
   v_requests jsonb[];
-  v_claimed record;
   v_attempts integer[];
   v_tokens uuid[];
   v_fingerprints text[];

@@ -228,6 +228,11 @@ const costDetail = (ratios: readonly number[], r: RoundRatios): string =>
   (ratios.length > 1 ? ` (${ratios.map((x) => x.toFixed(2)).join(', ')})` : '') +
   `; median ${(r.numTps > 0 ? 1e6 / r.numTps : 0).toFixed(1)} / ${(r.denTps > 0 ? 1e6 / r.denTps : 0).toFixed(1)} us per op`;
 
+/** A latency target's rounds: their count and, with several, each p99. */
+const p99Rounds = (p99s: readonly number[]): string =>
+  `median of ${p99s.length} round${p99s.length === 1 ? '' : 's'}` +
+  (p99s.length > 1 ? ` (${p99s.map((v) => v.toFixed(1)).join(', ')} ms)` : '');
+
 export function evaluateTargets(runs: readonly RunResult[], clientCounts: readonly number[]): TargetResult[] {
   const results: TargetResult[] = [];
   for (const target of RATIO_TARGETS) {
@@ -300,8 +305,7 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
       unit: 'ms',
       verdict: p99 === null ? 'n/a' : p99 < HOTKEY_P99_LIMIT_MS ? 'PASS' : 'MISS',
       detail:
-        `median of ${p99s.length} round${p99s.length === 1 ? '' : 's'}` +
-        (p99s.length > 1 ? ` (${p99s.map((v) => v.toFixed(1)).join(', ')} ms)` : '') +
+        p99Rounds(p99s) +
         `; p50 ${median(hot.map((r) => r.p50Ms ?? 0))?.toFixed(2) ?? '-'} ms` +
         (floor === null
           ? ''
@@ -309,12 +313,10 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
     });
   }
   const feed = runs.filter((r) => r.scenario === 'feedlag' && r.p99Ms !== null);
-  if (feed.length > 0) {
-    const p99s = feed.map((r) => r.p99Ms ?? 0);
+  const feedLag = (name: string, p99s: readonly number[], detail: string): void => {
     const p99 = median(p99s);
-    const drain = median(feed.map((r) => r.counters.drainEventsPerSecond ?? 0));
     results.push({
-      name: `feed lag p99 at ${FEED_RATE} settlements/s`,
+      name: `feed lag p99 at ${FEED_RATE} settlements/s${name}`,
       clients: feed[0]?.clients ?? 0,
       value: p99,
       rounds: p99s,
@@ -322,29 +324,24 @@ export function evaluateTargets(runs: readonly RunResult[], clientCounts: readon
       comparison: '<',
       unit: 'ms',
       verdict: p99 === null ? 'n/a' : p99 < FEED_LAG_P99_LIMIT_MS ? 'PASS' : 'MISS',
-      detail:
-        `median of ${p99s.length} round${p99s.length === 1 ? '' : 's'}` +
-        (p99s.length > 1 ? ` (${p99s.map((v) => v.toFixed(1)).join(', ')} ms)` : '') +
-        `; p50 ${median(feed.map((r) => r.p50Ms ?? 0))?.toFixed(1) ?? '-'} ms; produced ${median(feed.map((r) => r.counters.producedPerSecond ?? 0))?.toFixed(0) ?? '-'}/s` +
-        `; backlog drain ${drain?.toFixed(0) ?? '-'} events/s`,
+      detail: p99Rounds(p99s) + detail,
     });
+  };
+  if (feed.length > 0) {
+    const drain = median(feed.map((r) => r.counters.drainEventsPerSecond ?? 0));
+    feedLag(
+      '',
+      feed.map((r) => r.p99Ms ?? 0),
+      `; p50 ${median(feed.map((r) => r.p50Ms ?? 0))?.toFixed(1) ?? '-'} ms; produced ${median(feed.map((r) => r.counters.producedPerSecond ?? 0))?.toFixed(0) ?? '-'}/s` +
+        `; backlog drain ${drain?.toFixed(0) ?? '-'} events/s`,
+    );
     const clientP99s = feed.flatMap((r) => (r.counters.clientP99Ms === undefined ? [] : [r.counters.clientP99Ms]));
-    const clientP99 = median(clientP99s);
-    if (clientP99 !== null) {
-      results.push({
-        name: `feed lag p99 at ${FEED_RATE} settlements/s, typed client`,
-        clients: feed[0]?.clients ?? 0,
-        value: clientP99,
-        rounds: clientP99s,
-        threshold: FEED_LAG_P99_LIMIT_MS,
-        comparison: '<',
-        unit: 'ms',
-        verdict: clientP99 < FEED_LAG_P99_LIMIT_MS ? 'PASS' : 'MISS',
-        detail:
-          `median of ${clientP99s.length} round${clientP99s.length === 1 ? '' : 's'}` +
-          (clientP99s.length > 1 ? ` (${clientP99s.map((v) => v.toFixed(1)).join(', ')} ms)` : '') +
-          `; p50 ${median(feed.map((r) => r.counters.clientP50Ms ?? 0))?.toFixed(1) ?? '-'} ms; client.consume with its defaults beside the bench's consumer`,
-      });
+    if (clientP99s.length > 0) {
+      feedLag(
+        ', typed client',
+        clientP99s,
+        `; p50 ${median(feed.map((r) => r.counters.clientP50Ms ?? 0))?.toFixed(1) ?? '-'} ms; client.consume with its defaults beside the bench's consumer`,
+      );
     }
   }
   return results;

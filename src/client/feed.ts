@@ -316,16 +316,12 @@ class Waker {
   async wait(ms: number, signal: AbortSignal): Promise<boolean> {
     await this.register();
     if (this.pending) return true;
-    let notified = false;
     const woken = new Promise<void>((resolve) => {
-      this.wake = () => {
-        notified = true;
-        resolve();
-      };
+      this.wake = resolve;
     });
     await Promise.race([woken, sleep(ms, undefined, { signal })]).catch(() => {}); // an abort only ends the wait
     this.wake = null;
-    return notified;
+    return this.pending;
   }
 
   async close(): Promise<void> {
