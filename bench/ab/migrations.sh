@@ -11,6 +11,8 @@
 #   DRAIN=1 bench/ab/migrations.sh ... feed=sql/migrations   # then the feed's drain rate on the
 #                                                            # last build (bench/ab/feed-drain.ts)
 #   CPU_CALL=1 ROUNDS=7 CYCLES=1000 bench/ab/migrations.sh ...   # server CPU per call: bench/ab/cpu-call.ts
+#   WAL=1 CYCLES=300 bench/ab/migrations.sh ...  # WAL per cycle by record and relation (pg_waldump);
+#                                                # SCRIPT=bench/scripts/stripe.sql: the Stripe pattern's
 #
 # Prints one line per run (label, round, tps) and the median tps per build; with CPU_LOOP=1 the
 # milliseconds of 3000 claim + complete pairs in one backend (no commits, no client) and the
@@ -24,13 +26,15 @@ SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
 CLIENTS=${CLIENTS:-8}
 SCRIPT=$(realpath "${SCRIPT:-bench/scripts/cycle.sql}")
 PORT=${PORT:-$((20000 + RANDOM % 20000))}
+EXTRA=""
+if [ "${WAL:-0}" = 1 ]; then EXTRA="-c autovacuum=off"; fi
 DIR=$(mktemp -d /tmp/settle-ab.XXXXXX)
 chmod 755 "$DIR"
 RUN=()
 if [ "$(id -u)" = 0 ]; then chown postgres "$DIR"; RUN=(runuser -u postgres --); fi
 "${RUN[@]}" "$BIN/initdb" -D "$DIR/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
 "${RUN[@]}" "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w \
-  -o "-p $PORT -k $DIR -c listen_addresses='' -c shared_buffers=256MB -c max_connections=100" start >/dev/null
+  -o "-p $PORT -k $DIR -c listen_addresses='' -c shared_buffers=256MB -c max_connections=100 $EXTRA" start >/dev/null
 trap '"${RUN[@]}" "$BIN/pg_ctl" -D "$DIR/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$DIR"' EXIT
 PSQL=(psql -X -q -h "$DIR" -p "$PORT" -U postgres -v ON_ERROR_STOP=1)
 
@@ -42,9 +46,39 @@ for spec in "$@"; do
   for f in "$migrations"/*.sql; do
     (echo 'begin;'; cat "$f"; echo 'commit;') | "${PSQL[@]}" -d "ab_$label" >/dev/null
   done
+  if [ "${WAL:-0}" = 1 ]; then "${PSQL[@]}" -d "ab_$label" -f bench/sql/baselines.sql >/dev/null; fi
 done
 
 declare -A results
+if [ "${WAL:-0}" = 1 ]; then
+  # One pgbench client: a checkpoint, 100 unmeasured cycles (the full-page images after the
+  # checkpoint), then $CYCLES measured cycles; per cycle, every WAL record between the two
+  # positions by type and relation, with the full-page images among them (bench/sql/baselines.sql
+  # is applied too, so SCRIPT=bench/scripts/stripe.sql measures the Stripe pattern).
+  for label in "${labels[@]}"; do
+    db="ab_$label"
+    "${PSQL[@]}" -d "$db" -c 'checkpoint' >/dev/null
+    "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c 1 -t 100 -f "$SCRIPT" "$db" >/dev/null 2>&1
+    start=$("${PSQL[@]}" -At -d "$db" -c 'select pg_current_wal_insert_lsn()')
+    "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c 1 -t "${CYCLES:-300}" -f "$SCRIPT" "$db" >/dev/null
+    end=$("${PSQL[@]}" -At -d "$db" -c 'select pg_current_wal_insert_lsn()')
+    names=$("${PSQL[@]}" -At -F ' ' -d "$db" -c 'select pg_relation_filenode(oid), relname from pg_class where pg_relation_filenode(oid) is not null')
+    echo "== $label: WAL per cycle, $("${PSQL[@]}" -At -d "$db" -c "select round(pg_wal_lsn_diff('$end', '$start') / ${CYCLES:-300})") B"
+    "$BIN/pg_waldump" -p "$DIR/data/pg_wal" -s "$start" -e "$end" 2>/dev/null |
+      awk -v n="${CYCLES:-300}" -v names="$names" '
+        BEGIN { split(names, a, "\n"); for (i in a) { split(a[i], f, " "); rel[f[1]] = f[2] } }
+        {
+          rm = $2; tot = $6; sub(",", "", tot); desc = $0; sub(/.*desc: /, "", desc); split(desc, d, " ")
+          r = "-"; if (match($0, /rel [0-9]+\/[0-9]+\/[0-9]+/)) { split(substr($0, RSTART + 4, RLENGTH - 4), p, "/"); r = (p[3] in rel) ? rel[p[3]] : p[3] }
+          k = sprintf("%-6s %-14s %s", rm, d[1], r); c[k]++; b[k] += tot; if ($0 ~ /FPW/) fpi[k]++
+        }
+        END {
+          for (k in c) if (b[k] / n >= 0.5)
+            printf "%7.1f B %5.2f records  %s%s\n", b[k] / n, c[k] / n, k, (k in fpi) ? sprintf("  (FPI %.2f)", fpi[k] / n) : ""
+        }' | sort -n -r
+  done
+  exit 0
+fi
 if [ "${CPU_CALL:-0}" = 1 ]; then
   # Each call its own transaction (PL/pgSQL's per-transaction set-up counted), backend CPU
   # from /proc/<pid>/schedstat, builds alternating; prints the minimum and median per build.
