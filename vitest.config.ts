@@ -50,6 +50,9 @@ export default defineConfig({
           globalSetup: ['./test/citus/support/global-setup.ts'],
           // The files share one cluster; one at a time keeps a 2-core machine responsive.
           fileParallelism: false,
+          // After the other projects, not beside them: vitest runs projects of one group order
+          // together and refuses a group whose projects differ in workers (`npm test` runs all).
+          sequence: { groupOrder: 1 },
         },
       },
     ],

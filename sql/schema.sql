@@ -530,23 +530,31 @@ begin
                                       where f.tenant = claim.tenant and f.principal = claim.principal), 0) end as verdict,
                  (select o from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key) as op
           offset 0) s;
-  -- A replay of the reservation exactly as stored (access granted, the generation not revoked,
-  -- the operation completed, the request and binding presented equal, scopes in their stored,
-  -- normalized form): the input rules judged each of these values at the first claim, so they
-  -- are not judged again; only the arguments a replay does not compare (lease, worker, budget,
-  -- rerun_after_unknown) are. A replay is then decided without the rules' expression, which is
-  -- set up again in every transaction (docs/performance.md); any other call is judged by the
-  -- rules first, as a replay that does not meet this test (unsorted scopes, say).
+  -- The reservation exactly as stored (access granted, the generation not revoked, the request
+  -- and binding presented equal, scopes in their stored, normalized form) on a completed
+  -- operation (replay) or one whose lease is live (in_progress): the input rules judged each of
+  -- these values at the first claim, so they are not judged again; only the arguments these
+  -- answers do not compare (lease, worker, budget, rerun_after_unknown) are. The two read-only
+  -- answers a retry storm gets are then decided without the rules' expression, which is set up
+  -- again in every transaction (docs/performance.md), as the loop below would decide them; any
+  -- other call is judged by the rules first, as one that does not meet this test (unsorted
+  -- scopes, say).
   if v_seen.new_key is not true then
     v_op := v_seen.op;
-    if v_op.status = 'completed' and v_seen.verdict >= 0 and claim.binding_generation >= v_seen.verdict
+    if (v_op.status = 'completed' or (v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now))
+       and v_seen.verdict >= 0 and claim.binding_generation >= v_seen.verdict
        and v_op.request = claim.request and v_op.principal = claim.principal and v_op.scopes = claim.scopes
        and v_op.binding_generation = claim.binding_generation and settle_private._lease_ok(claim.lease)
        and (claim.worker is null or settle_private._name_ascii_ok(claim.worker, settle_private._limit('worker_bytes')))
        and claim.max_attempts between 1 and settle_private._limit('max_attempts')
        and claim.rerun_after_unknown is not null then
-      return row('replay', v_op.status, v_op.attempt, null, null, null, v_op.fingerprint, v_op.result,
-                 v_op.settled_attempt, null, null, null, null, null)::settle.claim_result;
+      if v_op.status = 'completed' then
+        return row('replay', v_op.status, v_op.attempt, null, null, null, v_op.fingerprint, v_op.result,
+                   v_op.settled_attempt, null, null, null, null, null)::settle.claim_result;
+      end if;
+      return row('in_progress', v_op.status, v_op.attempt, null, v_op.lease_expires_at,
+                 greatest(1, ceil(extract(epoch from (v_op.lease_expires_at - v_now)) * 1000))::integer,
+                 v_op.fingerprint, null, null, null, null, null, null, null)::settle.claim_result;
     end if;
   end if;
 

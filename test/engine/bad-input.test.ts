@@ -164,47 +164,69 @@ describe('input limits of settle.claim', () => {
   });
 });
 
-// A replay of a completed key is decided before the input rules when every compared argument
-// equals the stored reservation (00008): the arguments a replay does not compare are still
-// judged, and any other change goes through the rules. Every bad argument above, against a
-// completed key, gets the same code and changes nothing.
-describe('input limits of settle.claim on a completed key (the replay path)', () => {
-  const againstCompleted = [
-    ...claims,
-    { code: 'SE008', what: 'NULL rerun_after_unknown', change: { rerun_after_unknown: null } },
-    { code: 'SE008', what: 'worker with a control character', change: { worker: 'worker\u0001' } },
-    { code: 'SE008', what: 'max_attempts over the limit', change: { max_attempts: 1001 } },
-  ];
-  for (const { code, what, change } of againstCompleted) {
-    it(`${what}: ${code}, nothing written`, async () => {
-      const [app, admin] = await Promise.all([db.app(), db.connect()]);
-      const op = newOperation('replay-limits');
-      const key = op.key ?? '';
+// The read-only answers to the reservation exactly as stored, replay of a completed key and
+// in_progress of a key whose lease is live, are decided before the input rules when every
+// compared argument equals the stored reservation (00008): the arguments these answers do not
+// compare are still judged, and any other change goes through the rules. Every bad argument
+// above, against such a key, gets the same code and changes nothing.
+const readOnlyAnswers = [
+  {
+    state: 'a completed key (the replay path)',
+    answer: 'replay',
+    prepare: async (app: pg.ClientBase, op: ClaimArgs) => {
       await complete(app, await acquire(app, op), { ok: true });
-      expect((await claim(app, op)).outcome).toBe('replay');
-      const before = await mustGetOperation(admin, TENANT, key);
-      const operations = await countOperations(admin);
-      expect(await sqlStateOf(claim(app, { ...op, ...change }))).toBe(code);
-      expect(await countOperations(admin)).toBe(operations);
-      expect((await mustGetOperation(admin, TENANT, key)).row_text).toBe(before.row_text);
-    });
-  }
+    },
+  },
+  {
+    state: 'a key in progress (the in_progress path)',
+    answer: 'in_progress',
+    prepare: async (app: pg.ClientBase, op: ClaimArgs) => {
+      await acquire(app, op);
+    },
+  },
+] as const;
 
-  it('the stored reservation and the same scopes unsorted, duplicated or with another worker all replay', async () => {
-    const app = await db.app();
-    const op = newOperation('replay-forms', { scopes: ['b', 'a'] });
-    await complete(app, await acquire(app, op), { ok: true });
-    for (const variant of [
-      { scopes: ['a', 'b'] },
-      { scopes: ['b', 'a', 'a'] },
-      { worker: 'wörker-2' },
-      { worker: null },
-      { lease: '1 hour', max_attempts: 3, rerun_after_unknown: false },
-    ]) {
-      expect((await claim(app, { ...op, ...variant })).outcome).toBe('replay');
+for (const { state, answer, prepare } of readOnlyAnswers) {
+  describe(`input limits of settle.claim on ${state}`, () => {
+    const bad = [
+      ...claims,
+      { code: 'SE008', what: 'NULL rerun_after_unknown', change: { rerun_after_unknown: null } },
+      { code: 'SE008', what: 'worker with a control character', change: { worker: 'worker\u0001' } },
+      { code: 'SE008', what: 'max_attempts over the limit', change: { max_attempts: 1001 } },
+    ];
+    for (const { code, what, change } of bad) {
+      it(`${what}: ${code}, nothing written`, async () => {
+        const [app, admin] = await Promise.all([db.app(), db.connect()]);
+        const op = newOperation('read-only-limits');
+        const key = op.key ?? '';
+        await prepare(app, op);
+        expect((await claim(app, op)).outcome).toBe(answer);
+        const before = await mustGetOperation(admin, TENANT, key);
+        const operations = await countOperations(admin);
+        expect(await sqlStateOf(claim(app, { ...op, ...change }))).toBe(code);
+        expect(await countOperations(admin)).toBe(operations);
+        expect((await mustGetOperation(admin, TENANT, key)).row_text).toBe(before.row_text);
+      });
     }
+
+    it(`the stored reservation and the same scopes unsorted, duplicated or with another worker all answer ${answer}`, async () => {
+      const app = await db.app();
+      const op = newOperation('read-only-forms', { scopes: ['b', 'a'] });
+      await prepare(app, op);
+      for (const variant of [
+        { scopes: ['a', 'b'] },
+        { scopes: ['b', 'a', 'a'] },
+        { worker: 'wörker-2' },
+        { worker: null },
+        { lease: '1 hour', max_attempts: 3, rerun_after_unknown: false },
+      ]) {
+        const row = await claim(app, { ...op, ...variant });
+        expect(row.outcome).toBe(answer);
+        expect(row.lease_token).toBeNull();
+      }
+    });
   });
-});
+}
 
 describe('input limits of the observations', () => {
   it('result over 1 MiB: SE005, the operation stays unsettled', async () => {

@@ -200,6 +200,14 @@ export const MUTANTS: readonly Mutant[] = [
         find: "if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now then",
         replace: "if v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at < v_now then",
       },
+      {
+        // The same test where the stored reservation's read-only answers are decided before the
+        // input rules.
+        file: CLAIM,
+        find: "(v_op.status = 'completed' or (v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at > v_now))",
+        replace:
+          "(v_op.status = 'completed' or (v_op.status <> 'failed' and v_op.lease_token is not null and v_op.lease_expires_at < v_now))",
+      },
     ],
     scenario: 'duplicate-claim',
     expected: ['lease-exclusive'],
