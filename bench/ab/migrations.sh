@@ -46,7 +46,7 @@ for spec in "$@"; do
   for f in "$migrations"/*.sql; do
     (echo 'begin;'; cat "$f"; echo 'commit;') | "${PSQL[@]}" -d "ab_$label" >/dev/null
   done
-  if [ "${WAL:-0}" = 1 ]; then "${PSQL[@]}" -d "ab_$label" -f bench/sql/baselines.sql >/dev/null; fi
+  if [ "${WAL:-0}" = 1 ]; then "${PSQL[@]}" -d "ab_$label" -f "$(dirname "$0")/../sql/baselines.sql" >/dev/null; fi
 done
 
 declare -A results
@@ -55,17 +55,18 @@ if [ "${WAL:-0}" = 1 ]; then
   # checkpoint), then $CYCLES measured cycles; per cycle, every WAL record between the two
   # positions by type and relation, with the full-page images among them (bench/sql/baselines.sql
   # is applied too, so SCRIPT=bench/scripts/stripe.sql measures the Stripe pattern).
+  cycles=${CYCLES:-300}
   for label in "${labels[@]}"; do
     db="ab_$label"
     "${PSQL[@]}" -d "$db" -c 'checkpoint' >/dev/null
     "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c 1 -t 100 -f "$SCRIPT" "$db" >/dev/null 2>&1
     start=$("${PSQL[@]}" -At -d "$db" -c 'select pg_current_wal_insert_lsn()')
-    "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c 1 -t "${CYCLES:-300}" -f "$SCRIPT" "$db" >/dev/null
+    "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c 1 -t "$cycles" -f "$SCRIPT" "$db" >/dev/null
     end=$("${PSQL[@]}" -At -d "$db" -c 'select pg_current_wal_insert_lsn()')
     names=$("${PSQL[@]}" -At -F ' ' -d "$db" -c 'select pg_relation_filenode(oid), relname from pg_class where pg_relation_filenode(oid) is not null')
-    echo "== $label: WAL per cycle, $("${PSQL[@]}" -At -d "$db" -c "select round(pg_wal_lsn_diff('$end', '$start') / ${CYCLES:-300})") B"
+    echo "== $label: WAL per cycle, $("${PSQL[@]}" -At -d "$db" -c "select round(pg_wal_lsn_diff('$end', '$start') / $cycles)") B"
     "$BIN/pg_waldump" -p "$DIR/data/pg_wal" -s "$start" -e "$end" 2>/dev/null |
-      awk -v n="${CYCLES:-300}" -v names="$names" '
+      awk -v n="$cycles" -v names="$names" '
         BEGIN { split(names, a, "\n"); for (i in a) { split(a[i], f, " "); rel[f[1]] = f[2] } }
         {
           rm = $2; tot = $6; sub(",", "", tot); desc = $0; sub(/.*desc: /, "", desc); split(desc, d, " ")
