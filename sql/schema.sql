@@ -608,10 +608,10 @@ begin
     if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
       insert into settle_private.attempts
         (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-         claim_status_after)
+         claim_status_after, claimed_by)
       values
         (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seen.seq,
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
       return row('acquired', v_op.status, 1, v_op.lease_token, v_op.lease_expires_at, null, v_op.fingerprint,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
@@ -663,10 +663,10 @@ begin
       -- claim:acquired): no audit row.
       insert into settle_private.attempts
         (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-         claim_status_after)
+         claim_status_after, claimed_by)
       values
         (claim.tenant, claim.key, 1, v_token, claim.worker, v_now, v_seen.seq,
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
       if claim.binding_generation < v_floor then
         -- Revoked while this claim waited: nothing may run under it.
         v_op := settle_private._revoke_operation(v_op, v_floor, v_now, claim.worker);
@@ -817,11 +817,11 @@ begin
     -- The new attempt is the log of this claim (claim:acquired in settle.audit_log).
     insert into settle_private.attempts
       (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-       claim_status_after)
+       claim_status_after, claimed_by)
     values
       (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now,
        settle_private._next_seq(claim.tenant, claim.key), nextval('settle_private.audit_log_audit_id_seq'),
-       v_before, v_op.status);
+       v_before, v_op.status, session_user);
     v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null);
     exit;
@@ -1031,7 +1031,7 @@ begin
                late_result = null, settled = true, settled_as = complete.attempt,
                ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
                settled_seq = s.seq, settled_audit_id = v_audit_id,
-               settled_status_before = v_seen.status, settled_reason = 'current_attempt'
+               settled_status_before = v_seen.status, settled_reason = 'current_attempt', settled_by = session_user
           from s, op
          where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt
       )
@@ -2454,8 +2454,8 @@ begin
        set attempt = v_attempt, max_attempts = greatest(o.max_attempts, v_attempt), lease_token = null,
            lease_expires_at = null, updated_at = v_now
      where o.tenant = resolve.tenant and o.key = resolve.key;
-    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-    values (resolve.tenant, resolve.key, v_attempt, gen_random_uuid(), 'resolve:' || session_user::text, v_now);
+    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at, claimed_by)
+    values (resolve.tenant, resolve.key, v_attempt, gen_random_uuid(), 'resolve:' || session_user::text, v_now, session_user);
     update settle_private.operations o
        set status = 'completed', result = resolve.result, settled_attempt = v_attempt, settled_at = v_now,
            dead_lettered_at = null, dead_letter_reason = null, error = null, updated_at = v_now
@@ -2464,7 +2464,7 @@ begin
     update settle_private.attempts a
        set observation = 'completed', observed_at = v_now, settled = true, settled_as = v_attempt,
            ended_at = v_now, end_reason = 'observed', settled_seq = v_seq, settled_audit_id = v_audit_id,
-           settled_status_before = v_before, settled_reason = 'resolved'
+           settled_status_before = v_before, settled_reason = 'resolved', settled_by = session_user
      where a.tenant = resolve.tenant and a.key = resolve.key and a.attempt = v_attempt;
   else
     -- The verdict on every attempt without a terminal observation, kept in the audit row too.
@@ -3572,11 +3572,11 @@ begin
   -- it, key after key), placed in the key's history after any audit row of the key.
   insert into settle_private.attempts
     (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-     claim_status_after)
+     claim_status_after, claimed_by)
   select _claim_new_keys.tenant, u.k, 1, u.t, _claim_new_keys.worker, v_now,
          (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
            where l.tenant = _claim_new_keys.tenant and l.key = u.k),
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running'
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user
     from unnest(v_keys, v_tokens) with ordinality u(k, t, i)
    order by u.i;
 
@@ -3695,7 +3695,7 @@ begin
              late_result = null, settled = true, settled_as = x.a,
              ended_at = coalesce(a.ended_at, $8), end_reason = coalesce(a.end_reason, 'observed'),
              settled_seq = x.seq, settled_audit_id = x.audit_id,
-             settled_status_before = x.status_before, settled_reason = 'current_attempt'
+             settled_status_before = x.status_before, settled_reason = 'current_attempt', settled_by = session_user
         from x
        where a.tenant = $1 and a.key = x.k and a.attempt = x.a
       returning a.key
@@ -4755,7 +4755,7 @@ begin
                late_result = null, settled = true, settled_as = _observe.attempt,
                ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
                settled_seq = v_seen.seq, settled_audit_id = v_audit_id,
-               settled_status_before = v_before, settled_reason = v_res.reason
+               settled_status_before = v_before, settled_reason = v_res.reason, settled_by = session_user
          where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt
       )
       select * into v_op from op;
@@ -5366,8 +5366,14 @@ declare
   v_named integer;
 begin
   -- Who made the claim and the settling success: the authenticated login, never the writer's word.
+  -- The engine's own statements write session_user, so NEW is assigned only when a writer
+  -- passed something else (or nothing): a PL/pgSQL assignment to a field of NEW expands the
+  -- row and forms a new tuple at RETURN, a cost the settlement pays twice per cycle otherwise
+  -- (docs/performance.md).
   if tg_op = 'INSERT' then
-    new.claimed_by := session_user::text;
+    if new.claimed_by is distinct from session_user::text then
+      new.claimed_by := session_user::text;
+    end if;
     v_rule := case
       when not (new.attempt >= 1) then 'attempt_is_positive'
       when not ((new.claim_seq is null) = (new.claim_audit_id is null)
@@ -5377,7 +5383,7 @@ begin
       perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
     end if;
   else
-    if new.settled_seq is not null and old.settled_seq is null then
+    if new.settled_seq is not null and old.settled_seq is null and new.settled_by is distinct from session_user::text then
       new.settled_by := session_user::text;
     end if;
 

@@ -354,8 +354,14 @@ declare
   v_named integer;
 begin
   -- Who made the claim and the settling success: the authenticated login, never the writer's word.
+  -- The engine's own statements write session_user, so NEW is assigned only when a writer
+  -- passed something else (or nothing): a PL/pgSQL assignment to a field of NEW expands the
+  -- row and forms a new tuple at RETURN, a cost the settlement pays twice per cycle otherwise
+  -- (docs/performance.md).
   if tg_op = 'INSERT' then
-    new.claimed_by := session_user::text;
+    if new.claimed_by is distinct from session_user::text then
+      new.claimed_by := session_user::text;
+    end if;
     v_rule := case
       when not (new.attempt >= 1) then 'attempt_is_positive'
       when not ((new.claim_seq is null) = (new.claim_audit_id is null)
@@ -365,7 +371,7 @@ begin
       perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
     end if;
   else
-    if new.settled_seq is not null and old.settled_seq is null then
+    if new.settled_seq is not null and old.settled_seq is null and new.settled_by is distinct from session_user::text then
       new.settled_by := session_user::text;
     end if;
 

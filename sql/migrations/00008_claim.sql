@@ -198,10 +198,10 @@ begin
     if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
       insert into settle_private.attempts
         (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-         claim_status_after)
+         claim_status_after, claimed_by)
       values
         (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seen.seq,
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
       return row('acquired', v_op.status, 1, v_op.lease_token, v_op.lease_expires_at, null, v_op.fingerprint,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
@@ -253,10 +253,10 @@ begin
       -- claim:acquired): no audit row.
       insert into settle_private.attempts
         (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-         claim_status_after)
+         claim_status_after, claimed_by)
       values
         (claim.tenant, claim.key, 1, v_token, claim.worker, v_now, v_seen.seq,
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
       if claim.binding_generation < v_floor then
         -- Revoked while this claim waited: nothing may run under it.
         v_op := settle_private._revoke_operation(v_op, v_floor, v_now, claim.worker);
@@ -407,11 +407,11 @@ begin
     -- The new attempt is the log of this claim (claim:acquired in settle.audit_log).
     insert into settle_private.attempts
       (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-       claim_status_after)
+       claim_status_after, claimed_by)
     values
       (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now,
        settle_private._next_seq(claim.tenant, claim.key), nextval('settle_private.audit_log_audit_id_seq'),
-       v_before, v_op.status);
+       v_before, v_op.status, session_user);
     v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null);
     exit;

@@ -262,7 +262,7 @@ begin
                late_result = null, settled = true, settled_as = _observe.attempt,
                ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
                settled_seq = v_seen.seq, settled_audit_id = v_audit_id,
-               settled_status_before = v_before, settled_reason = v_res.reason
+               settled_status_before = v_before, settled_reason = v_res.reason, settled_by = session_user
          where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt
       )
       select * into v_op from op;
@@ -436,7 +436,7 @@ begin
                late_result = null, settled = true, settled_as = complete.attempt,
                ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
                settled_seq = s.seq, settled_audit_id = v_audit_id,
-               settled_status_before = v_seen.status, settled_reason = 'current_attempt'
+               settled_status_before = v_seen.status, settled_reason = 'current_attempt', settled_by = session_user
           from s, op
          where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt
       )

@@ -208,8 +208,8 @@ begin
        set attempt = v_attempt, max_attempts = greatest(o.max_attempts, v_attempt), lease_token = null,
            lease_expires_at = null, updated_at = v_now
      where o.tenant = resolve.tenant and o.key = resolve.key;
-    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at)
-    values (resolve.tenant, resolve.key, v_attempt, gen_random_uuid(), 'resolve:' || session_user::text, v_now);
+    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at, claimed_by)
+    values (resolve.tenant, resolve.key, v_attempt, gen_random_uuid(), 'resolve:' || session_user::text, v_now, session_user);
     update settle_private.operations o
        set status = 'completed', result = resolve.result, settled_attempt = v_attempt, settled_at = v_now,
            dead_lettered_at = null, dead_letter_reason = null, error = null, updated_at = v_now
@@ -218,7 +218,7 @@ begin
     update settle_private.attempts a
        set observation = 'completed', observed_at = v_now, settled = true, settled_as = v_attempt,
            ended_at = v_now, end_reason = 'observed', settled_seq = v_seq, settled_audit_id = v_audit_id,
-           settled_status_before = v_before, settled_reason = 'resolved'
+           settled_status_before = v_before, settled_reason = 'resolved', settled_by = session_user
      where a.tenant = resolve.tenant and a.key = resolve.key and a.attempt = v_attempt;
   else
     -- The verdict on every attempt without a terminal observation, kept in the audit row too.

@@ -247,11 +247,11 @@ begin
   -- it, key after key), placed in the key's history after any audit row of the key.
   insert into settle_private.attempts
     (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-     claim_status_after)
+     claim_status_after, claimed_by)
   select _claim_new_keys.tenant, u.k, 1, u.t, _claim_new_keys.worker, v_now,
          (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
            where l.tenant = _claim_new_keys.tenant and l.key = u.k),
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running'
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user
     from unnest(v_keys, v_tokens) with ordinality u(k, t, i)
    order by u.i;
 
@@ -351,7 +351,7 @@ begin
              late_result = null, settled = true, settled_as = x.a,
              ended_at = coalesce(a.ended_at, $8), end_reason = coalesce(a.end_reason, 'observed'),
              settled_seq = x.seq, settled_audit_id = x.audit_id,
-             settled_status_before = x.status_before, settled_reason = 'current_attempt'
+             settled_status_before = x.status_before, settled_reason = 'current_attempt', settled_by = session_user
         from x
        where a.tenant = $1 and a.key = x.k and a.attempt = x.a
       returning a.key

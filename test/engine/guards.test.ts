@@ -96,6 +96,50 @@ describe('guard triggers hold for the superuser', () => {
     });
   }
 
+  it("a writer's claimed_by and settled_by are replaced by its login, whatever it passes", async () => {
+    const [app, admin] = await Promise.all([db.app(), db.connect()]);
+    const ticket = await acquire(app, newOperation('guard-logins'));
+    const args = [ticket.tenant, ticket.key];
+    const loginOf = async (client: pg.Client) =>
+      (await client.query<{ login: string }>('select session_user::text as login')).rows[0]?.login;
+    const [appLogin, login] = await Promise.all([loginOf(app), loginOf(admin)]);
+    // A settlement written by hand, as a DBA would: the operation, then its attempt, each
+    // naming someone else.
+    await admin.query('begin');
+    await admin.query(
+      `update settle_private.operations set status = 'completed', result = '{"by":"hand"}', settled_attempt = 1,
+              settled_at = now(), lease_token = null, lease_expires_at = null, updated_at = now() ${WHERE}`,
+      args,
+    );
+    await admin.query(
+      `update settle_private.attempts set observation = 'completed', observed_at = now(), settled = true, settled_as = 1,
+              ended_at = now(), end_reason = 'observed', settled_seq = 2, settled_audit_id = 0, settled_reason = 'by_hand',
+              settled_by = 'mallory' ${WHERE} and attempt = 1`,
+      args,
+    );
+    await admin.query('commit');
+    // A new attempt inserted by hand under someone else's name, and one naming nobody.
+    for (const [attempt, name] of [
+      [2, `'mallory'`],
+      [3, 'null'],
+    ] as const) {
+      await admin.query(
+        `insert into settle_private.attempts (tenant, key, attempt, lease_token, claimed_at, claimed_by)
+         values ($1, $2, ${attempt}, gen_random_uuid(), now(), ${name})`,
+        args,
+      );
+    }
+    const { rows } = await admin.query<{ attempt: number; claimed_by: string; settled_by: string | null }>(
+      `select attempt, claimed_by, settled_by from settle_private.attempts ${WHERE} order by attempt`,
+      args,
+    );
+    expect(rows).toEqual([
+      { attempt: 1, claimed_by: appLogin, settled_by: login },
+      { attempt: 2, claimed_by: login, settled_by: null },
+      { attempt: 3, claimed_by: login, settled_by: null },
+    ]);
+  });
+
   it('audit_log: UPDATE fails with SE023, DELETE and TRUNCATE with SE025', async () => {
     const { admin, ticket } = await completedOperation('guard-audit');
     const args = [ticket.tenant, ticket.key];
