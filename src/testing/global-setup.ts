@@ -1,9 +1,27 @@
+import { createRequire } from 'node:module';
 import type { TestProject } from 'vitest/node';
 import { quoteIdent, withDatabase } from '../db/database-url.js';
 import { migrate } from '../db/migrate.js';
 import { provisionPostgres } from '../dev-server/provision.js';
 import { withPgClient } from '../db/with-pg-client.js';
 import { TEMPLATE_DB } from './provided-context.js';
+
+/**
+ * The suite runs on the Node.js that package.json's `engines` names, or not at all: on Node 20,
+ * slonik (the client's driver layer) calls Promise.withResolvers, which Node 20 lacks, and a
+ * client test then waits forever on a connection that failed with a TypeError. Failing here says
+ * why in one line instead.
+ */
+function requireSupportedNode(): void {
+  const engines = (createRequire(import.meta.url)('../../package.json') as { engines: { node: string } }).engines.node;
+  const minimum = Number(/^>=(\d+)$/.exec(engines)?.[1]);
+  const major = Number(process.versions.node.split('.')[0]);
+  if (!(major >= minimum)) {
+    throw new Error(
+      `pg-settle's tests need Node.js ${engines} (package.json engines; .nvmrc names the version CI uses), and this is ${process.version}: see the README, "No Node.js 24?"`,
+    );
+  }
+}
 
 /**
  * vitest globalSetup: one PostgreSQL server for the whole run, one migrated template database
@@ -14,6 +32,7 @@ import { TEMPLATE_DB } from './provided-context.js';
  * Set PG_SETTLE_TEST_LOG=1 to see provisioning and migration logs.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  requireSupportedNode();
   const verbose = process.env.PG_SETTLE_TEST_LOG === '1';
   const log = (msg: string): void => {
     if (verbose) console.log(`[pg-settle test db] ${msg}`);
