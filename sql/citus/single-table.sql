@@ -174,23 +174,23 @@ $f$, $r$    -- On Citus (pg-settle distribute, step 12): the lease token drawn b
        claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
 $r$],
     array[$f$    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
-$f$, $f$nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+$f$, $f$nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
 $f$, $f$    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
       insert into settle_private.attempts
         (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-         claim_status_after)
+         claim_status_after, claimed_by)
       values
         (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seen.seq,
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running');
+         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
 $f$, $r$    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
       -- On Citus (pg-settle distribute, step 12): the audit id drawn before the INSERT, as above.
       v_citus_audit_id := nextval('settle_private.audit_log_audit_id_seq');
       insert into settle_private.attempts
         (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-         claim_status_after)
+         claim_status_after, claimed_by)
       values
         (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seen.seq,
-         v_citus_audit_id, null, 'running');
+         v_citus_audit_id, null, 'running', session_user);
 $r$]]),
   ('settle.complete(text, text, integer, uuid, text, text, text[], bigint, jsonb)', array[
     array[$f$  v_res settle.observation_result;
@@ -242,7 +242,7 @@ $f$, $f$    select o.status into v_seen
                late_result = null, settled = true, settled_as = complete.attempt,
                ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
                settled_seq = s.seq, settled_audit_id = v_audit_id,
-               settled_status_before = v_seen.status, settled_reason = 'current_attempt'
+               settled_status_before = v_seen.status, settled_reason = 'current_attempt', settled_by = session_user
           from s, op
          where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt
       )
@@ -291,7 +291,7 @@ $f$, $r$    -- On Citus (pg-settle distribute, step 12): the same checks and wri
                late_result = null, settled = true, settled_as = complete.attempt,
                ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
                settled_seq = v_citus_seq, settled_audit_id = v_audit_id,
-               settled_status_before = v_seen.status, settled_reason = 'current_attempt'
+               settled_status_before = v_seen.status, settled_reason = 'current_attempt', settled_by = session_user
          where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt;
         return v_res;
       end if;
