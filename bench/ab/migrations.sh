@@ -5,6 +5,10 @@
 # phase of a shared machine hits every build alike.
 #
 #   bench/ab/migrations.sh <label>=<migrations dir> <label>=<migrations dir> ...
+#   bench/ab/migrations.sh stripe=sql/migrations@bench/scripts/stripe.sql engine=sql/migrations
+#                       # <dir>@<script>: this build runs its own pgbench script (tps and WAL runs;
+#                       # bench/sql/baselines.sql is in every database, so the Stripe pattern and
+#                       # the other baselines measure alongside the builds, in the same rounds)
 #   ROUNDS=3 SECONDS_PER_RUN=20 CLIENTS=8 SCRIPT=bench/scripts/cycle.sql bench/ab/migrations.sh ...
 #   CPU_LOOP=1 ROUNDS=7 bench/ab/migrations.sh ...   # server CPU instead: bench/sql/cycle-cpu-loop.sql
 #   CPU_NS=1 ROUNDS=5 bench/ab/migrations.sh ...     # the same loop, CPU from schedstat (bench/ab/cpu-loop.ts)
@@ -39,14 +43,17 @@ trap '"${RUN[@]}" "$BIN/pg_ctl" -D "$DIR/data" -m immediate stop >/dev/null 2>&1
 PSQL=(psql -X -q -h "$DIR" -p "$PORT" -U postgres -v ON_ERROR_STOP=1)
 
 labels=()
+declare -A scripts
 for spec in "$@"; do
   label=${spec%%=*}; migrations=${spec#*=}
+  scripts[$label]=$SCRIPT
+  if [[ $migrations == *@* ]]; then scripts[$label]=$(realpath "${migrations#*@}"); migrations=${migrations%%@*}; fi
   labels+=("$label")
   "${PSQL[@]}" -d postgres -c "create database ab_$label"
   for f in "$migrations"/*.sql; do
     (echo 'begin;'; cat "$f"; echo 'commit;') | "${PSQL[@]}" -d "ab_$label" >/dev/null
   done
-  if [ "${WAL:-0}" = 1 ]; then "${PSQL[@]}" -d "ab_$label" -f "$(dirname "$0")/../sql/baselines.sql" >/dev/null; fi
+  "${PSQL[@]}" -d "ab_$label" -f "$(dirname "$0")/../sql/baselines.sql" >/dev/null
 done
 
 declare -A results
@@ -59,9 +66,9 @@ if [ "${WAL:-0}" = 1 ]; then
   for label in "${labels[@]}"; do
     db="ab_$label"
     "${PSQL[@]}" -d "$db" -c 'checkpoint' >/dev/null
-    "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c 1 -t 100 -f "$SCRIPT" "$db" >/dev/null 2>&1
+    "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c 1 -t 100 -f "${scripts[$label]}" "$db" >/dev/null 2>&1
     start=$("${PSQL[@]}" -At -d "$db" -c 'select pg_current_wal_insert_lsn()')
-    "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c 1 -t "$cycles" -f "$SCRIPT" "$db" >/dev/null
+    "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c 1 -t "$cycles" -f "${scripts[$label]}" "$db" >/dev/null
     end=$("${PSQL[@]}" -At -d "$db" -c 'select pg_current_wal_insert_lsn()')
     names=$("${PSQL[@]}" -At -F ' ' -d "$db" -c 'select pg_relation_filenode(oid), relname from pg_class where pg_relation_filenode(oid) is not null')
     echo "== $label: WAL per cycle, $("${PSQL[@]}" -At -d "$db" -c "select round(pg_wal_lsn_diff('$end', '$start') / $cycles)") B"
@@ -114,8 +121,8 @@ for round in $(seq 1 "$ROUNDS"); do
   for label in "${labels[@]}"; do
     "${PSQL[@]}" -d "ab_$label" -c 'checkpoint' >/dev/null
     # warm-up (unmeasured), then the measured run
-    "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c "$CLIENTS" -j 2 -T 3 -f "$SCRIPT" "ab_$label" >/dev/null 2>&1
-    out=$("$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c "$CLIENTS" -j 2 -T "$SECONDS_PER_RUN" -f "$SCRIPT" "ab_$label" 2>&1)
+    "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c "$CLIENTS" -j 2 -T 3 -f "${scripts[$label]}" "ab_$label" >/dev/null 2>&1
+    out=$("$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c "$CLIENTS" -j 2 -T "$SECONDS_PER_RUN" -f "${scripts[$label]}" "ab_$label" 2>&1)
     tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' <<<"$out")
     failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
     echo "$label round=$round tps=$tps failed=${failed:-0}"
