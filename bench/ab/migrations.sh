@@ -9,7 +9,10 @@
 #                       # <dir>@<script>: this build runs its own pgbench script (tps and WAL runs;
 #                       # bench/sql/baselines.sql is in every database, so the Stripe pattern and
 #                       # the other baselines measure alongside the builds, in the same rounds)
-#   ROUNDS=3 SECONDS_PER_RUN=20 CLIENTS=8 SCRIPT=bench/scripts/cycle.sql bench/ab/migrations.sh ...
+#   bench/ab/migrations.sh empty=sql/migrations full=sql/migrations+10000000
+#                       # <dir>+<rows>: this build's database first holds that many operations
+#                       # (the scale scenario's rows, bench/lib/scale-rows.ts); after @<script>
+#   ROUNDS=3 SECONDS_PER_RUN=20 CLIENTS="8 32" SCRIPT=bench/scripts/cycle.sql bench/ab/migrations.sh ...
 #   CPU_LOOP=1 ROUNDS=7 bench/ab/migrations.sh ...   # server CPU instead: bench/sql/cycle-cpu-loop.sql
 #   CPU_NS=1 ROUNDS=5 bench/ab/migrations.sh ...     # the same loop, CPU from schedstat (bench/ab/cpu-loop.ts)
 #   DRAIN=1 bench/ab/migrations.sh ... feed=sql/migrations   # then the feed's drain rate on the
@@ -47,6 +50,8 @@ declare -A scripts
 for spec in "$@"; do
   label=${spec%%=*}; migrations=${spec#*=}
   scripts[$label]=$SCRIPT
+  rows=0
+  if [[ $migrations == *+* ]]; then rows=${migrations##*+}; migrations=${migrations%+*}; fi
   if [[ $migrations == *@* ]]; then scripts[$label]=$(realpath "${migrations#*@}"); migrations=${migrations%%@*}; fi
   labels+=("$label")
   "${PSQL[@]}" -d postgres -c "create database ab_$label"
@@ -54,6 +59,12 @@ for spec in "$@"; do
     (echo 'begin;'; cat "$f"; echo 'commit;') | "${PSQL[@]}" -d "ab_$label" >/dev/null
   done
   "${PSQL[@]}" -d "ab_$label" -f "$(dirname "$0")/../sql/baselines.sql" >/dev/null
+  if [ "$rows" -gt 0 ]; then
+    # the scale scenario's pre-existing operations (bench/lib/scale-rows.ts), then a checkpoint
+    SCALE_URL="postgresql://postgres@/ab_$label?host=$DIR&port=$PORT" SCALE_ROWS=$rows \
+      SCALE_LIB=$(realpath "$(dirname "$0")/../lib/scale-rows.ts") npx tsx -e \
+      'import(process.env.SCALE_LIB).then((m) => m.generateScaleRows(process.env.SCALE_URL, { rows: Number(process.env.SCALE_ROWS), log: console.log }))'
+  fi
 done
 
 declare -A results
@@ -117,21 +128,25 @@ if [ "${CPU_LOOP:-0}" = 1 ]; then
   done
   exit 0
 fi
-for round in $(seq 1 "$ROUNDS"); do
-  for label in "${labels[@]}"; do
-    "${PSQL[@]}" -d "ab_$label" -c 'checkpoint' >/dev/null
-    # warm-up (unmeasured), then the measured run
-    "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c "$CLIENTS" -j 2 -T 3 -f "${scripts[$label]}" "ab_$label" >/dev/null 2>&1
-    out=$("$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c "$CLIENTS" -j 2 -T "$SECONDS_PER_RUN" -f "${scripts[$label]}" "ab_$label" 2>&1)
-    tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' <<<"$out")
-    failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
-    echo "$label round=$round tps=$tps failed=${failed:-0}"
-    results[$label]="${results[$label]:-} $tps"
+# CLIENTS may be a list ("8 32"): each count in turn, on the same databases.
+for clients in $CLIENTS; do
+  declare -A results=()
+  for round in $(seq 1 "$ROUNDS"); do
+    for label in "${labels[@]}"; do
+      "${PSQL[@]}" -d "ab_$label" -c 'checkpoint' >/dev/null
+      # warm-up (unmeasured), then the measured run
+      "$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c "$clients" -j 2 -T 3 -f "${scripts[$label]}" "ab_$label" >/dev/null 2>&1
+      out=$("$BIN/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c "$clients" -j 2 -T "$SECONDS_PER_RUN" -f "${scripts[$label]}" "ab_$label" 2>&1)
+      tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' <<<"$out")
+      failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
+      echo "$label clients=$clients round=$round tps=$tps failed=${failed:-0}"
+      results[$label]="${results[$label]:-} $tps"
+    done
   done
-done
-for label in "${labels[@]}"; do
-  median=$(tr ' ' '\n' <<<"${results[$label]}" | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  echo "median $label tps=$median (runs:${results[$label]})"
+  for label in "${labels[@]}"; do
+    median=$(tr ' ' '\n' <<<"${results[$label]}" | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    echo "median $label clients=$clients tps=$median (runs:${results[$label]})"
+  done
 done
 if [ "${DRAIN:-0}" = 1 ]; then
   npx tsx bench/ab/feed-drain.ts "postgresql://postgres@/ab_${labels[-1]}?host=$DIR&port=$PORT" "${DRAIN_RUNS:-5}" "${DRAIN_BATCHES:-100,500,1000}"
