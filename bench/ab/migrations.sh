@@ -21,11 +21,11 @@
 #   WAL=1 CYCLES=300 bench/ab/migrations.sh ...  # WAL per cycle by record and relation (pg_waldump);
 #                                                # SCRIPT=bench/scripts/stripe.sql: the Stripe pattern's
 #
-# Prints one line per run (label, round, tps) and the median tps per build; with CPU_LOOP=1 the
-# milliseconds of 3000 claim + complete pairs in one backend (no commits, no client) and the
-# minimum per build (the least disturbed run on a shared machine). Needs the Debian
-# PostgreSQL 15 binaries (/usr/lib/postgresql/15/bin) and runs the server as user postgres when
-# started as root.
+# Prints one line per run (label, clients, round, tps) and the median tps per build and client
+# count; with CPU_LOOP=1 the milliseconds of 3000 claim + complete pairs in one backend (no
+# commits, no client) and the minimum per build (the least disturbed run on a shared machine).
+# Needs the Debian PostgreSQL 15 binaries (/usr/lib/postgresql/15/bin) and runs the server as
+# user postgres when started as root.
 set -euo pipefail
 BIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 ROUNDS=${ROUNDS:-3}
