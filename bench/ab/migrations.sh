@@ -51,7 +51,7 @@ for spec in "$@"; do
   label=${spec%%=*}; migrations=${spec#*=}
   scripts[$label]=$SCRIPT
   rows=0
-  if [[ $migrations == *+* ]]; then rows=${migrations##*+}; migrations=${migrations%+*}; fi
+  if [[ $migrations =~ ^(.+)\+([0-9]+)$ ]]; then migrations=${BASH_REMATCH[1]}; rows=${BASH_REMATCH[2]}; fi
   if [[ $migrations == *@* ]]; then scripts[$label]=$(realpath "${migrations#*@}"); migrations=${migrations%%@*}; fi
   labels+=("$label")
   "${PSQL[@]}" -d postgres -c "create database ab_$label"
