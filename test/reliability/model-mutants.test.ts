@@ -6,7 +6,7 @@ import type { ModelRun } from './harness/model-driver.js';
 import { FEED_MODEL_MUTANTS } from './harness/feed-mutants.js';
 import { REGRESSIONS } from './harness/model-regressions.js';
 import { openModelSession } from './harness/model-session.js';
-import { writeMutatedMigrations, type Mutant, type Replacement } from './harness/mutants.js';
+import { writeMutatedMigrations, type Replacement } from './harness/mutants.js';
 
 // The model-based test against the adversarial-timing fixes reverted, one at a time: each mutant is a copy
 // of sql/migrations with one fix undone (exact text replacements that must match once, as in
@@ -173,7 +173,7 @@ const huntRuns = Number(process.env.MODEL_MUTANT_RUNS ?? (process.env.RELIABILIT
 const seed = Number(process.env.MODEL_SEED ?? Math.floor(Math.random() * 2 ** 31));
 
 async function againstMutant(m: ModelMutant, body: (run: ModelRun) => Promise<void>): Promise<void> {
-  const copy = await writeMutatedMigrations({ name: m.name, replacements: m.replacements } as unknown as Mutant);
+  const copy = await writeMutatedMigrations(m);
   const db = await createTestDatabase(`model_mutant_${m.name}`, { template: 'template0' });
   try {
     await migrate(db.url, { dir: copy.dir });

@@ -341,7 +341,7 @@ export interface MutatedMigrations {
  * missing file or does not match exactly once.
  */
 export async function writeMutatedMigrations(
-  mutant: Mutant | undefined,
+  mutant: Pick<Mutant, 'name' | 'replacements'> | undefined,
   sourceDir = defaultMigrationsDir(),
 ): Promise<MutatedMigrations> {
   const files = (await readdir(sourceDir)).filter((f) => f.endsWith('.sql')).sort();
