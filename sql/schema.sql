@@ -502,6 +502,7 @@ declare
   v_audit_attempt integer;
   v_res settle.claim_result;
   v_floor bigint;
+  v_seq bigint;
   -- The first statement's row: the access verdict of the call (00007), the operation row (all
   -- NULL: no such key), the answer to a replay and whether a new key may be inserted. A record,
   -- not a declared composite type: Citus propagates functions to the workers but not a type
@@ -516,12 +517,6 @@ begin
   -- every transaction, docs/performance.md): a missing key with access granted is inserted at
   -- once, a replay is answered from this read.
   select s.verdict, s.op,
-         -- The place of a first claim in the key's history (as settle_private._next_seq
-         -- numbers it, 00006; a key without operation has no attempts, but may have audit rows:
-         -- a purge tombstone, refused calls). Read only for a missing key: a replay does not
-         -- pay for it.
-         case when s.op is null then (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-                                       where l.tenant = claim.tenant and l.key = claim.key) end as seq,
          s.op is null and s.verdict >= 0 and claim.binding_generation >= s.verdict as new_key
     into v_seen
     from (select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00007)
@@ -604,13 +599,18 @@ begin
     -- The insert waits only behind another session's uncommitted insert of the same key. A
     -- claim that did not wait (the common case, within the 5 ms allowed for scheduling) is
     -- decided: attempt 1, which is also the log of this claim (settle.audit_log shows it as
-    -- claim:acquired), and no audit row.
+    -- claim:acquired), and no audit row. Its place in the key's history (as
+    -- settle_private._next_seq numbers it, 00006: a key without operation has no attempts, but
+    -- may have audit rows, a purge tombstone or refused calls) is read here, not by the first
+    -- read: every sub-plan of that statement is set up by each replay too (docs/performance.md).
     if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
+      select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
+       where l.tenant = claim.tenant and l.key = claim.key;
       insert into settle_private.attempts
         (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
          claim_status_after, claimed_by)
       values
-        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seen.seq,
+        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seq,
          nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
       return row('acquired', v_op.status, 1, v_op.lease_token, v_op.lease_expires_at, null, v_op.fingerprint,
                  null, null, null, null, null, null, null)::settle.claim_result;
@@ -661,11 +661,13 @@ begin
       end if;
       -- Attempt 1, which is also the log of this claim (settle.audit_log shows it as
       -- claim:acquired): no audit row.
+      select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
+       where l.tenant = claim.tenant and l.key = claim.key;
       insert into settle_private.attempts
         (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
          claim_status_after, claimed_by)
       values
-        (claim.tenant, claim.key, 1, v_token, claim.worker, v_now, v_seen.seq,
+        (claim.tenant, claim.key, 1, v_token, claim.worker, v_now, v_seq,
          nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
       if claim.binding_generation < v_floor then
         -- Revoked while this claim waited: nothing may run under it.

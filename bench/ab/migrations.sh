@@ -18,6 +18,8 @@
 #   DRAIN=1 bench/ab/migrations.sh ... feed=sql/migrations   # then the feed's drain rate on the
 #                                                            # last build (bench/ab/feed-drain.ts)
 #   CPU_CALL=1 ROUNDS=7 CYCLES=1000 bench/ab/migrations.sh ...   # server CPU per call: bench/ab/cpu-call.ts
+#   CPU_SPLIT=1 ROUNDS=7 CYCLES=300 bench/ab/migrations.sh ...   # the same for claim, complete and
+#                                                                # replay apart: bench/ab/cpu-split.ts
 #   WAL=1 CYCLES=300 bench/ab/migrations.sh ...  # WAL per cycle by record and relation (pg_waldump);
 #                                                # SCRIPT=bench/scripts/stripe.sql: the Stripe pattern's
 #
@@ -104,6 +106,12 @@ if [ "${CPU_CALL:-0}" = 1 ]; then
   urls=()
   for label in "${labels[@]}"; do urls+=("$label=postgres://postgres@localhost/ab_$label?host=$DIR&port=$PORT"); done
   npx tsx "$(dirname "$0")/cpu-call.ts" "$ROUNDS" "${CYCLES:-1000}" "${urls[@]}"
+  exit 0
+fi
+if [ "${CPU_SPLIT:-0}" = 1 ]; then
+  urls=()
+  for label in "${labels[@]}"; do urls+=("$label=postgres://postgres@localhost/ab_$label?host=$DIR&port=$PORT"); done
+  npx tsx "$(dirname "$0")/cpu-split.ts" "$ROUNDS" "${CYCLES:-300}" "${urls[@]}"
   exit 0
 fi
 if [ "${CPU_NS:-0}" = 1 ]; then

@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Where a replay's instructions go: valgrind (callgrind) over N replays of settle.claim on
+# Where a replay's instructions go: valgrind (callgrind) over replays of settle.claim on
 # completed keys, each its own transaction (COMMIT after every call, so PL/pgSQL's
 # per-transaction set-up is counted), in a single-user backend of a throwaway cluster migrated
-# from sql/migrations. Prints the inclusive cost by function (callgrind_annotate --inclusive):
-# read a function's share as its inclusive count over the replays procedure's.
+# from sql/migrations. Two loop lengths (N1, N2) run in fresh backends and each function's
+# inclusive count is their difference divided by N2 - N1, so start-up and the first call's
+# compilation cancel out. Prints the instructions per replay of the CALL's loop, then every
+# function over 1% of it: its instructions per replay and its share.
 #
 #   bench/ab/replay-profile.sh
-#   N=400 VGDIR=/tmp/settle-vg-replay VGPORT=34998 bench/ab/replay-profile.sh
+#   N1=40 N2=400 VGDIR=/tmp/settle-vg-replay VGPORT=34998 bench/ab/replay-profile.sh
 #
 # Needs valgrind and the Debian PostgreSQL 15 binaries; runs the server as user postgres when
-# started as root. About 3 minutes on this machine.
+# started as root. About a minute on this machine.
 set -euo pipefail
 BIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 D=${VGDIR:-$(mktemp -d /tmp/settle-vg-replay.XXXXXX)}
-N=${N:-400}
+N1=${N1:-40}; N2=${N2:-400}
 PORT=${VGPORT:-34998}
 MIGRATIONS=$(cd "$(dirname "$0")/../../sql/migrations" && pwd)
 rm -rf "$D/data"; mkdir -p "$D"
@@ -48,10 +50,20 @@ begin
   end loop;
 end $$;
 SQL
-psql -X -q -h $D -p $PORT -U postgres -d vg -v ON_ERROR_STOP=1 -c "call public.seed($N)" -c "vacuum analyze"
+psql -X -q -h $D -p $PORT -U postgres -d vg -v ON_ERROR_STOP=1 -c "call public.seed($N2)" -c "vacuum analyze"
 "${RUN[@]}" $BIN/pg_ctl -D $D/data -m fast stop >/dev/null
-# One unmeasured run compiles the functions' plans' first use outside the profile's loop.
-echo "call public.replays(5);" | "${RUN[@]}" $BIN/postgres --single -D $D/data -c fsync=off vg >/dev/null 2>&1
-echo "call public.replays($N);" | "${RUN[@]}" valgrind --tool=callgrind --callgrind-out-file=$D/cg.out \
-  $BIN/postgres --single -D $D/data -c fsync=off -c synchronous_commit=off vg >/dev/null 2>$D/cg.log
-callgrind_annotate --inclusive=yes $D/cg.out 2>/dev/null | head -80
+for n in $N1 $N2; do
+  echo "call public.replays($n);" | "${RUN[@]}" valgrind --tool=callgrind --callgrind-out-file=$D/cg.$n \
+    $BIN/postgres --single -D $D/data -c fsync=off -c synchronous_commit=off vg >/dev/null 2>$D/cg.$n.log
+  callgrind_annotate --inclusive=yes --threshold=100 $D/cg.$n 2>/dev/null |
+    sed -nE 's/^ *([0-9,]+) \([ 0-9.]+%\) +(.*)$/\1\t\2/p' | tr -d , | sort -t$'\t' -k2 > $D/by-function.$n
+done
+join -t$'\t' -1 2 -2 2 $D/by-function.$N1 $D/by-function.$N2 |
+  awk -F'\t' -v d=$((N2 - N1)) '
+    { per[$1] = ($3 - $2) / d }
+    $1 ~ /:ExecuteCallStmt / { total = per[$1] }
+    END { for (f in per) if (per[f] >= total / 100) printf "%d\t%.1f\t%s\n", per[f], 100 * per[f] / total, f }' |
+  sort -t$'\t' -k1,1nr > $D/per-replay
+printf '%s instructions per replay (the CALL loop: the claim, its SELECT and the COMMIT); by function:\n' \
+  "$(grep -m1 ':ExecuteCallStmt ' $D/per-replay | cut -f1)"
+awk -F'\t' '{ printf "%9d  %5.1f%%  %s\n", $1, $2, $3 }' $D/per-replay

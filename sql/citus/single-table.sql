@@ -28,12 +28,12 @@
 -- measurements: bench:citus --single-table) decides; its result row says what was found and done.
 --
 -- The rewrites keep the checks, their order, the writes and the locks of the migrated text:
---   * settle_private.claim's first read (access verdict, operation row, first place in the
---     history): settle_private._access (its own plain read of the local placements, step 10),
---     the operation row, the audit rows' maximum for a missing key; its new key's two INSERTs,
---     with the lease token and the audit id drawn just before each (Citus caches no local plan of
---     a statement that calls a volatile function such as gen_random_uuid or nextval: it would
---     plan the shard's INSERT again at every call, about 130 us of the worker's CPU per new key);
+--   * settle_private.claim's first read (access verdict, operation row): settle_private._access
+--     (its own plain read of the local placements, step 10), then the operation row; its new
+--     key's two INSERTs, with the lease token and the audit id drawn just before each (Citus
+--     caches no local plan of a statement that calls a volatile function such as gen_random_uuid
+--     or nextval: it would plan the shard's INSERT again at every call, about 130 us of the
+--     worker's CPU per new key);
 --   * settle.complete's path for the current lease holder: access (binding), the operation row
 --     locked, then the attempt (unobserved, last place), access (floor), the audit rows' maximum,
 --     the operation's and the attempt's UPDATEs;
@@ -126,14 +126,11 @@ begin
 $f$, '', $f$  v_seen record;
 begin
 $f$, $r$  v_seen record;
-  v_citus_seq bigint;
   v_citus_audit_id bigint;
 begin
 $r$],
     array[$f$  select s.verdict, s.op,$f$, $f$          offset 0) s;
 $f$, $f$  select s.verdict, s.op,
-         case when s.op is null then (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-                                       where l.tenant = claim.tenant and l.key = claim.key) end as seq,
          s.op is null and s.verdict >= 0 and claim.binding_generation >= s.verdict as new_key
     into v_seen
     from (select settle_private._access(claim.tenant, claim.principal) as verdict,
@@ -143,12 +140,7 @@ $f$, $r$  -- On Citus (pg-settle distribute, step 12): the same reads as stateme
   -- each planned once per connection where Citus caches local plans (sql/citus/single-table.sql).
   v_floor := settle_private._access(claim.tenant, claim.principal);
   select o.* into v_op from settle_private.operations o where o.tenant = claim.tenant and o.key = claim.key;
-  v_citus_seq := null;
-  if v_op.tenant is null then
-    select coalesce(max(l.seq), 0) + 1 into v_citus_seq from settle_private.audit_log l
-     where l.tenant = claim.tenant and l.key = claim.key;
-  end if;
-  select v_floor as verdict, case when v_op.tenant is not null then v_op end as op, v_citus_seq as seq,
+  select v_floor as verdict, case when v_op.tenant is not null then v_op end as op,
          v_op.tenant is null and v_floor >= 0 and claim.binding_generation >= v_floor as new_key
     into v_seen;
 $r$],
@@ -176,20 +168,24 @@ $r$],
     array[$f$    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
 $f$, $f$nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
 $f$, $f$    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
+      select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
+       where l.tenant = claim.tenant and l.key = claim.key;
       insert into settle_private.attempts
         (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
          claim_status_after, claimed_by)
       values
-        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seen.seq,
+        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seq,
          nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
 $f$, $r$    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
+      select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
+       where l.tenant = claim.tenant and l.key = claim.key;
       -- On Citus (pg-settle distribute, step 12): the audit id drawn before the INSERT, as above.
       v_citus_audit_id := nextval('settle_private.audit_log_audit_id_seq');
       insert into settle_private.attempts
         (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
          claim_status_after, claimed_by)
       values
-        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seen.seq,
+        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seq,
          v_citus_audit_id, null, 'running', session_user);
 $r$]]),
   ('settle.complete(text, text, integer, uuid, text, text, text[], bigint, jsonb)', array[
