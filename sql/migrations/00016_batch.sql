@@ -181,16 +181,15 @@ $$;
 -- by another session since the caller's read. An insert of a key that another session inserted
 -- and has not committed waits for it, as settle.claim's does; when that session rolls back, the
 -- batch goes on and decides with what committed meanwhile, as settle.claim does after such a
--- wait. The wait is told by the clock, as settle.claim tells it: an insert that returned later
--- than the 5 ms a single first claim allows plus 1 ms per key (the batch's own work) may have
--- waited. Then access is judged again (a change sends the batch key by key, where each claim
--- answers it), and when the insert took more than a tenth of the lease, every lease is measured
--- again from the moment it returned (an UPDATE of the batch's operations, as settle.claim's
--- after a wait): no lease loses more than a tenth of its length to a wait, and a batch slowed
--- only by a busy machine writes nothing more. Not a lock_timeout: that also fires on the table's
--- extension lock, which concurrent inserts wait for, and PostgreSQL can report a lock timeout of
--- one wait of a statement that then waits again as a cancel (57014, "canceling statement due to
--- user request"), which the caller must not catch (a statement_timeout is one too).
+-- wait: access is judged again after every insert (a change sends the batch key by key, where
+-- each claim answers it), and when the insert took more than a tenth of the lease, every lease is
+-- measured again from the moment it returned (an UPDATE of the batch's operations, as
+-- settle.claim's after a wait): no lease loses more than a tenth of its length to a wait or to
+-- the batch's own work, and a batch that took less writes nothing more. Not a lock_timeout: that
+-- also fires on the table's extension lock, which concurrent inserts wait for, and PostgreSQL can
+-- report a lock timeout of one wait of a statement that then waits again as a cancel (57014,
+-- "canceling statement due to user request"), which the caller must not catch (a
+-- statement_timeout is one too).
 create function settle_private._claim_new_keys(tenant text, keys text[], requests jsonb[], principal text,
   scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer)
 returns setof settle.claim_many_result
@@ -228,19 +227,19 @@ begin
   if coalesce(cardinality(v_keys), 0) <> cardinality(_claim_new_keys.keys) then
     raise sqlstate 'SE099' using message = 'the batch is decided key by key';
   end if;
-  if v_decided > v_now + (5 + cardinality(_claim_new_keys.keys)) * interval '1 millisecond' then
-    -- The insert may have waited (see above): decide again with what committed meanwhile.
-    v_floor := settle_private._access(_claim_new_keys.tenant, _claim_new_keys.principal);
-    if v_floor < 0 or _claim_new_keys.binding_generation < v_floor then
-      raise sqlstate 'SE099' using message = 'the batch is decided key by key';
-    end if;
-    if v_decided > v_now + _claim_new_keys.lease / 10 then
-      v_now := v_decided;
-      v_expires := settle_private._expiry(v_now, _claim_new_keys.lease);
-      update settle_private.operations o
-         set lease_expires_at = v_expires, updated_at = v_now
-       where o.tenant = _claim_new_keys.tenant and o.key = any (v_keys);
-    end if;
+  -- The insert may have waited (see above): decide again with what committed meanwhile. Access
+  -- is read again after every insert, waited or not (one read per batch): a revocation that
+  -- committed during a wait of any length sends the batch key by key, where each claim answers it.
+  v_floor := settle_private._access(_claim_new_keys.tenant, _claim_new_keys.principal);
+  if v_floor < 0 or _claim_new_keys.binding_generation < v_floor then
+    raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+  end if;
+  if v_decided > v_now + _claim_new_keys.lease / 10 then
+    v_now := v_decided;
+    v_expires := settle_private._expiry(v_now, _claim_new_keys.lease);
+    update settle_private.operations o
+       set lease_expires_at = v_expires, updated_at = v_now
+     where o.tenant = _claim_new_keys.tenant and o.key = any (v_keys);
   end if;
 
   -- Attempt 1 of every key, in the fixed order (its claim_audit_id drawn as settle.claim draws
@@ -287,6 +286,7 @@ declare
   v_settled integer;
   v_keys text[];
   v_before settle.status[];
+  v_floor bigint;
 begin
   -- The two statements that join the batch with the tables are run by EXECUTE, so that each is
   -- planned at every call with the batch's arrays and the tables' current sizes: a plan kept
@@ -311,6 +311,13 @@ begin
         _complete_holders.fingerprints, _complete_holders.principal, _complete_holders.scopes,
         _complete_holders.binding_generation;
   if v_locked <> v_n then
+    raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+  end if;
+  -- The locking read may have waited for another session's lock: access is judged again under the
+  -- locks, as settle.complete judges it after its wait. A revoked binding or tenant sends the
+  -- batch key by key, where each complete answers it (fenced, or SE013).
+  v_floor := settle_private._access(_complete_holders.tenant, _complete_holders.principal);
+  if v_floor < 0 or _complete_holders.binding_generation < v_floor then
     raise sqlstate 'SE099' using message = 'the batch is decided key by key';
   end if;
 
@@ -373,6 +380,32 @@ begin
 end
 $$;
 
+-- The end of a pass of a batch decided key by key (settle.claim_many, settle.complete_many), which
+-- every key's single call has decided: the batch's instant, after its last wait (a wait of a later
+-- key's call for another session's lock). The single calls judged access each at its own
+-- instant; the batch must be those calls made at this one. Access is read again: when it no
+-- longer grants what it granted as the pass began (`floor_at_start`, settle_private._access: the
+-- tenant binding revoked, or the binding generation revoked, while a later key waited), raises
+-- SE098, which the batch catches to undo the pass and decide every key again, from this state.
+-- Floors only rise and a revoked tenant makes the next pass raise SE013, so the next pass ends
+-- the loop. Returns the instant (the batch measures its leases from it).
+create function settle_private._keyed_instant(tenant text, principal text, binding_generation bigint,
+  floor_at_start bigint)
+returns timestamptz
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_floor bigint := settle_private._access(_keyed_instant.tenant, _keyed_instant.principal);
+begin
+  if (v_floor >= 0 and _keyed_instant.binding_generation >= v_floor)
+     is distinct from (floor_at_start >= 0 and _keyed_instant.binding_generation >= floor_at_start) then
+    raise sqlstate 'SE098' using message = 'the batch is decided again';
+  end if;
+  return clock_timestamp();
+end
+$$;
+
 -- claim_many(tenant, keys, requests, principal, scopes, binding_generation, lease, worker, max_attempts, rerun_after_unknown)
 -- settle.claim for every key, in one call and one transaction: one row per key, in list order.
 create function settle.claim_many(
@@ -395,8 +428,11 @@ declare
   v_bad bigint;
   v_item record;
   v_res settle.claim_result;
-  v_out settle.claim_many_result[] := '{}'::settle.claim_many_result[];
+  v_out settle.claim_many_result[];
   v_floor bigint;
+  v_started timestamptz;
+  v_end timestamptz;
+  v_expires timestamptz;
 begin
   perform settle_private._check_batch_shape(array['keys', 'requests'],
     array[cardinality(claim_many.keys), cardinality(claim_many.requests)],
@@ -448,18 +484,47 @@ begin
     end;
   end if;
 
-  -- One key at a time, in the fixed order (see the top of this file): each by settle.claim.
-  for v_item in
-    select u.k, u.r, u.i from unnest(claim_many.keys, claim_many.requests) with ordinality u(k, r, i)
-     order by u.k collate "C", u.i
+  -- One key at a time, in the fixed order (see the top of this file): each by settle.claim. The
+  -- batch's instant is the end of its last wait (settle_private._keyed_instant): access changed
+  -- since the pass began undoes the pass (the block's subtransaction) and decides every key again;
+  -- a pass longer than a tenth of the lease measures every lease it acquired again from its end.
   loop
-    v_res := settle.claim(claim_many.tenant, v_item.k, v_item.r, claim_many.principal, claim_many.scopes,
-      claim_many.binding_generation, claim_many.lease, claim_many.worker, claim_many.max_attempts,
-      claim_many.rerun_after_unknown);
-    v_out := v_out || row(v_item.i, v_item.k, v_res.outcome, v_res.status, v_res.attempt, v_res.lease_token,
-      v_res.lease_expires_at, v_res.retry_after_ms, v_res.fingerprint, v_res.result, v_res.settled_attempt,
-      v_res.error, v_res.dead_lettered, v_res.conflict_on, v_res.reason, v_res.dead_letter_reason)::settle.claim_many_result;
+    v_floor := settle_private._access(claim_many.tenant, claim_many.principal);
+    v_started := clock_timestamp();
+    begin
+      v_out := '{}'::settle.claim_many_result[];
+      for v_item in
+        select u.k, u.r, u.i from unnest(claim_many.keys, claim_many.requests) with ordinality u(k, r, i)
+         order by u.k collate "C", u.i
+      loop
+        v_res := settle.claim(claim_many.tenant, v_item.k, v_item.r, claim_many.principal, claim_many.scopes,
+          claim_many.binding_generation, claim_many.lease, claim_many.worker, claim_many.max_attempts,
+          claim_many.rerun_after_unknown);
+        v_out := v_out || row(v_item.i, v_item.k, v_res.outcome, v_res.status, v_res.attempt, v_res.lease_token,
+          v_res.lease_expires_at, v_res.retry_after_ms, v_res.fingerprint, v_res.result, v_res.settled_attempt,
+          v_res.error, v_res.dead_lettered, v_res.conflict_on, v_res.reason, v_res.dead_letter_reason)::settle.claim_many_result;
+      end loop;
+      v_end := settle_private._keyed_instant(claim_many.tenant, claim_many.principal, claim_many.binding_generation,
+        v_floor);
+      exit;
+    exception when sqlstate 'SE098' then
+      -- Rolled back to the block's start: every key is decided again, at a later instant.
+      null;
+    end;
   end loop;
+  if v_end > v_started + claim_many.lease / 10 then
+    v_expires := settle_private._expiry(v_end, claim_many.lease);
+    update settle_private.operations o
+       set lease_expires_at = v_expires, updated_at = v_end
+      from unnest(v_out) x
+     where x.outcome = 'acquired' and o.tenant = claim_many.tenant and o.key = x.key and o.lease_token = x.lease_token;
+    return query select o.ordinal, o.key, o.outcome, o.status, o.attempt, o.lease_token,
+                        case when o.outcome = 'acquired' then v_expires else o.lease_expires_at end,
+                        o.retry_after_ms, o.fingerprint, o.result, o.settled_attempt, o.error, o.dead_lettered,
+                        o.conflict_on, o.reason, o.dead_letter_reason
+                   from unnest(v_out) o order by o.ordinal;
+    return;
+  end if;
   return query select * from unnest(v_out) o order by o.ordinal;
 end
 $$;
@@ -493,7 +558,7 @@ declare
   v_bad bigint;
   v_item record;
   v_res settle.observation_result;
-  v_out settle.complete_many_result[] := '{}'::settle.complete_many_result[];
+  v_out settle.complete_many_result[];
   v_floor bigint;
 begin
   perform settle_private._check_batch_shape(array['keys', 'attempts', 'lease_tokens', 'fingerprints', 'results'],
@@ -543,18 +608,30 @@ begin
     end;
   end if;
 
-  -- One key at a time, in the fixed order (see the top of this file): each by settle.complete.
-  for v_item in
-    select u.k, u.a, u.t, u.f, u.r, u.i
-      from unnest(complete_many.keys, complete_many.attempts, complete_many.lease_tokens, complete_many.fingerprints,
-                  complete_many.results) with ordinality u(k, a, t, f, r, i)
-     order by u.k collate "C", u.i
+  -- One key at a time, in the fixed order (see the top of this file): each by settle.complete,
+  -- at the batch's instant as claim_many's (settle_private._keyed_instant).
   loop
-    v_res := settle.complete(complete_many.tenant, v_item.k, v_item.a, v_item.t, v_item.f, complete_many.principal,
-      complete_many.scopes, complete_many.binding_generation, v_item.r);
-    v_out := v_out || row(v_item.i, v_item.k, v_res.outcome, v_res.reason, v_res.status, v_res.attempt,
-      v_res.settled_attempt, v_res.result, v_res.error, v_res.conflict_on, v_res.dead_lettered,
-      v_res.dead_letter_reason)::settle.complete_many_result;
+    v_floor := settle_private._access(complete_many.tenant, complete_many.principal);
+    begin
+      v_out := '{}'::settle.complete_many_result[];
+      for v_item in
+        select u.k, u.a, u.t, u.f, u.r, u.i
+          from unnest(complete_many.keys, complete_many.attempts, complete_many.lease_tokens, complete_many.fingerprints,
+                      complete_many.results) with ordinality u(k, a, t, f, r, i)
+         order by u.k collate "C", u.i
+      loop
+        v_res := settle.complete(complete_many.tenant, v_item.k, v_item.a, v_item.t, v_item.f, complete_many.principal,
+          complete_many.scopes, complete_many.binding_generation, v_item.r);
+        v_out := v_out || row(v_item.i, v_item.k, v_res.outcome, v_res.reason, v_res.status, v_res.attempt,
+          v_res.settled_attempt, v_res.result, v_res.error, v_res.conflict_on, v_res.dead_lettered,
+          v_res.dead_letter_reason)::settle.complete_many_result;
+      end loop;
+      perform settle_private._keyed_instant(complete_many.tenant, complete_many.principal,
+        complete_many.binding_generation, v_floor);
+      exit;
+    exception when sqlstate 'SE098' then
+      null;
+    end;
   end loop;
   return query select * from unnest(v_out) o order by o.ordinal;
 end
