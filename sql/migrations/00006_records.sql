@@ -92,7 +92,9 @@ $$;
 -- refusal_rows (20) in full; every later one is folded into its settle_private.audit_overflow
 -- row (count, first and last time, the last call's event, outcome, login and actor, and a chained
 -- SHA-256 of each folded detail), so a flood of calls with random tokens writes a bounded
--- amount. Each full row's detail is bounded too (settle_private._presented, 00007).
+-- amount. Each full row's detail is bounded too (settle_private._presented, 00007). A refusal
+-- that moved the status is never folded: the history shows every transition, and those are
+-- bounded by the lattice (the status only rises; each move needs a valid attempt token).
 create function settle_private._audit(
   tenant text, key text, at timestamptz, event text, outcome text, attempt integer,
   status_before settle.status, status_after settle.status, actor text, detail jsonb)
@@ -104,7 +106,9 @@ declare
   v_seq bigint;
   v_digest bytea;
 begin
-  if _audit.outcome in ('refused', 'fenced', 'conflict')
+  -- A refusal that moved the status (a mismatched success moves it to conflict, a revoked
+  -- reservation is converted) is a transition: always a row of its own, never only counted.
+  if _audit.outcome in ('refused', 'fenced', 'conflict') and _audit.status_before is not distinct from _audit.status_after
      and (exists (select 1 from settle_private.audit_overflow x where x.tenant = _audit.tenant and x.key = _audit.key)
           or (select count(*) from (select 1 from settle_private.audit_log l
                                      where l.tenant = _audit.tenant and l.key = _audit.key

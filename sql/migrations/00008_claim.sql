@@ -380,6 +380,9 @@ begin
     -- settle.expire_leases; a spent attempt budget dead-letters the operation.
     if v_open and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
       v_op := settle_private._expire(v_op, v_now, claim.worker);
+      -- The expiry is a row of its own in the history (expire:expired): this claim's row starts
+      -- where it left the status, so every row's status_before is the previous move's end.
+      v_before := v_op.status;
     end if;
 
     if v_op.status = 'failed' then

@@ -5,6 +5,7 @@ import { useEngineDatabase } from './support/database.js';
 import { sqlStateOf } from './support/errors.js';
 import { newOperation } from './support/fixtures.js';
 import { useLoginRoles } from './support/login-role.js';
+import { fingerprintOf, supersededPair } from './support/scenarios.js';
 import { acquire, claim, complete, type Ticket } from './support/settle.js';
 
 // The audit log cannot be flooded, and says who called. Refused, fenced and
@@ -112,6 +113,32 @@ describe('bounded, attributed audit evidence', () => {
     expect(full[0]?.login).toBe(attacker.name);
     expect(full[0]?.detail.presented).toMatchObject({ scopes_truncated: { count: 64 } });
     expect((await complete(owner, ticket, { paid: true })).outcome).toBe('settled');
+  });
+
+  it('past the 20 refusals kept in full, a conflict that moves the status is still a row of its own', async () => {
+    // The sequence a hidden interleaving tester found: conflicting claims fill the key's refusal
+    // rows, attempt 1's lease lapses and attempt 2 takes over, then attempt 1's success arrives
+    // with its own token and another request's fingerprint: conflict, and the status moves from
+    // running to conflict. That move must be in the operation's history, never only counted.
+    const { superuser, owner } = await setup();
+    const op = newOperation('fold-move');
+    const [stale] = await supersededPair(owner, superuser, op);
+    for (let i = 0; i < REFUSAL_ROWS + 1; i++) {
+      expect((await claim(owner, { ...op, request: { other: i } })).outcome).toBe('conflict');
+    }
+    const mismatched = { ...stale, fingerprint: await fingerprintOf(owner, { other: 'intent' }) };
+    expect((await complete(owner, mismatched, { paid: true })).outcome).toBe('conflict');
+    const { rows } = await superuser.query<{ status: string }>(
+      'select status from settle_private.operations where tenant = $1 and key = $2',
+      [op.tenant, op.key],
+    );
+    expect(rows[0]?.status).toBe('conflict');
+    const { rows: moves } = await superuser.query<{ event: string; outcome: string; attempt: number }>(
+      `select event, outcome, attempt from settle.audit_log
+        where tenant = $1 and key = $2 and status_before is distinct from status_after order by seq, audit_id`,
+      [op.tenant, op.key],
+    );
+    expect(moves.at(-1)).toEqual({ event: 'complete', outcome: 'conflict', attempt: 1 });
   });
 
   it('the same on a purged key; the next purge removes the tombstone with every row hanging off it', async () => {

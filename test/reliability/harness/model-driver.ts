@@ -1090,18 +1090,26 @@ export class ModelRun {
       lease_us: string | null;
       attempts: number;
       settled: number;
+      audited: Status | null;
       now_us: string;
     }>(
       `select o.tenant, o.key, o.status::text as status, o.attempt, o.max_attempts, o.settled_attempt, o.result::text as result,
               o.dead_letter_reason, ${usOf('o.lease_expires_at')} as lease_us,
               (select count(*)::int from settle.attempts a where a.tenant = o.tenant and a.key = o.key) as attempts,
-              (select count(*)::int from settle.attempts a where a.tenant = o.tenant and a.key = o.key and a.settled) as settled, ${NOW}
+              (select count(*)::int from settle.attempts a where a.tenant = o.tenant and a.key = o.key and a.settled) as settled,
+              (select l.status_after::text from settle.audit_log l
+                where l.tenant = o.tenant and l.key = o.key and l.status_before is distinct from l.status_after
+                order by l.seq desc, l.audit_id desc limit 1) as audited, ${NOW}
          from settle.operations o where o.tenant = any($1::text[])`,
       [tenants],
     );
     const db = new Map(rows.map((r) => [`${r.tenant}/${r.key}`, r]));
     for (const r of rows) {
       if (r.settled > 1) this.violate('single-settlement', `${r.tenant}/${r.key} has ${r.settled} settled attempts`);
+      // Every move of the status is in the operation's history: its last move ends where the
+      // status is. (A row that moved nothing may be numbered beside a move it raced: not these.)
+      if (r.audited !== r.status)
+        this.violate('audit', `${r.tenant}/${r.key} is ${r.status}; its audit trail's last move is to ${r.audited}`);
       this.ledger.onState(
         this,
         `${r.tenant}/${r.key}`,

@@ -345,4 +345,27 @@ export const REGRESSIONS: readonly {
       { t: 'call', conn: 2, call: { kind: 'get', op: 0, variant: 'same' } },
     ],
   },
+  {
+    // Found by a hidden interleaving tester (reliability round 4): conflicting claims fill the
+    // key's 20 refusal rows kept in full, attempt 1's lease lapses and attempt 2 takes it over,
+    // then attempt 1's success arrives with its own token and another request's fingerprint. The
+    // answer is conflict and the status moves from running to conflict (docs/sql-api.md); the
+    // move was folded into settle.audit_overflow with the refusals, so the history never showed
+    // it. The driver checks after every step that the history's last move ends where the status is
+    // (the takeover's claim row, after the expiry's, starts at pending).
+    name: 'a stale attempt\'s mismatched success past the refusal rows moves the status, and the history shows it',
+    maxAttempts: [3, 3],
+    steps: [
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'lapse', op: 0 },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      ...Array.from({ length: 21 }, (): Step => ({
+        t: 'call',
+        conn: 2,
+        call: { kind: 'claim', op: 0, variant: 'request', short: false },
+      })),
+      { t: 'call', conn: 0, call: { kind: 'complete', op: 0, ticket: 'first', mismatch: 'fingerprint' } },
+      { t: 'call', conn: 1, call: { kind: 'complete', op: 0, ticket: 'latest' } },
+    ],
+  },
 ];
