@@ -135,6 +135,49 @@ create policy owner_only on settle_private.feed_waiters to settle_owner using (t
 revoke all on settle_private.feed_events, settle_private.feed_consumers, settle_private.feed_lanes,
   settle_private.feed_waiters from public;
 
+-- The lanes belong to their consumer for every writer. The foreign key feed_lanes_of_consumer
+-- (its cascade and its check) does not fire under session_replication_role = replica, so these
+-- triggers, enabled ALWAYS, do its work there too: a dropped consumer takes its lanes (else they
+-- pin trim_feed below their position and the name cannot be registered again), and a lane names
+-- a registered consumer (23503, the foreign key's SQLSTATE and name).
+create function settle_private.tg_feed_consumers__drop_lanes()
+returns trigger
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  delete from settle_private.feed_lanes l where l.consumer = old.name;
+  return null;
+end
+$$;
+
+create function settle_private.tg_feed_lanes__guard_consumer()
+returns trigger
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  if not exists (select 1 from settle_private.feed_consumers c where c.name = new.consumer) then
+    raise exception using
+      errcode = '23503',
+      constraint = 'feed_lanes_of_consumer',
+      schema = 'settle_private',
+      table = 'feed_lanes',
+      message = 'insert or update on table "feed_lanes" violates foreign key constraint "feed_lanes_of_consumer"',
+      detail = jsonb_build_object('consumer', new.consumer, 'lane', new.lane)::text,
+      hint = 'A consumer''s lanes are created by settle.register_consumer.';
+  end if;
+  return new;
+end
+$$;
+
+create trigger _100_drop_lanes after delete on settle_private.feed_consumers
+  for each row execute function settle_private.tg_feed_consumers__drop_lanes();
+create trigger _100_guard_consumer before insert or update of consumer on settle_private.feed_lanes
+  for each row execute function settle_private.tg_feed_lanes__guard_consumer();
+alter table settle_private.feed_consumers enable always trigger _100_drop_lanes;
+alter table settle_private.feed_lanes enable always trigger _100_guard_consumer;
+
 -- ---------------------------------------------------------------------------------------
 -- The event: one per move into a final status, in the writer's transaction. Written by the
 -- guard of operations (settle_private.tg_operations__guard, 00004, trigger _100_guard_lattice,
