@@ -21,7 +21,8 @@ set local role settle_owner;
 -- refused or fenced call's presented values, payload, principal and scopes together (larger
 -- ones are kept as sizes and SHA-256, 00007 _presented); refusal_rows is how many refused,
 -- fenced or conflicting audit rows one key keeps in full (the rest are counted, 00006 _audit);
--- max_batch_keys bounds the keys of one batch call (settle.claim_many, complete_many: 00016).
+-- max_batch_keys bounds the keys of one batch call (settle.claim_many, complete_many: 00016),
+-- max_batch_bytes the JSON text of its requests or results together.
 -- Changing one is a change of the public contract:
 -- src/client's LIMITS is tested against it.
 create function settle_private._limits()
@@ -46,6 +47,7 @@ as $$
     "max_attempts": 1000,
     "max_batch_size": 100000,
     "max_batch_keys": 1000,
+    "max_batch_bytes": 16777216,
     "evidence_bytes": 8192,
     "refusal_rows": 20
   }'::jsonb
@@ -182,6 +184,18 @@ parallel safe
 as $$
   select case when pg_column_size(value) > 8 * max_bytes then false
               else octet_length(value::text) <= max_bytes end
+$$;
+
+-- The bytes of the JSON text of `value` as _json_ok measures them, or NULL when _json_ok refuses
+-- it unmeasured (its binary form is 8 times max_bytes): the batches measure each element once,
+-- for its own limit and for the batch's (00016).
+create function settle_private._json_bytes(value jsonb, max_bytes integer)
+returns integer
+language sql
+stable
+parallel safe
+as $$
+  select case when pg_column_size(value) > 8 * max_bytes then null else octet_length(value::text) end
 $$;
 
 create function settle_private._scopes_ok(scopes text[])

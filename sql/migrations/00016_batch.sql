@@ -119,6 +119,27 @@ begin
 end
 $$;
 
+-- The JSON text of a batch's requests or results together (`bytes`, each element measured by
+-- settle_private._json_bytes) is at most max_batch_bytes (16 MiB): one call holds that much
+-- in memory at once, a few times over, and keeps its rows locked while it writes it. SE064 else.
+create function settle_private._check_batch_bytes(field text, bytes bigint)
+returns void
+language plpgsql
+immutable
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_max constant integer := settle_private._limit('max_batch_bytes');
+begin
+  if bytes > v_max then
+    perform settle_private._raise('SE064', format('a batch''s %s hold at most %s bytes of JSON text together (got %s)',
+      field, v_max, bytes),
+      jsonb_build_object('field', field, 'max_bytes', v_max, 'bytes', bytes),
+      'Split the keys into smaller batches: each call''s ' || field || ' at most max_batch_bytes together.');
+  end if;
+end
+$$;
+
 -- Raise the single-key check's error for one element of a batch, with the element's ordinal
 -- added to its DETAIL. Called only for an element the fast predicates refused; `kind` names the
 -- single-key check (claim: _check_claim_args; complete: _check_observation).
@@ -426,6 +447,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_bad bigint;
+  v_bytes bigint;
   v_item record;
   v_res settle.claim_result;
   v_out settle.claim_many_result[];
@@ -453,15 +475,19 @@ begin
     perform settle_private._raise('SE008', 'rerun_after_unknown must not be NULL',
       jsonb_build_object('field', 'rerun_after_unknown'), 'Pass true (open a new attempt) or false (answer in_doubt).');
   end if;
-  select min(u.i) into v_bad
-    from unnest(claim_many.keys, claim_many.requests) with ordinality u(k, r, i)
-   where (settle_private._name_ok(u.k, settle_private._limit('key_bytes'))
-          and settle_private._json_ok(u.r, settle_private._limit('request_bytes'))) is not true;
+  -- Each request is measured once (settle_private._json_bytes), for its own limit and the batch's.
+  select min(u.i) filter (where (settle_private._name_ok(u.k, settle_private._limit('key_bytes'))
+                                 and u.n <= settle_private._limit('request_bytes')) is not true),
+         sum(u.n)
+    into v_bad, v_bytes
+    from (select x.k, x.i, settle_private._json_bytes(x.r, settle_private._limit('request_bytes')) as n
+            from unnest(claim_many.keys, claim_many.requests) with ordinality x(k, r, i)) u;
   if v_bad is not null then
     perform settle_private._check_batch_element('claim', v_bad, claim_many.tenant, claim_many.keys[v_bad],
       claim_many.requests[v_bad], claim_many.principal, claim_many.scopes, claim_many.binding_generation,
       claim_many.lease, claim_many.worker, claim_many.max_attempts, null, null, null, null);
   end if;
+  perform settle_private._check_batch_bytes('requests', v_bytes);
 
   -- A batch of new keys (the common case) is claimed set-based when nothing can make it differ
   -- from its single claims: access granted and the generation not revoked, every key distinct and
@@ -533,7 +559,7 @@ comment on function settle.claim_many(text, text[], jsonb[], text, text[], bigin
   'Claim many keys of one tenant in one call: settle.claim for every key, in one transaction, answered per key.
 Parameters: tenant; keys text[] (1 to max_batch_keys = 1000 keys, each as settle.claim''s key; a key may repeat); requests jsonb[] (one request per key, same order); principal, scopes, binding_generation, lease, worker, max_attempts, rerun_after_unknown: as settle.claim, shared by every key.
 Outcomes: one row per element of keys, in their order: ordinal (1-based), key, and exactly what settle.claim answers for that key (acquired with its own attempt, lease_token, lease_expires_at and fingerprint | in_progress | replay | failed | unknown | in_doubt | conflict | refused). A key listed twice is claimed twice, in list order, as a second caller would be (the second answers in_progress when the first acquired).
-SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 requests not one per key (a length, dimension or lower bound that differs); SE063 keys or requests NULL or with a NULL element (DETAIL: field, ordinal); an element that breaks settle.claim''s rules raises settle.claim''s code (SE002 key, SE004 request) with its ordinal in DETAIL; SE001, SE003, SE007, SE008 for the shared arguments; SE013 tenant not granted to this login role. The whole batch is checked before any key is claimed: an error claims nothing.
+SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 requests not one per key (a length, dimension or lower bound that differs); SE063 keys or requests NULL or with a NULL element (DETAIL: field, ordinal); SE064 the requests hold more than max_batch_bytes = 16 MiB of JSON text together; an element that breaks settle.claim''s rules raises settle.claim''s code (SE002 key, SE004 request) with its ordinal in DETAIL; SE001, SE003, SE007, SE008 for the shared arguments; SE013 tenant not granted to this login role. The whole batch is checked before any key is claimed: an error claims nothing.
 Locking: as settle.claim for each key, the keys visited in one fixed order (key COLLATE "C", then ordinal), so concurrent batches over overlapping keys never deadlock. Every lock is held until the batch''s transaction ends.
 Idempotency: as settle.claim per key: repeating the batch with the same requests and binding joins the same operations (replay once completed). Each key leaves what its single claim leaves in settle.audit_log.';
 
@@ -556,6 +582,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_bad bigint;
+  v_bytes bigint;
   v_item record;
   v_res settle.observation_result;
   v_out settle.complete_many_result[];
@@ -578,18 +605,21 @@ begin
     perform settle_private._check_operation_key(complete_many.tenant, 'key');
     perform settle_private._check_binding(complete_many.principal, complete_many.scopes, complete_many.binding_generation);
   end if;
-  select min(u.i) into v_bad
-    from unnest(complete_many.keys, complete_many.attempts, complete_many.fingerprints, complete_many.results)
-         with ordinality u(k, a, f, r, i)
-   where (settle_private._name_ok(u.k, settle_private._limit('key_bytes')) and u.a >= 1
-          and u.f ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(u.f) - strpos(u.f, ':') = 64
-          and settle_private._json_ok(u.r, settle_private._limit('result_bytes'))) is not true;
+  select min(u.i) filter (where (settle_private._name_ok(u.k, settle_private._limit('key_bytes')) and u.a >= 1
+                                 and u.f ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(u.f) - strpos(u.f, ':') = 64
+                                 and u.n <= settle_private._limit('result_bytes')) is not true),
+         sum(u.n)
+    into v_bad, v_bytes
+    from (select x.k, x.a, x.f, x.i, settle_private._json_bytes(x.r, settle_private._limit('result_bytes')) as n
+            from unnest(complete_many.keys, complete_many.attempts, complete_many.fingerprints, complete_many.results)
+                 with ordinality x(k, a, f, r, i)) u;
   if v_bad is not null then
     perform settle_private._check_batch_element('complete', v_bad, complete_many.tenant, complete_many.keys[v_bad], null,
       complete_many.principal, complete_many.scopes, complete_many.binding_generation, null, null, null,
       complete_many.attempts[v_bad], complete_many.lease_tokens[v_bad], complete_many.fingerprints[v_bad],
       complete_many.results[v_bad]);
   end if;
+  perform settle_private._check_batch_bytes('results', v_bytes);
 
   -- A batch of lease holders (the common case) settles set-based when nothing can make it differ
   -- from its single completes: access granted and the generation not revoked, every key distinct;
@@ -639,9 +669,9 @@ $$;
 
 comment on function settle.complete_many(text, text[], integer[], uuid[], text[], text, text[], bigint, jsonb[]) is
   'Complete many attempts of one tenant in one call: settle.complete for every key, in one transaction, answered per key.
-Parameters: tenant; keys text[] (1 to max_batch_keys = 1000; a key may repeat); attempts integer[], lease_tokens uuid[], fingerprints text[] (from each key''s acquired claim), results jsonb[] (each <= 1 MiB): one element per key, same order; principal, scopes, binding_generation: the binding presented at claim, shared by every key.
+Parameters: tenant; keys text[] (1 to max_batch_keys = 1000; a key may repeat); attempts integer[], lease_tokens uuid[], fingerprints text[] (from each key''s acquired claim), results jsonb[] (each <= 1 MiB, together <= max_batch_bytes = 16 MiB): one element per key, same order; principal, scopes, binding_generation: the binding presented at claim, shared by every key.
 Outcomes: one row per element of keys, in their order: ordinal (1-based), key, and exactly what settle.complete answers for that key (settled | already_settled | duplicate | conflict | fenced, with its reason and the canonical state it discloses). A key listed twice is completed twice, in list order, as a second caller would be (the second, identical, answers duplicate).
-SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 a per-key array not one per key; SE063 an array or element NULL (DETAIL: field, ordinal); an element that breaks settle.complete''s rules raises its code (SE002 key, SE004 fingerprint, SE005 result, SE008 attempt) with its ordinal in DETAIL; SE001, SE003 for the shared arguments; SE010 a key never claimed; SE013 tenant not granted to this login role. The whole batch is checked before any key is completed: an error settles nothing.
+SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 a per-key array not one per key; SE063 an array or element NULL (DETAIL: field, ordinal); SE064 the results hold more than 16 MiB of JSON text together; an element that breaks settle.complete''s rules raises its code (SE002 key, SE004 fingerprint, SE005 result, SE008 attempt) with its ordinal in DETAIL; SE001, SE003 for the shared arguments; SE010 a key never claimed; SE013 tenant not granted to this login role. The whole batch is checked before any key is completed: an error settles nothing.
 Locking: as settle.complete for each key (its operation row, FOR UPDATE), the keys visited in one fixed order (key COLLATE "C", then ordinal), so concurrent batches never deadlock. Works inside the caller''s transaction: commit a same-database effect atomically with the batch''s settlements.
 Idempotency: as settle.complete per key: repeating the batch answers duplicate for every key it settled. Each key leaves what its single complete leaves in settle.audit_log, and its own feed event.';
 

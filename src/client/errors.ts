@@ -94,8 +94,10 @@ export class ResolveEvidenceStaleError extends SettleError {}
 
 /** SE060-SE063: a batch call's arrays are malformed (too many keys, none, not one per key, a NULL). */
 export class InvalidBatchError extends SettleInputError {}
-/** SE060: more keys than LIMITS.maxBatchKeys in one batch call. */
+/** SE060: more keys than LIMITS.maxBatchKeys in one batch call (SE064: more bytes, a subclass). */
 export class BatchTooLargeError extends InvalidBatchError {}
+/** SE064: a batch call's requests or results hold more than LIMITS.maxBatchBytes of JSON text together. */
+export class BatchTooManyBytesError extends BatchTooLargeError {}
 /** SE061: a batch call without keys. */
 export class BatchEmptyError extends InvalidBatchError {}
 /** SE062: a per-key array of a batch call does not have one element per key. */
@@ -337,6 +339,7 @@ export const errorClasses = {
   SE061: BatchEmptyError,
   SE062: BatchShapeMismatchError,
   SE063: BatchNullElementError,
+  SE064: BatchTooManyBytesError,
   SE020: ReservationLockImmutableError,
   SE021: StatusDowngradeError,
   SE022: ResultImmutableError,

@@ -6,8 +6,14 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import type { ClientCore } from './core.js';
-import { BatchTooLargeError, EffectResultError, SettleInputError, SettleRowValidationError } from './errors.js';
-import { findJsonProblem } from './json.js';
+import {
+  BatchTooLargeError,
+  BatchTooManyBytesError,
+  EffectResultError,
+  SettleInputError,
+  SettleRowValidationError,
+} from './errors.js';
+import { findJsonProblem, jsonbTextLength } from './json.js';
 import { LazyAbortController } from './lazy-abort.js';
 import { toClaimOutcome, toObservation } from './outcomes.js';
 import { claimRow, observationRow } from './rows.js';
@@ -108,6 +114,43 @@ function checkBatchSize(count: number): void {
   }
 }
 
+/** SE064, before a round trip: `field`'s values hold more than LIMITS.maxBatchBytes of JSON text together. */
+function checkBatchBytes(field: 'requests' | 'results', values: readonly Json[]): void {
+  const bytes = values.reduce<number>((sum, value) => sum + jsonbTextLength(value), 0);
+  if (bytes > s.LIMITS.maxBatchBytes) {
+    throw new BatchTooManyBytesError(
+      `a batch's ${field} hold at most ${s.LIMITS.maxBatchBytes} bytes of JSON text together (got ${bytes})`,
+      {
+        code: 'SE064',
+        detail: { field, max_bytes: s.LIMITS.maxBatchBytes, bytes },
+        hint: `Split the keys into smaller batches: each call's ${field} at most LIMITS.maxBatchBytes together.`,
+      },
+    );
+  }
+}
+
+/**
+ * `items` in consecutive runs whose values (`valueOf`) hold at most LIMITS.maxBatchBytes of JSON
+ * text together (an item larger than that alone is a run of its own: each value is at most
+ * LIMITS.resultBytes, far below it).
+ */
+function chunksByBytes<I>(items: readonly I[], valueOf: (item: I) => Json): I[][] {
+  const chunks: I[][] = [];
+  let bytes = 0;
+  for (const item of items) {
+    const size = jsonbTextLength(valueOf(item));
+    const last = chunks.at(-1);
+    if (last === undefined || bytes + size > s.LIMITS.maxBatchBytes) {
+      chunks.push([item]);
+      bytes = size;
+    } else {
+      last.push(item);
+      bytes += size;
+    }
+  }
+  return chunks;
+}
+
 /** The input error of item `index`, its paths placed under items[index] and its ordinal in `detail`. */
 function itemError(error: unknown, index: number): unknown {
   if (!(error instanceof SettleInputError)) return error;
@@ -142,6 +185,10 @@ export async function claimMany(
       throw itemError(error, index);
     }
   });
+  checkBatchBytes(
+    'requests',
+    parsed.map((p) => p.request),
+  );
   const first = parsed[0] as (typeof parsed)[number];
   const rows = await core.rows(
     'claimMany',
@@ -215,13 +262,15 @@ export async function completeMany(
       );
     }
   });
-  const texts = results.map((result, index) => {
+  const parsedResults = results.map((result, index) => {
     try {
-      return JSON.stringify(s.parseResult(result));
+      return s.parseResult(result);
     } catch (error) {
       throw itemError(error, index);
     }
   });
+  checkBatchBytes('results', parsedResults);
+  const texts = parsedResults.map((result) => JSON.stringify(result));
   const rows = await core.rows('completeMany', completeManyQuery(checked, texts), options, first.tenant);
   if (rows.length !== checked.length || rows.some((row, i) => row.ordinal !== i + 1)) {
     throw new SettleRowValidationError(
@@ -378,32 +427,36 @@ export async function runMany<T>(
       }
     }),
   );
-  if (toComplete.length > 0) {
-    toComplete.sort((a, b) => a.item.index - b.item.index);
+  // One complete call per run of results within LIMITS.maxBatchBytes (the effects already ran:
+  // their results are never refused for their size together).
+  toComplete.sort((a, b) => a.item.index - b.item.index);
+  const chunks = chunksByBytes(toComplete, (c) => c.result);
+  for (const [n, chunk] of chunks.entries()) {
     let observations: Observation[];
     try {
       observations = await completeBatch(
-        toComplete.map((c) => c.item.attempt),
-        toComplete.map((c) => c.result),
+        chunk.map((c) => c.item.attempt),
+        chunk.map((c) => c.result),
         call,
       );
     } catch (error) {
+      const unsettled = chunks.slice(n).flat();
       if (!isAmbiguous(error)) {
-        await Promise.all(toComplete.map((c) => client.reportUnknown(c.item.attempt, call).catch(() => {})));
+        await Promise.all(unsettled.map((c) => client.reportUnknown(c.item.attempt, call).catch(() => {})));
         throw error;
       }
       const unknown = await Promise.all(
-        toComplete.map((c) => unknownOutcome(client, c.item.attempt, error, call, { leaseMs, schema })),
+        unsettled.map((c) => unknownOutcome(client, c.item.attempt, error, call, { leaseMs, schema })),
       );
-      toComplete.forEach((c, i) => (outcomes[c.item.index] = unknown[i]));
+      unsettled.forEach((c, i) => (outcomes[c.item.index] = unknown[i]));
       return outcomes as RunOutcome<T>[];
     }
     const mapped = await Promise.all(
-      toComplete.map(async (c, i) =>
+      chunk.map(async (c, i) =>
         typed(await fromObservation(client, c.item.attempt, observations[i] as Observation, call), schema),
       ),
     );
-    toComplete.forEach((c, i) => (outcomes[c.item.index] = mapped[i]));
+    chunk.forEach((c, i) => (outcomes[c.item.index] = mapped[i]));
   }
   return outcomes as RunOutcome<T>[];
 }

@@ -27,6 +27,8 @@ export const LIMITS = {
   maxBatchSize: 100_000,
   /** Keys of one batch call (claimMany, completeMany, runMany). */
   maxBatchKeys: 1_000,
+  /** The JSON text of one batch call's requests (claimMany), or results (completeMany), together. */
+  maxBatchBytes: 16_777_216,
   /** What the audit log keeps of a refused or fenced payload; larger ones: size and SHA-256. */
   evidenceBytes: 8_192,
   /** Refused, fenced or conflicting audit rows one key keeps in full; the rest are counted (settle.audit_overflow). */

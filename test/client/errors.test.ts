@@ -66,6 +66,7 @@ const REGISTERED = [
   'SE061',
   'SE062',
   'SE063',
+  'SE064',
 ];
 
 let t: ClientTestContext;

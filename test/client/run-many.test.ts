@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
   BatchTooLargeError,
+  BatchTooManyBytesError,
   IdempotencyConflictError,
   InvalidKeyError,
   InvalidRequestError,
@@ -13,7 +14,7 @@ import {
   type ItemReport,
   type RunOutcome,
 } from '../../src/index.js';
-import { binding, uniqueKey, useClientTest } from './helpers.js';
+import { binding, tableCounts, uniqueKey, useClientTest } from './helpers.js';
 
 const t = useClientTest('client_run_many');
 
@@ -50,6 +51,36 @@ describe('claimMany and completeMany', () => {
     await expect(t.app.claimMany({ tenant: 'acme', binding, items: many })).rejects.toBeInstanceOf(BatchTooLargeError);
   });
 
+  it('requests or results over LIMITS.maxBatchBytes together: BatchTooManyBytesError (SE064) before any call', async () => {
+    const before = await tableCounts(t.su);
+    // 257 requests of 65,300 bytes of JSON text: each under LIMITS.requestBytes, 16.8 MB together.
+    const pad = 'x'.repeat(65_300 - '{"p": ""}'.length);
+    const heavy = Array.from({ length: 257 }, (_, i) => ({ key: uniqueKey(`heavy${i}`), request: { p: pad } }));
+    const error = await t.app.claimMany({ tenant: 'acme', binding, items: heavy }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BatchTooManyBytesError);
+    expect(error).toBeInstanceOf(BatchTooLargeError);
+    expect((error as BatchTooManyBytesError).detail).toEqual({
+      field: 'requests',
+      max_bytes: LIMITS.maxBatchBytes,
+      bytes: 257 * 65_300,
+    });
+    const claimed = await t.app.claimMany({ tenant: 'acme', binding, items: items('heavyr', 17) });
+    const handles = claimed.flatMap((c) => (c.outcome === 'acquired' ? [c.attempt] : []));
+    const big = { p: 'y'.repeat(1_000_000) };
+    await expect(
+      t.app.completeMany(
+        handles,
+        handles.map(() => big),
+      ),
+    ).rejects.toBeInstanceOf(BatchTooManyBytesError);
+    expect((await tableCounts(t.su)).operations).toBe(before.operations + 17);
+    const { rows } = await t.su.query<{ n: number }>(
+      'select count(*)::int as n from settle_private.attempts where key = any ($1) and settled',
+      [handles.map((h) => h.key)],
+    );
+    expect(rows[0]?.n).toBe(0);
+  });
+
   it('a bad item is its single-key error, its path under items[i] and its ordinal in detail', async () => {
     const batch = [...items('bad', 2), { key: ' padded', request: {} }];
     const error = await t.app.claimMany({ tenant: 'acme', binding, items: batch }).catch((e: unknown) => e);
@@ -64,6 +95,19 @@ describe('claimMany and completeMany', () => {
 });
 
 describe('runMany', () => {
+  it('results over LIMITS.maxBatchBytes together are all completed (in as many calls as they need)', async () => {
+    const batch = items('heavyrun', 20);
+    const outcomes = await t.app.runMany({ tenant: 'acme', binding, items: batch }, async (context) =>
+      context.items.map((item) => fulfilled({ index: item.index, pad: 'z'.repeat(1_000_000) })),
+    );
+    expect(outcomes.map((o) => o.outcome)).toEqual(batch.map(() => 'completed'));
+    const { rows } = await t.su.query<{ n: number }>(
+      'select count(*)::int as n from settle_private.attempts where key = any ($1) and settled',
+      [batch.map((b) => b.key)],
+    );
+    expect(rows[0]?.n).toBe(20);
+  });
+
   it('one effect gets every acquired item; per-item reports settle, fail or retry each as run() would', async () => {
     const batch = items('rm', 4);
     let calls = 0;

@@ -1,7 +1,14 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { expireLease } from '../../src/testing/clock.js';
-import { claimMany, claimManyOf, completeMany, completeManyOf, ticketsOf, type ClaimManyArgs } from './support/batch.js';
+import {
+  claimMany,
+  claimManyOf,
+  completeMany,
+  completeManyOf,
+  ticketsOf,
+  type ClaimManyArgs,
+} from './support/batch.js';
 import { backendPid, waitUntilBlocked } from './support/barrier.js';
 import { useEngineDatabase } from './support/database.js';
 import { sqlStateOf } from './support/errors.js';
@@ -192,7 +199,8 @@ describe('complete_many after a wait', () => {
   ) {
     const role = await loginRole(prefix, ['settle_app']);
     const admin = await db.connect();
-    for (const tenant of opts.tenants ?? []) await admin.query('select settle.grant_tenant($1, $2)', [role.name, tenant]);
+    for (const tenant of opts.tenants ?? [])
+      await admin.query('select settle.grant_tenant($1, $2)', [role.name, tenant]);
     const [app, holder, batch] = await Promise.all([role.connect(), role.connect(), role.connect()]);
     const ops = ['a', 'b'].map((k) =>
       newOperation(`${prefix}-${k}`, opts.principal === undefined ? {} : { principal: opts.principal }),

@@ -7,7 +7,7 @@ import {
   ticketsOf,
   type ClaimManyArgs,
 } from './support/batch.js';
-import { useEngineDatabase } from './support/database.js';
+import { uniqueKey, useEngineDatabase } from './support/database.js';
 import { sqlStateOf } from './support/errors.js';
 import { newOperation, TENANT } from './support/fixtures.js';
 import { acquire, claim, complete } from './support/settle.js';
@@ -161,6 +161,60 @@ describe('bad input: a typed error, nothing written', () => {
     const keys = Array.from({ length: 1001 }, (_, i) => `k-${i}`);
     const r = await rejects({ ...base(), keys, requests: keys.map(() => ({})) });
     expect(r).toEqual({ code: 'SE060', detail: { field: 'keys', max_keys: 1000, keys: 1001 } });
+  });
+
+  it('SE064: requests holding more than max_batch_bytes (16 MiB) of JSON text together; 16 MiB exactly is claimed', async () => {
+    // 257 requests of 65,300 bytes of JSON text: each under the 64 KiB of a single claim, 16.8 MB
+    // together.
+    const pad = 'x'.repeat(65_300 - '{"p": ""}'.length);
+    const keys = Array.from({ length: 257 }, (_, i) => uniqueKey(`bytes-${i}`));
+    const r = await rejects({ ...base(), keys, requests: keys.map(() => ({ p: pad })) });
+    expect(r).toEqual({
+      code: 'SE064',
+      detail: { field: 'requests', max_bytes: 16_777_216, bytes: 257 * 65_300 },
+    });
+    // 256 requests of 65,536 bytes: exactly the limit, claimed.
+    const full = 'x'.repeat(65_536 - '{"p": ""}'.length);
+    const app = await db.app();
+    const rows = await claimMany(app, {
+      ...base(),
+      keys: keys.slice(1),
+      requests: keys.slice(1).map(() => ({ p: full })),
+    });
+    expect(new Set(rows.map((row) => row.outcome))).toEqual(new Set(['acquired']));
+  });
+
+  it('SE064: complete_many results holding more than max_batch_bytes together, nothing settled', async () => {
+    const app = await db.app();
+    const batch = ops('big-results', 17);
+    const args = claimManyOf(batch);
+    const tickets = ticketsOf(args, await claimMany(app, args));
+    const big = { p: 'y'.repeat(1_000_000) };
+    const error = await completeMany(
+      app,
+      completeManyOf(
+        tickets,
+        tickets.map(() => big),
+      ),
+    ).catch((e: unknown) => e);
+    const e = error as { code?: string; detail?: string };
+    expect(e.code).toBe('SE064');
+    expect(JSON.parse(e.detail ?? 'null')).toMatchObject({ field: 'results', max_bytes: 16_777_216 });
+    const admin = await db.connect();
+    const settled = await admin.query<{ n: number }>(
+      `select count(*)::int as n from settle.attempts where tenant = $1 and key = any ($2) and settled`,
+      [TENANT, batch.map((o) => o.key)],
+    );
+    expect(settled.rows[0]?.n).toBe(0);
+    // 16 of them fit.
+    const rows = await completeMany(
+      app,
+      completeManyOf(
+        tickets.slice(1),
+        tickets.slice(1).map(() => big),
+      ),
+    );
+    expect(new Set(rows.map((row) => row.outcome))).toEqual(new Set(['settled']));
   });
 
   it('SE062: arrays of different lengths, or not one-dimensional', async () => {

@@ -353,17 +353,20 @@ export const REGRESSIONS: readonly {
     // move was folded into settle.audit_overflow with the refusals, so the history never showed
     // it. The driver checks after every step that the history's last move ends where the status is
     // (the takeover's claim row, after the expiry's, starts at pending).
-    name: 'a stale attempt\'s mismatched success past the refusal rows moves the status, and the history shows it',
+    name: "a stale attempt's mismatched success past the refusal rows moves the status, and the history shows it",
     maxAttempts: [3, 3],
     steps: [
       { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
       { t: 'lapse', op: 0 },
       { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
-      ...Array.from({ length: 21 }, (): Step => ({
-        t: 'call',
-        conn: 2,
-        call: { kind: 'claim', op: 0, variant: 'request', short: false },
-      })),
+      ...Array.from(
+        { length: 21 },
+        (): Step => ({
+          t: 'call',
+          conn: 2,
+          call: { kind: 'claim', op: 0, variant: 'request', short: false },
+        }),
+      ),
       { t: 'call', conn: 0, call: { kind: 'complete', op: 0, ticket: 'first', mismatch: 'fingerprint' } },
       { t: 'call', conn: 1, call: { kind: 'complete', op: 0, ticket: 'latest' } },
     ],
