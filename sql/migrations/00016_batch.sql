@@ -455,6 +455,7 @@ declare
   v_started timestamptz;
   v_end timestamptz;
   v_expires timestamptz;
+  v_acquired text[];
 begin
   perform settle_private._check_batch_shape(array['keys', 'requests'],
     array[cardinality(claim_many.keys), cardinality(claim_many.requests)],
@@ -539,14 +540,21 @@ begin
     end;
   end loop;
   if v_end > v_started + claim_many.lease / 10 then
+    -- Every lease the batch acquired, measured again from its instant, and so is what its answers
+    -- say of them: a key listed again after it was acquired answers in_progress with that lease.
     v_expires := settle_private._expiry(v_end, claim_many.lease);
+    select array_agg(x.key) into v_acquired from unnest(v_out) x where x.outcome = 'acquired';
     update settle_private.operations o
        set lease_expires_at = v_expires, updated_at = v_end
       from unnest(v_out) x
      where x.outcome = 'acquired' and o.tenant = claim_many.tenant and o.key = x.key and o.lease_token = x.lease_token;
     return query select o.ordinal, o.key, o.outcome, o.status, o.attempt, o.lease_token,
-                        case when o.outcome = 'acquired' then v_expires else o.lease_expires_at end,
-                        o.retry_after_ms, o.fingerprint, o.result, o.settled_attempt, o.error, o.dead_lettered,
+                        case when o.key = any (v_acquired) and o.outcome in ('acquired', 'in_progress') then v_expires
+                             else o.lease_expires_at end,
+                        case when o.key = any (v_acquired) and o.outcome = 'in_progress'
+                             then greatest(1, ceil(extract(epoch from (v_expires - v_end)) * 1000))::integer
+                             else o.retry_after_ms end,
+                        o.fingerprint, o.result, o.settled_attempt, o.error, o.dead_lettered,
                         o.conflict_on, o.reason, o.dead_letter_reason
                    from unnest(v_out) o order by o.ordinal;
     return;

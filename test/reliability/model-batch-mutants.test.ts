@@ -5,9 +5,10 @@ import { createTestDatabase } from '../../src/testing/index.js';
 import { BATCH_REGRESSIONS, batchSequence, openBatchSession } from './harness/model-batch-driver.js';
 import { writeMutatedMigrations, type Replacement } from './harness/mutants.js';
 
-// The batch model test (harness/model-batch-driver.ts) against the set-based batch paths
-// (00016_batch.sql) with one rule undone at a time: each mutant is a copy of sql/migrations with
-// exact text replacements (harness/mutants.ts), migrated into a fresh database from template0.
+// The batch model test (harness/model-batch-driver.ts) against the batch paths (00016_batch.sql)
+// with one rule undone at a time, among them the judgements made again after a batch's wait: each
+// mutant is a copy of sql/migrations with exact text replacements (harness/mutants.ts), migrated
+// into a fresh database from template0.
 // The scripted sequences must report an answer the model does not allow; with
 // MODEL_MUTANT_RUNS > 0 (the soak sets 300) random sequences then run until one does too, and
 // the number it took is printed. The control is model-batch.test.ts: the same sequences pass on
@@ -17,6 +18,17 @@ import { writeMutatedMigrations, type Replacement } from './harness/mutants.js';
 // batches to the key-by-key answers.
 
 const BATCH = '00016_batch.sql';
+// The set-based paths' access, judged again after their statements that may wait.
+const CLAIM_POST_WAIT_ACCESS = `  v_floor := settle_private._access(_claim_new_keys.tenant, _claim_new_keys.principal);
+  if v_floor < 0 or _claim_new_keys.binding_generation < v_floor then
+    raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+  end if;
+`;
+const COMPLETE_POST_WAIT_ACCESS = `  v_floor := settle_private._access(_complete_holders.tenant, _complete_holders.principal);
+  if v_floor < 0 or _complete_holders.binding_generation < v_floor then
+    raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+  end if;
+`;
 
 interface BatchMutant {
   readonly name: string;
@@ -73,6 +85,7 @@ const BATCH_MUTANTS: readonly BatchMutant[] = [
         find: `if v_floor >= 0 and claim_many.binding_generation >= v_floor and settle_private._set_based_batches()`,
         replace: `if v_floor >= 0 and settle_private._set_based_batches()`,
       },
+      { file: BATCH, find: CLAIM_POST_WAIT_ACCESS, replace: '' },
     ],
   },
   {
@@ -84,6 +97,43 @@ const BATCH_MUTANTS: readonly BatchMutant[] = [
         find: `if v_floor >= 0 and complete_many.binding_generation >= v_floor and settle_private._set_based_batches()`,
         replace: `if v_floor >= 0 and settle_private._set_based_batches()`,
       },
+      { file: BATCH, find: COMPLETE_POST_WAIT_ACCESS, replace: '' },
+    ],
+  },
+  {
+    name: 'claim-many-skips-post-wait-access',
+    defect: 'set-based claim_many does not judge access again after its insert waited',
+    replacements: [{ file: BATCH, find: CLAIM_POST_WAIT_ACCESS, replace: '' }],
+  },
+  {
+    name: 'complete-many-skips-post-wait-access',
+    defect: 'set-based complete_many does not judge access again under its row locks',
+    replacements: [{ file: BATCH, find: COMPLETE_POST_WAIT_ACCESS, replace: '' }],
+  },
+  {
+    name: 'keyed-skips-post-wait-access',
+    defect:
+      'a batch decided key by key keeps what it decided before a revocation that committed while a later key waited',
+    replacements: [
+      {
+        file: BATCH,
+        find: `    raise sqlstate 'SE098' using message = 'the batch is decided again';`,
+        replace: `    null;`,
+      },
+    ],
+  },
+  {
+    name: 'claim-many-skips-lease-remeasure',
+    defect: 'set-based claim_many keeps the leases measured before its insert waited',
+    replacements: [
+      { file: BATCH, find: `  if v_decided > v_now + _claim_new_keys.lease / 10 then`, replace: `  if false then` },
+    ],
+  },
+  {
+    name: 'keyed-skips-lease-remeasure',
+    defect: 'claim_many decided key by key keeps the leases of keys decided before a later key waited',
+    replacements: [
+      { file: BATCH, find: `  if v_end > v_started + claim_many.lease / 10 then`, replace: `  if false then` },
     ],
   },
 ];

@@ -5,7 +5,8 @@ import { useReliabilityDatabase } from './support/database.js';
 
 // Batches against the reference model (harness/model-batch-driver.ts): random sequences of
 // settle.claim_many and settle.complete_many calls, with forged tokens, mismatched locks and a
-// revoked binding among them, as settle_app. A batch must be its single calls made at one
+// revoked binding among them, and batches made to wait on one of their keys while the binding is
+// revoked or a tenth of the lease passes, as settle_app. A batch must be its single calls made at one
 // instant. (The concurrent model-based test, model-based.test.ts, drives the single calls; the
 // batch path's rules undone one at a time are in model-batch-mutants.test.ts, whose control this
 // file is: the scripted sequences pass here.)
