@@ -125,6 +125,13 @@ export class SettleConnectionError extends SettleError {}
 export class SettleTimeoutError extends SettleError {}
 /** A transient conflict (40001, 40P01, 55P03); retried transparently outside your transactions. */
 export class SettleRetryableError extends SettleError {}
+/**
+ * The database refused to write (25006, read_only_sql_transaction): the client reached a hot
+ * standby (as right after a failover, until its connections reach the new primary), or a login
+ * or database with `default_transaction_read_only`. The call wrote nothing, so the same call is
+ * safe to repeat once it reaches a primary; the service is unavailable for writes until then.
+ */
+export class SettleReadOnlyError extends SettleError {}
 /** Any other database error (permission denied, ...), with its SQLSTATE. */
 export class SettleDatabaseError extends SettleError {}
 /**
@@ -422,6 +429,7 @@ export function mapDatabaseError(error: unknown): Error {
   if (sqlstate !== null && RETRYABLE_SQLSTATES.has(sqlstate)) {
     return new SettleRetryableError(message, options(sqlstate));
   }
+  if (sqlstate === '25006') return new SettleReadOnlyError(message, options(sqlstate));
   if (sqlstate === '57014' || error instanceof StatementTimeoutError || error instanceof StatementCancelledError) {
     return new SettleTimeoutError(message, options('57014'));
   }

@@ -24,6 +24,7 @@ import {
   SettleError,
   SettleInputError,
   SettleNotMigratedError,
+  SettleReadOnlyError,
   SettleRetryableError,
   SettleTimeoutError,
   StatusDowngradeError,
@@ -347,6 +348,36 @@ describe('infrastructure errors', () => {
     if (!(error instanceof SettleConnectionError))
       console.log('TERMINATED', error, (error as { cause?: unknown }).cause);
     expect(error).toBeInstanceOf(SettleConnectionError);
+  });
+
+  it('25006 a read-only database -> SettleReadOnlyError, from claim(), run() and an idempotent function; the effect never runs', async () => {
+    // The login as a standby (or a primary demoted by a failover) serves it: every write fails.
+    const role = `read_only_${process.pid}_${Date.now()}`;
+    await t.su.query(`create role ${role} login in role settle_app`);
+    await t.su.query(`alter role ${role} in database ${t.db.name} set default_transaction_read_only = on`);
+    const url = new URL(t.db.url);
+    url.username = role;
+    const readOnly = createSettleClient({ connectionString: url.toString(), poolSize: 1 });
+    try {
+      const claim = await rejection(readOnly.claim({ tenant: 'acme', key: uniqueKey(), request: {}, binding }));
+      expect(claim).toBeInstanceOf(SettleReadOnlyError);
+      expect(claim).toMatchObject({ code: '25006', sqlstate: '25006' });
+      expect(claim).not.toBeInstanceOf(SettleConnectionError); // not ambiguous: nothing was written
+      let effects = 0;
+      const effect = async (): Promise<{ ok: boolean }> => {
+        effects += 1;
+        return { ok: true };
+      };
+      const run = await rejection(readOnly.run({ tenant: 'acme', key: uniqueKey(), request: {}, binding }, effect));
+      expect(run).toBeInstanceOf(SettleReadOnlyError);
+      const once = readOnly.idempotent(effect, { tenant: 'acme', key: () => uniqueKey(), request: () => ({}), binding });
+      expect(await rejection(once())).toBeInstanceOf(SettleReadOnlyError);
+      expect(effects).toBe(0);
+    } finally {
+      await readOnly.end();
+      await t.su.query(`drop owned by ${role}`).catch(() => {});
+      await t.su.query(`drop role ${role}`).catch(() => {});
+    }
   });
 
   it('refused connection -> SettleConnectionError, from a client call', async () => {
