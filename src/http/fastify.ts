@@ -144,13 +144,32 @@ export const idempotency: FastifyPluginAsync<IdempotencyOptions<FastifyRequest>>
     // reply.send() without returning it does not send twice). The payload still goes out below.
     reply.hijack();
     const o = pending.resolved;
-    const read = await readPayload(payload, o.maxBodyBytes);
-    pending.capture({
-      status: reply.statusCode,
-      headers: reply.getHeaders() as OutgoingHttpHeaders,
-      body: read.body,
-      overflowed: read.rest !== null || read.body.length > o.maxBodyBytes,
-    });
+    let read: Awaited<ReturnType<typeof readPayload>>;
+    let broken: HttpAnswer | null = null;
+    try {
+      read = await readPayload(payload, o.maxBodyBytes);
+    } catch (error) {
+      // A payload stream that failed before its first byte left (it is read up to maxBodyBytes
+      // before anything is sent): answered in its place, recorded per the response policy (a
+      // 500: a retryable failure), logged as Fastify logs a failed stream.
+      request.log.error({ err: error }, 'pg-settle: the response payload failed before its first byte was sent');
+      broken = problem(
+        'response-broken',
+        o.problemTypeBase,
+        'the response failed before it was complete; nothing of it was sent or stored',
+      );
+      read = { body: broken.body, rest: null };
+    }
+    pending.capture(
+      broken === null
+        ? {
+            status: reply.statusCode,
+            headers: reply.getHeaders() as OutgoingHttpHeaders,
+            body: read.body,
+            overflowed: read.rest !== null || read.body.length > o.maxBodyBytes,
+          }
+        : { status: broken.status, headers: broken.headers, body: broken.body, overflowed: false },
+    );
     let result: FlowResult;
     try {
       result = await pending.result;
@@ -166,10 +185,11 @@ export const idempotency: FastifyPluginAsync<IdempotencyOptions<FastifyRequest>>
         ),
       };
     }
-    if (result.kind === 'answer') {
+    const answer = result.kind === 'answer' ? result.answer : broken;
+    if (answer !== null) {
       for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
-      reply.code(result.answer.status).headers(result.answer.headers);
-      return result.answer.body;
+      reply.code(answer.status).headers(answer.headers);
+      return answer.body;
     }
     if (read.rest === null) return read.body;
     const rest = read.rest;

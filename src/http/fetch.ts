@@ -113,14 +113,16 @@ async function handle(
     contexts.set(request, context);
     started = true;
     let response: Response;
+    let read: Awaited<ReturnType<typeof readBody>>;
     try {
       response = await (inRequestContext === null ? run() : inRequestContext(run));
+      // A body that fails while it is read here fails before its first byte left: the same as a throw.
+      read = await readBody(response, o.maxBodyBytes);
     } catch (error) {
       // What the host answers for a throw (a 500): not stored, a retry runs the handler again.
       thrown = { error };
       return { status: 500, headers: {}, body: Buffer.alloc(0), overflowed: false };
     }
-    const read = await readBody(response, o.maxBodyBytes);
     produced = { response, head: read.head, rest: read.rest };
     if (answered) void read.rest?.cancel().catch(() => {});
     return {

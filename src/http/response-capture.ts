@@ -17,12 +17,13 @@ type Callback = (error?: Error | null) => void;
  * capturing -> overflowed -> passthrough (release after an overflow), capturing -> complete (the
  * handler ended its response) -> sent (release), capturing|overflowed|complete -> sending -> late
  * (answer: the middleware answered instead, e.g. a handler timeout; what the handler writes from
- * then on is captured against shadow headers, never sent, and still resolves `done` when it ends).
+ * then on is captured against shadow headers, never sent, and still resolves `done` when it ends),
+ * capturing -> destroyed (the handler destroyed its response before a byte of it left).
  * In `complete` and `sent`, anything written afterwards (an error handler reached by a throw that
  * came after res.json()) is discarded and reported through `onLate`: the handler's complete
  * response is the one the caller receives, as it is the one stored.
  */
-type State = 'capturing' | 'overflowed' | 'complete' | 'sent' | 'sending' | 'passthrough' | 'late';
+type State = 'capturing' | 'overflowed' | 'complete' | 'sent' | 'sending' | 'passthrough' | 'late' | 'destroyed';
 
 /** Status, status message and headers of the handler's response when it ended. */
 interface Frozen {
@@ -30,6 +31,8 @@ interface Frozen {
   readonly message: string;
   readonly headers: OutgoingHttpHeaders;
 }
+
+type HeaderValue = string | number | readonly string[];
 
 const toBuffer = (chunk: unknown, encoding?: unknown): Buffer =>
   Buffer.isBuffer(chunk)
@@ -39,17 +42,38 @@ const toBuffer = (chunk: unknown, encoding?: unknown): Buffer =>
       : Buffer.from(String(chunk), typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
 
 /**
- * Replaces writeHead / write / end on `res` (compression middleware does the same): status and
- * headers stay on `res` (setHeader is untouched), body chunks are buffered. `done` resolves on
- * end(), or as soon as the body exceeds `maxBytes` (the overflow: the caller settles, then
- * release() flushes and the rest streams straight through).
+ * Replaces writeHead / write / end / destroy and the header methods on `res` (compression
+ * middleware does the same): status and headers stay on `res`, body chunks are buffered. `done`
+ * resolves on end(), or as soon as the body exceeds `maxBytes` (the overflow: the caller settles,
+ * then release() flushes and the rest streams straight through).
+ *
+ * A broken body (docs/http.md, "Broken bodies"): once the body started (the first write, or
+ * writeHead) Node refuses any change to the head (ERR_HTTP_HEADERS_SENT), so a change means the
+ * handler's body broke off and something else answers in its place (Express's error handler,
+ * reached by a throw or rejection after res.write()). Before the overflow point nothing has left:
+ * the partial body is dropped and that answer is captured as the response, exactly as if the
+ * handler had thrown before writing. After it, the key already settled with the committed head:
+ * the answer is discarded, and release() sends the head and the bytes so far, then closes the
+ * connection instead of framing anything after them. res.destroy() (stream.pipeline calls it
+ * when the source fails) before the overflow point closes the connection with nothing sent and
+ * resolves `done` as a 500 (a retryable failure); after it, it closes at release the same way.
  */
 export function captureResponse(
   res: ServerResponse,
   maxBytes: number,
   onLate: (sentStatus: number, discardedStatus: number) => void = () => {},
 ): ResponseCapture {
-  const original = { writeHead: res.writeHead, write: res.write, end: res.end };
+  const original = {
+    writeHead: res.writeHead,
+    write: res.write,
+    end: res.end,
+    destroy: res.destroy,
+    setHeader: res.setHeader,
+    appendHeader: res.appendHeader,
+    removeHeader: res.removeHeader,
+    getHeader: res.getHeader,
+    hasHeader: res.hasHeader,
+  };
   let frozen: Frozen | null = null;
   let lateReported = false;
   /** Something wrote after the handler's response was complete: discard it, report it once. */
@@ -62,11 +86,16 @@ export function captureResponse(
   let size = 0;
   let ended = false;
   let state: State = 'capturing';
+  /** The status line when the body started: Node sends the head then and refuses changes after. */
+  let committed: { readonly status: number; readonly message: string } | null = null;
+  /** The body broke off past the overflow point: the committed head and the bytes so far, then close. */
+  let broken = false;
+  /** Header calls go here instead of `res` (after the middleware answered, or the body broke off). */
+  let shadow: Map<string, HeaderValue> | null = null;
   let resolveDone!: (captured: CapturedResponse) => void;
   const done = new Promise<CapturedResponse>((resolve) => {
     resolveDone = resolve;
   });
-  let shadow: Map<string, string | number | readonly string[]> | null = null;
   const snapshot = (overflowed: boolean): CapturedResponse => ({
     status: res.statusCode,
     headers:
@@ -75,6 +104,28 @@ export function captureResponse(
     overflowed,
   });
   const holding = (): boolean => state === 'capturing' || state === 'overflowed' || state === 'complete';
+  /** The handler's response is complete: later writes are discarded and reported. */
+  const finished = (): boolean => state === 'complete' || state === 'sent' || (state === 'overflowed' && ended);
+  /** Writes that go nowhere: after a destroy, or after the body broke off past the overflow point. */
+  const dropped = (): boolean => state === 'destroyed' || (state === 'overflowed' && broken);
+  const commit = (): void => {
+    committed ??= { status: res.statusCode, message: res.statusMessage };
+  };
+  const breakOff = (): void => {
+    broken = true;
+    shadow = new Map(); // what the error handler sets from now on never reaches the caller
+  };
+  /** The head changes after the body started: the body broke off (see above). */
+  const headChanges = (): void => {
+    if (committed === null) return;
+    if (state === 'capturing' || state === 'late') {
+      chunks.length = 0;
+      size = 0;
+      committed = null;
+    } else if (state === 'overflowed' && !ended && !broken) {
+      breakOff();
+    }
+  };
   const append = (chunk: unknown, encoding?: unknown): void => {
     if (chunk === undefined || chunk === null || typeof chunk === 'function') return;
     const buffer = toBuffer(chunk, encoding);
@@ -89,18 +140,55 @@ export function captureResponse(
     if (typeof callback === 'function') process.nextTick(callback as Callback);
   };
 
+  res.setHeader = function setHeader(this: ServerResponse, name: string, value: HeaderValue) {
+    headChanges();
+    if (shadow === null) return original.setHeader.call(this, name, value);
+    shadow.set(name.toLowerCase(), value);
+    return this;
+  } as ServerResponse['setHeader'];
+  res.appendHeader = function appendHeader(this: ServerResponse, name: string, value: string | readonly string[]) {
+    headChanges();
+    if (shadow === null) return original.appendHeader.call(this, name, value);
+    const lower = name.toLowerCase();
+    const prior = shadow.get(lower);
+    shadow.set(lower, [
+      ...(prior === undefined ? [] : Array.isArray(prior) ? prior : [String(prior)]),
+      ...(Array.isArray(value) ? value : [value as string]),
+    ]);
+    return this;
+  } as ServerResponse['appendHeader'];
+  res.removeHeader = function removeHeader(this: ServerResponse, name: string) {
+    headChanges();
+    if (shadow === null) original.removeHeader.call(this, name);
+    else shadow.delete(name.toLowerCase());
+  };
+  res.getHeader = function getHeader(this: ServerResponse, name: string) {
+    if (shadow === null) return original.getHeader.call(this, name);
+    return shadow.get(name.toLowerCase()) as string | number | string[] | undefined;
+  };
+  res.hasHeader = function hasHeader(this: ServerResponse, name: string) {
+    if (shadow === null) return original.hasHeader.call(this, name);
+    return shadow.has(name.toLowerCase());
+  };
+
   res.writeHead = function writeHead(this: ServerResponse, status: number, ...rest: unknown[]) {
-    if (state === 'complete' || state === 'sent') {
-      if (state === 'complete') this.statusCode = status;
+    if (finished()) {
+      if (state !== 'sent') this.statusCode = status;
       discardLate();
       return this;
     }
+    if (state === 'destroyed') return this;
     if (!holding() && state !== 'late')
       return (original.writeHead as (...args: unknown[]) => ServerResponse).call(this, status, ...rest);
-    this.statusCode = status;
     const [first, second] = rest;
-    if (typeof first === 'string') this.statusMessage = first;
     const headers = typeof first === 'string' ? second : first;
+    const given = Array.isArray(headers)
+      ? headers.length > 0
+      : headers !== undefined && headers !== null && Object.keys(headers).length > 0;
+    if (status !== this.statusCode || given) headChanges();
+    if (dropped()) return this;
+    this.statusCode = status;
+    if (typeof first === 'string') this.statusMessage = first;
     if (Array.isArray(headers)) {
       const pairs: unknown[] = Array.isArray(headers[0])
         ? headers
@@ -113,34 +201,46 @@ export function captureResponse(
       for (const [name, value] of Object.entries(headers as Record<string, string | string[] | number>))
         this.setHeader(name, value);
     }
+    commit();
     return this;
   } as ServerResponse['writeHead'];
 
   res.write = function write(this: ServerResponse, chunk: unknown, encoding?: unknown, callback?: unknown) {
     if (state === 'passthrough')
       return (original.write as (...args: unknown[]) => boolean).call(this, chunk, encoding, callback);
-    if (state === 'complete' || state === 'sent') {
+    const done = typeof encoding === 'function' ? encoding : callback;
+    if (finished()) {
       discardLate();
-      later(typeof encoding === 'function' ? encoding : callback);
+      later(done);
       return true;
     }
-    append(chunk, encoding);
-    later(typeof encoding === 'function' ? encoding : callback);
+    if (committed !== null && this.statusCode !== committed.status) headChanges();
+    if (!dropped()) {
+      commit();
+      append(chunk, encoding);
+    }
+    later(done);
     return true;
   } as ServerResponse['write'];
 
   res.end = function end(this: ServerResponse, chunk?: unknown, encoding?: unknown, callback?: unknown) {
     if (state === 'passthrough' || state === 'sending')
       return (original.end as (...args: unknown[]) => ServerResponse).call(this, chunk, encoding, callback);
-    if (state === 'complete' || state === 'sent') {
+    const done = typeof chunk === 'function' ? chunk : typeof encoding === 'function' ? encoding : callback;
+    if (finished()) {
       discardLate();
-      later(typeof chunk === 'function' ? chunk : typeof encoding === 'function' ? encoding : callback);
+      later(done);
+      return this;
+    }
+    if (committed !== null && this.statusCode !== committed.status) headChanges();
+    if (dropped()) {
+      later(done);
       return this;
     }
     if (ended) return this;
     append(chunk, encoding);
     ended = true;
-    later(typeof chunk === 'function' ? chunk : typeof encoding === 'function' ? encoding : callback);
+    later(done);
     if (state === 'capturing' || state === 'overflowed') {
       frozen = { status: this.statusCode, message: this.statusMessage, headers: { ...this.getHeaders() } };
     }
@@ -149,10 +249,27 @@ export function captureResponse(
     return this;
   } as ServerResponse['end'];
 
+  res.destroy = function destroy(this: ServerResponse, error?: Error) {
+    if (state === 'capturing') {
+      // Abandoned before a byte of it left: nothing was sent, the connection closes as asked,
+      // and the response counts as the 500 it would have become (a retryable failure).
+      state = 'destroyed';
+      chunks.length = 0;
+      resolveDone({ status: 500, headers: {}, body: Buffer.alloc(0), overflowed: false });
+      return original.destroy.call(this, error);
+    }
+    if (state === 'overflowed' && !ended) {
+      if (!broken) breakOff(); // closed by release(), after the committed head and the bytes so far
+      return this;
+    }
+    // The caller has the middleware's answer on this connection: keep it.
+    if (state === 'late') return this;
+    return original.destroy.call(this, error);
+  } as ServerResponse['destroy'];
+
   const restore = (): void => {
-    res.writeHead = original.writeHead;
-    res.write = original.write;
-    res.end = original.end;
+    shadow = null;
+    Object.assign(res, original);
   };
 
   return {
@@ -161,6 +278,16 @@ export function captureResponse(
       if (!holding()) return;
       const body = Buffer.concat(chunks);
       chunks.length = 0;
+      if (broken && committed !== null) {
+        // The key settled with this head: send it and the bytes so far, then close the
+        // connection, so nothing after them is ever read as a response.
+        restore();
+        res.statusCode = committed.status;
+        res.statusMessage = committed.message;
+        state = 'passthrough';
+        res.write(body, () => res.destroy());
+        return;
+      }
       if (ended && frozen !== null) {
         // Exactly what the handler answered, whatever ran after it (an error handler may have
         // changed the status and headers before its own end() was discarded).
@@ -173,7 +300,7 @@ export function captureResponse(
         state = 'sent';
         // From now on writes are discarded and reported (not ERR_STREAM_WRITE_AFTER_END), and
         // header calls work on a private map (Node would throw ERR_HTTP_HEADERS_SENT).
-        shadowHeaders(res, new Map());
+        shadow = new Map();
         return;
       }
       state = 'passthrough';
@@ -186,11 +313,12 @@ export function captureResponse(
       state = 'sending';
       chunks.length = 0;
       size = 0;
+      committed = null;
+      broken = false;
       const handlerHeaders = new Map(
-        Object.entries(res.getHeaders()).flatMap(([k, v]) =>
-          v === undefined ? [] : [[k, v as string | number | readonly string[]]],
-        ),
+        Object.entries(res.getHeaders()).flatMap(([k, v]) => (v === undefined ? [] : [[k, v as HeaderValue]])),
       );
+      shadow = null;
       if (!res.headersSent) {
         for (const name of res.getHeaderNames()) res.removeHeader(name);
         for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
@@ -198,39 +326,11 @@ export function captureResponse(
         res.statusMessage = '';
       }
       (original.end as (chunk: Buffer) => void).call(res, answer.body);
+      // After the middleware answered in the handler's place, the handler's own setHeader & co.
+      // work on a private map that starts with what it had set (Node would throw
+      // ERR_HTTP_HEADERS_SENT, and Express would then destroy the keep-alive socket).
       shadow = handlerHeaders;
-      shadowHeaders(res, handlerHeaders);
       state = 'late';
     },
-  };
-}
-
-/**
- * After the middleware answered in the handler's place, the handler's own setHeader & co. work on
- * a private map (Node would throw ERR_HTTP_HEADERS_SENT, and Express would then destroy the
- * keep-alive socket). The map starts with what the handler had set.
- */
-function shadowHeaders(res: ServerResponse, shadow: Map<string, string | number | readonly string[]>): void {
-  res.setHeader = function setHeader(this: ServerResponse, name: string, value: string | number | readonly string[]) {
-    shadow.set(name.toLowerCase(), value);
-    return this;
-  } as ServerResponse['setHeader'];
-  res.appendHeader = function appendHeader(this: ServerResponse, name: string, value: string | readonly string[]) {
-    const lower = name.toLowerCase();
-    const prior = shadow.get(lower);
-    shadow.set(lower, [
-      ...(prior === undefined ? [] : Array.isArray(prior) ? prior : [String(prior)]),
-      ...(Array.isArray(value) ? value : [value as string]),
-    ]);
-    return this;
-  } as ServerResponse['appendHeader'];
-  res.removeHeader = function removeHeader(this: ServerResponse, name: string) {
-    shadow.delete(name.toLowerCase());
-  };
-  res.getHeader = function getHeader(this: ServerResponse, name: string) {
-    return shadow.get(name.toLowerCase()) as string | number | string[] | undefined;
-  };
-  res.hasHeader = function hasHeader(this: ServerResponse, name: string) {
-    return shadow.has(name.toLowerCase());
   };
 }

@@ -370,7 +370,12 @@ describe('infrastructure errors', () => {
       };
       const run = await rejection(readOnly.run({ tenant: 'acme', key: uniqueKey(), request: {}, binding }, effect));
       expect(run).toBeInstanceOf(SettleReadOnlyError);
-      const once = readOnly.idempotent(effect, { tenant: 'acme', key: () => uniqueKey(), request: () => ({}), binding });
+      const once = readOnly.idempotent(effect, {
+        tenant: 'acme',
+        key: () => uniqueKey(),
+        request: () => ({}),
+        binding,
+      });
       expect(await rejection(once())).toBeInstanceOf(SettleReadOnlyError);
       expect(effects).toBe(0);
     } finally {

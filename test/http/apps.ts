@@ -2,7 +2,7 @@
 // No vitest imports: the crash test runs it in a child process too.
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { Readable } from 'node:stream';
+import { pipeline, Readable } from 'node:stream';
 import express from 'express';
 import Fastify from 'fastify';
 import { sql } from 'slonik';
@@ -11,7 +11,7 @@ import type { SettleClient } from '../../src/index.js';
 import { createIdempotency } from '../../src/http/express.js';
 import { idempotency } from '../../src/http/fastify.js';
 import type { IdempotencyBinding, RouteOptions } from '../../src/http/core/options.js';
-import { startWebApp, WEB_FRAMEWORKS, type WebFramework } from './web-apps.js';
+import { brokenBodyChunks, startWebApp, WEB_FRAMEWORKS, type WebFramework } from './web-apps.js';
 
 export type Framework = 'express' | 'fastify' | WebFramework;
 export const FRAMEWORKS: readonly Framework[] = ['express', 'fastify'];
@@ -27,6 +27,8 @@ export interface Hold {
 export interface AppHooks {
   /** Invocations per route name. */
   readonly calls: Record<string, number>;
+  /** What the app's error handling saw: Express's error handler, Fastify's log (warn and up), Hono's onError, the fetch host. */
+  readonly errors: string[];
   /** The next invocation of /orders (or /slow) blocks until released. */
   hold(): Hold;
   /** Called by /charge before its response: a downstream effect keyed by downstreamKey. */
@@ -61,12 +63,14 @@ const binding = (headers: Record<string, string | string[] | undefined>): Idempo
   generation: 1,
 });
 
-function makeHooks(
-  charge?: (downstreamKey: string) => Promise<void>,
-): AppHooks & { take(): { entered: (n: number) => void; released: Promise<void> } | undefined } {
+/** The hooks as the app sees them: it takes the holds the test registered. */
+type HeldHooks = AppHooks & { take(): { entered: (n: number) => void; released: Promise<void> } | undefined };
+
+function makeHooks(charge?: (downstreamKey: string) => Promise<void>): HeldHooks {
   const holds: { entered: (n: number) => void; released: Promise<void> }[] = [];
   return {
     calls: {},
+    errors: [],
     ...(charge === undefined ? {} : { charge }),
     hold() {
       let entered!: (n: number) => void;
@@ -88,6 +92,24 @@ const count = (hooks: AppHooks, route: string): number => (hooks.calls[route] = 
 
 const streamChunks = (chunks: number, size: number): Buffer[] =>
   Array.from({ length: chunks }, (_, i) => Buffer.alloc(size, String.fromCharCode(97 + (i % 26))));
+
+/** The body of /broken as a stream that fails after its bytes (after `beforeBreak`). */
+const brokenStream = (bytes: number, beforeBreak: () => Promise<void>): Readable =>
+  Readable.from(
+    (async function* () {
+      yield* brokenBodyChunks(bytes);
+      await beforeBreak();
+      throw new Error('the body broke off');
+    })(),
+  );
+
+/** Waits on the test's hold, if it registered one (a controlled point in a handler). */
+async function held(hooks: HeldHooks, n: number): Promise<void> {
+  const hold = hooks.take();
+  if (hold === undefined) return;
+  hold.entered(n);
+  await hold.released;
+}
 
 const ledgerInsert = (account: string) => sql.type(z.object({ id: z.bigint() }))`
   insert into http_ledger (account, amount) values (${account}, 100) returning id`;
@@ -195,6 +217,32 @@ async function startExpress(config: AppConfig): Promise<TestApp> {
     }
     throw new Error('metrics failed after the response');
   });
+  // A 201 of `bytes` bytes that breaks off midway with x-break: after writing them the handler
+  // throws, rejects (after the test's hold), or its source stream fails (after the hold), which
+  // stream.pipeline turns into res.destroy() and hands to the error handler.
+  app.post('/broken', idem(), (req, res, next) => {
+    const n = count(hooks, 'broken');
+    const { bytes } = req.body as { bytes: number };
+    res.status(201).set({ 'Content-Type': 'application/octet-stream', Location: `/broken/${n}` });
+    const how = req.headers['x-break'];
+    if (how === undefined) {
+      res.end(Buffer.concat(brokenBodyChunks(bytes)));
+      return undefined;
+    }
+    if (how === 'stream') {
+      pipeline(
+        brokenStream(bytes, () => held(hooks, n)),
+        res,
+        (error) => error && next(error),
+      );
+      return undefined;
+    }
+    res.write(Buffer.concat(brokenBodyChunks(bytes)));
+    if (how === 'throw') throw new Error('the body broke off');
+    return held(hooks, n).then(() => {
+      throw new Error('the body broke off');
+    });
+  });
   // The same resource route, mounted on a route and, under /v2, by router.use() (the concrete
   // path and query string are fingerprinted either way).
   const payouts = (req: express.Request, res: express.Response): void => {
@@ -219,6 +267,7 @@ async function startExpress(config: AppConfig): Promise<TestApp> {
   // An error handler that answers JSON, as most apps have one.
   app.use(
     (error: Error & { status?: number }, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      hooks.errors.push(error.message);
       res.status(error.status ?? 500).json({ error: error.message });
     },
   );
@@ -239,7 +288,9 @@ async function startExpress(config: AppConfig): Promise<TestApp> {
 
 async function startFastify(config: AppConfig): Promise<TestApp> {
   const hooks = makeHooks(config.charge);
-  const app = Fastify();
+  const app = Fastify({
+    logger: { level: 'warn', stream: { write: (line: string) => void hooks.errors.push(line) } },
+  });
   await app.register(idempotency, {
     settle: config.settle,
     binding: (req) => binding(req.headers),
@@ -346,6 +397,14 @@ async function startFastify(config: AppConfig): Promise<TestApp> {
       await hold.released;
     }
     throw new Error('metrics failed after the response');
+  });
+  // A 201 of `bytes` bytes; with x-break its stream fails after them (after the test's hold).
+  app.post('/broken', async (req, reply) => {
+    const n = count(hooks, 'broken');
+    const { bytes } = req.body as { bytes: number };
+    reply.code(201).headers({ 'content-type': 'application/octet-stream', location: `/broken/${n}` });
+    if (req.headers['x-break'] === undefined) return reply.send(Buffer.concat(brokenBodyChunks(bytes)));
+    return reply.send(brokenStream(bytes, () => held(hooks, n)));
   });
   // The same resource route at the root and in a plugin under the /v2 prefix.
   const payouts = async (req: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply) => {

@@ -14,6 +14,10 @@ import type { AppConfig, AppHooks, TestApp } from './apps.js';
 export type WebFramework = 'hono' | 'fetch';
 export const WEB_FRAMEWORKS: readonly WebFramework[] = ['hono', 'fetch'];
 
+/** 1 000-byte chunks of `bytes` bytes of "b": the body of /broken (here and in apps.ts). */
+export const brokenBodyChunks = (bytes: number): Buffer[] =>
+  Array.from({ length: Math.ceil(bytes / 1000) }, (_, i) => Buffer.alloc(Math.min(1000, bytes - i * 1000), 'b'));
+
 type Route = (request: Request) => Promise<Response>;
 interface Mounted {
   readonly method: string;
@@ -30,6 +34,7 @@ function makeHooks(charge?: (downstreamKey: string) => Promise<void>): AppHooks 
   const holds: { entered: (n: number) => void; released: Promise<void> }[] = [];
   return {
     calls: {},
+    errors: [],
     ...(charge === undefined ? {} : { charge }),
     hold() {
       let entered!: (n: number) => void;
@@ -169,6 +174,32 @@ function routes(config: AppConfig, hooks: AppHooks & Holds): Mounted[] {
       },
     },
     {
+      // A 201 of `bytes` bytes; with x-break its body stream fails after them (after the test's hold).
+      method: 'POST',
+      path: '/broken',
+      options: {},
+      route: async (request) => {
+        const n = count(hooks, 'broken');
+        const { bytes } = (await request.json()) as { bytes: number };
+        const init = { status: 201, headers: { 'content-type': 'application/octet-stream', location: `/broken/${n}` } };
+        const chunks = brokenBodyChunks(bytes);
+        if (request.headers.get('x-break') === null) return new Response(new Uint8Array(Buffer.concat(chunks)), init);
+        const body = new ReadableStream<Uint8Array>({
+          async pull(controller) {
+            const chunk = chunks.shift();
+            if (chunk !== undefined) return controller.enqueue(new Uint8Array(chunk));
+            const hold = hooks.take();
+            if (hold !== undefined) {
+              hold.entered(n);
+              await hold.released;
+            }
+            controller.error(new Error('the body broke off'));
+          },
+        });
+        return new Response(body, init);
+      },
+    },
+    {
       method: 'POST',
       path: '/charge',
       options: { leaseMs: 60_000 },
@@ -202,7 +233,8 @@ export async function startWebApp(framework: WebFramework, config: AppConfig): P
   const hooks = makeHooks(config.charge);
   const idempotency = idempotencyFor(config);
   const mounted = routes(config, hooks);
-  const server = framework === 'hono' ? honoServer(idempotency, mounted) : fetchServer(idempotency, mounted);
+  const server =
+    framework === 'hono' ? honoServer(idempotency, mounted, hooks) : fetchServer(idempotency, mounted, hooks);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
@@ -216,8 +248,13 @@ export async function startWebApp(framework: WebFramework, config: AppConfig): P
   };
 }
 
-function honoServer(idempotency: FetchIdempotency, mounted: readonly Mounted[]): Server {
+function honoServer(idempotency: FetchIdempotency, mounted: readonly Mounted[], hooks: AppHooks): Server {
   const app = new Hono();
+  // Hono's own answer to an error (its default onError logs it and answers this).
+  app.onError((error, c) => {
+    hooks.errors.push(error.message);
+    return c.text('Internal Server Error', 500);
+  });
   for (const { method, path, options, route } of mounted) {
     const handler = (c: { req: { raw: Request } }) => route(c.req.raw);
     if (options === false) app.on(method, path, handler);
@@ -227,7 +264,7 @@ function honoServer(idempotency: FetchIdempotency, mounted: readonly Mounted[]):
 }
 
 /** A plain fetch handler per route, served by node:http through a minimal Request/Response bridge. */
-function fetchServer(idempotency: FetchIdempotency, mounted: readonly Mounted[]): Server {
+function fetchServer(idempotency: FetchIdempotency, mounted: readonly Mounted[], hooks: AppHooks): Server {
   const handlers = new Map(
     mounted.map(({ method, path, options, route }) => [
       `${method} ${path}`,
@@ -253,7 +290,8 @@ function fetchServer(idempotency: FetchIdempotency, mounted: readonly Mounted[])
     let response: Response;
     try {
       response = await handler(request);
-    } catch {
+    } catch (error) {
+      hooks.errors.push((error as Error).message);
       res.writeHead(500).end();
       return;
     }
@@ -261,7 +299,12 @@ function fetchServer(idempotency: FetchIdempotency, mounted: readonly Mounted[])
     for (const [name, value] of response.headers) if (name !== 'set-cookie') res.setHeader(name, value);
     const cookies = response.headers.getSetCookie();
     if (cookies.length > 0) res.setHeader('set-cookie', cookies);
-    if (response.body !== null) for await (const chunk of response.body) res.write(chunk);
-    res.end();
+    try {
+      if (response.body !== null) for await (const chunk of response.body) res.write(chunk);
+      res.end();
+    } catch (error) {
+      hooks.errors.push((error as Error).message);
+      res.destroy(); // a body that fails after its head went out: close, as the platforms do
+    }
   });
 }

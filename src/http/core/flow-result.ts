@@ -4,6 +4,7 @@ import {
   SettleDatabaseError,
   SettleInputError,
   SettleNotMigratedError,
+  SettleReadOnlyError,
   SettleTimeoutError,
   TenantNotGrantedError,
 } from '../../client/errors.js';
@@ -67,8 +68,13 @@ export class IdempotencyMisconfiguredError extends Error {
   }
 }
 
+/** 503 settlement-unavailable with Retry-After: the same key will get an answer later. */
+export const unavailable = (o: Resolved<never>, detail: string): FlowResult =>
+  answer(problem('settlement-unavailable', o.problemTypeBase, detail, {}, { 'retry-after': '1' }));
+
 /**
- * A database that cannot be reached before the handler ran: 503, nothing executed. A server set
+ * A database that cannot be reached, or is read-only (25006: a standby after a failover), before
+ * the handler ran: 503, nothing executed, nothing of the engine's error disclosed. A server set
  * up wrong: the operator gets the cause (`report`: onMisconfiguration, default console.error,
  * and the `misconfigured` result of pg_settle.http.requests); the caller a plain 500 that
  * discloses nothing of the deployment (no SQLSTATE, no function to grant).
@@ -78,17 +84,9 @@ export function storeError(
   o: Resolved<never>,
   report: (error: IdempotencyMisconfiguredError) => void = defaultReport,
 ): FlowResult {
-  if (isAmbiguous(error)) {
-    return answer(
-      problem(
-        'settlement-unavailable',
-        o.problemTypeBase,
-        'the idempotency store did not answer; nothing was executed',
-        {},
-        { 'retry-after': '1' },
-      ),
-    );
-  }
+  if (isAmbiguous(error)) return unavailable(o, 'the idempotency store did not answer; nothing was executed');
+  if (error instanceof SettleReadOnlyError)
+    return unavailable(o, 'the idempotency store cannot record requests right now; nothing was executed');
   const misconfigured = misconfiguration(error);
   if (misconfigured !== null) {
     try {

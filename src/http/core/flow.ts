@@ -1,4 +1,4 @@
-import { SettleInputError } from '../../client/errors.js';
+import { SettleInputError, SettleReadOnlyError } from '../../client/errors.js';
 import { type HttpRequestResult, recordHttpRequest } from '../../client/telemetry.js';
 import type { AttemptHandle, ClaimInput, ClaimOutcome, Observation } from '../../client/types.js';
 import { replayAnswer } from './answers.js';
@@ -19,6 +19,7 @@ import {
   type RunHandler,
   storeError,
   TIMEOUT,
+  unavailable,
   withTimeout,
 } from './flow-result.js';
 import { runInRequestTransaction } from './transaction-flow.js';
@@ -231,6 +232,11 @@ async function settleCaptured(
     if (isAmbiguous(error) || error instanceof SettleInputError) {
       await reportInDoubt(handle, o);
       return { kind: 'captured' };
+    }
+    if (error instanceof SettleReadOnlyError) {
+      // Refused, so certainly not stored: the caller never gets a response that was not stored.
+      await reportInDoubt(handle, o);
+      return unavailable(o, 'the response could not be recorded; retry later with the same key');
     }
     throw error;
   }

@@ -16,6 +16,7 @@ export const PROBLEMS = {
     title:
       'An earlier request with this Idempotency-Key may have taken effect; it is not run again until it is reconciled',
   },
+  'response-broken': { status: 500, title: "The handler's response broke off before its first byte was sent" },
   'handler-timeout': { status: 503, title: 'The handler did not answer in time; its outcome is unknown' },
   'settlement-unavailable': { status: 503, title: 'The idempotency store is unavailable' },
   'idempotency-misconfigured': { status: 500, title: 'The idempotency middleware is misconfigured' },
