@@ -830,9 +830,12 @@ function resolve(w: World, c: Extract<Call, { kind: 'resolve' }>): Branch[] {
   const unconverted = op.revoked === null ? [] : [error('SE050'), error('SE051')];
   if (n !== c.expectedAttempt) return [error('SE053')];
   if (c.expectedStatus !== undefined) {
-    // An unconverted revoked operation may still hold the status it had before: either status
-    // may be the one compared.
-    const seen = op.revoked === null ? [op.status] : [op.status, op.revoked.statusBefore];
+    // An unconverted revoked operation may still hold the status it had before, or pending
+    // where it was running: the sweeper (not a call of the binding) ends a lapsed attempt
+    // without converting. Any of these may be the one compared.
+    const before = op.revoked?.statusBefore;
+    const seen =
+      before === undefined ? [op.status] : [op.status, before, ...(before === 'running' ? (['pending'] as const) : [])];
     if (!seen.includes(c.expectedStatus)) return [error('SE053')];
     if (seen.some((st) => st !== c.expectedStatus)) unconverted.push(error('SE053'));
   }

@@ -371,4 +371,43 @@ export const REGRESSIONS: readonly {
       { t: 'call', conn: 1, call: { kind: 'complete', op: 0, ticket: 'latest' } },
     ],
   },
+  {
+    // Found by a soak (seed 101): alice's binding is revoked while her operation runs; the sweeper
+    // ends its lapsed attempt (running -> pending) without converting it, as it is not a call of
+    // the binding; a resolve that read pending is answered from the row (SE050, nothing to
+    // resolve), where the model, which converts at once, only allowed SE053.
+    name: 'a resolve of a revoked operation the sweeper left pending answers the row it reads',
+    maxAttempts: [2, 2],
+    steps: [
+      { t: 'call', conn: 1, call: { kind: 'heartbeat', op: 0, ticket: 'latest', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'report_unknown', op: 1, ticket: 'latest' } },
+      { t: 'call', conn: 2, call: { kind: 'get', op: 1, variant: 'same' } },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 2, call: { kind: 'report_unknown', op: 1, ticket: 'latest' } },
+      { t: 'call', conn: 0, call: { kind: 'complete', op: 1, ticket: 'latest' } },
+      { t: 'feed', action: 'reregister', startAt: 'latest' },
+      { t: 'call', conn: 2, call: { kind: 'complete', op: 1, ticket: 'first' } },
+      { t: 'call', conn: 2, call: { kind: 'report_unknown', op: 1, ticket: 'latest' } },
+      { t: 'check', op: 1 },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 1, variant: 'same', short: false } },
+      { t: 'call', conn: 2, call: { kind: 'report_unknown', op: 1, ticket: 'latest' } },
+      { t: 'resolve', op: 1, outcome: 'failed' },
+      { t: 'call', conn: 1, call: { kind: 'fail', op: 0, ticket: 'previous', retryable: true } },
+      { t: 'begin', conn: 2 },
+      { t: 'call', conn: 2, call: { kind: 'heartbeat', op: 0, ticket: 'first', short: false } },
+      { t: 'call', conn: 0, call: { kind: 'claim', op: 0, variant: 'same', short: false } },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'same', short: false, answerUnknown: true } },
+      { t: 'revoke', op: 0 },
+      { t: 'end', commit: true, longWait: true },
+      { t: 'expire' },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 1, variant: 'same', short: false } },
+      { t: 'call', conn: 2, call: { kind: 'claim', op: 1, variant: 'same', short: false, answerUnknown: true } },
+      { t: 'call', conn: 2, call: { kind: 'report_unknown', op: 1, ticket: 'latest' } },
+      { t: 'lapse', op: 0 },
+      { t: 'call', conn: 2, call: { kind: 'heartbeat', op: 1, ticket: 'latest', short: false } },
+      { t: 'expire' },
+      { t: 'call', conn: 1, call: { kind: 'claim', op: 0, variant: 'principal', short: true, answerUnknown: true } },
+      { t: 'resolve', op: 0, outcome: 'failed' },
+    ],
+  },
 ];
