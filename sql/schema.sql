@@ -503,6 +503,7 @@ declare
   v_res settle.claim_result;
   v_floor bigint;
   v_seq bigint;
+  v_audit_id bigint;
   -- The first statement's row: the access verdict of the call (00007), the operation row (all
   -- NULL: no such key), the answer to a replay and whether a new key may be inserted. A record,
   -- not a declared composite type: Citus propagates functions to the workers but not a type
@@ -580,39 +581,36 @@ begin
   end if;
 
   if v_seen.new_key then
-    -- First claim: the reservation lock, then attempt 1. Two sessions racing on a new key: the
-    -- loser waits here for the winner to commit, inserts nothing, then joins below.
+    -- First claim: the reservation lock and attempt 1, one row: attempt 1's token (its lease
+    -- token) and the log of this claim (settle.audit_log shows it as claim:acquired; no audit
+    -- row), its place in the key's history counted as settle_private._next_seq counts it (00006:
+    -- a key without operation may have audit rows, a purge tombstone or refused calls), read
+    -- here rather than by the first read, whose every sub-plan each replay sets up
+    -- (docs/performance.md). Two sessions racing on a new key: the loser waits here for the
+    -- winner to commit, inserts nothing, then joins below.
+    v_token := gen_random_uuid();
+    select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
+     where l.tenant = claim.tenant and l.key = claim.key;
     insert into settle_private.operations as o
-      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, max_attempts, created_at,
+       attempt, attempt_token, worker, claimed_at, claimed_by, claim_seq, claim_audit_id, claim_status_after,
+       status, lease_token, lease_expires_at, updated_at)
     values
       (claim.tenant, claim.key, settle_private._fingerprint(claim.request), claim.request, claim.principal,
-       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-       claim.max_attempts, gen_random_uuid(), settle_private._expiry(v_now, claim.lease), v_now, v_now)
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, claim.max_attempts, v_now,
+       1, v_token, claim.worker, v_now, session_user, v_seq, nextval('settle_private.audit_log_audit_id_seq'), 'running',
+       'running', v_token, settle_private._expiry(v_now, claim.lease), v_now)
     on conflict on constraint operations_pkey do nothing
-    returning o.tenant, o.status, o.lease_token, o.lease_expires_at, o.fingerprint
-      into v_op.tenant, v_op.status, v_op.lease_token, v_op.lease_expires_at, v_op.fingerprint;
-    -- Only the five columns the answer and the paths below read come back (RETURNING * builds
-    -- and assigns all 21: -1.7% instructions per new key, docs/performance.md);
-    -- the waited path below reads the whole row back from its UPDATE ... RETURNING * before it
-    -- uses more than the lease token.
+    returning o.tenant, o.status, o.lease_expires_at, o.fingerprint
+      into v_op.tenant, v_op.status, v_op.lease_expires_at, v_op.fingerprint;
+    -- Only the columns the answer and the paths below read come back (RETURNING * builds and
+    -- assigns every column: -1.7% instructions per new key, docs/performance.md); the waited
+    -- path below reads the whole row back from its UPDATE ... RETURNING *.
     -- The insert waits only behind another session's uncommitted insert of the same key. A
     -- claim that did not wait (the common case, within the 5 ms allowed for scheduling) is
-    -- decided: attempt 1, which is also the log of this claim (settle.audit_log shows it as
-    -- claim:acquired), and no audit row. Its place in the key's history (as
-    -- settle_private._next_seq numbers it, 00006: a key without operation has no attempts, but
-    -- may have audit rows, a purge tombstone or refused calls) is read here, not by the first
-    -- read: every sub-plan of that statement is set up by each replay too (docs/performance.md).
+    -- decided.
     if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
-      select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
-       where l.tenant = claim.tenant and l.key = claim.key;
-      insert into settle_private.attempts
-        (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-         claim_status_after, claimed_by)
-      values
-        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seq,
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
-      return row('acquired', v_op.status, 1, v_op.lease_token, v_op.lease_expires_at, null, v_op.fingerprint,
+      return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_op.fingerprint,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
   else
@@ -646,7 +644,6 @@ begin
       -- access is judged again with what committed meanwhile (a revocation converts the
       -- new operation before anything runs), and the lease is measured from now, so no answer
       -- carries a lease that already lapsed.
-      v_token := v_op.lease_token;
       v_decided := clock_timestamp();
       if v_decided > v_now + interval '5 milliseconds' then
         v_floor := settle_private._access(claim.tenant, claim.principal);
@@ -659,16 +656,6 @@ begin
          where o.tenant = claim.tenant and o.key = claim.key
         returning * into v_op;
       end if;
-      -- Attempt 1, which is also the log of this claim (settle.audit_log shows it as
-      -- claim:acquired): no audit row.
-      select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
-       where l.tenant = claim.tenant and l.key = claim.key;
-      insert into settle_private.attempts
-        (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-         claim_status_after, claimed_by)
-      values
-        (claim.tenant, claim.key, 1, v_token, claim.worker, v_now, v_seq,
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
       if claim.binding_generation < v_floor then
         -- Revoked while this claim waited: nothing may run under it.
         v_op := settle_private._revoke_operation(v_op, v_floor, v_now, claim.worker);
@@ -790,6 +777,9 @@ begin
     -- settle.expire_leases; a spent attempt budget dead-letters the operation.
     if v_open and (v_op.lease_token is not null or v_op.attempt >= v_op.max_attempts) then
       v_op := settle_private._expire(v_op, v_now, claim.worker);
+      -- The expiry is a row of its own in the history (expire:expired): this claim's row starts
+      -- where it left the status, so every row's status_before is the previous move's end.
+      v_before := v_op.status;
     end if;
 
     if v_op.status = 'failed' then
@@ -809,21 +799,22 @@ begin
       exit;
     end if;
 
+    -- A new attempt epoch on the operation row, its claim logged there (claim:acquired in
+    -- settle.audit_log), once the record of the attempt it supersedes is kept (00006).
+    -- (The token, place and audit id are drawn first: Citus refuses a volatile function in an
+    -- UPDATE of a distributed table.)
     v_token := gen_random_uuid();
+    v_writes := settle_private._record_attempt(claim.tenant, claim.key, v_op.attempt);
+    v_seq := settle_private._next_seq(claim.tenant, claim.key);
+    v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
     update settle_private.operations o
-       set attempt = v_op.attempt + 1,
+       set attempt = v_op.attempt + 1, attempt_token = v_token, worker = claim.worker, claimed_at = v_now,
+           claimed_by = session_user, claim_seq = v_seq, claim_audit_id = v_audit_id, claim_status_before = v_before,
+           claim_status_after = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
            status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
            lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
      where o.tenant = claim.tenant and o.key = claim.key
     returning * into v_op;
-    -- The new attempt is the log of this claim (claim:acquired in settle.audit_log).
-    insert into settle_private.attempts
-      (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-       claim_status_after, claimed_by)
-    values
-      (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now,
-       settle_private._next_seq(claim.tenant, claim.key), nextval('settle_private.audit_log_audit_id_seq'),
-       v_before, v_op.status, session_user);
     v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null);
     exit;
@@ -861,10 +852,15 @@ CREATE FUNCTION settle.claim_many(tenant text, keys text[], requests jsonb[], pr
     AS $$
 declare
   v_bad bigint;
+  v_bytes bigint;
   v_item record;
   v_res settle.claim_result;
-  v_out settle.claim_many_result[] := '{}'::settle.claim_many_result[];
+  v_out settle.claim_many_result[];
   v_floor bigint;
+  v_started timestamptz;
+  v_end timestamptz;
+  v_expires timestamptz;
+  v_acquired text[];
 begin
   perform settle_private._check_batch_shape(array['keys', 'requests'],
     array[cardinality(claim_many.keys), cardinality(claim_many.requests)],
@@ -885,15 +881,19 @@ begin
     perform settle_private._raise('SE008', 'rerun_after_unknown must not be NULL',
       jsonb_build_object('field', 'rerun_after_unknown'), 'Pass true (open a new attempt) or false (answer in_doubt).');
   end if;
-  select min(u.i) into v_bad
-    from unnest(claim_many.keys, claim_many.requests) with ordinality u(k, r, i)
-   where (settle_private._name_ok(u.k, settle_private._limit('key_bytes'))
-          and settle_private._json_ok(u.r, settle_private._limit('request_bytes'))) is not true;
+  -- Each request is measured once (settle_private._json_bytes), for its own limit and the batch's.
+  select min(u.i) filter (where (settle_private._name_ok(u.k, settle_private._limit('key_bytes'))
+                                 and u.n <= settle_private._limit('request_bytes')) is not true),
+         sum(u.n)
+    into v_bad, v_bytes
+    from (select x.k, x.i, settle_private._json_bytes(x.r, settle_private._limit('request_bytes')) as n
+            from unnest(claim_many.keys, claim_many.requests) with ordinality x(k, r, i)) u;
   if v_bad is not null then
     perform settle_private._check_batch_element('claim', v_bad, claim_many.tenant, claim_many.keys[v_bad],
       claim_many.requests[v_bad], claim_many.principal, claim_many.scopes, claim_many.binding_generation,
       claim_many.lease, claim_many.worker, claim_many.max_attempts, null, null, null, null);
   end if;
+  perform settle_private._check_batch_bytes('requests', v_bytes);
 
   -- A batch of new keys (the common case) is claimed set-based when nothing can make it differ
   -- from its single claims: access granted and the generation not revoked, every key distinct and
@@ -916,18 +916,54 @@ begin
     end;
   end if;
 
-  -- One key at a time, in the fixed order (see the top of this file): each by settle.claim.
-  for v_item in
-    select u.k, u.r, u.i from unnest(claim_many.keys, claim_many.requests) with ordinality u(k, r, i)
-     order by u.k collate "C", u.i
+  -- One key at a time, in the fixed order (see the top of this file): each by settle.claim. The
+  -- batch's instant is the end of its last wait (settle_private._keyed_instant): access changed
+  -- since the pass began undoes the pass (the block's subtransaction) and decides every key again;
+  -- a pass longer than a tenth of the lease measures every lease it acquired again from its end.
   loop
-    v_res := settle.claim(claim_many.tenant, v_item.k, v_item.r, claim_many.principal, claim_many.scopes,
-      claim_many.binding_generation, claim_many.lease, claim_many.worker, claim_many.max_attempts,
-      claim_many.rerun_after_unknown);
-    v_out := v_out || row(v_item.i, v_item.k, v_res.outcome, v_res.status, v_res.attempt, v_res.lease_token,
-      v_res.lease_expires_at, v_res.retry_after_ms, v_res.fingerprint, v_res.result, v_res.settled_attempt,
-      v_res.error, v_res.dead_lettered, v_res.conflict_on, v_res.reason, v_res.dead_letter_reason)::settle.claim_many_result;
+    v_floor := settle_private._access(claim_many.tenant, claim_many.principal);
+    v_started := clock_timestamp();
+    begin
+      v_out := '{}'::settle.claim_many_result[];
+      for v_item in
+        select u.k, u.r, u.i from unnest(claim_many.keys, claim_many.requests) with ordinality u(k, r, i)
+         order by u.k collate "C", u.i
+      loop
+        v_res := settle.claim(claim_many.tenant, v_item.k, v_item.r, claim_many.principal, claim_many.scopes,
+          claim_many.binding_generation, claim_many.lease, claim_many.worker, claim_many.max_attempts,
+          claim_many.rerun_after_unknown);
+        v_out := v_out || row(v_item.i, v_item.k, v_res.outcome, v_res.status, v_res.attempt, v_res.lease_token,
+          v_res.lease_expires_at, v_res.retry_after_ms, v_res.fingerprint, v_res.result, v_res.settled_attempt,
+          v_res.error, v_res.dead_lettered, v_res.conflict_on, v_res.reason, v_res.dead_letter_reason)::settle.claim_many_result;
+      end loop;
+      v_end := settle_private._keyed_instant(claim_many.tenant, claim_many.principal, claim_many.binding_generation,
+        v_floor);
+      exit;
+    exception when sqlstate 'SE098' then
+      -- Rolled back to the block's start: every key is decided again, at a later instant.
+      null;
+    end;
   end loop;
+  if v_end > v_started + claim_many.lease / 10 then
+    -- Every lease the batch acquired, measured again from its instant, and so is what its answers
+    -- say of them: a key listed again after it was acquired answers in_progress with that lease.
+    v_expires := settle_private._expiry(v_end, claim_many.lease);
+    select array_agg(x.key) into v_acquired from unnest(v_out) x where x.outcome = 'acquired';
+    update settle_private.operations o
+       set lease_expires_at = v_expires, updated_at = v_end
+      from unnest(v_out) x
+     where x.outcome = 'acquired' and o.tenant = claim_many.tenant and o.key = x.key and o.lease_token = x.lease_token;
+    return query select o.ordinal, o.key, o.outcome, o.status, o.attempt, o.lease_token,
+                        case when o.key = any (v_acquired) and o.outcome in ('acquired', 'in_progress') then v_expires
+                             else o.lease_expires_at end,
+                        case when o.key = any (v_acquired) and o.outcome = 'in_progress'
+                             then greatest(1, ceil(extract(epoch from (v_expires - v_end)) * 1000))::integer
+                             else o.retry_after_ms end,
+                        o.fingerprint, o.result, o.settled_attempt, o.error, o.dead_lettered,
+                        o.conflict_on, o.reason, o.dead_letter_reason
+                   from unnest(v_out) o order by o.ordinal;
+    return;
+  end if;
   return query select * from unnest(v_out) o order by o.ordinal;
 end
 $$;
@@ -941,7 +977,7 @@ ALTER FUNCTION settle.claim_many(tenant text, keys text[], requests jsonb[], pri
 COMMENT ON FUNCTION settle.claim_many(tenant text, keys text[], requests jsonb[], principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, rerun_after_unknown boolean) IS 'Claim many keys of one tenant in one call: settle.claim for every key, in one transaction, answered per key.
 Parameters: tenant; keys text[] (1 to max_batch_keys = 1000 keys, each as settle.claim''s key; a key may repeat); requests jsonb[] (one request per key, same order); principal, scopes, binding_generation, lease, worker, max_attempts, rerun_after_unknown: as settle.claim, shared by every key.
 Outcomes: one row per element of keys, in their order: ordinal (1-based), key, and exactly what settle.claim answers for that key (acquired with its own attempt, lease_token, lease_expires_at and fingerprint | in_progress | replay | failed | unknown | in_doubt | conflict | refused). A key listed twice is claimed twice, in list order, as a second caller would be (the second answers in_progress when the first acquired).
-SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 requests not one per key (a length, dimension or lower bound that differs); SE063 keys or requests NULL or with a NULL element (DETAIL: field, ordinal); an element that breaks settle.claim''s rules raises settle.claim''s code (SE002 key, SE004 request) with its ordinal in DETAIL; SE001, SE003, SE007, SE008 for the shared arguments; SE013 tenant not granted to this login role. The whole batch is checked before any key is claimed: an error claims nothing.
+SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 requests not one per key (a length, dimension or lower bound that differs); SE063 keys or requests NULL or with a NULL element (DETAIL: field, ordinal); SE064 the requests hold more than max_batch_bytes = 16 MiB of JSON text together; an element that breaks settle.claim''s rules raises settle.claim''s code (SE002 key, SE004 request) with its ordinal in DETAIL; SE001, SE003, SE007, SE008 for the shared arguments; SE013 tenant not granted to this login role. The whole batch is checked before any key is claimed: an error claims nothing.
 Locking: as settle.claim for each key, the keys visited in one fixed order (key COLLATE "C", then ordinal), so concurrent batches over overlapping keys never deadlock. Every lock is held until the batch''s transaction ends.
 Idempotency: as settle.claim per key: repeating the batch with the same requests and binding joins the same operations (replay once completed). Each key leaves what its single claim leaves in settle.audit_log.';
 
@@ -979,13 +1015,13 @@ begin
     -- As the general merge's first statement: access (the login's tenant binding) and the
     -- presented token are checked before the row lock, and the row is locked only when both
     -- pass; here it is locked only when, on its latest version, this attempt holds the lease
-    -- (the operation's current attempt and lease token are the presented ones: the token is
-    -- checked on the operation row, where the live lease is; the attempt row's own token is
-    -- checked again under the lock, below), the presented lock matches the reservation and
-    -- nothing settled. One plain locking read: the access test refers to no row of
+    -- (the operation's current attempt and lease token are the presented ones), the presented
+    -- lock matches the reservation and nothing settled. An attempt that holds the lease has
+    -- reported nothing (every report releases it) and has no record in settle_private.attempts
+    -- yet: nothing else is read. One plain locking read: the access test refers to no row of
     -- operations, so it is evaluated once, before the scan, as the scan's gate (a refused login
     -- reads and locks nothing), without the CTE and lateral join that cost three plan nodes.
-    select o.status into v_seen
+    select o.status, o.claim_seq into v_seen
       from settle_private.operations o
      where o.tenant = complete.tenant and o.key = complete.key
        and o.attempt = complete.attempt and o.lease_token = complete.lease_token and o.status <> 'completed'
@@ -998,10 +1034,11 @@ begin
                 else 0 end >= 0
        for update;
     if found then
-      -- Locked. As in the general merge, the access verdict, the attempt and the place of this
-      -- settlement in the key's history are read after the lock, with what committed while
-      -- this call waited; the settlement and the attempt's observation are written in the same
-      -- statement, only if no floor applies and the attempt has not reported.
+      -- Locked. As in the general merge, the access verdict and the place of this settlement in
+      -- the key's history (after its audit rows and the claim of its current attempt, the
+      -- latest event logged on a row of the key) are read after the lock, with what committed
+      -- while this call waited; the settlement and its log are written in the same statement,
+      -- only if no floor applies.
       v_now := clock_timestamp();
       v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
       with s as materialized (
@@ -1009,33 +1046,20 @@ begin
                                   where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (complete.tenant = any (b.tenants))) then -1
                     else coalesce((select f.below_generation from settle_private.binding_floors f
                                     where f.tenant = complete.tenant and f.principal = complete.principal), 0) end as verdict,
-               -- One read of the key's attempts: whether this attempt, with the presented token,
-               -- has not reported yet, and the last place its attempts took in the key's history.
-               bool_or(a.attempt = complete.attempt and a.lease_token = complete.lease_token
-                       and a.observation is null) as unobserved,
                coalesce(greatest(
                  (select l.seq from settle_private.audit_log l where l.tenant = complete.tenant and l.key = complete.key
                    order by l.seq desc limit 1),
-                 max(greatest(a.claim_seq, a.settled_seq))), 0) + 1 as seq
-          from settle_private.attempts a
-         where a.tenant = complete.tenant and a.key = complete.key
+                 v_seen.claim_seq), 0) + 1 as seq
       ), op as (
         update settle_private.operations o
            set status = 'completed', result = complete.result, settled_attempt = complete.attempt,
-               settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+               settled_at = v_now, settled_seq = s.seq, settled_audit_id = v_audit_id,
+               settled_status_before = v_seen.status, settled_reason = 'current_attempt', settled_by = session_user,
+               lease_token = null, lease_expires_at = null, dead_lettered_at = null,
                dead_letter_reason = null, error = null, updated_at = v_now
           from s
-         where o.tenant = complete.tenant and o.key = complete.key and s.verdict = 0 and s.unobserved
+         where o.tenant = complete.tenant and o.key = complete.key and s.verdict = 0
         returning o.status, o.attempt, o.settled_attempt, o.result
-      ), observed as (
-        update settle_private.attempts a
-           set observation = 'completed', observed_at = v_now, error = null, retryable = null,
-               late_result = null, settled = true, settled_as = complete.attempt,
-               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
-               settled_seq = s.seq, settled_audit_id = v_audit_id,
-               settled_status_before = v_seen.status, settled_reason = 'current_attempt', settled_by = session_user
-          from s, op
-         where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt
       )
       select 'settled'::text, 'current_attempt'::text, op.status, op.attempt, op.settled_attempt, op.result,
              null::jsonb, null::text[], false, null::text
@@ -1076,9 +1100,10 @@ CREATE FUNCTION settle.complete_many(tenant text, keys text[], attempts integer[
     AS $_$
 declare
   v_bad bigint;
+  v_bytes bigint;
   v_item record;
   v_res settle.observation_result;
-  v_out settle.complete_many_result[] := '{}'::settle.complete_many_result[];
+  v_out settle.complete_many_result[];
   v_floor bigint;
 begin
   perform settle_private._check_batch_shape(array['keys', 'attempts', 'lease_tokens', 'fingerprints', 'results'],
@@ -1098,18 +1123,21 @@ begin
     perform settle_private._check_operation_key(complete_many.tenant, 'key');
     perform settle_private._check_binding(complete_many.principal, complete_many.scopes, complete_many.binding_generation);
   end if;
-  select min(u.i) into v_bad
-    from unnest(complete_many.keys, complete_many.attempts, complete_many.fingerprints, complete_many.results)
-         with ordinality u(k, a, f, r, i)
-   where (settle_private._name_ok(u.k, settle_private._limit('key_bytes')) and u.a >= 1
-          and u.f ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(u.f) - strpos(u.f, ':') = 64
-          and settle_private._json_ok(u.r, settle_private._limit('result_bytes'))) is not true;
+  select min(u.i) filter (where (settle_private._name_ok(u.k, settle_private._limit('key_bytes')) and u.a >= 1
+                                 and u.f ~ '^v[0-9]+:[0-9a-f]+$' and octet_length(u.f) - strpos(u.f, ':') = 64
+                                 and u.n <= settle_private._limit('result_bytes')) is not true),
+         sum(u.n)
+    into v_bad, v_bytes
+    from (select x.k, x.a, x.f, x.i, settle_private._json_bytes(x.r, settle_private._limit('result_bytes')) as n
+            from unnest(complete_many.keys, complete_many.attempts, complete_many.fingerprints, complete_many.results)
+                 with ordinality x(k, a, f, r, i)) u;
   if v_bad is not null then
     perform settle_private._check_batch_element('complete', v_bad, complete_many.tenant, complete_many.keys[v_bad], null,
       complete_many.principal, complete_many.scopes, complete_many.binding_generation, null, null, null,
       complete_many.attempts[v_bad], complete_many.lease_tokens[v_bad], complete_many.fingerprints[v_bad],
       complete_many.results[v_bad]);
   end if;
+  perform settle_private._check_batch_bytes('results', v_bytes);
 
   -- A batch of lease holders (the common case) settles set-based when nothing can make it differ
   -- from its single completes: access granted and the generation not revoked, every key distinct;
@@ -1128,18 +1156,30 @@ begin
     end;
   end if;
 
-  -- One key at a time, in the fixed order (see the top of this file): each by settle.complete.
-  for v_item in
-    select u.k, u.a, u.t, u.f, u.r, u.i
-      from unnest(complete_many.keys, complete_many.attempts, complete_many.lease_tokens, complete_many.fingerprints,
-                  complete_many.results) with ordinality u(k, a, t, f, r, i)
-     order by u.k collate "C", u.i
+  -- One key at a time, in the fixed order (see the top of this file): each by settle.complete,
+  -- at the batch's instant as claim_many's (settle_private._keyed_instant).
   loop
-    v_res := settle.complete(complete_many.tenant, v_item.k, v_item.a, v_item.t, v_item.f, complete_many.principal,
-      complete_many.scopes, complete_many.binding_generation, v_item.r);
-    v_out := v_out || row(v_item.i, v_item.k, v_res.outcome, v_res.reason, v_res.status, v_res.attempt,
-      v_res.settled_attempt, v_res.result, v_res.error, v_res.conflict_on, v_res.dead_lettered,
-      v_res.dead_letter_reason)::settle.complete_many_result;
+    v_floor := settle_private._access(complete_many.tenant, complete_many.principal);
+    begin
+      v_out := '{}'::settle.complete_many_result[];
+      for v_item in
+        select u.k, u.a, u.t, u.f, u.r, u.i
+          from unnest(complete_many.keys, complete_many.attempts, complete_many.lease_tokens, complete_many.fingerprints,
+                      complete_many.results) with ordinality u(k, a, t, f, r, i)
+         order by u.k collate "C", u.i
+      loop
+        v_res := settle.complete(complete_many.tenant, v_item.k, v_item.a, v_item.t, v_item.f, complete_many.principal,
+          complete_many.scopes, complete_many.binding_generation, v_item.r);
+        v_out := v_out || row(v_item.i, v_item.k, v_res.outcome, v_res.reason, v_res.status, v_res.attempt,
+          v_res.settled_attempt, v_res.result, v_res.error, v_res.conflict_on, v_res.dead_lettered,
+          v_res.dead_letter_reason)::settle.complete_many_result;
+      end loop;
+      perform settle_private._keyed_instant(complete_many.tenant, complete_many.principal,
+        complete_many.binding_generation, v_floor);
+      exit;
+    exception when sqlstate 'SE098' then
+      null;
+    end;
   end loop;
   return query select * from unnest(v_out) o order by o.ordinal;
 end
@@ -1152,9 +1192,9 @@ ALTER FUNCTION settle.complete_many(tenant text, keys text[], attempts integer[]
 --
 
 COMMENT ON FUNCTION settle.complete_many(tenant text, keys text[], attempts integer[], lease_tokens uuid[], fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[]) IS 'Complete many attempts of one tenant in one call: settle.complete for every key, in one transaction, answered per key.
-Parameters: tenant; keys text[] (1 to max_batch_keys = 1000; a key may repeat); attempts integer[], lease_tokens uuid[], fingerprints text[] (from each key''s acquired claim), results jsonb[] (each <= 1 MiB): one element per key, same order; principal, scopes, binding_generation: the binding presented at claim, shared by every key.
+Parameters: tenant; keys text[] (1 to max_batch_keys = 1000; a key may repeat); attempts integer[], lease_tokens uuid[], fingerprints text[] (from each key''s acquired claim), results jsonb[] (each <= 1 MiB, together <= max_batch_bytes = 16 MiB): one element per key, same order; principal, scopes, binding_generation: the binding presented at claim, shared by every key.
 Outcomes: one row per element of keys, in their order: ordinal (1-based), key, and exactly what settle.complete answers for that key (settled | already_settled | duplicate | conflict | fenced, with its reason and the canonical state it discloses). A key listed twice is completed twice, in list order, as a second caller would be (the second, identical, answers duplicate).
-SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 a per-key array not one per key; SE063 an array or element NULL (DETAIL: field, ordinal); an element that breaks settle.complete''s rules raises its code (SE002 key, SE004 fingerprint, SE005 result, SE008 attempt) with its ordinal in DETAIL; SE001, SE003 for the shared arguments; SE010 a key never claimed; SE013 tenant not granted to this login role. The whole batch is checked before any key is completed: an error settles nothing.
+SQLSTATEs: SE060 more than 1000 keys; SE061 no key; SE062 a per-key array not one per key; SE063 an array or element NULL (DETAIL: field, ordinal); SE064 the results hold more than 16 MiB of JSON text together; an element that breaks settle.complete''s rules raises its code (SE002 key, SE004 fingerprint, SE005 result, SE008 attempt) with its ordinal in DETAIL; SE001, SE003 for the shared arguments; SE010 a key never claimed; SE013 tenant not granted to this login role. The whole batch is checked before any key is completed: an error settles nothing.
 Locking: as settle.complete for each key (its operation row, FOR UPDATE), the keys visited in one fixed order (key COLLATE "C", then ordinal), so concurrent batches never deadlock. Works inside the caller''s transaction: commit a same-database effect atomically with the batch''s settlements.
 Idempotency: as settle.complete per key: repeating the batch answers duplicate for every key it settled. Each key leaves what its single complete leaves in settle.audit_log, and its own feed event.';
 
@@ -1195,7 +1235,9 @@ begin
        and o.updated_at <= v_cutoff
        and (o.status <> 'pending'
             or exists (select 1 from settle_private.attempts a
-                        where a.tenant = o.tenant and a.key = o.key and a.observation is distinct from 'failed'))
+                        where a.tenant = o.tenant and a.key = o.key and a.observation is distinct from 'failed')
+            or not exists (select 1 from settle_private.attempts a
+                            where a.tenant = o.tenant and a.key = o.key and a.attempt = o.attempt))
        and (v_mine is null or o.tenant = any (v_mine))
      order by o.updated_at
      limit batch_size
@@ -1541,6 +1583,7 @@ declare
   v_floor bigint;
   v_seen record;
   v_tenant_ok boolean;
+  v_valid boolean;
 begin
   if (settle_private._name_ok(heartbeat.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(heartbeat.key, settle_private._limit('key_bytes'))
@@ -1556,12 +1599,11 @@ begin
   -- keeping its transaction open. An attempt's token never changes.
   -- The binding is read in its own statement: on Citus a function reading the bindings (a
   -- reference table) may not run inside a statement routed to the key's shard.
+  -- The token likewise (it reads the key's operation and attempts in statements of its own).
   v_tenant_ok := settle_private._tenant_ok(heartbeat.tenant);
+  v_valid := settle_private._is_attempt_token(heartbeat.tenant, heartbeat.key, heartbeat.attempt, heartbeat.lease_token);
   with a as materialized (
-    select v_tenant_ok as tenant_ok,
-           exists (select 1 from settle_private.attempts t
-                    where t.tenant = heartbeat.tenant and t.key = heartbeat.key and t.attempt = heartbeat.attempt
-                      and t.lease_token = heartbeat.lease_token) as valid
+    select v_tenant_ok as tenant_ok, v_valid as valid
   )
   select a.tenant_ok, a.valid, x.op into v_seen
     from a left join lateral (
@@ -1701,12 +1743,25 @@ CREATE TABLE settle_private.operations (
     created_at timestamp with time zone NOT NULL,
     redrive_count integer DEFAULT 0 NOT NULL,
     attempt integer NOT NULL,
+    attempt_token uuid NOT NULL,
+    worker text,
+    claimed_at timestamp with time zone NOT NULL,
+    claimed_by text,
+    claim_seq bigint,
+    claim_audit_id bigint,
+    claim_status_before settle.status,
+    claim_status_after settle.status,
     status settle.status NOT NULL,
     lease_token uuid,
     lease_expires_at timestamp with time zone,
     result jsonb,
     settled_attempt integer,
     settled_at timestamp with time zone,
+    settled_seq bigint,
+    settled_audit_id bigint,
+    settled_status_before settle.status,
+    settled_reason text,
+    settled_by text,
     error jsonb,
     dead_lettered_at timestamp with time zone,
     dead_letter_reason text,
@@ -1722,7 +1777,7 @@ ALTER TABLE settle_private.operations OWNER TO settle_owner;
 -- Name: TABLE operations; Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON TABLE settle_private.operations IS 'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
+COMMENT ON TABLE settle_private.operations IS 'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch (its identity, claim log and lease), the immutable result and the log of the one settlement. Private: use the settle API.';
 
 --
 -- Name: operations; Type: VIEW; Schema: settle; Owner: settle_owner
@@ -2348,6 +2403,8 @@ declare
   v_attempt integer;
   v_seq bigint;
   v_audit_id bigint;
+  v_token uuid;
+  v_worker text;
   v_open jsonb;
   v_res settle.resolve_result;
   v_detail jsonb;
@@ -2449,26 +2506,27 @@ begin
       -- The holder of a live (or lapsed) lease is over: the downstream says the effect happened.
       v_writes := v_writes + settle_private._end_attempt(resolve.tenant, resolve.key, v_op.attempt, v_now, 'settled_elsewhere');
     end if;
+    -- The resolution's own attempt epoch (nobody holds its token; no claim log), once the
+    -- record of the current attempt is kept, and the settlement through it, in one statement.
+    -- (Drawn first: Citus refuses a volatile function in an UPDATE of a distributed table.)
+    v_writes := v_writes + settle_private._record_attempt(resolve.tenant, resolve.key, v_op.attempt);
     v_seq := settle_private._next_seq(resolve.tenant, resolve.key);
     v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
-    -- The resolution's own attempt epoch (nobody holds its token), then the settlement through it.
+    v_token := gen_random_uuid();
+    v_worker := 'resolve:' || session_user::text;
     update settle_private.operations o
-       set attempt = v_attempt, max_attempts = greatest(o.max_attempts, v_attempt), lease_token = null,
-           lease_expires_at = null, updated_at = v_now
-     where o.tenant = resolve.tenant and o.key = resolve.key;
-    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at, claimed_by)
-    values (resolve.tenant, resolve.key, v_attempt, gen_random_uuid(), 'resolve:' || session_user::text, v_now, session_user);
-    update settle_private.operations o
-       set status = 'completed', result = resolve.result, settled_attempt = v_attempt, settled_at = v_now,
+       set attempt = v_attempt, attempt_token = v_token, worker = v_worker, claimed_at = v_now, claimed_by = session_user,
+           claim_seq = null, claim_audit_id = null, claim_status_before = null, claim_status_after = null,
+           max_attempts = greatest(o.max_attempts, v_attempt), lease_token = null, lease_expires_at = null,
+           status = 'completed', result = resolve.result, settled_attempt = v_attempt, settled_at = v_now,
+           settled_seq = v_seq, settled_audit_id = v_audit_id, settled_status_before = v_before,
+           settled_reason = 'resolved', settled_by = session_user,
            dead_lettered_at = null, dead_letter_reason = null, error = null, updated_at = v_now
      where o.tenant = resolve.tenant and o.key = resolve.key
     returning * into v_op;
-    update settle_private.attempts a
-       set observation = 'completed', observed_at = v_now, settled = true, settled_as = v_attempt,
-           ended_at = v_now, end_reason = 'observed', settled_seq = v_seq, settled_audit_id = v_audit_id,
-           settled_status_before = v_before, settled_reason = 'resolved', settled_by = session_user
-     where a.tenant = resolve.tenant and a.key = resolve.key and a.attempt = v_attempt;
   else
+    -- The current attempt's record first (the verdict is written on records).
+    v_writes := v_writes + settle_private._record_attempt(resolve.tenant, resolve.key, v_op.attempt);
     -- The verdict on every attempt without a terminal observation, kept in the audit row too.
     select coalesce(jsonb_agg(jsonb_build_object('attempt', a.attempt, 'observation', a.observation) order by a.attempt),
                     '[]'::jsonb)
@@ -3017,7 +3075,9 @@ declare
   v_seq bigint;
   v_digest bytea;
 begin
-  if _audit.outcome in ('refused', 'fenced', 'conflict')
+  -- A refusal that moved the status (a mismatched success moves it to conflict, a revoked
+  -- reservation is converted) is a transition: always a row of its own, never only counted.
+  if _audit.outcome in ('refused', 'fenced', 'conflict') and _audit.status_before is not distinct from _audit.status_after
      and (exists (select 1 from settle_private.audit_overflow x where x.tenant = _audit.tenant and x.key = _audit.key)
           or (select count(*) from (select 1 from settle_private.audit_log l
                                      where l.tenant = _audit.tenant and l.key = _audit.key
@@ -3167,6 +3227,28 @@ end
 $$;
 
 ALTER FUNCTION settle_private._canonical_json_slow(value jsonb) OWNER TO settle_owner;
+
+--
+-- Name: _check_batch_bytes(text, bigint); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._check_batch_bytes(field text, bytes bigint) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_max constant integer := settle_private._limit('max_batch_bytes');
+begin
+  if bytes > v_max then
+    perform settle_private._raise('SE064', format('a batch''s %s hold at most %s bytes of JSON text together (got %s)',
+      field, v_max, bytes),
+      jsonb_build_object('field', field, 'max_bytes', v_max, 'bytes', bytes),
+      'Split the keys into smaller batches: each call''s ' || field || ' at most max_batch_bytes together.');
+  end if;
+end
+$$;
+
+ALTER FUNCTION settle_private._check_batch_bytes(field text, bytes bigint) OWNER TO settle_owner;
 
 --
 -- Name: _check_batch_element(text, bigint, text, text, jsonb, text, text[], bigint, interval, text, integer, integer, uuid, text, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -3533,17 +3615,24 @@ declare
   v_tokens uuid[];
   v_fingerprints text[];
 begin
-  -- The operations, in the fixed order. An insert of a key that another session inserted and
-  -- has not committed waits for that session, as settle.claim's does.
+  -- The operations, each with attempt 1 and the log of its claim, in the fixed order (each
+  -- claim_audit_id drawn as settle.claim draws it, key after key; each claim placed in the key's
+  -- history after any audit row of the key). An insert of a key that another session inserted
+  -- and has not committed waits for that session, as settle.claim's does.
   with ins as (
     insert into settle_private.operations as o
-      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, max_attempts, created_at,
+       attempt, attempt_token, worker, claimed_at, claimed_by, claim_seq, claim_audit_id, claim_status_after,
+       status, lease_token, lease_expires_at, updated_at)
     select _claim_new_keys.tenant, u.k, settle_private._fingerprint(u.r), u.r, _claim_new_keys.principal,
-           settle_private._normalize_scopes(_claim_new_keys.scopes), _claim_new_keys.binding_generation, 'running', 1,
-           _claim_new_keys.max_attempts, gen_random_uuid(), v_expires, v_now, v_now
-      from unnest(_claim_new_keys.keys, _claim_new_keys.requests) u(k, r)
-     order by u.k collate "C"
+           settle_private._normalize_scopes(_claim_new_keys.scopes), _claim_new_keys.binding_generation,
+           _claim_new_keys.max_attempts, v_now, 1, u.t, _claim_new_keys.worker, v_now, session_user,
+           (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+             where l.tenant = _claim_new_keys.tenant and l.key = u.k),
+           nextval('settle_private.audit_log_audit_id_seq'), 'running', 'running', u.t, v_expires, v_now
+      from (select x.k, x.r, gen_random_uuid() as t
+              from unnest(_claim_new_keys.keys, _claim_new_keys.requests) x(k, r)
+             order by x.k collate "C") u
     on conflict on constraint operations_pkey do nothing
     returning o.key, o.lease_token, o.fingerprint
   )
@@ -3555,32 +3644,20 @@ begin
   if coalesce(cardinality(v_keys), 0) <> cardinality(_claim_new_keys.keys) then
     raise sqlstate 'SE099' using message = 'the batch is decided key by key';
   end if;
-  if v_decided > v_now + (5 + cardinality(_claim_new_keys.keys)) * interval '1 millisecond' then
-    -- The insert may have waited (see above): decide again with what committed meanwhile.
-    v_floor := settle_private._access(_claim_new_keys.tenant, _claim_new_keys.principal);
-    if v_floor < 0 or _claim_new_keys.binding_generation < v_floor then
-      raise sqlstate 'SE099' using message = 'the batch is decided key by key';
-    end if;
-    if v_decided > v_now + _claim_new_keys.lease / 10 then
-      v_now := v_decided;
-      v_expires := settle_private._expiry(v_now, _claim_new_keys.lease);
-      update settle_private.operations o
-         set lease_expires_at = v_expires, updated_at = v_now
-       where o.tenant = _claim_new_keys.tenant and o.key = any (v_keys);
-    end if;
+  -- The insert may have waited (see above): decide again with what committed meanwhile. Access
+  -- is read again after every insert, waited or not (one read per batch): a revocation that
+  -- committed during a wait of any length sends the batch key by key, where each claim answers it.
+  v_floor := settle_private._access(_claim_new_keys.tenant, _claim_new_keys.principal);
+  if v_floor < 0 or _claim_new_keys.binding_generation < v_floor then
+    raise sqlstate 'SE099' using message = 'the batch is decided key by key';
   end if;
-
-  -- Attempt 1 of every key, in the fixed order (its claim_audit_id drawn as settle.claim draws
-  -- it, key after key), placed in the key's history after any audit row of the key.
-  insert into settle_private.attempts
-    (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-     claim_status_after, claimed_by)
-  select _claim_new_keys.tenant, u.k, 1, u.t, _claim_new_keys.worker, v_now,
-         (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-           where l.tenant = _claim_new_keys.tenant and l.key = u.k),
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user
-    from unnest(v_keys, v_tokens) with ordinality u(k, t, i)
-   order by u.i;
+  if v_decided > v_now + _claim_new_keys.lease / 10 then
+    v_now := v_decided;
+    v_expires := settle_private._expiry(v_now, _claim_new_keys.lease);
+    update settle_private.operations o
+       set lease_expires_at = v_expires, updated_at = v_now
+     where o.tenant = _claim_new_keys.tenant and o.key = any (v_keys);
+  end if;
 
   return query
     select u.i::integer, u.k, 'acquired'::text, 'running'::settle.status, 1, n.t, v_expires, null::integer,
@@ -3633,6 +3710,8 @@ declare
   v_settled integer;
   v_keys text[];
   v_before settle.status[];
+  v_claim_seqs bigint[];
+  v_floor bigint;
 begin
   -- The two statements that join the batch with the tables are run by EXECUTE, so that each is
   -- planned at every call with the batch's arrays and the tables' current sizes: a plan kept
@@ -3644,68 +3723,59 @@ begin
   -- Each key's row is looked up (and locked) by its primary key, one key after the other in
   -- the fixed order: the lateral subquery runs once per key of the sorted list.
   execute $q$
-    select count(*), array_agg(x.key), array_agg(x.status)
+    select count(*), array_agg(x.key), array_agg(x.status), array_agg(x.claim_seq)
       from (select u.* from unnest($2, $3, $4, $5) u(k, a, t, f) order by u.k collate "C") u
      cross join lateral (
-       select o.key, o.status from settle_private.operations o
+       select o.key, o.status, o.claim_seq from settle_private.operations o
         where o.tenant = $1 and o.key = u.k
           and o.attempt = u.a and o.lease_token = u.t and o.status <> 'completed' and o.fingerprint = u.f
           and o.principal = $6 and o.scopes = settle_private._normalize_scopes($7) and o.binding_generation = $8
           for update) x
-  $q$ into v_locked, v_keys, v_before
+  $q$ into v_locked, v_keys, v_before, v_claim_seqs
   using _complete_holders.tenant, _complete_holders.keys, _complete_holders.attempts, _complete_holders.lease_tokens,
         _complete_holders.fingerprints, _complete_holders.principal, _complete_holders.scopes,
         _complete_holders.binding_generation;
   if v_locked <> v_n then
     raise sqlstate 'SE099' using message = 'the batch is decided key by key';
   end if;
+  -- The locking read may have waited for another session's lock: access is judged again under the
+  -- locks, as settle.complete judges it after its wait. A revoked binding or tenant sends the
+  -- batch key by key, where each complete answers it (fenced, or SE013).
+  v_floor := settle_private._access(_complete_holders.tenant, _complete_holders.principal);
+  if v_floor < 0 or _complete_holders.binding_generation < v_floor then
+    raise sqlstate 'SE099' using message = 'the batch is decided key by key';
+  end if;
 
   v_now := clock_timestamp();
-  -- As settle.complete: the attempts of each key say whether this attempt has not reported yet
-  -- and the last place its attempts took in the key's history; the settlement and the
-  -- observation are written in one statement (the attempts' guard reads the operation's write).
+  -- As settle.complete: each key's settlement and its log on the operation, its place in the
+  -- key's history after its audit rows and the claim of its current attempt (the holder of the
+  -- lease has reported nothing and has no record: nothing else is read); the settlements'
+  -- audit ids drawn once each, in the fixed order, as settle.complete draws them key after key.
   execute $q$
     with s as materialized (
-      select u.k, u.a, u.r, b.status_before, ax.unobserved,
-             coalesce(greatest(
-               (select l.seq from settle_private.audit_log l where l.tenant = $1 and l.key = u.k
-                 order by l.seq desc limit 1),
-               ax.seq), 0) + 1 as seq
-        from unnest($2, $3, $4, $5) u(k, a, t, r)
-        join unnest($6, $7) b(k, status_before) on b.k = u.k
-       cross join lateral (
-         select bool_or(a.attempt = u.a and a.lease_token = u.t and a.observation is null) as unobserved,
-                max(greatest(a.claim_seq, a.settled_seq)) as seq
-           from settle_private.attempts a
-          where a.tenant = $1 and a.key = u.k) ax
+      select y.k, y.a, y.r, y.status_before, y.seq, nextval('settle_private.audit_log_audit_id_seq') as audit_id
+        from (select u.k, u.a, u.r, b.status_before,
+                     coalesce(greatest(
+                       (select l.seq from settle_private.audit_log l where l.tenant = $1 and l.key = u.k
+                         order by l.seq desc limit 1),
+                       b.claim_seq), 0) + 1 as seq
+                from unnest($2, $3, $4) u(k, a, r)
+                join unnest($5, $6, $7) b(k, status_before, claim_seq) on b.k = u.k
+               order by u.k collate "C") y
     ), op as (
       update settle_private.operations o
-         set status = 'completed', result = s.r, settled_attempt = s.a,
-             settled_at = $8, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+         set status = 'completed', result = s.r, settled_attempt = s.a, settled_at = $8, settled_seq = s.seq,
+             settled_audit_id = s.audit_id, settled_status_before = s.status_before, settled_reason = 'current_attempt',
+             settled_by = session_user, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
              dead_letter_reason = null, error = null, updated_at = $8
         from s
-       where o.tenant = $1 and o.key = s.k and s.unobserved
+       where o.tenant = $1 and o.key = s.k
       returning o.key
-    ), x as materialized (
-      -- The settlements' audit ids drawn once each, in the fixed order, as settle.complete draws
-      -- them key after key.
-      select y.k, y.a, y.seq, y.status_before, nextval('settle_private.audit_log_audit_id_seq') as audit_id
-        from (select s.k, s.a, s.seq, s.status_before from s join op on op.key = s.k order by s.k collate "C") y
-    ), observed as (
-      update settle_private.attempts a
-         set observation = 'completed', observed_at = $8, error = null, retryable = null,
-             late_result = null, settled = true, settled_as = x.a,
-             ended_at = coalesce(a.ended_at, $8), end_reason = coalesce(a.end_reason, 'observed'),
-             settled_seq = x.seq, settled_audit_id = x.audit_id,
-             settled_status_before = x.status_before, settled_reason = 'current_attempt', settled_by = session_user
-        from x
-       where a.tenant = $1 and a.key = x.k and a.attempt = x.a
-      returning a.key
     )
-    select count(*) from observed
+    select count(*) from op
   $q$ into v_settled
-  using _complete_holders.tenant, _complete_holders.keys, _complete_holders.attempts, _complete_holders.lease_tokens,
-        _complete_holders.results, v_keys, v_before, v_now;
+  using _complete_holders.tenant, _complete_holders.keys, _complete_holders.attempts, _complete_holders.results,
+        v_keys, v_before, v_claim_seqs, v_now;
   if v_settled <> v_n then
     raise sqlstate 'SE099' using message = 'the batch is decided key by key';
   end if;
@@ -3744,7 +3814,7 @@ CREATE FUNCTION settle_private._dead_letter(op settle_private.operations, as_of 
 declare
   v_op settle_private.operations;
 begin
-  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status) then
+  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status, op.attempt) then
     update settle_private.operations o
        set status = case when settle_private._rank(op.status) < settle_private._rank('unknown')
                          then 'unknown'::settle.status else op.status end,
@@ -3782,7 +3852,7 @@ begin
      and o.lease_token is null and o.dead_lettered_at is null
      and o.status in ('pending', 'unknown', 'conflict') and o.updated_at <= _dead_letter_in_doubt_key.cutoff
    for update skip locked;
-  if not found or not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status) then
+  if not found or not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status, v_op.attempt) then
     return 0;
   end if;
   v_after := settle_private._dead_letter(v_op, _dead_letter_in_doubt_key.as_of, null);
@@ -3807,6 +3877,7 @@ CREATE FUNCTION settle_private._end_attempt(tenant text, key text, attempt integ
 declare
   v_rows integer;
 begin
+  v_rows := settle_private._record_attempt(tenant, key, attempt);
   update settle_private.attempts a
      set ended_at = _end_attempt.at, end_reason = _end_attempt.reason
    where a.tenant = _end_attempt.tenant and a.key = _end_attempt.key and a.attempt = _end_attempt.attempt
@@ -4214,9 +4285,7 @@ declare
   v_op settle_private.operations;
   v_res settle.heartbeat_result;
 begin
-  if not exists (select 1 from settle_private.attempts a
-                  where a.tenant = op.tenant and a.key = op.key and a.attempt = _heartbeat_revoked.attempt
-                    and a.lease_token = _heartbeat_revoked.lease_token) then
+  if not settle_private._is_attempt_token(op.tenant, op.key, attempt, lease_token) then
     return v_res;
   end if;
   v_op := settle_private._revoke_operation(op, below, as_of, null);
@@ -4243,6 +4312,25 @@ $$;
 ALTER FUNCTION settle_private._invisible() OWNER TO settle_owner;
 
 --
+-- Name: _is_attempt_token(text, text, integer, uuid); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._is_attempt_token(tenant text, key text, attempt integer, token uuid) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    AS $$
+begin
+  return exists (select 1 from settle_private.operations o
+                  where o.tenant = _is_attempt_token.tenant and o.key = _is_attempt_token.key
+                    and o.attempt = _is_attempt_token.attempt and o.attempt_token = _is_attempt_token.token)
+      or exists (select 1 from settle_private.attempts a
+                  where a.tenant = _is_attempt_token.tenant and a.key = _is_attempt_token.key
+                    and a.attempt = _is_attempt_token.attempt and a.lease_token = _is_attempt_token.token);
+end
+$$;
+
+ALTER FUNCTION settle_private._is_attempt_token(tenant text, key text, attempt integer, token uuid) OWNER TO settle_owner;
+
+--
 -- Name: _is_blank(text); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -4253,6 +4341,18 @@ CREATE FUNCTION settle_private._is_blank(value text) RETURNS boolean
 $_$;
 
 ALTER FUNCTION settle_private._is_blank(value text) OWNER TO settle_owner;
+
+--
+-- Name: _json_bytes(jsonb, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._json_bytes(value jsonb, max_bytes integer) RETURNS integer
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+  select case when pg_column_size(value) > 8 * max_bytes then null else octet_length(value::text) end
+$$;
+
+ALTER FUNCTION settle_private._json_bytes(value jsonb, max_bytes integer) OWNER TO settle_owner;
 
 --
 -- Name: _json_ok(jsonb, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -4266,6 +4366,27 @@ CREATE FUNCTION settle_private._json_ok(value jsonb, max_bytes integer) RETURNS 
 $$;
 
 ALTER FUNCTION settle_private._json_ok(value jsonb, max_bytes integer) OWNER TO settle_owner;
+
+--
+-- Name: _keyed_instant(text, text, bigint, bigint); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._keyed_instant(tenant text, principal text, binding_generation bigint, floor_at_start bigint) RETURNS timestamp with time zone
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_floor bigint := settle_private._access(_keyed_instant.tenant, _keyed_instant.principal);
+begin
+  if (v_floor >= 0 and _keyed_instant.binding_generation >= v_floor)
+     is distinct from (floor_at_start >= 0 and _keyed_instant.binding_generation >= floor_at_start) then
+    raise sqlstate 'SE098' using message = 'the batch is decided again';
+  end if;
+  return clock_timestamp();
+end
+$$;
+
+ALTER FUNCTION settle_private._keyed_instant(tenant text, principal text, binding_generation bigint, floor_at_start bigint) OWNER TO settle_owner;
 
 --
 -- Name: _lease_ok(interval); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -4316,6 +4437,7 @@ CREATE FUNCTION settle_private._limits() RETURNS jsonb
     "max_attempts": 1000,
     "max_batch_size": 100000,
     "max_batch_keys": 1000,
+    "max_batch_bytes": 16777216,
     "evidence_bytes": 8192,
     "refusal_rows": 20
   }'::jsonb
@@ -4388,21 +4510,24 @@ $$;
 ALTER FUNCTION settle_private._lookalike_spaces() OWNER TO settle_owner;
 
 --
--- Name: _may_have_taken_effect(text, text, settle.status); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+-- Name: _may_have_taken_effect(text, text, settle.status, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status) RETURNS boolean
+CREATE FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status, attempt integer) RETURNS boolean
     LANGUAGE plpgsql STABLE
     AS $$
 begin
   return _may_have_taken_effect.status in ('unknown', 'conflict')
       or exists (select 1 from settle_private.attempts a
                   where a.tenant = _may_have_taken_effect.tenant and a.key = _may_have_taken_effect.key
-                    and a.observation is distinct from 'failed');
+                    and a.observation is distinct from 'failed')
+      or not exists (select 1 from settle_private.attempts a
+                      where a.tenant = _may_have_taken_effect.tenant and a.key = _may_have_taken_effect.key
+                        and a.attempt = _may_have_taken_effect.attempt);
 end
 $$;
 
-ALTER FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status) OWNER TO settle_owner;
+ALTER FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status, attempt integer) OWNER TO settle_owner;
 
 --
 -- Name: _metrics(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -4512,8 +4637,10 @@ declare
 begin
   select coalesce(greatest(
            (select max(l.seq) from settle_private.audit_log l where l.tenant = _next_seq.tenant and l.key = _next_seq.key),
-           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
-             where a.tenant = _next_seq.tenant and a.key = _next_seq.key)), 0) + 1
+           (select max(a.claim_seq) from settle_private.attempts a
+             where a.tenant = _next_seq.tenant and a.key = _next_seq.key),
+           (select greatest(o.claim_seq, o.settled_seq) from settle_private.operations o
+             where o.tenant = _next_seq.tenant and o.key = _next_seq.key)), 0) + 1
     into v_seq;
   return v_seq;
 end
@@ -4578,6 +4705,8 @@ declare
   v_seen record; -- verdict and op, as in settle.claim (00008)
   v_logged boolean := false;
   v_audit_id bigint;
+  v_seq bigint;
+  v_valid boolean;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
@@ -4600,14 +4729,15 @@ begin
   -- guessed or stale token, a purged key) is answered from a plain read below, without waiting
   -- on the row or making the lease holder wait. An attempt's token never changes,
   -- so the snapshot this statement reads it from cannot be stale.
+  -- (The token is read by a statement of its own: on Citus a function that reads a distributed
+  -- table may not run inside a statement routed to the key's shard.)
+  v_valid := settle_private._is_attempt_token(_observe.tenant, _observe.key, _observe.attempt, _observe.lease_token);
   with a as materialized (
     select case when exists (select 1 from settle_private.tenant_bindings r
                               where (r.role_oid = to_regrole(quote_ident(session_user::text))::oid or r.role_name = session_user::text)
                                 and not (_observe.tenant = any (r.tenants))) then -1
                 else 0 end as verdict,
-           exists (select 1 from settle_private.attempts t
-                    where t.tenant = _observe.tenant and t.key = _observe.key and t.attempt = _observe.attempt
-                      and t.lease_token = _observe.lease_token) as valid
+           v_valid as valid
   )
   select a.verdict, a.valid, x.op into v_seen
     from a left join lateral (
@@ -4635,8 +4765,8 @@ begin
 
   -- Locked. Everything is decided again from here with what committed while this call waited:
   -- the time (settled_at, a lapsed lease), the tenant binding and the
-  -- revocation floor, the attempt, and the place of this call in the key's history (as
-  -- settle_private._next_seq numbers it, 00006) for a settlement logged on the attempt below.
+  -- revocation floor, the attempt's record, and the place of this call in the key's history (as
+  -- settle_private._next_seq numbers it, 00006) for a settlement logged on the operation below.
   v_now := clock_timestamp();
   select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00007)
                             where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_observe.tenant = any (b.tenants))) then -1
@@ -4646,14 +4776,25 @@ begin
            where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
          coalesce(greatest(
            (select max(l.seq) from settle_private.audit_log l where l.tenant = _observe.tenant and l.key = _observe.key),
-           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
+           (select max(a.claim_seq) from settle_private.attempts a
              where a.tenant = _observe.tenant and a.key = _observe.key)), 0) + 1 as seq
     into v_seen;
   v_floor := v_seen.verdict;
   if v_floor < 0 then
     perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
   end if;
+  v_seq := greatest(v_seen.seq, v_op.claim_seq + 1, v_op.settled_seq + 1);
+  -- The attempt as settle.attempts shows it: its record, or the operation's current attempt that
+  -- has none yet (nothing ended or observed); the attempt that settled the operation observed
+  -- completed (its observation is the operation's settlement, 00002).
   v_att := v_seen.att;
+  if v_att.attempt is null then
+    v_att.attempt := _observe.attempt;
+    v_att.worker := v_op.worker;
+  end if;
+  if v_op.settled_attempt = _observe.attempt then
+    v_att.observation := 'completed';
+  end if;
   if v_floor > 0 or v_op.principal <> _observe.principal then
     -- An operation reserved under a revoked generation is converted at this touch.
     v_op := settle_private._revoke_on_touch(v_op, _observe.principal, v_floor, v_now);
@@ -4713,7 +4854,7 @@ begin
     v_res.reason := 'attempt_conflicted';
   elsif v_att.observation in ('failed', 'completed') then
     if (kind = 'complete' and v_att.observation = 'completed'
-          and (case when v_att.settled then v_op.result else v_att.late_result end) = _observe.result)
+          and (case when v_op.settled_attempt = _observe.attempt then v_op.result else v_att.late_result end) = _observe.result)
        or (kind = 'fail' and v_att.observation = 'failed' and v_att.error = _observe.error
           and v_att.retryable = _observe.retryable) then
       v_res.outcome := 'duplicate';
@@ -4738,29 +4879,17 @@ begin
         when v_current then 'current_attempt'
         when v_op.attempt > _observe.attempt then 'superseded_attempt'
         else 'lease_released' end;
-      -- The settlement and the attempt's observation in one statement (single-key updates,
-      -- which Citus routes to the key's shard also when the call is not delegated). The
-      -- attempt row is also the log of this settlement (complete:settled in settle.audit_log):
-      -- no audit row. (The identity is drawn first: Citus refuses a volatile function in an
-      -- UPDATE of a distributed table.)
+      -- The settlement, with its log (complete:settled in settle.audit_log: no audit row), on
+      -- the operation row: that attempt's observation is the settlement (00002). (The identity is
+      -- drawn first: Citus refuses a volatile function in an UPDATE of a distributed table.)
       v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
-      with op as (
-        update settle_private.operations o
-           set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
-               settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
-               dead_letter_reason = null, error = null, updated_at = v_now
-         where o.tenant = _observe.tenant and o.key = _observe.key
-        returning o.*
-      ), observed as (
-        update settle_private.attempts a
-           set observation = 'completed', observed_at = v_now, error = null, retryable = null,
-               late_result = null, settled = true, settled_as = _observe.attempt,
-               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
-               settled_seq = v_seen.seq, settled_audit_id = v_audit_id,
-               settled_status_before = v_before, settled_reason = v_res.reason, settled_by = session_user
-         where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt
-      )
-      select * into v_op from op;
+      update settle_private.operations o
+         set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
+             settled_at = v_now, settled_seq = v_seq, settled_audit_id = v_audit_id, settled_status_before = v_before,
+             settled_reason = v_res.reason, settled_by = session_user, lease_token = null, lease_expires_at = null,
+             dead_lettered_at = null, dead_letter_reason = null, error = null, updated_at = v_now
+       where o.tenant = _observe.tenant and o.key = _observe.key
+      returning * into v_op;
       v_logged := true;
       if v_op.attempt > _observe.attempt then
         -- A superseded attempt's success settled: the live attempt, if any, is over.
@@ -4775,7 +4904,7 @@ begin
     v_exhausted := not _observe.retryable or v_op.attempt >= v_op.max_attempts;
     v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'failed', v_now,
       error => _observe.error, retryable => _observe.retryable);
-    if not _observe.retryable and not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status) then
+    if not _observe.retryable and not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status, v_op.attempt) then
       -- A final failure is a committed failure when no attempt may have taken effect.
       update settle_private.operations o
          set status = 'failed', error = _observe.error, lease_token = null, lease_expires_at = null,
@@ -4895,7 +5024,7 @@ declare
   v_audit integer;
   v_overflow bigint;
 begin
-  select o.tenant, o.key, o.status, o.attempt, o.updated_at into v_op from settle_private.operations o
+  select o.tenant, o.key, o.status, o.attempt, o.claim_seq, o.settled_seq, o.updated_at into v_op from settle_private.operations o
    where o.tenant = _purge_key.tenant and o.key = _purge_key.key
      and o.status in ('completed', 'failed') and o.dead_lettered_at is null and o.updated_at < _purge_key.cutoff
    for update skip locked;
@@ -4903,9 +5032,13 @@ begin
     return 0;
   end if;
   -- audit_rows in the tombstone counts the trail as settle.audit_log showed it: the rows of
-  -- audit_log and the events logged on the attempt rows.
-  select count(*), coalesce(sum((a.claim_seq is not null)::integer + (a.settled_seq is not null)::integer), 0)
-    into v_attempts, v_logged
+  -- audit_log and the events logged on the attempt records and the operation (the current
+  -- attempt's claim while it has no record, the settlement).
+  v_attempts := v_op.attempt;
+  select coalesce(sum((a.claim_seq is not null)::integer), 0)
+         + case when bool_or(a.attempt = v_op.attempt) is not true and v_op.claim_seq is not null then 1 else 0 end
+         + case when v_op.settled_seq is not null then 1 else 0 end
+    into v_logged
     from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
   perform set_config('settle.purging', 'on', true);
   delete from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
@@ -4984,7 +5117,7 @@ begin
     message = format('insert or update on table "attempts" violates foreign key constraint "%s"', rule),
     detail = jsonb_build_object('tenant', tenant, 'key', key, 'attempt', attempt)::text,
     hint = case rule when 'attempts_belong_to_operation' then 'An attempt is opened by settle.claim on its operation.'
-                else 'The settled attempt is the one the operation names in settled_attempt: settle through settle.complete.' end;
+                else 'The record of an attempt is written from its operation''s current attempt, as the engine writes it (00006).' end;
 end
 $$;
 
@@ -5033,6 +5166,41 @@ $$;
 ALTER FUNCTION settle_private._rank(status settle.status) OWNER TO settle_owner;
 
 --
+-- Name: _record_attempt(text, text, integer); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private._record_attempt(tenant text, key text, attempt integer) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+  v_op record;
+  v_rows integer;
+begin
+  select o.attempt_token, o.worker, o.claimed_at, o.claimed_by, o.claim_seq, o.claim_audit_id, o.claim_status_before,
+         o.claim_status_after
+    into v_op
+    from settle_private.operations o
+   where o.tenant = _record_attempt.tenant and o.key = _record_attempt.key and o.attempt = _record_attempt.attempt;
+  if not found then
+    return 0;
+  end if;
+  insert into settle_private.attempts as a
+    (tenant, key, attempt, lease_token, worker, claimed_at, claimed_by, claim_seq, claim_audit_id,
+     claim_status_before, claim_status_after)
+  values
+    (_record_attempt.tenant, _record_attempt.key, _record_attempt.attempt, v_op.attempt_token, v_op.worker,
+     v_op.claimed_at, v_op.claimed_by, v_op.claim_seq, v_op.claim_audit_id, v_op.claim_status_before,
+     v_op.claim_status_after)
+  on conflict on constraint attempts_pkey do nothing;
+  get diagnostics v_rows = row_count;
+  return v_rows;
+end
+$$;
+
+ALTER FUNCTION settle_private._record_attempt(tenant text, key text, attempt integer) OWNER TO settle_owner;
+
+--
 -- Name: _record_observation(text, text, integer, settle.status, timestamp with time zone, jsonb, boolean, jsonb); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -5043,6 +5211,7 @@ CREATE FUNCTION settle_private._record_observation(tenant text, key text, attemp
 declare
   v_rows integer;
 begin
+  v_rows := settle_private._record_attempt(tenant, key, attempt);
   update settle_private.attempts a
      set observation = _record_observation.observation, observed_at = _record_observation.at,
          error = _record_observation.error, retryable = _record_observation.retryable,
@@ -5149,10 +5318,9 @@ begin
      or (op.lease_token is null and settle_private._rank(op.status) >= settle_private._rank('conflict')) then
     return op;
   end if;
-  -- Could an effect have happened? Yes unless every attempt ended in a recorded failure.
-  select exists (select 1 from settle_private.attempts a
-                  where a.tenant = op.tenant and a.key = op.key and a.observation is distinct from 'failed')
-    into v_effect;
+  -- Could an effect have happened? Yes unless every attempt ended in a recorded failure (the
+  -- status itself aside: a conversion records what the attempts say).
+  v_effect := settle_private._may_have_taken_effect(op.tenant, op.key, 'pending', op.attempt);
   if op.lease_token is not null then
     perform settle_private._end_attempt(op.tenant, op.key, op.attempt, as_of, 'binding_revoked');
   end if;
@@ -5357,52 +5525,20 @@ $$;
 ALTER FUNCTION settle_private.tg_attempts__guard_identity() OWNER TO settle_owner;
 
 --
--- Name: tg_attempts__guard_settlement(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+-- Name: tg_attempts__guard_record(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE FUNCTION settle_private.tg_attempts__guard_settlement() RETURNS trigger
+CREATE FUNCTION settle_private.tg_attempts__guard_record() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 declare
   v_rule text;
-  v_named integer;
+  v_op record;
 begin
-  -- Who made the claim and the settling success: the authenticated login, never the writer's word.
-  -- The engine's own statements write session_user, so NEW is assigned only when a writer
-  -- passed something else (or nothing): a PL/pgSQL assignment to a field of NEW expands the
-  -- row and forms a new tuple at RETURN, a cost the settlement pays twice per cycle otherwise
-  -- (docs/performance.md).
-  if tg_op = 'INSERT' then
-    if new.claimed_by is distinct from session_user::text then
-      new.claimed_by := session_user::text;
-    end if;
-    v_rule := case
-      when not (new.attempt >= 1) then 'attempt_is_positive'
-      when not ((new.claim_seq is null) = (new.claim_audit_id is null)
-                and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
-    end;
-    if v_rule is not null then
-      perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
-    end if;
-  else
-    if new.settled_seq is not null and old.settled_seq is null and new.settled_by is distinct from session_user::text then
-      new.settled_by := session_user::text;
-    end if;
-
-    -- The rules of earlier states, behind one test that a first observation fails: a logged
-    -- settlement, an end, a terminal observation, a move down.
-    if old.settled_seq is not null or old.ended_at is not null or old.observation is not null then
-      if old.settled_seq is not null and (new.settled_by is distinct from old.settled_by
-         or new.settled_seq is distinct from old.settled_seq
-         or new.settled_audit_id is distinct from old.settled_audit_id
-         or new.settled_status_before is distinct from old.settled_status_before
-         or new.settled_reason is distinct from old.settled_reason) then
-        raise exception using
-          errcode = 'SE024',
-          message = 'the identity, end and log of an attempt are immutable',
-          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
-      end if;
-
+  if tg_op = 'UPDATE' then
+    -- The rules of earlier states, behind one test that a first observation fails: an end, a
+    -- terminal observation, a move down.
+    if old.ended_at is not null or old.observation is not null then
       if old.ended_at is not null and (new.ended_at is distinct from old.ended_at
                                        or new.end_reason is distinct from old.end_reason) then
         raise exception using
@@ -5422,8 +5558,7 @@ begin
           hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
       end if;
 
-      -- Only an observed attempt can move down (settled requires completion, a row rule).
-      if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
+      if settle_private._rank(new.observation) < settle_private._rank(old.observation) then
         raise exception using
           errcode = 'SE021',
           message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
@@ -5433,6 +5568,9 @@ begin
   end if;
 
   v_rule := case
+    when not (new.attempt >= 1) then 'attempt_is_positive'
+    when not ((new.claim_seq is null) = (new.claim_audit_id is null)
+              and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
     when not (new.observation is null or new.observation in ('unknown', 'conflict', 'failed', 'completed'))
       then 'observation_is_an_outcome'
     when not ((new.observation is null) = (new.observed_at is null)) then 'observed_iff_observation'
@@ -5441,45 +5579,48 @@ begin
       then 'end_reason_is_known'
     when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
       then 'failure_has_error'
-    when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
-    when new.settled_as is distinct from case when new.settled then new.attempt end then 'settled_as_is_the_attempt'
-    when not (new.settled = (new.settled_seq is not null) and (new.settled_seq is null) = (new.settled_audit_id is null)
-              and (new.settled_seq is null) = (new.settled_reason is null)) then 'settlement_is_logged'
-    when not (new.late_result is null or (new.observation = 'completed' and not new.settled))
-      then 'late_result_only_when_not_settled'
+    when not (new.late_result is null or new.observation = 'completed') then 'late_result_only_with_completion'
   end;
   if v_rule is not null then
     perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
   end if;
 
-  -- The checks of two foreign keys (00002), after the row rules as a foreign key's check comes
-  -- after CHECK constraints, without a foreign key's row lock: a new attempt belongs to an
-  -- operation (attempts_belong_to_operation), and an attempt that is or becomes the settlement
-  -- is the one its operation names (attempts_settlement_is_the_operations). The settling
-  -- statements write the operation first (settle.complete: the operation's UPDATE is read by
-  -- the statement's main query, the attempt's runs after it), and this read, a new command of
-  -- the trigger, sees that write. The operation's settled_attempt never changes once set
-  -- (completed is immutable), so a settlement that stays settled needs no read.
+  -- The checks of a foreign key (00002), after the row rules as a foreign key's check comes
+  -- after CHECK constraints, without a foreign key's row lock: a record belongs to an operation
+  -- (attempts_belong_to_operation) and, when written, records its current attempt as it stands.
+  -- Once written, the record of the attempt that settled the operation takes no observation:
+  -- that attempt observed `completed` (the operation's settlement; settle.attempts shows it).
   if tg_op = 'INSERT' then
-    select o.settled_attempt into v_named from settle_private.operations o
+    select o.attempt, o.attempt_token, o.worker, o.claimed_at, o.claimed_by, o.claim_seq, o.claim_audit_id,
+           o.claim_status_before, o.claim_status_after
+      into v_op
+      from settle_private.operations o
      where o.tenant = new.tenant and o.key = new.key;
     if not found then
       perform settle_private._raise_reference('attempts_belong_to_operation', new.tenant, new.key, new.attempt);
     end if;
-    if new.settled and v_named is distinct from new.attempt then
-      perform settle_private._raise_reference('attempts_settlement_is_the_operations', new.tenant, new.key, new.attempt);
+    if v_op.attempt is distinct from new.attempt or v_op.attempt_token is distinct from new.lease_token
+       or v_op.worker is distinct from new.worker or v_op.claimed_at is distinct from new.claimed_at
+       or v_op.claimed_by is distinct from new.claimed_by or v_op.claim_seq is distinct from new.claim_seq
+       or v_op.claim_audit_id is distinct from new.claim_audit_id
+       or v_op.claim_status_before is distinct from new.claim_status_before
+       or v_op.claim_status_after is distinct from new.claim_status_after then
+      perform settle_private._raise_reference('attempts_record_the_current_attempt', new.tenant, new.key, new.attempt);
     end if;
-  elsif new.settled and not old.settled then
-    if not exists (select 1 from settle_private.operations o
-                    where o.tenant = new.tenant and o.key = new.key and o.settled_attempt = new.attempt) then
-      perform settle_private._raise_reference('attempts_settlement_is_the_operations', new.tenant, new.key, new.attempt);
-    end if;
+  elsif new.observation is distinct from old.observation
+        and exists (select 1 from settle_private.operations o
+                     where o.tenant = new.tenant and o.key = new.key and o.settled_attempt = new.attempt) then
+    raise exception using
+      errcode = 'SE024',
+      message = 'an attempt holds at most one terminal observation',
+      detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'attempt', new.attempt, 'observation', 'completed')::text,
+      hint = 'The attempt that settled the operation observed completed: a second success of it is a duplicate.';
   end if;
   return new;
 end
 $$;
 
-ALTER FUNCTION settle_private.tg_attempts__guard_settlement() OWNER TO settle_owner;
+ALTER FUNCTION settle_private.tg_attempts__guard_record() OWNER TO settle_owner;
 
 --
 -- Name: tg_audit_log__refuse_change(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -5500,6 +5641,47 @@ $$;
 ALTER FUNCTION settle_private.tg_audit_log__refuse_change() OWNER TO settle_owner;
 
 --
+-- Name: tg_feed_consumers__drop_lanes(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_feed_consumers__drop_lanes() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  delete from settle_private.feed_lanes l where l.consumer = old.name;
+  return null;
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_feed_consumers__drop_lanes() OWNER TO settle_owner;
+
+--
+-- Name: tg_feed_lanes__guard_consumer(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_feed_lanes__guard_consumer() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+  if not exists (select 1 from settle_private.feed_consumers c where c.name = new.consumer) then
+    raise exception using
+      errcode = '23503',
+      constraint = 'feed_lanes_of_consumer',
+      schema = 'settle_private',
+      table = 'feed_lanes',
+      message = 'insert or update on table "feed_lanes" violates foreign key constraint "feed_lanes_of_consumer"',
+      detail = jsonb_build_object('consumer', new.consumer, 'lane', new.lane)::text,
+      hint = 'A consumer''s lanes are created by settle.register_consumer.';
+  end if;
+  return new;
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_feed_lanes__guard_consumer() OWNER TO settle_owner;
+
+--
 -- Name: tg_operations__guard(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
 --
 
@@ -5513,7 +5695,15 @@ declare
   v_wake boolean;
 begin
   if tg_op = 'INSERT' then
+    -- Who made the claim of the first attempt: the authenticated login, never the writer's word.
+    -- The engine's own statements write session_user, so NEW is assigned only when a writer
+    -- passed something else (or nothing): a PL/pgSQL assignment to a field of NEW expands the
+    -- row and forms a new tuple at RETURN (docs/performance.md).
+    if new.claimed_by is distinct from session_user::text then
+      new.claimed_by := session_user::text;
+    end if;
     if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
+       or new.settled_seq is not null or new.settled_by is not null
        or new.error is not null or new.dead_lettered_at is not null or new.dead_letter_reason is not null
        or new.redrive_count <> 0 then
       raise exception using
@@ -5534,11 +5724,13 @@ begin
       -- The rules below that a row starting unsettled (checked above) can break; the others
       -- (a terminal status, a result, a settlement, an error, a dead letter, a redrive count)
       -- hold trivially for it, so an INSERT does not set them up.
-      when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
-      when not (new.max_attempts >= 1) then 'max_attempts_positive'
+      when not (new.attempt >= 1 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
       when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
+      when not (new.lease_token is null or new.lease_token = new.attempt_token) then 'lease_is_the_current_attempts'
       when not (new.status <> 'pending' or new.lease_token is null) then 'pending_is_unleased'
       when not (new.status <> 'running' or new.lease_token is not null) then 'running_is_leased'
+      when not ((new.claim_seq is null) = (new.claim_audit_id is null)
+                and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
     end;
     if v_rule is not null then
       perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
@@ -5552,7 +5744,10 @@ begin
        or new.attempt < old.attempt or new.redrive_count < old.redrive_count then
       if old.status = 'completed' then
         if new.result is distinct from old.result or new.settled_attempt is distinct from old.settled_attempt
-           or new.settled_at is distinct from old.settled_at then
+           or new.settled_at is distinct from old.settled_at or new.settled_seq is distinct from old.settled_seq
+           or new.settled_audit_id is distinct from old.settled_audit_id
+           or new.settled_status_before is distinct from old.settled_status_before
+           or new.settled_reason is distinct from old.settled_reason or new.settled_by is distinct from old.settled_by then
           raise exception using
             errcode = 'SE022',
             message = 'the result of a completed operation is immutable',
@@ -5571,7 +5766,7 @@ begin
         v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
           and new.status = 'pending' and new.dead_lettered_at is null
           and new.redrive_count = old.redrive_count + 1;
-        if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
+        if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status, old.attempt) then
           v_redrive := false;
         end if;
 
@@ -5594,9 +5789,9 @@ begin
   end if;
 
   v_rule := case
-    when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
-    when not (new.max_attempts >= 1) then 'max_attempts_positive'
+    when not (new.attempt >= 1 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
     when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
+    when not (new.lease_token is null or new.lease_token = new.attempt_token) then 'lease_is_the_current_attempts'
     when not (new.status <> 'pending' or new.lease_token is null) then 'pending_is_unleased'
     when not (new.status <> 'running' or new.lease_token is not null) then 'running_is_leased'
     when not (new.status not in ('failed', 'completed') or new.lease_token is null) then 'terminal_is_unleased'
@@ -5604,6 +5799,8 @@ begin
     when not ((new.status = 'completed') = (new.settled_attempt is not null and new.settled_at is not null))
       then 'completed_has_settlement'
     when not (new.settled_attempt is null or new.settled_attempt between 1 and new.attempt) then 'settled_attempt_was_opened'
+    when not ((new.settled_attempt is null) = (new.settled_seq is null) and (new.settled_seq is null) = (new.settled_audit_id is null)
+              and (new.settled_seq is null) = (new.settled_reason is null)) then 'settlement_is_logged'
     when not (new.status <> 'failed' or new.error is not null) then 'failed_has_error'
     when not ((new.dead_lettered_at is null) = (new.dead_letter_reason is null)) then 'dead_letter_has_reason'
     when not (new.dead_lettered_at is null or new.lease_token is null) then 'dead_letter_is_unleased'
@@ -5615,6 +5812,27 @@ begin
   end;
   if v_rule is not null then
     perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
+  end if;
+
+  -- The settlement (settled_attempt set: completed, a row rule above): the login that settled it
+  -- is the authenticated login, never the writer's word (assigned only when a writer passed
+  -- something else, as at INSERT), and the settled attempt holds no other terminal observation
+  -- (the attempt-scoped settlement lock: an attempt that failed or presented a mismatched lock,
+  -- or whose success came too late, never settles; one that reported unknown may). The current
+  -- attempt of a settling UPDATE has no record in the common case: the read finds nothing.
+  if new.settled_attempt is not null and old.settled_attempt is null then
+    if new.settled_by is distinct from session_user::text then
+      new.settled_by := session_user::text;
+    end if;
+    if exists (select 1 from settle_private.attempts a
+                where a.tenant = new.tenant and a.key = new.key and a.attempt = new.settled_attempt
+                  and a.observation in ('conflict', 'failed', 'completed')) then
+      raise exception using
+        errcode = 'SE024',
+        message = 'an attempt holds at most one terminal observation',
+        detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'attempt', new.settled_attempt)::text,
+        hint = 'Attempt-scoped settlement locks: an attempt that recorded another outcome never settles.';
+    end if;
   end if;
 
   -- `failed` means a committed failure: no attempt may have taken effect (every attempt
@@ -5630,7 +5848,7 @@ begin
   -- transaction.
   -- (An INSERT has returned above: this is an UPDATE.)
   if new.status = 'failed' and old.status <> 'failed' then
-    if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+    if settle_private._may_have_taken_effect(new.tenant, new.key, old.status, old.attempt)
        and not settle_private._resolving_failed(new.tenant, new.key) then
       raise exception using
         errcode = 'SE021',
@@ -5670,6 +5888,46 @@ end
 $_$;
 
 ALTER FUNCTION settle_private.tg_operations__guard() OWNER TO settle_owner;
+
+--
+-- Name: tg_operations__guard_attempt(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE FUNCTION settle_private.tg_operations__guard_attempt() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  if new.attempt = old.attempt then
+    if new.attempt_token is distinct from old.attempt_token or new.worker is distinct from old.worker
+       or new.claimed_at is distinct from old.claimed_at or new.claimed_by is distinct from old.claimed_by
+       or new.claim_seq is distinct from old.claim_seq or new.claim_audit_id is distinct from old.claim_audit_id
+       or new.claim_status_before is distinct from old.claim_status_before
+       or new.claim_status_after is distinct from old.claim_status_after then
+      raise exception using
+        errcode = 'SE024',
+        message = 'the identity, end and log of an attempt are immutable',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+    end if;
+  elsif new.attempt > old.attempt then
+    if new.attempt_token = old.attempt_token
+       or not exists (select 1 from settle_private.attempts a
+                       where a.tenant = old.tenant and a.key = old.key and a.attempt = old.attempt
+                         and a.lease_token = old.attempt_token) then
+      raise exception using
+        errcode = 'SE024',
+        message = 'a new attempt epoch needs a token of its own and the record of the attempt it supersedes',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text,
+        hint = 'Attempt epochs are opened by settle.claim.';
+    end if;
+    if new.claimed_by is distinct from session_user::text then
+      new.claimed_by := session_user::text;
+    end if;
+  end if;
+  return new;
+end
+$$;
+
+ALTER FUNCTION settle_private.tg_operations__guard_attempt() OWNER TO settle_owner;
 
 --
 -- Name: tg_operations__guard_lock(); Type: FUNCTION; Schema: settle_private; Owner: settle_owner
@@ -5771,14 +6029,7 @@ CREATE TABLE settle_private.attempts (
     observed_at timestamp with time zone,
     retryable boolean,
     error jsonb,
-    late_result jsonb,
-    settled boolean DEFAULT false NOT NULL,
-    settled_as integer,
-    settled_seq bigint,
-    settled_audit_id bigint,
-    settled_status_before settle.status,
-    settled_reason text,
-    settled_by text
+    late_result jsonb
 )
 WITH (fillfactor='80');
 
@@ -5790,28 +6041,77 @@ ALTER TABLE settle_private.attempts OWNER TO settle_owner;
 -- Name: TABLE attempts; Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON TABLE settle_private.attempts IS 'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation), and the log of the claim that opened it (claim_*) and of the success that settled through it (settled_*), shown in settle.audit_log. Private: use the settle API.';
+COMMENT ON TABLE settle_private.attempts IS 'The record of each attempt epoch that ended, was observed or was superseded: its lease token, worker and claim log (claim_*) as its operation held them, its end and its own attempt-scoped terminal observation. The current attempt of an operation is on the operation row until then; settle.attempts shows every attempt, the settlement included. Private: use the settle API.';
 
 --
 -- Name: attempts; Type: VIEW; Schema: settle; Owner: settle_owner
 --
 
 CREATE VIEW settle.attempts AS
- SELECT a.tenant,
-    a.key,
-    a.attempt,
-    a.worker,
-    a.claimed_at,
-    a.ended_at,
-    a.end_reason,
-    a.observation,
-    a.observed_at,
-    a.retryable,
-    a.error,
-    a.late_result,
-    a.settled
-   FROM settle_private.attempts a
-  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (a.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
+ SELECT x.tenant,
+    x.key,
+    x.attempt,
+    x.worker,
+    x.claimed_at,
+        CASE
+            WHEN s.settled THEN COALESCE(x.ended_at, o.settled_at)
+            ELSE x.ended_at
+        END AS ended_at,
+        CASE
+            WHEN s.settled THEN COALESCE(x.end_reason, 'observed'::text)
+            ELSE x.end_reason
+        END AS end_reason,
+        CASE
+            WHEN s.settled THEN 'completed'::settle.status
+            ELSE x.observation
+        END AS observation,
+        CASE
+            WHEN s.settled THEN o.settled_at
+            ELSE x.observed_at
+        END AS observed_at,
+        CASE
+            WHEN s.settled THEN NULL::boolean
+            ELSE x.retryable
+        END AS retryable,
+        CASE
+            WHEN s.settled THEN NULL::jsonb
+            ELSE x.error
+        END AS error,
+    x.late_result,
+    s.settled
+   FROM ((( SELECT a.tenant,
+            a.key,
+            a.attempt,
+            a.worker,
+            a.claimed_at,
+            a.ended_at,
+            a.end_reason,
+            a.observation,
+            a.observed_at,
+            a.retryable,
+            a.error,
+            a.late_result
+           FROM settle_private.attempts a
+        UNION ALL
+         SELECT c.tenant,
+            c.key,
+            c.attempt,
+            c.worker,
+            c.claimed_at,
+            NULL::timestamp with time zone,
+            NULL::text,
+            NULL::settle.status,
+            NULL::timestamp with time zone,
+            NULL::boolean,
+            NULL::jsonb,
+            NULL::jsonb
+           FROM settle_private.operations c
+          WHERE (NOT (EXISTS ( SELECT 1
+                   FROM settle_private.attempts r
+                  WHERE ((r.tenant = c.tenant) AND (r.key = c.key) AND (r.attempt = c.attempt)))))) x
+     JOIN settle_private.operations o ON (((o.tenant = x.tenant) AND (o.key = x.key))))
+     CROSS JOIN LATERAL ( SELECT COALESCE((o.settled_attempt = x.attempt), false) AS settled) s)
+  WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (x.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
 
 ALTER TABLE settle.attempts OWNER TO settle_owner;
 
@@ -5903,21 +6203,47 @@ CREATE VIEW settle.audit_log AS
            FROM settle_private.attempts a
           WHERE (a.claim_seq IS NOT NULL)
         UNION ALL
-         SELECT a.tenant,
-            a.key,
-            a.settled_seq,
-            a.settled_audit_id,
-            a.observed_at,
+         SELECT o.tenant,
+            o.key,
+            o.claim_seq,
+            o.claim_audit_id,
+            o.claimed_at,
+            'claim'::text,
+            'acquired'::text,
+            o.attempt,
+            o.claim_status_before,
+            o.claim_status_after,
+            o.worker,
+                CASE
+                    WHEN (o.claim_status_before IS NULL) THEN '{"reserved": true}'::jsonb
+                    ELSE NULL::jsonb
+                END AS "case",
+            o.claimed_by
+           FROM settle_private.operations o
+          WHERE ((o.claim_seq IS NOT NULL) AND (NOT (EXISTS ( SELECT 1
+                   FROM settle_private.attempts r
+                  WHERE ((r.tenant = o.tenant) AND (r.key = o.key) AND (r.attempt = o.attempt))))))
+        UNION ALL
+         SELECT o.tenant,
+            o.key,
+            o.settled_seq,
+            o.settled_audit_id,
+            o.settled_at,
             'complete'::text,
             'settled'::text,
-            a.attempt,
-            a.settled_status_before,
+            o.settled_attempt,
+            o.settled_status_before,
             'completed'::settle.status AS status,
-            a.worker,
-            jsonb_build_object('reason', a.settled_reason) AS jsonb_build_object,
-            a.settled_by
-           FROM settle_private.attempts a
-          WHERE (a.settled_seq IS NOT NULL)) e
+                CASE
+                    WHEN (o.settled_attempt = o.attempt) THEN o.worker
+                    ELSE ( SELECT r.worker
+                       FROM settle_private.attempts r
+                      WHERE ((r.tenant = o.tenant) AND (r.key = o.key) AND (r.attempt = o.settled_attempt)))
+                END AS worker,
+            jsonb_build_object('reason', o.settled_reason) AS jsonb_build_object,
+            o.settled_by
+           FROM settle_private.operations o
+          WHERE (o.settled_seq IS NOT NULL)) e
   WHERE ((( SELECT settle_private._visible_tenants() AS _visible_tenants) IS NULL) OR (e.tenant = ANY (( SELECT settle_private._visible_tenants() AS _visible_tenants)::text[])));
 
 ALTER TABLE settle.audit_log OWNER TO settle_owner;
@@ -5926,7 +6252,7 @@ ALTER TABLE settle.audit_log OWNER TO settle_owner;
 -- Name: VIEW audit_log; Type: COMMENT; Schema: settle; Owner: settle_owner
 --
 
-COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id). The rows claim:acquired and complete:settled come from the attempt rows that log them (settle_private.attempts claim_* and settled_*), the others from settle_private.audit_log. seq numbers an operation''s events 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition. actor is what the caller supplied (a claim''s worker) or the admin login; login is always the authenticated login role (session_user) of the call. Of the refused, fenced and conflicting calls, a key keeps the first 20 here in full; the rest are counted in settle.audit_overflow.';
+COMMENT ON VIEW settle.audit_log IS 'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id). The rows claim:acquired and complete:settled come from the operation and attempt rows that log them (claim_* and settled_*), the others from settle_private.audit_log. seq numbers an operation''s events 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition. actor is what the caller supplied (a claim''s worker) or the admin login; login is always the authenticated login role (session_user) of the call. Of the refused, fenced and conflicting calls, a key keeps the first 20 here in full; the rest are counted in settle.audit_overflow.';
 
 --
 -- Name: audit_overflow; Type: TABLE; Schema: settle_private; Owner: settle_owner
@@ -6627,6 +6953,30 @@ CREATE TRIGGER _050_guard_lock BEFORE UPDATE OF tenant, key, fingerprint, reques
 ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _050_guard_lock;
 
 --
+-- Name: operations _060_guard_attempt; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _060_guard_attempt BEFORE UPDATE OF attempt, attempt_token, worker, claimed_at, claimed_by, claim_seq, claim_audit_id, claim_status_before, claim_status_after ON settle_private.operations FOR EACH ROW EXECUTE FUNCTION settle_private.tg_operations__guard_attempt();
+
+ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _060_guard_attempt;
+
+--
+-- Name: feed_consumers _100_drop_lanes; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _100_drop_lanes AFTER DELETE ON settle_private.feed_consumers FOR EACH ROW EXECUTE FUNCTION settle_private.tg_feed_consumers__drop_lanes();
+
+ALTER TABLE settle_private.feed_consumers ENABLE ALWAYS TRIGGER _100_drop_lanes;
+
+--
+-- Name: feed_lanes _100_guard_consumer; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+--
+
+CREATE TRIGGER _100_guard_consumer BEFORE INSERT OR UPDATE OF consumer ON settle_private.feed_lanes FOR EACH ROW EXECUTE FUNCTION settle_private.tg_feed_lanes__guard_consumer();
+
+ALTER TABLE settle_private.feed_lanes ENABLE ALWAYS TRIGGER _100_guard_consumer;
+
+--
 -- Name: operations _100_guard_insert; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
 --
 
@@ -6643,12 +6993,12 @@ CREATE TRIGGER _100_guard_lattice BEFORE UPDATE ON settle_private.operations FOR
 ALTER TABLE settle_private.operations ENABLE ALWAYS TRIGGER _100_guard_lattice;
 
 --
--- Name: attempts _100_guard_settlement; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
+-- Name: attempts _100_guard_record; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
 --
 
-CREATE TRIGGER _100_guard_settlement BEFORE INSERT OR UPDATE ON settle_private.attempts FOR EACH ROW EXECUTE FUNCTION settle_private.tg_attempts__guard_settlement();
+CREATE TRIGGER _100_guard_record BEFORE INSERT OR UPDATE ON settle_private.attempts FOR EACH ROW EXECUTE FUNCTION settle_private.tg_attempts__guard_record();
 
-ALTER TABLE settle_private.attempts ENABLE ALWAYS TRIGGER _100_guard_settlement;
+ALTER TABLE settle_private.attempts ENABLE ALWAYS TRIGGER _100_guard_record;
 
 --
 -- Name: admin_log _100_refuse_update; Type: TRIGGER; Schema: settle_private; Owner: settle_owner
@@ -7232,6 +7582,12 @@ REVOKE ALL ON FUNCTION settle_private._canonical_json(value jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION settle_private._canonical_json_slow(value jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _check_batch_bytes(field text, bytes bigint); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._check_batch_bytes(field text, bytes bigint) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _check_batch_element(kind text, ordinal bigint, tenant text, key text, request jsonb, principal text, scopes text[], binding_generation bigint, lease interval, worker text, max_attempts integer, attempt integer, lease_token uuid, fingerprint text, result jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -7476,16 +7832,34 @@ REVOKE ALL ON FUNCTION settle_private._heartbeat_revoked(op settle_private.opera
 REVOKE ALL ON FUNCTION settle_private._invisible() FROM PUBLIC;
 
 --
+-- Name: FUNCTION _is_attempt_token(tenant text, key text, attempt integer, token uuid); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._is_attempt_token(tenant text, key text, attempt integer, token uuid) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _is_blank(value text); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle_private._is_blank(value text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _json_bytes(value jsonb, max_bytes integer); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._json_bytes(value jsonb, max_bytes integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _json_ok(value jsonb, max_bytes integer); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle_private._json_ok(value jsonb, max_bytes integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _keyed_instant(tenant text, principal text, binding_generation bigint, floor_at_start bigint); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._keyed_instant(tenant text, principal text, binding_generation bigint, floor_at_start bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _lease_ok(lease interval); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -7524,10 +7898,10 @@ REVOKE ALL ON FUNCTION settle_private._lock_operation(tenant text, key text, pur
 REVOKE ALL ON FUNCTION settle_private._lookalike_spaces() FROM PUBLIC;
 
 --
--- Name: FUNCTION _may_have_taken_effect(tenant text, key text, status settle.status); Type: ACL; Schema: settle_private; Owner: settle_owner
+-- Name: FUNCTION _may_have_taken_effect(tenant text, key text, status settle.status, attempt integer); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status) FROM PUBLIC;
+REVOKE ALL ON FUNCTION settle_private._may_have_taken_effect(tenant text, key text, status settle.status, attempt integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _metrics(); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -7622,6 +7996,12 @@ REVOKE ALL ON FUNCTION settle_private._raise_row_rule(rule text, relation text, 
 REVOKE ALL ON FUNCTION settle_private._rank(status settle.status) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _record_attempt(tenant text, key text, attempt integer); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private._record_attempt(tenant text, key text, attempt integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _record_observation(tenant text, key text, attempt integer, observation settle.status, at timestamp with time zone, error jsonb, retryable boolean, late_result jsonb); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
@@ -7708,10 +8088,10 @@ REVOKE ALL ON FUNCTION settle_private.tg_any__refuse_delete() FROM PUBLIC;
 REVOKE ALL ON FUNCTION settle_private.tg_attempts__guard_identity() FROM PUBLIC;
 
 --
--- Name: FUNCTION tg_attempts__guard_settlement(); Type: ACL; Schema: settle_private; Owner: settle_owner
+-- Name: FUNCTION tg_attempts__guard_record(); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
-REVOKE ALL ON FUNCTION settle_private.tg_attempts__guard_settlement() FROM PUBLIC;
+REVOKE ALL ON FUNCTION settle_private.tg_attempts__guard_record() FROM PUBLIC;
 
 --
 -- Name: FUNCTION tg_audit_log__refuse_change(); Type: ACL; Schema: settle_private; Owner: settle_owner
@@ -7720,10 +8100,28 @@ REVOKE ALL ON FUNCTION settle_private.tg_attempts__guard_settlement() FROM PUBLI
 REVOKE ALL ON FUNCTION settle_private.tg_audit_log__refuse_change() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_feed_consumers__drop_lanes(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_feed_consumers__drop_lanes() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_feed_lanes__guard_consumer(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_feed_lanes__guard_consumer() FROM PUBLIC;
+
+--
 -- Name: FUNCTION tg_operations__guard(); Type: ACL; Schema: settle_private; Owner: settle_owner
 --
 
 REVOKE ALL ON FUNCTION settle_private.tg_operations__guard() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_operations__guard_attempt(); Type: ACL; Schema: settle_private; Owner: settle_owner
+--
+
+REVOKE ALL ON FUNCTION settle_private.tg_operations__guard_attempt() FROM PUBLIC;
 
 --
 -- Name: FUNCTION tg_operations__guard_lock(); Type: ACL; Schema: settle_private; Owner: settle_owner

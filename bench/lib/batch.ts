@@ -59,8 +59,8 @@ export function runBatch(ctx: ScenarioContext, clients: number, round: number): 
         // leaves at most its BATCH_KEYS claimed keys unfinished.
         const completed = await completedOperations(client);
         const { rows } = await client.query<{ settled: string; doubly: string; unfinished: string }>(
-          `select (select count(*) from settle_private.attempts where tenant = 'bench' and settled)::text as settled,
-                  (select count(*) from (select 1 from settle_private.attempts where settled group by tenant, key having count(*) > 1) d)::text as doubly,
+          `select (select count(*) from settle.attempts where tenant = 'bench' and settled)::text as settled,
+                  (select count(*) from (select 1 from settle.attempts where settled group by tenant, key having count(*) > 1) d)::text as doubly,
                   (select count(*) from settle_private.operations where status <> 'completed')::text as unfinished`,
         );
         const row = rows[0] ?? { settled: '0', doubly: '0', unfinished: '0' };

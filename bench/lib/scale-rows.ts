@@ -56,22 +56,26 @@ const SERIES = 'generate_series($1::bigint, $2::bigint) as i';
 
 const INSERT_OPERATIONS = `
 insert into settle_private.operations
-  (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-   max_attempts, created_at, updated_at)
+  (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt, attempt_token, worker,
+   claimed_at, claimed_by, claim_seq, claim_audit_id, claim_status_after, max_attempts, created_at, updated_at)
 select 'bench', ${KEY}, f.fingerprint, f.request, 'bench-app', array['payments.write'], 0, 'pending', 1,
-       5, now() - interval '1 day', now() - interval '1 day'
+       md5(i::text)::uuid, 'seed', now() - interval '1 day', session_user, 1,
+       nextval('settle_private.audit_log_audit_id_seq'), 'running', 5, now() - interval '1 day', now() - interval '1 day'
   from (select r.request, settle.fingerprint(r.request) as fingerprint
           from (select jsonb_build_object('amount', 1, 'currency', 'EUR') as request) r) f,
        ${SERIES}`;
 
+// Attempt 1's record, as the engine writes it when a lapsed lease is expired: its identity and
+// claim log copied from the operation (settle_private._record_attempt), ended lease_expired.
 const INSERT_ATTEMPTS = `
 insert into settle_private.attempts
-  (tenant, key, attempt, lease_token, worker, claimed_at, ended_at, end_reason, claim_seq, claim_audit_id,
+  (tenant, key, attempt, lease_token, worker, claimed_at, claimed_by, ended_at, end_reason, claim_seq, claim_audit_id,
    claim_status_before, claim_status_after)
-select 'bench', ${KEY}, 1, md5(i::text)::uuid, 'seed', now() - interval '1 day',
-       now() - interval '1 day' + interval '30 seconds', 'lease_expired', 1,
-       nextval('settle_private.audit_log_audit_id_seq'), null, 'running'
-  from ${SERIES}`;
+select o.tenant, o.key, o.attempt, o.attempt_token, o.worker, o.claimed_at, o.claimed_by,
+       o.claimed_at + interval '30 seconds', 'lease_expired', o.claim_seq, o.claim_audit_id, o.claim_status_before,
+       o.claim_status_after
+  from ${SERIES}
+  join settle_private.operations o on o.tenant = 'bench' and o.key = ${KEY}`;
 
 const INSERT_AUDIT = `
 insert into settle_private.audit_log

@@ -30,13 +30,11 @@
 -- The rewrites keep the checks, their order, the writes and the locks of the migrated text:
 --   * settle_private.claim's first read (access verdict, operation row): settle_private._access
 --     (its own plain read of the local placements, step 10), then the operation row; its new
---     key's two INSERTs, with the lease token and the audit id drawn just before each (Citus
---     caches no local plan of a statement that calls a volatile function such as gen_random_uuid
---     or nextval: it would plan the shard's INSERT again at every call, about 130 us of the
---     worker's CPU per new key);
+--     key's INSERT, with the audit id drawn just before it (Citus caches no local plan of a
+--     statement that calls a volatile function such as gen_random_uuid or nextval: it would plan
+--     the shard's INSERT again at every call, about 130 us of the worker's CPU per new key);
 --   * settle.complete's path for the current lease holder: access (binding), the operation row
---     locked, then the attempt (unobserved, last place), access (floor), the audit rows' maximum,
---     the operation's and the attempt's UPDATEs;
+--     locked, access (floor), the audit rows' maximum, the operation's UPDATE;
 --   * settle_private._next_seq: one read per table.
 -- Each piece is found by its first and last lines and replaced only when the text between, with
 -- comments and whitespace removed, is what this step knows; otherwise the function is left as the
@@ -145,48 +143,29 @@ $f$, $r$  -- On Citus (pg-settle distribute, step 12): the same reads as stateme
     into v_seen;
 $r$],
     array[$f$    insert into settle_private.operations as o
-$f$, $f$gen_random_uuid(), settle_private._expiry(v_now, claim.lease), v_now, v_now)
+$f$, $f$'running', v_token, settle_private._expiry(v_now, claim.lease), v_now)
 $f$, $f$    insert into settle_private.operations as o
-      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, max_attempts, created_at,
+       attempt, attempt_token, worker, claimed_at, claimed_by, claim_seq, claim_audit_id, claim_status_after,
+       status, lease_token, lease_expires_at, updated_at)
     values
       (claim.tenant, claim.key, settle_private._fingerprint(claim.request), claim.request, claim.principal,
-       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-       claim.max_attempts, gen_random_uuid(), settle_private._expiry(v_now, claim.lease), v_now, v_now)
-$f$, $r$    -- On Citus (pg-settle distribute, step 12): the lease token drawn before the INSERT. Citus
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, claim.max_attempts, v_now,
+       1, v_token, claim.worker, v_now, session_user, v_seq, nextval('settle_private.audit_log_audit_id_seq'), 'running',
+       'running', v_token, settle_private._expiry(v_now, claim.lease), v_now)
+$f$, $r$    -- On Citus (pg-settle distribute, step 12): the audit id drawn before the INSERT. Citus
     -- caches a statement's local plan only when the statement calls no volatile function
     -- (gen_random_uuid, nextval); otherwise it plans the shard's INSERT again at every call.
-    v_token := gen_random_uuid();
+    v_citus_audit_id := nextval('settle_private.audit_log_audit_id_seq');
     insert into settle_private.operations as o
-      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, max_attempts, created_at,
+       attempt, attempt_token, worker, claimed_at, claimed_by, claim_seq, claim_audit_id, claim_status_after,
+       status, lease_token, lease_expires_at, updated_at)
     values
       (claim.tenant, claim.key, settle_private._fingerprint(claim.request), claim.request, claim.principal,
-       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-       claim.max_attempts, v_token, settle_private._expiry(v_now, claim.lease), v_now, v_now)
-$r$],
-    array[$f$    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
-$f$, $f$nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
-$f$, $f$    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
-      select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
-       where l.tenant = claim.tenant and l.key = claim.key;
-      insert into settle_private.attempts
-        (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-         claim_status_after, claimed_by)
-      values
-        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seq,
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
-$f$, $r$    if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
-      select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
-       where l.tenant = claim.tenant and l.key = claim.key;
-      -- On Citus (pg-settle distribute, step 12): the audit id drawn before the INSERT, as above.
-      v_citus_audit_id := nextval('settle_private.audit_log_audit_id_seq');
-      insert into settle_private.attempts
-        (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-         claim_status_after, claimed_by)
-      values
-        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seq,
-         v_citus_audit_id, null, 'running', session_user);
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, claim.max_attempts, v_now,
+       1, v_token, claim.worker, v_now, session_user, v_seq, v_citus_audit_id, 'running',
+       'running', v_token, settle_private._expiry(v_now, claim.lease), v_now)
 $r$]]),
   ('settle.complete(text, text, integer, uuid, text, text, text[], bigint, jsonb)', array[
     array[$f$  v_res settle.observation_result;
@@ -198,11 +177,11 @@ $f$, $r$  v_res settle.observation_result;
   v_citus_seq bigint;
 begin
 $r$],
-    array[$f$    select o.status into v_seen
+    array[$f$    select o.status, o.claim_seq into v_seen
 $f$, $f$      if found then
         return v_res;
       end if;
-$f$, $f$    select o.status into v_seen
+$f$, $f$    select o.status, o.claim_seq into v_seen
       from settle_private.operations o
      where o.tenant = complete.tenant and o.key = complete.key
        and o.attempt = complete.attempt and o.lease_token = complete.lease_token and o.status <> 'completed'
@@ -216,31 +195,20 @@ $f$, $f$    select o.status into v_seen
       v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
       with s as materialized (
         select settle_private._access(complete.tenant, complete.principal) as verdict,
-               bool_or(a.attempt = complete.attempt and a.lease_token = complete.lease_token
-                       and a.observation is null) as unobserved,
                coalesce(greatest(
                  (select l.seq from settle_private.audit_log l where l.tenant = complete.tenant and l.key = complete.key
                    order by l.seq desc limit 1),
-                 max(greatest(a.claim_seq, a.settled_seq))), 0) + 1 as seq
-          from settle_private.attempts a
-         where a.tenant = complete.tenant and a.key = complete.key
+                 v_seen.claim_seq), 0) + 1 as seq
       ), op as (
         update settle_private.operations o
            set status = 'completed', result = complete.result, settled_attempt = complete.attempt,
-               settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+               settled_at = v_now, settled_seq = s.seq, settled_audit_id = v_audit_id,
+               settled_status_before = v_seen.status, settled_reason = 'current_attempt', settled_by = session_user,
+               lease_token = null, lease_expires_at = null, dead_lettered_at = null,
                dead_letter_reason = null, error = null, updated_at = v_now
           from s
-         where o.tenant = complete.tenant and o.key = complete.key and s.verdict = 0 and s.unobserved
+         where o.tenant = complete.tenant and o.key = complete.key and s.verdict = 0
         returning o.status, o.attempt, o.settled_attempt, o.result
-      ), observed as (
-        update settle_private.attempts a
-           set observation = 'completed', observed_at = v_now, error = null, retryable = null,
-               late_result = null, settled = true, settled_as = complete.attempt,
-               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
-               settled_seq = s.seq, settled_audit_id = v_audit_id,
-               settled_status_before = v_seen.status, settled_reason = 'current_attempt', settled_by = session_user
-          from s, op
-         where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt
       )
       select 'settled'::text, 'current_attempt'::text, op.status, op.attempt, op.settled_attempt, op.result,
              null::jsonb, null::text[], false, null::text
@@ -254,7 +222,7 @@ $f$, $r$    -- On Citus (pg-settle distribute, step 12): the same checks and wri
     -- plans (sql/citus/single-table.sql).
     v_citus_ok := false;
     if settle_private._access(complete.tenant, null) >= 0 then
-      select o.status into v_seen from settle_private.operations o
+      select o.status, o.claim_seq into v_seen from settle_private.operations o
        where o.tenant = complete.tenant and o.key = complete.key
          and o.attempt = complete.attempt and o.lease_token = complete.lease_token and o.status <> 'completed'
          and o.fingerprint = complete.fingerprint and o.principal = complete.principal
@@ -266,43 +234,46 @@ $f$, $r$    -- On Citus (pg-settle distribute, step 12): the same checks and wri
     if v_citus_ok then
       v_now := clock_timestamp();
       v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
-      select bool_or(a.attempt = complete.attempt and a.lease_token = complete.lease_token and a.observation is null),
-             max(greatest(a.claim_seq, a.settled_seq))
-        into v_citus_ok, v_citus_seq
-        from settle_private.attempts a
-       where a.tenant = complete.tenant and a.key = complete.key;
-      if v_citus_ok and settle_private._access(complete.tenant, complete.principal) = 0 then
-        select coalesce(greatest(max(l.seq), v_citus_seq), 0) + 1 into v_citus_seq
+      if settle_private._access(complete.tenant, complete.principal) = 0 then
+        select coalesce(greatest(max(l.seq), v_seen.claim_seq), 0) + 1 into v_citus_seq
           from settle_private.audit_log l where l.tenant = complete.tenant and l.key = complete.key;
         update settle_private.operations o
            set status = 'completed', result = complete.result, settled_attempt = complete.attempt,
-               settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+               settled_at = v_now, settled_seq = v_citus_seq, settled_audit_id = v_audit_id,
+               settled_status_before = v_seen.status, settled_reason = 'current_attempt', settled_by = session_user,
+               lease_token = null, lease_expires_at = null, dead_lettered_at = null,
                dead_letter_reason = null, error = null, updated_at = v_now
          where o.tenant = complete.tenant and o.key = complete.key
         returning 'settled'::text, 'current_attempt'::text, o.status, o.attempt, o.settled_attempt, o.result,
                   null::jsonb, null::text[], false, null::text
           into v_res;
-        update settle_private.attempts a
-           set observation = 'completed', observed_at = v_now, error = null, retryable = null,
-               late_result = null, settled = true, settled_as = complete.attempt,
-               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
-               settled_seq = v_citus_seq, settled_audit_id = v_audit_id,
-               settled_status_before = v_seen.status, settled_reason = 'current_attempt', settled_by = session_user
-         where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt;
         return v_res;
       end if;
 $r$]]),
   ('settle_private._next_seq(text, text)', array[
+    array[$f$  v_seq bigint;
+begin
+$f$, '', $f$  v_seq bigint;
+begin
+$f$, $r$  v_seq bigint;
+  v_citus_op_seq bigint;
+begin
+$r$],
     array[$f$  select coalesce(greatest($f$, $f$    into v_seq;
 $f$, $f$  select coalesce(greatest(
            (select max(l.seq) from settle_private.audit_log l where l.tenant = _next_seq.tenant and l.key = _next_seq.key),
-           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
-             where a.tenant = _next_seq.tenant and a.key = _next_seq.key)), 0) + 1
+           (select max(a.claim_seq) from settle_private.attempts a
+             where a.tenant = _next_seq.tenant and a.key = _next_seq.key),
+           (select greatest(o.claim_seq, o.settled_seq) from settle_private.operations o
+             where o.tenant = _next_seq.tenant and o.key = _next_seq.key)), 0) + 1
     into v_seq;
 $f$, $r$  -- On Citus (pg-settle distribute, step 12): one statement per table (sql/citus/single-table.sql).
   select max(l.seq) into v_seq from settle_private.audit_log l where l.tenant = _next_seq.tenant and l.key = _next_seq.key;
-  select coalesce(greatest(v_seq, max(greatest(a.claim_seq, a.settled_seq))), 0) + 1 into v_seq
+  select greatest(v_seq, max(a.claim_seq)) into v_seq
     from settle_private.attempts a where a.tenant = _next_seq.tenant and a.key = _next_seq.key;
+  select greatest(o.claim_seq, o.settled_seq) into v_citus_op_seq
+    from settle_private.operations o where o.tenant = _next_seq.tenant and o.key = _next_seq.key;
+  v_seq := coalesce(greatest(v_seq, v_citus_op_seq), 0) + 1;
 $r$]])
         ) x(name, pieces)
         join pg_catalog.pg_proc p on p.oid = pg_catalog.to_regprocedure(x.name)

@@ -4,16 +4,20 @@
 -- tables below hold it; the rules that keep it (the lattice, the guard triggers, the row
 -- rules) are in 00004, the protocol that writes it in 00006-00012.
 --   operations  one canonical record per (tenant, key): the immutable reservation lock, the
---               lattice status, the current attempt epoch and its lease, the immutable result;
---   attempts    one row per attempt epoch: its lease token and its own terminal observation
---               (the attempt-scoped settlement lock), and the log of the claim that opened it
---               and of the success that settled through it;
+--               lattice status, the current attempt epoch (its identity, the log of the claim
+--               that opened it, its lease), the immutable result and the log of the one
+--               settlement;
+--   attempts    the record of an attempt that ended, was observed or was superseded: its
+--               identity and claim log (copied from the operation when the record is written)
+--               and its own terminal observation (the attempt-scoped settlement lock). The
+--               current attempt of an operation has no row here until one of those happens: a
+--               cycle whose first attempt settles writes the operation only;
 --   audit_log   append-only evidence of every other call (refusals, fences, conflicts,
 --               expiries, redrives, purges ...), written in the caller's transaction.
 --
 -- Every table that belongs to an operation carries (tenant, key) and its keys include them,
--- so the engine can later be sharded by operation key (SCALE-OUT: primary keys, foreign keys
--- and identity columns follow the distribution column).
+-- so the engine can be sharded by operation key (SCALE-OUT: primary keys, foreign keys and
+-- identity columns follow the distribution column).
 
 set local role settle_owner;
 
@@ -38,26 +42,48 @@ create table settle_private.operations (
   max_attempts integer not null,
   created_at timestamptz not null,
   redrive_count integer not null default 0,
+  -- The current attempt epoch: its number, its own token (its lease token while it holds the
+  -- lease; it never changes for the attempt), the worker the caller named, and the log of the
+  -- claim that opened it (its place in the operation's history, seq and audit_id as in
+  -- audit_log, and the statuses around it; settle.audit_log shows it as `claim:acquired`).
+  -- claimed_by is the authenticated login (session_user) of that claim, set by the guard
+  -- trigger (00004) whatever the writer passes. (A resolution's own epoch, 00014, has no claim
+  -- log: claim_seq and claim_audit_id NULL.) A new attempt epoch replaces them, once the record
+  -- of the attempt it supersedes is in settle_private.attempts (the guard checks).
   attempt integer not null,
+  attempt_token uuid not null,
+  worker text,
+  claimed_at timestamptz not null,
+  claimed_by text,
+  claim_seq bigint,
+  claim_audit_id bigint,
+  claim_status_before settle.status,
+  claim_status_after settle.status,
   status settle.status not null,
   lease_token uuid,
   lease_expires_at timestamptz,
   result jsonb,
+  -- The one settlement of the operation: the attempt whose success settled it, and the log of
+  -- that success (complete:settled in settle.audit_log: its place in the history, the status
+  -- it settled from, why that attempt settled, and the login that settled it, set by the guard).
   settled_attempt integer,
   settled_at timestamptz,
+  settled_seq bigint,
+  settled_audit_id bigint,
+  settled_status_before settle.status,
+  settled_reason text,
+  settled_by text,
   error jsonb,
   dead_lettered_at timestamptz,
   dead_letter_reason text,
   updated_at timestamptz not null,
-  -- The one unique index of the table. No other key: a unique (tenant, key, settled_attempt) as
-  -- the target of a foreign key from the settled attempt cost an index entry on every insert
-  -- and settling update and a row lock (a WAL record) per foreign-key check; the guard of
-  -- attempts (00004) holds every writer to the same rule with a plain read.
+  -- The one unique index of the table. No other key: the attempts' guard (00004) holds every
+  -- writer to an attempt's reference to its operation with a plain read.
   constraint operations_pkey primary key (tenant, key)
 ) with (fillfactor = 80);
 
 comment on table settle_private.operations is
-  'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch and its lease, and the immutable result. Private: use the settle API.';
+  'Canonical record per (tenant, key): the immutable reservation lock, the lattice status, the current attempt epoch (its identity, claim log and lease), the immutable result and the log of the one settlement. Private: use the settle API.';
 
 -- The lease sweeper (settle.expire_leases) finds lapsed leases through this index only.
 create index operations_by_lease_expiry_idx
@@ -76,12 +102,11 @@ create index operations_terminal_by_age_idx
 -- is spent through it, so a scrape or a sweep reads this set, never all operations: it costs the
 -- same at 10 million operations as at 10 (docs/observability.md). No row of the hot path
 -- (running, completed) is in it.
--- One index with a short predicate, not one per consumer (it was three): every INSERT or
--- UPDATE of operations opens every index of the table and prepares and tests each partial index's predicate, whether or not the row enters it; the two indexes
--- fewer and the short predicate are -2.1% instructions per claim + complete
--- (docs/performance.md). The price: the retry backlog (pending operations) is
--- in the index, so the sweeper also steps over it (the dead-letter gauges name their statuses
--- and read only those ranges of it, 00011).
+-- One index with a short predicate, not one per consumer: every INSERT or UPDATE of operations
+-- opens every index of the table and prepares and tests each partial index's predicate, whether
+-- or not the row enters it. The price: the retry backlog (pending operations) is in the index,
+-- so the sweeper also steps over it (the dead-letter gauges name their statuses and read only
+-- those ranges of it, 00011).
 create index operations_needing_attention_idx
   on settle_private.operations (status, updated_at)
   where status in ('pending', 'unknown', 'conflict') or dead_lettered_at is not null;
@@ -90,23 +115,19 @@ create table settle_private.attempts (
   tenant text not null,
   key text not null,
   attempt integer not null,
+  -- The attempt's identity and the log of its claim, as the operation held them while it was
+  -- the current attempt (claimed_by: the login of that claim). Never changed (guard, 00004).
   lease_token uuid not null,
   worker text,
   claimed_at timestamptz not null,
-  -- The authenticated login (session_user) that made the claim, and below the one that made the
-  -- settling success, set by the guard trigger (00004) whatever the writer passes: `worker` is
-  -- the caller's own word.
   claimed_by text,
-  -- The attempt row is the log of the two events every settled operation has: the claim that
-  -- opened the attempt and the success that settled it. Each has its place in the operation's
-  -- history (seq, audit_id, as in audit_log) and the statuses around it; settle.audit_log
-  -- shows them as rows `claim:acquired` and `complete:settled` (00011). Written with the
-  -- event, never changed (guard trigger, 00004). The claim's columns, written at INSERT, come
-  -- before those an observation changes (the prefix an UPDATE does not log, as in operations).
   claim_seq bigint,
   claim_audit_id bigint,
   claim_status_before settle.status,
   claim_status_after settle.status,
+  -- Its end and its own terminal observation (at most one: the attempt-scoped settlement lock).
+  -- The attempt that settled the operation (its settled_attempt) observed `completed`: that is
+  -- the operation's record (settle.attempts shows it), not written here.
   ended_at timestamptz,
   end_reason text,
   observation settle.status,
@@ -114,30 +135,17 @@ create table settle_private.attempts (
   retryable boolean,
   error jsonb,
   late_result jsonb,
-  settled boolean not null default false,
-  -- This attempt's number while it is the settlement, else NULL (the row rule
-  -- settled_as_is_the_attempt, 00004, holds every writer to that). A plain column rather than
-  -- GENERATED ALWAYS: PostgreSQL 15 reads back and prepares a generation expression for every
-  -- INSERT or UPDATE statement (ExecInitStoredGenerated), about 2% of the cycle here.
-  settled_as integer,
-  settled_seq bigint,
-  settled_audit_id bigint,
-  settled_status_before settle.status,
-  settled_reason text,
-  settled_by text,
-  -- An attempt belongs to an operation (attempts_belong_to_operation), and exactly one attempt
-  -- per operation is the settlement: the one the operation names in settled_attempt
-  -- (attempts_settlement_is_the_operations). Both are checked by the guard of attempts (00004),
-  -- with the SQLSTATE and constraint name of a foreign key (23503), rather than by foreign keys:
-  -- a foreign-key check locks the operation row (FOR KEY SHARE), a WAL record per check, two
-  -- per cycle, and its target needed a second unique index on operations; and the guard, unlike
-  -- a foreign key, also fires under session_replication_role = replica. The operation row
-  -- cannot go away under an attempt: only settle.purge deletes, with both rows locked.
+  -- An attempt belongs to an operation (attempts_belong_to_operation), checked by the guard of
+  -- attempts (00004) with the SQLSTATE and constraint name of a foreign key (23503) rather than
+  -- by a foreign key: a foreign-key check locks the operation row (FOR KEY SHARE), a WAL record
+  -- per check; and the guard, unlike a foreign key, also fires under
+  -- session_replication_role = replica. The operation row cannot go away under an attempt: only
+  -- settle.purge deletes, with both rows locked.
   constraint attempts_pkey primary key (tenant, key, attempt)
 ) with (fillfactor = 80);
 
 comment on table settle_private.attempts is
-  'One row per attempt epoch: its lease token, worker and its own attempt-scoped settlement (at most one terminal observation), and the log of the claim that opened it (claim_*) and of the success that settled through it (settled_*), shown in settle.audit_log. Private: use the settle API.';
+  'The record of each attempt epoch that ended, was observed or was superseded: its lease token, worker and claim log (claim_*) as its operation held them, its end and its own attempt-scoped terminal observation. The current attempt of an operation is on the operation row until then; settle.attempts shows every attempt, the settlement included. Private: use the settle API.';
 
 
 -- The events an audit row may record. A domain rather than a CHECK constraint on the table:

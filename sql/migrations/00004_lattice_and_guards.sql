@@ -66,16 +66,17 @@ Locking: none. Idempotency: pure (IMMUTABLE).';
 -- Every SECURITY DEFINER function still pins its path (test/engine/security.test.ts).
 -- ---------------------------------------------------------------------------------------
 
--- Whether operation (tenant, key), now at `status`, may have taken effect: its
--- status is unknown or conflict (a caller lost a response, or a success was reported under a
--- mismatched lock: that stays true whatever its attempts record later), or an attempt did not
--- record a failure (it reported unknown, presented a mismatched observation, succeeded, or its
--- lease lapsed or is still held without an observation). Such an operation is never `failed`.
--- Read by the lattice guard when a status would move to `failed` or back down from it, and by
--- the engine when a failure would end the operation.
+-- Whether operation (tenant, key), now at `status` with current attempt `attempt`, may have
+-- taken effect: its status is unknown or conflict (a caller lost a response, or a success was
+-- reported under a mismatched lock: that stays true whatever its attempts record later), or an
+-- attempt did not record a failure (it reported unknown, presented a mismatched observation,
+-- succeeded, or its lease lapsed or is still held without an observation). The current attempt
+-- without a record in settle_private.attempts (00002) has observed nothing: it counts. Such an
+-- operation is never `failed`. Read by the lattice guard when a status would move to `failed` or
+-- back down from it, and by the engine when a failure would end the operation.
 -- PL/pgSQL, not SQL: on Citus a SQL function with parameters that reads a distributed table
 -- cannot be planned ("could not create distributed plan"), and this runs in a shard's trigger.
-create function settle_private._may_have_taken_effect(tenant text, key text, status settle.status)
+create function settle_private._may_have_taken_effect(tenant text, key text, status settle.status, attempt integer)
 returns boolean
 language plpgsql
 stable
@@ -84,7 +85,10 @@ begin
   return _may_have_taken_effect.status in ('unknown', 'conflict')
       or exists (select 1 from settle_private.attempts a
                   where a.tenant = _may_have_taken_effect.tenant and a.key = _may_have_taken_effect.key
-                    and a.observation is distinct from 'failed');
+                    and a.observation is distinct from 'failed')
+      or not exists (select 1 from settle_private.attempts a
+                      where a.tenant = _may_have_taken_effect.tenant and a.key = _may_have_taken_effect.key
+                        and a.attempt = _may_have_taken_effect.attempt);
 end
 $$;
 
@@ -132,7 +136,15 @@ declare
   v_wake boolean;
 begin
   if tg_op = 'INSERT' then
+    -- Who made the claim of the first attempt: the authenticated login, never the writer's word.
+    -- The engine's own statements write session_user, so NEW is assigned only when a writer
+    -- passed something else (or nothing): a PL/pgSQL assignment to a field of NEW expands the
+    -- row and forms a new tuple at RETURN (docs/performance.md).
+    if new.claimed_by is distinct from session_user::text then
+      new.claimed_by := session_user::text;
+    end if;
     if new.status not in ('pending', 'running') or new.result is not null or new.settled_attempt is not null
+       or new.settled_seq is not null or new.settled_by is not null
        or new.error is not null or new.dead_lettered_at is not null or new.dead_letter_reason is not null
        or new.redrive_count <> 0 then
       raise exception using
@@ -153,11 +165,13 @@ begin
       -- The rules below that a row starting unsettled (checked above) can break; the others
       -- (a terminal status, a result, a settlement, an error, a dead letter, a redrive count)
       -- hold trivially for it, so an INSERT does not set them up.
-      when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
-      when not (new.max_attempts >= 1) then 'max_attempts_positive'
+      when not (new.attempt >= 1 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
       when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
+      when not (new.lease_token is null or new.lease_token = new.attempt_token) then 'lease_is_the_current_attempts'
       when not (new.status <> 'pending' or new.lease_token is null) then 'pending_is_unleased'
       when not (new.status <> 'running' or new.lease_token is not null) then 'running_is_leased'
+      when not ((new.claim_seq is null) = (new.claim_audit_id is null)
+                and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
     end;
     if v_rule is not null then
       perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
@@ -171,7 +185,10 @@ begin
        or new.attempt < old.attempt or new.redrive_count < old.redrive_count then
       if old.status = 'completed' then
         if new.result is distinct from old.result or new.settled_attempt is distinct from old.settled_attempt
-           or new.settled_at is distinct from old.settled_at then
+           or new.settled_at is distinct from old.settled_at or new.settled_seq is distinct from old.settled_seq
+           or new.settled_audit_id is distinct from old.settled_audit_id
+           or new.settled_status_before is distinct from old.settled_status_before
+           or new.settled_reason is distinct from old.settled_reason or new.settled_by is distinct from old.settled_by then
           raise exception using
             errcode = 'SE022',
             message = 'the result of a completed operation is immutable',
@@ -190,7 +207,7 @@ begin
         v_redrive := old.status = 'failed' and old.dead_letter_reason = 'attempts_exhausted'
           and new.status = 'pending' and new.dead_lettered_at is null
           and new.redrive_count = old.redrive_count + 1;
-        if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status) then
+        if v_redrive and settle_private._may_have_taken_effect(old.tenant, old.key, old.status, old.attempt) then
           v_redrive := false;
         end if;
 
@@ -213,9 +230,9 @@ begin
   end if;
 
   v_rule := case
-    when not (new.attempt >= 0 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
-    when not (new.max_attempts >= 1) then 'max_attempts_positive'
+    when not (new.attempt >= 1 and new.attempt <= new.max_attempts) then 'attempt_within_budget'
     when not ((new.lease_token is null) = (new.lease_expires_at is null)) then 'lease_token_iff_lease_expiry'
+    when not (new.lease_token is null or new.lease_token = new.attempt_token) then 'lease_is_the_current_attempts'
     when not (new.status <> 'pending' or new.lease_token is null) then 'pending_is_unleased'
     when not (new.status <> 'running' or new.lease_token is not null) then 'running_is_leased'
     when not (new.status not in ('failed', 'completed') or new.lease_token is null) then 'terminal_is_unleased'
@@ -223,6 +240,8 @@ begin
     when not ((new.status = 'completed') = (new.settled_attempt is not null and new.settled_at is not null))
       then 'completed_has_settlement'
     when not (new.settled_attempt is null or new.settled_attempt between 1 and new.attempt) then 'settled_attempt_was_opened'
+    when not ((new.settled_attempt is null) = (new.settled_seq is null) and (new.settled_seq is null) = (new.settled_audit_id is null)
+              and (new.settled_seq is null) = (new.settled_reason is null)) then 'settlement_is_logged'
     when not (new.status <> 'failed' or new.error is not null) then 'failed_has_error'
     when not ((new.dead_lettered_at is null) = (new.dead_letter_reason is null)) then 'dead_letter_has_reason'
     when not (new.dead_lettered_at is null or new.lease_token is null) then 'dead_letter_is_unleased'
@@ -234,6 +253,27 @@ begin
   end;
   if v_rule is not null then
     perform settle_private._raise_row_rule(v_rule, 'operations', new.tenant, new.key);
+  end if;
+
+  -- The settlement (settled_attempt set: completed, a row rule above): the login that settled it
+  -- is the authenticated login, never the writer's word (assigned only when a writer passed
+  -- something else, as at INSERT), and the settled attempt holds no other terminal observation
+  -- (the attempt-scoped settlement lock: an attempt that failed or presented a mismatched lock,
+  -- or whose success came too late, never settles; one that reported unknown may). The current
+  -- attempt of a settling UPDATE has no record in the common case: the read finds nothing.
+  if new.settled_attempt is not null and old.settled_attempt is null then
+    if new.settled_by is distinct from session_user::text then
+      new.settled_by := session_user::text;
+    end if;
+    if exists (select 1 from settle_private.attempts a
+                where a.tenant = new.tenant and a.key = new.key and a.attempt = new.settled_attempt
+                  and a.observation in ('conflict', 'failed', 'completed')) then
+      raise exception using
+        errcode = 'SE024',
+        message = 'an attempt holds at most one terminal observation',
+        detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'attempt', new.settled_attempt)::text,
+        hint = 'Attempt-scoped settlement locks: an attempt that recorded another outcome never settles.';
+    end if;
   end if;
 
   -- `failed` means a committed failure: no attempt may have taken effect (every attempt
@@ -249,7 +289,7 @@ begin
   -- transaction.
   -- (An INSERT has returned above: this is an UPDATE.)
   if new.status = 'failed' and old.status <> 'failed' then
-    if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+    if settle_private._may_have_taken_effect(new.tenant, new.key, old.status, old.attempt)
        and not settle_private._resolving_failed(new.tenant, new.key) then
       raise exception using
         errcode = 'SE021',
@@ -317,6 +357,47 @@ begin
 end
 $$;
 
+-- The current attempt of an operation (its number, token, worker and the log of its claim) never
+-- changes while it is current: trigger _050_guard_attempt fires only for an UPDATE that names one
+-- of these columns (as _050_guard_lock above; the settling UPDATE names none). A new attempt
+-- epoch replaces them all, with a token of its own, and only once the record of the attempt it
+-- supersedes is kept in settle_private.attempts (the history of every attempt stays whole).
+-- Who made the new epoch's claim is the authenticated login, whatever the writer passes.
+create function settle_private.tg_operations__guard_attempt()
+returns trigger
+language plpgsql
+as $$
+begin
+  if new.attempt = old.attempt then
+    if new.attempt_token is distinct from old.attempt_token or new.worker is distinct from old.worker
+       or new.claimed_at is distinct from old.claimed_at or new.claimed_by is distinct from old.claimed_by
+       or new.claim_seq is distinct from old.claim_seq or new.claim_audit_id is distinct from old.claim_audit_id
+       or new.claim_status_before is distinct from old.claim_status_before
+       or new.claim_status_after is distinct from old.claim_status_after then
+      raise exception using
+        errcode = 'SE024',
+        message = 'the identity, end and log of an attempt are immutable',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
+    end if;
+  elsif new.attempt > old.attempt then
+    if new.attempt_token = old.attempt_token
+       or not exists (select 1 from settle_private.attempts a
+                       where a.tenant = old.tenant and a.key = old.key and a.attempt = old.attempt
+                         and a.lease_token = old.attempt_token) then
+      raise exception using
+        errcode = 'SE024',
+        message = 'a new attempt epoch needs a token of its own and the record of the attempt it supersedes',
+        detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt, 'new_attempt', new.attempt)::text,
+        hint = 'Attempt epochs are opened by settle.claim.';
+    end if;
+    if new.claimed_by is distinct from session_user::text then
+      new.claimed_by := session_user::text;
+    end if;
+  end if;
+  return new;
+end
+$$;
+
 -- The identity of an attempt and the log of its claim never change: trigger _050_guard_identity
 -- fires only for an UPDATE that names one of these columns (as _050_guard_lock above).
 create function settle_private.tg_attempts__guard_identity()
@@ -340,55 +421,24 @@ begin
 end
 $$;
 
--- The guard of settle_private.attempts (trigger _100_guard_settlement), for INSERT and UPDATE:
--- who claimed and settled, the rules of an attempt's end, observation and settlement, then the
--- row rules. As in the operations guard, what only an earlier state can break is tested in a
--- branch the settling UPDATE never enters (a first observation: nothing ended, observed or
--- settled before), and the rules on the identity columns alone are checked at INSERT.
-create function settle_private.tg_attempts__guard_settlement()
+-- The guard of settle_private.attempts (trigger _100_guard_record), for INSERT and UPDATE. A
+-- record is written for the current attempt of its operation, as the operation holds it (its
+-- token, worker, claim log and login: a record keeps what the operation showed, never the
+-- writer's word), and then holds the attempt's end and its one terminal observation. As in the
+-- operations guard, what only an earlier state can break is tested in a branch a first
+-- observation never enters, and the identity columns are the business of _050_guard_identity.
+create function settle_private.tg_attempts__guard_record()
 returns trigger
 language plpgsql
 as $$
 declare
   v_rule text;
-  v_named integer;
+  v_op record;
 begin
-  -- Who made the claim and the settling success: the authenticated login, never the writer's word.
-  -- The engine's own statements write session_user, so NEW is assigned only when a writer
-  -- passed something else (or nothing): a PL/pgSQL assignment to a field of NEW expands the
-  -- row and forms a new tuple at RETURN, a cost the settlement pays twice per cycle otherwise
-  -- (docs/performance.md).
-  if tg_op = 'INSERT' then
-    if new.claimed_by is distinct from session_user::text then
-      new.claimed_by := session_user::text;
-    end if;
-    v_rule := case
-      when not (new.attempt >= 1) then 'attempt_is_positive'
-      when not ((new.claim_seq is null) = (new.claim_audit_id is null)
-                and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
-    end;
-    if v_rule is not null then
-      perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
-    end if;
-  else
-    if new.settled_seq is not null and old.settled_seq is null and new.settled_by is distinct from session_user::text then
-      new.settled_by := session_user::text;
-    end if;
-
-    -- The rules of earlier states, behind one test that a first observation fails: a logged
-    -- settlement, an end, a terminal observation, a move down.
-    if old.settled_seq is not null or old.ended_at is not null or old.observation is not null then
-      if old.settled_seq is not null and (new.settled_by is distinct from old.settled_by
-         or new.settled_seq is distinct from old.settled_seq
-         or new.settled_audit_id is distinct from old.settled_audit_id
-         or new.settled_status_before is distinct from old.settled_status_before
-         or new.settled_reason is distinct from old.settled_reason) then
-        raise exception using
-          errcode = 'SE024',
-          message = 'the identity, end and log of an attempt are immutable',
-          detail = jsonb_build_object('tenant', old.tenant, 'key', old.key, 'attempt', old.attempt)::text;
-      end if;
-
+  if tg_op = 'UPDATE' then
+    -- The rules of earlier states, behind one test that a first observation fails: an end, a
+    -- terminal observation, a move down.
+    if old.ended_at is not null or old.observation is not null then
       if old.ended_at is not null and (new.ended_at is distinct from old.ended_at
                                        or new.end_reason is distinct from old.end_reason) then
         raise exception using
@@ -408,8 +458,7 @@ begin
           hint = 'Attempt-scoped settlement locks: a new outcome needs a new attempt epoch (settle.claim).';
       end if;
 
-      -- Only an observed attempt can move down (settled requires completion, a row rule).
-      if settle_private._rank(new.observation) < settle_private._rank(old.observation) or (old.settled and not new.settled) then
+      if settle_private._rank(new.observation) < settle_private._rank(old.observation) then
         raise exception using
           errcode = 'SE021',
           message = format('an attempt observation may not move down from %s to %s', old.observation, new.observation),
@@ -419,6 +468,9 @@ begin
   end if;
 
   v_rule := case
+    when not (new.attempt >= 1) then 'attempt_is_positive'
+    when not ((new.claim_seq is null) = (new.claim_audit_id is null)
+              and (new.claim_seq is null) = (new.claim_status_after is null)) then 'claim_log_complete'
     when not (new.observation is null or new.observation in ('unknown', 'conflict', 'failed', 'completed'))
       then 'observation_is_an_outcome'
     when not ((new.observation is null) = (new.observed_at is null)) then 'observed_iff_observation'
@@ -427,39 +479,42 @@ begin
       then 'end_reason_is_known'
     when not (new.observation is distinct from 'failed' or (new.error is not null and new.retryable is not null))
       then 'failure_has_error'
-    when not (not new.settled or new.observation = 'completed') then 'settled_requires_completion'
-    when new.settled_as is distinct from case when new.settled then new.attempt end then 'settled_as_is_the_attempt'
-    when not (new.settled = (new.settled_seq is not null) and (new.settled_seq is null) = (new.settled_audit_id is null)
-              and (new.settled_seq is null) = (new.settled_reason is null)) then 'settlement_is_logged'
-    when not (new.late_result is null or (new.observation = 'completed' and not new.settled))
-      then 'late_result_only_when_not_settled'
+    when not (new.late_result is null or new.observation = 'completed') then 'late_result_only_with_completion'
   end;
   if v_rule is not null then
     perform settle_private._raise_row_rule(v_rule, 'attempts', new.tenant, new.key);
   end if;
 
-  -- The checks of two foreign keys (00002), after the row rules as a foreign key's check comes
-  -- after CHECK constraints, without a foreign key's row lock: a new attempt belongs to an
-  -- operation (attempts_belong_to_operation), and an attempt that is or becomes the settlement
-  -- is the one its operation names (attempts_settlement_is_the_operations). The settling
-  -- statements write the operation first (settle.complete: the operation's UPDATE is read by
-  -- the statement's main query, the attempt's runs after it), and this read, a new command of
-  -- the trigger, sees that write. The operation's settled_attempt never changes once set
-  -- (completed is immutable), so a settlement that stays settled needs no read.
+  -- The checks of a foreign key (00002), after the row rules as a foreign key's check comes
+  -- after CHECK constraints, without a foreign key's row lock: a record belongs to an operation
+  -- (attempts_belong_to_operation) and, when written, records its current attempt as it stands.
+  -- Once written, the record of the attempt that settled the operation takes no observation:
+  -- that attempt observed `completed` (the operation's settlement; settle.attempts shows it).
   if tg_op = 'INSERT' then
-    select o.settled_attempt into v_named from settle_private.operations o
+    select o.attempt, o.attempt_token, o.worker, o.claimed_at, o.claimed_by, o.claim_seq, o.claim_audit_id,
+           o.claim_status_before, o.claim_status_after
+      into v_op
+      from settle_private.operations o
      where o.tenant = new.tenant and o.key = new.key;
     if not found then
       perform settle_private._raise_reference('attempts_belong_to_operation', new.tenant, new.key, new.attempt);
     end if;
-    if new.settled and v_named is distinct from new.attempt then
-      perform settle_private._raise_reference('attempts_settlement_is_the_operations', new.tenant, new.key, new.attempt);
+    if v_op.attempt is distinct from new.attempt or v_op.attempt_token is distinct from new.lease_token
+       or v_op.worker is distinct from new.worker or v_op.claimed_at is distinct from new.claimed_at
+       or v_op.claimed_by is distinct from new.claimed_by or v_op.claim_seq is distinct from new.claim_seq
+       or v_op.claim_audit_id is distinct from new.claim_audit_id
+       or v_op.claim_status_before is distinct from new.claim_status_before
+       or v_op.claim_status_after is distinct from new.claim_status_after then
+      perform settle_private._raise_reference('attempts_record_the_current_attempt', new.tenant, new.key, new.attempt);
     end if;
-  elsif new.settled and not old.settled then
-    if not exists (select 1 from settle_private.operations o
-                    where o.tenant = new.tenant and o.key = new.key and o.settled_attempt = new.attempt) then
-      perform settle_private._raise_reference('attempts_settlement_is_the_operations', new.tenant, new.key, new.attempt);
-    end if;
+  elsif new.observation is distinct from old.observation
+        and exists (select 1 from settle_private.operations o
+                     where o.tenant = new.tenant and o.key = new.key and o.settled_attempt = new.attempt) then
+    raise exception using
+      errcode = 'SE024',
+      message = 'an attempt holds at most one terminal observation',
+      detail = jsonb_build_object('tenant', new.tenant, 'key', new.key, 'attempt', new.attempt, 'observation', 'completed')::text,
+      hint = 'The attempt that settled the operation observed completed: a second success of it is a duplicate.';
   end if;
   return new;
 end
@@ -500,7 +555,7 @@ $$;
 -- Row rules: what a single row of operations or attempts must satisfy, whoever writes it.
 -- They have the names, SQLSTATE (23514 check_violation) and message of CHECK constraints,
 -- are checked by the guard trigger of each table (_100_guard_insert, _100_guard_lattice,
--- _100_guard_settlement) after its own checks, as CHECK constraints are checked after BEFORE
+-- _100_guard_record) after its own checks, as CHECK constraints are checked after BEFORE
 -- triggers: one trigger call per written row, not two (a PL/pgSQL trigger call has a set-up
 -- cost of its own, docs/performance.md). Why not CHECK constraints: PostgreSQL 15
 -- reads back and plans every CHECK expression of a table again for each INSERT or UPDATE
@@ -544,13 +599,16 @@ begin
     message = format('insert or update on table "attempts" violates foreign key constraint "%s"', rule),
     detail = jsonb_build_object('tenant', tenant, 'key', key, 'attempt', attempt)::text,
     hint = case rule when 'attempts_belong_to_operation' then 'An attempt is opened by settle.claim on its operation.'
-                else 'The settled attempt is the one the operation names in settled_attempt: settle through settle.complete.' end;
+                else 'The record of an attempt is written from its operation''s current attempt, as the engine writes it (00006).' end;
 end
 $$;
 
 create trigger _050_guard_lock before update of tenant, key, fingerprint, request, principal, scopes,
   binding_generation, created_at on settle_private.operations
   for each row execute function settle_private.tg_operations__guard_lock();
+create trigger _060_guard_attempt before update of attempt, attempt_token, worker, claimed_at, claimed_by, claim_seq,
+  claim_audit_id, claim_status_before, claim_status_after on settle_private.operations
+  for each row execute function settle_private.tg_operations__guard_attempt();
 create trigger _100_guard_insert before insert on settle_private.operations
   for each row execute function settle_private.tg_operations__guard();
 create trigger _100_guard_lattice before update on settle_private.operations
@@ -563,8 +621,8 @@ create trigger _900_refuse_truncate before truncate on settle_private.operations
 create trigger _050_guard_identity before update of tenant, key, claimed_by, attempt, lease_token, worker,
   claimed_at, claim_seq, claim_audit_id, claim_status_before, claim_status_after on settle_private.attempts
   for each row execute function settle_private.tg_attempts__guard_identity();
-create trigger _100_guard_settlement before insert or update on settle_private.attempts
-  for each row execute function settle_private.tg_attempts__guard_settlement();
+create trigger _100_guard_record before insert or update on settle_private.attempts
+  for each row execute function settle_private.tg_attempts__guard_record();
 create trigger _900_refuse_delete before delete on settle_private.attempts
   for each row execute function settle_private.tg_any__refuse_delete();
 create trigger _900_refuse_truncate before truncate on settle_private.attempts
@@ -578,12 +636,13 @@ create trigger _900_refuse_truncate before truncate on settle_private.audit_log
   for each statement execute function settle_private.tg_any__refuse_delete();
 
 alter table settle_private.operations enable always trigger _050_guard_lock;
+alter table settle_private.operations enable always trigger _060_guard_attempt;
 alter table settle_private.operations enable always trigger _100_guard_insert;
 alter table settle_private.operations enable always trigger _100_guard_lattice;
 alter table settle_private.operations enable always trigger _900_refuse_delete;
 alter table settle_private.operations enable always trigger _900_refuse_truncate;
 alter table settle_private.attempts enable always trigger _050_guard_identity;
-alter table settle_private.attempts enable always trigger _100_guard_settlement;
+alter table settle_private.attempts enable always trigger _100_guard_record;
 alter table settle_private.attempts enable always trigger _900_refuse_delete;
 alter table settle_private.attempts enable always trigger _900_refuse_truncate;
 create trigger _100_refuse_update before update on settle_private.admin_log

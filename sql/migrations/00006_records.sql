@@ -6,6 +6,8 @@
 --   _audit              append one audit row, in the caller's transaction;
 --   _lock_diff          which parts of the reservation lock a caller presented differently;
 --   _fence_reason       why an attempt that no longer holds the lease is fenced;
+--   _is_attempt_token   whether a token is an attempt's (current or recorded);
+--   _record_attempt     write the record of the current attempt from the operation row;
 --   _record_observation write an attempt's observation that does not settle, and stamp its
 --                       end (once);
 --   _end_attempt        end an attempt without an observation (expiry, exhaustion, settled
@@ -61,8 +63,8 @@ end
 $$;
 
 -- The number of the next event in the history of (tenant, key) (seq: see
--- settle_private.audit_log): after its audit rows and the events logged on its attempt rows (a
--- claim that opened an attempt, a success that settled). Read from the operation's own rows,
+-- settle_private.audit_log): after its audit rows and the events logged on its operation and
+-- attempt rows (a claim that opened an attempt, the success that settled). Read from the operation's own rows,
 -- through the primary keys: no global sequence, so the order holds on Citus whichever node
 -- writes. settle.complete reads the same number inside its attempt read (00010).
 create function settle_private._next_seq(tenant text, key text)
@@ -76,8 +78,10 @@ declare
 begin
   select coalesce(greatest(
            (select max(l.seq) from settle_private.audit_log l where l.tenant = _next_seq.tenant and l.key = _next_seq.key),
-           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
-             where a.tenant = _next_seq.tenant and a.key = _next_seq.key)), 0) + 1
+           (select max(a.claim_seq) from settle_private.attempts a
+             where a.tenant = _next_seq.tenant and a.key = _next_seq.key),
+           (select greatest(o.claim_seq, o.settled_seq) from settle_private.operations o
+             where o.tenant = _next_seq.tenant and o.key = _next_seq.key)), 0) + 1
     into v_seq;
   return v_seq;
 end
@@ -181,10 +185,66 @@ as $$
     else 'lease_released' end
 $$;
 
+-- The record of the current attempt of (tenant, key) in settle_private.attempts, written from
+-- the operation row if it is not there yet (caller holds the row lock): an attempt gets its
+-- record when it ends, reports an observation that does not settle, or is superseded by a new
+-- epoch (00002). Its identity and claim log are copied as the operation holds them (the guard
+-- of attempts checks they are). An attempt that is not the current one has its record already.
+-- Two statements, not one INSERT ... SELECT: Citus refuses that inside the maintenance steps it
+-- delegates from a query on a shard (_expire_key, _purge_key).
+create function settle_private._record_attempt(tenant text, key text, attempt integer)
+returns integer
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_op record;
+  v_rows integer;
+begin
+  select o.attempt_token, o.worker, o.claimed_at, o.claimed_by, o.claim_seq, o.claim_audit_id, o.claim_status_before,
+         o.claim_status_after
+    into v_op
+    from settle_private.operations o
+   where o.tenant = _record_attempt.tenant and o.key = _record_attempt.key and o.attempt = _record_attempt.attempt;
+  if not found then
+    return 0;
+  end if;
+  insert into settle_private.attempts as a
+    (tenant, key, attempt, lease_token, worker, claimed_at, claimed_by, claim_seq, claim_audit_id,
+     claim_status_before, claim_status_after)
+  values
+    (_record_attempt.tenant, _record_attempt.key, _record_attempt.attempt, v_op.attempt_token, v_op.worker,
+     v_op.claimed_at, v_op.claimed_by, v_op.claim_seq, v_op.claim_audit_id, v_op.claim_status_before,
+     v_op.claim_status_after)
+  on conflict on constraint attempts_pkey do nothing;
+  get diagnostics v_rows = row_count;
+  return v_rows;
+end
+$$;
+
+-- Whether `token` is the token of attempt `attempt` of (tenant, key): the current attempt's on the
+-- operation row, or a recorded attempt's. An attempt's token never changes, so any snapshot
+-- answers the same. PL/pgSQL, not SQL: on Citus a SQL function with parameters that reads a
+-- distributed table cannot be planned ("could not create distributed plan").
+create function settle_private._is_attempt_token(tenant text, key text, attempt integer, token uuid)
+returns boolean
+language plpgsql
+stable
+as $$
+begin
+  return exists (select 1 from settle_private.operations o
+                  where o.tenant = _is_attempt_token.tenant and o.key = _is_attempt_token.key
+                    and o.attempt = _is_attempt_token.attempt and o.attempt_token = _is_attempt_token.token)
+      or exists (select 1 from settle_private.attempts a
+                  where a.tenant = _is_attempt_token.tenant and a.key = _is_attempt_token.key
+                    and a.attempt = _is_attempt_token.attempt and a.lease_token = _is_attempt_token.token);
+end
+$$;
+
 -- Write an attempt's observation that does not settle (the guard trigger refuses a second
 -- terminal one) and stamp its end with reason `observed` unless it already ended (expired or
 -- superseded before it reported). The settling success is written by settle.complete's own
--- statement (00010), with its log.
+-- statement on the operation (00010): its attempt's record is not written for it.
 create function settle_private._record_observation(
   tenant text, key text, attempt integer, observation settle.status, at timestamptz,
   error jsonb default null, retryable boolean default null, late_result jsonb default null)
@@ -195,6 +255,7 @@ as $$
 declare
   v_rows integer;
 begin
+  v_rows := settle_private._record_attempt(tenant, key, attempt);
   update settle_private.attempts a
      set observation = _record_observation.observation, observed_at = _record_observation.at,
          error = _record_observation.error, retryable = _record_observation.retryable,
@@ -208,7 +269,7 @@ end
 $$;
 
 -- End an attempt that has not ended, without an observation: lease_expired, exhausted
--- (its lease lapsed and the budget is spent) or settled_elsewhere.
+-- (its lease lapsed and the budget is spent), settled_elsewhere or binding_revoked.
 create function settle_private._end_attempt(tenant text, key text, attempt integer, at timestamptz, reason text)
 returns integer
 language plpgsql
@@ -217,6 +278,7 @@ as $$
 declare
   v_rows integer;
 begin
+  v_rows := settle_private._record_attempt(tenant, key, attempt);
   update settle_private.attempts a
      set ended_at = _end_attempt.at, end_reason = _end_attempt.reason
    where a.tenant = _end_attempt.tenant and a.key = _end_attempt.key and a.attempt = _end_attempt.attempt
@@ -243,7 +305,7 @@ as $$
 declare
   v_op settle_private.operations;
 begin
-  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status) then
+  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status, op.attempt) then
     update settle_private.operations o
        set status = case when settle_private._rank(op.status) < settle_private._rank('unknown')
                          then 'unknown'::settle.status else op.status end,

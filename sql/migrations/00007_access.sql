@@ -213,10 +213,9 @@ begin
      or (op.lease_token is null and settle_private._rank(op.status) >= settle_private._rank('conflict')) then
     return op;
   end if;
-  -- Could an effect have happened? Yes unless every attempt ended in a recorded failure.
-  select exists (select 1 from settle_private.attempts a
-                  where a.tenant = op.tenant and a.key = op.key and a.observation is distinct from 'failed')
-    into v_effect;
+  -- Could an effect have happened? Yes unless every attempt ended in a recorded failure (the
+  -- status itself aside: a conversion records what the attempts say).
+  v_effect := settle_private._may_have_taken_effect(op.tenant, op.key, 'pending', op.attempt);
   if op.lease_token is not null then
     perform settle_private._end_attempt(op.tenant, op.key, op.attempt, as_of, 'binding_revoked');
   end if;

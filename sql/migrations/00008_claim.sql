@@ -93,6 +93,7 @@ declare
   v_res settle.claim_result;
   v_floor bigint;
   v_seq bigint;
+  v_audit_id bigint;
   -- The first statement's row: the access verdict of the call (00007), the operation row (all
   -- NULL: no such key), the answer to a replay and whether a new key may be inserted. A record,
   -- not a declared composite type: Citus propagates functions to the workers but not a type
@@ -170,39 +171,36 @@ begin
   end if;
 
   if v_seen.new_key then
-    -- First claim: the reservation lock, then attempt 1. Two sessions racing on a new key: the
-    -- loser waits here for the winner to commit, inserts nothing, then joins below.
+    -- First claim: the reservation lock and attempt 1, one row: attempt 1's token (its lease
+    -- token) and the log of this claim (settle.audit_log shows it as claim:acquired; no audit
+    -- row), its place in the key's history counted as settle_private._next_seq counts it (00006:
+    -- a key without operation may have audit rows, a purge tombstone or refused calls), read
+    -- here rather than by the first read, whose every sub-plan each replay sets up
+    -- (docs/performance.md). Two sessions racing on a new key: the loser waits here for the
+    -- winner to commit, inserts nothing, then joins below.
+    v_token := gen_random_uuid();
+    select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
+     where l.tenant = claim.tenant and l.key = claim.key;
     insert into settle_private.operations as o
-      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, max_attempts, created_at,
+       attempt, attempt_token, worker, claimed_at, claimed_by, claim_seq, claim_audit_id, claim_status_after,
+       status, lease_token, lease_expires_at, updated_at)
     values
       (claim.tenant, claim.key, settle_private._fingerprint(claim.request), claim.request, claim.principal,
-       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, 'running', 1,
-       claim.max_attempts, gen_random_uuid(), settle_private._expiry(v_now, claim.lease), v_now, v_now)
+       settle_private._normalize_scopes(claim.scopes), claim.binding_generation, claim.max_attempts, v_now,
+       1, v_token, claim.worker, v_now, session_user, v_seq, nextval('settle_private.audit_log_audit_id_seq'), 'running',
+       'running', v_token, settle_private._expiry(v_now, claim.lease), v_now)
     on conflict on constraint operations_pkey do nothing
-    returning o.tenant, o.status, o.lease_token, o.lease_expires_at, o.fingerprint
-      into v_op.tenant, v_op.status, v_op.lease_token, v_op.lease_expires_at, v_op.fingerprint;
-    -- Only the five columns the answer and the paths below read come back (RETURNING * builds
-    -- and assigns all 21: -1.7% instructions per new key, docs/performance.md);
-    -- the waited path below reads the whole row back from its UPDATE ... RETURNING * before it
-    -- uses more than the lease token.
+    returning o.tenant, o.status, o.lease_expires_at, o.fingerprint
+      into v_op.tenant, v_op.status, v_op.lease_expires_at, v_op.fingerprint;
+    -- Only the columns the answer and the paths below read come back (RETURNING * builds and
+    -- assigns every column: -1.7% instructions per new key, docs/performance.md); the waited
+    -- path below reads the whole row back from its UPDATE ... RETURNING *.
     -- The insert waits only behind another session's uncommitted insert of the same key. A
     -- claim that did not wait (the common case, within the 5 ms allowed for scheduling) is
-    -- decided: attempt 1, which is also the log of this claim (settle.audit_log shows it as
-    -- claim:acquired), and no audit row. Its place in the key's history (as
-    -- settle_private._next_seq numbers it, 00006: a key without operation has no attempts, but
-    -- may have audit rows, a purge tombstone or refused calls) is read here, not by the first
-    -- read: every sub-plan of that statement is set up by each replay too (docs/performance.md).
+    -- decided.
     if v_op.tenant is not null and clock_timestamp() <= v_now + interval '5 milliseconds' then
-      select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
-       where l.tenant = claim.tenant and l.key = claim.key;
-      insert into settle_private.attempts
-        (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-         claim_status_after, claimed_by)
-      values
-        (claim.tenant, claim.key, 1, v_op.lease_token, claim.worker, v_now, v_seq,
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
-      return row('acquired', v_op.status, 1, v_op.lease_token, v_op.lease_expires_at, null, v_op.fingerprint,
+      return row('acquired', v_op.status, 1, v_token, v_op.lease_expires_at, null, v_op.fingerprint,
                  null, null, null, null, null, null, null)::settle.claim_result;
     end if;
   else
@@ -236,7 +234,6 @@ begin
       -- access is judged again with what committed meanwhile (a revocation converts the
       -- new operation before anything runs), and the lease is measured from now, so no answer
       -- carries a lease that already lapsed.
-      v_token := v_op.lease_token;
       v_decided := clock_timestamp();
       if v_decided > v_now + interval '5 milliseconds' then
         v_floor := settle_private._access(claim.tenant, claim.principal);
@@ -249,16 +246,6 @@ begin
          where o.tenant = claim.tenant and o.key = claim.key
         returning * into v_op;
       end if;
-      -- Attempt 1, which is also the log of this claim (settle.audit_log shows it as
-      -- claim:acquired): no audit row.
-      select coalesce(max(l.seq), 0) + 1 into v_seq from settle_private.audit_log l
-       where l.tenant = claim.tenant and l.key = claim.key;
-      insert into settle_private.attempts
-        (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-         claim_status_after, claimed_by)
-      values
-        (claim.tenant, claim.key, 1, v_token, claim.worker, v_now, v_seq,
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user);
       if claim.binding_generation < v_floor then
         -- Revoked while this claim waited: nothing may run under it.
         v_op := settle_private._revoke_operation(v_op, v_floor, v_now, claim.worker);
@@ -402,21 +389,22 @@ begin
       exit;
     end if;
 
+    -- A new attempt epoch on the operation row, its claim logged there (claim:acquired in
+    -- settle.audit_log), once the record of the attempt it supersedes is kept (00006).
+    -- (The token, place and audit id are drawn first: Citus refuses a volatile function in an
+    -- UPDATE of a distributed table.)
     v_token := gen_random_uuid();
+    v_writes := settle_private._record_attempt(claim.tenant, claim.key, v_op.attempt);
+    v_seq := settle_private._next_seq(claim.tenant, claim.key);
+    v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
     update settle_private.operations o
-       set attempt = v_op.attempt + 1,
+       set attempt = v_op.attempt + 1, attempt_token = v_token, worker = claim.worker, claimed_at = v_now,
+           claimed_by = session_user, claim_seq = v_seq, claim_audit_id = v_audit_id, claim_status_before = v_before,
+           claim_status_after = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
            status = case when v_op.status = 'pending' then 'running'::settle.status else v_op.status end,
            lease_token = v_token, lease_expires_at = settle_private._expiry(v_now, claim.lease), updated_at = v_now
      where o.tenant = claim.tenant and o.key = claim.key
     returning * into v_op;
-    -- The new attempt is the log of this claim (claim:acquired in settle.audit_log).
-    insert into settle_private.attempts
-      (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-       claim_status_after, claimed_by)
-    values
-      (claim.tenant, claim.key, v_op.attempt, v_token, claim.worker, v_now,
-       settle_private._next_seq(claim.tenant, claim.key), nextval('settle_private.audit_log_audit_id_seq'),
-       v_before, v_op.status, session_user);
     v_res := row('acquired', v_op.status, v_op.attempt, v_token, v_op.lease_expires_at, null, v_fp,
                  null, null, null, null, null, null, null);
     exit;

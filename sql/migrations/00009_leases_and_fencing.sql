@@ -39,9 +39,7 @@ declare
   v_op settle_private.operations;
   v_res settle.heartbeat_result;
 begin
-  if not exists (select 1 from settle_private.attempts a
-                  where a.tenant = op.tenant and a.key = op.key and a.attempt = _heartbeat_revoked.attempt
-                    and a.lease_token = _heartbeat_revoked.lease_token) then
+  if not settle_private._is_attempt_token(op.tenant, op.key, attempt, lease_token) then
     return v_res;
   end if;
   v_op := settle_private._revoke_operation(op, below, as_of, null);
@@ -73,6 +71,7 @@ declare
   v_floor bigint;
   v_seen record;
   v_tenant_ok boolean;
+  v_valid boolean;
 begin
   if (settle_private._name_ok(heartbeat.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(heartbeat.key, settle_private._limit('key_bytes'))
@@ -88,12 +87,11 @@ begin
   -- keeping its transaction open. An attempt's token never changes.
   -- The binding is read in its own statement: on Citus a function reading the bindings (a
   -- reference table) may not run inside a statement routed to the key's shard.
+  -- The token likewise (it reads the key's operation and attempts in statements of its own).
   v_tenant_ok := settle_private._tenant_ok(heartbeat.tenant);
+  v_valid := settle_private._is_attempt_token(heartbeat.tenant, heartbeat.key, heartbeat.attempt, heartbeat.lease_token);
   with a as materialized (
-    select v_tenant_ok as tenant_ok,
-           exists (select 1 from settle_private.attempts t
-                    where t.tenant = heartbeat.tenant and t.key = heartbeat.key and t.attempt = heartbeat.attempt
-                      and t.lease_token = heartbeat.lease_token) as valid
+    select v_tenant_ok as tenant_ok, v_valid as valid
   )
   select a.tenant_ok, a.valid, x.op into v_seen
     from a left join lateral (

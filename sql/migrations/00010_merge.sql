@@ -83,6 +83,8 @@ declare
   v_seen record; -- verdict and op, as in settle.claim (00008)
   v_logged boolean := false;
   v_audit_id bigint;
+  v_seq bigint;
+  v_valid boolean;
 begin
   if (settle_private._name_ok(_observe.tenant, settle_private._limit('tenant_bytes'))
       and settle_private._name_ok(_observe.key, settle_private._limit('key_bytes'))
@@ -105,14 +107,15 @@ begin
   -- guessed or stale token, a purged key) is answered from a plain read below, without waiting
   -- on the row or making the lease holder wait. An attempt's token never changes,
   -- so the snapshot this statement reads it from cannot be stale.
+  -- (The token is read by a statement of its own: on Citus a function that reads a distributed
+  -- table may not run inside a statement routed to the key's shard.)
+  v_valid := settle_private._is_attempt_token(_observe.tenant, _observe.key, _observe.attempt, _observe.lease_token);
   with a as materialized (
     select case when exists (select 1 from settle_private.tenant_bindings r
                               where (r.role_oid = to_regrole(quote_ident(session_user::text))::oid or r.role_name = session_user::text)
                                 and not (_observe.tenant = any (r.tenants))) then -1
                 else 0 end as verdict,
-           exists (select 1 from settle_private.attempts t
-                    where t.tenant = _observe.tenant and t.key = _observe.key and t.attempt = _observe.attempt
-                      and t.lease_token = _observe.lease_token) as valid
+           v_valid as valid
   )
   select a.verdict, a.valid, x.op into v_seen
     from a left join lateral (
@@ -140,8 +143,8 @@ begin
 
   -- Locked. Everything is decided again from here with what committed while this call waited:
   -- the time (settled_at, a lapsed lease), the tenant binding and the
-  -- revocation floor, the attempt, and the place of this call in the key's history (as
-  -- settle_private._next_seq numbers it, 00006) for a settlement logged on the attempt below.
+  -- revocation floor, the attempt's record, and the place of this call in the key's history (as
+  -- settle_private._next_seq numbers it, 00006) for a settlement logged on the operation below.
   v_now := clock_timestamp();
   select case when exists (select 1 from settle_private.tenant_bindings b   -- settle_private._access (00007)
                             where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (_observe.tenant = any (b.tenants))) then -1
@@ -151,14 +154,25 @@ begin
            where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt) as att,
          coalesce(greatest(
            (select max(l.seq) from settle_private.audit_log l where l.tenant = _observe.tenant and l.key = _observe.key),
-           (select max(greatest(a.claim_seq, a.settled_seq)) from settle_private.attempts a
+           (select max(a.claim_seq) from settle_private.attempts a
              where a.tenant = _observe.tenant and a.key = _observe.key)), 0) + 1 as seq
     into v_seen;
   v_floor := v_seen.verdict;
   if v_floor < 0 then
     perform settle_private._refuse_tenant(_observe.tenant, _observe.key, kind);
   end if;
+  v_seq := greatest(v_seen.seq, v_op.claim_seq + 1, v_op.settled_seq + 1);
+  -- The attempt as settle.attempts shows it: its record, or the operation's current attempt that
+  -- has none yet (nothing ended or observed); the attempt that settled the operation observed
+  -- completed (its observation is the operation's settlement, 00002).
   v_att := v_seen.att;
+  if v_att.attempt is null then
+    v_att.attempt := _observe.attempt;
+    v_att.worker := v_op.worker;
+  end if;
+  if v_op.settled_attempt = _observe.attempt then
+    v_att.observation := 'completed';
+  end if;
   if v_floor > 0 or v_op.principal <> _observe.principal then
     -- An operation reserved under a revoked generation is converted at this touch.
     v_op := settle_private._revoke_on_touch(v_op, _observe.principal, v_floor, v_now);
@@ -218,7 +232,7 @@ begin
     v_res.reason := 'attempt_conflicted';
   elsif v_att.observation in ('failed', 'completed') then
     if (kind = 'complete' and v_att.observation = 'completed'
-          and (case when v_att.settled then v_op.result else v_att.late_result end) = _observe.result)
+          and (case when v_op.settled_attempt = _observe.attempt then v_op.result else v_att.late_result end) = _observe.result)
        or (kind = 'fail' and v_att.observation = 'failed' and v_att.error = _observe.error
           and v_att.retryable = _observe.retryable) then
       v_res.outcome := 'duplicate';
@@ -243,29 +257,17 @@ begin
         when v_current then 'current_attempt'
         when v_op.attempt > _observe.attempt then 'superseded_attempt'
         else 'lease_released' end;
-      -- The settlement and the attempt's observation in one statement (single-key updates,
-      -- which Citus routes to the key's shard also when the call is not delegated). The
-      -- attempt row is also the log of this settlement (complete:settled in settle.audit_log):
-      -- no audit row. (The identity is drawn first: Citus refuses a volatile function in an
-      -- UPDATE of a distributed table.)
+      -- The settlement, with its log (complete:settled in settle.audit_log: no audit row), on
+      -- the operation row: that attempt's observation is the settlement (00002). (The identity is
+      -- drawn first: Citus refuses a volatile function in an UPDATE of a distributed table.)
       v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
-      with op as (
-        update settle_private.operations o
-           set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
-               settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
-               dead_letter_reason = null, error = null, updated_at = v_now
-         where o.tenant = _observe.tenant and o.key = _observe.key
-        returning o.*
-      ), observed as (
-        update settle_private.attempts a
-           set observation = 'completed', observed_at = v_now, error = null, retryable = null,
-               late_result = null, settled = true, settled_as = _observe.attempt,
-               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
-               settled_seq = v_seen.seq, settled_audit_id = v_audit_id,
-               settled_status_before = v_before, settled_reason = v_res.reason, settled_by = session_user
-         where a.tenant = _observe.tenant and a.key = _observe.key and a.attempt = _observe.attempt
-      )
-      select * into v_op from op;
+      update settle_private.operations o
+         set status = 'completed', result = _observe.result, settled_attempt = _observe.attempt,
+             settled_at = v_now, settled_seq = v_seq, settled_audit_id = v_audit_id, settled_status_before = v_before,
+             settled_reason = v_res.reason, settled_by = session_user, lease_token = null, lease_expires_at = null,
+             dead_lettered_at = null, dead_letter_reason = null, error = null, updated_at = v_now
+       where o.tenant = _observe.tenant and o.key = _observe.key
+      returning * into v_op;
       v_logged := true;
       if v_op.attempt > _observe.attempt then
         -- A superseded attempt's success settled: the live attempt, if any, is over.
@@ -280,7 +282,7 @@ begin
     v_exhausted := not _observe.retryable or v_op.attempt >= v_op.max_attempts;
     v_writes := v_writes + settle_private._record_observation(_observe.tenant, _observe.key, _observe.attempt, 'failed', v_now,
       error => _observe.error, retryable => _observe.retryable);
-    if not _observe.retryable and not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status) then
+    if not _observe.retryable and not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status, v_op.attempt) then
       -- A final failure is a committed failure when no attempt may have taken effect.
       update settle_private.operations o
          set status = 'failed', error = _observe.error, lease_token = null, lease_expires_at = null,
@@ -382,13 +384,13 @@ begin
     -- As the general merge's first statement: access (the login's tenant binding) and the
     -- presented token are checked before the row lock, and the row is locked only when both
     -- pass; here it is locked only when, on its latest version, this attempt holds the lease
-    -- (the operation's current attempt and lease token are the presented ones: the token is
-    -- checked on the operation row, where the live lease is; the attempt row's own token is
-    -- checked again under the lock, below), the presented lock matches the reservation and
-    -- nothing settled. One plain locking read: the access test refers to no row of
+    -- (the operation's current attempt and lease token are the presented ones), the presented
+    -- lock matches the reservation and nothing settled. An attempt that holds the lease has
+    -- reported nothing (every report releases it) and has no record in settle_private.attempts
+    -- yet: nothing else is read. One plain locking read: the access test refers to no row of
     -- operations, so it is evaluated once, before the scan, as the scan's gate (a refused login
     -- reads and locks nothing), without the CTE and lateral join that cost three plan nodes.
-    select o.status into v_seen
+    select o.status, o.claim_seq into v_seen
       from settle_private.operations o
      where o.tenant = complete.tenant and o.key = complete.key
        and o.attempt = complete.attempt and o.lease_token = complete.lease_token and o.status <> 'completed'
@@ -401,10 +403,11 @@ begin
                 else 0 end >= 0
        for update;
     if found then
-      -- Locked. As in the general merge, the access verdict, the attempt and the place of this
-      -- settlement in the key's history are read after the lock, with what committed while
-      -- this call waited; the settlement and the attempt's observation are written in the same
-      -- statement, only if no floor applies and the attempt has not reported.
+      -- Locked. As in the general merge, the access verdict and the place of this settlement in
+      -- the key's history (after its audit rows and the claim of its current attempt, the
+      -- latest event logged on a row of the key) are read after the lock, with what committed
+      -- while this call waited; the settlement and its log are written in the same statement,
+      -- only if no floor applies.
       v_now := clock_timestamp();
       v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
       with s as materialized (
@@ -412,33 +415,20 @@ begin
                                   where (b.role_oid = to_regrole(quote_ident(session_user::text))::oid or b.role_name = session_user::text) and not (complete.tenant = any (b.tenants))) then -1
                     else coalesce((select f.below_generation from settle_private.binding_floors f
                                     where f.tenant = complete.tenant and f.principal = complete.principal), 0) end as verdict,
-               -- One read of the key's attempts: whether this attempt, with the presented token,
-               -- has not reported yet, and the last place its attempts took in the key's history.
-               bool_or(a.attempt = complete.attempt and a.lease_token = complete.lease_token
-                       and a.observation is null) as unobserved,
                coalesce(greatest(
                  (select l.seq from settle_private.audit_log l where l.tenant = complete.tenant and l.key = complete.key
                    order by l.seq desc limit 1),
-                 max(greatest(a.claim_seq, a.settled_seq))), 0) + 1 as seq
-          from settle_private.attempts a
-         where a.tenant = complete.tenant and a.key = complete.key
+                 v_seen.claim_seq), 0) + 1 as seq
       ), op as (
         update settle_private.operations o
            set status = 'completed', result = complete.result, settled_attempt = complete.attempt,
-               settled_at = v_now, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+               settled_at = v_now, settled_seq = s.seq, settled_audit_id = v_audit_id,
+               settled_status_before = v_seen.status, settled_reason = 'current_attempt', settled_by = session_user,
+               lease_token = null, lease_expires_at = null, dead_lettered_at = null,
                dead_letter_reason = null, error = null, updated_at = v_now
           from s
-         where o.tenant = complete.tenant and o.key = complete.key and s.verdict = 0 and s.unobserved
+         where o.tenant = complete.tenant and o.key = complete.key and s.verdict = 0
         returning o.status, o.attempt, o.settled_attempt, o.result
-      ), observed as (
-        update settle_private.attempts a
-           set observation = 'completed', observed_at = v_now, error = null, retryable = null,
-               late_result = null, settled = true, settled_as = complete.attempt,
-               ended_at = coalesce(a.ended_at, v_now), end_reason = coalesce(a.end_reason, 'observed'),
-               settled_seq = s.seq, settled_audit_id = v_audit_id,
-               settled_status_before = v_seen.status, settled_reason = 'current_attempt', settled_by = session_user
-          from s, op
-         where a.tenant = complete.tenant and a.key = complete.key and a.attempt = complete.attempt
       )
       select 'settled'::text, 'current_attempt'::text, op.status, op.attempt, op.settled_attempt, op.result,
              null::jsonb, null::text[], false, null::text

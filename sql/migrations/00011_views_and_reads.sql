@@ -160,18 +160,39 @@ Outcomes: one row of settle.operations, or no row when the operation does not ex
 SQLSTATEs: SE013 (a login role bound to other tenants).
 Locking: none (a snapshot read). Idempotency: read-only.';
 
+-- Every attempt of every operation: the records of settle_private.attempts and the current
+-- attempt of an operation that has none yet (it has neither ended nor reported: the common
+-- case while it runs, and for good when it settles, 00002). The attempt that settled the
+-- operation observed completed, with the operation's settlement time: its observation is the
+-- operation's settlement, not written on its record.
 create view settle.attempts as
-select a.tenant, a.key, a.attempt, a.worker, a.claimed_at, a.ended_at, a.end_reason, a.observation,
-       a.observed_at, a.retryable, a.error, a.late_result, a.settled
-  from settle_private.attempts a
+select x.tenant, x.key, x.attempt, x.worker, x.claimed_at,
+       case when settled then coalesce(x.ended_at, o.settled_at) else x.ended_at end as ended_at,
+       case when settled then coalesce(x.end_reason, 'observed') else x.end_reason end as end_reason,
+       case when settled then 'completed'::settle.status else x.observation end as observation,
+       case when settled then o.settled_at else x.observed_at end as observed_at,
+       case when settled then null else x.retryable end as retryable,
+       case when settled then null else x.error end as error,
+       x.late_result, settled
+  from (select a.tenant, a.key, a.attempt, a.worker, a.claimed_at, a.ended_at, a.end_reason, a.observation,
+               a.observed_at, a.retryable, a.error, a.late_result
+          from settle_private.attempts a
+        union all
+        select c.tenant, c.key, c.attempt, c.worker, c.claimed_at, null, null, null, null, null, null, null
+          from settle_private.operations c
+         where not exists (select 1 from settle_private.attempts r
+                            where r.tenant = c.tenant and r.key = c.key and r.attempt = c.attempt)) x
+  join settle_private.operations o on o.tenant = x.tenant and o.key = x.key
+ cross join lateral (select coalesce(o.settled_attempt = x.attempt, false) as settled) s
  where (select settle_private._visible_tenants()) is null
-    or a.tenant = any ((select settle_private._visible_tenants())::text[]);
+    or x.tenant = any ((select settle_private._visible_tenants())::text[]);
 comment on view settle.attempts is
   'Every attempt epoch with its attempt-scoped settlement: observation (unknown/conflict/failed/completed), whether it was THE settlement (settled), and any late success (late_result). Lease tokens are never shown.';
 
--- The audit rows, and the two events logged on attempt rows instead (a claim that opened the
--- attempt: claim:acquired; the success that settled through it: complete:settled), in one
--- order per key, (seq, audit_id).
+-- The audit rows, and the events logged on the operation and attempt rows instead (the claim
+-- that opened an attempt: claim:acquired; the success that settled the operation:
+-- complete:settled), in one order per key, (seq, audit_id). A claim is logged on its attempt's
+-- record, or on the operation while its attempt is current and has no record yet.
 create view settle.audit_log as
 select e.tenant, e.key, e.seq, e.audit_id, e.at, e.event, e.outcome, e.attempt, e.status_before, e.status_after,
        e.actor, e.detail, e.login
@@ -185,15 +206,26 @@ select e.tenant, e.key, e.seq, e.audit_id, e.at, e.event, e.outcome, e.attempt, 
           from settle_private.attempts a
          where a.claim_seq is not null
         union all
-        select a.tenant, a.key, a.settled_seq, a.settled_audit_id, a.observed_at, 'complete', 'settled', a.attempt,
-               a.settled_status_before, 'completed'::settle.status, a.worker, jsonb_build_object('reason', a.settled_reason),
-               a.settled_by
-          from settle_private.attempts a
-         where a.settled_seq is not null) e
+        select o.tenant, o.key, o.claim_seq, o.claim_audit_id, o.claimed_at, 'claim', 'acquired', o.attempt,
+               o.claim_status_before, o.claim_status_after, o.worker,
+               case when o.claim_status_before is null then '{"reserved": true}'::jsonb end, o.claimed_by
+          from settle_private.operations o
+         where o.claim_seq is not null
+           and not exists (select 1 from settle_private.attempts r
+                            where r.tenant = o.tenant and r.key = o.key and r.attempt = o.attempt)
+        union all
+        select o.tenant, o.key, o.settled_seq, o.settled_audit_id, o.settled_at, 'complete', 'settled', o.settled_attempt,
+               o.settled_status_before, 'completed'::settle.status,
+               case when o.settled_attempt = o.attempt then o.worker
+                    else (select r.worker from settle_private.attempts r
+                           where r.tenant = o.tenant and r.key = o.key and r.attempt = o.settled_attempt) end,
+               jsonb_build_object('reason', o.settled_reason), o.settled_by
+          from settle_private.operations o
+         where o.settled_seq is not null) e
  where (select settle_private._visible_tenants()) is null
     or e.tenant = any ((select settle_private._visible_tenants())::text[]);
 comment on view settle.audit_log is
-  'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id). The rows claim:acquired and complete:settled come from the attempt rows that log them (settle_private.attempts claim_* and settled_*), the others from settle_private.audit_log. seq numbers an operation''s events 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition. actor is what the caller supplied (a claim''s worker) or the admin login; login is always the authenticated login role (session_user) of the call. Of the refused, fenced and conflicting calls, a key keeps the first 20 here in full; the rest are counted in settle.audit_overflow.';
+  'Append-only audit trail: one row per claim (except the read-only answers replay and in_progress, which write nothing), fenced heartbeat, observation, expiry, redrive and purge, ordered per key by (seq, audit_id). The rows claim:acquired and complete:settled come from the operation and attempt rows that log them (claim_* and settled_*), the others from settle_private.audit_log. seq numbers an operation''s events 1, 2, 3 ... without any global sequence (audit_id alone is not an order on Citus). Transitions are serialized by the operation row lock, so their rows are consecutive, in commit order; claims answered without a change (conflict, failed) take no row lock and may interleave with a concurrent transition. actor is what the caller supplied (a claim''s worker) or the admin login; login is always the authenticated login role (session_user) of the call. Of the refused, fenced and conflicting calls, a key keeps the first 20 here in full; the rest are counted in settle.audit_overflow.';
 
 -- Per key, the refused, fenced and conflicting calls beyond the first 20 that settle.audit_log
 -- keeps in full (settle_private._audit, 00006).

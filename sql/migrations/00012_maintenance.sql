@@ -98,7 +98,7 @@ declare
   v_audit integer;
   v_overflow bigint;
 begin
-  select o.tenant, o.key, o.status, o.attempt, o.updated_at into v_op from settle_private.operations o
+  select o.tenant, o.key, o.status, o.attempt, o.claim_seq, o.settled_seq, o.updated_at into v_op from settle_private.operations o
    where o.tenant = _purge_key.tenant and o.key = _purge_key.key
      and o.status in ('completed', 'failed') and o.dead_lettered_at is null and o.updated_at < _purge_key.cutoff
    for update skip locked;
@@ -106,9 +106,13 @@ begin
     return 0;
   end if;
   -- audit_rows in the tombstone counts the trail as settle.audit_log showed it: the rows of
-  -- audit_log and the events logged on the attempt rows.
-  select count(*), coalesce(sum((a.claim_seq is not null)::integer + (a.settled_seq is not null)::integer), 0)
-    into v_attempts, v_logged
+  -- audit_log and the events logged on the attempt records and the operation (the current
+  -- attempt's claim while it has no record, the settlement).
+  v_attempts := v_op.attempt;
+  select coalesce(sum((a.claim_seq is not null)::integer), 0)
+         + case when bool_or(a.attempt = v_op.attempt) is not true and v_op.claim_seq is not null then 1 else 0 end
+         + case when v_op.settled_seq is not null then 1 else 0 end
+    into v_logged
     from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;
   perform set_config('settle.purging', 'on', true);
   delete from settle_private.attempts a where a.tenant = v_op.tenant and a.key = v_op.key;

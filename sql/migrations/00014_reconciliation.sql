@@ -100,6 +100,8 @@ declare
   v_attempt integer;
   v_seq bigint;
   v_audit_id bigint;
+  v_token uuid;
+  v_worker text;
   v_open jsonb;
   v_res settle.resolve_result;
   v_detail jsonb;
@@ -201,26 +203,27 @@ begin
       -- The holder of a live (or lapsed) lease is over: the downstream says the effect happened.
       v_writes := v_writes + settle_private._end_attempt(resolve.tenant, resolve.key, v_op.attempt, v_now, 'settled_elsewhere');
     end if;
+    -- The resolution's own attempt epoch (nobody holds its token; no claim log), once the
+    -- record of the current attempt is kept, and the settlement through it, in one statement.
+    -- (Drawn first: Citus refuses a volatile function in an UPDATE of a distributed table.)
+    v_writes := v_writes + settle_private._record_attempt(resolve.tenant, resolve.key, v_op.attempt);
     v_seq := settle_private._next_seq(resolve.tenant, resolve.key);
     v_audit_id := nextval('settle_private.audit_log_audit_id_seq');
-    -- The resolution's own attempt epoch (nobody holds its token), then the settlement through it.
+    v_token := gen_random_uuid();
+    v_worker := 'resolve:' || session_user::text;
     update settle_private.operations o
-       set attempt = v_attempt, max_attempts = greatest(o.max_attempts, v_attempt), lease_token = null,
-           lease_expires_at = null, updated_at = v_now
-     where o.tenant = resolve.tenant and o.key = resolve.key;
-    insert into settle_private.attempts (tenant, key, attempt, lease_token, worker, claimed_at, claimed_by)
-    values (resolve.tenant, resolve.key, v_attempt, gen_random_uuid(), 'resolve:' || session_user::text, v_now, session_user);
-    update settle_private.operations o
-       set status = 'completed', result = resolve.result, settled_attempt = v_attempt, settled_at = v_now,
+       set attempt = v_attempt, attempt_token = v_token, worker = v_worker, claimed_at = v_now, claimed_by = session_user,
+           claim_seq = null, claim_audit_id = null, claim_status_before = null, claim_status_after = null,
+           max_attempts = greatest(o.max_attempts, v_attempt), lease_token = null, lease_expires_at = null,
+           status = 'completed', result = resolve.result, settled_attempt = v_attempt, settled_at = v_now,
+           settled_seq = v_seq, settled_audit_id = v_audit_id, settled_status_before = v_before,
+           settled_reason = 'resolved', settled_by = session_user,
            dead_lettered_at = null, dead_letter_reason = null, error = null, updated_at = v_now
      where o.tenant = resolve.tenant and o.key = resolve.key
     returning * into v_op;
-    update settle_private.attempts a
-       set observation = 'completed', observed_at = v_now, settled = true, settled_as = v_attempt,
-           ended_at = v_now, end_reason = 'observed', settled_seq = v_seq, settled_audit_id = v_audit_id,
-           settled_status_before = v_before, settled_reason = 'resolved', settled_by = session_user
-     where a.tenant = resolve.tenant and a.key = resolve.key and a.attempt = v_attempt;
   else
+    -- The current attempt's record first (the verdict is written on records).
+    v_writes := v_writes + settle_private._record_attempt(resolve.tenant, resolve.key, v_op.attempt);
     -- The verdict on every attempt without a terminal observation, kept in the audit row too.
     select coalesce(jsonb_agg(jsonb_build_object('attempt', a.attempt, 'observation', a.observation) order by a.attempt),
                     '[]'::jsonb)
@@ -468,7 +471,7 @@ begin
      and o.lease_token is null and o.dead_lettered_at is null
      and o.status in ('pending', 'unknown', 'conflict') and o.updated_at <= _dead_letter_in_doubt_key.cutoff
    for update skip locked;
-  if not found or not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status) then
+  if not found or not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status, v_op.attempt) then
     return 0;
   end if;
   v_after := settle_private._dead_letter(v_op, _dead_letter_in_doubt_key.as_of, null);
@@ -516,7 +519,9 @@ begin
        and o.updated_at <= v_cutoff
        and (o.status <> 'pending'
             or exists (select 1 from settle_private.attempts a
-                        where a.tenant = o.tenant and a.key = o.key and a.observation is distinct from 'failed'))
+                        where a.tenant = o.tenant and a.key = o.key and a.observation is distinct from 'failed')
+            or not exists (select 1 from settle_private.attempts a
+                            where a.tenant = o.tenant and a.key = o.key and a.attempt = o.attempt))
        and (v_mine is null or o.tenant = any (v_mine))
      order by o.updated_at
      limit batch_size

@@ -226,17 +226,24 @@ declare
   v_tokens uuid[];
   v_fingerprints text[];
 begin
-  -- The operations, in the fixed order. An insert of a key that another session inserted and
-  -- has not committed waits for that session, as settle.claim's does.
+  -- The operations, each with attempt 1 and the log of its claim, in the fixed order (each
+  -- claim_audit_id drawn as settle.claim draws it, key after key; each claim placed in the key's
+  -- history after any audit row of the key). An insert of a key that another session inserted
+  -- and has not committed waits for that session, as settle.claim's does.
   with ins as (
     insert into settle_private.operations as o
-      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, max_attempts, created_at,
+       attempt, attempt_token, worker, claimed_at, claimed_by, claim_seq, claim_audit_id, claim_status_after,
+       status, lease_token, lease_expires_at, updated_at)
     select _claim_new_keys.tenant, u.k, settle_private._fingerprint(u.r), u.r, _claim_new_keys.principal,
-           settle_private._normalize_scopes(_claim_new_keys.scopes), _claim_new_keys.binding_generation, 'running', 1,
-           _claim_new_keys.max_attempts, gen_random_uuid(), v_expires, v_now, v_now
-      from unnest(_claim_new_keys.keys, _claim_new_keys.requests) u(k, r)
-     order by u.k collate "C"
+           settle_private._normalize_scopes(_claim_new_keys.scopes), _claim_new_keys.binding_generation,
+           _claim_new_keys.max_attempts, v_now, 1, u.t, _claim_new_keys.worker, v_now, session_user,
+           (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
+             where l.tenant = _claim_new_keys.tenant and l.key = u.k),
+           nextval('settle_private.audit_log_audit_id_seq'), 'running', 'running', u.t, v_expires, v_now
+      from (select x.k, x.r, gen_random_uuid() as t
+              from unnest(_claim_new_keys.keys, _claim_new_keys.requests) x(k, r)
+             order by x.k collate "C") u
     on conflict on constraint operations_pkey do nothing
     returning o.key, o.lease_token, o.fingerprint
   )
@@ -263,17 +270,6 @@ begin
      where o.tenant = _claim_new_keys.tenant and o.key = any (v_keys);
   end if;
 
-  -- Attempt 1 of every key, in the fixed order (its claim_audit_id drawn as settle.claim draws
-  -- it, key after key), placed in the key's history after any audit row of the key.
-  insert into settle_private.attempts
-    (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-     claim_status_after, claimed_by)
-  select _claim_new_keys.tenant, u.k, 1, u.t, _claim_new_keys.worker, v_now,
-         (select coalesce(max(l.seq), 0) + 1 from settle_private.audit_log l
-           where l.tenant = _claim_new_keys.tenant and l.key = u.k),
-         nextval('settle_private.audit_log_audit_id_seq'), null, 'running', session_user
-    from unnest(v_keys, v_tokens) with ordinality u(k, t, i)
-   order by u.i;
 
   return query
     select u.i::integer, u.k, 'acquired'::text, 'running'::settle.status, 1, n.t, v_expires, null::integer,
@@ -289,11 +285,10 @@ $$;
 -- batch's fixed order (key COLLATE "C"), each only if, on its latest version, the presented
 -- attempt holds its lease with the presented token, lock and binding and nothing settled (the
 -- test of settle.complete's common path); then, under the locks, settles every key as that path
--- does: the operation completed with its result (its feed event written by the guard), the
--- attempt's observation and the log of the settlement in the key's history; every answer
--- `settled`, reason current_attempt. Raises SE099 (the caller then decides key by key, after the
--- rollback to its block releases these locks) when any key is not such a success: not locked,
--- or its attempt already reported.
+-- does: the operation completed with its result (its feed event written by the guard) and the
+-- log of the settlement in the key's history; every answer `settled`, reason current_attempt.
+-- Raises SE099 (the caller then decides key by key, after the rollback to its block releases
+-- these locks) when any key is not such a success (not locked).
 create function settle_private._complete_holders(tenant text, keys text[], attempts integer[], lease_tokens uuid[],
   fingerprints text[], principal text, scopes text[], binding_generation bigint, results jsonb[])
 returns setof settle.complete_many_result
@@ -307,6 +302,7 @@ declare
   v_settled integer;
   v_keys text[];
   v_before settle.status[];
+  v_claim_seqs bigint[];
   v_floor bigint;
 begin
   -- The two statements that join the batch with the tables are run by EXECUTE, so that each is
@@ -319,15 +315,15 @@ begin
   -- Each key's row is looked up (and locked) by its primary key, one key after the other in
   -- the fixed order: the lateral subquery runs once per key of the sorted list.
   execute $q$
-    select count(*), array_agg(x.key), array_agg(x.status)
+    select count(*), array_agg(x.key), array_agg(x.status), array_agg(x.claim_seq)
       from (select u.* from unnest($2, $3, $4, $5) u(k, a, t, f) order by u.k collate "C") u
      cross join lateral (
-       select o.key, o.status from settle_private.operations o
+       select o.key, o.status, o.claim_seq from settle_private.operations o
         where o.tenant = $1 and o.key = u.k
           and o.attempt = u.a and o.lease_token = u.t and o.status <> 'completed' and o.fingerprint = u.f
           and o.principal = $6 and o.scopes = settle_private._normalize_scopes($7) and o.binding_generation = $8
           for update) x
-  $q$ into v_locked, v_keys, v_before
+  $q$ into v_locked, v_keys, v_before, v_claim_seqs
   using _complete_holders.tenant, _complete_holders.keys, _complete_holders.attempts, _complete_holders.lease_tokens,
         _complete_holders.fingerprints, _complete_holders.principal, _complete_holders.scopes,
         _complete_holders.binding_generation;
@@ -343,51 +339,35 @@ begin
   end if;
 
   v_now := clock_timestamp();
-  -- As settle.complete: the attempts of each key say whether this attempt has not reported yet
-  -- and the last place its attempts took in the key's history; the settlement and the
-  -- observation are written in one statement (the attempts' guard reads the operation's write).
+  -- As settle.complete: each key's settlement and its log on the operation, its place in the
+  -- key's history after its audit rows and the claim of its current attempt (the holder of the
+  -- lease has reported nothing and has no record: nothing else is read); the settlements'
+  -- audit ids drawn once each, in the fixed order, as settle.complete draws them key after key.
   execute $q$
     with s as materialized (
-      select u.k, u.a, u.r, b.status_before, ax.unobserved,
-             coalesce(greatest(
-               (select l.seq from settle_private.audit_log l where l.tenant = $1 and l.key = u.k
-                 order by l.seq desc limit 1),
-               ax.seq), 0) + 1 as seq
-        from unnest($2, $3, $4, $5) u(k, a, t, r)
-        join unnest($6, $7) b(k, status_before) on b.k = u.k
-       cross join lateral (
-         select bool_or(a.attempt = u.a and a.lease_token = u.t and a.observation is null) as unobserved,
-                max(greatest(a.claim_seq, a.settled_seq)) as seq
-           from settle_private.attempts a
-          where a.tenant = $1 and a.key = u.k) ax
+      select y.k, y.a, y.r, y.status_before, y.seq, nextval('settle_private.audit_log_audit_id_seq') as audit_id
+        from (select u.k, u.a, u.r, b.status_before,
+                     coalesce(greatest(
+                       (select l.seq from settle_private.audit_log l where l.tenant = $1 and l.key = u.k
+                         order by l.seq desc limit 1),
+                       b.claim_seq), 0) + 1 as seq
+                from unnest($2, $3, $4) u(k, a, r)
+                join unnest($5, $6, $7) b(k, status_before, claim_seq) on b.k = u.k
+               order by u.k collate "C") y
     ), op as (
       update settle_private.operations o
-         set status = 'completed', result = s.r, settled_attempt = s.a,
-             settled_at = $8, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
+         set status = 'completed', result = s.r, settled_attempt = s.a, settled_at = $8, settled_seq = s.seq,
+             settled_audit_id = s.audit_id, settled_status_before = s.status_before, settled_reason = 'current_attempt',
+             settled_by = session_user, lease_token = null, lease_expires_at = null, dead_lettered_at = null,
              dead_letter_reason = null, error = null, updated_at = $8
         from s
-       where o.tenant = $1 and o.key = s.k and s.unobserved
+       where o.tenant = $1 and o.key = s.k
       returning o.key
-    ), x as materialized (
-      -- The settlements' audit ids drawn once each, in the fixed order, as settle.complete draws
-      -- them key after key.
-      select y.k, y.a, y.seq, y.status_before, nextval('settle_private.audit_log_audit_id_seq') as audit_id
-        from (select s.k, s.a, s.seq, s.status_before from s join op on op.key = s.k order by s.k collate "C") y
-    ), observed as (
-      update settle_private.attempts a
-         set observation = 'completed', observed_at = $8, error = null, retryable = null,
-             late_result = null, settled = true, settled_as = x.a,
-             ended_at = coalesce(a.ended_at, $8), end_reason = coalesce(a.end_reason, 'observed'),
-             settled_seq = x.seq, settled_audit_id = x.audit_id,
-             settled_status_before = x.status_before, settled_reason = 'current_attempt', settled_by = session_user
-        from x
-       where a.tenant = $1 and a.key = x.k and a.attempt = x.a
-      returning a.key
     )
-    select count(*) from observed
+    select count(*) from op
   $q$ into v_settled
-  using _complete_holders.tenant, _complete_holders.keys, _complete_holders.attempts, _complete_holders.lease_tokens,
-        _complete_holders.results, v_keys, v_before, v_now;
+  using _complete_holders.tenant, _complete_holders.keys, _complete_holders.attempts, _complete_holders.results,
+        v_keys, v_before, v_claim_seqs, v_now;
   if v_settled <> v_n then
     raise sqlstate 'SE099' using message = 'the batch is decided key by key';
   end if;

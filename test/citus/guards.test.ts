@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { expect, it } from 'vitest';
 import { newOperation } from '../engine/support/fixtures.js';
-import { acquire, claim, complete, type ClaimArgs } from '../engine/support/settle.js';
+import { acquire, claim, complete, fail, reportUnknown, type ClaimArgs } from '../engine/support/settle.js';
 import { describeCitus, useCitus } from './support/cluster.js';
 
 // The guard triggers fire on the shards: a superuser connected straight to the worker that
@@ -12,9 +12,11 @@ async function completedOnWorker(): Promise<{ op: ClaimArgs; w: pg.Client; shard
   const app = await citus.coordinator('settle_citus_app');
   const op = newOperation('guard');
   const ticket = await acquire(app, op);
+  // The attempt reports unknown (its record: a row of the attempts' shard), then its success
+  // settles (the settlement is logged on the operation row); the conflicting claim writes a row
+  // of the audit log's shard.
+  await reportUnknown(app, ticket);
   await complete(app, ticket, { done: true });
-  // The claim and the settlement are logged on the attempt row; the conflicting claim writes a
-  // row of the audit log's shard.
   expect(await claim(app, { ...op, request: { other: true } })).toMatchObject({ outcome: 'conflict' });
   const { worker } = await citus.placementOf(op.key as string);
   const w = await citus.worker(worker);
@@ -65,26 +67,27 @@ describeCitus('guards as a superuser on a worker shard', () => {
     await expect(w.query(`delete from ${shard('operations')} ${where}`)).rejects.toMatchObject({ code: 'SE025' });
   });
 
-  it('an attempt the operation does not name cannot be marked the settlement on the shard (foreign key, shard to shard)', async () => {
+  it('an operation is settled only through an attempt that recorded no other outcome, on the shard', async () => {
     const app = await citus.coordinator('settle_citus_app');
     const admin = await citus.coordinator();
     const op = newOperation('guard-settled');
-    await acquire(app, op);
+    const ticket = await acquire(app, op);
+    expect(await fail(app, ticket, { code: 'declined' }, true)).toMatchObject({ outcome: 'recorded' });
     const { worker } = await citus.placementOf(op.key as string);
     const w = await citus.worker(worker);
     await w.query('set citus.enable_manual_changes_to_shards = on');
     const { rows } = await admin.query<{ id: string }>(
-      `select get_shard_id_for_distribution_column('settle_private.attempts', $1::text)::text as id`,
+      `select get_shard_id_for_distribution_column('settle_private.operations', $1::text)::text as id`,
       [op.key],
     );
     await expect(
       w.query(
-        `update settle_private.attempts_${rows[0]?.id} set observation = 'completed', observed_at = now(), settled = true, settled_as = 1,
-                             settled_seq = 2, settled_audit_id = 0, settled_reason = 'forged'
-                           where tenant = $1 and key = $2 and attempt = 1`,
+        `update settle_private.operations_${rows[0]?.id} set status = 'completed', result = '{}', settled_attempt = 1,
+                settled_at = now(), settled_seq = 9, settled_audit_id = 9, settled_reason = 'forged'
+          where tenant = $1 and key = $2`,
         [op.tenant, op.key],
       ),
-    ).rejects.toMatchObject({ code: '23503' });
+    ).rejects.toMatchObject({ code: 'SE024' });
   });
 
   it('TRUNCATE of a shard is refused too', async () => {

@@ -25,13 +25,14 @@ function workerUrls(): Record<string, string> {
   return nodes;
 }
 
-/** Rows of `keys` in settle.operations and attempts per key, read through the coordinator as the superuser. */
+/**
+ * The attempts each of `keys` opened (its operation's current attempt epoch: every attempt
+ * 1..N), read through the coordinator as the superuser.
+ */
 async function attemptsPerKey(tenant: string, keys: readonly string[]): Promise<Map<string, number>> {
   const c = await citus.coordinator();
   const { rows } = await c.query<{ key: string; n: number }>(
-    `select o.key, count(a.*)::int as n from settle_private.operations o
-       left join settle_private.attempts a on a.tenant = o.tenant and a.key = o.key
-      where o.tenant = $1 and o.key = any($2) group by o.key`,
+    `select o.key, o.attempt as n from settle_private.operations o where o.tenant = $1 and o.key = any($2)`,
     [tenant, keys],
   );
   return new Map(rows.map((r) => [r.key, r.n]));

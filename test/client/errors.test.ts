@@ -243,7 +243,7 @@ describe('engine errors, provoked for real', () => {
       'SE024',
       AttemptSettlementImmutableError,
       (o: Ref) =>
-        sql.unsafe`update settle_private.attempts set observation = 'failed', error = '{}', retryable = true where tenant = ${o.tenant} and key = ${o.key}`,
+        sql.unsafe`update settle_private.operations set claimed_by = 'x' where tenant = ${o.tenant} and key = ${o.key}`,
     ],
     [
       'SE025',

@@ -106,7 +106,7 @@ export async function someoneWaitsOnLock(su: pg.Client): Promise<boolean> {
 export async function tableCounts(su: pg.Client): Promise<{ operations: number; attempts: number; audit: number }> {
   const { rows } = await su.query<{ operations: number; attempts: number; audit: number }>(
     `select (select count(*)::int from settle_private.operations) as operations,
-            (select count(*)::int from settle_private.attempts) as attempts,
+            (select count(*)::int from settle.attempts) as attempts,
             (select count(*)::int from settle_private.audit_log) as audit`,
   );
   return rows[0] ?? { operations: -1, attempts: -1, audit: -1 };

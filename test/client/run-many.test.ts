@@ -75,7 +75,7 @@ describe('claimMany and completeMany', () => {
     ).rejects.toBeInstanceOf(BatchTooManyBytesError);
     expect((await tableCounts(t.su)).operations).toBe(before.operations + 17);
     const { rows } = await t.su.query<{ n: number }>(
-      'select count(*)::int as n from settle_private.attempts where key = any ($1) and settled',
+      'select count(*)::int as n from settle.attempts where key = any ($1) and settled',
       [handles.map((h) => h.key)],
     );
     expect(rows[0]?.n).toBe(0);
@@ -102,7 +102,7 @@ describe('runMany', () => {
     );
     expect(outcomes.map((o) => o.outcome)).toEqual(batch.map(() => 'completed'));
     const { rows } = await t.su.query<{ n: number }>(
-      'select count(*)::int as n from settle_private.attempts where key = any ($1) and settled',
+      'select count(*)::int as n from settle.attempts where key = any ($1) and settled',
       [batch.map((b) => b.key)],
     );
     expect(rows[0]?.n).toBe(20);

@@ -38,7 +38,7 @@ async function status(key: string): Promise<{ status: string; attempt: number; d
 
 async function attemptCount(key: string): Promise<number> {
   const { rows } = await t.su.query<{ n: number }>(
-    'select count(*)::int as n from settle_private.attempts where tenant = $1 and key = $2',
+    'select count(*)::int as n from settle.attempts where tenant = $1 and key = $2',
     [tenant, key],
   );
   return rows[0]?.n ?? 0;

@@ -209,13 +209,20 @@ describe('bounded, attributed audit evidence', () => {
       ]),
     );
     for (const row of rows) expect(row.login).not.toBeNull();
-    // Nobody can rewrite who claimed: the attempt's login is immutable, even for the owner.
+    // Nobody can rewrite who claimed or who settled, even the owner: the attempt's login is
+    // immutable, the settlement's too.
     await superuser.query('set role settle_owner');
     await expect(
-      superuser.query(`update settle_private.attempts set claimed_by = 'someone' where tenant = $1 and key = $2`, [
+      superuser.query(`update settle_private.operations set claimed_by = 'someone' where tenant = $1 and key = $2`, [
         op.tenant,
         op.key,
       ]),
     ).rejects.toMatchObject({ code: 'SE024' });
+    await expect(
+      superuser.query(`update settle_private.operations set settled_by = 'someone' where tenant = $1 and key = $2`, [
+        op.tenant,
+        op.key,
+      ]),
+    ).rejects.toMatchObject({ code: 'SE022' });
   });
 });

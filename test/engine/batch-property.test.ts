@@ -68,7 +68,7 @@ async function stateOf(admin: pg.Client, tenant: string): Promise<unknown[]> {
   const { rows } = await admin.query(
     `select o.key, o.status, o.attempt, o.settled_attempt, o.result, o.error, o.dead_lettered_at is not null as dead,
             (select array_agg(a.observation::text || ':' || a.settled::text || ':' || coalesce(a.end_reason, '-') order by a.attempt)
-               from settle_private.attempts a where a.tenant = o.tenant and a.key = o.key) as attempts,
+               from settle.attempts a where a.tenant = o.tenant and a.key = o.key) as attempts,
             (select array_agg(l.event || ':' || l.outcome order by l.seq) from settle_private.audit_log l
               where l.tenant = o.tenant and l.key = o.key) as audit,
             (select array_agg(e.status::text || ':' || e.attempt order by e.event_id) from settle_private.feed_events e

@@ -111,8 +111,8 @@ describe('batches racing over the same keys', () => {
 
       const admin = await db.connect();
       const { rows } = await admin.query<{ key: string; attempts: number; settled: number; feed: number }>(
-        `select o.key, (select count(*)::int from settle_private.attempts a where a.tenant = o.tenant and a.key = o.key) as attempts,
-                (select count(*)::int from settle_private.attempts a where a.tenant = o.tenant and a.key = o.key and a.settled) as settled,
+        `select o.key, (select count(*)::int from settle.attempts a where a.tenant = o.tenant and a.key = o.key) as attempts,
+                (select count(*)::int from settle.attempts a where a.tenant = o.tenant and a.key = o.key and a.settled) as settled,
                 (select count(*)::int from settle_private.feed_events e where e.tenant = o.tenant and e.key = o.key) as feed
            from settle_private.operations o where o.tenant = $1 and o.key = any ($2) order by o.key`,
         [TENANT, keys.map((k) => k.key)],
@@ -194,7 +194,7 @@ describe('batches racing over the same keys', () => {
     }
     const admin = await db.connect();
     const { rows } = await admin.query<{ n: number }>(
-      'select count(*)::int as n from settle_private.attempts where tenant = $1 and key = any ($2) and settled',
+      'select count(*)::int as n from settle.attempts where tenant = $1 and key = any ($2) and settled',
       [TENANT, keys.map((k) => k.key)],
     );
     expect(rows[0]?.n).toBe(20);

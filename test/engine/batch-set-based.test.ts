@@ -39,8 +39,8 @@ async function trail(
   const { rows } = await admin.query(
     `select k.key,
             (select count(*)::int from settle_private.operations o where o.tenant = $1 and o.key = k.key) as ops,
-            (select count(*)::int from settle_private.attempts a where a.tenant = $1 and a.key = k.key) as attempts,
-            (select count(*)::int from settle_private.attempts a where a.tenant = $1 and a.key = k.key and a.settled) as settled,
+            (select count(*)::int from settle.attempts a where a.tenant = $1 and a.key = k.key) as attempts,
+            (select count(*)::int from settle.attempts a where a.tenant = $1 and a.key = k.key and a.settled) as settled,
             (select count(*)::int from settle_private.feed_events e where e.tenant = $1 and e.key = k.key) as feed,
             (select string_agg(l.seq::text || ':' || l.event || ':' || l.outcome, ',' order by l.seq)
                from settle.audit_log l where l.tenant = $1 and l.key = k.key) as seq

@@ -146,7 +146,7 @@ describe('claim_many decided key by key', () => {
       ops.map((o) => [o.key, 'refused', 'binding_revoked']),
     );
     const { rows: attempts } = await p.observer.query<{ n: number }>(
-      'select count(*)::int as n from settle_private.attempts where tenant = $1 and key = $2',
+      'select count(*)::int as n from settle.attempts where tenant = $1 and key = $2',
       [TENANT, ops[0]?.key],
     );
     expect(attempts[0]?.n).toBe(1);
@@ -227,7 +227,7 @@ describe('complete_many after a wait', () => {
 
   async function settlements(observer: pg.Client, ops: readonly ClaimArgs[]): Promise<number> {
     const { rows } = await observer.query<{ n: number }>(
-      'select count(*)::int as n from settle_private.attempts where tenant = $1 and key = any ($2) and settled',
+      'select count(*)::int as n from settle.attempts where tenant = $1 and key = any ($2) and settled',
       [TENANT, ops.map((o) => o.key)],
     );
     return rows[0]?.n ?? -1;

@@ -22,8 +22,8 @@ async function counts(tenant: string, keys: readonly string[]): Promise<Record<s
   const admin = await db.connect();
   const { rows } = await admin.query<Record<string, number>>(
     `select (select count(*)::int from settle_private.operations where tenant = $1 and key = any ($2)) as operations,
-            (select count(*)::int from settle_private.attempts where tenant = $1 and key = any ($2)) as attempts,
-            (select count(*)::int from settle_private.attempts where tenant = $1 and key = any ($2) and settled) as settled,
+            (select count(*)::int from settle.attempts where tenant = $1 and key = any ($2)) as attempts,
+            (select count(*)::int from settle.attempts where tenant = $1 and key = any ($2) and settled) as settled,
             (select count(*)::int from settle_private.audit_log where tenant = $1 and key = any ($2)) as audit,
             (select count(*)::int from settle_private.feed_events where tenant = $1 and key = any ($2)) as feed`,
     [tenant, keys],

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { uniqueKey, useEngineDatabase } from './support/database.js';
 import { newOperation } from './support/fixtures.js';
 import { mustGetOperation } from './support/inspect.js';
-import { acquire, type Ticket } from './support/settle.js';
+import { acquire, reportUnknown, type Ticket } from './support/settle.js';
 
 // The row rules of settle_private.operations and settle_private.attempts (checked by the guard
 // triggers _100_guard_*, 00004) hold for a superuser writing directly, like the CHECK constraints
@@ -45,7 +45,9 @@ function insertOperation(key: string, columns: Record<string, string> = {}): str
     scopes: `'{}'`,
     binding_generation: '0',
     status: `'pending'`,
-    attempt: '0',
+    attempt: '1',
+    attempt_token: 'gen_random_uuid()',
+    claimed_at: 'now()',
     max_attempts: '5',
     created_at: 'now()',
     updated_at: 'now()',
@@ -54,7 +56,7 @@ function insertOperation(key: string, columns: Record<string, string> = {}): str
   return `insert into settle_private.operations (${Object.keys(values).join(', ')}) values (${Object.values(values).join(', ')})`;
 }
 
-/** A new attempt row of `ticket`'s operation (attempt 2); `columns` override the values. */
+/** A record of attempt 2 of `ticket`'s operation (which is at attempt 1); `columns` override the values. */
 function insertAttempt(ticket: Ticket, columns: Record<string, string> = {}): string {
   const values: Record<string, string> = {
     tenant: `'${ticket.tenant}'`,
@@ -84,13 +86,27 @@ describe('row rules of settle_private.operations', () => {
     { rule: 'fingerprint_is_versioned', columns: { fingerprint: `'v2:' || repeat('a', 64)` } },
     { rule: 'binding_generation_not_negative', columns: { binding_generation: '-1' } },
     { rule: 'attempt_within_budget', columns: { attempt: '6' } },
-    { rule: 'max_attempts_positive', columns: { max_attempts: '0' } },
+    // attempt 1 (the first epoch) within a budget of at least 1: a budget of 0 breaks this rule.
+    { rule: 'attempt_within_budget', columns: { max_attempts: '0' } },
     { rule: 'lease_token_iff_lease_expiry', columns: { status: `'running'`, lease_token: 'gen_random_uuid()' } },
     {
       rule: 'pending_is_unleased',
-      columns: { lease_token: 'gen_random_uuid()', lease_expires_at: `now() + interval '1 minute'` },
+      columns: {
+        attempt_token: `'00000000-0000-4000-8000-000000000001'`,
+        lease_token: `'00000000-0000-4000-8000-000000000001'`,
+        lease_expires_at: `now() + interval '1 minute'`,
+      },
     },
     { rule: 'running_is_leased', columns: { status: `'running'` } },
+    {
+      rule: 'lease_is_the_current_attempts',
+      columns: {
+        status: `'running'`,
+        lease_token: 'gen_random_uuid()',
+        lease_expires_at: `now() + interval '1 minute'`,
+      },
+    },
+    { rule: 'claim_log_complete', columns: { claim_seq: '7' } },
   ];
   for (const { rule, columns } of inserts) {
     it(`INSERT breaking ${rule} fails with 23514 naming it`, async () => {
@@ -113,9 +129,10 @@ describe('row rules of settle_private.operations', () => {
   }
 
   const updates: readonly { rule: string; set: string }[] = [
-    { rule: 'attempt_within_budget', set: 'attempt = 6' },
+    { rule: 'attempt_within_budget', set: 'max_attempts = 0' },
     { rule: 'lease_token_iff_lease_expiry', set: 'lease_expires_at = null' },
     { rule: 'running_is_leased', set: 'lease_token = null, lease_expires_at = null' },
+    { rule: 'lease_is_the_current_attempts', set: 'lease_token = gen_random_uuid()' },
     { rule: 'terminal_is_unleased', set: `status = 'failed', error = '{}'` },
     { rule: 'failed_has_error', set: `status = 'failed', lease_token = null, lease_expires_at = null` },
     { rule: 'dead_letter_has_reason', set: 'dead_lettered_at = now()' },
@@ -135,6 +152,10 @@ describe('row rules of settle_private.operations', () => {
     {
       rule: 'settled_attempt_was_opened',
       set: `status = 'completed', lease_token = null, lease_expires_at = null, result = '{}', settled_attempt = 3, settled_at = now()`,
+    },
+    {
+      rule: 'settlement_is_logged',
+      set: `status = 'completed', lease_token = null, lease_expires_at = null, result = '{}', settled_attempt = 1, settled_at = now()`,
     },
   ];
   for (const { rule, set } of updates) {
@@ -170,53 +191,46 @@ describe('row rules of settle_private.attempts', () => {
     { rule: 'end_reason_is_known', columns: { ended_at: 'now()', end_reason: `'bored'` } },
     { rule: 'failure_has_error', columns: { observation: `'failed'`, observed_at: 'now()', retryable: 'true' } },
     {
-      rule: 'settled_requires_completion',
-      columns: { observation: `'unknown'`, observed_at: 'now()', settled: 'true' },
-    },
-    {
-      rule: 'late_result_only_when_not_settled',
+      rule: 'late_result_only_with_completion',
       columns: { observation: `'unknown'`, observed_at: 'now()', late_result: `'{}'` },
     },
-    { rule: 'settled_as_is_the_attempt', columns: { settled_as: '1' } },
     { rule: 'claim_log_complete', columns: { claim_seq: '7' } },
     { rule: 'claim_log_complete', columns: { claim_seq: '7', claim_audit_id: '7' } },
-    {
-      rule: 'settlement_is_logged',
-      columns: { observation: `'completed'`, observed_at: 'now()', settled: 'true', settled_as: '2' },
-    },
-    { rule: 'settlement_is_logged', columns: { settled_seq: '7', settled_audit_id: '7', settled_reason: `'forged'` } },
   ];
   for (const { rule, columns } of inserts) {
     it(`INSERT breaking ${rule} fails with 23514 naming it`, async () => {
       const { admin, ticket } = await runningOperation('rule-attempt');
       const error = await errorOf(admin.query(insertAttempt(ticket, columns)));
       expect(error).toMatchObject({ code: '23514', constraint: rule, schema: 'settle_private', table: 'attempts' });
+      // The running attempt has no record yet (00002): nothing was written.
       const { rows } = await admin.query<{ n: number }>(
         `select count(*)::int as n from settle_private.attempts ${WHERE}`,
         [ticket.tenant, ticket.key],
       );
-      expect(rows[0]?.n).toBe(1);
+      expect(rows[0]?.n).toBe(0);
     });
   }
 
   it('an UPDATE is held to them too, also under session_replication_role = replica', async () => {
     const { admin, ticket } = await runningOperation('rule-attempt-update');
     const args = [ticket.tenant, ticket.key];
+    // The attempt reports unknown: its record is written, ended and observed.
+    expect((await reportUnknown(await db.app(), ticket)).outcome).toBe('recorded');
     expect(
-      await errorOf(admin.query(`update settle_private.attempts set ended_at = now() ${WHERE}`, args)),
+      await errorOf(admin.query(`update settle_private.attempts set observation = 'failed' ${WHERE}`, args)),
     ).toMatchObject({
       code: '23514',
-      constraint: 'end_reason_iff_ended',
+      constraint: 'failure_has_error',
     });
     await admin.query('set session_replication_role = replica');
     expect(
-      await errorOf(admin.query(`update settle_private.attempts set observation = 'unknown' ${WHERE}`, args)),
+      await errorOf(admin.query(`update settle_private.attempts set late_result = '{}' ${WHERE}`, args)),
     ).toMatchObject({
       code: '23514',
-      constraint: 'observed_iff_observation',
+      constraint: 'late_result_only_with_completion',
     });
     expect(
-      await errorOf(admin.query(`update settle_private.operations set lease_expires_at = null ${WHERE}`, args)),
+      await errorOf(admin.query(`update settle_private.operations set lease_expires_at = now() ${WHERE}`, args)),
     ).toMatchObject({
       code: '23514',
       constraint: 'lease_token_iff_lease_expiry',

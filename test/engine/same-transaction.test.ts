@@ -41,7 +41,7 @@ describe('claim, effect and complete in one transaction', () => {
     expect(await storedOperation(admin, TENANT, key)).toBeUndefined();
     expect(await ledgerRows(admin, key)).toBe(0);
     const { rows } = await admin.query<{ n: number }>(
-      `select (select count(*) from settle_private.attempts where key = $1)
+      `select (select count(*) from settle.attempts where key = $1)
             + (select count(*) from settle_private.audit_log where key = $1) as n`,
       [key],
     );

@@ -60,8 +60,9 @@ select throws_ok(
 
 select throws_ok(
   $$insert into settle_private.operations (tenant, key, fingerprint, request, principal, scopes,
-      binding_generation, status, attempt, max_attempts, created_at, updated_at)
-    values ('pgtap', 'rule-1', 'v1:' || repeat('a', 64), '{}', 'dba', '{}', 0, 'running', 0, 5, now(), now())$$,
+      binding_generation, status, attempt, attempt_token, claimed_at, max_attempts, created_at, updated_at)
+    values ('pgtap', 'rule-1', 'v1:' || repeat('a', 64), '{}', 'dba', '{}', 0, 'running', 1, gen_random_uuid(), now(), 5,
+            now(), now())$$,
   '23514', 'new row for relation "operations" violates check constraint "running_is_leased"',
   '23514 running_is_leased: a running operation must hold a lease, also when a superuser inserts it');
 

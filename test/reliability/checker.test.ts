@@ -271,9 +271,12 @@ describe('the history checker', () => {
       (a) => ({ ...a, attempt: 1 }),
     );
     expectCaughtAlone(check(twice, state), 'lease-exclusive');
+    // Without the expiry row the next claim also starts where the trail never was.
     const unexpired = state.audit.filter((row) => !(row.key === 'a' && row.event === 'expire'));
     expect(unexpired).toHaveLength(state.audit.length - 1);
-    expectCaughtAlone(check(ops, { ...state, audit: unexpired }), 'lease-exclusive');
+    const withoutExpiry = check(ops, { ...state, audit: unexpired });
+    expectCaught(withoutExpiry, 'lease-exclusive');
+    expect(Object.keys(withoutExpiry.byInvariant).sort()).toEqual(['audit-continuity', 'lease-exclusive']);
     expect(state.audit.filter((row) => row.endedLiveLease)).toEqual([]);
     const early = state.audit.map((row) =>
       row.key === 'a' && row.event === 'expire' ? { ...row, endedLiveLease: true } : row,

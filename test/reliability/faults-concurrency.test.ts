@@ -187,7 +187,7 @@ describe('dead-letter redrive', () => {
   const settledAttempts = async (key: string) =>
     (
       await sessions.admin.query(
-        'select attempt from settle_private.attempts where tenant = $1 and key = $2 and settled',
+        'select attempt from settle.attempts where tenant = $1 and key = $2 and settled',
         [TENANT, key],
       )
     ).rows;

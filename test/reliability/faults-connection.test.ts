@@ -47,7 +47,7 @@ async function stored(key: string) {
     [TENANT, key],
   );
   const settled = await sessions.admin.query(
-    `select count(*)::int as n from settle_private.attempts where tenant = $1 and key = $2 and settled`,
+    `select count(*)::int as n from settle.attempts where tenant = $1 and key = $2 and settled`,
     [TENANT, key],
   );
   const completes = await sessions.admin.query(

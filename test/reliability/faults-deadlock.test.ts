@@ -119,7 +119,7 @@ describe('deadlock (40P01) between caller transactions', () => {
     const [winner] = winners;
     if (loser === undefined || winner === undefined) throw new Error('unreachable');
     const attempts = await admin.query<{ key: string; attempts: number }>(
-      'select key, count(*)::int as attempts from settle_private.attempts where tenant = $1 group by key order by key',
+      'select key, count(*)::int as attempts from settle.attempts where tenant = $1 group by key order by key',
       [TENANT],
     );
     expect(attempts.rows).toEqual([

@@ -92,7 +92,7 @@ describe('worker process faults', () => {
     });
 
     const attempts = await admin.query(
-      `select attempt, end_reason, settled from settle_private.attempts where tenant = $1 and key = $2 order by attempt`,
+      `select attempt, end_reason, settled from settle.attempts where tenant = $1 and key = $2 order by attempt`,
       [TENANT, key],
     );
     expect(attempts.rows).toEqual([

@@ -129,7 +129,7 @@ async function apply(order: readonly Observation[]): Promise<Canonical> {
   }
   const { rows } = await admin.query<Canonical>(
     `select o.status::text as status, o.result::text as "resultText", o.settled_attempt as "settledAttempt", o.error::text as error,
-            (select count(*)::int from settle_private.attempts a where a.tenant = o.tenant and a.key = o.key and a.settled) as "settledRows"
+            (select count(*)::int from settle.attempts a where a.tenant = o.tenant and a.key = o.key and a.settled) as "settledRows"
        from settle_private.operations o where tenant = $1 and key = $2`,
     [TENANT, key],
   );

@@ -56,9 +56,11 @@ const BATCH_MUTANTS: readonly BatchMutant[] = [
     replacements: [
       {
         file: BATCH,
-        find: `        _complete_holders.results, v_keys, v_before, v_now;`,
-        replace: `        (select array_agg(x.r order by x.k collate "C") from unnest(_complete_holders.keys, _complete_holders.results) x(k, r)),
-        v_keys, v_before, v_now;`,
+        find: `  using _complete_holders.tenant, _complete_holders.keys, _complete_holders.attempts, _complete_holders.results,
+        v_keys, v_before, v_claim_seqs, v_now;`,
+        replace: `  using _complete_holders.tenant, _complete_holders.keys, _complete_holders.attempts,
+        (select array_agg(x.r order by x.k collate "C") from unnest(_complete_holders.keys, _complete_holders.results) x(k, r)),
+        v_keys, v_before, v_claim_seqs, v_now;`,
       },
     ],
     // Measured: caught by random sequence 12-225 (seeds 1, 5, 7, 99, 12345): it takes a batch of

@@ -154,13 +154,13 @@ const MODEL_MUTANTS: readonly ModelMutant[] = [
     replacements: [
       {
         file: MERGE,
-        find: `    if not _observe.retryable and not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status) then`,
+        find: `    if not _observe.retryable and not settle_private._may_have_taken_effect(v_op.tenant, v_op.key, v_op.status, v_op.attempt) then`,
         replace: `    if not _observe.retryable then`,
       },
       {
         // The failure guard would refuse that move for every writer: it goes with the fix.
         file: GUARDS,
-        find: `    if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+        find: `    if settle_private._may_have_taken_effect(new.tenant, new.key, old.status, old.attempt)
        and not settle_private._resolving_failed(new.tenant, new.key) then`,
         replace: `    if false then`,
       },

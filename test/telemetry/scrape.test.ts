@@ -84,10 +84,10 @@ describe('Prometheus /metrics of the simulator', () => {
         .query<{ attempts: string; completed: string }>(
           // A resolution (settle.resolve, run by the simulator's reconciler) opens and settles an
           // attempt of its own, worker 'resolve:<login>', without a claim or a complete call.
-          `select (select count(*) from settle_private.attempts
+          `select (select count(*) from settle.attempts
                   where tenant like $1 || '%' and coalesce(worker, '') not like 'resolve:%') as attempts,
                 (select count(*) from settle_private.operations o
-                   join settle_private.attempts a
+                   join settle.attempts a
                      on a.tenant = o.tenant and a.key = o.key and a.attempt = o.settled_attempt
                   where o.tenant like $1 || '%' and o.status = 'completed'
                     and coalesce(a.worker, '') not like 'resolve:%') as completed`,

@@ -57,7 +57,7 @@ export interface StoredAttempt {
 export async function storedAttempts(admin: pg.ClientBase, tenant: string, key: string): Promise<StoredAttempt[]> {
   const { rows } = await admin.query<StoredAttempt>(
     `select attempt, observation::text, settled, end_reason, retryable, error, late_result
-       from settle_private.attempts where tenant = $1 and key = $2 order by attempt`,
+       from settle.attempts where tenant = $1 and key = $2 order by attempt`,
     [tenant, key],
   );
   return rows;

@@ -76,10 +76,9 @@ function replayTrail(rows: readonly AuditRow[], log: ViolationLog): Replay {
       prev = row;
       continue;
     }
-    // A claim that first ends a lapsed lease writes `expire`, then its own row whose
-    // status_before is the status at the start of the call.
-    const joinsExpire = row.event === 'claim' && prev?.event === 'expire' && row.statusBefore === prev.statusBefore;
-    if (row.statusBefore !== r.status && !joinsExpire) {
+    // Every transition starts where the one before it ended (a claim that first ends a lapsed
+    // lease writes `expire`, then its own row from the status the expiry left).
+    if (row.statusBefore !== r.status) {
       log.add(
         'audit-continuity',
         row,

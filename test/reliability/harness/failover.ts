@@ -242,7 +242,7 @@ export async function checkFailover(
   const { rows: doubles } = await admin.query<{ key: string; settled_attempts: number }>(
     `select o.key, count(a.*) filter (where a.settled)::int as settled_attempts
        from settle_private.operations o
-       left join settle_private.attempts a on a.tenant = o.tenant and a.key = o.key
+       left join settle.attempts a on a.tenant = o.tenant and a.key = o.key
       where o.tenant = $1
       group by o.key, o.status
      having count(a.*) filter (where a.settled) > 1

@@ -69,7 +69,7 @@ export interface StoredCounts {
 export async function storedCounts(admin: pg.ClientBase): Promise<StoredCounts> {
   const { rows } = await admin.query<StoredCounts>(
     `select (select count(*)::int from settle_private.operations) as operations,
-            (select count(*)::int from settle_private.attempts) as attempts,
+            (select count(*)::int from settle.attempts) as attempts,
             (select count(*)::int from settle_private.audit_log) as audit`,
   );
   const counts = rows[0];

@@ -72,7 +72,7 @@ const DROP_LATTICE_GUARD: readonly Replacement[] = [
 export const MUTANTS: readonly Mutant[] = [
   {
     name: 'last-write-wins',
-    bug: 'complete on an already completed operation settles again: the later success overwrites the result (lattice guard and settlement check dropped)',
+    bug: 'complete on an already completed operation settles again: the later success overwrites the result (lattice guard dropped)',
     replacements: [
       {
         file: MERGE,
@@ -82,14 +82,6 @@ export const MUTANTS: readonly Mutant[] = [
       -- A second success: the effect ran twice.`,
       },
       ...DROP_LATTICE_GUARD,
-      {
-        // The attempts guard's check that the settled attempt is the one the operation names
-        // (attempts_settlement_is_the_operations) would refuse the overwrite too: drop it with
-        // the lattice guard.
-        file: GUARDS,
-        find: `  elsif new.settled and not old.settled then`,
-        replace: '  elsif false then',
-      },
     ],
     scenario: 'late-success',
     expected: ['single-settlement', 'acknowledged-completion-durable', 'result-immutable'],
@@ -297,7 +289,7 @@ export const MUTANTS: readonly Mutant[] = [
     replacements: [
       {
         file: RECORDS,
-        find: '  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status) then',
+        find: '  if settle_private._may_have_taken_effect(op.tenant, op.key, op.status, op.attempt) then',
         replace: '  if false then',
       },
       {
@@ -307,7 +299,7 @@ export const MUTANTS: readonly Mutant[] = [
       },
       {
         file: GUARDS,
-        find: `    if settle_private._may_have_taken_effect(new.tenant, new.key, old.status)
+        find: `    if settle_private._may_have_taken_effect(new.tenant, new.key, old.status, old.attempt)
        and not settle_private._resolving_failed(new.tenant, new.key) then`,
         replace: '    if false then',
       },
