@@ -6,6 +6,7 @@ import { BENCH_DIR, startBenchServer } from './lib/database.js';
 import { locatePgbench, PGBENCH_MISSING_HINT } from './lib/pgbench.js';
 import { renderMarkdown, renderTerminal } from './lib/report.js';
 import { runBatch, runFeedLag } from './lib/batch.js';
+import { runProtoBatch, runProtoCycle } from './lib/prototype.js';
 import {
   runBaseline,
   runClient,
@@ -31,8 +32,10 @@ const PGBENCH_SCENARIOS: ReadonlySet<ScenarioName> = new Set([
   'floor2',
   'spec4',
   'cycle',
+  'proto',
   'stripe',
   'batch',
+  'proto-batch',
   'local',
   'lww',
   'replay',
@@ -44,15 +47,19 @@ const PGBENCH_SCENARIOS: ReadonlySet<ScenarioName> = new Set([
 
 /**
  * Per client count, neighbours are compared: floor2|spec4|cycle (spec4 sits between both sides
- * of its ratios; without it floor2|cycle), cycle|client, stripe|batch, local|lww, replay|pkread.
+ * of its ratios; without it floor2|cycle), cycle|client, proto|stripe|batch|proto-batch (the
+ * prototype's cycle and batch beside the Stripe pattern and the engine's batch), local|lww,
+ * replay|pkread.
  */
 const PAIRED_ORDER: readonly ScenarioName[] = [
   'floor2',
   'spec4',
   'cycle',
   'client',
+  'proto',
   'stripe',
   'batch',
+  'proto-batch',
   'local',
   'lww',
   'replay',
@@ -188,6 +195,10 @@ function runScenario(ctx: ScenarioContext, scenario: ScenarioName, clients: numb
       return runClient(ctx, clients, round);
     case 'batch':
       return runBatch(ctx, clients, round);
+    case 'proto':
+      return runProtoCycle(ctx, clients, round);
+    case 'proto-batch':
+      return runProtoBatch(ctx, clients, round);
     case 'replay':
       return runReplay(ctx, clients, round);
     case 'pkread':

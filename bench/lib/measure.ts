@@ -31,7 +31,7 @@ export interface PgbenchMeasurement {
   readonly db: RunDatabase;
   readonly scenario: ScenarioName;
   readonly label: string;
-  /** File name in bench/scripts. */
+  /** File name in bench/scripts, or an absolute path (a generated script: the ladder's steps). */
   readonly script: string;
   readonly clients: number;
   readonly threads: number;
@@ -45,7 +45,9 @@ export interface PgbenchMeasurement {
   readonly verify: (db: pg.Client, run: ProcessedRuns) => Promise<Verification>;
 }
 
-export const scriptPath = (name: string): string => path.join(BENCH_DIR, 'scripts', name);
+/** A script of bench/scripts by name; an absolute path is taken as it is. */
+export const scriptPath = (name: string): string =>
+  path.isAbsolute(name) ? name : path.join(BENCH_DIR, 'scripts', name);
 
 /** Counter deltas of one measured window: WAL bytes, full-page images, checkpoints, deadlocks. */
 export interface MeasuredWindow {

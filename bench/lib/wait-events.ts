@@ -1,3 +1,4 @@
+import path from 'node:path';
 import pg from 'pg';
 import type { BenchServer } from './database.js';
 import { scriptPath } from './measure.js';
@@ -21,14 +22,32 @@ export interface WaitEventProfile {
 export async function profileWaitEvents(
   server: BenchServer,
   pgbench: string,
-  opts: { script: string; clients: number; seconds: number; intervalMs?: number },
+  opts: {
+    /** A script of bench/scripts without `.sql`, or the absolute path of a script file. */
+    script: string;
+    clients: number;
+    seconds: number;
+    intervalMs?: number;
+    /** Run on the fresh database before the script (the ladder loads a step's schema). */
+    prepare?: (url: string) => Promise<void>;
+    defines?: Readonly<Record<string, string | number>>;
+  },
 ): Promise<WaitEventProfile> {
-  const db = await server.createRunDatabase(`waits_${opts.script}`);
+  const db = await server.createRunDatabase(`waits_${path.basename(opts.script, '.sql')}`);
   const sampler = new pg.Client({ connectionString: db.url });
   await sampler.connect();
   try {
+    await opts.prepare?.(db.url);
     await sampler.query('checkpoint');
-    const base = { pgbench, url: db.url, script: scriptPath(`${opts.script}.sql`), clients: opts.clients, threads: 2 };
+    const script = path.isAbsolute(opts.script) ? opts.script : scriptPath(`${opts.script}.sql`);
+    const base = {
+      pgbench,
+      url: db.url,
+      script,
+      clients: opts.clients,
+      threads: 2,
+      ...(opts.defines === undefined ? {} : { defines: opts.defines }),
+    };
     await runPgbench({ ...base, durationS: 2 });
     const counts = new Map<string, number>();
     let samples = 0;

@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BENCH_DIR } from '../../bench/lib/database.js';
 import { renderStep } from '../../bench/lib/ladder-render.js';
+import { verifyPrototypeCycles } from '../../bench/lib/prototype.js';
 import { FEATURES, ladderFeatures, ladderSteps, selectSteps } from '../../bench/lib/ladder-steps.js';
 import { parseScript, runScript } from '../../bench/lib/script-runner.js';
 import { withPgClient } from '../../src/db/with-pg-client.js';
@@ -98,6 +99,22 @@ describe('the ladder steps in PostgreSQL', () => {
       ).toBe(4);
       expect(await count(c, `select count(*)::text as n from p.operations where status <> 'completed'`)).toBe(0);
       expect(await count(c, 'select count(*)::text as n from p.attempts')).toBe(4);
+    });
+  });
+
+  it("the runner's correctness check passes a step's cycles and fails an operation left unsettled", async () => {
+    await withPgClient(db.url, async (c) => {
+      await settle(c, 's6', 4);
+      const ok = await verifyPrototypeCycles(c, { processed: 4, maxInFlight: 0 });
+      expect(ok.checks.filter((check) => !check.ok)).toEqual([]);
+      expect(ok.checks.map((check) => check.name)).toContain('one feed event per settlement');
+      expect(ok.counters).toEqual({ completed: 4, unfinished: 0, attempts: 4 });
+      await c.query(`select * from p.claim('bench', 'left-running', '{}', 'bench-app', array['payments.write'], 0)`);
+      const broken = await verifyPrototypeCycles(c, { processed: 5, maxInFlight: 0 });
+      expect(broken.checks.filter((check) => !check.ok).map((check) => check.name)).toEqual([
+        'every transaction completed its operations',
+        'at most one transaction in flight per client and run',
+      ]);
     });
   });
 
