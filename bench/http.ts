@@ -1,19 +1,23 @@
 // HTTP bench: the Express example app (examples/http/express-app.ts) driven by concurrent HTTP
-// clients over loopback, with and without the Idempotency-Key middleware.
+// clients over loopback, with and without the Idempotency-Key middleware, and the same app doing
+// the Stripe pattern by hand (bench/lib/http-stripe-app.ts).
 //   npm run bench:http -- [--clients 16] [--seconds 5] [--rounds 3]
-// Scenarios, alternated per round (A B C A B C ...), each after a one-second warm-up:
+// Scenarios, alternated per round (A B C D A B C D ...), each after a one-second warm-up:
 //   plain    POST /payments without the middleware (same handler, same app)
 //   first    POST /payments with a new Idempotency-Key per request (claim + complete)
+//   stripe   the same first requests to the app doing the Stripe pattern by hand (node-postgres)
 //   replay   POST /payments re-sending keys that already completed (claim only)
 // Reports requests/s (median of the rounds) and latency percentiles; every answer is checked.
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { availableParallelism, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
+import pg from 'pg';
 import { createApp } from '../examples/http/express-app.js';
 import { createSettleClient, type SettleClient } from '../src/index.js';
 import { startBenchServer } from './lib/database.js';
+import { closeServer, driveHttp, listen, postPayment, type HttpRun } from './lib/http-load.js';
+import { createStripeApp } from './lib/http-stripe-app.js';
 
 const { values } = parseArgs({
   options: {
@@ -36,53 +40,21 @@ const clients = bounded(values.clients, 1, 64, 'clients');
 const seconds = bounded(values.seconds, 1, 60, 'seconds');
 const rounds = bounded(values.rounds, 1, 10, 'rounds');
 
-type Scenario = 'plain' | 'first' | 'replay';
-interface Run {
-  readonly requests: number;
-  readonly elapsedMs: number;
-  readonly latencies: number[];
-}
-
-async function listen(server: Server): Promise<string> {
-  if (!server.listening) await new Promise((resolve) => server.once('listening', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-function post(url: string, key: string | null): Promise<Response> {
-  return fetch(`${url}/payments`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      authorization: 'Bearer acme:bench',
-      ...(key === null ? {} : { 'idempotency-key': `"${key}"` }),
-    },
-    body: JSON.stringify({ amount: '19.99' }),
-  });
-}
+type Scenario = 'plain' | 'first' | 'stripe' | 'replay';
+const TOKEN = 'acme:bench';
 
 /** `clients` loops sending back to back for `ms`; every answer must be 201 (replayed when expected). */
-async function drive(url: string, scenario: Scenario, ms: number, replayKeys: readonly string[]): Promise<Run> {
-  const latencies: number[] = [];
-  const started = performance.now();
-  const deadline = started + ms;
+function drive(url: string, scenario: Scenario, ms: number, replayKeys: readonly string[]): Promise<HttpRun> {
   let next = 0;
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (performance.now() < deadline) {
-        const key =
-          scenario === 'plain' ? null : scenario === 'first' ? randomUUID() : replayKeys[next++ % replayKeys.length]!;
-        const t0 = performance.now();
-        const response = await post(url, key);
-        await response.arrayBuffer();
-        latencies.push(performance.now() - t0);
-        const replayed = response.headers.get('idempotent-replayed') === 'true';
-        if (response.status !== 201 || replayed !== (scenario === 'replay')) {
-          throw new Error(`${scenario}: unexpected answer ${response.status} replayed=${replayed}`);
-        }
-      }
-    }),
-  );
-  return { requests: latencies.length, elapsedMs: performance.now() - started, latencies };
+  return driveHttp(url, {
+    clients,
+    ms,
+    token: TOKEN,
+    name: scenario,
+    replayed: scenario === 'replay',
+    key: () =>
+      scenario === 'plain' ? null : scenario === 'replay' ? replayKeys[next++ % replayKeys.length]! : randomUUID(),
+  });
 }
 
 const percentile = (sorted: readonly number[], p: number): number =>
@@ -96,23 +68,30 @@ async function main(): Promise<void> {
   const server = await startBenchServer(() => {});
   const db = await server.createRunDatabase('http');
   let settle: SettleClient | undefined;
+  const pool = new pg.Pool({ connectionString: db.url, max: Math.min(clients + 2, 20) });
   const servers: Server[] = [];
   try {
     settle = createSettleClient({ connectionString: db.url, poolSize: Math.min(clients + 2, 20) });
     const plain = createApp(settle, { idempotent: false }).listen(0, '127.0.0.1');
     const keyed = createApp(settle).listen(0, '127.0.0.1');
-    servers.push(plain, keyed);
-    const urls: Record<Scenario, string> = { plain: await listen(plain), first: await listen(keyed), replay: '' };
-    urls.replay = urls.first;
+    const byHand = createStripeApp(pool).listen(0, '127.0.0.1');
+    servers.push(plain, keyed, byHand);
+    const first = await listen(keyed);
+    const urls: Record<Scenario, string> = {
+      plain: await listen(plain),
+      first,
+      stripe: await listen(byHand),
+      replay: first,
+    };
     // Keys that completed once, for the replay scenario.
     const replayKeys = Array.from({ length: 1000 }, () => randomUUID());
     for (let i = 0; i < replayKeys.length; i += clients) {
       await Promise.all(
-        replayKeys.slice(i, i + clients).map(async (key) => (await post(urls.first, key)).arrayBuffer()),
+        replayKeys.slice(i, i + clients).map(async (key) => (await postPayment(urls.first, key, TOKEN)).arrayBuffer()),
       );
     }
-    const results: Record<Scenario, Run[]> = { plain: [], first: [], replay: [] };
-    const order: Scenario[] = ['plain', 'first', 'replay'];
+    const results: Record<Scenario, HttpRun[]> = { plain: [], first: [], stripe: [], replay: [] };
+    const order: Scenario[] = ['plain', 'first', 'stripe', 'replay'];
     const loadBefore = loadavg()[0]!;
     for (let round = 1; round <= rounds; round++) {
       for (const scenario of order) {
@@ -122,7 +101,7 @@ async function main(): Promise<void> {
         console.error(`round ${round} ${scenario}: ${((run.requests * 1000) / run.elapsedMs).toFixed(0)} req/s`);
       }
     }
-    const rps = (run: Run): number => (run.requests * 1000) / run.elapsedMs;
+    const rps = (run: HttpRun): number => (run.requests * 1000) / run.elapsedMs;
     const plainRps = median(results.plain.map(rps));
     console.log(
       `\nHTTP bench: Express example app, ${clients} concurrent clients over loopback, ${rounds} x ${seconds} s per scenario`,
@@ -143,9 +122,14 @@ async function main(): Promise<void> {
         `| ${scenario} | ${m.toFixed(0)} | ${runs.map((r) => rps(r).toFixed(0)).join(' / ')} | ${(m / plainRps).toFixed(2)}x | ${percentile(all, 50).toFixed(1)} | ${percentile(all, 99).toFixed(1)} |`,
       );
     }
+    const byRound = results.first.map((run, i) => rps(run) / rps(results.stripe[i] ?? run));
+    console.log(
+      `\nfirst / stripe (the middleware against the Stripe pattern by hand, median of the rounds' ratios): ${median(byRound).toFixed(2)}x (${byRound.map((r) => r.toFixed(2)).join(', ')})`,
+    );
   } finally {
-    await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+    await Promise.all(servers.map(closeServer));
     await settle?.end();
+    await pool.end();
     await db.drop();
     await server.stop();
   }

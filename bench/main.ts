@@ -6,6 +6,7 @@ import { BENCH_DIR, startBenchServer } from './lib/database.js';
 import { locatePgbench, PGBENCH_MISSING_HINT } from './lib/pgbench.js';
 import { renderMarkdown, renderTerminal } from './lib/report.js';
 import { runBatch, runFeedLag } from './lib/batch.js';
+import { runHttp } from './lib/http-scenario.js';
 import { runProtoBatch, runProtoCycle } from './lib/prototype.js';
 import {
   runBaseline,
@@ -49,7 +50,7 @@ const PGBENCH_SCENARIOS: ReadonlySet<ScenarioName> = new Set([
  * Per client count, neighbours are compared: floor2|spec4|cycle (spec4 sits between both sides
  * of its ratios; without it floor2|cycle), cycle|client, proto|stripe|batch|proto-batch (the
  * prototype's cycle and batch beside the Stripe pattern and the engine's batch), local|lww,
- * replay|pkread.
+ * replay|pkread; http runs its two apps one after the other itself.
  */
 const PAIRED_ORDER: readonly ScenarioName[] = [
   'floor2',
@@ -64,9 +65,10 @@ const PAIRED_ORDER: readonly ScenarioName[] = [
   'lww',
   'replay',
   'pkread',
+  'http',
 ];
 /** In quick mode only these run at the second and later client counts. */
-const QUICK_WIDE: ReadonlySet<ScenarioName> = new Set(['floor2', 'cycle', 'stripe', 'batch']);
+const QUICK_WIDE: ReadonlySet<ScenarioName> = new Set(['floor2', 'cycle', 'proto', 'stripe', 'batch', 'proto-batch']);
 
 async function main(): Promise<number> {
   const parsed = parseBenchArgs(process.argv.slice(2), os.cpus().length);
@@ -118,7 +120,7 @@ async function main(): Promise<number> {
       for (let round = 1; round <= opts.repeat; round++) {
         for (const scenario of PAIRED_ORDER) {
           if (!wanted.includes(scenario) || (opts.quick && index > 0 && !QUICK_WIDE.has(scenario))) continue;
-          record(await runScenario(ctx, scenario, clients, round));
+          for (const run of [await runScenario(ctx, scenario, clients, round)].flat()) record(run);
         }
       }
     }
@@ -181,7 +183,12 @@ async function main(): Promise<number> {
   return exitCode;
 }
 
-function runScenario(ctx: ScenarioContext, scenario: ScenarioName, clients: number, round: number): Promise<RunResult> {
+function runScenario(
+  ctx: ScenarioContext,
+  scenario: ScenarioName,
+  clients: number,
+  round: number,
+): Promise<RunResult | RunResult[]> {
   switch (scenario) {
     case 'floor2':
     case 'spec4':
@@ -203,6 +210,8 @@ function runScenario(ctx: ScenarioContext, scenario: ScenarioName, clients: numb
       return runReplay(ctx, clients, round);
     case 'pkread':
       return runPkread(ctx, clients, round);
+    case 'http':
+      return runHttp(ctx, clients, round);
     case 'hotkey':
     case 'feedlag':
     case 'scale':
@@ -212,11 +221,18 @@ function runScenario(ctx: ScenarioContext, scenario: ScenarioName, clients: numb
 }
 
 function clientNotes(runs: readonly RunResult[]): string[] {
-  return runs.some((r) => r.scenario === 'client')
-    ? [
-        'client: createSettleClient().run() from one Node process (same CPUs as the server and pgbench), pool size = clients.',
-      ]
-    : [];
+  return [
+    ...(runs.some((r) => r.scenario === 'client')
+      ? [
+          'client: createSettleClient().run() from one Node process (same CPUs as the server and pgbench), pool size = clients.',
+        ]
+      : []),
+    ...(runs.some((r) => r.scenario === 'http')
+      ? [
+          'http: the Express example app with the Idempotency-Key middleware against the same app doing the Stripe pattern by hand (node-postgres), one database, served and driven (fetch over loopback) by the bench process; pools of `clients` connections; tps = requests per second.',
+        ]
+      : []),
+  ];
 }
 
 function optionsForReport(opts: BenchOptions): Record<string, unknown> {

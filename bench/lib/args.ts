@@ -20,7 +20,8 @@ export interface BenchOptions {
 
 export const USAGE = `Usage: npm run bench -- [options]
   --quick               counted runs (100 transactions per client, 20 warm-up) so a loaded machine can never
-                        produce an empty window; only floor2 and cycle at the second client count; scale 0 and 100k rows
+                        produce an empty window; only floor2, cycle, proto, stripe, batch and proto-batch
+                        at the second client count; scale 0 and 100k rows
   --scenarios a,b       subset of: ${SCENARIOS.join(', ')}
   --clients 8,32        client counts for every scenario but hotkey (default 8,32)
   --duration N          seconds per run (default 15)

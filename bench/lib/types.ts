@@ -17,6 +17,7 @@ export const SCENARIOS = [
   'feedlag',
   'scale',
   'cpu',
+  'http',
 ] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 /** Plain-SQL baselines: no engine code runs in them. */

@@ -60,17 +60,67 @@ describe('evaluateTargets with rounds', () => {
     expect(target?.detail).toContain('median of 3 rounds');
   });
 
-  it('has the thresholds of the per-call engine', () => {
+  it("has issue 51's thresholds", () => {
     const targets = evaluateTargets([], [8]);
     expect(Object.fromEntries(targets.map((t) => [t.name, `${t.comparison} ${t.threshold}`]))).toEqual({
       'cycle / stripe': '>= 1',
       'cycle@32 / cycle@8': '>= 0.95',
       'replay / pkread': '>= 0.5',
       'WAL/op: cycle / stripe': '<= 2',
-      'batch / stripe (settled keys per second)': '>= 5',
+      'batch / stripe (settled keys per second)': '>= 8',
+      'batch / proto-batch (settled keys per second)': '>= 0.6',
       'client / cycle': '>= 0.8',
+      'http / http-stripe (Express: middleware / Stripe pattern by hand)': '>= 1',
       'scale@max / scale@0': '>= 0.85',
     });
+    // Evaluated at every client count of the run (cycle@32 / cycle@8 at 32 only).
+    expect(
+      evaluateTargets([], [8, 32])
+        .filter((t) => t.name.startsWith('batch / '))
+        .map((t) => [t.name.split(' (')[0], t.clients]),
+    ).toEqual([
+      ['batch / stripe', 8],
+      ['batch / stripe', 32],
+      ['batch / proto-batch', 8],
+      ['batch / proto-batch', 32],
+    ]);
+  });
+
+  it("holds the engine's batch to 8x the Stripe pattern and 0.6x the prototype's batch, round by round", () => {
+    const runs = [
+      run('stripe', 8, 1, 2000),
+      run('batch', 8, 1, 17_000),
+      run('proto-batch', 8, 1, 25_000),
+      run('stripe', 8, 2, 1000),
+      run('batch', 8, 2, 7000),
+      run('proto-batch', 8, 2, 14_000),
+      run('stripe', 8, 3, 2000),
+      run('batch', 8, 3, 16_000),
+      run('proto-batch', 8, 3, 30_000),
+    ];
+    const targets = evaluateTargets(runs, [8]);
+    expect(targets.find((t) => t.name.startsWith('batch / stripe'))).toMatchObject({
+      rounds: [8.5, 7, 8],
+      value: 8,
+      verdict: 'PASS',
+    });
+    const proto = targets.find((t) => t.name.startsWith('batch / proto-batch'));
+    expect(proto?.rounds.map((r) => Number(r.toFixed(3)))).toEqual([0.68, 0.5, 0.533]);
+    expect(proto).toMatchObject({ verdict: 'MISS' });
+    expect(proto?.value).toBeCloseTo(16_000 / 30_000);
+  });
+
+  it('holds the Express middleware to the same app doing the Stripe pattern by hand', () => {
+    const runs = [
+      run('http', 8, 1, 420, { scenario: 'http' }),
+      run('http-stripe', 8, 1, 400, { scenario: 'http' }),
+      run('http', 8, 2, 300, { scenario: 'http' }),
+      run('http-stripe', 8, 2, 310, { scenario: 'http' }),
+    ];
+    const http = evaluateTargets(runs, [8]).find((t) => t.name.startsWith('http / http-stripe'));
+    expect(http?.rounds.map((r) => Number(r.toFixed(3)))).toEqual([1.05, 0.968]);
+    expect(http?.value).toBeCloseTo((1.05 + 300 / 310) / 2);
+    expect(http?.verdict).toBe('PASS');
   });
 
   it('compares the cycle at 32 clients with its own rate at 8 clients of the same round', () => {
@@ -154,6 +204,24 @@ describe('evaluateReferenceRatios', () => {
   });
 });
 
+describe("the prototype's reference ratios", () => {
+  it('reports proto / stripe (the stretch of cycle / stripe), cycle / proto and proto-batch / stripe', () => {
+    const runs = [
+      run('stripe', 8, 1, 2000),
+      run('proto', 8, 1, 2600),
+      run('cycle', 8, 1, 1300),
+      run('proto-batch', 8, 1, 24_000),
+    ];
+    const references = evaluateReferenceRatios(runs, [8]);
+    expect(references.map((r) => [r.name, r.value])).toEqual([
+      ['proto / stripe', 1.3],
+      ['cycle / proto', 0.5],
+      ['proto-batch / stripe', 12],
+    ]);
+    expect(evaluateTargets(runs, [8]).find((t) => t.name === 'proto / stripe')).toBeUndefined();
+  });
+});
+
 describe('summarizeRuns', () => {
   it('groups rounds per label and client count with median and range', () => {
     const [cycle] = summarizeRuns([run('cycle', 8, 1, 300), run('cycle', 8, 2, 500), run('cycle', 8, 3, 400)]);
@@ -166,6 +234,13 @@ describe('parseBenchArgs', () => {
     expect(parseBenchArgs(['--scenarios', 'floor2,spec4,cycle,replay,pkread,cpu'], 2)).toMatchObject({
       scenarios: ['floor2', 'spec4', 'cycle', 'replay', 'pkread', 'cpu'],
     });
+  });
+
+  it("knows the prototype's and the HTTP scenarios", () => {
+    expect(parseBenchArgs(['--scenarios', 'proto,proto-batch,http'], 2)).toMatchObject({
+      scenarios: ['proto', 'proto-batch', 'http'],
+    });
+    expect(() => parseBenchArgs(['--scenarios', 'prototype'], 2)).toThrow(/unknown scenario prototype/);
   });
 
   it('repeats 3 times with a 3 s warm-up by default, once in quick mode', () => {
