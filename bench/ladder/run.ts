@@ -4,21 +4,26 @@
 // keys beside them. Every run as in `npm run bench`: a fresh clone of the bench template (the
 // step's schema `p` loaded into it), CHECKPOINT, an unmeasured warm-up, the measured pgbench run
 // between WAL readings, correctness counters. Rounds run the rows in order, then in reverse, so a
-// drift of the machine hits the top and the bottom of the ladder alike. Then, per row, one run at
-// the last client count with pg_stat_activity sampled every 10 ms (bench/lib/wait-events.ts).
+// drift of the machine hits the top and the bottom of the ladder alike. Then the server CPU per
+// cycle of each step and of the engine: one backend runs the step's script statement by
+// statement, each its own transaction as under pgbench, its CPU read from /proc/<pid>/schedstat
+// (bench/lib/cpu.ts; rounds alternating, as above). Then, per row, one run at the last client
+// count with pg_stat_activity sampled every 10 ms (bench/lib/wait-events.ts).
 //
 // Prints and writes (bench/out/ladder.md, bench/out/ladder.json) per row: the rate against the
 // Stripe pattern at each client count (median of the per-round ratios), against the previous
-// step, WAL bytes per operation, and the top wait events. Exit code 1 when a run aborts or a
-// correctness check fails; timing never fails the run.
+// step, server CPU per cycle, WAL bytes per operation, and the top wait events. Exit code 1 when
+// a run aborts or a correctness check fails; timing never fails the run.
 //   npx tsx bench/ladder/run.ts [--clients 8,32] [--rounds 3] [--duration 15] [--warmup 3]
-//                               [--steps s0,s5,...] [--no-engine] [--no-batch] [--waits-seconds 5]
+//                               [--steps s0,s5,...] [--no-engine] [--no-batch] [--cpu-cycles 300]
+//                               [--waits-seconds 5]
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { BenchOptions } from '../lib/args.js';
 import { BATCH_KEYS, runBatch } from '../lib/batch.js';
+import { measureCpuScript } from '../lib/cpu.js';
 import { BENCH_DIR, startBenchServer } from '../lib/database.js';
 import { LADDER_OUT, writeLadder, type WrittenStep } from '../lib/ladder-files.js';
 import { selectSteps } from '../lib/ladder-steps.js';
@@ -44,6 +49,7 @@ const USAGE = `Usage: npx tsx bench/ladder/run.ts [options]
   --steps s0,s1,...     the ladder's steps to run (default all)
   --no-engine           leave out the engine's cycle (bench/scripts/cycle.sql)
   --no-batch            leave out the batches (the prototype's and the engine's, 100 keys)
+  --cpu-cycles N        per round, server CPU of N cycles of each step and of the engine, one backend (default 300; 0 = none)
   --waits-seconds N     per row, one run of N s at the last client count sampling wait events (default 5; 0 = none)
   --threads N           pgbench threads (default: number of CPUs)
   --out DIR             where the steps' SQL and scripts are written (default bench/out/ladder)`;
@@ -63,6 +69,7 @@ const { values } = parseArgs({
     steps: { type: 'string' },
     'no-engine': { type: 'boolean', default: false },
     'no-batch': { type: 'boolean', default: false },
+    'cpu-cycles': { type: 'string', default: '300' },
     'waits-seconds': { type: 'string', default: '5' },
     threads: { type: 'string' },
     out: { type: 'string', default: LADDER_OUT },
@@ -79,6 +86,7 @@ const rounds = positive(values.rounds, '--rounds');
 const duration = positive(values.duration, '--duration');
 const warmup = positive(values.warmup, '--warmup', 0);
 const waitsSeconds = positive(values['waits-seconds'], '--waits-seconds', 0);
+const cpuCycles = positive(values['cpu-cycles'], '--cpu-cycles', 0);
 const threads = values.threads === undefined ? os.cpus().length : positive(values.threads, '--threads');
 const steps = selectSteps(values.steps?.split(',').map((s) => s.trim()));
 
@@ -86,6 +94,8 @@ const steps = selectSteps(values.steps?.split(',').map((s) => s.trim()));
 interface Row extends LadderRowSpec {
   readonly run: (ctx: ScenarioContext, clients: number, round: number) => Promise<RunResult>;
   readonly waits: { script: string; prepare?: (url: string) => Promise<void>; defines?: Record<string, number> };
+  /** Server CPU per cycle: the script (run from Node, bench/lib/script-runner.ts) and the schema to load first. */
+  readonly cpu?: { script: string; sql?: string };
 }
 
 const loadSchema = (sql: string) => async (url: string) => void (await withPgClient(url, (c) => c.query(sql)));
@@ -107,6 +117,7 @@ function ladderRows(written: readonly WrittenStep[], protoSql: string): Row[] {
         base: w.step.base !== null && written.some((o) => o.step.id === w.step.base) ? w.step.base : null,
         run: (ctx, c, r) => runSchemaCycle(ctx, { label: w.step.id, sql: w.sql, script: w.scriptFile }, c, r),
         waits: { script: w.scriptFile, prepare: loadSchema(w.sql) },
+        cpu: { script: w.scriptFile, sql: w.sql },
       }),
     ),
   ];
@@ -117,6 +128,7 @@ function ladderRows(written: readonly WrittenStep[], protoSql: string): Row[] {
       base: chainTop,
       run: (ctx, c, r) => runEngineCycle(ctx, 'cycle', c, r),
       waits: { script: 'cycle' },
+      cpu: { script: 'cycle.sql' },
     });
   }
   if (!values['no-batch']) {
@@ -169,6 +181,7 @@ async function main(): Promise<number> {
   const runs: RunResult[] = [];
   const failures: string[] = [];
   const waits = new Map<string, readonly WaitShare[]>();
+  const cpu = new Map<string, (number | undefined)[]>();
   const startedAt = new Date();
   try {
     log(`PostgreSQL ${server.serverVersion}; ${duration} s per run after ${warmup} s of warm-up, ${rounds} rounds`);
@@ -191,6 +204,30 @@ async function main(): Promise<number> {
             const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
             failures.push(`${row.label} ${clients} clients round ${round}: ${message}`);
             log(`${row.label} ${clients} clients round ${round} FAILED: ${message}`);
+          }
+        }
+      }
+    }
+    if (cpuCycles > 0) {
+      const measured = rows.filter((row) => row.cpu !== undefined);
+      for (let round = 1; round <= rounds; round++) {
+        for (const row of round % 2 === 1 ? measured : [...measured].reverse()) {
+          const db = await server.createRunDatabase(`cpu_${row.label}`);
+          try {
+            const m = await withPgClient(db.url, async (c) => {
+              if (row.cpu?.sql !== undefined) await c.query(row.cpu.sql);
+              return measureCpuScript(c, row.cpu?.script ?? '', cpuCycles);
+            });
+            const list = cpu.get(row.label) ?? [];
+            list[round - 1] = m.cpuUsPerOp;
+            cpu.set(row.label, list);
+            log(`cpu ${row.label.padEnd(12)} round ${round}  ${m.cpuUsPerOp.toFixed(0)} us per cycle (${m.source})`);
+          } catch (error) {
+            failures.push(
+              `${row.label} cpu round ${round}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`,
+            );
+          } finally {
+            await db.drop();
           }
         }
       }
@@ -219,7 +256,7 @@ async function main(): Promise<number> {
   } finally {
     await server.stop();
   }
-  const summary = summarizeLadder(runs, rows, clientCounts, waits);
+  const summary = summarizeLadder(runs, rows, clientCounts, waits, cpu);
   const stripeTps = clientCounts
     .map((c) => `${summary[0]?.byClients[c]?.tps?.toFixed(0) ?? '-'} at ${c} clients`)
     .join(', ');
@@ -231,7 +268,7 @@ async function main(): Promise<number> {
   const markdown = [
     `Ladder: \`npx tsx bench/ladder/run.ts ${process.argv.slice(2).join(' ')}\`, ${startedAt.toISOString()}, ` +
       `PostgreSQL ${server.serverVersion}, ${duration} s runs after ${warmup} s of warm-up, ${rounds} rounds, load ${load} at the end.`,
-    `The Stripe pattern, median tps: ${stripeTps}. Batches are per key.`,
+    `The Stripe pattern, median tps: ${stripeTps}. Batches are per key. Server CPU: ${cpuCycles} cycles per round in one backend, each call its own transaction.`,
     '',
     table,
     ...(failures.length === 0 ? [] : ['', 'Failures:', ...failures.map((f) => `- ${f}`)]),

@@ -4,8 +4,10 @@ import type { RunResult } from './types.js';
 /**
  * The ladder's table (bench/ladder/run.ts): per row, its rate against the Stripe pattern and
  * against the row it is compared with (its base: the previous step), each the median of the
- * per-round ratios of runs in the same round, at every client count; WAL bytes per operation
- * (median at the first client count) and its difference from the base; the top wait events.
+ * per-round ratios of runs in the same round, at every client count; the server CPU per cycle
+ * of one backend and its ratio to the base's (median of per-round ratios); WAL bytes per
+ * operation (median at the first client count) and its difference from the base; the top wait
+ * events.
  */
 
 export const STRIPE_LABEL = 'stripe';
@@ -32,8 +34,15 @@ export interface LadderCell {
   readonly delta: number | null;
 }
 
+/** Server CPU per cycle (us) of each row, indexed by round - 1 (undefined: not measured in that round). */
+export type CpuByRound = ReadonlyMap<string, readonly (number | undefined)[]>;
+
 export interface LadderRow extends LadderRowSpec {
   readonly byClients: Readonly<Record<number, LadderCell>>;
+  /** Median server CPU per cycle (us) over the rounds. */
+  readonly cpuUs: number | null;
+  /** Median of the per-round CPU ratios to the base, minus one (+0.05: 5% more CPU than its base). */
+  readonly cpuDelta: number | null;
   /** Median WAL bytes per operation at the first client count. */
   readonly walPerOp: number | null;
   /** walPerOp minus the base's. */
@@ -66,8 +75,11 @@ export function summarizeLadder(
   specs: readonly LadderRowSpec[],
   clientCounts: readonly number[],
   waits: ReadonlyMap<string, readonly WaitShare[]> = new Map(),
+  cpu: CpuByRound = new Map(),
 ): LadderRow[] {
   const first = clientCounts[0] ?? 0;
+  const measured = (xs: readonly (number | undefined)[] | undefined): number[] =>
+    (xs ?? []).filter((x): x is number => x !== undefined);
   return specs.map((spec) => {
     const byClients: Record<number, LadderCell> = {};
     for (const clients of clientCounts) {
@@ -82,9 +94,18 @@ export function summarizeLadder(
     }
     const walPerOp = walOf(runs, spec.label, first);
     const baseWal = spec.base === null ? null : walOf(runs, spec.base, first);
+    const mine = cpu.get(spec.label) ?? [];
+    const base = spec.base === null ? [] : (cpu.get(spec.base) ?? []);
+    const cpuRatios = mine.flatMap((us, i) => {
+      const b = base[i];
+      return us === undefined || b === undefined ? [] : [us / b];
+    });
+    const cpuRatio = median(cpuRatios);
     return {
       ...spec,
       byClients,
+      cpuUs: median(measured(mine)),
+      cpuDelta: cpuRatio === null ? null : cpuRatio - 1,
       walPerOp,
       walDelta: walPerOp === null || baseWal === null ? null : walPerOp - baseWal,
       waits: waits.get(spec.label) ?? [],
@@ -104,6 +125,8 @@ export function renderLadderTable(rows: readonly LadderRow[], clientCounts: read
   const head = [
     'step',
     ...clientCounts.flatMap((c) => [`${c} clients: x Stripe`, `${c}: vs previous`]),
+    'server CPU us/op',
+    'vs previous',
     `WAL B/op (${clientCounts[0] ?? '-'} clients)`,
     'vs previous',
     `top waits at ${waitClients} clients`,
@@ -116,6 +139,8 @@ export function renderLadderTable(rows: readonly LadderRow[], clientCounts: read
         const cell = row.byClients[c];
         return [ratio(cell?.vsStripe ?? null), percent(cell?.delta ?? null)];
       }),
+      row.cpuUs === null ? '-' : row.cpuUs.toFixed(0),
+      percent(row.cpuDelta),
       bytes(row.walPerOp),
       signedBytes(row.walDelta),
       row.waits

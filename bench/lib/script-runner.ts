@@ -65,8 +65,11 @@ export function parseScript(source: string, prefix: string): ParsedScript {
   return { sets, statements };
 }
 
+/** A script of bench/scripts by name, or a generated one by absolute path (the ladder's steps). */
 export async function loadScript(file: string): Promise<ParsedScript> {
-  return parseScript(await readFile(scriptPath(file), 'utf8'), file.replace(/\W+/g, '_'));
+  // Prepared statements are named after the file: the end of its path keeps the name within
+  // PostgreSQL's 63 bytes and tells steps apart (bench/out/ladder/<step>/cycle.sql).
+  return parseScript(await readFile(scriptPath(file), 'utf8'), file.replace(/\W+/g, '_').slice(-40));
 }
 
 const resolve = (value: string, vars: Map<string, string>): bigint =>

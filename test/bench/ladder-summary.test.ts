@@ -68,6 +68,11 @@ describe('ladder summary', () => {
       ],
       [8, 32],
       new Map([['s1', [{ wait: 'LWLock:WALWrite', share: 0.6 }]]]),
+      // Server CPU per cycle by round; s1's second round was not measured.
+      new Map([
+        ['s0', [400, 500, 440]],
+        ['s1', [440, undefined, 462]],
+      ]),
     );
     const [stripe, s0, s1] = rows;
     expect(stripe?.byClients[8]).toMatchObject({ vsStripe: 1, tps: 2500, delta: null });
@@ -81,13 +86,20 @@ describe('ladder summary', () => {
     expect(s1?.walPerOp).toBe(1400);
     expect(s1?.walDelta).toBe(100);
     expect(s1?.waits).toEqual([{ wait: 'LWLock:WALWrite', share: 0.6 }]);
+    expect(s0?.cpuUs).toBe(440);
+    expect(s0?.cpuDelta).toBeNull();
+    expect(s1?.cpuUs).toBe(451);
+    // Rounds 1 and 3 only: 440 / 400 and 462 / 440, median 1.075.
+    expect(s1?.cpuDelta).toBeCloseTo(0.075);
 
     const table = renderLadderTable(rows, [8, 32]);
     const lines = table.split('\n');
     expect(lines[0]).toBe(
-      '| step | 8 clients: x Stripe | 8: vs previous | 32 clients: x Stripe | 32: vs previous | WAL B/op (8 clients) | vs previous | top waits at 32 clients |',
+      '| step | 8 clients: x Stripe | 8: vs previous | 32 clients: x Stripe | 32: vs previous | server CPU us/op | vs previous | WAL B/op (8 clients) | vs previous | top waits at 32 clients |',
     );
     expect(lines).toHaveLength(5);
-    expect(lines[4]).toBe('| s1: keys | 1.00x | −9.1% | 0.40x | −20.0% | 1400 | +100 | LWLock:WALWrite 60% |');
+    expect(lines[4]).toBe(
+      '| s1: keys | 1.00x | −9.1% | 0.40x | −20.0% | 451 | +7.5% | 1400 | +100 | LWLock:WALWrite 60% |',
+    );
   });
 });
