@@ -147,7 +147,7 @@ const SPECS: readonly StepSpec[] = [
   {
     id: 's5b',
     title: 'lease fence',
-    adds: "complete settles only with the operation's current attempt and lease token, and the attempt row's own token (00010's fast path)",
+    adds: "complete settles only with the operation's current attempt and lease token, and the attempt row's own token (00010's fast path); the prototype's complete checks no token",
     guarantee: 'fencing: a stale or guessed token never settles',
     feature: 'leaseFence',
   },
