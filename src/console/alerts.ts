@@ -1,6 +1,8 @@
-// The alerts of docs/observability.md that read the SQL gauges (settle.metrics), evaluated on the
-// current row. A rule's `for:` and rate windows need the history Prometheus keeps: the page shows
-// whether the condition holds now, and names the rules it cannot judge (client metrics, deltas).
+// The alerts of docs/observability.md (deploy/prometheus/pg-settle.rules.yml: test/console/
+// alerts.test.ts keeps this table equal to that file) that read the SQL gauges (settle.metrics),
+// evaluated on the current row. A rule's `for:` and rate windows need the history Prometheus
+// keeps: the page shows whether the condition holds now, and names the rules it cannot judge
+// (client metrics, deltas). `condition` is the rule's expression as the file writes it.
 
 export interface AlertState {
   readonly name: string;
@@ -12,7 +14,7 @@ export interface AlertState {
   readonly runbook: string | null;
 }
 
-interface Rule {
+export interface Rule {
   readonly name: string;
   readonly severity: 'page' | 'ticket';
   readonly column: string | null;
@@ -21,13 +23,13 @@ interface Rule {
   readonly runbook: string | null;
 }
 
-const RULES: readonly Rule[] = [
+export const SQL_RULES: readonly Rule[] = [
   {
     name: 'PgSettleDeadLettersGrowing',
     severity: 'ticket',
     column: null,
     threshold: 0,
-    condition: 'delta(dead_letters{reason="failed"}[30m]) > 0',
+    condition: 'delta(pg_settle_dead_letters{reason="failed"}[30m]) > 0',
     runbook: 'docs/operations.md#dead-letters-piling-up',
   },
   {
@@ -35,7 +37,7 @@ const RULES: readonly Rule[] = [
     severity: 'page',
     column: 'dead_letters_needs_reconciliation',
     threshold: 0,
-    condition: 'dead_letters_needs_reconciliation > 0',
+    condition: 'pg_settle_dead_letters{reason="needs_reconciliation"} > 0',
     runbook: 'docs/operations.md#needs-reconciliation',
   },
   {
@@ -43,7 +45,7 @@ const RULES: readonly Rule[] = [
     severity: 'page',
     column: null,
     threshold: 0,
-    condition: 'deriv(dead_letters{reason="needs_reconciliation"}[30m]) > 0 for 30m',
+    condition: 'deriv(pg_settle_dead_letters{reason="needs_reconciliation"}[30m]) > 0 for 30m',
     runbook: 'docs/operations.md#needs-reconciliation',
   },
   {
@@ -51,7 +53,7 @@ const RULES: readonly Rule[] = [
     severity: 'ticket',
     column: 'oldest_needs_reconciliation_age_seconds',
     threshold: 3600,
-    condition: 'oldest_needs_reconciliation_age_seconds > 3600',
+    condition: 'pg_settle_oldest_needs_reconciliation_age_seconds > 3600',
     runbook: 'docs/operations.md#needs-reconciliation',
   },
   {
@@ -59,7 +61,7 @@ const RULES: readonly Rule[] = [
     severity: 'ticket',
     column: 'upkeep_jobs_overdue',
     threshold: 0,
-    condition: 'upkeep_jobs_overdue > 0 for 5m',
+    condition: 'pg_settle_upkeep_jobs_overdue > 0 for 5m',
     runbook: 'docs/operations.md#upkeep',
   },
   {
@@ -67,7 +69,7 @@ const RULES: readonly Rule[] = [
     severity: 'ticket',
     column: 'upkeep_jobs_failing',
     threshold: 0,
-    condition: 'upkeep_jobs_failing > 0 for 15m',
+    condition: 'pg_settle_upkeep_jobs_failing > 0 for 15m',
     runbook: 'docs/operations.md#upkeep',
   },
   {
@@ -75,15 +77,23 @@ const RULES: readonly Rule[] = [
     severity: 'ticket',
     column: 'lapsed_leases',
     threshold: 0,
-    condition: 'min_over_time(lapsed_leases[10m]) > 0',
+    condition: 'min_over_time(pg_settle_lapsed_leases[10m]) > 0',
     runbook: 'docs/operations.md#operations-stuck-in_progress',
+  },
+  {
+    name: 'PgSettleInDoubtNotDeadLettered',
+    severity: 'ticket',
+    column: 'in_doubt_over_1h',
+    threshold: 0,
+    condition: 'pg_settle_in_doubt_operations{age="over_1h"} > 0 for 15m',
+    runbook: 'docs/operations.md#upkeep',
   },
   {
     name: 'PgSettleOldUnknown',
     severity: 'ticket',
     column: 'oldest_unknown_age_seconds',
     threshold: 900,
-    condition: 'oldest_unknown_age_seconds > 900 for 5m',
+    condition: 'pg_settle_oldest_unknown_age_seconds > 900 for 5m',
     runbook: null,
   },
   {
@@ -91,7 +101,7 @@ const RULES: readonly Rule[] = [
     severity: 'page',
     column: 'operations_conflict',
     threshold: 0,
-    condition: 'operations_conflict > 0',
+    condition: 'pg_settle_operations_conflict > 0',
     runbook: 'docs/operations.md#a-spike-of-conflict',
   },
   {
@@ -99,7 +109,7 @@ const RULES: readonly Rule[] = [
     severity: 'ticket',
     column: 'conflicts_recent',
     threshold: 10,
-    condition: 'conflicts_recent > 10 for 10m',
+    condition: 'pg_settle_recent_conflicts > 10 for 10m',
     runbook: 'docs/operations.md#a-spike-of-conflict',
   },
   {
@@ -107,7 +117,15 @@ const RULES: readonly Rule[] = [
     severity: 'page',
     column: 'feed_lag_seconds',
     threshold: 300,
-    condition: 'feed_lag_seconds > 300 for 5m',
+    condition: 'pg_settle_feed_lag_seconds > 300 for 5m',
+    runbook: 'docs/feed.md#when-the-feed-stands-still',
+  },
+  {
+    name: 'PgSettleFeedHorizonHeld',
+    severity: 'ticket',
+    column: 'feed_horizon_age_seconds',
+    threshold: 60,
+    condition: 'pg_settle_feed_horizon_age_seconds > 60 for 2m',
     runbook: 'docs/feed.md#when-the-feed-stands-still',
   },
   {
@@ -115,7 +133,7 @@ const RULES: readonly Rule[] = [
     severity: 'ticket',
     column: 'feed_events_retained',
     threshold: 500000,
-    condition: 'feed_events_retained > 500000 for 30m',
+    condition: 'pg_settle_feed_events_retained > 500000 for 30m',
     runbook: 'docs/feed.md#retention',
   },
 ];
@@ -130,7 +148,7 @@ export const CLIENT_RULES = [
 
 /** Every SQL-gauge rule, judged on `metrics` (null: the login may not read settle.metrics). */
 export function evaluateAlerts(metrics: Readonly<Record<string, unknown>> | null): AlertState[] {
-  return RULES.map((rule) => {
+  return SQL_RULES.map((rule) => {
     const raw = rule.column === null || metrics === null ? undefined : metrics[rule.column];
     const value = raw === undefined || raw === null ? null : Number(raw);
     return {

@@ -17,6 +17,8 @@ h2 { font-size: 16px; margin: 1.4em 0 .5em; border-bottom: 1px solid var(--line)
 table { border-collapse: collapse; width: 100%; margin: .3em 0 1em; }
 th, td { text-align: left; padding: .3em .5em; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { background: var(--panel); font-weight: 600; font-size: 12px; color: var(--muted); }
+caption { text-align: left; color: var(--muted); font-size: 12px; padding: .2em 0; }
+tr.holds td { background: #fff8c5; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 pre { margin: 0; white-space: pre-wrap; word-break: break-all; font: 12px/1.4 ui-monospace, monospace; max-height: 16em; overflow: auto; }
 code, .mono { font: 12px ui-monospace, monospace; word-break: break-all; }

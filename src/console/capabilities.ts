@@ -21,6 +21,8 @@ export interface Capabilities {
     readonly metrics: boolean;
     readonly feedConsumers: boolean;
     readonly feedEvents: boolean;
+    readonly feedHorizon: boolean;
+    readonly adminLog: boolean;
     readonly upkeep: boolean;
   };
   readonly act: {
@@ -42,6 +44,8 @@ const row = z.object({
   metrics: z.boolean(),
   feed_consumers: z.boolean(),
   feed_events: z.boolean(),
+  feed_horizon: z.boolean(),
+  admin_log: z.boolean(),
   upkeep: z.boolean(),
   resolve: z.boolean(),
   redrive: z.boolean(),
@@ -56,7 +60,7 @@ with f as (
    where p.pronamespace = 'settle'::regnamespace and p.proname in ('resolve', 'redrive', 'expire_leases', 'reset_consumer')
    group by 1),
 v(name) as (values ('operations'), ('attempts'), ('audit_log'), ('dead_letters'), ('metrics'), ('feed_consumers'),
-                   ('feed_events'), ('upkeep')),
+                   ('feed_events'), ('feed_horizon'), ('admin_log'), ('upkeep')),
 t as (select v.name, coalesce(to_regclass('settle.' || v.name) is not null
                                 and has_table_privilege(to_regclass('settle.' || v.name), 'select'), false) as granted
         from v)
@@ -73,6 +77,8 @@ select session_user::text as login,
        (select granted from t where name = 'metrics') as metrics,
        (select granted from t where name = 'feed_consumers') as feed_consumers,
        (select granted from t where name = 'feed_events') as feed_events,
+       (select granted from t where name = 'feed_horizon') as feed_horizon,
+       (select granted from t where name = 'admin_log') as admin_log,
        (select granted from t where name = 'upkeep') as upkeep,
        coalesce((select granted from f where name = 'resolve'), false) as resolve,
        coalesce((select granted from f where name = 'redrive'), false) as redrive,
@@ -102,6 +108,8 @@ export async function discoverCapabilities(db: ConsoleDatabase): Promise<Capabil
       metrics: r.metrics,
       feedConsumers: r.feed_consumers,
       feedEvents: r.feed_events,
+      feedHorizon: r.feed_horizon,
+      adminLog: r.admin_log,
       upkeep: r.upkeep,
     },
     act: { resolve: r.resolve, redrive: r.redrive, expireLeases: r.expire_leases, resetConsumer: r.reset_consumer },

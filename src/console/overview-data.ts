@@ -42,14 +42,17 @@ const laneRow = z.object({
   oldest_unacked_at: date.nullable(),
   lag_seconds: count,
 });
-const horizonRow = z.object({
-  horizon: z.string(),
-  holder_pid: z.number().nullable(),
-  holder_login: z.string().nullable(),
-  holder_state: z.string().nullable(),
-  holder_application: z.string().nullable(),
-  holder_age_seconds: z.number().nullable(),
-  holder_query: z.string().nullable(),
+const holderRow = z.object({
+  pid: z.number().nullable(),
+  login: z.string().nullable(),
+  application_name: z.string().nullable(),
+  state: z.string().nullable(),
+  xid: z.string(),
+  xact_age_seconds: z.number().nullable(),
+  holds_horizon: z.boolean(),
+  feed_consumer: z.boolean(),
+  consumer: z.string().nullable(),
+  lane: z.number().nullable(),
 });
 const upkeepRow = z.object({
   job: z.string(),
@@ -68,7 +71,14 @@ const metricsRow = z.record(z.string(), z.unknown());
 
 export type MinuteRow = z.output<typeof minuteRow>;
 export type LaneRow = z.output<typeof laneRow>;
-export type HorizonRow = z.output<typeof horizonRow>;
+export type HolderRow = z.output<typeof holderRow>;
+
+export interface Horizon {
+  /** The feed's horizon: every transaction with a smaller id has ended. */
+  readonly xid: string;
+  /** The open transactions holding it back, oldest first; null: the login may not read settle.feed_horizon. */
+  readonly holders: readonly HolderRow[] | null;
+}
 export type UpkeepRow = z.output<typeof upkeepRow>;
 
 export interface OverviewData {
@@ -78,7 +88,7 @@ export interface OverviewData {
   readonly deadLetters: readonly z.output<typeof deadRow>[];
   readonly oldest: readonly z.output<typeof oldestRow>[];
   readonly lanes: readonly LaneRow[] | null;
-  readonly horizon: HorizonRow;
+  readonly horizon: Horizon;
   readonly upkeep: readonly UpkeepRow[] | null;
   readonly metrics: Readonly<Record<string, unknown>> | null;
 }
@@ -131,18 +141,18 @@ select d.tenant, d.key, d.status::text as status, d.reason, d.dead_lettered_at a
   from settle.dead_letters d where d.status in ('unknown', 'conflict')
  order by d.dead_lettered_at, d.tenant, d.key limit 5`;
 
-// The horizon: the oldest running transaction's xmin holds back every feed consumer (docs/feed.md).
-// pg_stat_activity shows another login's backend_xid only to a superuser or pg_read_all_stats.
-export const HORIZON = `
-select pg_snapshot_xmin(pg_current_snapshot())::text as horizon, a.pid as holder_pid, a.usename::text as holder_login,
-       a.state as holder_state, a.application_name as holder_application,
-       extract(epoch from clock_timestamp() - a.xact_start)::float8 as holder_age_seconds,
-       left(a.query, 200) as holder_query
-  from (select 1) one
-  left join lateral (select * from pg_catalog.pg_stat_activity s
-                      where (s.backend_xid is not null or s.backend_xmin is not null) and s.pid <> pg_backend_pid()
-                        and s.xact_start is not null
-                      order by greatest(age(s.backend_xid), age(s.backend_xmin)) desc nulls last limit 1) a on true`;
+// The horizon: the oldest transaction with an id holds back every feed consumer (docs/feed.md).
+// settle.feed_horizon names the open transactions, oldest first (pid, login, state, age), read as
+// the engine's owner, which may see every session; the console's own sessions never appear
+// (their reads take no transaction id). Ids are cluster-wide: so are the holders.
+export const HORIZON = 'select pg_snapshot_xmin(pg_current_snapshot())::text as xid';
+/** The oldest open transactions the overview lists. */
+export const HOLDERS_SHOWN = 10;
+
+export const HORIZON_HOLDERS = `
+select f.pid, f.login, f.application_name, f.state, f.xid, f.xact_age_seconds, f.holds_horizon, f.feed_consumer,
+       f.consumer, f.lane
+  from settle.feed_horizon f limit ${HOLDERS_SHOWN}`;
 
 export const LANES = `
 select consumer, tenants, lanes, lane, position, leased, lease_expires_at, acked_at, lag_events::float8 as lag_events,
@@ -160,16 +170,26 @@ export const OVERVIEW_QUERIES: Readonly<Record<string, string>> = {
   'settle.feed_consumers': LANES,
   'settle.upkeep': 'select * from settle.upkeep',
   horizon: HORIZON,
+  'settle.feed_horizon': HORIZON_HOLDERS,
 };
 
 export async function readLanes(db: ConsoleDatabase, caps: Capabilities): Promise<LaneRow[] | null> {
   return caps.read.feedConsumers ? db.rows(laneRow, LANES) : null;
 }
 
-export async function readHorizon(db: ConsoleDatabase): Promise<HorizonRow> {
-  const [row] = await db.rows(horizonRow, HORIZON);
+export async function readHorizonXid(db: ConsoleDatabase): Promise<string> {
+  const [row] = await db.rows(z.object({ xid: z.string() }), HORIZON);
   if (row === undefined) throw new Error('horizon: no row');
-  return row;
+  return row.xid;
+}
+
+/** The horizon and, where the login may read settle.feed_horizon, the transactions holding it. */
+export async function readHorizon(db: ConsoleDatabase, caps: Capabilities): Promise<Horizon> {
+  const [xid, holders] = await Promise.all([
+    readHorizonXid(db),
+    caps.read.feedHorizon ? db.rows(holderRow, HORIZON_HOLDERS) : null,
+  ]);
+  return { xid, holders };
 }
 
 export async function readOverview(db: ConsoleDatabase, caps: Capabilities): Promise<OverviewData> {
@@ -181,7 +201,7 @@ export async function readOverview(db: ConsoleDatabase, caps: Capabilities): Pro
     caps.read.deadLetters ? db.rows(deadRow, DEAD_LETTERS) : [],
     caps.read.deadLetters ? db.rows(oldestRow, OLDEST_NEEDING_RECONCILIATION) : [],
     readLanes(db, caps),
-    readHorizon(db),
+    readHorizon(db, caps),
     caps.read.upkeep
       ? db.rows(
           upkeepRow,

@@ -28,10 +28,20 @@ ${data.oldest.map((o) => html`<tr><td class="mono">${o.tenant}</td><td><a class=
 
 function feed(ctx: PageContext, data: OverviewData): Html {
   const h = data.horizon;
-  const holder =
-    h.holder_pid === null
-      ? html`<span class="muted">no other open transaction is visible to this login</span>`
-      : html`pid <b class="mono">${h.holder_pid}</b>, login <b class="mono">${h.holder_login ?? '?'}</b>${h.holder_application === null || h.holder_application === '' ? '' : html` (${h.holder_application})`}, ${h.holder_state ?? '?'}, transaction open <b>${age(h.holder_age_seconds ?? 0)}</b>${h.holder_query === null ? '' : html`<pre>${h.holder_query}</pre>`}`;
+  const holders =
+    h.holders === null
+      ? html`<p class="muted" id="horizon-holders">This login may not read settle.feed_horizon, which names the transactions holding it.</p>`
+      : h.holders.length === 0
+        ? html`<p class="muted" id="horizon-holders">No open transaction holds it: every transaction with an id has ended.</p>`
+        : html`<table id="horizon-holders"><caption>Open transactions holding the feed back, oldest first (ids are cluster-wide: any database's sessions)</caption>
+<tr><th>pid</th><th>login</th><th>application</th><th>state</th><th>transaction</th><th class="num">open for</th><th>feed consumer</th></tr>
+${h.holders.map(
+  (
+    x,
+  ) => html`<tr${x.holds_horizon ? html` class="holds"` : ''}><td class="mono">${x.pid ?? 'prepared'}</td><td class="mono">${x.login ?? html`<span class="muted">not shown to a tenant-bound login</span>`}</td>
+<td class="mono">${x.application_name ?? ''}</td><td>${x.state ?? html`<span class="muted">not readable</span>`}</td><td class="mono">${x.xid}${x.holds_horizon ? html` <span class="badge warn">holds the horizon</span>` : ''}</td>
+<td class="num">${x.xact_age_seconds === null ? '?' : age(x.xact_age_seconds)}</td><td class="mono">${x.feed_consumer ? `${x.consumer ?? '?'}${x.lane === null ? '' : ` lane ${x.lane + 1}`}` : ''}</td></tr>`,
+)}</table>`;
   const lanes =
     data.lanes === null
       ? html`<p class="muted">This login may not read settle.feed_consumers.</p>`
@@ -47,7 +57,8 @@ ${data.lanes.map(
 ${ctx.caps.act.resetConsumer ? html`<td>${l.lane === 0 ? html`<form method="post" action="/actions/reset-consumer" class="inline">${csrfField(ctx)}<input type="hidden" name="consumer" value="${l.consumer}"><input type="hidden" name="step" value="form"><button class="secondary" type="submit">Reset…</button></form>` : ''}</td>` : ''}</tr>`,
 )}</table>`;
   return html`<h2>Settlement feed</h2>${lanes}
-<p id="horizon">Horizon (xid <span class="mono" data-live="horizon">${h.horizon}</span>) held by: ${holder}</p>`;
+<p id="horizon">Feed horizon: transaction id <span class="mono" data-live="horizon">${h.xid}</span> (the events of transactions from there on wait until every older transaction has ended)</p>
+${holders}`;
 }
 
 function upkeep(data: OverviewData): Html {

@@ -9,7 +9,7 @@ import { href, html } from './escape.js';
 import { page, type PageContext } from './layout.js';
 import { readOperation } from './operation-data.js';
 import { operationPage } from './operation-page.js';
-import { readHorizon, readLanes, readOverview } from './overview-data.js';
+import { readHorizonXid, readLanes, readOverview } from './overview-data.js';
 import { overviewPage } from './overview-page.js';
 import { BadCursorError, REASONS, searchOperations, STATUSES, type SearchQuery } from './search-data.js';
 import { searchPage } from './search-page.js';
@@ -209,7 +209,7 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
       case '/':
         return send(res, 200, overviewPage(ctx, await readOverview(db, ctx.caps)));
       case '/live.json': {
-        const [lanes, horizon] = await Promise.all([readLanes(db, ctx.caps), readHorizon(db)]);
+        const [lanes, horizon] = await Promise.all([readLanes(db, ctx.caps), readHorizonXid(db)]);
         return send(
           res,
           200,
@@ -220,7 +220,7 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
               lagEvents: l.lag_events,
               lagSeconds: l.lag_seconds,
             })),
-            horizon: horizon.horizon,
+            horizon,
           }),
           'application/json',
         );

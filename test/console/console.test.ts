@@ -1,14 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import pg from 'pg';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createSettleClient, type SettleClient } from '../../src/client/client.js';
-import { startConsole, type RunningConsole } from '../../src/console/server.js';
-import { createTestDatabase, type TestDatabase } from '../../src/testing/database.js';
 import { drainKeys, registerConsumer, waitForHorizon, drain } from '../engine/support/feed.js';
-import { launchChromium, screenshot, SKIP_REASON, skipWithoutChromium } from './browser.js';
+import { screenshot, SKIP_REASON, skipWithoutChromium } from './browser.js';
+import { binding, openHarness, type Harness } from './harness.js';
 
 // The console in a real browser (Debian's headless Chromium) against a real database and a
 // running console, one console per database login: an operator (settle_admin), a reader
@@ -18,108 +14,35 @@ vi.setConfig({ testTimeout: 240_000 });
 
 const TENANT = 'acme-payouts';
 const OTHER_TENANT = 'globex-payouts';
-const binding = { principal: 'payout-service', scopes: ['payouts:write'], generation: 1 };
 
-let db: TestDatabase;
-let su: pg.Client;
-let client: SettleClient;
-let browser: Browser;
-const roles: string[] = [];
-const consoles: RunningConsole[] = [];
-const contexts: BrowserContext[] = [];
-
-async function loginRole(prefix: string, grants: readonly string[]): Promise<{ name: string; url: string }> {
-  const name = `${prefix}_${randomBytes(4).toString('hex')}`;
-  await su.query(`create role "${name}" login`);
-  roles.push(name);
-  for (const grant of grants) await su.query(`grant ${grant} to "${name}"`);
-  const url = new URL(db.url);
-  url.username = name;
-  url.password = '';
-  return { name, url: url.toString() };
-}
-
-/** A console logged in as `databaseUrl`, and a browser page signed in to it. */
-async function signedIn(
-  databaseUrl: string,
-): Promise<{ console: RunningConsole; page: Page; context: BrowserContext }> {
-  const running = await startConsole({ databaseUrl });
-  consoles.push(running);
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
-  contexts.push(context);
-  const page = await context.newPage();
-  page.on('dialog', (dialog) => {
-    throw new Error(`a dialog opened: ${dialog.message()}`);
-  });
-  await page.goto(running.loginUrl);
-  return { console: running, page, context };
-}
-
-/** An operation whose only attempt lost its response: unknown, dead-lettered needs_reconciliation. */
-async function stuckPayout(
-  tenant: string,
-  key: string,
-  request: unknown = { amount_cents: 12_500, currency: 'EUR' },
-): Promise<void> {
-  const claim = await client.claim({
-    tenant,
-    key,
-    request: request as never,
-    binding,
-    maxAttempts: 1,
-    workerId: 'payout-worker-7',
-  } as never);
-  if (claim.outcome !== 'acquired') throw new Error(`setup: ${claim.outcome}`);
-  await client.heartbeat(claim.attempt);
-  await client.reportUnknown(claim.attempt);
-}
-
-async function statusOf(tenant: string, key: string): Promise<string | undefined> {
-  const { rows } = await su.query<{ status: string }>(
-    'select status::text from settle.operations where tenant = $1 and key = $2',
-    [tenant, key],
-  );
-  return rows[0]?.status;
-}
+let h: Harness;
+const loginRole = (prefix: string, grants: readonly string[]) => h.loginRole(prefix, grants);
+const signedIn = (databaseUrl: string) => h.signedIn(databaseUrl);
+const stuckPayout = (tenant: string, key: string, request?: unknown) => h.stuckPayout(tenant, key, request);
+const statusOf = (tenant: string, key: string) => h.statusOf(tenant, key);
 
 const skip = skipWithoutChromium();
 if (skip) process.stderr.write(`test/console: ${SKIP_REASON}\n`);
 
 describe.skipIf(skip)('pg-settle console in Chromium', () => {
   beforeAll(async () => {
-    db = await createTestDatabase('console');
-    su = new pg.Client({ connectionString: db.url });
-    su.on('error', () => {});
-    await su.connect();
-    client = createSettleClient({ connectionString: db.url, poolSize: 2 });
-    browser = await launchChromium();
+    h = await openHarness('console');
   });
 
   afterAll(async () => {
-    for (const context of contexts) await context.close().catch(() => {});
-    await browser?.close().catch(() => {});
-    for (const running of consoles) await running.close().catch(() => {});
-    await client?.end().catch(() => {});
-    for (const name of roles)
-      await su
-        ?.query(`drop owned by "${name}"`)
-        .then(() => su.query(`drop role if exists "${name}"`))
-        .catch(() => {});
-    await su?.end().catch(() => {});
-    await db?.drop();
+    await h?.close();
   });
 
   it('an operator finds a stuck payout, reads its timeline and resolves it; the feed delivers it once; a stale page is refused', async () => {
     const key = `payout-${randomBytes(3).toString('hex')}`;
-    await registerConsumer(su, 'ledger');
+    await registerConsumer(h.su, 'ledger');
     await stuckPayout(TENANT, key);
     const operator = await loginRole('oncall', ['settle_admin']);
     const { page, console: running } = await signedIn(operator.url);
 
     // The token left the address bar for a cookie; it does not work a second time.
     expect(page.url()).toBe(`${running.url}/`);
-    const again = await browser.newContext();
-    contexts.push(again);
+    const again = await h.newContext();
     const replay = await (await again.newPage()).goto(running.loginUrl);
     expect(replay?.status()).toBe(401);
 
@@ -169,11 +92,11 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     expect(await resolveRow.innerText()).toContain('st_2026_12_02');
 
     // The feed delivers the settlement once.
-    const events = await drainKeys(su, 'ledger', [key]);
+    const events = await drainKeys(h.su, 'ledger', [key]);
     expect(events.filter((e) => e.key === key)).toHaveLength(1);
     expect(events.find((e) => e.key === key)).toMatchObject({ status: 'completed', result: { payout_id: 'po_81' } });
-    await waitForHorizon(su);
-    expect((await drain(su, 'ledger')).filter((e) => e.key === key)).toHaveLength(0);
+    await waitForHorizon(h.su);
+    expect((await drain(h.su, 'ledger')).filter((e) => e.key === key)).toHaveLength(0);
     await page.reload();
     expect(await page.locator('#feed-events').innerText()).toContain('ledger');
     await screenshot(page, 'operation-resolved', 1300);
@@ -192,7 +115,7 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     expect(await stale.locator('#answer').innerText()).toMatch(/already final \(completed, differs\): nothing changed/);
     await screenshot(stale, 'resolve-stale-refused');
     expect(await statusOf(TENANT, key)).toBe('completed');
-    const { rows } = await su.query<{ n: number }>(
+    const { rows } = await h.su.query<{ n: number }>(
       `select count(*)::int as n from settle.audit_log where tenant = $1 and key = $2 and event = 'resolve' and outcome = 'resolved'`,
       [TENANT, key],
     );
@@ -207,9 +130,9 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
       '"><svg onload=window.__pwned=4>',
     ];
     for (const key of hostile) await stuckPayout(TENANT, key, { note: '<b>bold</b></script>' });
-    const done = await client.claim({ tenant: TENANT, key: 'hostile-result', request: { n: 1 }, binding } as never);
+    const done = await h.client.claim({ tenant: TENANT, key: 'hostile-result', request: { n: 1 }, binding } as never);
     if (done.outcome !== 'acquired') throw new Error('setup');
-    await client.complete(done.attempt, {
+    await h.client.complete(done.attempt, {
       url: 'javascript:window.__pwned=5',
       html: '<img src=x onerror=window.__pwned=6></script>',
     });
@@ -316,7 +239,7 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     await stuckPayout(TENANT, mine);
     await stuckPayout(OTHER_TENANT, theirs);
     const bound = await loginRole('acme_ops', ['settle_admin']);
-    await su.query('select settle.grant_tenant(role => $1, tenant => $2)', [bound.name, TENANT]);
+    await h.su.query('select settle.grant_tenant(role => $1, tenant => $2)', [bound.name, TENANT]);
     const { page, context, console: running } = await signedIn(bound.url);
     const leaks = async () => {
       const text = await page.locator('body').innerText();
@@ -343,7 +266,7 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     const csrf = await page.locator('header input[name=csrf]').inputValue();
     const fingerprint =
       (
-        await su.query<{ fingerprint: string }>(
+        await h.su.query<{ fingerprint: string }>(
           'select fingerprint from settle.operations where tenant = $1 and key = $2',
           [OTHER_TENANT, theirs],
         )
