@@ -177,11 +177,14 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     };
 
     // The session's cookie, no token.
-    const noToken = await context.request.post(`${running.url}/actions/resolve`, { form });
+    // As the console's own page would send it (its Origin), but without the token.
+    const origin = { origin: running.url };
+    const noToken = await context.request.post(`${running.url}/actions/resolve`, { form, headers: origin });
     expect(noToken.status()).toBe(403);
     expect(await noToken.text()).toContain('no valid CSRF token');
     const wrongToken = await context.request.post(`${running.url}/actions/resolve`, {
       form: { ...form, csrf: 'guessed' },
+      headers: origin,
     });
     expect(wrongToken.status()).toBe(403);
 
@@ -226,6 +229,7 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
     for (const action of ['resolve', 'redrive', 'expire-leases', 'reset-consumer']) {
       const answer = await context.request.post(`${running.url}/actions/${action}`, {
         form: { csrf, tenant: TENANT, key, step: 'apply', consumer: 'ledger' },
+        headers: { origin: running.url },
       });
       expect(answer.status(), action).toBe(403);
       expect(await answer.text(), action).toContain('may not');
@@ -272,6 +276,7 @@ describe.skipIf(skip)('pg-settle console in Chromium', () => {
         )
       ).rows[0]?.fingerprint ?? '';
     const answer = await context.request.post(`${running.url}/actions/resolve`, {
+      headers: { origin: running.url },
       form: {
         csrf,
         tenant: OTHER_TENANT,

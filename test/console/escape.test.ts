@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { escapeHtml, href, html, Html } from '../../src/console/escape.js';
-import { SessionStore, readCookie } from '../../src/console/session.js';
+import { cookieName, SessionStore, readCookie } from '../../src/console/session.js';
 
 describe("escapeHtml, the console's one escaping function", () => {
   it('escapes the five characters that end text or an attribute', () => {
@@ -61,6 +61,24 @@ describe('sessions', () => {
     expect(reusable.find(first?.id)).toBe(first);
     now += 1500;
     expect(reusable.find(first?.id)).toBeUndefined(); // past its lifetime, however recently used
+  });
+
+  it('an issued token works once, until it expires; the first token stays until used', () => {
+    let now = 0;
+    const store = new SessionStore({ token: 'a-token-of-sixteen+', issuedTokenMs: 1000, now: () => now });
+    const issued = store.issueToken();
+    const later = store.issueToken();
+    expect(issued).not.toBe(later);
+    expect(store.exchange(issued)).toBeDefined();
+    expect(store.exchange(issued)).toBeUndefined();
+    now = 1001;
+    expect(store.exchange(later)).toBeUndefined();
+    expect(store.exchange('a-token-of-sixteen+')).toBeDefined();
+  });
+
+  it('the cookie is named per console (its port)', () => {
+    expect(cookieName(7070)).toBe('pg_settle_console_7070');
+    expect(cookieName(7071)).not.toBe(cookieName(7070));
   });
 
   it('readCookie finds one cookie among several', () => {

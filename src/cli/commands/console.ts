@@ -1,3 +1,4 @@
+import { createInterface } from 'node:readline';
 import { COMMON_HELP, intFlag, stringFlag, type Command } from '../command.js';
 import { openDatabase } from '../database.js';
 import { EXIT } from '../exit-codes.js';
@@ -5,6 +6,13 @@ import { printJson } from '../output.js';
 import { UsageError } from '../usage-error.js';
 
 export const CONSOLE_TOKEN_ENV = 'PG_SETTLE_CONSOLE_TOKEN';
+
+/** Each line on stdin (Enter in the terminal) prints a new one-time sign-in address. */
+export function offerNewSignIns(running: { newLoginUrl(): string }, print: (open: string) => void): { close(): void } {
+  const lines = createInterface({ input: process.stdin, terminal: false });
+  lines.on('line', () => print(running.newLoginUrl()));
+  return lines;
+}
 
 export const consoleCommand: Command = {
   name: 'console',
@@ -22,7 +30,9 @@ The database login decides what the page may do: settle_readonly reads, settle_r
 resolve, settle_admin can also redrive, expire leases and reset consumers; a login bound to
 tenants sees only theirs. Prints the address with a one-time access token on stdout; the first
 visit exchanges it for a session cookie (idle 30 min, at most 8 h) and drops it from the address.
-With ${CONSOLE_TOKEN_ENV} set, that token is accepted instead (as often as it is presented) and
+Press Enter (a line on stdin) for a new one-time address, valid 15 minutes: the way back in after
+signing out, an idle session or from another browser, without a restart. With
+${CONSOLE_TOKEN_ENV} set, that token is accepted instead (as often as it is presented) and
 the address is printed without it. Runs until Ctrl-C (SIGINT or SIGTERM).
 
   --port N             port to listen on (0-65535, default 7070; 0: a free port)
@@ -51,11 +61,19 @@ ${COMMON_HELP}`,
     const shown = fromEnv ? `${running.url}/?token=<${CONSOLE_TOKEN_ENV}>` : running.loginUrl;
     if (input.json)
       printJson({ ok: true, command: 'console', url: running.url, open: fromEnv ? null : running.loginUrl });
-    else process.stdout.write(`pg-settle console: open ${shown}\n(the token works once; Ctrl-C stops the console)\n`);
+    else
+      process.stdout.write(
+        `pg-settle console: open ${shown}\n(the address works once; Enter prints a new one; Ctrl-C stops the console)\n`,
+      );
+    const lines = offerNewSignIns(running, (open) => {
+      if (input.json) printJson({ ok: true, command: 'console', url: running.url, open });
+      else process.stdout.write(`pg-settle console: a new sign-in address (works once, for 15 minutes): ${open}\n`);
+    });
     await new Promise<void>((resolve) => {
       process.once('SIGINT', () => resolve());
       process.once('SIGTERM', () => resolve());
     });
+    lines.close();
     await running.close();
     await db.close();
     return EXIT.ok;

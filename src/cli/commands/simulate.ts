@@ -8,6 +8,7 @@ import { openDatabase } from '../database.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, printText } from '../output.js';
 import { createProgress } from '../progress.js';
+import { offerNewSignIns } from './console.js';
 import { MissingPackageError, UsageError } from '../usage-error.js';
 
 const faultHelp = FAULTS.map(
@@ -50,12 +51,16 @@ async function serveConsole(url: string): Promise<void> {
   const { startConsole } = await import('../../console/server.js');
   const running = await startConsole({ databaseUrl: url, port: 0 });
   process.stderr.write(
-    `pg-settle: the console on this run's database: open ${running.loginUrl}\n(the token works once; Ctrl-C stops the console and deletes a throwaway database)\n`,
+    `pg-settle: the console on this run's database: open ${running.loginUrl}\n(the address works once; Enter prints a new one; Ctrl-C stops the console and deletes a throwaway database)\n`,
+  );
+  const lines = offerNewSignIns(running, (open) =>
+    process.stderr.write(`pg-settle: a new sign-in address (works once, for 15 minutes): ${open}\n`),
   );
   await new Promise<void>((resolve) => {
     process.once('SIGINT', () => resolve());
     process.once('SIGTERM', () => resolve());
   });
+  lines.close();
   await running.close();
 }
 

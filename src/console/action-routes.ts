@@ -1,0 +1,196 @@
+import { answerPage, confirmPage, refusalPage, resetTable } from './action-pages.js';
+import { expireLeasesAction, redriveAction, resetConsumer, resolveAction } from './actions.js';
+import type { ConsoleDatabase } from './database.js';
+import { href, html } from './escape.js';
+import { HttpProblem, jsonField, pageReply, type Reply } from './http.js';
+import { page, type PageContext } from './layout.js';
+import { readOverview } from './overview-data.js';
+
+// The console's actions (POST, each with the session's CSRF token, checked by server.ts): a form
+// step, a confirmation that says what will happen, then the API's answer.
+
+export async function actionRoute(
+  db: ConsoleDatabase,
+  path: string,
+  form: URLSearchParams,
+  ctx: PageContext,
+): Promise<Reply> {
+  const step = form.get('step') ?? 'confirm';
+  const tenant = form.get('tenant') ?? '';
+  const key = form.get('key') ?? '';
+  const opHref = href('/op', { tenant, key });
+  const notGranted = (what: string) =>
+    pageReply(403, refusalPage(ctx, 'Refused', `refused: this login (${ctx.caps.login}) may not ${what}`));
+  switch (path) {
+    case '/actions/resolve': {
+      if (!ctx.caps.act.resolve) return notGranted('resolve (no EXECUTE on settle.resolve)');
+      const outcome = form.get('outcome');
+      const reason = form.get('reason')?.trim() ?? '';
+      const fingerprint = form.get('fingerprint') ?? '';
+      const expected = form.get('expected_attempt') ?? '';
+      const payload = jsonField(form, 'payload', true);
+      const evidence = jsonField(form, 'evidence', false);
+      const problems = [
+        outcome === 'completed' || outcome === 'failed' ? null : 'choose completed or failed',
+        reason === '' ? 'a reason is required: why, and the ticket' : null,
+        /^\d{1,9}$/.test(expected) ? null : 'the page did not say which attempt it showed (reload the operation)',
+        payload.ok ? null : payload.problem,
+        evidence.ok ? null : evidence.problem,
+      ].filter((p): p is string => p !== null);
+      if (problems.length > 0 || !payload.ok || !evidence.ok || (outcome !== 'completed' && outcome !== 'failed')) {
+        return pageReply(
+          400,
+          answerPage(
+            ctx,
+            'Resolve',
+            { ok: false, summary: `not sent: ${problems.join('; ')}`, fields: [], error: null },
+            opHref,
+            'Back to the operation',
+          ),
+        );
+      }
+      const values = {
+        tenant,
+        key,
+        fingerprint,
+        outcome,
+        payload: payload.text ?? '',
+        reason,
+        evidence: evidence.text ?? '',
+        expected_attempt: expected,
+      };
+      if (step !== 'apply') {
+        const what = html`<p>Resolve <b class="mono">${tenant}</b> / <b class="mono">${key}</b>, looked at in attempt <b>${expected}</b>, as <b>${outcome}</b>${outcome === 'failed' ? ' (asserting that no attempt took effect)' : ''}.</p>
+<p>${outcome === 'completed' ? 'result' : 'error'}:</p><pre>${payload.text ?? ''}</pre><p>reason: <b>${reason}</b></p><p>evidence:</p><pre>${evidence.text ?? '-'}</pre>
+<p class="muted">Recorded in the audit trail with the login ${ctx.caps.login}. A page older than the operation's current attempt is refused.</p>`;
+        return pageReply(
+          200,
+          confirmPage(ctx, 'Confirm resolution', '/actions/resolve', what, values, `Resolve as ${outcome}`, opHref),
+        );
+      }
+      const answer = await resolveAction(db, {
+        tenant,
+        key,
+        fingerprint,
+        outcome,
+        payload: payload.text ?? 'null',
+        reason,
+        evidence: evidence.text,
+        expectedAttempt: Number(expected),
+      });
+      return pageReply(answer.ok ? 200 : 409, answerPage(ctx, 'Resolve', answer, opHref, 'Back to the operation'));
+    }
+    case '/actions/redrive': {
+      if (!ctx.caps.act.redrive) return notGranted('redrive (no EXECUTE on settle.redrive)');
+      const attempts = form.get('attempts') ?? '1';
+      if (!/^\d{1,4}$/.test(attempts) || Number(attempts) < 1 || Number(attempts) > 1000) {
+        return pageReply(400, refusalPage(ctx, 'Redrive', 'additional attempts must be a whole number from 1 to 1000'));
+      }
+      const reason = form.get('reason')?.trim() ?? '';
+      if (step !== 'apply') {
+        return pageReply(
+          200,
+          confirmPage(
+            ctx,
+            'Confirm redrive',
+            '/actions/redrive',
+            html`<p>Re-open <b class="mono">${tenant}</b> / <b class="mono">${key}</b> with ${attempts} more attempt(s). Its next claim runs it again.</p>${reason === '' ? '' : html`<p>reason: <b>${reason}</b></p>`}`,
+            { tenant, key, attempts, reason },
+            'Redrive',
+            opHref,
+          ),
+        );
+      }
+      const answer = await redriveAction(db, tenant, key, Number(attempts), reason === '' ? null : reason);
+      return pageReply(answer.ok ? 200 : 409, answerPage(ctx, 'Redrive', answer, opHref, 'Back to the operation'));
+    }
+    case '/actions/expire-leases': {
+      if (!ctx.caps.act.expireLeases) return notGranted('expire leases (no EXECUTE on settle.expire_leases)');
+      if (step !== 'apply') {
+        const overview = await readOverview(db, ctx.caps);
+        const lapsed = overview.metrics === null ? 'the' : String(Number(overview.metrics.lapsed_leases ?? 0));
+        return pageReply(
+          200,
+          confirmPage(
+            ctx,
+            'Confirm: expire leases',
+            '/actions/expire-leases',
+            html`<p>End ${lapsed} lapsed lease(s) now (settle.expire_leases): each operation goes to unknown, pending or a dead letter as its attempt budget says.</p>`,
+            {},
+            'Expire lapsed leases',
+            '/',
+          ),
+        );
+      }
+      return pageReply(200, answerPage(ctx, 'Expire leases', await expireLeasesAction(db), '/', 'Overview'));
+    }
+    case '/actions/reset-consumer': {
+      if (!ctx.caps.act.resetConsumer) return notGranted('reset a consumer (no EXECUTE on settle.reset_consumer)');
+      const consumer = form.get('consumer') ?? '';
+      const to = form.get('to') ?? 'now';
+      if (to !== 'now' && to !== 'earliest' && Number.isNaN(Date.parse(to)))
+        return pageReply(400, refusalPage(ctx, 'Reset consumer', 'to must be now, earliest or an ISO 8601 time'));
+      if (step === 'form') {
+        return pageReply(
+          200,
+          page(
+            ctx,
+            'Reset consumer',
+            html`<h1>Reset consumer <span class="mono">${consumer}</span></h1>
+<form method="post" action="/actions/reset-consumer" id="reset-form">${html`<input type="hidden" name="csrf" value="${ctx.csrf}">`}<input type="hidden" name="consumer" value="${consumer}"><input type="hidden" name="step" value="confirm">
+<label><input type="radio" name="to" value="now" checked> skip to now (everything committed is passed over)</label>
+<label><input type="radio" name="to" value="earliest"> deliver every retained event again</label>
+<p><button type="submit">Preview…</button> <a href="/">Cancel</a></p></form>`,
+          ),
+        );
+      }
+      const preview = await resetConsumer(db, consumer, to, step !== 'apply');
+      if ('error' in preview)
+        return pageReply(
+          409,
+          answerPage(
+            ctx,
+            'Reset consumer',
+            { ok: false, summary: 'reset refused', fields: [], error: preview.error },
+            '/',
+            'Overview',
+          ),
+        );
+      const total = preview.rows.reduce((n, r) => n + r.events_to_deliver, 0);
+      if (step !== 'apply') {
+        return pageReply(
+          200,
+          confirmPage(
+            ctx,
+            'Confirm: reset consumer',
+            '/actions/reset-consumer',
+            html`<p>Move every lane of <b class="mono">${consumer}</b> (${to === 'now' ? 'skip to now' : to === 'earliest' ? 'every retained event again' : `from ${to}`}): <b id="to-deliver">${total}</b> event(s) would be delivered.</p>${resetTable(preview.rows)}`,
+            { consumer, to },
+            'Reset consumer',
+            '/',
+          ),
+        );
+      }
+      return pageReply(
+        200,
+        answerPage(
+          ctx,
+          'Reset consumer',
+          {
+            ok: true,
+            summary: `reset ${consumer}: ${total} event(s) to deliver`,
+            fields: preview.rows.map((r) => [
+              `lane ${r.lane + 1}`,
+              `${r.position_before} → ${r.position_after} (${r.events_to_deliver} to deliver)`,
+            ]),
+            error: null,
+          },
+          '/',
+          'Overview',
+        ),
+      );
+    }
+    default:
+      throw new HttpProblem(404, 'no such action');
+  }
+}
