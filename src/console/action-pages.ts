@@ -1,4 +1,4 @@
-import type { ActionAnswer, ResetRow } from './actions.js';
+import type { ActionAnswer } from './actions.js';
 import type { ApiError } from './database.js';
 import { html, jsonText, type Html } from './escape.js';
 import { csrfField, page, type PageContext } from './layout.js';
@@ -12,6 +12,8 @@ export function confirmPage(
   values: Readonly<Record<string, string>>,
   button: string,
   back: string,
+  /** Fields the operator fills in to confirm (a required acknowledgement, a reason). */
+  fields: Html = html``,
 ): string {
   return page(
     ctx,
@@ -20,7 +22,7 @@ export function confirmPage(
 <div class="confirm" id="confirm">${what}</div>
 <form method="post" action="${action}" id="confirm-form">${csrfField(ctx)}<input type="hidden" name="step" value="apply">
 ${Object.entries(values).map(([name, value]) => html`<input type="hidden" name="${name}" value="${value}">`)}
-<button type="submit" class="danger">${button}</button> <a href="${back}">Cancel</a></form>`,
+${fields}<button type="submit" class="danger">${button}</button> <a href="${back}">Cancel</a></form>`,
   );
 }
 
@@ -49,11 +51,6 @@ ${answer.fields.length === 0 ? '' : html`<table>${answer.fields.map(([name, valu
 </div>
 <p><a href="${back}" id="back">${backLabel}</a></p>`,
   );
-}
-
-export function resetTable(rows: readonly ResetRow[]): Html {
-  return html`<table id="reset-lanes"><tr><th>lane</th><th>position before</th><th>position after</th><th class="num">events to deliver</th></tr>
-${rows.map((r) => html`<tr><td>${r.lane + 1}</td><td class="mono">${r.position_before}</td><td class="mono">${r.position_after}</td><td class="num">${r.events_to_deliver}</td></tr>`)}</table>`;
 }
 
 /** A refusal the console makes before any call (a bad form, a missing grant, a missing CSRF token). */

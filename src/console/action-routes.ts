@@ -1,10 +1,11 @@
-import { answerPage, confirmPage, refusalPage, resetTable } from './action-pages.js';
-import { expireLeasesAction, redriveAction, resetConsumer, resolveAction } from './actions.js';
+import { answerPage, confirmPage, refusalPage } from './action-pages.js';
+import { expireLeasesAction, redriveAction, resolveAction } from './actions.js';
 import type { ConsoleDatabase } from './database.js';
 import { href, html } from './escape.js';
 import { HttpProblem, jsonField, pageReply, type Reply } from './http.js';
-import { page, type PageContext } from './layout.js';
+import type { PageContext } from './layout.js';
 import { readOverview } from './overview-data.js';
+import { resetConsumerRoute } from './reset-consumer.js';
 
 // The console's actions (POST, each with the session's CSRF token, checked by server.ts): a form
 // step, a confirmation that says what will happen, then the API's answer.
@@ -124,72 +125,9 @@ export async function actionRoute(
       }
       return pageReply(200, answerPage(ctx, 'Expire leases', await expireLeasesAction(db), '/', 'Overview'));
     }
-    case '/actions/reset-consumer': {
+    case '/actions/reset-consumer':
       if (!ctx.caps.act.resetConsumer) return notGranted('reset a consumer (no EXECUTE on settle.reset_consumer)');
-      const consumer = form.get('consumer') ?? '';
-      const to = form.get('to') ?? 'now';
-      if (to !== 'now' && to !== 'earliest' && Number.isNaN(Date.parse(to)))
-        return pageReply(400, refusalPage(ctx, 'Reset consumer', 'to must be now, earliest or an ISO 8601 time'));
-      if (step === 'form') {
-        return pageReply(
-          200,
-          page(
-            ctx,
-            'Reset consumer',
-            html`<h1>Reset consumer <span class="mono">${consumer}</span></h1>
-<form method="post" action="/actions/reset-consumer" id="reset-form">${html`<input type="hidden" name="csrf" value="${ctx.csrf}">`}<input type="hidden" name="consumer" value="${consumer}"><input type="hidden" name="step" value="confirm">
-<label><input type="radio" name="to" value="now" checked> skip to now (everything committed is passed over)</label>
-<label><input type="radio" name="to" value="earliest"> deliver every retained event again</label>
-<p><button type="submit">Preview…</button> <a href="/">Cancel</a></p></form>`,
-          ),
-        );
-      }
-      const preview = await resetConsumer(db, consumer, to, step !== 'apply');
-      if ('error' in preview)
-        return pageReply(
-          409,
-          answerPage(
-            ctx,
-            'Reset consumer',
-            { ok: false, summary: 'reset refused', fields: [], error: preview.error },
-            '/',
-            'Overview',
-          ),
-        );
-      const total = preview.rows.reduce((n, r) => n + r.events_to_deliver, 0);
-      if (step !== 'apply') {
-        return pageReply(
-          200,
-          confirmPage(
-            ctx,
-            'Confirm: reset consumer',
-            '/actions/reset-consumer',
-            html`<p>Move every lane of <b class="mono">${consumer}</b> (${to === 'now' ? 'skip to now' : to === 'earliest' ? 'every retained event again' : `from ${to}`}): <b id="to-deliver">${total}</b> event(s) would be delivered.</p>${resetTable(preview.rows)}`,
-            { consumer, to },
-            'Reset consumer',
-            '/',
-          ),
-        );
-      }
-      return pageReply(
-        200,
-        answerPage(
-          ctx,
-          'Reset consumer',
-          {
-            ok: true,
-            summary: `reset ${consumer}: ${total} event(s) to deliver`,
-            fields: preview.rows.map((r) => [
-              `lane ${r.lane + 1}`,
-              `${r.position_before} → ${r.position_after} (${r.events_to_deliver} to deliver)`,
-            ]),
-            error: null,
-          },
-          '/',
-          'Overview',
-        ),
-      );
-    }
+      return resetConsumerRoute(db, form, ctx, step);
     default:
       throw new HttpProblem(404, 'no such action');
   }
