@@ -1,10 +1,11 @@
 import { answerPage, confirmPage, refusalPage } from './action-pages.js';
-import { expireLeasesAction, redriveAction, resolveAction } from './actions.js';
+import { expireLeasesAction, resolveAction } from './actions.js';
 import type { ConsoleDatabase } from './database.js';
 import { href, html } from './escape.js';
 import { HttpProblem, jsonField, pageReply, type Reply } from './http.js';
 import type { PageContext } from './layout.js';
 import { readOverview } from './overview-data.js';
+import { redriveRoute } from './redrive-route.js';
 import { resetConsumerRoute } from './reset-consumer.js';
 
 // The console's actions (POST, each with the session's CSRF token, checked by server.ts): a form
@@ -81,30 +82,9 @@ export async function actionRoute(
       });
       return pageReply(answer.ok ? 200 : 409, answerPage(ctx, 'Resolve', answer, opHref, 'Back to the operation'));
     }
-    case '/actions/redrive': {
+    case '/actions/redrive':
       if (!ctx.caps.act.redrive) return notGranted('redrive (no EXECUTE on settle.redrive)');
-      const attempts = form.get('attempts') ?? '1';
-      if (!/^\d{1,4}$/.test(attempts) || Number(attempts) < 1 || Number(attempts) > 1000) {
-        return pageReply(400, refusalPage(ctx, 'Redrive', 'additional attempts must be a whole number from 1 to 1000'));
-      }
-      const reason = form.get('reason')?.trim() ?? '';
-      if (step !== 'apply') {
-        return pageReply(
-          200,
-          confirmPage(
-            ctx,
-            'Confirm redrive',
-            '/actions/redrive',
-            html`<p>Re-open <b class="mono">${tenant}</b> / <b class="mono">${key}</b> with ${attempts} more attempt(s). Its next claim runs it again.</p>${reason === '' ? '' : html`<p>reason: <b>${reason}</b></p>`}`,
-            { tenant, key, attempts, reason },
-            'Redrive',
-            opHref,
-          ),
-        );
-      }
-      const answer = await redriveAction(db, tenant, key, Number(attempts), reason === '' ? null : reason);
-      return pageReply(answer.ok ? 200 : 409, answerPage(ctx, 'Redrive', answer, opHref, 'Back to the operation'));
-    }
+      return redriveRoute(db, form, ctx, step);
     case '/actions/expire-leases': {
       if (!ctx.caps.act.expireLeases) return notGranted('expire leases (no EXECUTE on settle.expire_leases)');
       if (step !== 'apply') {

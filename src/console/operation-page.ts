@@ -1,6 +1,7 @@
 import { href, html, jsonText, type Html } from './escape.js';
 import { csrfField, page, when, type PageContext } from './layout.js';
 import type { OperationData } from './operation-data.js';
+import { mayRepeatFields } from './redrive-route.js';
 import { attemptTimeline } from './svg.js';
 
 function lattice(statuses: readonly string[], current: string): Html {
@@ -34,11 +35,13 @@ function actions(ctx: PageContext, data: OperationData): Html {
 <p><button type="submit">Review resolution…</button></p></fieldset></form>`);
   }
   if (ctx.caps.act.redrive && op.dead_lettered_at !== null) {
+    const mayRepeat = op.dead_letter_reason === 'needs_reconciliation';
     forms.push(html`<form method="post" action="/actions/redrive" id="redrive-form">${hidden}<input type="hidden" name="step" value="confirm">
 <fieldset><legend>Redrive (re-open with more attempts)</legend>
+${mayRepeat ? mayRepeatFields() : ''}
 <label for="attempts">additional attempts</label><input type="number" name="attempts" id="attempts" min="1" max="1000" value="1">
-<label for="redrive-reason">reason</label><input type="text" name="reason" id="redrive-reason" size="60">
-<p><button type="submit">Review redrive…</button></p></fieldset></form>`);
+<label for="redrive-reason">reason${mayRepeat ? ' (required: why the effect cannot repeat, and the ticket)' : ''}</label><input type="text" name="reason" id="redrive-reason" size="60"${mayRepeat ? html` required` : ''}>
+<p><button type="submit"${mayRepeat ? html` class="danger"` : ''}>Review redrive…</button></p></fieldset></form>`);
   }
   if (forms.length === 0) return html``;
   return html`<h2>Actions</h2>${forms}`;

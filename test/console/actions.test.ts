@@ -69,4 +69,48 @@ describe.skipIf(skip)('console actions in Chromium', () => {
     expect(await positions()).not.toBe(before);
     expect(await drain(h.su, 'ledger')).toHaveLength(0);
   });
+
+  it('redriving a needs_reconciliation dead letter warns that the effect may repeat, offers resolve first and needs a reason', async () => {
+    await h.stuckPayout(TENANT, 'in-doubt-1');
+    await h.deadLetter(TENANT, 'declined-1');
+    const operator = await h.loginRole('redrive', ['settle_admin']);
+    const { page, console: running } = await h.signedIn(operator.url);
+    await page.goto(`${running.url}/op?tenant=${TENANT}&key=in-doubt-1`);
+    expect(await page.locator('#redrive-warning').innerText()).toContain('may already have taken effect');
+    // Resolve comes first on the page.
+    const forms = await page.locator('main form').evaluateAll((nodes) => nodes.map((n) => (n as { id: string }).id));
+    expect(forms.indexOf('resolve-form')).toBeGreaterThanOrEqual(0);
+    expect(forms.indexOf('resolve-form')).toBeLessThan(forms.indexOf('redrive-form'));
+    expect(await page.locator('#redrive-reason').getAttribute('required')).not.toBeNull();
+    await screenshot(page, 'redrive-needs-reconciliation');
+
+    // The server refuses without a reason and without the acknowledgement, whatever the form did.
+    await page.evaluate(
+      `for (const e of document.querySelectorAll('#redrive-form [required]')) e.removeAttribute('required')`,
+    );
+    await page.click('#redrive-form button[type=submit]');
+    expect(await page.locator('#answer-summary').innerText()).toMatch(/not redriven: a reason is required.*tick/);
+    await page.goBack();
+    await page.fill('#redrive-reason', 'INC-9: the bank shows no payout for this key');
+    await page.check('#checked-downstream');
+    await page.click('#redrive-form button[type=submit]');
+    expect(await page.locator('#redrive-warning').innerText()).toContain('may already have taken effect');
+    expect(await page.locator('#resolve-first').getAttribute('href')).toBe(
+      `/op?tenant=${TENANT}&key=in-doubt-1#resolve-form`,
+    );
+    await page.click('#confirm-form button[type=submit]');
+    expect(await page.locator('#answer-summary').innerText()).toContain('redriven');
+    const { rows } = await h.su.query<{ reason: string }>(
+      `select detail->>'reason' as reason from settle.audit_log where tenant = $1 and key = 'in-doubt-1' and event = 'redrive'`,
+      [TENANT],
+    );
+    expect(rows.map((r) => r.reason)).toEqual(['INC-9: the bank shows no payout for this key']);
+
+    // A dead letter whose every attempt failed redrives as before: no warning, no reason needed.
+    await page.goto(`${running.url}/op?tenant=${TENANT}&key=declined-1`);
+    expect(await page.locator('#redrive-warning').count()).toBe(0);
+    await page.click('#redrive-form button[type=submit]');
+    await page.click('#confirm-form button[type=submit]');
+    expect(await page.locator('#answer-summary').innerText()).toBe('redriven: now pending');
+  });
 });
