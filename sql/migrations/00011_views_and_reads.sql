@@ -301,6 +301,9 @@ comment on view settle.stats is
 -- from the planner (enum equality is not leakproof), and with an equality it can also prove the
 -- predicate of operations_terminal_by_age_idx and read every settled operation there; the range
 -- proves only operations_needing_attention_idx, whose failed range holds the dead letters alone.
+-- Every dead-letter read names its statuses as a range ([unknown, conflict], [unknown, failed]), not
+-- a list: a list looked like half the table to the planner, which then read every operation
+-- sequentially once completed operations outnumbered the backlog (test/console/metrics-plan.test.ts).
 create function settle_private._metrics()
 returns table (operations_in_flight bigint, lapsed_leases bigint, operations_unknown bigint,
                oldest_unknown_age_seconds double precision, operations_conflict bigint,
@@ -331,11 +334,11 @@ select (select count(*) from settle_private.operations o
          where o.dead_lettered_at is not null and o.status between 'failed' and 'failed'
            and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_failed,
        (select count(*) from settle_private.operations o
-         where o.dead_lettered_at is not null and o.status in ('unknown', 'conflict')
+         where o.dead_lettered_at is not null and o.status between 'unknown' and 'conflict'
            and (w.tenants is null or o.tenant = any (w.tenants))) as dead_letters_needs_reconciliation,
        coalesce((select extract(epoch from w.now - min(o.dead_lettered_at))::float8
                    from settle_private.operations o where o.dead_lettered_at is not null
-                    and o.status in ('failed', 'unknown', 'conflict')
+                    and o.status between 'unknown' and 'failed'
                     and (w.tenants is null or o.tenant = any (w.tenants))), 0) as oldest_dead_letter_age_seconds,
        (select count(*) from settle_private.audit_log a
          where a.outcome = 'conflict' and a.at > w.now - w.recent

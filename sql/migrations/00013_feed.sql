@@ -821,7 +821,9 @@ comment on view settle.feed_horizon is
 -- per slot: a scrape reads at most 64,000 index entries per consumer whatever the backlog, and
 -- never the events of other lanes. Without bitmap scans: the planner otherwise reads every
 -- entry of a slot beyond the position into a bitmap and sorts it, where the ordered index scan
--- stops after 1,000.
+-- stops after 1,000. The order names the whole index key, slot first: the slot is a lateral
+-- parameter, not a constant, so ordered by the position alone the planner read every entry of the
+-- slot beyond the position and sorted them (test/console/metrics-plan.test.ts).
 create function settle_private._feed_lag()
 returns table (consumer text, tenants text[], lanes integer, lane integer, position_xid xid8, position_id bigint,
                leased boolean, lease_expires_at timestamptz, acked_at timestamptz,
@@ -848,7 +850,7 @@ as $$
             from (select e.tenant, e.occurred_at from settle_private.feed_events e
                    where ((e.lane_hash & 2147483647) % 64) = g.slot
                      and (e.position_xid, e.event_id) > (l.position_xid, l.position_id)
-                   order by e.position_xid, e.event_id
+                   order by ((e.lane_hash & 2147483647) % 64), e.position_xid, e.event_id
                    limit 1000) x) n) s
    where (select settle_private._visible_tenants()) is null
       or c.tenants <@ (select settle_private._visible_tenants())
