@@ -1,5 +1,5 @@
 import { html, type Html } from './escape.js';
-import type { MinuteRow } from './overview-data.js';
+import { EDGE, type MinuteRow } from './overview-data.js';
 import type { AttemptRow, AuditRow, OperationRow } from './operation-data.js';
 
 // Charts drawn by the server as inline SVG (no script, no external service): the last hour's
@@ -9,6 +9,12 @@ import type { AttemptRow, AuditRow, OperationRow } from './operation-data.js';
 const OUTCOMES = ['completed', 'failed', 'unknown', 'conflict'] as const;
 
 const fmt = (n: number): string => (Math.round(n * 10) / 10).toString();
+
+/** What a minute's mark says (overview-data.ts, EDGE). */
+const MARKED: Readonly<Record<string, string>> = {
+  '≈': `, estimated from its first and last ${EDGE}`,
+  '≥': `, at least: its operations arrive in batches of one timestamp, so the first ${2 * EDGE} give no rate`,
+};
 
 /** Stacked bars, one per minute of the last hour, by the status operations reached. */
 export function throughputChart(rows: readonly MinuteRow[], now: Date): Html {
@@ -20,12 +26,15 @@ export function throughputChart(rows: readonly MinuteRow[], now: Date): Html {
   const end = Math.floor(now.getTime() / 60_000) * 60_000;
   const start = end - 59 * 60_000;
   const byMinute = new Map<number, Map<string, number>>();
+  const marks = new Map<number, string>();
   for (const r of rows) {
     const m = r.minute.getTime();
     if (m < start || m > end) continue;
     const slot = byMinute.get(m) ?? new Map<string, number>();
     slot.set(r.status, (slot.get(r.status) ?? 0) + r.n);
     byMinute.set(m, slot);
+    if (r.kind === 'estimated' && !marks.has(m)) marks.set(m, '≈');
+    if (r.kind === 'at-least') marks.set(m, '≥');
   }
   const totals = [...byMinute.values()].map((s) => [...s.values()].reduce((a, b) => a + b, 0));
   const max = Math.max(1, ...totals);
@@ -43,7 +52,7 @@ export function throughputChart(rows: readonly MinuteRow[], now: Date): Html {
       const h = (n / max) * (plot - 8);
       y -= h;
       bars.push(
-        html`<rect class="bar ${outcome}" x="${fmt(left + i * barWidth + 1)}" y="${fmt(y)}" width="${fmt(barWidth - 2)}" height="${fmt(h)}"><title>${new Date(minute).toISOString().slice(11, 16)} UTC: ${n} ${outcome} (${fmt(n / 60)}/s)</title></rect>`,
+        html`<rect class="bar ${outcome}" x="${fmt(left + i * barWidth + 1)}" y="${fmt(y)}" width="${fmt(barWidth - 2)}" height="${fmt(h)}"><title>${new Date(minute).toISOString().slice(11, 16)} UTC: ${marks.get(minute) ?? ''}${n} ${outcome} (${fmt(n / 60)}/s${MARKED[marks.get(minute) ?? ''] ?? ''})</title></rect>`,
       );
     }
   }
@@ -52,7 +61,7 @@ export function throughputChart(rows: readonly MinuteRow[], now: Date): Html {
     rows.filter((r) => r.status === outcome && r.minute.getTime() >= start).reduce((a, r) => a + r.n, 0);
   const legend = OUTCOMES.map(
     (o, i) =>
-      html`<g transform="translate(${left + i * 130},${height - 4})"><rect class="bar ${o}" x="0" y="-9" width="10" height="10"></rect><text x="14" y="0">${o} ${sum(o)}</text></g>`,
+      html`<g transform="translate(${left + i * 130},${height - 4})"><rect class="bar ${o}" x="0" y="-9" width="10" height="10"></rect><text x="14" y="0">${o} ${marks.size > 0 && sum(o) > 0 ? (marks.size > 0 && [...marks.values()].includes('≥') ? '≥' : '≈') : ''}${sum(o)}</text></g>`,
   );
   return html`<svg class="chart" role="img" aria-label="operations per minute by outcome, last hour" viewBox="0 0 ${width} ${height + 14}" width="${width}" height="${height + 14}">
 <line class="axis" x1="${left}" y1="${plot}" x2="${width}" y2="${plot}"></line>
