@@ -1,8 +1,8 @@
 import { answerPage, confirmPage, refusalPage } from './action-pages.js';
 import { expireLeasesAction, resolveAction } from './actions.js';
 import type { ConsoleDatabase } from './database.js';
-import { href, html } from './escape.js';
-import { HttpProblem, jsonField, pageReply, type Reply } from './http.js';
+import { href, html, ident } from './escape.js';
+import { answerReply, HttpProblem, jsonField, pageReply, type Reply } from './http.js';
 import type { PageContext } from './layout.js';
 import { readOverview } from './overview-data.js';
 import { redriveRoute } from './redrive-route.js';
@@ -62,7 +62,7 @@ export async function actionRoute(
         expected_attempt: expected,
       };
       if (step !== 'apply') {
-        const what = html`<p>Resolve <b class="mono">${tenant}</b> / <b class="mono">${key}</b>, looked at in attempt <b>${expected}</b>, as <b>${outcome}</b>${outcome === 'failed' ? ' (asserting that no attempt took effect)' : ''}.</p>
+        const what = html`<p>Resolve <b class="mono">${ident(tenant)}</b> / <b class="mono">${ident(key)}</b>, looked at in attempt <b>${expected}</b>, as <b>${outcome}</b>${outcome === 'failed' ? ' (asserting that no attempt took effect)' : ''}.</p>
 <p>${outcome === 'completed' ? 'result' : 'error'}:</p><pre>${payload.text ?? ''}</pre><p>reason: <b>${reason}</b></p><p>evidence:</p><pre>${evidence.text ?? '-'}</pre>
 <p class="muted">Recorded in the audit trail with the login ${ctx.caps.login}. A page older than the operation's current attempt is refused.</p>`;
         return pageReply(
@@ -80,7 +80,7 @@ export async function actionRoute(
         evidence: evidence.text,
         expectedAttempt: Number(expected),
       });
-      return pageReply(answer.ok ? 200 : 409, answerPage(ctx, 'Resolve', answer, opHref, 'Back to the operation'));
+      return answerReply(answer.ok ? 200 : 409, answerPage(ctx, 'Resolve', answer, opHref, 'Back to the operation'));
     }
     case '/actions/redrive':
       if (!ctx.caps.act.redrive) return notGranted('redrive (no EXECUTE on settle.redrive)');
@@ -103,7 +103,7 @@ export async function actionRoute(
           ),
         );
       }
-      return pageReply(200, answerPage(ctx, 'Expire leases', await expireLeasesAction(db), '/', 'Overview'));
+      return answerReply(200, answerPage(ctx, 'Expire leases', await expireLeasesAction(db), '/', 'Overview'));
     }
     case '/actions/reset-consumer':
       if (!ctx.caps.act.resetConsumer) return notGranted('reset a consumer (no EXECUTE on settle.reset_consumer)');

@@ -23,6 +23,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 pre { margin: 0; white-space: pre-wrap; word-break: break-all; font: 12px/1.4 ui-monospace, monospace; max-height: 16em; overflow: auto; }
 code, .mono { font: 12px ui-monospace, monospace; word-break: break-all; }
 .muted { color: var(--muted); }
+mark.nonascii { background: #ffebe9; color: var(--bad); outline: 1px dotted var(--bad); padding: 0 1px; }
 .badge { display: inline-block; padding: 0 .5em; border-radius: 1em; font-size: 12px; border: 1px solid var(--line); background: var(--panel); }
 .badge.firing, .badge.bad { background: #ffebe9; border-color: var(--bad); color: var(--bad); }
 .badge.ok { background: #dafbe1; border-color: var(--ok); color: var(--ok); }
@@ -70,9 +71,16 @@ svg .fenced { stroke: var(--bad); stroke-width: 2.5; fill: none; }
 export const SCRIPT = `'use strict';
 (function () {
   var body = document.body;
-  function set(name, text) {
-    var nodes = document.querySelectorAll('[data-live="' + name + '"]');
-    for (var i = 0; i < nodes.length; i += 1) nodes[i].textContent = text;
+  // Cells are found by comparing attribute values, never by a selector built from a name: a
+  // consumer may be called anything, quotes and brackets included.
+  function set(name, text, consumer, lane) {
+    var nodes = document.querySelectorAll('[data-live]');
+    for (var i = 0; i < nodes.length; i += 1) {
+      var n = nodes[i];
+      if (n.getAttribute('data-live') !== name) continue;
+      if (consumer !== undefined && (n.getAttribute('data-consumer') !== consumer || n.getAttribute('data-lane') !== lane)) continue;
+      n.textContent = text;
+    }
   }
   function poll() {
     fetch('/live.json', { credentials: 'same-origin', headers: { accept: 'application/json' } })
@@ -80,8 +88,8 @@ export const SCRIPT = `'use strict';
       .then(function (data) {
         if (data === null) return;
         (data.lanes || []).forEach(function (l) {
-          set('lag-events:' + l.consumer + ':' + l.lane, String(l.lagEvents));
-          set('lag-seconds:' + l.consumer + ':' + l.lane, l.lagSeconds.toFixed(1));
+          set('lag-events', String(l.lagEvents), String(l.consumer), String(l.lane));
+          set('lag-seconds', Number(l.lagSeconds).toFixed(1), String(l.consumer), String(l.lane));
         });
         if (data.horizon) set('horizon', data.horizon);
         set('updated', new Date().toISOString().slice(11, 19) + ' UTC');

@@ -95,6 +95,17 @@ export async function discoverCapabilities(db: ConsoleDatabase): Promise<Capabil
       'select settle_private._visible_tenants() as tenants',
     );
     tenants = bound?.tenants ?? null;
+  } else if (r.admin_log) {
+    // An operator's login may not call that: its last grant or revocation in settle.admin_log
+    // names its tenants. A bound login sees only the rows naming its tenants, so its last
+    // visible one is the last that changed them; an unbound one sees its unbinding (tenants null).
+    const [last] = await db.rows(
+      z.object({ tenants: z.array(z.string()).nullable() }),
+      `select l.detail->'tenants' as tenants from settle.admin_log l
+        where l.event in ('grant_tenant', 'revoke_tenant') and l.detail->>'role' = session_user
+        order by l.at desc, l.log_id desc limit 1`,
+    );
+    tenants = last?.tenants ?? null;
   }
   return {
     login: r.login,

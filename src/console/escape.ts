@@ -58,3 +58,26 @@ export function jsonText(value: unknown): string {
   if (value === null || value === undefined) return '';
   return JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2);
 }
+
+// Characters that do not show themselves: controls, format characters (zero-width, bidi
+// overrides) and every space but the ASCII one.
+const INVISIBLE = /^[\p{Cc}\p{Cf}\p{Z}]$/u;
+
+/**
+ * A name a caller chose (tenant, key, consumer) as text, with every character outside printable
+ * ASCII marked and named by its code point (an invisible one shown as its code point), so a
+ * look-alike (a Cyrillic а in аcme) or a hidden character never passes for another name.
+ */
+export function ident(value: string): Html {
+  let out = '';
+  for (const ch of value) {
+    const cp = ch.codePointAt(0) ?? 0;
+    if (cp >= 0x20 && cp < 0x7f) {
+      out += escapeHtml(ch);
+      continue;
+    }
+    const code = `U+${cp.toString(16).toUpperCase().padStart(4, '0')}`;
+    out += `<mark class="nonascii" title="${code}">${INVISIBLE.test(ch) ? code : escapeHtml(ch)}</mark>`;
+  }
+  return new Html(out);
+}

@@ -33,9 +33,14 @@ export interface Reply {
   readonly body: string;
   readonly type?: string;
   readonly headers?: Readonly<Record<string, string>>;
+  /** The answer to an applied action: shown after a redirect, so a reload never applies it again. */
+  readonly answer?: boolean;
 }
 
 export const pageReply = (status: number, body: string): Reply => ({ status, body });
+
+/** The page of an action's answer: server.ts keeps it and redirects to it (POST, redirect, GET). */
+export const answerReply = (status: number, body: string): Reply => ({ status, body, answer: true });
 
 export const seeOther = (location: string, headers: Readonly<Record<string, string>> = {}): Reply => ({
   status: 303,
@@ -151,6 +156,8 @@ export function checkOrigin(req: IncomingMessage, origin: string): void {
   const mode = req.headers['sec-fetch-mode'];
   if (req.method === 'POST') {
     const given = req.headers.origin;
+    if (given !== undefined && given !== 'null' && !URL.canParse(given))
+      throw new HttpProblem(400, 'the Origin header cannot be read');
     if (given === undefined || given !== origin)
       throw new HttpProblem(
         403,

@@ -1,5 +1,5 @@
 import type { Capabilities } from './capabilities.js';
-import { html, type Html } from './escape.js';
+import { html, ident, type Html } from './escape.js';
 
 export interface PageContext {
   readonly caps: Capabilities;
@@ -21,7 +21,7 @@ function who(caps: Capabilities): Html {
   const acts = (Object.keys(names) as (keyof Capabilities['act'])[])
     .filter((name) => caps.act[name])
     .map((name) => names[name]);
-  return html`login <b class="mono">${caps.login}</b> (${caps.roles.length === 0 ? 'no settle role' : caps.roles.join(', ')})${caps.tenants === null ? '' : html`, tenants ${caps.tenants.join(', ')}`} · ${acts.length === 0 ? html`<span class="badge" id="read-only">read-only</span>` : html`can ${acts.join(', ')}`}`;
+  return html`login <b class="mono">${caps.login}</b> (${caps.roles.length === 0 ? 'no settle role' : caps.roles.join(', ')})${caps.tenants === null ? '' : html`, <span id="who-tenants">${caps.tenants.length === 0 ? 'bound to no tenant' : html`tenants ${caps.tenants.map((t, i) => html`${i === 0 ? '' : ', '}<span class="mono">${ident(t)}</span>`)}`}</span>`} · ${acts.length === 0 ? html`<span class="badge" id="read-only">read-only</span>` : html`can ${acts.join(', ')}`}`;
 }
 
 export function page(

@@ -1,4 +1,4 @@
-import { href, html, jsonText, type Html } from './escape.js';
+import { href, html, jsonText, type Html, ident } from './escape.js';
 import { csrfField, page, when, type PageContext } from './layout.js';
 import type { OperationData } from './operation-data.js';
 import { mayRepeatFields } from './redrive-route.js';
@@ -39,7 +39,7 @@ function actions(ctx: PageContext, data: OperationData): Html {
     forms.push(html`<form method="post" action="/actions/redrive" id="redrive-form">${hidden}<input type="hidden" name="step" value="confirm">
 <fieldset><legend>Redrive (re-open with more attempts)</legend>
 ${mayRepeat ? mayRepeatFields() : ''}
-<label for="attempts">additional attempts</label><input type="number" name="attempts" id="attempts" min="1" max="1000" value="1">
+<label for="redrive-attempts">additional attempts</label><input type="number" name="attempts" id="redrive-attempts" min="1" max="1000" value="1">
 <label for="redrive-reason">reason${mayRepeat ? ' (required: why the effect cannot repeat, and the ticket)' : ''}</label><input type="text" name="reason" id="redrive-reason" size="60"${mayRepeat ? html` required` : ''}>
 <p><button type="submit"${mayRepeat ? html` class="danger"` : ''}>Review redrive…</button></p></fieldset></form>`);
   }
@@ -52,7 +52,7 @@ export function operationPage(ctx: PageContext, data: OperationData): string {
   return page(
     ctx,
     `${op.tenant} / ${op.key}`,
-    html`<h1>Operation <span class="mono" id="op-tenant">${op.tenant}</span> / <span class="mono" id="op-key">${op.key}</span></h1>
+    html`<h1>Operation <span class="mono" id="op-tenant">${ident(op.tenant)}</span> / <span class="mono" id="op-key">${ident(op.key)}</span></h1>
 ${lattice(data.statuses, op.status)}
 <table id="operation">
 ${field('status', html`<b id="op-status">${op.status}</b>${op.in_flight ? html` <span class="badge warn">in flight</span>` : ''}${op.dead_lettered_at === null ? '' : html` <span class="badge bad">dead-lettered: ${op.dead_letter_reason ?? ''}</span>`}`)}

@@ -1,5 +1,5 @@
 import { CLIENT_RULES, evaluateAlerts } from './alerts.js';
-import { href, html, type Html } from './escape.js';
+import { href, html, type Html, ident } from './escape.js';
 import { age, csrfField, page, when, type PageContext } from './layout.js';
 import { COUNT_CAP, type OverviewData } from './overview-data.js';
 import { throughputChart } from './svg.js';
@@ -23,7 +23,7 @@ ${tile('pending (retry backlog)', waiting('pending')?.n ?? 0, waiting('pending')
 function oldest(data: OverviewData): Html {
   if (data.oldest.length === 0) return html``;
   return html`<h2>Oldest needing reconciliation</h2><table><tr><th>tenant</th><th>key</th><th>status</th><th>dead-lettered</th></tr>
-${data.oldest.map((o) => html`<tr><td class="mono">${o.tenant}</td><td><a class="mono" href="${href('/op', { tenant: o.tenant, key: o.key })}">${o.key}</a></td><td>${o.status}</td><td>${when(o.at, data.now)}</td></tr>`)}</table>`;
+${data.oldest.map((o) => html`<tr><td class="mono">${ident(o.tenant)}</td><td><a class="mono" href="${href('/op', { tenant: o.tenant, key: o.key })}">${ident(o.key)}</a></td><td>${o.status}</td><td>${when(o.at, data.now)}</td></tr>`)}</table>`;
 }
 
 function feed(ctx: PageContext, data: OverviewData): Html {
@@ -51,10 +51,10 @@ ${h.holders.map(
 ${data.lanes.map(
   (
     l,
-  ) => html`<tr><td class="mono">${l.consumer}</td><td>${l.lane + 1}/${l.lanes}</td><td class="mono">${l.position}</td><td>${l.leased ? 'yes' : 'no'}</td>
-<td class="num" data-live="lag-events:${l.consumer}:${l.lane}">${l.lag_events}</td><td class="num" data-live="lag-seconds:${l.consumer}:${l.lane}">${l.lag_seconds.toFixed(1)}</td>
+  ) => html`<tr><td class="mono">${ident(l.consumer)}</td><td>${l.lane + 1}/${l.lanes}</td><td class="mono">${l.position}</td><td>${l.leased ? 'yes' : 'no'}</td>
+<td class="num" data-live="lag-events" data-consumer="${l.consumer}" data-lane="${l.lane}">${l.lag_events}</td><td class="num" data-live="lag-seconds" data-consumer="${l.consumer}" data-lane="${l.lane}">${l.lag_seconds.toFixed(1)}</td>
 <td>${when(l.oldest_unacked_at, data.now)}</td><td>${when(l.acked_at, data.now)}</td>
-${ctx.caps.act.resetConsumer ? html`<td>${l.lane === 0 ? html`<form method="post" action="/actions/reset-consumer" class="inline">${csrfField(ctx)}<input type="hidden" name="consumer" value="${l.consumer}"><input type="hidden" name="step" value="form"><button class="secondary" type="submit">Reset…</button></form>` : ''}</td>` : ''}</tr>`,
+${ctx.caps.act.resetConsumer ? html`<td>${l.lane === 0 ? html`<form method="post" action="/actions/reset-consumer" class="inline">${csrfField(ctx)}<input type="hidden" name="consumer" value="${l.consumer}"><input type="hidden" name="step" value="form"><button class="secondary" type="submit">Reset ${l.consumer}…</button></form>` : ''}</td>` : ''}</tr>`,
 )}</table>`;
   return html`<h2>Settlement feed</h2>${lanes}
 <p id="horizon">Feed horizon: transaction id <span class="mono" data-live="horizon">${h.xid}</span> (the events of transactions from there on wait until every older transaction has ended)</p>

@@ -1,6 +1,6 @@
 import { pageReply, seeOther, text, type Reply } from './http.js';
 import type { ConsoleDatabase } from './database.js';
-import { href, html } from './escape.js';
+import { href, html, ident } from './escape.js';
 import { page, type PageContext } from './layout.js';
 import { readOperation } from './operation-data.js';
 import { operationPage } from './operation-page.js';
@@ -44,7 +44,7 @@ export async function readRoute(db: ConsoleDatabase, url: URL, ctx: PageContext)
           page(
             ctx,
             'Not found',
-            html`<h1>Not found</h1><p id="not-found">No operation <span class="mono">${tenant}</span> / <span class="mono">${key}</span> is visible to this login (it does not exist, was purged, or belongs to a tenant this login may not read).</p><p><a href="/search">Search</a></p>`,
+            html`<h1>Not found</h1><p id="not-found">No operation <span class="mono">${ident(tenant)}</span> / <span class="mono">${ident(key)}</span> is visible to this login (it does not exist, was purged, or belongs to a tenant this login may not read).</p><p><a href="/search">Search</a></p>`,
           ),
         );
       }
@@ -55,25 +55,42 @@ export async function readRoute(db: ConsoleDatabase, url: URL, ctx: PageContext)
   }
 }
 
+/** The search form's filters; a value the form cannot have is named, never dropped silently. */
+function searchQuery(q: URLSearchParams): { query: SearchQuery & { key?: string }; problems: string[] } {
+  const problems: string[] = [];
+  const oneOf = <T extends string>(name: string, allowed: readonly T[]): T | undefined => {
+    const value = text(q, name);
+    if (value === undefined || (allowed as readonly string[]).includes(value)) return value as T | undefined;
+    problems.push(`${name} must be one of ${allowed.join(', ')} (got ${JSON.stringify(value)})`);
+    return undefined;
+  };
+  const tenant = text(q, 'tenant');
+  const key = text(q, 'key');
+  const status = oneOf('status', STATUSES);
+  const reason = oneOf('reason', REASONS);
+  const older = text(q, 'older');
+  if (older !== undefined && !/^\d{1,7}$/.test(older))
+    problems.push(`older must be a whole number of minutes, 0 to 9999999 (got ${JSON.stringify(older)})`);
+  const cursor = text(q, 'cursor');
+  return {
+    problems,
+    query: {
+      ...(tenant === undefined ? {} : { tenant }),
+      ...(key === undefined ? {} : { key }),
+      ...(status === undefined ? {} : { status }),
+      ...(reason === undefined ? {} : { reason }),
+      ...(older !== undefined && /^\d{1,7}$/.test(older) ? { olderThanMinutes: Number(older) } : {}),
+      ...(cursor === undefined ? {} : { cursor }),
+    },
+  };
+}
+
 async function search(db: ConsoleDatabase, q: URLSearchParams, ctx: PageContext): Promise<Reply> {
   const tenant = text(q, 'tenant');
   const key = text(q, 'key');
   if (tenant !== undefined && key !== undefined) return seeOther(href('/op', { tenant, key }));
-  const status = text(q, 'status');
-  const reason = text(q, 'reason');
-  const older = text(q, 'older');
-  const query: SearchQuery & { key?: string } = {
-    ...(tenant === undefined ? {} : { tenant }),
-    ...(key === undefined ? {} : { key }),
-    ...(status !== undefined && (STATUSES as readonly string[]).includes(status)
-      ? { status: status as SearchQuery['status'] & string }
-      : {}),
-    ...(reason !== undefined && (REASONS as readonly string[]).includes(reason)
-      ? { reason: reason as SearchQuery['reason'] & string }
-      : {}),
-    ...(older !== undefined && /^\d{1,7}$/.test(older) ? { olderThanMinutes: Number(older) } : {}),
-    ...(text(q, 'cursor') === undefined ? {} : { cursor: text(q, 'cursor') as string }),
-  };
+  const { query, problems } = searchQuery(q);
+  if (problems.length > 0) return pageReply(400, searchPage(ctx, query, null, `Not searched: ${problems.join('; ')}.`));
   if (key !== undefined)
     return pageReply(200, searchPage(ctx, query, null, 'A key is looked up together with its tenant (both exact).'));
   if (!ctx.caps.read.operations)

@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { answerPage, confirmPage, refusalPage } from './action-pages.js';
 import { redriveAction } from './actions.js';
 import type { ConsoleDatabase } from './database.js';
-import { href, html, type Html } from './escape.js';
-import { pageReply, type Reply } from './http.js';
+import { href, html, type Html, ident } from './escape.js';
+import { answerReply, pageReply, type Reply } from './http.js';
 import type { PageContext } from './layout.js';
 
 // Redriving one dead letter (settle.redrive). A dead letter that needs reconciliation is one
@@ -73,7 +73,7 @@ export async function redriveRoute(
         ctx,
         'Confirm redrive',
         '/actions/redrive',
-        html`<p>Re-open <b class="mono">${tenant}</b> / <b class="mono">${key}</b> with ${attempts} more attempt(s). Its next claim runs it again.</p>
+        html`<p>Re-open <b class="mono">${ident(tenant)}</b> / <b class="mono">${ident(key)}</b> with ${attempts} more attempt(s). Its next claim runs it again.</p>
 ${mayRepeat ? html`<p class="answer refused" id="redrive-warning"><b>The effect may repeat.</b> ${MAY_REPEAT} <a href="${opHref}#resolve-form" id="resolve-first">Resolve it instead</a>.</p>` : ''}
 ${reason === '' ? '' : html`<p>reason: <b>${reason}</b></p>`}`,
         { tenant, key, attempts, reason, ...(mayRepeat ? { checked_downstream: 'yes' } : {}) },
@@ -83,5 +83,5 @@ ${reason === '' ? '' : html`<p>reason: <b>${reason}</b></p>`}`,
     );
   }
   const answer = await redriveAction(db, tenant, key, Number(attempts), reason === '' ? null : reason);
-  return pageReply(answer.ok ? 200 : 409, answerPage(ctx, 'Redrive', answer, opHref, 'Back to the operation'));
+  return answerReply(answer.ok ? 200 : 409, answerPage(ctx, 'Redrive', answer, opHref, 'Back to the operation'));
 }

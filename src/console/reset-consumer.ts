@@ -1,8 +1,8 @@
 import { answerPage, confirmPage, refusalPage } from './action-pages.js';
 import { resetConsumer, type ResetRow } from './actions.js';
 import type { ConsoleDatabase } from './database.js';
-import { html, type Html } from './escape.js';
-import { pageReply, type Reply } from './http.js';
+import { html, type Html, ident } from './escape.js';
+import { answerReply, pageReply, type Reply } from './http.js';
 import { csrfField, page, when, type PageContext } from './layout.js';
 import { readLanes, type LaneRow } from './overview-data.js';
 
@@ -104,7 +104,7 @@ export async function resetConsumerRoute(
   const now = new Date();
   if (step !== 'apply' || (skips && form.get('skip_ok') !== 'yes')) {
     const warning = skips
-      ? html`<p class="answer refused" id="skip-warning"><b>${skipped === null ? 'An unknown number of' : html`<span id="skipped">${skipped}</span>`} unacknowledged event(s) will be skipped:</b> <span class="mono">${consumer}</span> never receives them (the counts come from settle.feed_consumers, at most 1,000 per key slot). To deliver them, choose an earlier time or every retained event.</p>`
+      ? html`<p class="answer refused" id="skip-warning"><b>${skipped === null ? 'An unknown number of' : html`<span id="skipped">${skipped}</span>`} unacknowledged event(s) will be skipped:</b> <span class="mono">${ident(consumer)}</span> never receives them (the counts come from settle.feed_consumers, at most 1,000 per key slot). To deliver them, choose an earlier time or every retained event.</p>`
       : html`<p id="skip-warning">Nothing is skipped: every event the consumer has not acknowledged is still delivered${total > 0 ? ', and the ones it had passed are delivered again (the downstream deduplicates them by event_id)' : ''}.</p>`;
     const fields = skips
       ? html`<label><input type="checkbox" name="skip_ok" value="yes" id="skip-ok" required> I accept that ${skipped ?? 'these'} unacknowledged event(s) are never delivered to ${consumer}</label>`
@@ -115,7 +115,7 @@ export async function resetConsumerRoute(
         ctx,
         'Confirm: reset consumer',
         '/actions/reset-consumer',
-        html`${step === 'apply' ? html`<p class="answer refused" id="problem">Not reset: tick the acknowledgement to skip events.</p>` : ''}<p>Move every lane of <b class="mono">${consumer}</b> (${describe(to)}): <b id="to-deliver">${total}</b> event(s) would be delivered.</p>${warning}${effectTable(effects, now)}`,
+        html`${step === 'apply' ? html`<p class="answer refused" id="problem">Not reset: tick the acknowledgement to skip events.</p>` : ''}<p>Move every lane of <b class="mono">${ident(consumer)}</b> (${describe(to)}): <b id="to-deliver">${total}</b> event(s) would be delivered.</p>${warning}${effectTable(effects, now)}`,
         { consumer, to },
         skips ? `Reset and skip ${skipped ?? 'events'}` : 'Reset consumer',
         '/',
@@ -125,7 +125,7 @@ export async function resetConsumerRoute(
   }
   const applied = await resetConsumer(db, consumer, to, false);
   if ('error' in applied)
-    return pageReply(
+    return answerReply(
       409,
       answerPage(
         ctx,
@@ -138,7 +138,7 @@ export async function resetConsumerRoute(
   const done = laneEffects(applied.rows, lanes);
   const delivered = applied.rows.reduce((n, r) => n + r.events_to_deliver, 0);
   const passed = done.reduce<number | null>((n, e) => (n === null || e.skipped === null ? null : n + e.skipped), 0);
-  return pageReply(
+  return answerReply(
     200,
     answerPage(
       ctx,
@@ -162,7 +162,7 @@ function resetForm(ctx: PageContext, consumer: string): string {
   return page(
     ctx,
     'Reset consumer',
-    html`<h1>Reset consumer <span class="mono">${consumer}</span></h1>
+    html`<h1>Reset consumer <span class="mono">${ident(consumer)}</span></h1>
 <form method="post" action="/actions/reset-consumer" id="reset-form">${csrfField(ctx)}<input type="hidden" name="consumer" value="${consumer}"><input type="hidden" name="step" value="confirm">
 <fieldset><legend>Move every lane to</legend>
 <label><input type="radio" name="to" value="earliest" checked> every retained event: deliver again what it has not acknowledged and what it has (nothing is skipped; the downstream deduplicates by event_id)</label>

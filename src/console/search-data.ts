@@ -53,14 +53,37 @@ export function encodeCursor(cursor: Cursor): string {
   return Buffer.from(JSON.stringify(cursor), 'utf8').toString('base64url');
 }
 
+// What the console writes into a cursor's `at`: PostgreSQL's text of a timestamptz.
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?[+-]\d{2}(:\d{2}){0,2}$/;
+const NO_NUL = (s: string) => !s.includes('\u0000');
+
+/** Whether the date and time of `text` (yyyy-mm-dd hh:mm:ss...) exist on the calendar. */
+function calendarTime(text: string): boolean {
+  const [y, mo, d, h, mi, se] = [0, 5, 8, 11, 14, 17].map((at, i) => Number(text.slice(at, at + (i === 0 ? 4 : 2))));
+  const t = new Date(Date.UTC(y ?? 0, (mo ?? 0) - 1, d ?? 0, h ?? 0, mi ?? 0, se ?? 0));
+  return (
+    t.getUTCFullYear() === y &&
+    t.getUTCMonth() === (mo ?? 0) - 1 &&
+    t.getUTCDate() === d &&
+    t.getUTCHours() === h &&
+    t.getUTCMinutes() === mi &&
+    t.getUTCSeconds() === se
+  );
+}
+
 function decodeCursor(text: string): Cursor {
   try {
     const value = z
-      .object({ at: z.string().optional(), tenant: z.string(), key: z.string() })
+      .object({
+        at: z.string().regex(CURSOR_TIME).optional(),
+        tenant: z.string().refine(NO_NUL),
+        key: z.string().refine(NO_NUL),
+      })
       .parse(JSON.parse(Buffer.from(text, 'base64url').toString('utf8')));
+    if (value.at !== undefined && !calendarTime(value.at)) throw new Error('not a time');
     return value;
   } catch {
-    throw new BadCursorError('not a cursor of this page');
+    throw new BadCursorError('not a cursor of this page (reload the list from its first page)');
   }
 }
 

@@ -1,4 +1,4 @@
-import { href, html } from './escape.js';
+import { href, html, ident } from './escape.js';
 import { page, when, type PageContext } from './layout.js';
 import { REASONS, STATUSES, type SearchPage, type SearchQuery } from './search-data.js';
 
@@ -32,7 +32,7 @@ ${
     : result.rows.length === 0
       ? html`<p class="muted" id="no-results">No operation visible to this login matches.</p>`
       : html`<table id="results"><tr><th>tenant</th><th>key</th><th>status</th><th>attempt</th><th>dead letter</th><th>last changed</th></tr>
-${result.rows.map((r) => html`<tr><td class="mono">${r.tenant}</td><td><a class="mono" href="${href('/op', { tenant: r.tenant, key: r.key })}">${r.key}</a></td><td>${r.status}</td><td>${r.attempt}/${r.max_attempts}</td><td>${r.dead_letter_reason ?? ''}</td><td>${when(r.updated_at)}</td></tr>`)}
+${result.rows.map((r) => html`<tr><td class="mono">${ident(r.tenant)}</td><td><a class="mono" href="${href('/op', { tenant: r.tenant, key: r.key })}">${ident(r.key)}</a></td><td>${r.status}</td><td>${r.attempt}/${r.max_attempts}</td><td>${r.dead_letter_reason ?? ''}</td><td>${when(r.updated_at)}</td></tr>`)}
 </table>
 ${result.next === null ? html`<p class="muted">End of the list.</p>` : html`<p><a id="next-page" href="${href('/search', { ...filters, cursor: result.next })}">Next ${result.rows.length} →</a></p>`}`
 }`,

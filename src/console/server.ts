@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { hostname, networkInterfaces } from 'node:os';
 import { errorBlock, refusalPage } from './action-pages.js';
 import { actionRoute } from './action-routes.js';
 import { SCRIPT, STYLESHEET } from './assets.js';
@@ -21,7 +22,15 @@ import {
 } from './http.js';
 import { page, type PageContext } from './layout.js';
 import { readRoute } from './read-routes.js';
-import { cookieName, readCookie, sameSecret, SessionStore, type SessionOptions } from './session.js';
+import {
+  ANSWERS_KEPT,
+  cookieName,
+  newSecret,
+  readCookie,
+  sameSecret,
+  SessionStore,
+  type SessionOptions,
+} from './session.js';
 import { signInPage, type SignInReason } from './sign-in-page.js';
 
 // `pg-settle console`: server-rendered pages from node:http, no framework and nothing fetched
@@ -43,8 +52,12 @@ export interface ConsoleOptions extends SessionOptions {
 }
 
 export interface RunningConsole {
-  /** The console's address, http://host:port. */
+  /** The console's address, http://host:port (bound to every interface: its first non-loopback address). */
   readonly url: string;
+  /** Every address it answers on (bound to every interface: each of this machine's, and its name). */
+  readonly urls: readonly string[];
+  /** Bound to an address other machines may reach (not loopback): without TLS. */
+  readonly exposed: boolean;
   /** The address with the first access token, to open once. */
   readonly loginUrl: string;
   /** The session cookie's name (per console: its port). */
@@ -145,6 +158,11 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
       const elsewhere = cookieValue === undefined && req.headers['sec-fetch-site'] === 'cross-site';
       return signInReply(elsewhere ? 'elsewhere' : cookieValue === undefined ? 'none' : 'ended', next);
     }
+    if (req.method === 'GET' && url.pathname === '/answer') {
+      const kept = session.answers.get(url.searchParams.get('id') ?? '');
+      if (kept !== undefined) return kept;
+      throw new HttpProblem(404, `no such answer: a session keeps the answers to its last ${ANSWERS_KEPT} actions`);
+    }
     const caps = await discoverCapabilities(db);
     const ctx: PageContext = { caps, csrf: session.csrf };
     if (req.method === 'GET') return readRoute(db, url, ctx);
@@ -163,7 +181,14 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
       sessions.end(session.id);
       return seeOther('/sign-in?out=1', sessionCookie('', 0));
     }
-    return actionRoute(db, url.pathname, form, ctx);
+    const reply = await actionRoute(db, url.pathname, form, ctx);
+    if (reply.answer !== true) return reply;
+    // POST, redirect, GET: the answer's page is kept and shown at its own address, so reloading
+    // it (or going back to it) shows the answer again and never applies the action twice.
+    const id = newSecret().slice(0, 16);
+    session.answers.set(id, { status: reply.status, body: reply.body });
+    for (const old of session.answers.keys()) if (session.answers.size > ANSWERS_KEPT) session.answers.delete(old);
+    return seeOther(`/answer?id=${id}`);
   }
 
   /** A session for a valid token, and back to `next`; the sign-in page otherwise. */
@@ -183,13 +208,15 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     server.listen(options.port ?? 0, host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
-  const hostPart = host.includes(':') ? `[${host}]` : host;
-  origins = new Set([`http://${hostPart}:${port}`, `http://localhost:${port}`, `http://127.0.0.1:${port}`]);
+  const names = reachableAs(host);
+  origins = new Set([...names, 'localhost', '127.0.0.1'].map((name) => `http://${name}:${port}`));
   cookie = cookieName(port);
-  const base = `http://${hostPart}:${port}`;
+  const base = `http://${names[0] ?? '127.0.0.1'}:${port}`;
   const loginAddress = (token: string) => `${base}/?token=${encodeURIComponent(token)}`;
   return {
     url: base,
+    urls: names.map((name) => `http://${name}:${port}`),
+    exposed: !isLoopback(host),
     loginUrl: loginAddress(sessions.token),
     cookieName: cookie,
     newLoginUrl: () => loginAddress(sessions.issueToken()),
@@ -199,6 +226,30 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
       await db.end();
     },
   };
+}
+
+const WILDCARDS = new Set(['0.0.0.0', '::', '[::]']);
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+/**
+ * The names a browser may use for a console bound to `host` (each answered; any other Host is
+ * refused, 421): the address itself, or, bound to every interface (0.0.0.0, ::), this machine's
+ * addresses (non-loopback first: the first is the one printed) and its host name.
+ */
+function reachableAs(host: string): string[] {
+  const bracket = (a: string) => (a.includes(':') ? `[${a}]` : a);
+  if (!WILDCARDS.has(host)) return [bracket(host)];
+  const ipv4Only = host === '0.0.0.0';
+  const found = Object.values(networkInterfaces())
+    .flat()
+    // Not link-local IPv6 (fe80::/10): its zone (%eth0) makes no Host a browser sends.
+    .filter((i) => i !== undefined && (!ipv4Only || i.family === 'IPv4') && !/^fe[89ab]/i.test(i.address))
+    .sort((a, b) => Number(a?.internal) - Number(b?.internal))
+    .map((i) => bracket(i?.address ?? ''));
+  return [...new Set([...found, hostname()])].filter((a) => a !== '');
 }
 
 /** The token of a pasted sign-in address, or the pasted token itself. */

@@ -38,7 +38,12 @@ export interface Session {
   readonly csrf: string;
   readonly startedAt: number;
   lastSeenAt: number;
+  /** The answers to its last actions by id (server.ts: shown after a redirect), oldest first. */
+  readonly answers: Map<string, { readonly status: number; readonly body: string }>;
 }
+
+/** Answers a session keeps for their pages (a reload, the back button). */
+export const ANSWERS_KEPT = 20;
 
 interface Token {
   readonly reusable: boolean;
@@ -97,7 +102,7 @@ export class SessionStore {
     const found = this.tokens.get(hash);
     if (found === undefined) return undefined;
     if (!found.reusable) this.tokens.delete(hash);
-    const session: Session = { id: newSecret(), csrf: newSecret(), startedAt: at, lastSeenAt: at };
+    const session: Session = { id: newSecret(), csrf: newSecret(), startedAt: at, lastSeenAt: at, answers: new Map() };
     this.sessions.set(session.id, session);
     return session;
   }

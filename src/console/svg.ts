@@ -63,7 +63,7 @@ export function throughputChart(rows: readonly MinuteRow[], now: Date): Html {
     (o, i) =>
       html`<g transform="translate(${left + i * 130},${height - 4})"><rect class="bar ${o}" x="0" y="-9" width="10" height="10"></rect><text x="14" y="0">${o} ${marks.size > 0 && sum(o) > 0 ? (marks.size > 0 && [...marks.values()].includes('≥') ? '≥' : '≈') : ''}${sum(o)}</text></g>`,
   );
-  return html`<svg class="chart" role="img" aria-label="operations per minute by outcome, last hour" viewBox="0 0 ${width} ${height + 14}" width="${width}" height="${height + 14}">
+  return html`<svg class="chart" role="img" aria-label="operations per minute by outcome, last hour (the table below has the figures)" aria-describedby="chart-table" viewBox="0 0 ${width} ${height + 14}" width="${width}" height="${height + 14}">
 <line class="axis" x1="${left}" y1="${plot}" x2="${width}" y2="${plot}"></line>
 <text class="tick" x="${left + 4}" y="12">${max}/min (${perSecondMax}/s)</text>
 <text class="tick" x="${left - 4}" y="${plot}" text-anchor="end">0</text>
@@ -71,7 +71,21 @@ export function throughputChart(rows: readonly MinuteRow[], now: Date): Html {
 <text class="tick" x="${width}" y="${plot + 14}" text-anchor="end">now</text>
 ${bars}
 <g class="legend" transform="translate(0,14)">${legend}</g>
-</svg>`;
+</svg>
+${chartTable(byMinute, marks, start)}`;
+}
+
+/** The chart as text: one row per minute that had operations, newest first. */
+function chartTable(
+  byMinute: ReadonlyMap<number, ReadonlyMap<string, number>>,
+  marks: ReadonlyMap<number, string>,
+  start: number,
+): Html {
+  const minutes = [...byMinute.keys()].filter((m) => m >= start).sort((a, b) => b - a);
+  return html`<details id="chart-table"><summary>The chart as a table (${minutes.length} minute(s) with operations)</summary>
+<table><tr><th>minute (UTC)</th>${OUTCOMES.map((o) => html`<th class="num">${o}</th>`)}<th>counted</th></tr>
+${minutes.map((m) => html`<tr><td>${new Date(m).toISOString().slice(11, 16)}</td>${OUTCOMES.map((o) => html`<td class="num">${byMinute.get(m)?.get(o) ?? 0}</td>`)}<td>${marks.get(m) === '≈' ? `estimated from its first and last ${EDGE}` : marks.get(m) === '≥' ? 'at least (batches of one timestamp)' : 'exactly'}</td></tr>`)}
+</table></details>`;
 }
 
 function attemptMarks(audit: readonly AuditRow[] | null, attempt: number): AuditRow[] {
@@ -137,7 +151,7 @@ ${fenced.map((f) => html`<path class="fenced" d="M${fmt(x(f.at.getTime()) - 5)} 
 </g>`;
   });
   const axisY = attempts.length * row + 12;
-  return html`<svg class="timeline" role="img" aria-label="attempts on a time axis" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">
+  return html`<svg class="timeline" role="img" aria-label="attempts on a time axis (the attempts table below has the same)" aria-describedby="attempts" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">
 <line class="axis" x1="${left}" y1="${axisY}" x2="${width - 10}" y2="${axisY}"></line>
 <text class="tick" x="${left}" y="${axisY + 14}">${new Date(t0).toISOString().replace('T', ' ').slice(0, 19)}</text>
 <text class="tick" x="${width - 10}" y="${axisY + 14}" text-anchor="end">${new Date(t1).toISOString().replace('T', ' ').slice(0, 19)} UTC</text>

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { escapeHtml, href, html, Html } from '../../src/console/escape.js';
+import { escapeHtml, href, html, Html, ident } from '../../src/console/escape.js';
 import { cookieName, SessionStore, readCookie } from '../../src/console/session.js';
 
 describe("escapeHtml, the console's one escaping function", () => {
@@ -26,6 +26,14 @@ describe("escapeHtml, the console's one escaping function", () => {
       '<ul><li>&lt;b&gt;</li><li>x</li></ul>',
     );
     expect(html`${new Html('<i>ok</i>')}${false}${null}`.text).toBe('<i>ok</i>');
+  });
+
+  it('ident marks every character outside printable ASCII by its code point, invisible ones as the code point', () => {
+    expect(ident('acme').text).toBe('acme');
+    expect(ident('\u0430cme').text).toBe('<mark class="nonascii" title="U+0430">\u0430</mark>cme');
+    expect(ident('a\u200bb').text).toBe('a<mark class="nonascii" title="U+200B">U+200B</mark>b');
+    expect(ident('<b>').text).toBe('&lt;b&gt;');
+    expect(ident('\u{1F600}').text).toBe('<mark class="nonascii" title="U+1F600">\u{1F600}</mark>');
   });
 
   it('href percent-encodes values, so a javascript: key stays a query value of a console path', () => {

@@ -59,8 +59,20 @@ ${COMMON_HELP}`,
       ...(fromEnv ? { token: envToken, reusableToken: true } : {}),
     });
     const shown = fromEnv ? `${running.url}/?token=<${CONSOLE_TOKEN_ENV}>` : running.loginUrl;
+    if (running.exposed)
+      process.stderr.write(
+        `pg-settle console: warning: bound to ${host}, reachable from other machines over plain HTTP: the sign-in address, the session cookie and every page cross the network unencrypted. Prefer the default 127.0.0.1 and an SSH tunnel (ssh -L ${new URL(running.url).port}:127.0.0.1:${new URL(running.url).port} <this host>).\n` +
+          (running.urls.length > 1 ? `pg-settle console: it answers at ${running.urls.join(', ')}\n` : ''),
+      );
     if (input.json)
-      printJson({ ok: true, command: 'console', url: running.url, open: fromEnv ? null : running.loginUrl });
+      printJson({
+        ok: true,
+        command: 'console',
+        url: running.url,
+        urls: running.urls,
+        exposed: running.exposed,
+        open: fromEnv ? null : running.loginUrl,
+      });
     else
       process.stdout.write(
         `pg-settle console: open ${shown}\n(the address works once; Enter prints a new one; Ctrl-C stops the console)\n`,
