@@ -5,7 +5,7 @@ import { href, html, ident } from './escape.js';
 import { answerReply, HttpProblem, jsonField, pageReply, type Reply } from './http.js';
 import type { PageContext } from './layout.js';
 import { readOverview } from './overview-data.js';
-import { redriveRoute } from './redrive-route.js';
+import { redriveGroupRoute, redriveRoute } from './redrive-route.js';
 import { resetConsumerRoute } from './reset-consumer.js';
 
 // The console's actions (POST, each with the session's CSRF token, checked by server.ts): a form
@@ -85,6 +85,9 @@ export async function actionRoute(
     case '/actions/redrive':
       if (!ctx.caps.act.redrive) return notGranted('redrive (no EXECUTE on settle.redrive)');
       return redriveRoute(db, form, ctx, step);
+    case '/actions/redrive-group':
+      if (!ctx.caps.act.redrive) return notGranted('redrive (no EXECUTE on settle.redrive)');
+      return redriveGroupRoute(db, form, ctx, step);
     case '/actions/expire-leases': {
       if (!ctx.caps.act.expireLeases) return notGranted('expire leases (no EXECUTE on settle.expire_leases)');
       if (step !== 'apply') {

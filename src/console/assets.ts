@@ -8,7 +8,7 @@ export const STYLESHEET = `
 * { box-sizing: border-box; }
 body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg); }
 header { display: flex; gap: 1.5em; align-items: center; padding: .6em 1.2em; background: #24292f; color: #fff; }
-header a { color: #fff; text-decoration: none; font-weight: 600; }
+header a { color: #fff; text-decoration: none; font-weight: 600; white-space: nowrap; }
 header .who { margin-left: auto; font-size: 12px; opacity: .9; }
 header form { margin: 0; }
 main { padding: 1em 1.2em 3em; max-width: 1200px; }
@@ -21,7 +21,7 @@ caption { text-align: left; color: var(--muted); font-size: 12px; padding: .2em 
 tr.holds td { background: #fff8c5; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 pre { margin: 0; white-space: pre-wrap; word-break: break-all; font: 12px/1.4 ui-monospace, monospace; max-height: 16em; overflow: auto; }
-code, .mono { font: 12px ui-monospace, monospace; word-break: break-all; }
+code, .mono { font: 12px ui-monospace, monospace; overflow-wrap: anywhere; }
 .muted { color: var(--muted); }
 mark.nonascii { background: #ffebe9; color: var(--bad); outline: 1px dotted var(--bad); padding: 0 1px; }
 .badge { display: inline-block; padding: 0 .5em; border-radius: 1em; font-size: 12px; border: 1px solid var(--line); background: var(--panel); }

@@ -33,7 +33,7 @@ export function page(
   const header =
     ctx === null
       ? html`<header><a href="/">pg-settle console</a></header>`
-      : html`<header><a href="/">pg-settle console</a><a href="/">Overview</a><a href="/search">Search</a>
+      : html`<header><a href="/">pg-settle console</a><a href="/">Overview</a><a href="/search">Search</a><a href="/dead-letters">Dead letters</a>
 <span class="who">${who(ctx.caps)}</span>
 <form method="post" action="/logout">${csrfField(ctx)}<button class="secondary" type="submit">Sign out</button></form></header>`;
   return html`<!doctype html>

@@ -107,7 +107,7 @@ ${tiles(data)}
 ${
   data.deadLetters.every((d) => d.n === 0)
     ? ''
-    : html`<table id="dead-letters"><tr><th>dead-letter reason</th><th class="num">count</th><th>oldest</th><th>newest</th></tr>
+    : html`<p><a href="/dead-letters" id="by-error-code">Dead letters by error code</a></p><table id="dead-letters"><tr><th>dead-letter reason</th><th class="num">count</th><th>oldest</th><th>newest</th></tr>
 ${data.deadLetters.filter((d) => d.n > 0).map((d) => html`<tr><td><a href="${href('/search', { reason: d.reason ?? '' })}">${d.reason ?? 'none'}</a></td><td class="num">${d.n > COUNT_CAP ? `${COUNT_CAP}+` : d.n}</td><td>${when(d.oldest, data.now)}</td><td>${when(d.newest, data.now)}</td></tr>`)}</table>`
 }
 ${oldest(data)}

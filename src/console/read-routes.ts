@@ -1,5 +1,7 @@
 import { pageReply, seeOther, text, type Reply } from './http.js';
 import type { ConsoleDatabase } from './database.js';
+import { deadLetterGroups } from './dead-letter-data.js';
+import { deadLettersPage } from './dead-letters-page.js';
 import { href, html, ident } from './escape.js';
 import { page, type PageContext } from './layout.js';
 import { readOperation } from './operation-data.js';
@@ -34,6 +36,19 @@ export async function readRoute(db: ConsoleDatabase, url: URL, ctx: PageContext)
     }
     case '/search':
       return search(db, q, ctx);
+    case '/dead-letters': {
+      if (!ctx.caps.read.deadLetters)
+        return pageReply(
+          200,
+          page(
+            ctx,
+            'Dead letters',
+            html`<h1>Dead letters</h1><p class="muted">This login may not read settle.dead_letters.</p>`,
+          ),
+        );
+      const tenant = text(q, 'tenant') ?? null;
+      return pageReply(200, deadLettersPage(ctx, await deadLetterGroups(db, tenant), tenant));
+    }
     case '/op': {
       const tenant = q.get('tenant') ?? '';
       const key = q.get('key') ?? '';
@@ -72,6 +87,9 @@ function searchQuery(q: URLSearchParams): { query: SearchQuery & { key?: string 
   if (older !== undefined && !/^\d{1,7}$/.test(older))
     problems.push(`older must be a whole number of minutes, 0 to 9999999 (got ${JSON.stringify(older)})`);
   const cursor = text(q, 'cursor');
+  const code = text(q, 'code');
+  if (code !== undefined && reason === undefined && problems.length === 0)
+    problems.push('an error code goes with a dead-letter reason');
   return {
     problems,
     query: {
@@ -81,6 +99,7 @@ function searchQuery(q: URLSearchParams): { query: SearchQuery & { key?: string 
       ...(reason === undefined ? {} : { reason }),
       ...(older !== undefined && /^\d{1,7}$/.test(older) ? { olderThanMinutes: Number(older) } : {}),
       ...(cursor === undefined ? {} : { cursor }),
+      ...(code === undefined ? {} : { code }),
     },
   };
 }

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { answerPage, confirmPage, refusalPage } from './action-pages.js';
 import { redriveAction } from './actions.js';
+import { BULK_LIMIT, type GroupSelection, groupKeys } from './dead-letter-data.js';
+import { groupRedrivePreview } from './dead-letters-page.js';
 import type { ConsoleDatabase } from './database.js';
 import { href, html, type Html, ident } from './escape.js';
 import { answerReply, pageReply, type Reply } from './http.js';
@@ -84,4 +86,93 @@ ${reason === '' ? '' : html`<p>reason: <b>${reason}</b></p>`}`,
   }
   const answer = await redriveAction(db, tenant, key, Number(attempts), reason === '' ? null : reason);
   return answerReply(answer.ok ? 200 : 409, answerPage(ctx, 'Redrive', answer, opHref, 'Back to the operation'));
+}
+
+/** The group a bulk redrive names (only attempts_exhausted), or what is wrong with the form. */
+function groupOf(form: URLSearchParams): GroupSelection | { problem: string } {
+  if (form.get('reason_group') !== 'attempts_exhausted')
+    return {
+      problem:
+        'only dead letters whose every attempt failed (attempts_exhausted) are redriven as a group; the ones needing reconciliation one at a time',
+    };
+  let code: unknown;
+  try {
+    code = JSON.parse(form.get('code_json') ?? '');
+  } catch {
+    return { problem: 'the form does not say which error code (reload the dead letters page)' };
+  }
+  if (code !== null && typeof code !== 'string')
+    return { problem: 'the form does not say which error code (reload the dead letters page)' };
+  const tenant = form.get('tenant');
+  return { reason: 'attempts_exhausted', code, tenant: tenant === null || tenant === '' ? null : tenant };
+}
+
+/**
+ * Redriving one group of dead letters (dead-letter-data.ts): a preview with the count and the
+ * first keys that needs a reason, then settle.redrive for each of the oldest BULK_LIMIT in turn,
+ * under the operator's login. One a colleague redrove or purged meanwhile counts as skipped.
+ */
+export async function redriveGroupRoute(
+  db: ConsoleDatabase,
+  form: URLSearchParams,
+  ctx: PageContext,
+  step: string,
+): Promise<Reply> {
+  const group = groupOf(form);
+  if ('problem' in group) return pageReply(400, refusalPage(ctx, 'Redrive a group', group.problem));
+  const attempts = form.get('attempts') ?? '1';
+  const reason = form.get('reason')?.trim() ?? '';
+  const problems =
+    step === 'apply'
+      ? [
+          /^\d{1,4}$/.test(attempts) && Number(attempts) >= 1 && Number(attempts) <= 1000
+            ? null
+            : 'additional attempts must be a whole number from 1 to 1000',
+          reason === '' ? 'a reason is required: why, and the ticket' : null,
+        ].filter((p): p is string => p !== null)
+      : [];
+  if (step !== 'apply' || problems.length > 0) {
+    const { total, keys } = await groupKeys(db, group, 10);
+    return pageReply(
+      problems.length > 0 ? 400 : 200,
+      groupRedrivePreview(
+        ctx,
+        group,
+        total,
+        keys,
+        problems.length > 0 ? `Not redriven: ${problems.join('; ')}.` : null,
+      ),
+    );
+  }
+  const { keys } = await groupKeys(db, group, BULK_LIMIT);
+  let redriven = 0;
+  let skipped = 0;
+  const refused: [string, unknown][] = [];
+  for (const k of keys) {
+    const answer = await redriveAction(db, k.tenant, k.key, Number(attempts), reason);
+    if (answer.ok) redriven += 1;
+    else if (answer.error?.sqlstate === 'SE011' || answer.error?.sqlstate === 'SE010') skipped += 1;
+    else refused.push([`${k.tenant} / ${k.key}`, `${answer.error?.sqlstate ?? ''} ${answer.error?.message ?? ''}`]);
+  }
+  return answerReply(
+    refused.length === 0 ? 200 : 409,
+    answerPage(
+      ctx,
+      'Redrive a group',
+      {
+        ok: refused.length === 0,
+        summary: `redrove ${redriven} dead letter(s)${skipped === 0 ? '' : `, ${skipped} skipped (no longer dead letters)`}${refused.length === 0 ? '' : `, ${refused.length} refused`}`,
+        fields: [
+          ['error code', group.code ?? '(no error)'],
+          ['tenant', group.tenant ?? 'every tenant this login sees'],
+          ['additional attempts', attempts],
+          ['reason', reason],
+          ...refused.slice(0, 20),
+        ],
+        error: null,
+      },
+      '/dead-letters',
+      'Dead letters',
+    ),
+  );
 }

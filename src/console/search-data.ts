@@ -16,6 +16,8 @@ export interface SearchQuery {
   readonly tenant?: string;
   readonly status?: (typeof STATUSES)[number];
   readonly reason?: (typeof REASONS)[number];
+  /** With a reason: only dead letters of this error code (dead-letter-data.ts). */
+  readonly code?: string;
   /** Only operations last changed more than this many minutes ago. */
   readonly olderThanMinutes?: number;
   readonly cursor?: string;
@@ -38,7 +40,12 @@ export interface SearchPage {
   readonly rows: readonly ListRow[];
   /** The cursor of the next page, or null on the last page. */
   readonly next: string | null;
+  /** Every operation the filters match, counted up to COUNT_CAP + 1 (more: COUNT_CAP+). */
+  readonly total: number;
 }
+
+/** A list's total is counted up to here (its first COUNT_CAP + 1 in the list's own order). */
+export const COUNT_CAP = 10_000;
 
 /** Thrown for a cursor the console did not write. */
 export class BadCursorError extends Error {}
@@ -99,12 +106,22 @@ export async function searchOperations(db: ConsoleDatabase, query: SearchQuery):
   if (query.status !== undefined) where.push(`o.status = ${param(query.status)}::settle.status`);
   if (query.reason !== undefined) {
     where.push(`o.dead_lettered_at is not null and o.dead_letter_reason = ${param(query.reason)}`);
-    // The index's own terms, so the planner sees that it holds every row asked for.
+    // The statuses of the reason's dead letters as a range (overview-data.ts: a list, or
+    // `= 'failed'`, let the planner read far more than the dead letters).
     if (query.status === undefined)
-      where.push(query.reason === 'attempts_exhausted' ? `o.status = 'failed'` : `o.status in ('unknown', 'conflict')`);
+      where.push(
+        query.reason === 'attempts_exhausted'
+          ? `o.status between 'failed' and 'failed'`
+          : `o.status between 'unknown' and 'conflict'`,
+      );
+    if (query.code !== undefined)
+      where.push(`coalesce(o.error->>'code', left(o.error::text, 80)) = ${param(query.code)}`);
   }
   if (query.olderThanMinutes !== undefined)
     where.push(`o.updated_at < statement_timestamp() - make_interval(mins => ${param(query.olderThanMinutes)})`);
+  // The filters without the cursor: what the total counts.
+  const filters = [...where];
+  const filterValues = [...values];
   if (query.cursor !== undefined) {
     const c = decodeCursor(query.cursor);
     if (byAge) {
@@ -117,16 +134,25 @@ export async function searchOperations(db: ConsoleDatabase, query: SearchQuery):
     }
   }
   const order = byAge ? 'o.updated_at, o.tenant, o.key' : 'o.tenant, o.key';
-  const rows = await db.rows(
-    listRow,
-    `select o.tenant, o.key, o.status::text as status, o.attempt, o.max_attempts, o.updated_at, o.updated_at::text as cursor_at,
+  const match = (terms: readonly string[]) => (terms.length === 0 ? 'true' : terms.join(' and '));
+  const [rows, counted] = await Promise.all([
+    db.rows(
+      listRow,
+      `select o.tenant, o.key, o.status::text as status, o.attempt, o.max_attempts, o.updated_at, o.updated_at::text as cursor_at,
             o.dead_letter_reason, o.dead_lettered_at
        from settle.operations o
-      where ${where.length === 0 ? 'true' : where.join(' and ')}
+      where ${match(where)}
       order by ${order}
       limit ${PAGE_SIZE + 1}`,
-    values,
-  );
+      values,
+    ),
+    db.rows(
+      z.object({ n: z.number() }),
+      `select count(*)::int as n from (select 1 from settle.operations o where ${match(filters)}
+                                        order by ${order} limit ${COUNT_CAP + 1}) x`,
+      filterValues,
+    ),
+  ]);
   const page = rows.slice(0, PAGE_SIZE);
   const last = page.at(-1);
   const next =
@@ -135,5 +161,5 @@ export async function searchOperations(db: ConsoleDatabase, query: SearchQuery):
           byAge ? { at: last.cursor_at, tenant: last.tenant, key: last.key } : { tenant: last.tenant, key: last.key },
         )
       : null;
-  return { rows: page, next };
+  return { rows: page, next, total: counted[0]?.n ?? 0 };
 }

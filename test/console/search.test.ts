@@ -61,6 +61,11 @@ describe('console search', () => {
       `select tenant || '/' || key as id from settle.operations where status = 'unknown' order by updated_at, tenant, key`,
     );
     expect(seen).toEqual(rows.map((r) => r.id));
+    // Every page says how many match in all, the first as the later ones.
+    const first = await searchOperations(consoleDb, { status: 'unknown' });
+    expect(first.total).toBe(130);
+    expect((await searchOperations(consoleDb, { status: 'unknown', cursor: first.next ?? '' })).total).toBe(130);
+    expect((await searchOperations(consoleDb, { reason: 'needs_reconciliation', code: 'declined' })).total).toBe(0);
   });
 
   it('by tenant (primary-key order), by dead-letter reason, and by age', async () => {
