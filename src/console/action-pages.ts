@@ -1,6 +1,7 @@
 import type { ActionAnswer } from './actions.js';
 import type { ApiError } from './database.js';
-import { html, jsonText, type Html } from './escape.js';
+import { html, type Html } from './escape.js';
+import { jsonBlock } from './json-block.js';
 import { csrfField, page, type PageContext } from './layout.js';
 
 /** A confirmation: what will happen, the values carried in hidden fields, and one button. */
@@ -47,7 +48,7 @@ export function answerPage(
     html`<h1>${title}</h1>
 <div class="answer${answer.ok ? '' : ' refused'}" id="answer"><p id="answer-summary"><b>${answer.summary}</b></p>
 ${answer.error === null ? '' : errorBlock(answer.error)}
-${answer.fields.length === 0 ? '' : html`<table>${answer.fields.map(([name, value]) => html`<tr><th>${name}</th><td>${typeof value === 'object' && value !== null ? html`<pre>${jsonText(value)}</pre>` : value === null || value === undefined ? '-' : String(value)}</td></tr>`)}</table>`}
+${answer.fields.length === 0 ? '' : html`<table>${answer.fields.map(([name, value]) => html`<tr><th>${name}</th><td>${typeof value === 'object' && value !== null ? jsonBlock(value) : value === null || value === undefined ? '-' : String(value)}</td></tr>`)}</table>`}
 </div>
 <p><a href="${back}" id="back">${backLabel}</a></p>`,
   );

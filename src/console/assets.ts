@@ -1,7 +1,9 @@
 // The console's only stylesheet and script, served from its own origin (the Content-Security-
 // Policy allows 'self' and nothing inline). The script is progressive enhancement: without it
-// every page works; with it, the feed lag and the gauges refresh every 5 s and the overview
-// reloads itself every 30 s while no form is in use. It writes with textContent only.
+// every page works (a Refresh link reads it again); with it, the feed lag refreshes every 5 s, a
+// page reloads itself (the overview every 30 s by default, any page when its box is ticked)
+// while no form is in use, and ids and the page's address get Copy buttons. It writes with
+// textContent only.
 
 export const STYLESHEET = `
 :root { --fg: #1d2430; --muted: #5b6575; --line: #d6dbe3; --bg: #fff; --panel: #f6f8fa; --ok: #1a7f37; --warn: #9a6700; --bad: #cf222e; --info: #0969da; }
@@ -23,6 +25,10 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 pre { margin: 0; white-space: pre-wrap; word-break: break-all; font: 12px/1.4 ui-monospace, monospace; max-height: 16em; overflow: auto; }
 code, .mono { font: 12px ui-monospace, monospace; overflow-wrap: anywhere; }
 .muted { color: var(--muted); }
+.page-tools { float: right; margin: 0; font-size: 12px; color: var(--muted); }
+.page-tools button, button.copy { font-size: 11px; padding: .05em .5em; margin-left: .3em; }
+label.inline-label { display: inline; font-weight: normal; margin: 0; }
+details.json-large summary { cursor: pointer; color: var(--muted); }
 mark.nonascii { background: #ffebe9; color: var(--bad); outline: 1px dotted var(--bad); padding: 0 1px; }
 .badge { display: inline-block; padding: 0 .5em; border-radius: 1em; font-size: 12px; border: 1px solid var(--line); background: var(--panel); }
 .badge.firing, .badge.bad { background: #ffebe9; border-color: var(--bad); color: var(--bad); }
@@ -97,13 +103,65 @@ export const SCRIPT = `'use strict';
       .catch(function () {});
   }
   if (document.querySelector('[data-live]') !== null) setInterval(poll, 5000);
-  if (body.getAttribute('data-refresh') !== null) {
-    var seconds = Number(body.getAttribute('data-refresh')) || 30;
+
+  // Copying: a button after each element with data-copy (its value), and one for the page's address.
+  function copy(text, button) {
+    function done() { button.textContent = 'Copied'; setTimeout(function () { button.textContent = button.getAttribute('data-label'); }, 1500); }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, function () {});
+      return;
+    }
+    var area = document.createElement('textarea');
+    area.value = text;
+    document.body.appendChild(area);
+    area.select();
+    try { document.execCommand('copy'); done(); } catch (e) {}
+    area.remove();
+  }
+  function copyButton(label, name, text) {
+    var b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'secondary copy';
+    b.textContent = label;
+    b.setAttribute('data-label', label);
+    b.setAttribute('aria-label', label + ' ' + name);
+    b.addEventListener('click', function () { copy(typeof text === 'function' ? text() : text, b); });
+    return b;
+  }
+  var copies = document.querySelectorAll('[data-copy]');
+  for (var c = 0; c < copies.length; c += 1) {
+    var node = copies[c];
+    node.after(copyButton('Copy', node.getAttribute('data-copy-name') || 'value', node.getAttribute('data-copy')));
+  }
+  var tools = document.getElementById('page-tools');
+  if (tools !== null) {
+    tools.append(' · ');
+    tools.append(copyButton('Copy link', 'to this page', function () { return location.href; }));
+
+    // Refresh: on by default where the page asks for it (data-refresh), remembered per page for
+    // the tab; a reload waits while a field has the focus or a form has been typed into.
+    var every = Number(body.getAttribute('data-refresh')) || 30;
+    var stored = sessionStorage.getItem('refresh:' + location.pathname);
+    var on = stored === null ? body.getAttribute('data-refresh') !== null : stored === 'on';
+    var label = document.createElement('label');
+    label.className = 'inline-label';
+    var box = document.createElement('input');
+    box.type = 'checkbox';
+    box.id = 'auto-refresh';
+    box.checked = on;
+    label.append(box, ' every ' + every + ' s');
+    tools.append(' · ', label);
+    box.addEventListener('change', function () {
+      sessionStorage.setItem('refresh:' + location.pathname, box.checked ? 'on' : 'off');
+    });
+    var typed = false;
+    document.addEventListener('input', function (e) { if (e.target !== box) typed = true; });
     setInterval(function () {
+      if (!box.checked || typed) return;
       var active = document.activeElement;
-      if (active && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) return;
+      if (active && active !== box && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) return;
       location.reload();
-    }, seconds * 1000);
+    }, every * 1000);
   }
 })();
 `;

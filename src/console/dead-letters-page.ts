@@ -35,7 +35,7 @@ ${groups.map((g) => html`<tr><td>${g.reason}</td><td>${codeText(g.code)}</td><td
 }
 ${capped.length === 0 ? '' : html`<p class="muted" id="grouped-over">Grouped over the oldest ${GROUPED.toLocaleString('en')} dead letters of ${capped.join(' and ')}: there are more.</p>`}
 <p class="muted">A group's redrive re-opens its oldest ${BULK_LIMIT.toLocaleString('en')} at most (run it again for the rest), each with settle.redrive under your login, after a preview that needs a reason. Dead letters that need reconciliation are redriven one at a time from their page: an attempt may already have taken effect (<code>pg-settle redrive --all</code> skips them too).</p>`,
-    { refreshSeconds: 60 },
+    { refreshSeconds: 30 },
   );
 }
 

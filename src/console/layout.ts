@@ -33,15 +33,23 @@ export function page(
   const header =
     ctx === null
       ? html`<header><a href="/">pg-settle console</a></header>`
-      : html`<header><a href="/">pg-settle console</a><a href="/">Overview</a><a href="/search">Search</a><a href="/dead-letters">Dead letters</a>
+      : html`<header><a href="/">pg-settle console</a><a href="/">Overview</a><a href="/search">Search</a><a href="/dead-letters">Dead letters</a>${ctx.caps.read.adminLog ? html`<a href="/admin-log">Admin log</a>` : ''}
 <span class="who">${who(ctx.caps)}</span>
 <form method="post" action="/logout">${csrfField(ctx)}<button class="secondary" type="submit">Sign out</button></form></header>`;
+  // Every page: when it was read, a link that reads it again, and (script) a copy of its address
+  // and an automatic refresh. The address names everything the page shows: a colleague opens it
+  // on their own console (signing in first if need be, then on to it).
+  const tools =
+    ctx === null
+      ? ''
+      : html`<p class="page-tools" id="page-tools">read <time id="read-at" datetime="${new Date().toISOString()}">${new Date().toISOString().slice(11, 19)} UTC</time> · <a href="" id="refresh">Refresh</a></p>`;
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${title} · pg-settle console</title><link rel="stylesheet" href="/static/console.css"></head>
 <body${options.refreshSeconds === undefined ? '' : html` data-refresh="${options.refreshSeconds}"`}>
 ${header}
 <main>
+${tools}
 ${body}
 </main>
 <script src="/static/console.js"></script>

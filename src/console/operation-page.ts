@@ -1,4 +1,5 @@
-import { href, html, jsonText, type Html, ident } from './escape.js';
+import { href, html, type Html, ident } from './escape.js';
+import { jsonBlock, jsonHref } from './json-block.js';
 import { csrfField, page, when, type PageContext } from './layout.js';
 import type { OperationData } from './operation-data.js';
 import { mayRepeatFields } from './redrive-route.js';
@@ -13,10 +14,8 @@ function field(name: string, value: Html | string | number | null): Html {
   return html`<tr><th>${name}</th><td>${value === null ? html`<span class="muted">-</span>` : value}</td></tr>`;
 }
 
-function json(value: unknown): Html {
-  return value === null || value === undefined
-    ? html`<span class="muted">-</span>`
-    : html`<pre>${jsonText(value)}</pre>`;
+function json(value: unknown, op?: { readonly tenant: string; readonly key: string }, field?: string): Html {
+  return jsonBlock(value, op === undefined || field === undefined ? null : jsonHref(op.tenant, op.key, field));
 }
 
 function actions(ctx: PageContext, data: OperationData): Html {
@@ -52,14 +51,14 @@ export function operationPage(ctx: PageContext, data: OperationData): string {
   return page(
     ctx,
     `${op.tenant} / ${op.key}`,
-    html`<h1>Operation <span class="mono" id="op-tenant">${ident(op.tenant)}</span> / <span class="mono" id="op-key">${ident(op.key)}</span></h1>
+    html`<h1>Operation <span class="mono" id="op-tenant" data-copy="${op.tenant}" data-copy-name="tenant">${ident(op.tenant)}</span> / <span class="mono" id="op-key" data-copy="${op.key}" data-copy-name="key">${ident(op.key)}</span></h1>
 ${lattice(data.statuses, op.status)}
 <table id="operation">
 ${field('status', html`<b id="op-status">${op.status}</b>${op.in_flight ? html` <span class="badge warn">in flight</span>` : ''}${op.dead_lettered_at === null ? '' : html` <span class="badge bad">dead-lettered: ${op.dead_letter_reason ?? ''}</span>`}`)}
 ${field('attempt', html`<span id="op-attempt">${op.attempt}</span> of ${op.max_attempts}${op.settled_attempt === null ? '' : html`, settled by attempt ${op.settled_attempt}`}`)}
 ${field('lease expires', when(op.lease_expires_at, data.now))}
-${field('result', html`<div id="op-result">${json(op.result)}</div>`)}
-${field('error', json(op.error))}
+${field('result', html`<div id="op-result">${json(op.result, op, 'result')}</div>`)}
+${field('error', json(op.error, op, 'error'))}
 ${field('dead-lettered', when(op.dead_lettered_at, data.now))}
 ${field('redrives', op.redrive_count)}
 ${field('created', when(op.created_at, data.now))}
@@ -67,23 +66,23 @@ ${field('updated', when(op.updated_at, data.now))}
 </table>
 <h2>Reservation</h2>
 <table id="reservation">
-${field('fingerprint', html`<code>${op.fingerprint}</code>`)}
+${field('fingerprint', html`<code id="op-fingerprint" data-copy="${op.fingerprint}" data-copy-name="fingerprint">${op.fingerprint}</code>`)}
 ${field('principal', html`<code>${op.principal}</code>`)}
 ${field('scopes', html`<code>${op.scopes.join(', ')}</code>`)}
 ${field('binding generation', op.binding_generation)}
-${field('request', json(op.request))}
+${field('request', json(op.request, op, 'request'))}
 </table>
 <h2>Attempts</h2>
 ${attemptTimeline(op, data.attempts, data.audit, data.now)}
 <table id="attempts"><tr><th>attempt</th><th>worker</th><th>claimed</th><th>ended</th><th>end reason</th><th>observation</th><th>settled</th><th>error</th><th>late result</th></tr>
-${data.attempts.map((a) => html`<tr><td>${a.attempt}</td><td class="mono">${a.worker ?? ''}</td><td>${when(a.claimed_at, data.now)}</td><td>${when(a.ended_at, data.now)}</td><td>${a.end_reason ?? ''}</td><td>${a.observation ?? ''}</td><td>${a.settled ? 'yes' : ''}</td><td>${json(a.error)}</td><td>${json(a.late_result)}</td></tr>`)}
+${data.attempts.map((a) => html`<tr><td>${a.attempt}</td><td class="mono">${a.worker ?? ''}</td><td>${when(a.claimed_at, data.now)}</td><td>${when(a.ended_at, data.now)}</td><td>${a.end_reason ?? ''}</td><td>${a.observation ?? ''}</td><td>${a.settled ? 'yes' : ''}</td><td>${json(a.error, op, `attempt:${a.attempt}:error`)}</td><td>${json(a.late_result, op, `attempt:${a.attempt}:late_result`)}</td></tr>`)}
 </table>
 <h2>Audit trail</h2>
 ${
   data.audit === null
     ? html`<p class="muted">This login may not read settle.audit_log.</p>`
     : html`<table id="audit"><tr><th>#</th><th>at</th><th>event</th><th>outcome</th><th>attempt</th><th>status</th><th>actor</th><th>login</th><th>detail (reason, evidence)</th></tr>
-${data.audit.map((r) => html`<tr><td>${r.seq}</td><td>${when(r.at, data.now)}</td><td>${r.event}</td><td>${r.outcome}</td><td>${r.attempt ?? ''}</td><td>${r.status_before ?? ''} → ${r.status_after ?? ''}</td><td class="mono">${r.actor ?? ''}</td><td class="mono">${r.login ?? ''}</td><td>${json(r.detail)}</td></tr>`)}
+${data.audit.map((r) => html`<tr><td>${r.seq}</td><td>${when(r.at, data.now)}</td><td>${r.event}</td><td>${r.outcome}</td><td>${r.attempt ?? ''}</td><td>${r.status_before ?? ''} → ${r.status_after ?? ''}</td><td class="mono">${r.actor ?? ''}</td><td class="mono">${r.login ?? ''}</td><td>${json(r.detail, op, `audit:${r.seq}:${r.audit_id}`)}</td></tr>`)}
 </table>`
 }
 <h2>Feed events</h2>

@@ -1,10 +1,11 @@
-import { pageReply, seeOther, text, type Reply } from './http.js';
+import { HttpProblem, pageReply, seeOther, text, type Reply } from './http.js';
+import { adminLogRoute } from './admin-log.js';
 import type { ConsoleDatabase } from './database.js';
 import { deadLetterGroups } from './dead-letter-data.js';
 import { deadLettersPage } from './dead-letters-page.js';
 import { href, html, ident } from './escape.js';
 import { page, type PageContext } from './layout.js';
-import { readOperation } from './operation-data.js';
+import { type OperationData, readOperation } from './operation-data.js';
 import { operationPage } from './operation-page.js';
 import { readHorizonXid, readLanes, readOverview } from './overview-data.js';
 import { overviewPage } from './overview-page.js';
@@ -48,6 +49,17 @@ export async function readRoute(db: ConsoleDatabase, url: URL, ctx: PageContext)
         );
       const tenant = text(q, 'tenant') ?? null;
       return pageReply(200, deadLettersPage(ctx, await deadLetterGroups(db, tenant), tenant));
+    }
+    case '/admin-log':
+      return adminLogRoute(db, q, ctx);
+    case '/op/json': {
+      // One JSON value of an operation, whole (json-block.ts): what the page collapses.
+      const tenant = q.get('tenant') ?? '';
+      const key = q.get('key') ?? '';
+      const data = tenant === '' || key === '' ? null : await readOperation(db, ctx.caps, tenant, key);
+      const value = data === null ? undefined : jsonField(data, q.get('field') ?? '');
+      if (value === undefined) throw new HttpProblem(404, 'no such value of an operation visible to this login');
+      return { status: 200, type: 'application/json; charset=utf-8', body: JSON.stringify(value, null, 2) };
     }
     case '/op': {
       const tenant = q.get('tenant') ?? '';
@@ -125,4 +137,16 @@ async function search(db: ConsoleDatabase, q: URLSearchParams, ctx: PageContext)
     if (error instanceof BadCursorError) return pageReply(400, searchPage(ctx, query, null, error.message));
     throw error;
   }
+}
+
+/** A JSON value of an operation by its name on the page: result, error, request, attempt:N:error,
+ * attempt:N:late_result, audit:SEQ:AUDIT_ID; undefined when there is none. */
+function jsonField(data: OperationData, field: string): unknown {
+  const op = data.operation;
+  if (field === 'result' || field === 'error' || field === 'request') return op[field] ?? undefined;
+  const [kind, a, b] = field.split(':');
+  if (kind === 'attempt' && (b === 'error' || b === 'late_result'))
+    return data.attempts.find((x) => String(x.attempt) === a)?.[b] ?? undefined;
+  if (kind === 'audit') return data.audit?.find((x) => x.seq === a && x.audit_id === b)?.detail ?? undefined;
+  return undefined;
 }
