@@ -4,4 +4,12 @@ export * from './client/index.js';
 // of the middleware's operations needs without importing a framework adapter.
 export { downstreamKeyOf } from './http/core/context.js';
 export { byKeyPrefix } from './http/core/key-prefix.js';
-export { migrate, MigrationError, type MigrateOptions, type MigrateResult } from './db/migrate.js';
+export {
+  migrate,
+  MigrationError,
+  MigrationHistoryError,
+  type MigrateOptions,
+  type MigrateResult,
+  type MigrationHistoryMismatch,
+  type MigrationHistoryProblem,
+} from './db/migrate.js';

@@ -1,5 +1,5 @@
 import { redactPassword } from '../db/database-url.js';
-import { migrate } from '../db/migrate.js';
+import { MigrationHistoryError, migrate } from '../db/migrate.js';
 import { NoPostgresServerError, provisionPostgres, type ProvisionedPostgres } from '../dev-server/provision.js';
 import { DatabaseUnavailableError, MissingDatabaseError } from './errors.js';
 
@@ -65,6 +65,7 @@ async function migrateOrExplain(url: string): Promise<string[]> {
   try {
     return (await migrate(url)).applied;
   } catch (error) {
+    if (error instanceof MigrationHistoryError) throw error;
     throw new DatabaseUnavailableError(`migration of ${redactPassword(url)} failed: ${(error as Error).message}`, {
       cause: error,
     });

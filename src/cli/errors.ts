@@ -1,4 +1,5 @@
 import { SettleConnectionError, SettleError, SettleInputError } from '../client/errors.js';
+import { MigrationHistoryError } from '../db/migration-errors.js';
 import { SimulatorConfigError } from '../simulator/config.js';
 import { EXIT, type ExitCode } from './exit-codes.js';
 import { printJson } from './output.js';
@@ -73,6 +74,7 @@ function fieldsOf(error: unknown): ErrorFields {
 /** The exit code for an error: by class and SQLSTATE, never by message text. */
 export function exitCodeFor(error: unknown): ExitCode {
   if (error instanceof UsageError || error instanceof SimulatorConfigError) return EXIT.usage;
+  if (error instanceof MigrationHistoryError) return EXIT.migrationHistory;
   if (error instanceof DatabaseUnavailableError || error instanceof SettleConnectionError) return EXIT.database;
   if (error instanceof CommandFailedError) return EXIT.failure;
   // Bad input caught by the client before any round trip (sqlstate null) is a usage error.

@@ -10,6 +10,8 @@ export const EXIT = {
   usage: 2,
   /** The database could not be reached or used: connection refused, authentication, unknown database, provisioning or migration failure. */
   database: 3,
+  /** migrate: the database's migration history does not match this version (an applied migration edited or replaced, or one from a newer version); nothing applied. */
+  migrationHistory: 4,
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];

@@ -3,7 +3,16 @@ import pg from 'pg';
 // and vitest alike (named imports depend on cjs-module-lexer spotting the re-exports).
 import postgresMigrations from 'postgres-migrations';
 import { quoteIdent } from './database-url.js';
+import { type DatabaseErrorFields, MigrationError, MigrationHistoryError } from './migration-errors.js';
+import { checkMigrationHistory, MIGRATION_LOCK_KEY } from './migration-history.js';
 import { defaultMigrationsDir } from './migrations-dir.js';
+
+export {
+  MigrationError,
+  MigrationHistoryError,
+  type MigrationHistoryMismatch,
+  type MigrationHistoryProblem,
+} from './migration-errors.js';
 
 /** Options of migrate(). */
 export interface MigrateOptions {
@@ -34,33 +43,6 @@ export interface OwnerMember {
   readonly role: string;
   /** What drops it, e.g. `REVOKE settle_owner FROM "deploy";` (for an indirect member: the role it goes through). */
   readonly revoke: string;
-}
-
-/**
- * A migration failed. postgres-migrations rethrows a plain Error that keeps only the message;
- * this one also carries the failing statement's database error as `cause` and its `code`
- * (SQLSTATE), `detail` and `hint`, so that mapDatabaseError turns e.g. SE030 (not a UTF8
- * database) into its class. `code` is undefined when no statement failed (an edited migration:
- * "Hashes don't match", a bad file name).
- */
-export class MigrationError extends Error {
-  readonly code: string | undefined;
-  readonly detail: string | undefined;
-  readonly hint: string | undefined;
-
-  constructor(message: string, databaseError: DatabaseErrorFields | undefined, cause: unknown) {
-    super(message, { cause: databaseError ?? cause });
-    this.name = 'MigrationError';
-    this.code = databaseError?.code;
-    this.detail = databaseError?.detail;
-    this.hint = databaseError?.hint;
-  }
-}
-
-interface DatabaseErrorFields {
-  readonly code: string;
-  readonly detail?: string | undefined;
-  readonly hint?: string | undefined;
 }
 
 const isDatabaseError = (error: unknown): error is Error & DatabaseErrorFields => {
@@ -94,11 +76,18 @@ async function runMigrations(
   const watched = new Proxy(client, {
     get: (target, property) => (property === 'query' ? query : Reflect.get(target, property, target)),
   });
+  // The history is checked under postgres-migrations' own advisory lock (session locks stack:
+  // its run takes it again and releases once), so no other migrate adds rows in between.
+  await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
   try {
+    await checkMigrationHistory(client, dir);
     const applied = await postgresMigrations.migrate({ client: watched }, dir, { logger });
     return { applied: applied.map((migration) => migration.fileName) };
   } catch (error) {
+    if (error instanceof MigrationHistoryError) throw error;
     throw new MigrationError(error instanceof Error ? error.message : String(error), failure, error);
+  } finally {
+    await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => {});
   }
 }
 
@@ -258,8 +247,10 @@ async function runAsOwnerWhileMigrating(
 }
 
 /**
- * Applies pending migrations with postgres-migrations (forward-only; refuses an edited,
- * already-applied file with "Hashes don't match"). Idempotent, and safe when several processes
+ * Applies pending migrations with postgres-migrations (forward-only, one transaction per file).
+ * Refuses, applying nothing, a database whose history does not match the files: an applied
+ * migration edited or replaced, or one this version does not have (MigrationHistoryError).
+ * Idempotent, and safe when several processes
  * migrate the same database at once: postgres-migrations serializes runs with a session-level
  * advisory lock, and a run that waited finds the work done.
  *
@@ -267,7 +258,8 @@ async function runAsOwnerWhileMigrating(
  * migrations run; `ownerMembers` lists any login left able to act as the owner.
  *
  * A given client must be connected and is left open; a connection string gets its own client.
- * Throws MigrationError (with the failing statement's SQLSTATE as `code`) when a migration fails.
+ * Throws MigrationError (with the failing statement's SQLSTATE as `code`) when a migration fails,
+ * MigrationHistoryError (a MigrationError) when the history does not match.
  */
 export async function migrate(
   connection: string | pg.Client | pg.PoolClient,

@@ -25,6 +25,8 @@ interface Example {
   /** The documented output, line by line. */
   readonly output: string[];
   readonly fails: boolean;
+  /** The exit code an `$ echo $?` right after the example shows. */
+  readonly exitCode?: number;
 }
 
 /** The examples of each fenced block, in order. */
@@ -39,11 +41,13 @@ function exampleBlocks(): Example[][] {
       const next = lines.findIndex((l, j) => j > i && l.startsWith('$ '));
       const output = lines.slice(i + 1, next < 0 ? undefined : next);
       while (output.length > 0 && output.at(-1)?.trim() === '') output.pop();
+      const echoed = next >= 0 && lines[next] === '$ echo $?' ? Number(lines[next + 1]) : undefined;
       found.push({
         line: block.line + i + 1,
         args: (match[1] ?? '').split(/\s+/),
         output,
         fails: (output[0] ?? '').startsWith('pg-settle: '),
+        ...(echoed === undefined ? {} : { exitCode: echoed }),
       });
     });
     if (found.length > 0) blocks.push(found);
@@ -89,8 +93,18 @@ async function seedSettled(url: string, tenant: string, key: string): Promise<vo
   }
 }
 
-/** A line with every number as `0` and every run of white space as one space. */
-const shape = (line: string): string => line.replace(/\d+/g, '0').replace(/\s+/g, ' ').trim();
+/**
+ * A line with every number as `0` and every run of white space as one space; a SHA-1 (a
+ * migration's hash) and the migrations directory are placeholders too: they differ by version
+ * and install.
+ */
+const shape = (line: string): string =>
+  line
+    .replace(/\b[0-9a-f]{40}\b/g, '<sha1>')
+    .replace(/\(migrations directory: [^)]*\)/g, '(migrations directory: <dir>)')
+    .replace(/\d+/g, '0')
+    .replace(/\s+/g, ' ')
+    .trim();
 
 /** Output lines as compared: shaped, trailing empty lines dropped. An overdue-upkeep warning is
  * left out: whether a job is overdue depends on how long ago the test's template was migrated.
@@ -193,9 +207,19 @@ describe('docs/cli.md examples', { timeout: 240_000 }, () => {
           }
           args[urlAt + 1] = withDatabase(db.url, empty);
         }
+        // The refused migrate shows a database whose applied file differs from this version's:
+        // the empty database is migrated, then the named file's recorded hash is changed.
+        if (example.fails && args[0] === 'migrate') {
+          const url = args[urlAt + 1] ?? '';
+          expect((await run(['migrate', '--database-url', url], db.url)).code).toBe(0);
+          const id = Number(/ (\d{5})_\w+\.sql differs/.exec(example.output[0] ?? '')?.[1]);
+          expect(id).toBeGreaterThan(0);
+          await withAdmin(url, `update migrations set hash = '${'cd'.repeat(20)}' where id = ${id}`);
+        }
         if (args[0] === 'stats' && args.includes('--watch')) args = [...args, '--count', '1'];
         const result = await run(args, db.url);
         const printed = (example.fails ? result.stderr : result.stdout).split('\n');
+        if (example.exitCode !== undefined) expect(result.code, result.stderr).toBe(example.exitCode);
         if (example.fails) expect(result.code, result.stderr).not.toBe(0);
         else expect(result.code, result.stderr).toBe(0);
         const label = `line ${example.line}: pg-settle ${example.args.join(' ')}`;

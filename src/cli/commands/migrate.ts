@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { writeExportedMigrations } from '../../db/export-migrations.js';
-import { migrate, type OwnerMember } from '../../db/migrate.js';
+import { MigrationHistoryError, migrate, type OwnerMember } from '../../db/migrate.js';
 import { COMMON_HELP, stringFlag, type Command } from '../command.js';
 import { openDatabase } from '../database.js';
 import { DatabaseUnavailableError } from '../errors.js';
@@ -15,7 +15,10 @@ export const migrateCommand: Command = {
        pg-settle migrate --print DIR [--json]
 
 Applies the pending files of sql/migrations to the database, in order, each in its own
-transaction. Safe to repeat and to run from several processes at once. Needs a role that may
+transaction. Safe to repeat and to run from several processes at once. Upgrading is the same
+command: releases only add migration files. A database whose applied migrations differ from
+this version's files (edited, replaced, or from a newer version) is refused, nothing applied,
+exit 4, naming each file with both hashes and what to do. Needs a role that may
 create schemas and roles (a superuser, or the database owner with CREATEROLE; on PostgreSQL
 16+ where the roles exist already, that login needs ADMIN OPTION on settle_owner). A non-superuser
 login is a member of settle_owner only while the migrations run; any login still able to act
@@ -56,6 +59,7 @@ ${COMMON_HELP}`,
       ({ applied, ownerMembers } = await migrate(db.url));
     } catch (error) {
       const code = (error as { code?: unknown }).code;
+      if (error instanceof MigrationHistoryError) throw error;
       if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) throw error;
       throw new DatabaseUnavailableError(`migration failed: ${(error as Error).message}`, { cause: error });
     } finally {
