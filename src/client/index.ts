@@ -44,6 +44,8 @@ export type { Isolation, TransactionEffectContext, TransactionOutcome, Transacti
 export type * from './types.js';
 export {
   createReconciler,
+  type HttpResolution,
+  httpResultProblem,
   parseResolveInput,
   RECONCILER_METRICS,
   type ReconcileCandidate,
@@ -54,5 +56,7 @@ export {
   resolveOperation,
   type ResolveInput,
   type ResolveOutcome,
+  storedResponseOf,
   type SweepSummary,
 } from './reconcile.js';
+export type { StoredResponse } from './stored-response.js';

@@ -41,6 +41,7 @@ const storedSchema = z.discriminatedUnion('stored', [
   }),
 ]);
 
+/** The middleware's stored result of a key (docs/http.md, "The stored response"): what storedResponseOf() builds. */
 export type StoredResponse = z.infer<typeof storedSchema>;
 
 export function allowlistedHeaders(headers: OutgoingHttpHeaders, allow: ReadonlySet<string>): [string, string][] {
