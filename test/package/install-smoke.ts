@@ -1,7 +1,8 @@
 // The packaging test (.ci/run): `npm pack` this checkout (the prepack script builds dist/),
 // install the tarball into a scratch app as an app would (`npm install <tarball>`), and check
 // what the app gets: no engine or install-script warning, no PostgreSQL binaries, an installed
-// size under INSTALL_BUDGET_BYTES, README links that resolve inside the installed package. Then
+// size under INSTALL_BUDGET_BYTES, links of the README, CHANGELOG and docs that resolve inside
+// the installed package. Then
 // type-check every documented program snippet against the installed .d.ts under the strictest
 // settings (STRICT_COMPILER_OPTIONS), migrate a real PostgreSQL with the installed `pg-settle`
 // binary, run the README's app (test/package/app/main.ts, verbatim) and read the result back
@@ -110,16 +111,30 @@ try {
     );
   });
 
-  await step('README links resolve inside the installed package', async () => {
+  await step('README, CHANGELOG and docs links resolve inside the installed package', async () => {
     const installed = path.join(app, 'node_modules', 'pg-settle');
-    const text = await readFile(path.join(installed, 'README.md'), 'utf8');
-    const links = [...text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)]
-      .map((m) => m[1] as string)
-      .filter((l) => !/^[a-z]+:/.test(l));
-    const dead = links.filter((l) => !existsSync(path.join(installed, l)));
+    const pages = [
+      'README.md',
+      'CHANGELOG.md',
+      ...(await readdir(path.join(installed, 'docs'))).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`),
+    ];
+    let count = 0;
+    const dead: string[] = [];
+    for (const page of pages) {
+      // Links in prose only: a fenced block shows code, not links.
+      const text = (await readFile(path.join(installed, page), 'utf8')).replace(
+        /^\s*```[^\n]*\n[\s\S]*?^\s*```\s*$/gm,
+        '',
+      );
+      const links = [...text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)]
+        .map((m) => m[1] as string)
+        .filter((l) => !/^[a-z]+:/.test(l));
+      count += links.length;
+      for (const l of links) if (!existsSync(path.join(installed, path.dirname(page), l))) dead.push(`${page}: ${l}`);
+    }
     check(
-      links.length > 10 && dead.length === 0,
-      `${links.length} relative links in the installed README resolve${dead.length === 0 ? '' : ` (dead: ${dead.join(', ')})`}`,
+      count > 100 && dead.length === 0,
+      `${count} relative links in ${pages.length} installed Markdown files resolve (deploy/ ships)${dead.length === 0 ? '' : ` (dead: ${dead.join(', ')})`}`,
     );
   });
 
