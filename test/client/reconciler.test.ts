@@ -10,6 +10,8 @@ import {
   ResolveFingerprintMismatchError,
   SettleInputError,
 } from '../../src/index.js';
+import { expireLease } from '../../src/testing/clock.js';
+import { verdict } from '../../examples/reconcile.js';
 import { binding, useClientTest, uniqueKey } from './helpers.js';
 
 // The client's reconciler. Two reconcilers (two clients with their own pools and
@@ -213,6 +215,61 @@ describe('createReconciler', () => {
       checked_by: expect.stringMatching(/^reconciler-[ab]$/),
       checks: 1,
     });
+  });
+});
+
+describe('createReconciler: a key the downstream has no record of', () => {
+  it("a worker killed before it called the downstream: examples/reconcile.ts's verdict fails it, retries get the failure, a new key runs", async () => {
+    const key = uniqueKey('killed');
+    const request = { amount: '5.00', charge: key };
+    const claimed = await t.app.claim({ tenant, key, request, binding, maxAttempts: 1 });
+    if (claimed.outcome !== 'acquired') throw new Error(`claim answered ${claimed.outcome}`);
+    // The worker dies here, before it calls the downstream: its lease lapses, nothing reported;
+    // the sweeper dead-letters it (budget spent, the attempt may have taken effect).
+    expect(await expireLease(t.su, tenant, key)).toBe(true);
+    await t.admin.expireLeases();
+    expect(await stateOf(key)).toMatchObject({ dead_letter_reason: 'needs_reconciliation' });
+    // Until a verdict, every retry of the key is answered unknown and runs nothing.
+    expect(await t.app.claim({ tenant, key, request, binding, maxAttempts: 1 })).toMatchObject({ outcome: 'unknown' });
+
+    const reconciler = createReconciler({
+      client: t.client({ role: 'settle_reconciler' }),
+      holder: 'reconciler-no-record',
+      batchSize: 100,
+      retryAfterMs: 3_600_000,
+      // The downstream's lookup by key finds nothing: the example's verdict for that answer.
+      check: async (op) => (op.key === key ? verdict(undefined) : undefined),
+    });
+    const summary = await reconciler.sweep();
+    expect(summary.operations.find((o) => o.key === key)?.result).toBe('resolved_failed');
+    expect(await stateOf(key)).toMatchObject({
+      status: 'failed',
+      error: { code: 'not_attempted' },
+      dead_letter_reason: null,
+    });
+
+    // The key's outcome is that failure: a retry is answered with it and runs nothing ...
+    expect(await t.app.claim({ tenant, key, request, binding, maxAttempts: 1 })).toMatchObject({
+      outcome: 'failed',
+      error: { code: 'not_attempted' },
+    });
+    // ... and the payment is tried again under a new key.
+    const again = await t.app.claim({ tenant, key: `${key}-2`, request, binding, maxAttempts: 1 });
+    expect(again.outcome).toBe('acquired');
+    if (again.outcome === 'acquired') await t.app.complete(again.attempt, { charge: 'ch_2' });
+  });
+
+  it("examples/reconcile.ts's verdict for each answer of the downstream", () => {
+    expect(verdict({ id: 'ch_1', status: 'captured' })).toMatchObject({
+      outcome: 'completed',
+      result: { chargeId: 'ch_1' },
+    });
+    expect(verdict({ id: 'ch_1', status: 'declined' })).toMatchObject({
+      outcome: 'failed',
+      error: { code: 'declined' },
+    });
+    expect(verdict({ id: 'ch_1', status: 'processing' })).toEqual({ outcome: 'undecided' });
+    expect(verdict(undefined)).toMatchObject({ outcome: 'failed', error: { code: 'not_attempted' } });
   });
 });
 

@@ -41,9 +41,13 @@ const expectations: Record<string, (string | RegExp)[]> = {
     'tr-2 retried: bank-tr-2-bob (bank calls: 4)',
   ],
   'examples/reconcile.ts': [
-    'payment: unknown (effect_outcome_unknown): never a failure, the charge may exist',
+    'order-7: unknown (effect_outcome_unknown): never a failure, the charge may exist',
+    'order-8: unknown',
     'reconciler: acme/order-7 resolved_completed',
-    'payment again: replay {"chargeId":"ch_77"}',
+    'reconciler: acme/order-8 resolved_failed',
+    'order-7 again: replay {"chargeId":"ch_77"}',
+    'order-8 again: failed {"code":"not_attempted"}',
+    'order-8-2 (a new key): completed {"chargeId":"ch_82"}',
   ],
   'examples/feed.ts': [
     /^event \d+: payout-1 completed \{"amount":"10.00","payoutId":"po_payout-1"\}$/,
