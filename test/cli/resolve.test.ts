@@ -273,6 +273,78 @@ describe('pg-settle resolve <tenant> <key>', () => {
   });
 });
 
+describe('a key of the HTTP middleware stored behind keyPrefix', () => {
+  it("the client's key alone: not found, the hint names the stored key and --key-prefix; with --key-prefix: inspect and resolve", async () => {
+    // What a route with keyPrefix 'http:' stores for the client's Idempotency-Key `refund-9`.
+    await unknown('http:refund-9');
+    const bare = await cli([
+      'resolve',
+      TENANT,
+      'refund-9',
+      '--expected-attempt',
+      '1',
+      '--failed',
+      '--error',
+      '{"code":"no_refund"}',
+      '--reason',
+      'INC-2',
+      '--yes',
+      '--json',
+    ]);
+    expect(bare.code).toBe(1);
+    expect(bare.json).toMatchObject({ ok: false, error: { name: 'OperationNotFoundError', sqlstate: 'SE010' } });
+    const hint = (bare.json.error as { hint: string }).hint;
+    expect(hint).toContain('http:refund-9');
+    expect(hint).toContain('--key-prefix');
+
+    const shown = await cli(['inspect', TENANT, 'refund-9', '--key-prefix', 'http:', '--json']);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.json).toMatchObject({ operation: { key: 'http:refund-9', status: 'unknown', attempt: 1 } });
+
+    const resolved = await cli([
+      'resolve',
+      TENANT,
+      'refund-9',
+      '--key-prefix',
+      'http:',
+      '--expected-attempt',
+      '1',
+      '--failed',
+      '--error',
+      '{"code":"no_refund"}',
+      '--reason',
+      'INC-2: no refund at the PSP',
+      '--yes',
+      '--json',
+    ]);
+    expect(resolved.code, resolved.stderr).toBe(0);
+    expect(resolved.json).toMatchObject({ ok: true, outcome: 'resolved', status: 'failed' });
+    expect(await statusOf('http:refund-9')).toBe('failed');
+
+    // A wrong prefix: not found, and the hint says which stored key was looked up.
+    const wrong = await cli(['inspect', TENANT, 'refund-9', '--key-prefix', 'api:', '--json']);
+    expect(wrong.code).toBe(1);
+    expect((wrong.json.error as { hint: string }).hint).toContain('api:refund-9');
+    const bad = await cli(['inspect', TENANT, 'refund-9', '--key-prefix', 'has space']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--key-prefix must be 1-64 visible ASCII characters');
+  });
+
+  it('--file with --key-prefix: every row is the client key behind the prefix', async () => {
+    await unknown('http:refund-10');
+    const file = path.join(dir, 'prefixed.csv');
+    await writeFile(
+      file,
+      'tenant,key,expected_attempt,outcome,result,error,reason,evidence\n' +
+        `${TENANT},refund-10,1,failed,,"{""code"":""no_refund""}",INC-3,\n`,
+    );
+    const run = await cli(['resolve', '--file', file, '--key-prefix', 'http:', '--yes', '--json']);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    expect(run.json).toMatchObject({ ok: true, resolved: 1, refused: 0 });
+    expect(await statusOf('http:refund-10')).toBe('failed');
+  });
+});
+
 describe('pg-settle resolve --file', () => {
   it('a file with bad rows: every bad row named with its line, nothing applied (exit 2)', async () => {
     await unknown('bulk-bad-1');

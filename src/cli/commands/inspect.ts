@@ -1,31 +1,27 @@
-import { OperationNotFoundError } from '../../client/errors.js';
 import { COMMON_HELP, withClient, type Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, printText, renderFields, renderTable } from '../output.js';
+import { KEY_PREFIX_HELP, operationNotFound, storedKeyOf } from '../stored-key.js';
 
 export const inspectCommand: Command = {
   name: 'inspect',
   summary: 'show one operation: canonical record, attempts, audit trail',
-  help: `Usage: pg-settle inspect <tenant> <key> [--database-url URL] [--json]
+  help: `Usage: pg-settle inspect <tenant> <key> [--key-prefix PREFIX] [--database-url URL] [--json]
 
 Shows the canonical record of (tenant, key), every attempt with its own settlement, and the
 audit trail in audit_id order. Exit code 1 when the operation does not exist.
 
+${KEY_PREFIX_HELP}
+
 ${COMMON_HELP}`,
-  flags: {},
+  flags: { 'key-prefix': { type: 'string' } },
   positionals: ['tenant', 'key'],
   async run(input) {
-    const [tenant = '', key = ''] = input.positionals;
+    const [tenant = ''] = input.positionals;
+    const key = storedKeyOf(input, input.positionals[1] ?? '');
     return withClient(input, async (client) => {
       const operation = await client.inspect({ tenant, key });
-      if (operation === null) {
-        throw new OperationNotFoundError(`operation not found: ${tenant} / ${key}`, {
-          code: 'SE010',
-          sqlstate: 'SE010',
-          detail: { tenant, key },
-          hint: 'No such operation: never claimed, or purged. Tenant and key are case-sensitive.',
-        });
-      }
+      if (operation === null) throw operationNotFound(tenant, key, input);
       const [attempts, audit] = await Promise.all([client.attempts({ tenant, key }), client.auditLog({ tenant, key })]);
       if (input.json) {
         printJson({ ok: true, command: 'inspect', operation, attempts, audit });

@@ -16,6 +16,7 @@ import { EXIT } from '../exit-codes.js';
 import { printJson, printText, renderFields, renderTable } from '../output.js';
 import { createProgress } from '../progress.js';
 import { UsageError } from '../usage-error.js';
+import { KEY_PREFIX_HELP, operationNotFound, storedKeyOf } from '../stored-key.js';
 import { parseResolutionFile, type FileRow } from './resolution-file.js';
 
 export const resolveCommand: Command = {
@@ -24,8 +25,8 @@ export const resolveCommand: Command = {
   help: `Usage: pg-settle resolve <tenant> <key> --expected-attempt N [--expected-status S]
                          (--completed (--result JSON | --http-status N --http-body @FILE|TEXT [--http-header 'Name: value']...)
                           | --failed --error JSON) --reason TEXT
-                         [--evidence JSON] [--dry-run] [--yes] [--database-url URL] [--json]
-       pg-settle resolve --file PATH [--reason TEXT] [--dry-run] [--yes] [--skip-refused] ...
+                         [--evidence JSON] [--key-prefix PREFIX] [--dry-run] [--yes] [--database-url URL] [--json]
+       pg-settle resolve --file PATH [--reason TEXT] [--key-prefix PREFIX] [--dry-run] [--yes] [--skip-refused] ...
 
 Records what the downstream system says happened to an operation that lost its outcome (status
 unknown or conflict, e.g. dead-lettered needs_reconciliation) with settle.resolve: who
@@ -68,6 +69,7 @@ final) and refused rows.
   --yes                resolve without asking; required when stdin is not a terminal
   --skip-refused       with --file: commit the rows that resolved even if some were refused
                        (default: off, nothing is committed)
+${KEY_PREFIX_HELP}; with --file, for every row
 
 ${COMMON_HELP}`,
   flags: {
@@ -86,6 +88,7 @@ ${COMMON_HELP}`,
     'dry-run': { type: 'boolean' },
     yes: { type: 'boolean' },
     'skip-refused': { type: 'boolean' },
+    'key-prefix': { type: 'string' },
   },
   positionals: ['tenant', 'key'],
   positionalsOptionalWith: 'file',
@@ -189,7 +192,8 @@ async function resolveOne(input: CommandInput): Promise<number> {
   for (const flag of ['skip-refused']) {
     if (input.values[flag] !== undefined) throw new UsageError(`--${flag} goes with --file`);
   }
-  const [tenant = '', key = ''] = input.positionals;
+  const [tenant = ''] = input.positionals;
+  const key = storedKeyOf(input, input.positionals[1] ?? '');
   const completed = boolFlag(input, 'completed');
   const failed = boolFlag(input, 'failed');
   if (completed === failed)
@@ -212,13 +216,7 @@ async function resolveOne(input: CommandInput): Promise<number> {
 
   return withClient(input, async (client) => {
     const operation = await client.inspect({ tenant, key });
-    if (operation === null) {
-      throw new OperationNotFoundError(`operation not found: ${tenant} / ${key}`, {
-        code: 'SE010',
-        sqlstate: 'SE010',
-        detail: { tenant, key },
-      });
-    }
+    if (operation === null) throw operationNotFound(tenant, key, input);
     const resolution = parseResolveInput({
       tenant,
       key,
@@ -368,7 +366,8 @@ async function resolveFile(input: CommandInput): Promise<number> {
       );
     return EXIT.usage;
   }
-  const rows = parsed.rows;
+  // --key-prefix: every row's key is the client's; the engine stores it behind the prefix.
+  const rows = parsed.rows.map((row) => ({ ...row, input: { ...row.input, key: storedKeyOf(input, row.input.key) } }));
   if (rows.length === 0) {
     if (input.json) printJson({ ok: true, command: 'resolve', file: path, resolved: 0, skipped: 0, refused: 0 });
     else printText(`${path}: no rows`);
