@@ -45,10 +45,7 @@ export async function verifyFreshKeyCycles(
 ): Promise<{ counters: Record<string, number>; checks: Check[] }> {
   const completed = await completedOperations(db);
   const newlyCompleted = completed - opts.completedBefore;
-  const settled = await count(
-    db,
-    `select count(*) as n from settle.attempts where tenant = 'bench' and settled`,
-  );
+  const settled = await count(db, `select count(*) as n from settle.attempts where tenant = 'bench' and settled`);
   const doubly = await count(
     db,
     `select count(*) as n from (select 1 from settle.attempts where settled group by tenant, key having count(*) > 1) d`,
@@ -100,10 +97,7 @@ export async function verifyReplay(
     db,
     `select count(*) as n from settle_private.operations where tenant = 'bench' and status = 'completed'`,
   );
-  const settled = await count(
-    db,
-    `select count(*) as n from settle.attempts where tenant = 'bench' and settled`,
-  );
+  const settled = await count(db, `select count(*) as n from settle.attempts where tenant = 'bench' and settled`);
   const attempts = await count(db, `select count(*) as n from settle.attempts where tenant = 'bench'`);
   const written = Object.values(outcomes).reduce((a, b) => a + b, 0);
   return {

@@ -186,10 +186,10 @@ describe('dead-letter redrive', () => {
 
   const settledAttempts = async (key: string) =>
     (
-      await sessions.admin.query(
-        'select attempt from settle.attempts where tenant = $1 and key = $2 and settled',
-        [TENANT, key],
-      )
+      await sessions.admin.query('select attempt from settle.attempts where tenant = $1 and key = $2 and settled', [
+        TENANT,
+        key,
+      ])
     ).rows;
 
   it('a redrive racing the late success of the original attempt: exactly one settlement, whichever wins', async () => {
