@@ -164,7 +164,7 @@ create table settle_private.audit_log (
   key text not null,
   -- Position in the operation's history: the order of its audit rows is (seq, audit_id).
   -- settle_private._audit numbers the events of one operation 1, 2, 3 ..., counting those
-  -- logged on its attempt rows (claim_seq, settled_seq) with the rows here. Rows written under the
+  -- logged on its operation and attempt rows (claim_seq, settled_seq) with the rows here. Rows written under the
   -- operation's row lock (every change) get consecutive numbers in commit order; an answer
   -- that changed nothing and took no lock (a replaying, in_progress, conflict or failed claim)
   -- may share its number with the transition it raced, and audit_id breaks that tie.
@@ -220,7 +220,7 @@ comment on table settle_private.audit_overflow is
   'Per key, the refused, fenced and conflicting calls beyond the first 20 kept in full in audit_log: their count, first and last time, the last one''s event, outcome, login and actor, and a chained SHA-256 of their details. Private: read settle.audit_overflow.';
 
 comment on table settle_private.audit_log is
-  'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress, and none for a claim that opened an attempt: that one is logged on its attempt row), observation (but none for the success that settled: logged on its attempt row), fence, conflict, expiry, redrive and purge, written in the same transaction. settle.audit_log shows both in one order. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
+  'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress, and none for a claim that opened an attempt: that one is logged on its attempt), observation (but none for the success that settled: logged on its operation), fence, conflict, expiry, redrive and purge, written in the same transaction. settle.audit_log shows both in one order. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
 
 -- Access (00007_access.sql): tenant bindings of login roles, revocation floors of binding
 -- generations, and the log of changes to both. Small, global and rarely written: on a sharded

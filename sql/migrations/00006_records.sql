@@ -64,9 +64,10 @@ $$;
 
 -- The number of the next event in the history of (tenant, key) (seq: see
 -- settle_private.audit_log): after its audit rows and the events logged on its operation and
--- attempt rows (a claim that opened an attempt, the success that settled). Read from the operation's own rows,
--- through the primary keys: no global sequence, so the order holds on Citus whichever node
--- writes. settle.complete reads the same number inside its attempt read (00010).
+-- attempt rows (a claim that opened an attempt, the success that settled). Read from the
+-- operation's own rows, through the primary keys: no global sequence, so the order holds on
+-- Citus whichever node writes. settle.complete reads the same number in its own statements
+-- (00010).
 create function settle_private._next_seq(tenant text, key text)
 returns bigint
 language plpgsql

@@ -326,7 +326,7 @@ begin
   end if;
 
   -- Refused and fenced observations keep what they presented (bounded by _presented); the
-  -- accepted ones are on the attempt row already.
+  -- accepted ones are on the operation and attempt rows already.
   if not v_logged then
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
       v_before, v_op.status, v_att.worker,
@@ -452,7 +452,7 @@ Canonical status, result and settled_attempt after the merge are returned except
 Also fenced with reason binding_revoked: the presented generation is below the floor of settle.revoke_binding; nothing merges, the presented result is kept in the audit log.
 SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found; SE013 tenant not granted to this login role.
 Locking: the operation row (FOR UPDATE). Works inside the caller''s transaction: commit a same-database effect atomically with its settlement.
-Idempotency: repeating the same call answers duplicate and changes nothing; every call leaves one row in settle.audit_log (a settling success: on its attempt row).';
+Idempotency: repeating the same call answers duplicate and changes nothing; every call leaves one row in settle.audit_log (a settling success: on its operation row).';
 
 -- fail(tenant, key, attempt, lease_token, fingerprint, principal, scopes, binding_generation, error, retryable)
 create function settle.fail(
