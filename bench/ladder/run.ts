@@ -16,7 +16,7 @@
 // a run aborts or a correctness check fails; timing never fails the run.
 //   npx tsx bench/ladder/run.ts [--clients 8,32] [--rounds 3] [--duration 15] [--warmup 3]
 //                               [--steps s0,s5,...] [--no-engine] [--no-batch] [--cpu-cycles 300]
-//                               [--waits-seconds 5]
+//                               [--waits-seconds 5] [--no-tps]
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -50,6 +50,7 @@ const USAGE = `Usage: npx tsx bench/ladder/run.ts [options]
   --no-engine           leave out the engine's cycle (bench/scripts/cycle.sql)
   --no-batch            leave out the batches (the prototype's and the engine's, 100 keys)
   --cpu-cycles N        per round, server CPU of N cycles of each step and of the engine, one backend (default 300; 0 = none)
+  --no-tps              no pgbench rounds: only the server CPU per cycle (and the wait events)
   --waits-seconds N     per row, one run of N s at the last client count sampling wait events (default 5; 0 = none)
   --threads N           pgbench threads (default: number of CPUs)
   --out DIR             where the steps' SQL and scripts are written (default bench/out/ladder)`;
@@ -70,6 +71,7 @@ const { values } = parseArgs({
     'no-engine': { type: 'boolean', default: false },
     'no-batch': { type: 'boolean', default: false },
     'cpu-cycles': { type: 'string', default: '300' },
+    'no-tps': { type: 'boolean', default: false },
     'waits-seconds': { type: 'string', default: '5' },
     threads: { type: 'string' },
     out: { type: 'string', default: LADDER_OUT },
@@ -185,7 +187,7 @@ async function main(): Promise<number> {
   const startedAt = new Date();
   try {
     log(`PostgreSQL ${server.serverVersion}; ${duration} s per run after ${warmup} s of warm-up, ${rounds} rounds`);
-    for (const clients of clientCounts) {
+    for (const clients of values['no-tps'] ? [] : clientCounts) {
       for (let round = 1; round <= rounds; round++) {
         for (const row of round % 2 === 1 ? rows : [...rows].reverse()) {
           try {
