@@ -82,7 +82,9 @@ describe.each(releases)('an upgrade from %s', (release) => {
     const c = new pg.Client({ connectionString: db.url });
     await c.connect();
     try {
-      const { generate } = (await import(path.join(fixture, 'generate.ts'))) as typeof import('./fixtures/0.1.0/generate.js');
+      const { generate } = (await import(
+        path.join(fixture, 'generate.ts')
+      )) as typeof import('./fixtures/0.1.0/generate.js');
       const generated = await generate(c);
       const before = await snapshot(c, generated.tenant);
 
