@@ -840,7 +840,7 @@ Parameters: tenant (1-64 bytes), key (1-255 bytes; both NFC, no control characte
 Outcomes (exactly one row, also when sessions race on a new key): acquired (attempt N+1 opened: attempt, lease_token, lease_expires_at, fingerprint) | in_progress (a live lease is held: attempt, lease_expires_at, retry_after_ms) | replay (completed: result, settled_attempt) | failed (a committed failure: a final failure, or every attempt failed and the budget is spent; error, dead_lettered, dead_letter_reason attempts_exhausted when dead-lettered) | unknown (the attempt budget is spent and an attempt may have taken effect: dead_lettered, dead_letter_reason needs_reconciliation; nothing runs; a matching success of an earlier attempt still settles it) | in_doubt (only with rerun_after_unknown => false: an attempt reported unknown, no lease is live and the operation is not dead-lettered: status unknown, attempt, dead_lettered false; no attempt is opened, no lease taken, no row changed; a lapsed lease of a pending or running operation is still taken over) | conflict (request or binding differ from the reservation: conflict_on lists request/principal/scopes/binding_generation; nothing stored is disclosed, nothing executes) | refused (reason binding_revoked: the presented binding generation is below the floor of settle.revoke_binding; nothing runs or is disclosed; the refusal is audited with what was presented).
 SQLSTATEs: SE001 tenant, SE002 key (no control, default-ignorable or bidirectional-control characters), SE003 binding, SE004 request, SE007 lease (an exact duration: no month or year part), SE008 worker/max_attempts/rerun_after_unknown NULL, SE013 tenant not granted to this login role.
 Locking: answers that change nothing (conflict, replay, in_progress, failed, unknown, in_doubt) come from a plain read; a new key is inserted; a takeover or a new attempt locks the operation row (FOR UPDATE) and decides again. A lapsed lease is taken over in place.
-Idempotency: retrying with the same request and binding joins the same operation. Every call leaves one row in settle.audit_log except the read-only answers replay and in_progress, which write nothing (no WAL, no commit flush); an acquiring claim is logged on the attempt row it opens.';
+Idempotency: retrying with the same request and binding joins the same operation. Every call leaves one row in settle.audit_log except the read-only answers replay and in_progress, which write nothing (no WAL, no commit flush); an acquiring claim is logged on the attempt it opens.';
 
 --
 -- Name: claim_many(text, text[], jsonb[], text, text[], bigint, interval, text, integer, boolean); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -1088,7 +1088,7 @@ Canonical status, result and settled_attempt after the merge are returned except
 Also fenced with reason binding_revoked: the presented generation is below the floor of settle.revoke_binding; nothing merges, the presented result is kept in the audit log.
 SQLSTATEs: SE001, SE002, SE003, SE004 (fingerprint format), SE005 (result), SE008; SE010 operation not found; SE013 tenant not granted to this login role.
 Locking: the operation row (FOR UPDATE). Works inside the caller''s transaction: commit a same-database effect atomically with its settlement.
-Idempotency: repeating the same call answers duplicate and changes nothing; every call leaves one row in settle.audit_log (a settling success: on its attempt row).';
+Idempotency: repeating the same call answers duplicate and changes nothing; every call leaves one row in settle.audit_log (a settling success: on its operation row).';
 
 --
 -- Name: complete_many(text, text[], integer[], uuid[], text[], text, text[], bigint, jsonb[]); Type: FUNCTION; Schema: settle; Owner: settle_owner
@@ -4948,7 +4948,7 @@ begin
   end if;
 
   -- Refused and fenced observations keep what they presented (bounded by _presented); the
-  -- accepted ones are on the attempt row already.
+  -- accepted ones are on the operation and attempt rows already.
   if not v_logged then
     v_writes := v_writes + settle_private._audit(_observe.tenant, _observe.key, v_now, kind, v_res.outcome, _observe.attempt,
       v_before, v_op.status, v_att.worker,
@@ -6152,7 +6152,7 @@ ALTER TABLE settle_private.audit_log OWNER TO settle_owner;
 -- Name: TABLE audit_log; Type: COMMENT; Schema: settle_private; Owner: settle_owner
 --
 
-COMMENT ON TABLE settle_private.audit_log IS 'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress, and none for a claim that opened an attempt: that one is logged on its attempt row), observation (but none for the success that settled: logged on its attempt row), fence, conflict, expiry, redrive and purge, written in the same transaction. settle.audit_log shows both in one order. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
+COMMENT ON TABLE settle_private.audit_log IS 'Append-only audit trail, one row per claim (but none for the read-only answers replay and in_progress, and none for a claim that opened an attempt: that one is logged on its attempt), observation (but none for the success that settled: logged on its operation), fence, conflict, expiry, redrive and purge, written in the same transaction. settle.audit_log shows both in one order. UPDATE, DELETE (outside settle.purge) and TRUNCATE are refused.';
 
 --
 -- Name: audit_log; Type: VIEW; Schema: settle; Owner: settle_owner
