@@ -69,6 +69,7 @@ async function main(): Promise<void> {
   const db = await server.createRunDatabase('http');
   let settle: SettleClient | undefined;
   const pool = new pg.Pool({ connectionString: db.url, max: Math.min(clients + 2, 20) });
+  pool.on('error', () => {}); // an idle client told its database is dropped (at the end)
   const servers: Server[] = [];
   try {
     settle = createSettleClient({ connectionString: db.url, poolSize: Math.min(clients + 2, 20) });

@@ -27,6 +27,9 @@ export async function runHttp(ctx: ScenarioContext, clients: number, round: numb
   const db = await ctx.server.createRunDatabase(`http_${clients}`);
   const settle = createSettleClient({ connectionString: db.url, poolSize: clients });
   const pool = new pg.Pool({ connectionString: db.url, max: clients });
+  // An idle client of the pool told that its database is dropped (at the end of the run) is an
+  // 'error' event of the pool: without a listener it would end the process.
+  pool.on('error', () => {});
   const keyed = createApp(settle).listen(0, '127.0.0.1');
   const byHand = createStripeApp(pool).listen(0, '127.0.0.1');
   try {
