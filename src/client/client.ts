@@ -234,9 +234,9 @@ export function createSettleClient(options: SettleClientOptions): SettleClient {
       effect: (context: RunManyContext) => Promise<readonly ItemReport<T>[]>,
       options?: RunManyOptions<T>,
     ) =>
-      runMany(client, client.claimMany, client.completeMany, input, effect, options) as Promise<
-        RunOutcome<VoidToNull<T>>[]
-      >,
+      telemetry.runMany(input.tenant, Array.isArray(input.items) ? input.items.length : 0, (timed) =>
+        runMany(client, client.claimMany, client.completeMany, input, timed(effect), options),
+      ) as Promise<RunOutcome<VoidToNull<T>>[]>,
     idempotentMany: (fn, manyOptions) => makeIdempotentMany(client, fn, manyOptions),
     runInTransaction: (input, effect, options) =>
       telemetry.run('run_in_transaction', input.tenant, (timed) =>

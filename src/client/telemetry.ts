@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type * as otel from '@opentelemetry/api';
-import { SettleError } from './errors.js';
+import { EffectResultError, SettleError } from './errors.js';
 import type { TelemetryOptions } from './types.js';
 
 // OpenTelemetry metrics and spans of the client (docs/observability.md lists every name).
@@ -21,6 +21,34 @@ export type { MeterProviderLike, TelemetryOptions, TracerProviderLike } from './
  * response), or the status of a refusal it answered itself (400, 409, 422, 500, 503, ...).
  */
 export type HttpRequestResult = 'first' | 'replay' | 'misconfigured' | `${number}`;
+
+/** What became of an effect (a run()'s, a runMany() item's, an HTTP handler's). */
+export type EffectOutcome = 'completed' | 'failed' | 'unknown' | 'lease_lost' | 'conflict' | 'error';
+
+/**
+ * Why the HTTP middleware left a request's outcome unknown: the handler timed out or failed
+ * without a response, the response policy classed its response unknown (504 by default), the
+ * settle call after it failed ambiguously (or was refused), or the key was already in doubt.
+ */
+export type HttpUnknownReason =
+  | 'handler_timeout'
+  | 'handler_error'
+  | 'response_policy'
+  | 'settle_call_failed'
+  | 'needs_reconciliation';
+
+/** The timings and verdicts of one request the HTTP middleware answered, beyond its result. */
+export interface HttpRequestDetails {
+  /** Seconds the middleware itself took: the whole request less the handler's own time. */
+  readonly middlewareSeconds?: number;
+  /** Lease mode, the handler ran: its seconds and what became of its effect. */
+  readonly handler?: { readonly seconds: number; readonly outcome: EffectOutcome };
+  /** The middleware left the request's outcome unknown. */
+  readonly unknown?: HttpUnknownReason;
+}
+
+/** Where an unknown outcome arose: the `pg_settle.source` attribute of pg_settle.unknown_outcomes. */
+export type UnknownSource = 'run' | 'run_in_transaction' | 'run_many' | 'http';
 
 /** A transparent retry as the client reports it (typed structurally). */
 interface RetryEventLike {
@@ -46,6 +74,32 @@ export type RunKind = 'run' | 'run_in_transaction';
 /** Returns the effect wrapped so that its duration and attempt are recorded. */
 export type EffectTimer = <F extends (context: never) => Promise<unknown>>(effect: F) => F;
 
+/** Returns runMany's effect wrapped so that its duration and the items it got (`context.items`) are recorded. */
+export type BatchEffectTimer = EffectTimer;
+
+/** The run() outcome an unknown counts with, by its reason (closed sets: every series starts at 0). */
+const RUN_UNKNOWN_REASONS = [
+  'effect_outcome_unknown',
+  'settle_call_failed',
+  'needs_reconciliation',
+  'reconcile_failed',
+  'lineage_unproven',
+] as const;
+const HTTP_UNKNOWN_REASONS: readonly HttpUnknownReason[] = [
+  'handler_timeout',
+  'handler_error',
+  'response_policy',
+  'settle_call_failed',
+  'needs_reconciliation',
+];
+/** The reasons pg_settle.unknown_outcomes counts, per source (docs/observability.md). */
+export const UNKNOWN_REASONS: Readonly<Record<UnknownSource, readonly string[]>> = {
+  run: RUN_UNKNOWN_REASONS,
+  run_in_transaction: RUN_UNKNOWN_REASONS,
+  run_many: RUN_UNKNOWN_REASONS,
+  http: HTTP_UNKNOWN_REASONS,
+};
+
 /** The hooks the client calls. */
 export interface ClientTelemetry {
   /** Wraps one settle call (all its transparent retries): duration, outcome, span. */
@@ -54,8 +108,14 @@ export interface ClientTelemetry {
   retry(event: RetryEventLike): void;
   /** Wraps run()/runInTransaction(): `execute` gets `wrap`, which times the effect. */
   run<O extends RunOutcomeLike>(kind: RunKind, tenant: string, execute: (timed: EffectTimer) => Promise<O>): Promise<O>;
+  /** Wraps runMany(): `execute` gets `wrap`, which times the effect; outcomes are counted per item. */
+  runMany<O extends RunOutcomeLike>(
+    tenant: string,
+    items: number,
+    execute: (timed: BatchEffectTimer) => Promise<O[]>,
+  ): Promise<O[]>;
   /** One request answered by the HTTP middleware. */
-  http(result: HttpRequestResult): void;
+  http(result: HttpRequestResult, details?: HttpRequestDetails): void;
   /** A handler failed after its response was complete (the response stands; the error is not sent). */
   httpErrorAfterResponse(): void;
   /** Wraps one batch of the feed consumer's handler: span, events counter, lag histogram. */
@@ -73,6 +133,7 @@ export const NOOP_TELEMETRY: ClientTelemetry = {
   call: (_operation, _tenant, execute) => execute(),
   retry: () => {},
   run: (_kind, _tenant, execute) => execute(untimed),
+  runMany: (_tenant, _items, execute) => execute(untimed),
   http: () => {},
   httpErrorAfterResponse: () => {},
   feedBatch: (_consumer, _events, execute) => execute(),
@@ -87,11 +148,24 @@ export const METRICS = {
   outcomes: 'pg_settle.outcomes',
   retries: 'pg_settle.client.retries',
   effectDuration: 'pg_settle.run.effect.duration',
+  unknownOutcomes: 'pg_settle.unknown_outcomes',
+  batchItems: 'pg_settle.batch.items',
   httpRequests: 'pg_settle.http.requests',
+  httpMiddlewareDuration: 'pg_settle.http.middleware.duration',
   httpErrorsAfterResponse: 'pg_settle.http.errors_after_response',
   feedEvents: 'pg_settle.feed.events',
   feedLag: 'pg_settle.feed.lag',
 } as const;
+
+/**
+ * The duration histograms (unit s): a Prometheus exporter that adds no unit suffix (exporter-prometheus
+ * 0.2xx) is given views that add `_seconds`, so the names match the OTLP route's (src/simulator/prometheus.ts).
+ */
+export const SECONDS_HISTOGRAMS: readonly string[] = [
+  METRICS.callDuration,
+  METRICS.effectDuration,
+  METRICS.httpMiddlewareDuration,
+];
 
 /** OpenTelemetry's recommended buckets for db.client.operation.duration (seconds). */
 const CALL_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10];
@@ -129,7 +203,10 @@ interface Instruments {
   readonly outcomes: otel.Counter;
   readonly retries: otel.Counter;
   readonly effectDuration: otel.Histogram;
+  readonly unknownOutcomes: otel.Counter;
+  readonly batchItems: otel.Counter;
   readonly httpRequests: otel.Counter;
+  readonly httpMiddlewareDuration: otel.Histogram;
   readonly httpErrorsAfterResponse: otel.Counter;
   readonly feedEvents: otel.Counter;
   readonly feedLag: otel.Histogram;
@@ -148,6 +225,8 @@ type AttributeLevel = Map<string | undefined, unknown>;
 class OtelTelemetry implements ClientTelemetry {
   private instruments: Instruments | undefined;
   private readonly attributeCache: AttributeLevel = new Map();
+  /** Sources whose pg_settle.unknown_outcomes series were started at 0. */
+  private readonly primed = new Set<UnknownSource>();
   private cachedAttributes = 0;
   /** The global MeterProvider seen to hand out the API's no-op meter (nothing registered). */
   private noopMeterProvider: otel.MeterProvider | undefined;
@@ -215,13 +294,28 @@ class OtelTelemetry implements ClientTelemetry {
       effectDuration: seconds(
         meter,
         METRICS.effectDuration,
-        "Duration of run()'s effect, by what became of it (completed, failed, unknown, lease_lost, ...).",
+        "Duration of the effect of run(), runInTransaction(), runMany() (per item) and of the HTTP middleware's handler, by what ran it and what became of it (completed, failed, unknown, lease_lost, ...).",
         EFFECT_BUCKETS,
       ),
+      unknownOutcomes: meter.createCounter(METRICS.unknownOutcomes, {
+        description:
+          'Outcomes left unknown (an effect may have happened), by where (run, run_in_transaction, run_many, http) and why.',
+        unit: '{outcome}',
+      }),
+      batchItems: meter.createCounter(METRICS.batchItems, {
+        description: "Items of settle.claim_many and settle.complete_many calls, by the engine's answer for each item.",
+        unit: '{item}',
+      }),
       httpRequests: meter.createCounter(METRICS.httpRequests, {
         description: 'Requests answered by the idempotency middleware, by result (first, replay, 400, 409, 422).',
         unit: '{request}',
       }),
+      httpMiddlewareDuration: seconds(
+        meter,
+        METRICS.httpMiddlewareDuration,
+        "Time the idempotency middleware added to a request (the whole request less its handler's own time), by result.",
+        CALL_BUCKETS,
+      ),
       httpErrorsAfterResponse: meter.createCounter(METRICS.httpErrorsAfterResponse, {
         description:
           'Handlers of the idempotency middleware that failed after their response was complete (the response stood; the error was not sent).',
@@ -312,6 +406,7 @@ class OtelTelemetry implements ClientTelemetry {
         ? await this.api.context.with(this.api.trace.setSpan(parentContext, span), execute)
         : await execute();
       [outcome, reason] = outcomeOf(name, result);
+      if (BATCH_OPERATIONS.has(name) && Array.isArray(result)) this.countItems(i, name, result, shownTenant);
       return result;
     } catch (error) {
       sqlstate = error instanceof SettleError && error.sqlstate !== null ? error.sqlstate : undefined;
@@ -344,6 +439,69 @@ class OtelTelemetry implements ClientTelemetry {
       }
       span.end();
     }
+  }
+
+  /** pg_settle.batch.items: one per row of a batch call, by the engine's answer for that item. */
+  private countItems(i: Instruments, operation: string, rows: readonly unknown[], tenant: string | undefined): void {
+    const counts = new Map<otel.Attributes, number>();
+    for (const row of rows) {
+      const { outcome, reason } = (row ?? {}) as { readonly outcome?: unknown; readonly reason?: unknown };
+      const attributes = this.attributes(
+        'b',
+        operation,
+        typeof outcome === 'string' ? outcome : 'ok',
+        typeof reason === 'string' ? reason : undefined,
+        tenant,
+        () => ({
+          'pg_settle.operation': operation,
+          'pg_settle.outcome': typeof outcome === 'string' ? outcome : 'ok',
+          ...(typeof reason === 'string' ? { 'pg_settle.reason': reason } : {}),
+          ...(tenant === undefined ? {} : { 'pg_settle.tenant': tenant }),
+        }),
+      );
+      counts.set(attributes, (counts.get(attributes) ?? 0) + 1);
+    }
+    for (const [attributes, count] of counts) i.batchItems.add(count, attributes);
+  }
+
+  /**
+   * pg_settle.unknown_outcomes starts every series of `source` at 0 the first time the source is
+   * used: Prometheus' rate() and increase() need a sample before the first increment, or the
+   * first unknown outcome of a process would never show (nor fire PgSettleUnknownOutcomes).
+   */
+  private primeUnknowns(i: Instruments, source: UnknownSource): void {
+    if (this.primed.has(source)) return;
+    this.primed.add(source);
+    for (const reason of UNKNOWN_REASONS[source]) i.unknownOutcomes.add(0, this.unknownAttributes(source, reason));
+  }
+
+  private unknownAttributes(source: UnknownSource, reason: string): otel.Attributes {
+    return this.attributes('u', source, reason, undefined, undefined, () => ({
+      'pg_settle.source': source,
+      'pg_settle.reason': reason,
+    }));
+  }
+
+  private countUnknown(i: Instruments, source: UnknownSource, reason: string): void {
+    i.unknownOutcomes.add(1, this.unknownAttributes(source, reason));
+  }
+
+  private recordEffect(
+    i: Instruments,
+    operation: string,
+    outcome: string,
+    seconds: number,
+    tenant: string | undefined,
+  ): void {
+    const effectOutcome = EFFECT_OUTCOME[outcome] ?? outcome;
+    i.effectDuration.record(
+      seconds,
+      this.attributes('e', operation, effectOutcome, tenant, undefined, () => ({
+        'pg_settle.operation': operation,
+        'pg_settle.outcome': effectOutcome,
+        ...(tenant === undefined ? {} : { 'pg_settle.tenant': tenant }),
+      })),
+    );
   }
 
   private outcomeAttributes(
@@ -444,6 +602,7 @@ class OtelTelemetry implements ClientTelemetry {
     const i = this.i;
     const name = `pg_settle.${kind}`;
     const shownTenant = this.tenant(tenant);
+    this.primeUnknowns(i, kind);
     const span = i.tracer.startSpan(name, {
       kind: this.api.SpanKind.INTERNAL,
       ...(shownTenant === undefined ? {} : { attributes: { 'pg_settle.tenant': shownTenant } }),
@@ -471,6 +630,8 @@ class OtelTelemetry implements ClientTelemetry {
         : await execute(wrap);
       return outcome;
     } catch (error) {
+      // The effect ran but its result could not be stored: run() recorded the attempt unknown.
+      if (error instanceof EffectResultError) this.countUnknown(i, kind, 'effect_outcome_unknown');
       if (recording) {
         span.recordException(error instanceof Error ? error : String(error));
         span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: error instanceof Error ? error.name : 'Error' });
@@ -480,17 +641,8 @@ class OtelTelemetry implements ClientTelemetry {
       const result = outcome?.outcome ?? 'error';
       const reason = typeof outcome?.reason === 'string' ? outcome.reason : undefined;
       i.outcomes.add(1, this.outcomeAttributes(name, result, reason, shownTenant));
-      if (effectSeconds !== undefined) {
-        const effectOutcome = EFFECT_OUTCOME[result] ?? result;
-        i.effectDuration.record(
-          effectSeconds,
-          this.attributes('e', kind, effectOutcome, shownTenant, undefined, () => ({
-            'pg_settle.operation': name,
-            'pg_settle.outcome': effectOutcome,
-            ...(shownTenant === undefined ? {} : { 'pg_settle.tenant': shownTenant }),
-          })),
-        );
-      }
+      if (result === 'unknown') this.countUnknown(i, kind, reason ?? 'effect_outcome_unknown');
+      if (effectSeconds !== undefined) this.recordEffect(i, name, result, effectSeconds, shownTenant);
       if (recording) {
         span.setAttribute('pg_settle.outcome', result);
         const shown = outcome?.attempt ?? outcome?.settledAttempt ?? attempt;
@@ -506,12 +658,95 @@ class OtelTelemetry implements ClientTelemetry {
     }
   }
 
-  http(result: HttpRequestResult): void {
+  runMany<O extends RunOutcomeLike>(
+    tenant: string,
+    items: number,
+    execute: (timed: BatchEffectTimer) => Promise<O[]>,
+  ): Promise<O[]> {
+    return this.dormant() ? execute(untimed) : this.recordRunMany(tenant, items, execute);
+  }
+
+  private async recordRunMany<O extends RunOutcomeLike>(
+    tenant: string,
+    items: number,
+    execute: (timed: BatchEffectTimer) => Promise<O[]>,
+  ): Promise<O[]> {
+    const i = this.i;
+    const name = 'pg_settle.run_many';
+    const shownTenant = this.tenant(tenant);
+    this.primeUnknowns(i, 'run_many');
+    const span = i.tracer.startSpan(name, {
+      kind: this.api.SpanKind.INTERNAL,
+      attributes: {
+        'pg_settle.batch.size': items,
+        ...(shownTenant === undefined ? {} : { 'pg_settle.tenant': shownTenant }),
+      },
+    });
+    const recording = span.isRecording();
+    let effectSeconds: number | undefined;
+    let ran: readonly number[] = [];
+    const wrap: BatchEffectTimer = (effect) =>
+      (async (context: { readonly items: readonly { readonly index: number }[] }) => {
+        ran = context.items.map((item) => item.index);
+        const started = performance.now();
+        try {
+          return await effect(context as never);
+        } finally {
+          effectSeconds = (performance.now() - started) / 1000;
+        }
+      }) as unknown as typeof effect;
+    let outcomes: O[] | undefined;
+    try {
+      outcomes = recording
+        ? await this.api.context.with(this.api.trace.setSpan(this.api.context.active(), span), () => execute(wrap))
+        : await execute(wrap);
+      return outcomes;
+    } catch (error) {
+      if (recording) {
+        span.recordException(error instanceof Error ? error : String(error));
+        span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: error instanceof Error ? error.name : 'Error' });
+      }
+      throw error;
+    } finally {
+      // One outcome per item (runMany threw: every item counts as error), one effect point per
+      // item the effect got (the batch's duration: the items ran together).
+      let unknown = 0;
+      for (let index = 0; index < items; index += 1) {
+        const outcome = outcomes?.[index];
+        const result = outcome?.outcome ?? 'error';
+        const reason = typeof outcome?.reason === 'string' ? outcome.reason : undefined;
+        i.outcomes.add(1, this.outcomeAttributes(name, result, reason, shownTenant));
+        if (result === 'unknown') {
+          unknown += 1;
+          this.countUnknown(i, 'run_many', reason ?? 'effect_outcome_unknown');
+        }
+      }
+      if (effectSeconds !== undefined)
+        for (const index of ran)
+          this.recordEffect(i, name, outcomes?.[index]?.outcome ?? 'error', effectSeconds, shownTenant);
+      if (recording) {
+        span.setAttribute('pg_settle.batch.ran', ran.length);
+        if (unknown > 0) {
+          span.setAttribute('pg_settle.batch.unknown', unknown);
+          span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: 'settlement unknown' });
+        }
+      }
+      span.end();
+    }
+  }
+
+  http(result: HttpRequestResult, details: HttpRequestDetails = {}): void {
     if (this.dormant()) return;
-    this.i.httpRequests.add(
-      1,
-      this.attributes('h', result, undefined, undefined, undefined, () => ({ 'pg_settle.http.result': result })),
-    );
+    const i = this.i;
+    this.primeUnknowns(i, 'http');
+    const attributes = this.attributes('h', result, undefined, undefined, undefined, () => ({
+      'pg_settle.http.result': result,
+    }));
+    i.httpRequests.add(1, attributes);
+    if (details.middlewareSeconds !== undefined) i.httpMiddlewareDuration.record(details.middlewareSeconds, attributes);
+    if (details.handler !== undefined)
+      this.recordEffect(i, 'pg_settle.http', details.handler.outcome, details.handler.seconds, undefined);
+    if (details.unknown !== undefined) this.countUnknown(i, 'http', details.unknown);
   }
 
   httpErrorAfterResponse(): void {
@@ -528,15 +763,23 @@ const EFFECT_OUTCOME: Readonly<Record<string, string>> = {
   fenced: 'lease_lost',
 };
 
-/** The client's operation names (camelCase) as the SQL API spells them: claim -> settle.claim. */
-const SQL_NAMES: Readonly<Record<string, string>> = {
-  reportUnknown: 'settle.report_unknown',
-  expireLeases: 'settle.expire_leases',
-  deadLetters: 'settle.dead_letters',
-  auditLog: 'settle.audit_log',
-  runInTransaction: 'pg_settle.run_in_transaction',
-};
-const sqlName = (operation: string): string => SQL_NAMES[operation] ?? `settle.${operation}`;
+/** The batch calls: their items are counted one by one (pg_settle.batch.items). */
+const BATCH_OPERATIONS: ReadonlySet<string> = new Set(['settle.claim_many', 'settle.complete_many']);
+
+/**
+ * The client's operation names (camelCase) as the SQL API spells them: claim -> settle.claim,
+ * reportUnknown -> settle.report_unknown, claimMany -> settle.claim_many; the retries of a whole
+ * runInTransaction() transaction are pg_settle.run_in_transaction.
+ */
+const sqlNames = new Map<string, string>([['runInTransaction', 'pg_settle.run_in_transaction']]);
+export function sqlName(operation: string): string {
+  let name = sqlNames.get(operation);
+  if (name === undefined) {
+    name = `settle.${operation.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`)}`;
+    if (sqlNames.size < 1_000) sqlNames.set(operation, name);
+  }
+  return name;
+}
 
 /** [outcome, reason] of a call's rows: the engine's answer (get answers one row too); found / not_found for inspect; ok for other reads. */
 function outcomeOf(operation: string, result: unknown): [string, string | undefined] {
@@ -564,7 +807,10 @@ export function recordHttpErrorAfterResponse(client: object): void {
   (byClient.get(client) ?? NOOP_TELEMETRY).httpErrorAfterResponse();
 }
 
-/** Counts one request answered by the HTTP middleware, in the metrics of `client`. */
-export function recordHttpRequest(client: object, result: HttpRequestResult): void {
-  (byClient.get(client) ?? NOOP_TELEMETRY).http(result);
+/**
+ * Counts one request answered by the HTTP middleware, in the metrics of `client`: its result, and
+ * (`details`) the middleware's own time, the handler's effect and an outcome left unknown.
+ */
+export function recordHttpRequest(client: object, result: HttpRequestResult, details?: HttpRequestDetails): void {
+  (byClient.get(client) ?? NOOP_TELEMETRY).http(result, details);
 }

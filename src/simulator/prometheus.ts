@@ -1,5 +1,5 @@
 import type { ViewOptions } from '@opentelemetry/sdk-metrics';
-import { type MeterProviderLike, METRICS } from '../client/telemetry.js';
+import { type MeterProviderLike, SECONDS_HISTOGRAMS } from '../client/telemetry.js';
 
 /**
  * A Prometheus `/metrics` endpoint for the client's OpenTelemetry metrics: the SDK's
@@ -9,7 +9,7 @@ import { type MeterProviderLike, METRICS } from '../client/telemetry.js';
  *
  * @opentelemetry/exporter-prometheus 0.2xx appends `_total` to counters but no unit suffix, where
  * the OpenTelemetry Collector and Prometheus' OTLP receiver do; the views below add `_seconds` to
- * the two durations so the names are the same whichever way the metrics travel
+ * the client's durations so the names are the same whichever way the metrics travel
  * (docs/observability.md).
  */
 export interface MetricsEndpoint {
@@ -25,7 +25,7 @@ export class MetricsEndpointUnavailableError extends Error {
   override readonly name = 'MetricsEndpointUnavailableError';
 }
 
-const SECONDS_VIEWS: readonly ViewOptions[] = [METRICS.callDuration, METRICS.effectDuration].map((name) => ({
+const SECONDS_VIEWS: readonly ViewOptions[] = SECONDS_HISTOGRAMS.map((name) => ({
   instrumentName: name,
   name: `${name}_seconds`,
 }));

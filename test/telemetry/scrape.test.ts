@@ -6,51 +6,15 @@ import { startMetricsEndpoint } from '../../src/simulator/prometheus.js';
 import { runSimulation } from '../../src/simulator/run.js';
 import { CLI_BIN, cliEnv, ROOT } from '../support/cli.js';
 import { useTestDatabase } from '../support/database.js';
+import { type Exposition, scrapeExposition as scrape } from '../support/exposition.js';
 
 // The scrape works: the simulator's client records into the SDK, @opentelemetry/exporter-prometheus
 // serves it over HTTP on 127.0.0.1, and what a scraper reads matches what the database holds.
-
-interface Sample {
-  readonly name: string;
-  readonly labels: Readonly<Record<string, string>>;
-  readonly value: number;
-}
-interface Exposition {
-  readonly types: ReadonlyMap<string, string>;
-  readonly samples: readonly Sample[];
-}
-
-/** The Prometheus text exposition format (version 0.0.4), as a scraper reads it. */
-function parseExposition(text: string): Exposition {
-  const types = new Map<string, string>();
-  const samples: Sample[] = [];
-  for (const line of text.split('\n')) {
-    const type = /^# TYPE (\S+) (\S+)$/.exec(line);
-    if (type !== null) types.set(type[1] ?? '', type[2] ?? '');
-    if (line === '' || line.startsWith('#')) continue;
-    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: \d+)?$/.exec(line);
-    if (sample === null) throw new Error(`not an exposition line: ${line}`);
-    const labels: Record<string, string> = {};
-    for (const [, k, v] of (sample[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
-      labels[k ?? ''] = v ?? '';
-    samples.push({ name: sample[1] ?? '', labels, value: Number(sample[3]) });
-  }
-  return { types, samples };
-}
 
 const sum = (e: Exposition, name: string, match: Record<string, string> = {}): number =>
   e.samples
     .filter((s) => s.name === name && Object.entries(match).every(([k, v]) => s.labels[k] === v))
     .reduce((a, s) => a + s.value, 0);
-
-async function scrape(url: string): Promise<{ contentType: string; exposition: Exposition }> {
-  const response = await fetch(url);
-  expect(response.status).toBe(200);
-  return {
-    contentType: response.headers.get('content-type') ?? '',
-    exposition: parseExposition(await response.text()),
-  };
-}
 
 const db = useTestDatabase('telemetry_scrape');
 

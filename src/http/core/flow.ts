@@ -1,12 +1,17 @@
 import { SettleInputError, SettleReadOnlyError } from '../../client/errors.js';
-import { type HttpRequestResult, recordHttpRequest } from '../../client/telemetry.js';
+import {
+  type EffectOutcome,
+  type HttpRequestResult,
+  type HttpUnknownReason,
+  recordHttpRequest,
+} from '../../client/telemetry.js';
 import type { AttemptHandle, ClaimInput, ClaimOutcome, Observation } from '../../client/types.js';
 import { replayAnswer } from './answers.js';
 import { downstreamKeyOf, type IdempotencyContext } from './context.js';
 import { defaultFingerprint, type RequestView } from './fingerprint.js';
 import { parseIdempotencyKey } from './key.js';
 import { keepLease } from './lease.js';
-import type { InDoubtKey, Resolved } from './options.js';
+import type { InDoubtKey, ResponseDecision, Resolved } from './options.js';
 import { problem } from './problem.js';
 import { type CapturedResponse, toStored } from '../../client/stored-response.js';
 import {
@@ -36,6 +41,14 @@ export {
   withTimeout,
 } from './flow-result.js';
 
+/** What a request's metrics need to know beyond its answer, noted by the flow as it goes. */
+interface FlowNotes {
+  /** Lease mode: what became of the handler's effect (transaction mode: runInTransaction records it). */
+  handler?: EffectOutcome;
+  /** The request's outcome was left unknown, and why. */
+  unknown?: HttpUnknownReason;
+}
+
 /** The framework-neutral middleware: key, binding, claim, run the handler, settle, answer. */
 export async function handleRequest<Req>(
   view: RequestView,
@@ -43,10 +56,32 @@ export async function handleRequest<Req>(
   o: Resolved<Req>,
   runHandler: RunHandler,
 ): Promise<FlowResult> {
-  const result = await handleKeyedRequest(view, req, o, runHandler);
-  // Counted in the client's metrics (pg_settle.http.requests, docs/observability.md).
+  const started = performance.now();
+  let handlerStarted: number | undefined;
+  let handlerEnded: number | undefined;
+  const timed: RunHandler = (context) => {
+    handlerStarted = performance.now();
+    const running = runHandler(context);
+    const ended = (): void => {
+      handlerEnded = performance.now();
+    };
+    running.then(ended, ended);
+    return running;
+  };
+  const notes: FlowNotes = {};
+  const result = await handleKeyedRequest(view, req, o, timed, notes);
+  // Counted in the client's metrics (pg_settle.http.*, docs/observability.md): the middleware's
+  // own time is the request's less the handler's (up to its answer, or to the timeout).
   const counted = httpResultOf(result);
-  if (counted !== null) recordHttpRequest(o.settle, counted);
+  if (counted !== null) {
+    const now = performance.now();
+    const handlerSeconds = handlerStarted === undefined ? 0 : ((handlerEnded ?? now) - handlerStarted) / 1000;
+    recordHttpRequest(o.settle, counted, {
+      middlewareSeconds: Math.max(0, (now - started) / 1000 - handlerSeconds),
+      ...(notes.handler === undefined ? {} : { handler: { seconds: handlerSeconds, outcome: notes.handler } }),
+      ...(notes.unknown === undefined ? {} : { unknown: notes.unknown }),
+    });
+  }
   return result;
 }
 
@@ -63,6 +98,7 @@ async function handleKeyedRequest<Req>(
   req: Req,
   o: Resolved<Req>,
   runHandler: RunHandler,
+  notes: FlowNotes,
 ): Promise<FlowResult> {
   if (!o.methods.has(view.method)) return { kind: 'pass' };
   const parsed = parseIdempotencyKey(view.headers['idempotency-key'], { strict: o.strict, maxLength: o.maxKeyLength });
@@ -105,7 +141,7 @@ async function handleKeyedRequest<Req>(
     if (o.settlement === 'transaction') return await runInRequestTransaction(input, parsed.key, o, runHandler);
     const beforeRerun = o.beforeRerun;
     const ask = beforeRerun === undefined ? undefined : (key: InDoubtKey) => beforeRerun(key, req);
-    return await runUnderLease(input, parsed.key, o, runHandler, ask);
+    return await runUnderLease(input, parsed.key, o, runHandler, ask, notes);
   } catch (error) {
     const report = o.onMisconfiguration;
     return storeError(error, o, report === undefined ? undefined : (e) => report(e, req));
@@ -141,6 +177,7 @@ async function runUnderLease(
   o: Resolved<never>,
   runHandler: RunHandler,
   beforeRerun: ((key: InDoubtKey) => Promise<'run' | 'wait'> | 'run' | 'wait') | undefined,
+  notes: FlowNotes,
 ): Promise<FlowResult> {
   let claimedAt = Date.now();
   // Without rerunAfterUnknown, as the client's run() without reconcile: never a blind re-run
@@ -157,11 +194,17 @@ async function runUnderLease(
       downstreamKey: downstreamKeyOf(input.tenant, input.key),
       attempt: claimed.attempt,
     });
-    if (verdict !== 'run') return outcomeUnknown(o, false, true);
+    if (verdict !== 'run') {
+      notes.unknown = 'needs_reconciliation';
+      return outcomeUnknown(o, false, true);
+    }
     claimedAt = Date.now();
     claimed = await claimWaiting({ ...input, rerunAfterUnknown: true }, o);
   }
-  if (claimed.outcome !== 'acquired') return notAcquired(claimed, o);
+  if (claimed.outcome !== 'acquired') {
+    if (claimed.outcome === 'unknown' || claimed.outcome === 'in_doubt') notes.unknown = 'needs_reconciliation';
+    return notAcquired(claimed, o);
+  }
   const handle = claimed.attempt;
   const earlier = {
     count: handle.attempt - 1,
@@ -193,8 +236,10 @@ async function runUnderLease(
   if (captured === TIMEOUT || 'error' in captured) {
     // The handler may still be working: its effect is unknown, never a failure. A late response
     // is still offered to complete() (the engine settles it unless another attempt did).
+    notes.handler = 'unknown';
+    notes.unknown = captured === TIMEOUT ? 'handler_timeout' : 'handler_error';
     await reportInDoubt(handle, o);
-    void running.then((late) => settleCaptured(handle, late, o)).catch(() => {});
+    void running.then((late) => settleCaptured(handle, late, o, {})).catch(() => {});
     return answer(
       problem(
         'handler-timeout',
@@ -207,7 +252,7 @@ async function runUnderLease(
       ),
     );
   }
-  return settleCaptured(handle, captured, o);
+  return settleCaptured(handle, captured, o, notes);
 }
 
 /** complete / fail / reportUnknown per the response policy; answers with the canonical response. */
@@ -215,8 +260,10 @@ async function settleCaptured(
   handle: AttemptHandle,
   captured: CapturedResponse,
   o: Resolved<never>,
+  notes: FlowNotes,
 ): Promise<FlowResult> {
   const decision = o.responsePolicy(captured.status);
+  if (decision === 'unknown') notes.unknown = 'response_policy';
   let observation: Observation;
   try {
     if (decision === 'store') observation = await o.settle.complete(handle, toStored(captured, o.replayHeaders));
@@ -230,16 +277,21 @@ async function settleCaptured(
   } catch (error) {
     // The handler's response exists; whether it was stored is unknown (or it could not be stored).
     if (isAmbiguous(error) || error instanceof SettleInputError) {
+      notes.handler = 'unknown';
+      notes.unknown ??= 'settle_call_failed';
       await reportInDoubt(handle, o);
       return { kind: 'captured' };
     }
     if (error instanceof SettleReadOnlyError) {
       // Refused, so certainly not stored: the caller never gets a response that was not stored.
+      notes.handler = 'unknown';
+      notes.unknown ??= 'settle_call_failed';
       await reportInDoubt(handle, o);
       return unavailable(o, 'the response could not be recorded; retry later with the same key');
     }
     throw error;
   }
+  notes.handler = effectOutcomeOf(decision, observation);
   // Another attempt's response is the canonical one: this one is fenced and never replayed.
   if (
     'status' in observation &&
@@ -250,4 +302,11 @@ async function settleCaptured(
     return answer(replayAnswer(observation.result, o));
   }
   return { kind: 'captured' };
+}
+
+/** What became of the handler's effect, by the response policy's decision and the engine's answer. */
+function effectOutcomeOf(decision: ResponseDecision, observation: Observation): EffectOutcome {
+  if (observation.outcome === 'fenced') return 'lease_lost';
+  if (observation.outcome === 'conflict') return 'conflict';
+  return decision === 'store' ? 'completed' : decision === 'unknown' ? 'unknown' : 'failed';
 }
