@@ -1,3 +1,4 @@
+import { createServer } from 'node:http';
 import type { ViewOptions } from '@opentelemetry/sdk-metrics';
 import { type MeterProviderLike, SECONDS_HISTOGRAMS } from '../client/telemetry.js';
 
@@ -49,11 +50,26 @@ export async function startMetricsEndpoint(options: {
     );
   }
   const host = options.host ?? '127.0.0.1';
-  const exporter = new prometheus.PrometheusExporter({ host, port: options.port, preventServerStart: true });
-  await exporter.startServer();
-  // With port 0 the exporter's server listens on a port chosen by the OS: read it back.
-  const server = (exporter as unknown as { _server?: { address(): { port: number } | string | null } })._server;
-  const address = server?.address();
+  // The exporter's own server cannot take port 0 (it reads 0 as "unset" and binds its default,
+  // 9464): the endpoint listens itself and hands /metrics to the exporter's request handler.
+  const exporter = new prometheus.PrometheusExporter({ preventServerStart: true });
+  const server = createServer((request, response) => {
+    if (request.method === 'GET' && new URL(request.url ?? '/', 'http://localhost').pathname === '/metrics') {
+      exporter.getMetricsRequestHandler(request, response);
+      return;
+    }
+    response.statusCode = 404;
+    response.end('not found: the metrics are at /metrics\n');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port: options.port, host }, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  server.unref();
+  const address = server.address();
   const port = typeof address === 'object' && address !== null ? address.port : options.port;
   const meterProvider = new sdk.MeterProvider({ readers: [exporter], views: [...SECONDS_VIEWS] });
   return {
@@ -62,7 +78,8 @@ export async function startMetricsEndpoint(options: {
     url: `http://${host}:${port}/metrics`,
     async stop() {
       await meterProvider.shutdown();
-      await exporter.stopServer().catch(() => {});
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
 }

@@ -1,6 +1,12 @@
 import { sql } from 'slonik';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { createSettleClient, type RunInput, type RunOutcome, type SettleClient } from '../../src/index.js';
+import {
+  createSettleClient,
+  EffectResultError,
+  type RunInput,
+  type RunOutcome,
+  type SettleClient,
+} from '../../src/index.js';
 import { expireLease } from '../../src/testing/clock.js';
 import { createClientTelemetry, NOOP_TELEMETRY, recordHttpRequest } from '../../src/client/telemetry.js';
 import { asRole, binding, gate, useClientTest, someoneWaitsOnLock, uniqueKey, waitFor } from '../client/helpers.js';
@@ -135,6 +141,122 @@ describe('client metrics', () => {
     expect(
       await otel.total('pg_settle.outcomes', { 'pg_settle.operation': 'pg_settle.run', 'pg_settle.outcome': 'fenced' }),
     ).toBe(1);
+  });
+
+  it('unknown outcomes of run(): by source and reason, every reason of the source counted from 0 at the first run()', async () => {
+    const unknowns = async (): Promise<(string | number)[][]> =>
+      (await otel.points())
+        .filter((p) => p.name === 'pg_settle.unknown_outcomes')
+        .map((p) => [String(p.attributes['pg_settle.source']), String(p.attributes['pg_settle.reason']), p.value])
+        .sort();
+    expect(await unknowns()).toEqual([]);
+    expect(await client.run(runInput(uniqueKey()), async () => 'paid')).toMatchObject({ outcome: 'completed' });
+    // Started at 0, so that Prometheus' rate() sees the first one.
+    expect(await unknowns()).toEqual([
+      ['run', 'effect_outcome_unknown', 0],
+      ['run', 'lineage_unproven', 0],
+      ['run', 'needs_reconciliation', 0],
+      ['run', 'reconcile_failed', 0],
+      ['run', 'settle_call_failed', 0],
+    ]);
+
+    const key = uniqueKey();
+    expect(
+      await client.run(runInput(key, { classify: () => 'unknown' }), async () => {
+        throw new Error('the provider timed out');
+      }),
+    ).toMatchObject({ outcome: 'unknown', reason: 'effect_outcome_unknown' });
+    // A retry without reconcile runs nothing: still unknown, needs reconciliation.
+    expect(await client.run(runInput(key), async () => 'never')).toMatchObject({
+      outcome: 'unknown',
+      reason: 'needs_reconciliation',
+    });
+    // The effect ran but its result cannot be stored: recorded unknown, and run() throws.
+    await expect(
+      client.run(runInput(uniqueKey()), async () => ({ receipt: () => 'not JSON' }) as never),
+    ).rejects.toThrow(EffectResultError);
+    expect(await unknowns()).toEqual([
+      ['run', 'effect_outcome_unknown', 2],
+      ['run', 'lineage_unproven', 0],
+      ['run', 'needs_reconciliation', 1],
+      ['run', 'reconcile_failed', 0],
+      ['run', 'settle_call_failed', 0],
+    ]);
+  });
+
+  it('runMany(): outcomes and effect durations per item, batch calls by their SQL names with their items by outcome', async () => {
+    const items = [1, 2, 3].map((n) => ({ key: uniqueKey(), request: { n } }));
+    const ran = await client.runMany(
+      { tenant, binding, items, classify: () => 'unknown' },
+      async ({ items: acquired }) =>
+        acquired.map((item, i) =>
+          i === 2
+            ? { status: 'rejected' as const, reason: new Error('the provider timed out') }
+            : { status: 'fulfilled' as const, value: { paid: item.key } },
+        ),
+    );
+    expect(ran.map((o) => o.outcome)).toEqual(['completed', 'completed', 'unknown']);
+    const again = await client.runMany({ tenant, binding, items: items.slice(0, 2) }, async () => []);
+    expect(again.map((o) => o.outcome)).toEqual(['replay', 'replay']);
+
+    const points = await otel.points();
+    const of = (name: string, ...attributes: string[]) =>
+      points
+        .filter((p) => p.name === name)
+        .map((p) => [...attributes.map((a) => String(p.attributes[a])), p.value])
+        .sort();
+    // One point per call, named as the SQL API spells the function.
+    expect(of(CALL, 'db.operation.name', 'pg_settle.outcome')).toEqual([
+      ['settle.claim_many', 'ok', 2],
+      ['settle.complete_many', 'ok', 1],
+      ['settle.report_unknown', 'recorded', 1],
+    ]);
+    // Their items, by the engine's answer for each.
+    expect(of('pg_settle.batch.items', 'pg_settle.operation', 'pg_settle.outcome', 'pg_settle.reason')).toEqual([
+      ['settle.claim_many', 'acquired', 'undefined', 3],
+      ['settle.claim_many', 'replay', 'undefined', 2],
+      ['settle.complete_many', 'settled', 'current_attempt', 2],
+    ]);
+    expect(points.find((p) => p.name === 'pg_settle.batch.items')?.unit).toBe('{item}');
+    // runMany's outcomes and effect durations: one per item (the effect ran once, for 3 items).
+    expect(
+      of('pg_settle.outcomes', 'pg_settle.operation', 'pg_settle.outcome').filter(([o]) => o === 'pg_settle.run_many'),
+    ).toEqual([
+      ['pg_settle.run_many', 'completed', 2],
+      ['pg_settle.run_many', 'replay', 2],
+      ['pg_settle.run_many', 'unknown', 1],
+    ]);
+    expect(of('pg_settle.run.effect.duration', 'pg_settle.operation', 'pg_settle.outcome')).toEqual([
+      ['pg_settle.run_many', 'completed', 2],
+      ['pg_settle.run_many', 'unknown', 1],
+    ]);
+    const effectSums = points.filter((p) => p.name === 'pg_settle.run.effect.duration').map((p) => p.sum ?? 0);
+    expect(effectSums.every((sum) => sum > 0)).toBe(true);
+    expect(
+      of('pg_settle.unknown_outcomes', 'pg_settle.source', 'pg_settle.reason').filter(([, , n]) => n !== 0),
+    ).toEqual([['run_many', 'effect_outcome_unknown', 1]]);
+
+    // A span per runMany(), parent of its batch calls.
+    const spans = otel.spans();
+    const batches = spans.filter((s) => s.name === 'pg_settle.run_many');
+    expect(
+      batches.map((s) => [
+        s.attributes['pg_settle.batch.size'],
+        s.attributes['pg_settle.batch.ran'],
+        s.attributes['pg_settle.batch.unknown'],
+        s.status.code,
+      ]),
+    ).toEqual([
+      [3, 3, 1, 2 /* ERROR */],
+      [2, 0, undefined, 0 /* UNSET */],
+    ]);
+    const first = batches[0]?.spanContext().spanId;
+    expect(
+      spans
+        .filter((s) => s.parentSpanContext?.spanId === first)
+        .map((s) => s.name)
+        .sort(),
+    ).toEqual(['settle.claim_many', 'settle.complete_many', 'settle.report_unknown']);
   });
 
   it('counts transparent retries by SQLSTATE', async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createSettleClient, type SettleClient } from '../../src/index.js';
-import { asRole } from '../client/helpers.js';
+import { asRole, waitFor } from '../client/helpers.js';
 import { ALL_FRAMEWORKS, startApp, type TestApp } from '../http/apps.js';
 import { type HttpTestContext, newKey, send, setupHttpTest } from '../http/support.js';
 import { createTestTelemetry, type TestTelemetry } from './sdk.js';
@@ -21,7 +21,11 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
       poolSize: 4,
       telemetry: { meterProvider: otel.meterProvider },
     });
-    app = await startApp(framework, { settle, orders: { leaseMs: 60_000, heartbeatIntervalMs: 600_000 } });
+    app = await startApp(framework, {
+      settle,
+      orders: { leaseMs: 60_000, heartbeatIntervalMs: 600_000 },
+      slowTimeoutMs: 500,
+    });
   });
   afterAll(async () => {
     await app?.close();
@@ -59,5 +63,76 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
       '409': 1,
       '422': 1,
     });
+  });
+
+  test("the middleware's own time by result, its handler as an effect (pg_settle.http), unknown outcomes by reason", async () => {
+    const count = async (name: string, match: Record<string, string>) => otel.total(name, match);
+    const unknown = (reason: string) =>
+      count('pg_settle.unknown_outcomes', { 'pg_settle.source': 'http', 'pg_settle.reason': reason });
+    const effect = (outcome: string) =>
+      count('pg_settle.run.effect.duration', { 'pg_settle.operation': 'pg_settle.http', 'pg_settle.outcome': outcome });
+    const before = {
+      policy: await unknown('response_policy'),
+      again: await unknown('needs_reconciliation'),
+      timeout: await unknown('handler_timeout'),
+      completed: await effect('completed'),
+      unknown: await effect('unknown'),
+    };
+    // Every reason of the source was started at 0 by the first request.
+    for (const reason of [
+      'handler_timeout',
+      'handler_error',
+      'response_policy',
+      'settle_call_failed',
+      'needs_reconciliation',
+    ])
+      expect(
+        (await otel.points()).some(
+          (p) => p.name === 'pg_settle.unknown_outcomes' && p.attributes['pg_settle.reason'] === reason,
+        ),
+        reason,
+      ).toBe(true);
+
+    expect((await send(`${app.url}/orders`, { key: newKey(), json: { item: 'ink' } })).status).toBe(201);
+    // A 504: the default response policy records the outcome unknown; a retry of the key is answered outcome-unknown.
+    const gateway = newKey();
+    expect((await send(`${app.url}/gateway`, { key: gateway, json: {} })).status).toBe(504);
+    expect((await send(`${app.url}/gateway`, { key: gateway, json: {} })).status).toBe(500);
+    // No response within handlerTimeoutMs (500 ms): 503, outcome unknown.
+    const slow = newKey();
+    const hold = app.hooks.hold();
+    const timedOut = send(`${app.url}/slow`, { key: slow, json: {} });
+    await hold.entered;
+    expect((await timedOut).status).toBe(503);
+    hold.release();
+    // Express and fetch still store the late response (test/http/edges.test.ts): wait for it, so
+    // nothing is left running when the app closes.
+    if (framework === 'express' || framework === 'fetch')
+      await waitFor(async () => (await settle.inspect({ tenant: 'acme', key: slow }))?.status === 'completed');
+
+    expect(await unknown('response_policy')).toBe(before.policy + 1);
+    expect(await unknown('needs_reconciliation')).toBe(before.again + 1);
+    expect(await unknown('handler_timeout')).toBe(before.timeout + 1);
+    expect(await effect('completed')).toBe(before.completed + 1);
+    expect(await effect('unknown')).toBe(before.unknown + 2);
+    // The timed-out handler is an effect of at least the timeout.
+    const slowEffect = (await otel.points()).find(
+      (p) =>
+        p.name === 'pg_settle.run.effect.duration' &&
+        p.attributes['pg_settle.operation'] === 'pg_settle.http' &&
+        p.attributes['pg_settle.outcome'] === 'unknown',
+    );
+    expect(slowEffect?.sum ?? 0).toBeGreaterThanOrEqual(0.5);
+
+    // The middleware's own time: one point per counted request, by the same result.
+    const points = await otel.points();
+    const requests = points.filter((p) => p.name === 'pg_settle.http.requests');
+    const durations = points.filter((p) => p.name === 'pg_settle.http.middleware.duration');
+    expect(durations.every((p) => p.type === 'histogram' && p.unit === 's')).toBe(true);
+    expect(Object.fromEntries(durations.map((p) => [p.attributes['pg_settle.http.result'], p.value]))).toEqual(
+      Object.fromEntries(requests.map((p) => [p.attributes['pg_settle.http.result'], p.value])),
+    );
+    expect(durations.find((p) => p.attributes['pg_settle.http.result'] === '503')?.value).toBe(1);
+    expect(durations.every((p) => (p.sum ?? -1) >= 0)).toBe(true);
   });
 });
