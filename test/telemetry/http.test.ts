@@ -108,7 +108,7 @@ describe.each(ALL_FRAMEWORKS)('%s', (framework) => {
     // Express and fetch still store the late response (test/http/edges.test.ts): wait for it, so
     // nothing is left running when the app closes.
     if (framework === 'express' || framework === 'fetch')
-      await waitFor(async () => (await settle.inspect({ tenant: 'acme', key: slow }))?.status === 'completed');
+      await waitFor(async () => (await ctx.admin.inspect({ tenant: 'acme', key: slow }))?.status === 'completed');
 
     expect(await unknown('response_policy')).toBe(before.policy + 1);
     expect(await unknown('needs_reconciliation')).toBe(before.again + 1);
