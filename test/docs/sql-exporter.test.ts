@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/index.js';
 import { asRole } from '../client/helpers.js';
 import { parseCollector } from '../support/collector.js';
+import { selectorsOf, syntaxErrors } from '../support/promql.js';
 
 // deploy/sql_exporter/pg-settle.collector.yml runs as settle_readonly against a migrated
 // database: each query answers, each metric's value and label columns exist in its query's
@@ -83,9 +84,9 @@ describe('deploy/sql_exporter', () => {
     const expressions = [...alerts.matchAll(/^\s+expr: (.+)$/gm)].map((m) => m[1] ?? '');
     expect(expressions.length).toBeGreaterThan(10);
     for (const expr of expressions) {
-      const names = [...expr.matchAll(/\b((?:pg_settle|db_client)_[a-z_]+?)(?:_bucket)?\b(?=[{[ )]|$)/g)].map(
-        (m) => m[1],
-      );
+      // The metrics it selects, as Prometheus' grammar reads the expression (a histogram's by its _bucket series).
+      expect(syntaxErrors(expr), expr).toEqual([]);
+      const names = selectorsOf(expr).map((s) => s.metric?.replace(/_bucket$/, ''));
       expect(names.length, expr).toBeGreaterThan(0);
       for (const name of names) expect(known, `${expr}: ${name ?? ''}`).toContain(name);
     }
