@@ -77,7 +77,10 @@ export type EffectTimer = <F extends (context: never) => Promise<unknown>>(effec
 /** Returns runMany's effect wrapped so that its duration and the items it got (`context.items`) are recorded. */
 export type BatchEffectTimer = EffectTimer;
 
-/** The run() outcome an unknown counts with, by its reason (closed sets: every series starts at 0). */
+/**
+ * The reasons of an unknown outcome of run(), runInTransaction() or a runMany() item (UnknownReason):
+ * closed sets, so that every series of a source can start at 0.
+ */
 const RUN_UNKNOWN_REASONS = [
   'effect_outcome_unknown',
   'settle_call_failed',
@@ -116,6 +119,8 @@ export interface ClientTelemetry {
   ): Promise<O[]>;
   /** One request answered by the HTTP middleware. */
   http(result: HttpRequestResult, details?: HttpRequestDetails): void;
+  /** Starts the pg_settle.unknown_outcomes series of `source` at 0 (once; later calls do nothing). */
+  primeUnknowns(source: UnknownSource): void;
   /** A handler failed after its response was complete (the response stands; the error is not sent). */
   httpErrorAfterResponse(): void;
   /** Wraps one batch of the feed consumer's handler: span, events counter, lag histogram. */
@@ -135,6 +140,7 @@ export const NOOP_TELEMETRY: ClientTelemetry = {
   run: (_kind, _tenant, execute) => execute(untimed),
   runMany: (_tenant, _items, execute) => execute(untimed),
   http: () => {},
+  primeUnknowns: () => {},
   httpErrorAfterResponse: () => {},
   feedBatch: (_consumer, _events, execute) => execute(),
 };
@@ -469,10 +475,14 @@ class OtelTelemetry implements ClientTelemetry {
    * used: Prometheus' rate() and increase() need a sample before the first increment, or the
    * first unknown outcome of a process would never show (nor fire PgSettleUnknownOutcomes).
    */
-  private primeUnknowns(i: Instruments, source: UnknownSource): void {
+  private prime(i: Instruments, source: UnknownSource): void {
     if (this.primed.has(source)) return;
     this.primed.add(source);
     for (const reason of UNKNOWN_REASONS[source]) i.unknownOutcomes.add(0, this.unknownAttributes(source, reason));
+  }
+
+  primeUnknowns(source: UnknownSource): void {
+    if (!this.dormant()) this.prime(this.i, source);
   }
 
   private unknownAttributes(source: UnknownSource, reason: string): otel.Attributes {
@@ -602,7 +612,7 @@ class OtelTelemetry implements ClientTelemetry {
     const i = this.i;
     const name = `pg_settle.${kind}`;
     const shownTenant = this.tenant(tenant);
-    this.primeUnknowns(i, kind);
+    this.prime(i, kind);
     const span = i.tracer.startSpan(name, {
       kind: this.api.SpanKind.INTERNAL,
       ...(shownTenant === undefined ? {} : { attributes: { 'pg_settle.tenant': shownTenant } }),
@@ -674,7 +684,7 @@ class OtelTelemetry implements ClientTelemetry {
     const i = this.i;
     const name = 'pg_settle.run_many';
     const shownTenant = this.tenant(tenant);
-    this.primeUnknowns(i, 'run_many');
+    this.prime(i, 'run_many');
     const span = i.tracer.startSpan(name, {
       kind: this.api.SpanKind.INTERNAL,
       attributes: {
@@ -738,7 +748,7 @@ class OtelTelemetry implements ClientTelemetry {
   http(result: HttpRequestResult, details: HttpRequestDetails = {}): void {
     if (this.dormant()) return;
     const i = this.i;
-    this.primeUnknowns(i, 'http');
+    this.prime(i, 'http');
     const attributes = this.attributes('h', result, undefined, undefined, undefined, () => ({
       'pg_settle.http.result': result,
     }));
@@ -805,6 +815,14 @@ export function registerClientTelemetry(client: object, telemetry: ClientTelemet
 /** Counts a handler that failed after its response was complete, in the metrics of `client`. */
 export function recordHttpErrorAfterResponse(client: object): void {
   (byClient.get(client) ?? NOOP_TELEMETRY).httpErrorAfterResponse();
+}
+
+/**
+ * Starts the pg_settle.unknown_outcomes series of `source` at 0 in the metrics of `client` (the
+ * HTTP middleware does when it is created, before its first request).
+ */
+export function primeUnknownOutcomes(client: object, source: UnknownSource): void {
+  (byClient.get(client) ?? NOOP_TELEMETRY).primeUnknowns(source);
 }
 
 /**

@@ -4,6 +4,7 @@ import type { Json } from '../../client/types.js';
 import type { FingerprintTarget, RequestView } from './fingerprint.js';
 import { DEFAULT_PROBLEM_TYPE_BASE } from './problem.js';
 import { DEFAULT_REPLAY_HEADERS } from '../../client/stored-response.js';
+import { primeUnknownOutcomes } from '../../client/telemetry.js';
 
 /** Who is asking: the key is reserved for this caller (see docs/http.md, "Bound keys"). */
 export interface IdempotencyBinding {
@@ -204,6 +205,9 @@ export function resolveOptions<Req>(options: IdempotencyOptions<Req>, route: Rou
       `maxBodyBytes must be an integer 0-${MAX_BODY_BYTES_LIMIT} (stored results are at most 1 MiB as base64 JSON)`,
     );
   }
+  // The unknown outcomes of HTTP requests count from 0 before the first request: Prometheus' rate()
+  // needs a sample before an increment (docs/observability.md, pg_settle.unknown_outcomes).
+  primeUnknownOutcomes(options.settle, 'http');
   return {
     settle: options.settle,
     binding: options.binding ?? (() => UNBOUND),
