@@ -33,7 +33,10 @@ export type {
 } from './run-many.js';
 export { LIMITS } from './schemas.js';
 export {
+  type EffectOutcome,
+  type HttpRequestDetails,
   type HttpRequestResult,
+  type HttpUnknownReason,
   type MeterProviderLike,
   METRICS,
   recordHttpRequest,
