@@ -40,6 +40,7 @@ interface Panel {
   readonly id: number;
   readonly title: string;
   readonly type: string;
+  readonly gridPos: { readonly x: number; readonly y: number; readonly w: number; readonly h: number };
   readonly targets?: readonly Target[];
   readonly datasource?: { readonly uid: string };
   readonly fieldConfig?: { readonly defaults: { readonly unit?: string }; readonly overrides: readonly unknown[] };
@@ -338,6 +339,15 @@ describe('deploy/grafana dashboard and deploy/prometheus rules, scraped from an 
     );
     expect(new Set(dashboard.panels.map((p) => p.title)).size).toBe(dashboard.panels.length);
     expect(new Set(dashboard.panels.map((p) => p.id)).size).toBe(dashboard.panels.length);
+    // Laid out on Grafana's 24-column grid without overlaps.
+    const boxes = dashboard.panels.map((p) => ({ title: p.title, ...p.gridPos }));
+    for (const [n, a] of boxes.entries()) {
+      expect(a.x + a.w, a.title).toBeLessThanOrEqual(24);
+      for (const b of boxes.slice(n + 1)) {
+        const overlap = a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+        expect(overlap, `${a.title} overlaps ${b.title}`).toBe(false);
+      }
+    }
     const panels = dashboard.panels.filter((p) => p.type !== 'row');
     const rules = parseRules(await readFile(path.join(root, 'deploy/prometheus/pg-settle.rules.yml'), 'utf8'));
     expect(rules.length).toBeGreaterThan(15);
