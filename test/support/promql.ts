@@ -85,32 +85,32 @@ function selectorOf(p: Parsed, node: SyntaxNode): Selector {
   return { text: text(p, node), metric: metric === undefined ? undefined : text(p, metric), matchers };
 }
 
-function collect(p: Parsed, node: SyntaxNode, name: string): SyntaxNode[] {
+/** The nodes named `name` in the tree under `node` (itself included), in order. */
+function collect(node: SyntaxNode, name: string): SyntaxNode[] {
   const out: SyntaxNode[] = [];
   const walk = (n: SyntaxNode): void => {
     if (n.name === name) out.push(n);
     for (const c of children(n)) walk(c);
   };
   walk(node);
-  void p;
   return out;
 }
 
 /** Every vector selector of `expr` (those inside range selectors included). */
 export function selectorsOf(expr: string): Selector[] {
   const p = parse(expr);
-  return collect(p, p.root, 'VectorSelector').map((n) => selectorOf(p, n));
+  return collect(p.root, 'VectorSelector').map((n) => selectorOf(p, n));
 }
 
 /** Every `by (...)` / `without (...)` of `expr`, with the selectors it aggregates. */
 export function groupingsOf(expr: string): Grouping[] {
   const p = parse(expr);
-  return collect(p, p.root, 'AggregateExpr').flatMap((aggregate) => {
+  return collect(p.root, 'AggregateExpr').flatMap((aggregate) => {
     const modifier = child(aggregate, 'AggregateModifier');
     if (modifier === undefined) return [];
-    const labels = collect(p, child(modifier, 'GroupingLabels') ?? modifier, 'LabelName').map((n) => text(p, n));
+    const labels = collect(child(modifier, 'GroupingLabels') ?? modifier, 'LabelName').map((n) => text(p, n));
     const body = child(aggregate, 'FunctionCallBody');
-    const selectors = body === undefined ? [] : collect(p, body, 'VectorSelector').map((n) => selectorOf(p, n));
+    const selectors = body === undefined ? [] : collect(body, 'VectorSelector').map((n) => selectorOf(p, n));
     return [{ labels, selectors }];
   });
 }
@@ -284,7 +284,7 @@ export function evaluate(expr: string, before: Snapshot, after: Snapshot): Serie
         const aggregate = AGGREGATIONS[op];
         if (aggregate === undefined) throw new Error(`${text(p, node)}: the aggregation ${op} is not supported here`);
         const modifier = child(node, 'AggregateModifier');
-        const grouping = modifier === undefined ? [] : collect(p, modifier, 'LabelName').map((n) => text(p, n));
+        const grouping = modifier === undefined ? [] : collect(modifier, 'LabelName').map((n) => text(p, n));
         const without = modifier !== undefined && child(modifier, 'Without') !== undefined;
         const [operand] = args(child(node, 'FunctionCallBody'));
         if (operand === undefined) throw new Error(`${text(p, node)}: no operand`);
