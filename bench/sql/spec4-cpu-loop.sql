@@ -1,7 +1,7 @@
 -- The plain-SQL side of bench/sql/cycle-cpu-loop.sql: the same 3000 operations, each writing
--- exactly the rows one engine cycle writes (bench/scripts/spec4.sql: the operation row and
--- its attempt, which logs the claim; then the operation completed and the attempt settled,
--- which logs the settlement; no audit_log row) into the spec4 tables (bench/sql/baselines.sql:
+-- exactly the rows one engine cycle writes (bench/scripts/spec4.sql: the operation row with
+-- its attempt 1, which logs the claim; then the operation completed, which logs the
+-- settlement; no attempts row and no audit_log row) into the spec4 tables (bench/sql/baselines.sql:
 -- the engine tables' shapes, no PL/pgSQL API, triggers, RLS or validation), inside one DO
 -- block, so no WAL flush, no round trip and no client is measured. The fingerprint is
 -- computed as spec4.sql does.
@@ -21,23 +21,18 @@ begin
     v_req := jsonb_build_object('amount', i, 'currency', 'EUR');
     v_token := gen_random_uuid();
     insert into bench.spec4_operations
-      (tenant, key, fingerprint, request, principal, scopes, binding_generation, status, attempt,
-       max_attempts, lease_token, lease_expires_at, created_at, updated_at)
+      (tenant, key, fingerprint, request, principal, scopes, binding_generation, max_attempts, created_at,
+       attempt, attempt_token, worker, claimed_at, claimed_by, claim_seq, claim_audit_id, claim_status_after,
+       status, lease_token, lease_expires_at, updated_at)
     values ('bench', k, 'v1:' || encode(sha256(convert_to(v_req::text, 'UTF8')), 'hex'), v_req,
-            'bench-app', array['payments.write'], 0, 'running', 1, 5,
-            v_token, now() + interval '30 seconds', now(), now());
-    insert into bench.spec4_attempts
-      (tenant, key, attempt, lease_token, worker, claimed_at, claim_seq, claim_audit_id, claim_status_before,
-       claim_status_after)
-    values ('bench', k, 1, v_token, 'loop', now(), 1, nextval('bench.spec4_audit_log_audit_id_seq'), null, 'running');
+            'bench-app', array['payments.write'], 0, 5, now(),
+            1, v_token, 'loop', now(), session_user, 1, nextval('bench.spec4_audit_log_audit_id_seq'), 'running',
+            'running', v_token, now() + interval '30 seconds', now());
     update bench.spec4_operations o
        set status = 'completed', result = jsonb_build_object('charge', 'ch-' || i), settled_attempt = 1,
-           settled_at = now(), lease_token = null, lease_expires_at = null, updated_at = now()
+           settled_at = now(), settled_seq = 2, settled_audit_id = nextval('bench.spec4_audit_log_audit_id_seq'),
+           settled_status_before = 'running', settled_reason = 'current_attempt', settled_by = session_user,
+           lease_token = null, lease_expires_at = null, updated_at = now()
      where o.tenant = 'bench' and o.key = k and o.status = 'running';
-    update bench.spec4_attempts a
-       set observation = 'completed', observed_at = now(), settled = true, settled_as = 1, ended_at = now(),
-           end_reason = 'observed', settled_seq = 2, settled_audit_id = nextval('bench.spec4_audit_log_audit_id_seq'),
-           settled_status_before = 'running', settled_reason = 'current_attempt'
-     where a.tenant = 'bench' and a.key = k and a.attempt = 1;
   end loop;
 end $$;
