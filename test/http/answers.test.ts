@@ -201,6 +201,48 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     }
   });
 
+  test('the grant revoked while the handler ran: the caller is told the request may have taken effect, never that nothing ran', async () => {
+    const role = `http_revoked_${framework}_${process.pid}`;
+    await ctx.su.query(`drop role if exists ${role}`);
+    await ctx.su.query(`create role ${role} login in role settle_app`);
+    await ctx.su.query(`select settle.grant_tenant(role => $1, tenant => 'acme')`, [role]);
+    const url = new URL(ctx.db.url);
+    url.username = role;
+    url.password = '';
+    const bound = createSettleClient({ connectionString: url.toString(), poolSize: 2 });
+    const reported: Error[] = [];
+    const other = await startApp(framework, {
+      settle: bound,
+      orders: { onMisconfiguration: (error) => reported.push(error) },
+    });
+    try {
+      const key = newKey();
+      const hold = other.hooks.hold();
+      const pending = send(`${other.url}/orders`, { key, json: { n: 1 } });
+      await hold.entered;
+      // The handler has run its effect; the login loses the tenant before complete().
+      await ctx.su.query(`select settle.revoke_tenant(role => $1, tenant => 'acme')`, [role]);
+      hold.release();
+      const answer = await pending;
+      expect(answer.status).toBe(500);
+      expect(answer.json()).toMatchObject({ type: `${PROBLEM}idempotency-misconfigured`, status: 500 });
+      expect(answer.json().detail).not.toMatch(/nothing was executed/);
+      expect(answer.json().detail).toMatch(/may have taken effect/);
+      expect(answer.body.toString()).not.toMatch(/SE013|grant_tenant|tenant/);
+      expect(reported.map((e) => e.message)).toEqual([
+        expect.stringMatching(/not granted this tenant \(SE013, settle\.grant_tenant\).*may have taken effect/),
+      ]);
+      expect(other.hooks.calls.orders).toBe(1);
+      // Nothing was stored: the operation is still running under the handler's attempt.
+      expect(await ctx.admin.inspect({ tenant: 'acme', key })).toMatchObject({ status: 'running', attempt: 1 });
+    } finally {
+      await other.close();
+      await bound.end();
+      await ctx.su.query(`drop owned by ${role}`).catch(() => {});
+      await ctx.su.query(`drop role if exists ${role}`).catch(() => {});
+    }
+  });
+
   test("a body over the parser's limit (Express 100 KB, Fastify 1 MiB by default): 413 before the middleware, nothing claimed", async () => {
     const key = newKey();
     const big = { blob: 'x'.repeat(1024 * 1024 + 1) };

@@ -77,27 +77,31 @@ export const unavailable = (o: Resolved<never>, detail: string): FlowResult =>
  * the handler ran: 503, nothing executed, nothing of the engine's error disclosed. A server set
  * up wrong: the operator gets the cause (`report`: onMisconfiguration, default console.error,
  * and the `misconfigured` result of pg_settle.http.requests); the caller a plain 500 that
- * discloses nothing of the deployment (no SQLSTATE, no function to grant).
+ * discloses nothing of the deployment (no SQLSTATE, no function to grant). `executed`: the
+ * handler ran before the store refused to record its response (a grant revoked meanwhile), so
+ * both are told the request may have taken effect, never that nothing was executed.
  */
 export function storeError(
   error: unknown,
   o: Resolved<never>,
   report: (error: IdempotencyMisconfiguredError) => void = defaultReport,
+  executed = false,
 ): FlowResult {
   if (isAmbiguous(error)) return unavailable(o, 'the idempotency store did not answer; nothing was executed');
   if (error instanceof SettleReadOnlyError)
     return unavailable(o, 'the idempotency store cannot record requests right now; nothing was executed');
   const misconfigured = misconfiguration(error);
   if (misconfigured !== null) {
+    const what = executed ? 'the request may have taken effect, its response was not recorded' : 'nothing was executed';
     try {
-      report(new IdempotencyMisconfiguredError(misconfigured, error));
+      report(new IdempotencyMisconfiguredError(`${misconfigured}; ${what}`, error));
     } catch {
       // A logger that throws must not turn the answer into a crash.
     }
     const plain = problem(
       'idempotency-misconfigured',
       o.problemTypeBase,
-      'the server cannot process requests with an Idempotency-Key right now; nothing was executed',
+      `the server cannot process requests with an Idempotency-Key right now; ${what}`,
     );
     MISCONFIGURED.add(plain);
     return answer(plain);
@@ -118,14 +122,13 @@ function defaultReport(error: IdempotencyMisconfiguredError): void {
  */
 function misconfiguration(error: unknown): string | null {
   if (error instanceof TenantNotGrantedError) {
-    return "the server's database login is not granted this tenant (SE013, settle.grant_tenant); nothing was executed";
+    return "the server's database login is not granted this tenant (SE013, settle.grant_tenant)";
   }
-  if (error instanceof SettleNotMigratedError) return 'the idempotency store is not migrated; nothing was executed';
+  if (error instanceof SettleNotMigratedError) return 'the idempotency store is not migrated';
   if (error instanceof SettleDatabaseError && error.sqlstate === '42501') {
-    return "the server's database login may not call the idempotency store (42501: grant settle_app); nothing was executed";
+    return "the server's database login may not call the idempotency store (42501: grant settle_app)";
   }
-  if (error instanceof SettleInputError)
-    return `the key, binding or request was refused (${error.code}); nothing was executed`;
+  if (error instanceof SettleInputError) return `the key, binding or request was refused (${error.code})`;
   return null;
 }
 

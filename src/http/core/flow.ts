@@ -144,7 +144,8 @@ async function handleKeyedRequest<Req>(
     return await runUnderLease(input, parsed.key, o, runHandler, ask, notes);
   } catch (error) {
     const report = o.onMisconfiguration;
-    return storeError(error, o, report === undefined ? undefined : (e) => report(e, req));
+    // notes.handler is set once the handler ran (settleCaptured, before it rethrows).
+    return storeError(error, o, report === undefined ? undefined : (e) => report(e, req), notes.handler !== undefined);
   }
 }
 
@@ -289,6 +290,11 @@ async function settleCaptured(
       await reportInDoubt(handle, o);
       return unavailable(o, 'the response could not be recorded; retry later with the same key');
     }
+    // Refused for good (the grant revoked while the handler ran): the response was not stored,
+    // the effect may have happened; the caller's answer says so (storeError, executed).
+    notes.handler = 'unknown';
+    notes.unknown ??= 'settle_call_failed';
+    await reportInDoubt(handle, o);
     throw error;
   }
   notes.handler = effectOutcomeOf(decision, observation);
