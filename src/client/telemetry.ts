@@ -160,7 +160,7 @@ export const METRICS = {
   httpMiddlewareDuration: 'pg_settle.http.middleware.duration',
   httpErrorsAfterResponse: 'pg_settle.http.errors_after_response',
   feedEvents: 'pg_settle.feed.events',
-  feedLag: 'pg_settle.feed.lag',
+  feedLag: 'pg_settle.feed.delivery_lag',
 } as const;
 
 /**
@@ -171,6 +171,9 @@ export const SECONDS_HISTOGRAMS: readonly string[] = [
   METRICS.callDuration,
   METRICS.effectDuration,
   METRICS.httpMiddlewareDuration,
+  METRICS.feedLag,
+  // The reconciler's (src/client/reconcile.ts, RECONCILER_METRICS.checkDuration).
+  'pg_settle.reconciler.check.duration',
 ];
 
 /** OpenTelemetry's recommended buckets for db.client.operation.duration (seconds). */

@@ -1,10 +1,14 @@
 import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { configFromFlags } from '../../src/simulator/config.js';
 import { startMetricsEndpoint } from '../../src/simulator/prometheus.js';
 import { runSimulation } from '../../src/simulator/run.js';
+import { INSTRUMENTATION_SCOPE } from '../../src/client/telemetry.js';
 import { CLI_BIN, cliEnv, ROOT } from '../support/cli.js';
+import { parseCollector } from '../support/collector.js';
 import { useTestDatabase } from '../support/database.js';
 import { type Exposition, scrapeExposition as scrape } from '../support/exposition.js';
 
@@ -83,6 +87,38 @@ describe('Prometheus /metrics of the simulator', () => {
       await endpoint.stop();
     }
   }, 240_000);
+
+  it("every metric of docs/observability.md's table is served under its documented name, none under an exporter gauge's", async () => {
+    const doc = await readFile(path.join(ROOT, 'docs/observability.md'), 'utf8');
+    const table = doc.slice(doc.indexOf('### Metrics'), doc.indexOf('### Spans'));
+    const rows = [...table.matchAll(/^\| `([a-z_.]+)` \| `([a-z_]+)`[^|]*\| (histogram|counter) \| ([^|]+) \|/gm)].map(
+      (m) => ({ otel: m[1] ?? '', prometheus: m[2] ?? '', type: m[3] ?? '', unit: (m[4] ?? '').trim() }),
+    );
+    expect(rows.length).toBeGreaterThan(10);
+    const endpoint = await startMetricsEndpoint({ port: 0 });
+    try {
+      // Each instrument made as the client makes it (name, kind, unit), one point each.
+      const meter = endpoint.meterProvider.getMeter(INSTRUMENTATION_SCOPE);
+      for (const row of rows) {
+        if (row.type === 'histogram') meter.createHistogram(row.otel, { unit: row.unit }).record(0.01);
+        else meter.createCounter(row.otel, { unit: row.unit }).add(1);
+      }
+      const { exposition } = await scrape(endpoint.url);
+      for (const row of rows) {
+        const family = row.type === 'counter' ? row.prometheus.replace(/_total$/, '') : row.prometheus;
+        const served = [...exposition.types].find(([name]) => name === family || name === row.prometheus);
+        expect(served, `${row.otel} as ${row.prometheus}`).toEqual([expect.any(String), row.type]);
+      }
+      // Prometheus scrapes the apps and sql_exporter into one namespace: no name means two things.
+      const collector = parseCollector(
+        await readFile(path.join(ROOT, 'deploy/sql_exporter/pg-settle.collector.yml'), 'utf8'),
+      );
+      const gauges = new Set(collector.metrics.map((m) => m.name));
+      expect(rows.filter((r) => gauges.has(r.prometheus)).map((r) => r.prometheus)).toEqual([]);
+    } finally {
+      await endpoint.stop();
+    }
+  });
 
   it('`pg-settle simulate --metrics-port` serves /metrics while the simulator runs', async () => {
     const child = spawn(
