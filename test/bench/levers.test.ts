@@ -3,7 +3,7 @@ import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-// bench/ab/levers/ holds engine builds measured as bounds (docs/performance.md, Levers), each a
+// bench/ab/levers/ holds engine builds measured as bounds, each a
 // patch of sql/migrations. A patch that no longer applies cannot reproduce its figure: each one
 // is checked against the migrations as they are (git apply --check, nothing written).
 const ROOT = path.resolve(import.meta.dirname, '../..');
