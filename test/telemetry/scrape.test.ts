@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import type * as otel from '@opentelemetry/api';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { configFromFlags } from '../../src/simulator/config.js';
@@ -98,7 +99,7 @@ describe('Prometheus /metrics of the simulator', () => {
     const endpoint = await startMetricsEndpoint({ port: 0 });
     try {
       // Each instrument made as the client makes it (name, kind, unit), one point each.
-      const meter = endpoint.meterProvider.getMeter(INSTRUMENTATION_SCOPE);
+      const meter = endpoint.meterProvider.getMeter(INSTRUMENTATION_SCOPE) as otel.Meter;
       for (const row of rows) {
         if (row.type === 'histogram') meter.createHistogram(row.otel, { unit: row.unit }).record(0.01);
         else meter.createCounter(row.otel, { unit: row.unit }).add(1);
