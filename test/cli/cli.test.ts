@@ -324,6 +324,12 @@ describe('pg-settle CLI', { timeout: 300_000 }, () => {
     const run = await cli(['--version'], { withDb: false });
     expect(run.code).toBe(0);
     expect(run.stdout).toBe(`pg-settle ${version}\n`);
+    // The CHANGELOG's newest release is this version, dated (a tag is cut from it).
+    const changelog = readFileSync(path.join(ROOT, 'CHANGELOG.md'), 'utf8');
+    expect(/^## \[(\S+)\] - (\S+)$/m.exec(changelog)?.slice(1)).toEqual([
+      version,
+      expect.stringMatching(/^\d{4}-\d{2}-\d{2}$/),
+    ]);
   });
 
   it('a mistyped command or flag suggests the nearest', async () => {
