@@ -42,6 +42,18 @@ const IN_DOUBT = `if not claim.rerun_after_unknown and v_op.status = 'unknown' a
 
 const MODEL_MUTANTS: readonly ModelMutant[] = [
   {
+    name: 'forged-token-locks-row',
+    defect:
+      "R3: complete / fail / report_unknown lock the operation row before judging the token, so a forged token's call in an open transaction holds the lease holder hostage",
+    replacements: [
+      {
+        file: MERGE,
+        find: 'where o.tenant = _observe.tenant and o.key = _observe.key and a.verdict >= 0 and a.valid',
+        replace: 'where o.tenant = _observe.tenant and o.key = _observe.key and a.verdict >= 0',
+      },
+    ],
+  },
+  {
     name: 'resolve-running',
     defect:
       'I20: settle.resolve also resolves a pending or running operation (one whose attempt has not lost its outcome)',

@@ -828,21 +828,27 @@ export class ModelRun {
     const other = this.txConn !== null && this.txConn !== conn;
     if (other) {
       const waited = await this.answeredOrWaiting(answer, this.pids[conn] as number);
-      if (waited) {
+      if (waited !== false) {
         this.figures.waits++;
+        const on = `(waits on lock ${waited.lock} held by backends ${JSON.stringify(waited.blockers)}; the open transaction's is ${this.pids[this.txConn as number]})`;
         // R3: a call that cannot change the record must not wait on the row.
         if (this.scenarios.every((sc) => mustNotWait(sc.committed, p.call))) {
           this.violate(
             'hostage',
-            `${p.call.kind} waited for the row lock although it can change nothing (R3): ${JSON.stringify(p.call)}`,
+            `${p.call.kind} waited for the row lock although it can change nothing (R3) ${on}: ${JSON.stringify(p.call)}`,
           );
         }
         // R3 the other way round: the open transaction made only calls that cannot change the
-        // record (a wrong token, a revoked generation): they must not hold anyone's row.
-        if ('id' in p.call && !this.txMayLock.has(p.call.id)) {
+        // record (a wrong token, a revoked generation): they must not hold anyone's row. Judged
+        // on what the waiter waits for: the open transaction's backend among its blockers.
+        if (
+          'id' in p.call &&
+          !this.txMayLock.has(p.call.id) &&
+          waited.blockers.includes(this.pids[this.txConn as number] as number)
+        ) {
           this.violate(
             'hostage',
-            `${p.call.kind} on ${p.call.id} waits behind an open transaction whose calls on it could change nothing (R3)`,
+            `${p.call.kind} on ${p.call.id} waits behind an open transaction whose calls on it could change nothing (R3) ${on}`,
           );
         }
         const firstClaim =
@@ -906,8 +912,14 @@ export class ModelRun {
     }
   }
 
-  /** Resolves true once the backend waits on a lock, false when the answer came first. */
-  private async answeredOrWaiting(answer: Promise<Answer>, pid: number): Promise<boolean> {
+  /**
+   * Resolves with what the backend waits on once it waits on a lock (the lock's wait event and
+   * the backends holding it, pg_blocking_pids), false when the answer came first.
+   */
+  private async answeredOrWaiting(
+    answer: Promise<Answer>,
+    pid: number,
+  ): Promise<false | { readonly lock: string; readonly blockers: readonly number[] }> {
     let answered = false;
     void answer.then(() => {
       answered = true;
@@ -916,11 +928,13 @@ export class ModelRun {
     for (;;) {
       await new Promise((r) => setTimeout(r, 3));
       if (answered) return false;
-      const { rows } = await this.c.observer.query<{ waiting: boolean }>(
-        `select wait_event_type = 'Lock' as waiting from pg_stat_activity where pid = $1`,
+      const { rows } = await this.c.observer.query<{ lock: string | null; blockers: number[] }>(
+        `select case when wait_event_type = 'Lock' then wait_event end as lock, pg_blocking_pids(pid) as blockers
+           from pg_stat_activity where pid = $1`,
         [pid],
       );
-      if (rows[0]?.waiting === true) return true;
+      const lock = rows[0]?.lock;
+      if (lock !== null && lock !== undefined) return { lock, blockers: rows[0]?.blockers ?? [] };
       if (answered) return false;
       if (Date.now() > deadline)
         this.violate('stuck', `backend ${pid} neither answered nor waited on a lock within 30 s`);
