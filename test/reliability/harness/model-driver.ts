@@ -830,7 +830,8 @@ export class ModelRun {
       const waited = await this.answeredOrWaiting(answer, this.pids[conn] as number);
       if (waited !== false) {
         this.figures.waits++;
-        const on = `(waits on lock ${waited.lock} held by backends ${JSON.stringify(waited.blockers)}; the open transaction's is ${this.pids[this.txConn as number]})`;
+        const holder = this.pids[this.txConn as number] as number;
+        const on = `(waits on lock ${waited.lock} held by backends ${JSON.stringify(waited.blockers)}; the open transaction's is ${holder})`;
         // R3: a call that cannot change the record must not wait on the row.
         if (this.scenarios.every((sc) => mustNotWait(sc.committed, p.call))) {
           this.violate(
@@ -841,11 +842,7 @@ export class ModelRun {
         // R3 the other way round: the open transaction made only calls that cannot change the
         // record (a wrong token, a revoked generation): they must not hold anyone's row. Judged
         // on what the waiter waits for: the open transaction's backend among its blockers.
-        if (
-          'id' in p.call &&
-          !this.txMayLock.has(p.call.id) &&
-          waited.blockers.includes(this.pids[this.txConn as number] as number)
-        ) {
+        if ('id' in p.call && !this.txMayLock.has(p.call.id) && waited.blockers.includes(holder)) {
           this.violate(
             'hostage',
             `${p.call.kind} on ${p.call.id} waits behind an open transaction whose calls on it could change nothing (R3) ${on}`,
